@@ -1,0 +1,54 @@
+"""Scheduler configuration (frozen, validated)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class SchedulingPolicy(str, enum.Enum):
+    FCFS = "fcfs"
+    PRIORITY = "priority"
+    CONTINUUM = "continuum"
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Limits of one scheduler.
+
+    ``num_blocks`` includes the reserved null block. ``long_prefill_token_threshold`` (0 = off)
+    caps the tokens one request may prefill per step. ``max_pinned_fraction`` caps the share of
+    the pool that CONTINUUM pins may hold.
+    """
+
+    num_blocks: int
+    block_size: int = 16
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 2048
+    max_model_len: int = 4096
+    long_prefill_token_threshold: int = 0
+    policy: SchedulingPolicy = SchedulingPolicy.FCFS
+    enable_prefix_caching: bool = True
+    max_pinned_fraction: float = 0.5
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", SchedulingPolicy(self.policy))
+        if self.num_blocks < 2:
+            raise ValueError("num_blocks must be >= 2 (block 0 is reserved)")
+        if self.block_size < 1:
+            raise ValueError("block_size must be >= 1")
+        if self.max_num_seqs < 1:
+            raise ValueError("max_num_seqs must be >= 1")
+        if self.max_num_batched_tokens < 1:
+            raise ValueError("max_num_batched_tokens must be >= 1")
+        if self.max_model_len < 2:
+            raise ValueError("max_model_len must be >= 2")
+        if self.max_model_len > (self.num_blocks - 1) * self.block_size:
+            raise ValueError(
+                f"max_model_len {self.max_model_len} exceeds the KV pool "
+                f"({self.num_blocks - 1} blocks x {self.block_size} tokens)"
+            )
+        if self.long_prefill_token_threshold < 0:
+            raise ValueError("long_prefill_token_threshold must be >= 0")
+        if not 0.0 <= self.max_pinned_fraction <= 1.0:
+            raise ValueError("max_pinned_fraction must be in [0, 1]")

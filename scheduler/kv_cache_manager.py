@@ -1,0 +1,124 @@
+"""Per-request block bookkeeping on top of the ``BlockPool``: prefix lookup, allocation, free.
+
+Invariants:
+- ``req_blocks[r]`` covers the first ``ceil(n / block_size)`` token slots of request ``r`` where
+  ``n`` is the number of tokens scheduled so far; ``req_block_ids[r]`` mirrors it as integers.
+- The first ``num_cached[r]`` blocks of ``r`` are registered in the prefix cache (or were hits).
+- A request's blocks are freed tail first, so its tail is evicted before its head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler.block_pool import BlockPool, KVCacheBlock
+from scheduler.request import Request
+
+
+class KVCacheManager:
+    def __init__(self, num_blocks: int, block_size: int, enable_caching: bool = True) -> None:
+        if block_size < 1:
+            raise ValueError("block_size must be >= 1")
+        self.block_size = block_size
+        self.enable_caching = enable_caching
+        self.pool = BlockPool(num_blocks, enable_caching)
+        self.req_blocks: dict[str, list[KVCacheBlock]] = {}
+        self.req_block_ids: dict[str, list[int]] = {}
+        self.num_cached: dict[str, int] = {}
+        # Prefix-cache statistics, counted once per successful admission.
+        self.prefix_query_tokens = 0
+        self.prefix_hit_tokens = 0
+
+    @property
+    def num_blocks(self) -> int:
+        return self.pool.num_blocks
+
+    # ---- prefix cache ------------------------------------------------------------------------
+    def get_computed_blocks(self, request: Request) -> tuple[list[KVCacheBlock], int]:
+        """Longest cached prefix of full blocks, never the whole prompt (>= 1 token left to compute)."""
+        if not self.enable_caching:
+            return [], 0
+        max_blocks = (request.num_tokens - 1) // self.block_size
+        hits: list[KVCacheBlock] = []
+        get = self.pool.cached_block_map.get
+        for h in request.block_hashes[:max_blocks]:
+            b = get(h)
+            if b is None:
+                break
+            hits.append(b)
+        return hits, len(hits) * self.block_size
+
+    def record_prefix_query(self, num_query_tokens: int, num_hit_tokens: int) -> None:
+        self.prefix_query_tokens += num_query_tokens
+        self.prefix_hit_tokens += num_hit_tokens
+
+    # ---- allocation --------------------------------------------------------------------------
+    def allocate_slots(
+        self,
+        request: Request,
+        num_new_tokens: int,
+        new_computed_blocks: Sequence[KVCacheBlock] = (),
+    ) -> list[KVCacheBlock] | None:
+        """Make room for ``num_new_tokens`` more tokens after the computed ones.
+
+        ``new_computed_blocks`` are prefix hits not yet owned by the request (first admission).
+        Returns the newly allocated blocks, or None (and changes nothing) if the pool is short.
+        """
+        rid = request.request_id
+        blocks = self.req_blocks.get(rid)
+        if blocks is None:
+            blocks = self.req_blocks[rid] = []
+            self.req_block_ids[rid] = []
+            self.num_cached[rid] = 0
+        bs = self.block_size
+        num_computed = request.num_computed_tokens + len(new_computed_blocks) * bs
+        total_tokens = num_computed + num_new_tokens
+        num_required = -(-total_tokens // bs) - len(blocks) - len(new_computed_blocks)
+        # Hits sitting in the free queue leave it when touched, so they cost capacity too.
+        num_evictable_hits = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
+        if num_required > self.pool.num_free_blocks - num_evictable_hits:
+            if not blocks:
+                self._forget(rid)
+            return None
+        ids = self.req_block_ids[rid]
+        if new_computed_blocks:
+            self.pool.touch(new_computed_blocks)
+            blocks.extend(new_computed_blocks)
+            ids.extend(b.block_id for b in new_computed_blocks)
+            self.num_cached[rid] = len(blocks)
+        new_blocks = self.pool.get_new_blocks(num_required) if num_required > 0 else []
+        if new_blocks:
+            blocks.extend(new_blocks)
+            ids.extend(b.block_id for b in new_blocks)
+        if self.enable_caching:
+            num_full = total_tokens // bs
+            start = self.num_cached[rid]
+            if num_full > start:
+                hashes = request.block_hashes
+                for i in range(start, num_full):
+                    self.pool.cache_block(blocks[i], hashes[i])
+                self.num_cached[rid] = num_full
+        return new_blocks
+
+    def get_block_ids(self, request_id: str) -> list[int]:
+        return self.req_block_ids.get(request_id, [])
+
+    def free(self, request: Request) -> None:
+        """Release all of a request's blocks, tail first."""
+        blocks = self.take_blocks(request.request_id)
+        self.free_block_list(blocks)
+
+    def take_blocks(self, request_id: str) -> list[KVCacheBlock]:
+        """Detach a request's blocks without dropping their references (a pin takes them over)."""
+        blocks = self.req_blocks.pop(request_id, [])
+        self._forget(request_id)
+        return blocks
+
+    def free_block_list(self, blocks: Sequence[KVCacheBlock]) -> None:
+        """Drop one reference from each of ``blocks`` (in request order), tail first."""
+        self.pool.free_blocks(reversed(blocks))
+
+    def _forget(self, request_id: str) -> None:
+        self.req_blocks.pop(request_id, None)
+        self.req_block_ids.pop(request_id, None)
+        self.num_cached.pop(request_id, None)

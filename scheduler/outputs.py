@@ -1,0 +1,83 @@
+"""Data that crosses the scheduler <-> runner <-> engine boundaries.
+
+The model runner sees integer block ids only, never block objects. ``block_ids`` lists are the
+scheduler's own lists, valid for the duration of one ``execute`` call: the runner must copy what it
+keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduler.sampling_params import SamplingParams
+
+
+@dataclass
+class ScheduledRequest:
+    """One request in one step: compute tokens ``[num_computed_tokens, num_computed_tokens + len(token_ids))``.
+
+    ``do_sample`` is True when this chunk reaches the request's last known token, so the runner
+    samples exactly one new token for it.
+    """
+
+    request_id: str
+    token_ids: list[int]
+    num_computed_tokens: int
+    block_ids: list[int]
+    sampling_params: SamplingParams
+    do_sample: bool
+    # Tokens generated so far (for repetition-free seeded sampling and min_tokens handling).
+    num_output_tokens: int = 0
+    eos_token_id: int | None = None
+
+    @property
+    def num_scheduled_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass
+class SchedulerOutput:
+    """What the scheduler decided for one step."""
+
+    scheduled: list[ScheduledRequest] = field(default_factory=list)
+    # Requests that finished or were aborted since the last step: the runner drops their state.
+    finished_req_ids: set[str] = field(default_factory=set)
+    # Requests preempted in this step (their KV is gone; they will be recomputed).
+    preempted_req_ids: set[str] = field(default_factory=set)
+    # Requests admitted from the waiting queue this step (new or resumed after preemption).
+    new_req_ids: list[str] = field(default_factory=list)
+    resumed_req_ids: list[str] = field(default_factory=list)
+
+    @property
+    def total_num_scheduled_tokens(self) -> int:
+        return sum(len(s.token_ids) for s in self.scheduled)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.scheduled
+
+
+@dataclass
+class ModelRunnerOutput:
+    """What the runner computed: one sampled token per request whose chunk had ``do_sample``."""
+
+    sampled_token_ids: dict[str, int] = field(default_factory=dict)
+    logprobs: dict[str, float] = field(default_factory=dict)
+    # Optional top-k alternatives per request: list of (token_id, logprob), best first.
+    top_logprobs: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+
+
+@dataclass
+class EngineCoreOutput:
+    """Per request per step, from ``Scheduler.update``: new tokens and, if it finished, why."""
+
+    request_id: str
+    new_token_ids: list[int]
+    finish_reason: str | None = None
+    new_logprobs: list[float] = field(default_factory=list)
+    new_top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
+    num_cached_tokens: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None

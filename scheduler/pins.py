@@ -1,0 +1,124 @@
+"""CONTINUUM pin leases: a finished non-final turn's blocks held for a TTL until the job returns.
+
+Invariants:
+- A lease holds exactly one reference on each of its blocks; while the lease lives none of them can
+  be evicted or handed to another request (their ``ref_cnt`` stays >= 1).
+- At most one lease per job; a newer pin of the same job replaces the older lease.
+- ``num_pinned_blocks`` (sum of lease sizes) never exceeds ``max_pinned_blocks``.
+- Ending a lease returns its blocks through ``release_fn`` (tail first, hashes kept), so a late
+  return of the job can still hit the prefix cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from scheduler.block_pool import KVCacheBlock
+
+
+@dataclass
+class PinLease:
+    job_id: str
+    request_id: str
+    blocks: list[KVCacheBlock]
+    created_at: float
+    expires_at: float
+
+
+@dataclass
+class PinCounters:
+    created: int = 0
+    hit: int = 0  # ended because the job's next turn was admitted
+    expired: int = 0  # TTL ran out before the job came back
+    early_released: int = 0  # released under memory pressure
+    released: int = 0  # released by the client (job ended) or replaced by a newer pin
+    aborted: int = 0
+    rejected_cap: int = 0  # a pin not made because of the pinned-fraction cap
+    pinned_block_seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class PinTable:
+    """The live leases, keyed by job id."""
+
+    max_pinned_blocks: int
+    release_fn: Callable[[Sequence[KVCacheBlock]], None]
+    leases: dict[str, PinLease] = field(default_factory=dict)
+    counters: PinCounters = field(default_factory=PinCounters)
+    num_pinned_blocks: int = 0
+    # Bumped on every change, so a waiting queue ordered by "has a live pin" knows to re-sort.
+    version: int = 0
+
+    def has_pin(self, job_id: str | None) -> bool:
+        return job_id is not None and job_id in self.leases
+
+    def pinned_block_seconds(self, now: float) -> float:
+        """Block-seconds of ended leases plus the live ones up to ``now``."""
+        live = sum(len(le.blocks) * (now - le.created_at) for le in self.leases.values())
+        return self.counters.pinned_block_seconds + live
+
+    def pin(self, job_id: str, request_id: str, blocks: list[KVCacheBlock], ttl: float, now: float) -> bool:
+        """Make a lease of ``ttl`` seconds over ``blocks`` (whose references it takes over).
+
+        Returns False if the cap forbids it; then the caller still owns the references.
+        """
+        if job_id in self.leases:
+            self._end(job_id, now, "released")
+        need = len(blocks)
+        if need > self.max_pinned_blocks:
+            self.counters.rejected_cap += 1
+            return False
+        expires = now + ttl
+        # The least valuable leases give way: those whose jobs are expected back later than this one.
+        while self.num_pinned_blocks + need > self.max_pinned_blocks:
+            latest = self._latest(exclude=None)
+            if latest is None or latest.expires_at <= expires:
+                self.counters.rejected_cap += 1
+                return False
+            self._end(latest.job_id, now, "early_released")
+        self.leases[job_id] = PinLease(job_id, request_id, blocks, now, expires)
+        self.num_pinned_blocks += need
+        self.counters.created += 1
+        self.version += 1
+        return True
+
+    def sweep(self, now: float) -> list[str]:
+        """End every lease whose TTL has run out (``now >= expires_at``); returns their job ids."""
+        expired = [j for j, le in self.leases.items() if now >= le.expires_at]
+        for j in expired:
+            self._end(j, now, "expired")
+        return expired
+
+    def release(self, job_id: str, now: float, reason: str) -> bool:
+        """End a job's lease; ``reason`` is one of hit, released, aborted, early_released."""
+        if job_id not in self.leases:
+            return False
+        self._end(job_id, now, reason)
+        return True
+
+    def release_latest(self, now: float, exclude_job: str | None = None) -> bool:
+        """Early release under pressure: the lease whose job is expected back latest goes first."""
+        latest = self._latest(exclude=exclude_job)
+        if latest is None:
+            return False
+        self._end(latest.job_id, now, "early_released")
+        return True
+
+    def _latest(self, exclude: str | None) -> PinLease | None:
+        best = None
+        for le in self.leases.values():
+            if le.job_id != exclude and (best is None or le.expires_at > best.expires_at):
+                best = le
+        return best
+
+    def _end(self, job_id: str, now: float, reason: str) -> None:
+        le = self.leases.pop(job_id)
+        self.num_pinned_blocks -= len(le.blocks)
+        self.counters.pinned_block_seconds += len(le.blocks) * max(0.0, now - le.created_at)
+        setattr(self.counters, reason, getattr(self.counters, reason) + 1)
+        self.version += 1
+        self.release_fn(le.blocks)

@@ -1,0 +1,133 @@
+"""The scheduler-owned request: token ids, progress, status, block hashes and the agent fields."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+from scheduler.block_hash import hash_block_tokens
+from scheduler.sampling_params import SamplingParams
+
+
+class RequestStatus(enum.IntEnum):
+    WAITING = 0
+    RUNNING = 1
+    PREEMPTED = 2
+    # Everything from here on is finished.
+    FINISHED_STOPPED = 3
+    FINISHED_LENGTH_CAPPED = 4
+    FINISHED_ABORTED = 5
+
+    @property
+    def finished(self) -> bool:
+        return self >= RequestStatus.FINISHED_STOPPED
+
+    def finish_reason(self) -> str | None:
+        return _FINISH_REASONS.get(self)
+
+
+_FINISH_REASONS = {
+    RequestStatus.FINISHED_STOPPED: "stop",
+    RequestStatus.FINISHED_LENGTH_CAPPED: "length",
+    RequestStatus.FINISHED_ABORTED: "abort",
+}
+
+
+class Request:
+    """One generation request as the scheduler sees it (token ids only, never text).
+
+    Invariants: ``all_token_ids == prompt_token_ids + output_token_ids``;
+    ``0 <= num_computed_tokens <= num_tokens``; ``block_hashes[i]`` is the chained hash of the
+    i-th full block of ``all_token_ids`` (the salt enters the first block's extra keys), and
+    ``len(block_hashes) == num_tokens // block_size`` at all times.
+    """
+
+    def __init__(
+        self,
+        request_id: str,
+        prompt_token_ids: Sequence[int],
+        sampling_params: SamplingParams,
+        *,
+        block_size: int,
+        arrival_time: float,
+        eos_token_id: int | None = None,
+        priority: int = 0,
+        cache_salt: str | None = None,
+        job_id: str | None = None,
+        is_last_step: bool = False,
+        job_arrival_time: float | None = None,
+        tool_name: str | None = None,
+        tool_ttl_hint: float | None = None,
+    ) -> None:
+        if not prompt_token_ids:
+            raise ValueError("prompt must contain at least one token")
+        self.request_id = request_id
+        self.prompt_token_ids = list(prompt_token_ids)
+        self.sampling_params = sampling_params
+        self.block_size = block_size
+        self.arrival_time = arrival_time
+        self.eos_token_id = eos_token_id
+        self.priority = priority
+        self.cache_salt = cache_salt
+        self.job_id = job_id
+        self.is_last_step = is_last_step
+        self.job_arrival_time = arrival_time if job_arrival_time is None else job_arrival_time
+        self.tool_name = tool_name
+        self.tool_ttl_hint = tool_ttl_hint
+
+        self.output_token_ids: list[int] = []
+        self.output_logprobs: list[float] = []
+        self.all_token_ids: list[int] = list(self.prompt_token_ids)
+        self.num_computed_tokens = 0
+        self.status = RequestStatus.WAITING
+        self.block_hashes: list[int] = []
+        # Prefix-cache hit (tokens) at the request's first admission; -1 until admitted.
+        self.num_cached_tokens = -1
+        self.num_preemptions = 0
+        # True once this turn was admitted while its job still held a pin (the pin was hit).
+        self.pin_hit = False
+        self.first_scheduled_time: float | None = None
+        self.first_token_time: float | None = None
+        self.finished_time: float | None = None
+        self._extend_block_hashes()
+
+    # ---- sizes -------------------------------------------------------------------------------
+    @property
+    def num_tokens(self) -> int:
+        return len(self.all_token_ids)
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.output_token_ids)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status.finished
+
+    # ---- mutation ----------------------------------------------------------------------------
+    def append_output_token(self, token_id: int, logprob: float | None = None) -> None:
+        self.output_token_ids.append(token_id)
+        self.all_token_ids.append(token_id)
+        if logprob is not None:
+            self.output_logprobs.append(logprob)
+        if len(self.all_token_ids) % self.block_size == 0:
+            self._extend_block_hashes()
+
+    def _extend_block_hashes(self) -> None:
+        bs = self.block_size
+        n_full = len(self.all_token_ids) // bs
+        parent = self.block_hashes[-1] if self.block_hashes else None
+        for i in range(len(self.block_hashes), n_full):
+            extra = (self.cache_salt,) if (i == 0 and self.cache_salt) else None
+            parent = hash_block_tokens(parent, self.all_token_ids[i * bs : (i + 1) * bs], extra)
+            self.block_hashes.append(parent)
+
+    def __repr__(self) -> str:
+        return (
+            f"Request({self.request_id!r}, status={self.status.name}, tokens={self.num_tokens}, "
+            f"computed={self.num_computed_tokens}, job={self.job_id!r})"
+        )

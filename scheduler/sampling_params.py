@@ -1,0 +1,60 @@
+"""Sampling parameters of one request (frozen; validated at construction)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one request's output.
+
+    Invariants (checked in ``__post_init__``, violations raise ``ValueError``):
+    temperature >= 0 (0 means greedy), 0 < top_p <= 1, top_k == 0 (off) or >= 1,
+    max_tokens >= 1, 0 <= min_tokens <= max_tokens, logprobs is None or 0..20.
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_tokens: int = 16
+    min_tokens: int = 0
+    stop: tuple[str, ...] = field(default_factory=tuple)
+    stop_token_ids: tuple[int, ...] = field(default_factory=tuple)
+    ignore_eos: bool = False
+    seed: int | None = None
+    logprobs: int | None = None
+    include_stop_str_in_output: bool = False
+
+    def __post_init__(self) -> None:
+        # Accept lists/strings from callers, store tuples so the object stays hashable and frozen.
+        if isinstance(self.stop, str):
+            object.__setattr__(self, "stop", (self.stop,))
+        elif not isinstance(self.stop, tuple):
+            object.__setattr__(self, "stop", tuple(self.stop or ()))
+        if not isinstance(self.stop_token_ids, tuple):
+            object.__setattr__(self, "stop_token_ids", tuple(self.stop_token_ids or ()))
+        if not isinstance(self.temperature, (int, float)) or self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
+        if not isinstance(self.top_p, (int, float)) or not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if not isinstance(self.top_k, int) or self.top_k == -1:
+            object.__setattr__(self, "top_k", 0 if self.top_k == -1 else self.top_k)
+        if not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"top_k must be 0 (disabled) or a positive integer, got {self.top_k!r}")
+        if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be a positive integer, got {self.max_tokens!r}")
+        if not isinstance(self.min_tokens, int) or not 0 <= self.min_tokens <= self.max_tokens:
+            raise ValueError(f"min_tokens must be in [0, max_tokens], got {self.min_tokens!r}")
+        if any(not isinstance(s, str) or not s for s in self.stop):
+            raise ValueError("stop must be a non-empty string or a list of non-empty strings")
+        if any(not isinstance(t, int) or t < 0 for t in self.stop_token_ids):
+            raise ValueError("stop_token_ids must be non-negative integers")
+        if self.seed is not None and not isinstance(self.seed, int):
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        if self.logprobs is not None and (not isinstance(self.logprobs, int) or not 0 <= self.logprobs <= 20):
+            raise ValueError(f"logprobs must be an integer in [0, 20], got {self.logprobs!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
