@@ -20,7 +20,7 @@ demo: venv
 
 test: venv
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n0 tests 2>/dev/null || $(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q tests
 
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not slow" tests

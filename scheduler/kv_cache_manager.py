@@ -66,11 +66,18 @@ class KVCacheManager:
         """
         rid = request.request_id
         blocks = self.req_blocks.get(rid)
+        bs = self.block_size
+        if blocks is not None and not new_computed_blocks:
+            # Fast path (steady decode): the tokens fit in the blocks already held.
+            total_tokens = request.num_computed_tokens + num_new_tokens
+            if total_tokens <= len(blocks) * bs:
+                if self.enable_caching and total_tokens // bs > self.num_cached[rid]:
+                    self._cache_full_blocks(request, blocks, total_tokens)
+                return []
         if blocks is None:
             blocks = self.req_blocks[rid] = []
             self.req_block_ids[rid] = []
             self.num_cached[rid] = 0
-        bs = self.block_size
         num_computed = request.num_computed_tokens + len(new_computed_blocks) * bs
         total_tokens = num_computed + num_new_tokens
         num_required = -(-total_tokens // bs) - len(blocks) - len(new_computed_blocks)
@@ -90,15 +97,19 @@ class KVCacheManager:
         if new_blocks:
             blocks.extend(new_blocks)
             ids.extend(b.block_id for b in new_blocks)
-        if self.enable_caching:
-            num_full = total_tokens // bs
-            start = self.num_cached[rid]
-            if num_full > start:
-                hashes = request.block_hashes
-                for i in range(start, num_full):
-                    self.pool.cache_block(blocks[i], hashes[i])
-                self.num_cached[rid] = num_full
+        if self.enable_caching and total_tokens // bs > self.num_cached[rid]:
+            self._cache_full_blocks(request, blocks, total_tokens)
         return new_blocks
+
+    def _cache_full_blocks(self, request: Request, blocks: list[KVCacheBlock], total_tokens: int) -> None:
+        """Register the blocks that ``total_tokens`` fill completely (they are computed this step)."""
+        rid = request.request_id
+        num_full = total_tokens // self.block_size
+        hashes = request.block_hashes
+        cache_block = self.pool.cache_block
+        for i in range(self.num_cached[rid], num_full):
+            cache_block(blocks[i], hashes[i])
+        self.num_cached[rid] = num_full
 
     def get_block_ids(self, request_id: str) -> list[int]:
         return self.req_block_ids.get(request_id, [])

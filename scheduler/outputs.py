@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from scheduler.sampling_params import SamplingParams
 
 
-@dataclass
+@dataclass(slots=True)
 class ScheduledRequest:
     """One request in one step: compute tokens ``[num_computed_tokens, num_computed_tokens + len(token_ids))``.
 
@@ -67,7 +67,7 @@ class ModelRunnerOutput:
     top_logprobs: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class EngineCoreOutput:
     """Per request per step, from ``Scheduler.update``: new tokens and, if it finished, why."""
 

@@ -111,10 +111,11 @@ class Request:
     # ---- mutation ----------------------------------------------------------------------------
     def append_output_token(self, token_id: int, logprob: float | None = None) -> None:
         self.output_token_ids.append(token_id)
-        self.all_token_ids.append(token_id)
+        toks = self.all_token_ids
+        toks.append(token_id)
         if logprob is not None:
             self.output_logprobs.append(logprob)
-        if len(self.all_token_ids) % self.block_size == 0:
+        if len(toks) % self.block_size == 0:
             self._extend_block_hashes()
 
     def _extend_block_hashes(self) -> None:

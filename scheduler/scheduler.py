@@ -127,10 +127,11 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             req = self.running[i]
-            num_new = req.num_tokens - req.num_computed_tokens
-            if threshold:
-                num_new = min(num_new, threshold)
-            num_new = min(num_new, budget)
+            num_new = len(req.all_token_ids) - req.num_computed_tokens
+            if threshold and num_new > threshold:
+                num_new = threshold
+            if num_new > budget:
+                num_new = budget
             if num_new <= 0:
                 i += 1
                 continue
@@ -212,27 +213,31 @@ class Scheduler:
         now = self.clock.now()
         outputs: list[EngineCoreOutput] = []
         sampled = result.sampled_token_ids
+        requests = self.requests
+        running = RequestStatus.RUNNING
         for s in out.scheduled:
-            req = self.requests.get(s.request_id)
-            if req is None or req.status is not RequestStatus.RUNNING:
+            rid = s.request_id
+            req = requests.get(rid)
+            if req is None or req.status is not running:
                 continue  # aborted while the step ran
-            req.num_computed_tokens += s.num_scheduled_tokens
+            req.num_computed_tokens += len(s.token_ids)
             if not s.do_sample:
                 continue
-            tok = sampled.get(s.request_id)
+            tok = sampled.get(rid)
             if tok is None:
                 continue
-            lp = result.logprobs.get(s.request_id)
+            lp = result.logprobs.get(rid) if result.logprobs else None
             req.append_output_token(tok, lp)
             if req.first_token_time is None:
                 req.first_token_time = now
             status = self._check_stop(req, tok)
-            o = EngineCoreOutput(req.request_id, [tok], num_cached_tokens=max(0, req.num_cached_tokens))
+            o = EngineCoreOutput(rid, [tok], num_cached_tokens=max(0, req.num_cached_tokens))
             if lp is not None:
                 o.new_logprobs.append(lp)
-            top = result.top_logprobs.get(s.request_id)
-            if top is not None:
-                o.new_top_logprobs.append(top)
+            if result.top_logprobs:
+                top = result.top_logprobs.get(rid)
+                if top is not None:
+                    o.new_top_logprobs.append(top)
             if status is not None:
                 self._finish(req, status, now, allow_pin=True)
                 o.finish_reason = status.finish_reason()
@@ -242,26 +247,21 @@ class Scheduler:
     # ---- internals ---------------------------------------------------------------------------
     def _make_scheduled(self, req: Request, num_new: int) -> ScheduledRequest:
         start = req.num_computed_tokens
+        toks = req.all_token_ids
         return ScheduledRequest(
-            request_id=req.request_id,
-            token_ids=req.all_token_ids[start : start + num_new],
-            num_computed_tokens=start,
-            block_ids=self.kv.req_block_ids[req.request_id],
-            sampling_params=req.sampling_params,
-            do_sample=start + num_new == req.num_tokens,
-            num_output_tokens=req.num_output_tokens,
-            eos_token_id=req.eos_token_id,
+            req.request_id, toks[start : start + num_new], start, self.kv.req_block_ids[req.request_id],
+            req.sampling_params, start + num_new == len(toks), len(req.output_token_ids), req.eos_token_id,
         )
 
     def _check_stop(self, req: Request, tok: int) -> RequestStatus | None:
         sp = req.sampling_params
-        n_out = req.num_output_tokens
+        n_out = len(req.output_token_ids)
         if n_out >= sp.min_tokens:
             if tok == req.eos_token_id and not sp.ignore_eos:
                 return RequestStatus.FINISHED_STOPPED
-            if tok in sp.stop_token_ids:
+            if sp.stop_token_ids and tok in sp.stop_token_ids:
                 return RequestStatus.FINISHED_STOPPED
-        if n_out >= sp.max_tokens or req.num_tokens >= self.config.max_model_len:
+        if n_out >= sp.max_tokens or len(req.all_token_ids) >= self.config.max_model_len:
             return RequestStatus.FINISHED_LENGTH_CAPPED
         return None
 

@@ -1,0 +1,35 @@
+"""agent-engine: a paged-KV LLM serving engine for agent workloads.
+
+``from agent_engine import LLM, SamplingParams`` for offline generation; ``agent-engine serve`` for
+the OpenAI-compatible server. Heavy modules (torch, transformers) load lazily on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from scheduler.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from agent_engine.config import EngineConfig
+    from agent_engine.engine import LLMEngine
+    from agent_engine.llm import LLM
+    from agent_engine.outputs import CompletionOutput, RequestOutput
+
+__all__ = ["LLM", "CompletionOutput", "EngineConfig", "LLMEngine", "RequestOutput", "SamplingParams"]
+
+_LAZY = {
+    "LLM": "agent_engine.llm",
+    "LLMEngine": "agent_engine.engine",
+    "EngineConfig": "agent_engine.config",
+    "RequestOutput": "agent_engine.outputs",
+    "CompletionOutput": "agent_engine.outputs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(name)

@@ -1,0 +1,286 @@
+"""LLMEngine: tokenizer + scheduler + model runner + detokenizer, advanced one ``step()`` at a time.
+
+``step()`` is ``scheduler.schedule()`` -> ``runner.execute()`` -> ``scheduler.update()``, then
+detokenization and stop strings. Not thread-safe: one thread owns an engine (the server's loop).
+Invariant: a request's blocks are released exactly once, whether it finishes, is aborted, or its
+batch fails in the model step.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agent_engine.config import EngineConfig
+from agent_engine.detokenizer import IncrementalDetokenizer, find_stop
+from agent_engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from scheduler import (
+    Clock,
+    MonotonicClock,
+    Request,
+    RequestStatus,
+    SamplingParams,
+    Scheduler,
+    SchedulerConfig,
+)
+
+logger = logging.getLogger(__name__)
+
+PromptType = str | list[int] | dict[str, Any]
+
+
+@dataclass
+class _RequestState:
+    request: Request
+    prompt: str | None
+    detokenizer: Any
+    stop: tuple[str, ...]
+    include_stop: bool
+    text: str = ""
+    # Characters of ``text`` already reported to the caller (a held-back tail may hide a stop string).
+    num_reported_chars: int = 0
+    logprobs: list[float] = field(default_factory=list)
+    top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
+
+
+class LLMEngine:
+    """The offline/online engine core. See ``add_request``, ``step``, ``abort``, ``release_job``."""
+
+    def __init__(self, config: EngineConfig, clock: Clock | None = None) -> None:
+        from agent_engine.engine_factory import build_engine_parts
+
+        self.config = config
+        self.clock = clock or MonotonicClock()
+        parts = build_engine_parts(config, self.clock)
+        self.loaded = parts.loaded
+        self.tokenizer = parts.loaded.tokenizer
+        self.model_name = config.served_model_name or parts.loaded.name
+        self.vocab_size = parts.loaded.vocab_size
+        self.eos_token_ids = list(parts.loaded.eos_token_ids)
+        self.runner = parts.runner
+        self.sched_config: SchedulerConfig = parts.sched_config
+        self.max_model_len = parts.sched_config.max_model_len
+        self.job_hooks = parts.job_hooks
+        self.scheduler = Scheduler(
+            parts.sched_config, clock=self.clock, pin_ttl_fn=parts.pin_ttl_fn, trace_sink=parts.trace_sink
+        )
+        self._close_trace: Callable[[], None] | None = parts.close_trace
+        self._states: dict[str, _RequestState] = {}
+        self.num_failed_steps = 0
+        self.step_listeners: list[Callable[[dict[str, float]], None]] = []
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> LLMEngine:
+        return cls(EngineConfig.from_kwargs(**kwargs))
+
+    # ---- intake ------------------------------------------------------------------------------
+    def tokenize_prompt(self, prompt: PromptType) -> tuple[str | None, list[int]]:
+        """Turn a prompt (text, token ids, or ``{"prompt_token_ids": [...]}``) into ids; ValueError if bad."""
+        if isinstance(prompt, dict):
+            if "prompt_token_ids" in prompt:
+                prompt = prompt["prompt_token_ids"]
+            elif "prompt" in prompt:
+                prompt = prompt["prompt"]
+            else:
+                raise ValueError("a prompt dict needs 'prompt' or 'prompt_token_ids'")
+        if isinstance(prompt, str):
+            if not prompt:
+                raise ValueError("prompt must not be empty")
+            return prompt, list(self.tokenizer(prompt)["input_ids"])
+        if isinstance(prompt, (list, tuple)):
+            ids = list(prompt)
+            if not ids:
+                raise ValueError("prompt must not be empty")
+            for t in ids:
+                if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < self.vocab_size:
+                    raise ValueError(f"token id {t!r} is out of the vocabulary [0, {self.vocab_size})")
+            return None, ids
+        raise ValueError(f"prompt must be a string, a list of token ids or a dict, got {type(prompt).__name__}")
+
+    def add_request(
+        self,
+        request_id: str,
+        prompt: PromptType,
+        params: SamplingParams | None = None,
+        *,
+        priority: int = 0,
+        cache_salt: str | None = None,
+        job_id: str | None = None,
+        is_last_step: bool = False,
+        tool_name: str | None = None,
+        tool_ttl_hint: float | None = None,
+        arrival_time: float | None = None,
+    ) -> Request:
+        """Queue a request. Raises ValueError for bad input (nothing is queued then)."""
+        params = params or SamplingParams()
+        if request_id in self._states:
+            raise ValueError(f"duplicate request id {request_id!r}")
+        text, ids = self.tokenize_prompt(prompt)
+        if len(ids) + params.max_tokens > self.max_model_len:
+            raise ValueError(
+                f"prompt ({len(ids)} tokens) plus max_tokens ({params.max_tokens}) exceeds "
+                f"max_model_len ({self.max_model_len})"
+            )
+        if tool_ttl_hint is not None and tool_ttl_hint < 0:
+            raise ValueError("tool_ttl_hint must be >= 0 seconds")
+        eos = self.eos_token_ids[0] if self.eos_token_ids else None
+        extra_eos = tuple(t for t in self.eos_token_ids[1:] if t not in params.stop_token_ids)
+        internal = params
+        if extra_eos and not params.ignore_eos:
+            internal = replace(params, stop_token_ids=params.stop_token_ids + extra_eos)
+        now = self.clock.now() if arrival_time is None else arrival_time
+        job_arrival = self.job_hooks.on_arrival(job_id, now) if job_id is not None else None
+        req = Request(
+            request_id, ids, internal, block_size=self.sched_config.block_size, arrival_time=now,
+            eos_token_id=eos, priority=priority, cache_salt=cache_salt, job_id=job_id,
+            is_last_step=is_last_step, job_arrival_time=job_arrival, tool_name=tool_name,
+            tool_ttl_hint=tool_ttl_hint,
+        )
+        detok = IncrementalDetokenizer(self.tokenizer, ids, skip_special_tokens=True)
+        self.scheduler.add_request(req)
+        self._states[request_id] = _RequestState(
+            req, text, detok, params.stop, params.include_stop_str_in_output
+        )
+        return req
+
+    def abort(self, request_ids: str | Iterable[str]) -> None:
+        """Abort requests (unknown or finished ids are ignored); their blocks are freed now."""
+        ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
+        for req in self.scheduler.abort_requests(ids):
+            self._states.pop(req.request_id, None)
+            self.job_hooks.on_finished(req, "")
+
+    def release_job(self, job_id: str) -> bool:
+        """The client says the job is over: end its pin. Idempotent; returns whether a pin existed."""
+        released = self.scheduler.release_job(job_id)
+        self.job_hooks.on_job_released(job_id)
+        return released
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished_requests()
+
+    # ---- the step ----------------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        t0 = time.perf_counter()
+        out = self.scheduler.schedule()
+        if out.is_empty and not out.finished_req_ids:
+            return []
+        try:
+            res = self.runner.execute(out)
+        except Exception:  # One bad batch must not kill the engine: fail its requests, keep serving.
+            logger.exception("model step failed; failing %d requests", len(out.scheduled))
+            self.num_failed_steps += 1
+            return self._fail_batch([s.request_id for s in out.scheduled])
+        t1 = time.perf_counter()
+        core_outputs = self.scheduler.update(out, res)
+        results = []
+        for co in core_outputs:
+            st = self._states.get(co.request_id)
+            if st is None:
+                continue
+            results.append(self._process(st, co.new_token_ids, co.finish_reason, co.new_logprobs,
+                                         co.new_top_logprobs))
+        if self.step_listeners:
+            info = {"step_seconds": time.perf_counter() - t0, "model_seconds": t1 - t0,
+                    "num_tokens": float(out.total_num_scheduled_tokens), "num_reqs": float(len(out.scheduled))}
+            for fn in self.step_listeners:
+                fn(info)
+        return results
+
+    def _process(
+        self,
+        st: _RequestState,
+        new_ids: list[int],
+        finish_reason: str | None,
+        new_logprobs: Sequence[float],
+        new_top: Sequence[list[tuple[int, float]]],
+    ) -> RequestOutput:
+        req = st.request
+        st.text += st.detokenizer.push(new_ids)
+        if finish_reason is not None:
+            st.text += st.detokenizer.flush()
+        st.logprobs.extend(new_logprobs)
+        st.top_logprobs.extend(new_top)
+        if st.stop:
+            # A stop string may straddle deltas: search from where an unreported one could begin.
+            start = max(0, st.num_reported_chars - max(len(s) for s in st.stop) + 1)
+            idx = find_stop(st.text, st.stop, start)
+            if idx is not None:
+                stop_str = next(s for s in st.stop if st.text.startswith(s, idx))
+                st.text = st.text[: idx + len(stop_str)] if st.include_stop else st.text[:idx]
+                if not req.is_finished:
+                    self.scheduler.finish_requests([req.request_id], RequestStatus.FINISHED_STOPPED)
+                finish_reason = "stop"
+        finished = finish_reason is not None
+        if finished:
+            self._states.pop(req.request_id, None)
+            self.job_hooks.on_finished(req, st.text)
+            report_upto = len(st.text)
+        else:
+            # Hold back a tail that could still grow into a stop string.
+            hold = max((len(s) - 1 for s in st.stop), default=0)
+            report_upto = max(st.num_reported_chars, len(st.text) - hold)
+        delta = st.text[st.num_reported_chars : report_upto]
+        st.num_reported_chars = report_upto
+        return RequestOutput(
+            request_id=req.request_id,
+            prompt=st.prompt,
+            prompt_token_ids=req.prompt_token_ids,
+            outputs=[
+                CompletionOutput(
+                    index=0,
+                    text=st.text[:report_upto],
+                    token_ids=list(req.output_token_ids),
+                    finish_reason=finish_reason,
+                    logprobs=list(st.logprobs) if req.sampling_params.logprobs is not None else None,
+                    top_logprobs=list(st.top_logprobs) if req.sampling_params.logprobs else None,
+                )
+            ],
+            finished=finished,
+            num_cached_tokens=max(0, req.num_cached_tokens),
+            new_token_ids=list(new_ids),
+            new_text=delta,
+            metrics=RequestMetrics(req.arrival_time, req.first_scheduled_time, req.first_token_time,
+                                   req.finished_time),
+            job_id=req.job_id,
+        )
+
+    def _fail_batch(self, request_ids: list[str]) -> list[RequestOutput]:
+        states = [self._states.get(r) for r in request_ids]
+        self.scheduler.abort_requests(request_ids)
+        outs = []
+        for st in states:
+            if st is None:
+                continue
+            self._states.pop(st.request.request_id, None)
+            o = self._process_error(st)
+            outs.append(o)
+        return outs
+
+    def _process_error(self, st: _RequestState) -> RequestOutput:
+        req = st.request
+        return RequestOutput(
+            request_id=req.request_id, prompt=st.prompt, prompt_token_ids=req.prompt_token_ids,
+            outputs=[CompletionOutput(0, st.text, list(req.output_token_ids), "error")], finished=True,
+            num_cached_tokens=max(0, req.num_cached_tokens), job_id=req.job_id,
+        )
+
+    # ---- observability -----------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """Scheduler and KV-pool counters plus engine-level ones (JSON-able)."""
+        s = self.scheduler.stats()
+        d = dict(s.__dict__)
+        d["num_failed_steps"] = self.num_failed_steps
+        d["max_model_len"] = self.max_model_len
+        d["block_size"] = self.sched_config.block_size
+        d["pinned_block_seconds"] = self.scheduler.pins.pinned_block_seconds(self.clock.now())
+        d.update(self.job_hooks.stats())
+        return d
+
+    def close(self) -> None:
+        if self._close_trace is not None:
+            self._close_trace()
+            self._close_trace = None

@@ -1,0 +1,112 @@
+"""Builds an engine's parts from an ``EngineConfig``: model, runner, KV pool size, scheduler config,
+pin-TTL policy and the optional scheduler trace. Kept apart so ``LLMEngine`` stays about the step."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agent_engine.config import EngineConfig
+from agent_engine.jobs import JobTracker
+from scheduler import Clock, SchedulerConfig
+
+logger = logging.getLogger(__name__)
+
+_GIB = 1024**3
+_DEFAULT_CPU_KV_GIB = 1.0
+
+
+@dataclass
+class EngineParts:
+    loaded: Any
+    runner: Any
+    sched_config: SchedulerConfig
+    job_hooks: JobTracker
+    pin_ttl_fn: Callable[[Any], float] | None
+    trace_sink: Callable[[dict], None] | None
+    close_trace: Callable[[], None] | None
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' requested but CUDA is not available")
+    return device
+
+
+def num_kv_blocks_for(config: EngineConfig, bytes_per_block: int, device: str) -> int:
+    """Pool size in blocks (including the null block) from the config's sizing rule."""
+    if config.num_kv_blocks is not None:
+        return config.num_kv_blocks
+    if config.kv_cache_memory is not None:
+        budget = config.kv_cache_memory * _GIB
+    elif device.startswith("cuda"):
+        import torch
+
+        free, total = torch.cuda.mem_get_info()
+        budget = max(0.0, free - (1 - config.gpu_memory_utilization) * total)
+    else:
+        budget = _DEFAULT_CPU_KV_GIB * _GIB
+    n = int(budget // bytes_per_block)
+    if n < 2:
+        raise ValueError(f"KV cache budget of {budget / _GIB:.3f} GiB holds fewer than 2 blocks")
+    return n
+
+
+def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
+    import torch
+
+    from agent_engine.model_loader import load_model
+    from agent_engine.model_runner import ModelRunner
+
+    torch.manual_seed(config.seed)
+    device = resolve_device(config.device)
+    loaded = load_model(config.model, dtype=config.dtype, device=device)
+    bpb = ModelRunner.kv_cache_bytes_per_block(loaded.model.config, config.block_size, loaded.model.dtype)
+    num_blocks = num_kv_blocks_for(config, bpb, device)
+    pool_tokens = (num_blocks - 1) * config.block_size
+    max_len = config.max_model_len or min(loaded.max_position_embeddings, pool_tokens)
+    if max_len > pool_tokens:
+        raise ValueError(
+            f"max_model_len {max_len} does not fit the KV pool of {pool_tokens} tokens; "
+            "raise --num-kv-blocks / --kv-cache-memory or lower --max-model-len"
+        )
+    if max_len > loaded.max_position_embeddings:
+        raise ValueError(f"max_model_len {max_len} exceeds the model's {loaded.max_position_embeddings} positions")
+    runner = ModelRunner(loaded.model, num_kv_blocks=num_blocks, block_size=config.block_size, device=device,
+                         seed=config.seed)
+    sched_config = SchedulerConfig(
+        num_blocks=num_blocks,
+        block_size=config.block_size,
+        max_num_seqs=config.max_num_seqs,
+        max_num_batched_tokens=config.max_num_batched_tokens,
+        max_model_len=max_len,
+        long_prefill_token_threshold=config.long_prefill_token_threshold,
+        policy=config.policy,
+        enable_prefix_caching=config.enable_prefix_caching,
+        max_pinned_fraction=config.max_pinned_fraction,
+    )
+    tracker = JobTracker.build(config, clock, loaded.tokenizer, runner)
+    pin_fn = tracker.pin_ttl if config.policy == "continuum" else None
+    sink, close = _trace_writer(config.sched_trace)
+    logger.info("engine: model=%s device=%s dtype=%s kv_blocks=%d block_size=%d max_model_len=%d policy=%s",
+                loaded.name, device, config.dtype, num_blocks, config.block_size, max_len, config.policy)
+    return EngineParts(loaded, runner, sched_config, tracker, pin_fn, sink, close)
+
+
+def _trace_writer(path: str | None) -> tuple[Callable[[dict], None] | None, Callable[[], None] | None]:
+    """A JSONL sink for scheduler events; (None, None) when tracing is off (zero cost)."""
+    if not path:
+        return None, None
+    f = open(path, "w", buffering=1 << 16)  # noqa: SIM115 - closed by LLMEngine.close
+
+    def sink(event: dict) -> None:
+        f.write(json.dumps(event) + "\n")
+
+    return sink, f.close

@@ -1,0 +1,43 @@
+"""Small helpers shared by the benchmark scripts: tables and JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Print (and return) a plain-text table with right-aligned numbers."""
+
+    def fmt(v: Any) -> str:
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.1f}"
+        return str(v)
+
+    cells = [[fmt(v) for v in r] for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    lines = [" | ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))]
+    lines.append("-+-".join("-" * w for w in widths))
+    lines += [" | ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
+def machine_info() -> dict[str, Any]:
+    return {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
+
+
+def write_json(path: str | os.PathLike[str] | None, payload: dict[str, Any]) -> None:
+    if not path:
+        return
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {p}")
