@@ -1,0 +1,138 @@
+"""Engine-side agent-job bookkeeping: turn counts, job arrival, JCT, and the estimator's inputs.
+
+The scheduler decides pins but holds only token ids; this adapter owns the tokenizer view. It is
+the pin-TTL callback the scheduler calls for a finished non-final CONTINUUM turn, and it feeds the
+estimator what the engine measures: turn finish/arrival times (tool durations), queueing delays of
+returning turns that found no pin (T), and finished jobs' turn counts (eta).
+Invariant: each finished non-final turn is recorded with the estimator exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from estimator import Estimator, EstimatorConfig, ReloadCostModel
+from scheduler import Clock, Request, RequestStatus
+
+logger = logging.getLogger(__name__)
+
+# Context lengths timed at start-up to fit the reload cost R(ctx) of the paper's TTL rule.
+PROFILE_LENGTHS = (64, 256, 512, 1024, 2048)
+
+JobListener = Callable[[str, int, float], None]  # (job_id, turns, jct_seconds)
+
+
+@dataclass
+class _Job:
+    first_arrival: float
+    turns: int = 0
+
+
+@dataclass
+class JobTracker:
+    estimator: Estimator
+    tokenizer: Any
+    clock: Clock
+    jobs: dict[str, _Job] = field(default_factory=dict)
+    job_listeners: list[JobListener] = field(default_factory=list)
+    jobs_finished: int = 0
+    jct_sum: float = 0.0
+    _recorded: set[str] = field(default_factory=set)
+
+    @classmethod
+    def build(cls, config: Any, clock: Clock, tokenizer: Any, runner: Any) -> JobTracker:
+        """An estimator configured from the engine config; profiles R(ctx) on the model if asked."""
+        est = Estimator(
+            EstimatorConfig(
+                ttl_policy=config.ttl_policy,
+                pin_threshold=config.pin_threshold,
+                default_ttl=config.pin_threshold,
+                learned_model_path=config.learned_model_path,
+                reload_cost_profile=config.reload_cost_profile,
+            ),
+            clock=clock,
+        )
+        wants_profile = (
+            config.policy == "continuum" and config.ttl_policy != "fixed" and config.reload_cost_profile is None
+            and config.profile_reload_cost
+        )
+        if wants_profile:
+            lengths = [n for n in PROFILE_LENGTHS if n < (runner.num_kv_blocks - 1) * runner.block_size]
+            if len(lengths) >= 3:
+                seconds = runner.profile_prefill(lengths)
+                est.set_reload_cost(ReloadCostModel.fit(lengths, seconds))
+                logger.info("reload cost profile: %s", dict(zip(lengths, [round(s, 4) for s in seconds],
+                                                                strict=True)))
+        return cls(est, tokenizer, clock)
+
+    # ---- scheduler callback ------------------------------------------------------------------
+    def pin_ttl(self, req: Request) -> float:
+        """TTL for a finished non-final turn: a client ``tool_name`` hint wins over parsing its text."""
+        text = None
+        if req.tool_name is None:
+            text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
+        job = self.jobs.get(req.job_id) if req.job_id else None
+        decision = self.estimator.on_turn_finished(
+            req.job_id, text=text, tool_name=req.tool_name, context_tokens=req.num_tokens,
+            turn_index=max(0, (job.turns if job else 1) - 1), ttl_hint=req.tool_ttl_hint,
+            finish_time=req.finished_time,
+        )
+        self._recorded.add(req.request_id)
+        return decision.ttl
+
+    # ---- engine hooks ------------------------------------------------------------------------
+    def on_arrival(self, job_id: str, now: float) -> float:
+        """A turn of ``job_id`` arrived; returns the job's first arrival (program-level FCFS key)."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            job = self.jobs[job_id] = _Job(first_arrival=now)
+        else:
+            self.estimator.record_turn_arrival(job_id, now)
+        job.turns += 1
+        return job.first_arrival
+
+    def on_finished(self, req: Request, text: str) -> None:
+        """A request ended (any reason). Records the turn, its queueing delay and a finished job."""
+        rid = req.request_id
+        already = rid in self._recorded
+        self._recorded.discard(rid)
+        if req.job_id is None:
+            return
+        job = self.jobs.get(req.job_id)
+        if job is None:
+            return
+        if req.status is RequestStatus.FINISHED_ABORTED:
+            return
+        if job.turns > 1 and not req.pin_hit and req.first_scheduled_time is not None:
+            self.estimator.record_unpinned_queue_delay(req.first_scheduled_time - req.arrival_time)
+        if req.is_last_step:
+            self._end_job(req.job_id, req.finished_time or self.clock.now())
+        elif not already:
+            tool = req.tool_name or self.estimator.parse_tool(text)
+            self.estimator.record_turn_finished(req.job_id, tool, req.finished_time,
+                                                context_tokens=req.num_tokens, turn_index=job.turns - 1)
+
+    def on_job_released(self, job_id: str) -> None:
+        """The client ended the job (DELETE /v1/jobs/{id}); idempotent."""
+        if job_id in self.jobs:
+            self._end_job(job_id, self.clock.now())
+
+    def _end_job(self, job_id: str, now: float) -> None:
+        job = self.jobs.pop(job_id)
+        jct = max(0.0, now - job.first_arrival)
+        self.jobs_finished += 1
+        self.jct_sum += jct
+        self.estimator.record_job_finished(job_id, job.turns)
+        for fn in self.job_listeners:
+            fn(job_id, job.turns, jct)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "jobs_active": len(self.jobs),
+            "jobs_finished": self.jobs_finished,
+            "jct_sum_seconds": self.jct_sum,
+            "estimator": self.estimator.snapshot(),
+        }

