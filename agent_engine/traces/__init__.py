@@ -1,0 +1,31 @@
+"""Agent traces: the JSONL job format, fitted workload profiles and a synthetic job generator.
+
+Light on purpose: numpy only (no torch, no transformers).
+"""
+
+from agent_engine.traces.format import (
+    TraceFormatError,
+    TraceJob,
+    TraceTurn,
+    read_jobs,
+    validate_job,
+    write_jobs,
+)
+from agent_engine.traces.profile import Dist, Profile, fit_profile, load_profile, save_profile
+from agent_engine.traces.synth import synthesize, synthesize_job
+
+__all__ = [
+    "Dist",
+    "Profile",
+    "TraceFormatError",
+    "TraceJob",
+    "TraceTurn",
+    "fit_profile",
+    "load_profile",
+    "read_jobs",
+    "save_profile",
+    "synthesize",
+    "synthesize_job",
+    "validate_job",
+    "write_jobs",
+]
