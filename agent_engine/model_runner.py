@@ -1,0 +1,174 @@
+"""Runs one scheduler step on an HF causal LM over our paged KV cache.
+
+Invariants:
+
+* ``ScheduledRequest.block_ids`` is the request's whole block table in position order (block ``j``
+  holds positions ``[j * block_size, (j + 1) * block_size)``); ids are in ``[1, num_kv_blocks)``, 0 is
+  the reserved null block. Its tokens are computed at positions ``num_computed_tokens + arange(n)``.
+* One decoder forward per step over the packed batch ``[1, T]``; logits are computed only at the last
+  token of requests with ``do_sample`` (never ``[T, V]``).
+* Per-request sampler state is dropped for ``finished_req_ids`` before the step runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from agent_engine.attention_backend import KV_CACHES_KWARG, METADATA_KWARG, use_paged_attention
+from agent_engine.sampler import Sampler
+from kernels import AttentionWorkspace, allocate_kv_caches, build_attention_metadata
+from scheduler.outputs import ModelRunnerOutput, SchedulerOutput
+
+
+def kv_shape_from_config(config: Any) -> tuple[int, int, int]:
+    """``(num_layers, num_kv_heads, head_dim)`` of a decoder config (text config for multimodal ones)."""
+    if hasattr(config, "get_text_config"):
+        config = config.get_text_config()
+    num_heads = config.num_attention_heads
+    num_kv_heads = getattr(config, "num_key_value_heads", None) or num_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // num_heads
+    return config.num_hidden_layers, num_kv_heads, head_dim
+
+
+class ModelRunner:
+    """Owns the per-layer KV caches and executes ``SchedulerOutput`` steps on ``model``.
+
+    ``model`` is a loaded HF causal LM already on its device/dtype; its attention implementation is
+    switched to ours in place. ``last_logits`` keeps the float32 logits of the latest step (rows in the
+    order of sampled requests) for tests and debugging.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        num_kv_blocks: int,
+        block_size: int,
+        device: torch.device | str | None = None,
+        seed: int = 0,
+    ) -> None:
+        if num_kv_blocks < 2:
+            raise ValueError("num_kv_blocks must be >= 2 (block 0 is reserved)")
+        first_param = next(model.parameters())
+        self.device = torch.device(device) if device is not None else first_param.device
+        self.dtype = first_param.dtype
+        self.model = model.eval()
+        self.block_size = block_size
+        self.num_kv_blocks = num_kv_blocks
+        self.num_layers, self.num_kv_heads, self.head_dim = kv_shape_from_config(model.config)
+        use_paged_attention(model)
+        self._decoder = model.get_decoder()
+        self._lm_head = model.get_output_embeddings()
+        self.kv_caches = allocate_kv_caches(
+            self.num_layers, num_kv_blocks, block_size, self.num_kv_heads, self.head_dim, self.dtype, self.device
+        )
+        self.sampler = Sampler(self.device, seed)
+        self.workspace = AttentionWorkspace()
+        self.last_logits: torch.Tensor | None = None
+
+    @staticmethod
+    def kv_cache_bytes_per_block(config: Any, block_size: int, dtype: torch.dtype) -> int:
+        """Bytes one block takes across all layers, K and V together."""
+        num_layers, num_kv_heads, head_dim = kv_shape_from_config(config)
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        return 2 * num_layers * block_size * num_kv_heads * head_dim * itemsize
+
+    def _forward(
+        self,
+        token_ids: list[int],
+        positions: list[int],
+        query_lens: list[int],
+        context_lens: list[int],
+        block_tables: list[list[int]],
+        sample_rows: list[int],
+    ) -> torch.Tensor:
+        """Run the decoder on the packed batch; return float32 logits at ``sample_rows`` ``[len, V]``."""
+        metadata = build_attention_metadata(
+            query_lens, context_lens, block_tables, self.block_size, self.device, self.workspace
+        )
+        input_ids = torch.tensor(token_ids, dtype=torch.int64, device=self.device).view(1, -1)
+        position_ids = torch.tensor(positions, dtype=torch.int64, device=self.device).view(1, -1)
+        kwargs = {METADATA_KWARG: metadata, KV_CACHES_KWARG: self.kv_caches}
+        with torch.inference_mode():
+            hidden = self._decoder(
+                input_ids=input_ids, position_ids=position_ids, use_cache=False, **kwargs
+            ).last_hidden_state
+            if not sample_rows:
+                return hidden.new_empty(0, 0, dtype=torch.float32)
+            rows = torch.tensor(sample_rows, dtype=torch.int64, device=self.device)
+            return self._lm_head(hidden[0].index_select(0, rows)).float()
+
+    def execute(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
+        """Compute every scheduled chunk and sample one token for each request with ``do_sample``."""
+        if scheduler_output.finished_req_ids:
+            self.sampler.drop(scheduler_output.finished_req_ids)
+        if not scheduler_output.scheduled:
+            return ModelRunnerOutput()
+        token_ids: list[int] = []
+        positions: list[int] = []
+        query_lens: list[int] = []
+        context_lens: list[int] = []
+        tables: list[list[int]] = []
+        sample_rows: list[int] = []
+        sampled = []
+        for req in scheduler_output.scheduled:
+            n, start = len(req.token_ids), req.num_computed_tokens
+            token_ids.extend(req.token_ids)
+            positions.extend(range(start, start + n))
+            query_lens.append(n)
+            context_lens.append(start)
+            tables.append(req.block_ids)
+            if req.do_sample:
+                sample_rows.append(len(token_ids) - 1)
+                sampled.append(req)
+        logits = self._forward(token_ids, positions, query_lens, context_lens, tables, sample_rows)
+        self.last_logits = logits
+        out = ModelRunnerOutput()
+        if not sampled:
+            return out
+        with torch.inference_mode():
+            result = self.sampler.sample(logits, sampled)
+        for i, req in enumerate(sampled):
+            out.sampled_token_ids[req.request_id] = result.token_ids[i]
+            out.logprobs[req.request_id] = result.logprobs[i]
+            top = result.top_logprobs[i]
+            if top is not None:
+                out.top_logprobs[req.request_id] = top
+        return out
+
+    def profile_prefill(self, lengths: Sequence[int], repeats: int = 1) -> list[float]:
+        """Seconds to prefill a fresh context of each length (best of ``repeats``, after one warm-up).
+
+        Uses blocks ``1..ceil(L / block_size)`` of the real cache and overwrites them: call it before
+        serving, while no block holds live or cached KV. Raises ``ValueError`` if a length does not fit.
+        """
+        max_blocks = self.num_kv_blocks - 1
+        gen = torch.Generator().manual_seed(0)
+        vocab = self._lm_head.weight.shape[0]
+        times: list[float] = []
+        warmed = False
+        for length in lengths:
+            num_blocks = -(-length // self.block_size)
+            if length < 1 or num_blocks > max_blocks:
+                raise ValueError(f"cannot profile length {length}: needs {num_blocks} of {max_blocks} blocks")
+            tokens = torch.randint(0, vocab, (length,), generator=gen).tolist()
+            args = (tokens, list(range(length)), [length], [0], [list(range(1, num_blocks + 1))], [length - 1])
+            if not warmed:
+                self._forward(*args)
+                warmed = True
+            best = float("inf")
+            for _ in range(max(1, repeats)):
+                self._sync()
+                t0 = time.perf_counter()
+                self._forward(*args)
+                self._sync()
+                best = min(best, time.perf_counter() - t0)
+            times.append(best)
+        return times
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)

@@ -1,0 +1,163 @@
+"""Batched sampling of one token per request from float32 logits ``[B, V]``.
+
+Per row, in order: min_tokens masking (EOS unless ``ignore_eos``, and ``stop_token_ids``, get -inf while
+``num_output_tokens < min_tokens``), then greedy argmax (temperature 0) or temperature scaling, top-k,
+top-p and a draw. Reported logprobs are ``log_softmax`` of the RAW logits (the model's distribution
+before any of the above, as vLLM reports by default); top-N alternatives are the N best of that
+distribution, best first.
+
+Randomness: a request with ``seed`` draws from its own generator, reseeded every step from
+``(seed, num_output_tokens)``; its tokens therefore depend only on its own logits and seed, not on
+batch composition, step count or preemption. Other requests share the engine generator.
+Draws use the exponential race ``argmax(p / E)``, ``E ~ Exp(1)``, which samples exactly from ``p``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from scheduler.sampling_params import SamplingParams
+
+_SEED_STRIDE = 1_000_003
+
+
+class SamplingRequest(Protocol):
+    """What the sampler reads of a request (``ScheduledRequest`` satisfies it)."""
+
+    request_id: str
+    sampling_params: SamplingParams
+    num_output_tokens: int
+    eos_token_id: int | None
+
+
+@dataclass
+class SamplerOutput:
+    """One entry per input row: the sampled token, its logprob, and top-N alternatives (or None)."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    top_logprobs: list[list[tuple[int, float]] | None]
+
+
+class Sampler:
+    """Stateless apart from the shared generator and cached per-request generators."""
+
+    def __init__(self, device: torch.device | str = "cpu", seed: int = 0) -> None:
+        self.device = torch.device(device)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed)
+        self._req_generators: dict[str, torch.Generator] = {}
+
+    def drop(self, request_ids: Sequence[str] | set[str]) -> None:
+        """Forget cached generators of finished/aborted requests."""
+        for rid in request_ids:
+            self._req_generators.pop(rid, None)
+
+    def _request_generator(self, req: SamplingRequest) -> torch.Generator:
+        gen = self._req_generators.get(req.request_id)
+        if gen is None:
+            gen = torch.Generator(device=self.device)
+            self._req_generators[req.request_id] = gen
+        seed = req.sampling_params.seed
+        assert seed is not None
+        gen.manual_seed((seed * _SEED_STRIDE + req.num_output_tokens) & 0xFFFF_FFFF_FFFF_FFFF)
+        return gen
+
+    def sample(self, logits: torch.Tensor, requests: Sequence[SamplingRequest]) -> SamplerOutput:
+        """Sample one token per row of ``logits`` (float32 ``[B, V]``, row ``i`` belongs to ``requests[i]``)."""
+        if logits.shape[0] != len(requests):
+            raise ValueError(f"{logits.shape[0]} logit rows for {len(requests)} requests")
+        logits = logits.float()
+        log_z = torch.logsumexp(logits, dim=-1, keepdim=True)  # raw log_softmax = logits - log_z
+        masked = self._apply_min_tokens(logits, requests)
+        params = [r.sampling_params for r in requests]
+        if all(p.greedy for p in params):
+            token_ids = masked.argmax(dim=-1)
+        else:
+            token_ids = self._sample_mixed(masked, requests)
+        sampled_lp = (logits.gather(1, token_ids[:, None]) - log_z)[:, 0]
+        top: list[list[tuple[int, float]] | None] = [None] * len(requests)
+        max_n = max((p.logprobs or 0) for p in params)
+        if max_n > 0:
+            top_vals, top_ids = logits.topk(max_n, dim=-1)
+            top_vals = top_vals - log_z
+            top_vals_l, top_ids_l = top_vals.tolist(), top_ids.tolist()
+            for i, p in enumerate(params):
+                if p.logprobs:
+                    top[i] = list(zip(top_ids_l[i][: p.logprobs], top_vals_l[i][: p.logprobs], strict=True))
+        return SamplerOutput(token_ids.tolist(), sampled_lp.tolist(), top)
+
+    @staticmethod
+    def _apply_min_tokens(logits: torch.Tensor, requests: Sequence[SamplingRequest]) -> torch.Tensor:
+        """Return logits with stop tokens at -inf for rows still below ``min_tokens`` (copy only if needed)."""
+        rows: list[int] = []
+        cols: list[int] = []
+        vocab = logits.shape[1]
+        for i, r in enumerate(requests):
+            p = r.sampling_params
+            if r.num_output_tokens >= p.min_tokens:
+                continue
+            stops = set(p.stop_token_ids)
+            if r.eos_token_id is not None and not p.ignore_eos:
+                stops.add(r.eos_token_id)
+            for t in stops:
+                if 0 <= t < vocab:
+                    rows.append(i)
+                    cols.append(t)
+        if not rows:
+            return logits
+        out = logits.clone()
+        out[torch.tensor(rows, device=logits.device), torch.tensor(cols, device=logits.device)] = float("-inf")
+        return out
+
+    def _sample_mixed(self, logits: torch.Tensor, requests: Sequence[SamplingRequest]) -> torch.Tensor:
+        """Sample a batch where at least one row is not greedy."""
+        params = [r.sampling_params for r in requests]
+        greedy_ids = logits.argmax(dim=-1)
+        temps = torch.tensor(
+            [p.temperature if not p.greedy else 1.0 for p in params], dtype=logits.dtype, device=logits.device
+        )
+        scaled = logits / temps[:, None]
+        if any(p.top_k > 0 or p.top_p < 1.0 for p in params):
+            probs, order = self._top_k_top_p_probs(scaled, params)
+        else:
+            probs, order = torch.softmax(scaled, dim=-1), None
+        noise = torch.empty_like(probs)
+        unseeded = [i for i, p in enumerate(params) if p.seed is None]
+        if unseeded:
+            shared = torch.empty(len(unseeded), probs.shape[1], dtype=probs.dtype, device=probs.device)
+            shared.exponential_(generator=self.generator)
+            noise[unseeded] = shared
+        for i, r in enumerate(requests):
+            if r.sampling_params.seed is not None:
+                noise[i].exponential_(generator=self._request_generator(r))
+        choice = (probs / noise).argmax(dim=-1)
+        if order is not None:
+            choice = order.gather(1, choice[:, None])[:, 0]
+        is_greedy = torch.tensor([p.greedy for p in params], device=logits.device)
+        return torch.where(is_greedy, greedy_ids, choice)
+
+    @staticmethod
+    def _top_k_top_p_probs(
+        scaled: torch.Tensor, params: list[SamplingParams]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Probabilities in descending-logit order after top-k then top-p, plus that order.
+
+        Top-k keeps the k best ranks; top-p then keeps the smallest prefix whose mass is >= p (the rank
+        whose exclusive cumulative mass is already >= p is dropped; rank 0 is always kept).
+        """
+        vocab = scaled.shape[1]
+        sorted_logits, order = scaled.sort(dim=-1, descending=True)
+        ranks = torch.arange(vocab, device=scaled.device)[None, :]
+        top_k = torch.tensor([p.top_k if p.top_k > 0 else vocab for p in params], device=scaled.device)
+        sorted_logits = sorted_logits.masked_fill(ranks >= top_k[:, None], float("-inf"))
+        probs = torch.softmax(sorted_logits, dim=-1)
+        top_p = torch.tensor([p.top_p for p in params], dtype=probs.dtype, device=scaled.device)
+        exclusive = probs.cumsum(dim=-1) - probs
+        drop = (exclusive >= top_p[:, None]) & (ranks > 0)
+        probs = probs.masked_fill(drop, 0.0)
+        return probs, order

@@ -1,0 +1,194 @@
+"""Paged attention over a packed, mixed prefill/decode batch.
+
+Shapes: ``query`` ``[T, Hq, D]``; this step's ``key``/``value`` ``[T, Hk, D]`` (already written into
+the caches with :func:`kernels.kv_cache.write_kv_cache`); caches ``[num_blocks, block_size, Hk, D]``.
+``Hq`` is a multiple of ``Hk`` and query head ``h`` reads KV head ``h // (Hq // Hk)`` (HF's
+``repeat_kv`` convention). Query row ``t`` of request ``i`` sits at absolute position
+``context_lens[i] + (t - query_start_loc[i])`` and attends to positions ``<=`` its own (causal inside the
+request, nothing across requests). Output: ``[T, Hq, D]`` in the query dtype.
+
+Three implementations share this contract:
+
+* :func:`paged_attention_reference`: per-request loop with explicit float64 math; the test oracle.
+* :func:`paged_attention_torch`: the fast path on any device: all decodes (query length 1) in one
+  padded gather + one SDPA call, each prefill chunk in one SDPA call (plain causal when it has no
+  cached context, otherwise a causal mask offset by its context length).
+* :func:`paged_attention_flash`: flash-attn's ``flash_attn_varlen_func`` with ``block_table`` (CUDA,
+  fp16/bf16, block sizes that are multiples of 256 as flash-attn 2 requires).
+
+:func:`paged_attention` picks one.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from kernels.attention_metadata import AttentionMetadata, AttentionWorkspace
+
+
+def paged_attention_reference(
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    metadata: AttentionMetadata,
+    scale: float,
+) -> torch.Tensor:
+    """Oracle: every key/value is read from the caches slot by slot; math in float64."""
+    num_tokens, num_q_heads, head_dim = query.shape
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    group = num_q_heads // num_kv_heads
+    k_flat = k_cache.reshape(-1, num_kv_heads, head_dim)
+    v_flat = v_cache.reshape(-1, num_kv_heads, head_dim)
+    out = torch.empty_like(query)
+    starts = metadata.query_start_loc.tolist()
+    seq_lens = metadata.seq_lens.tolist()
+    tables = metadata.block_tables.tolist()
+    for i, seq_len in enumerate(seq_lens):
+        q_start, q_end = starts[i], starts[i + 1]
+        context_len = seq_len - (q_end - q_start)
+        slots = torch.tensor(
+            [tables[i][pos // block_size] * block_size + pos % block_size for pos in range(seq_len)],
+            dtype=torch.int64,
+            device=query.device,
+        )
+        k = k_flat[slots].double().repeat_interleave(group, dim=1)  # [S, Hq, D]
+        v = v_flat[slots].double().repeat_interleave(group, dim=1)
+        q = query[q_start:q_end].double()  # [q, Hq, D]
+        scores = torch.einsum("qhd,khd->hqk", q, k) * scale
+        q_pos = torch.arange(context_len, seq_len, device=query.device)[:, None]
+        k_pos = torch.arange(seq_len, device=query.device)[None, :]
+        scores = scores.masked_fill(k_pos > q_pos, float("-inf"))
+        probs = scores.softmax(dim=-1)
+        out[q_start:q_end] = torch.einsum("hqk,khd->qhd", probs, v).to(query.dtype)
+    return out
+
+
+def _gather_blocks(
+    cache: torch.Tensor, block_idx: torch.Tensor, workspace: AttentionWorkspace, name: str
+) -> torch.Tensor:
+    """Copy ``cache[block_idx]`` into a reused workspace buffer: ``[len(block_idx), bs, Hk, D]``."""
+    buf = workspace.get(name, (block_idx.numel(), *cache.shape[1:]), cache.dtype, cache.device)
+    torch.index_select(cache, 0, block_idx, out=buf)
+    return buf
+
+
+def paged_attention_torch(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    metadata: AttentionMetadata,
+    scale: float,
+) -> torch.Tensor:
+    """Fast torch path (CPU or CUDA); see the module docstring for the contract."""
+    num_tokens, num_q_heads, head_dim = query.shape
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    group = num_q_heads // num_kv_heads
+    workspace = metadata.workspace if metadata.workspace is not None else AttentionWorkspace()
+    out: torch.Tensor | None = None
+    if not metadata.all_decode:
+        out = query.new_empty(num_tokens, num_q_heads, head_dim)
+
+    if metadata.decode_token_idx is not None:
+        assert metadata.decode_block_idx is not None and metadata.decode_mask is not None
+        num_decodes = metadata.decode_token_idx.numel()
+        q = query if metadata.all_decode else query.index_select(0, metadata.decode_token_idx)
+        # GQA packing: the group's query heads become G query rows of one KV head, no repeat_kv.
+        q = q.reshape(num_decodes, num_kv_heads, group, head_dim)
+        width = metadata.decode_num_blocks * block_size
+        k = _gather_blocks(k_cache, metadata.decode_block_idx, workspace, "decode_k")
+        v = _gather_blocks(v_cache, metadata.decode_block_idx, workspace, "decode_v")
+        k = k.view(num_decodes, width, num_kv_heads, head_dim).transpose(1, 2)
+        v = v.view(num_decodes, width, num_kv_heads, head_dim).transpose(1, 2)
+        mask = metadata.additive_mask(-1, metadata.decode_mask, query.dtype)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+        o = o.reshape(num_decodes, num_q_heads, head_dim)
+        if out is None:
+            return o
+        out.index_copy_(0, metadata.decode_token_idx, o)
+
+    assert out is not None
+    for chunk in metadata.prefills:
+        q = query[chunk.q_start : chunk.q_end].transpose(0, 1).unsqueeze(0)  # [1, Hq, q, D]
+        if chunk.context_len == 0:
+            k = key[chunk.q_start : chunk.q_end].transpose(0, 1).unsqueeze(0)
+            v = value[chunk.q_start : chunk.q_end].transpose(0, 1).unsqueeze(0)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=group > 1)
+        else:
+            assert chunk.block_idx is not None and chunk.mask is not None
+            k = _gather_blocks(k_cache, chunk.block_idx, workspace, "prefill_k")
+            v = _gather_blocks(v_cache, chunk.block_idx, workspace, "prefill_v")
+            k = k.view(1, -1, num_kv_heads, head_dim).transpose(1, 2)
+            v = v.view(1, -1, num_kv_heads, head_dim).transpose(1, 2)
+            mask = metadata.additive_mask(chunk.req_idx, chunk.mask, query.dtype)
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=group > 1)
+        out[chunk.q_start : chunk.q_end] = o[0].transpose(0, 1)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _flash_attn_varlen_func() -> Callable[..., torch.Tensor] | None:
+    try:
+        from flash_attn import flash_attn_varlen_func
+    except ImportError:
+        return None
+    return flash_attn_varlen_func
+
+
+def flash_attn_available() -> bool:
+    """True when the optional ``flash_attn`` package can be imported."""
+    return _flash_attn_varlen_func() is not None
+
+
+def paged_attention_flash(
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    metadata: AttentionMetadata,
+    scale: float,
+) -> torch.Tensor:
+    """flash-attn varlen with a block table (CUDA; fp16/bf16; ``block_size % 256 == 0``).
+
+    flash-attn aligns the causal diagonal bottom-right when ``seqlen_q < seqlen_k``, which is exactly
+    "query row at position ``context_len + j`` sees keys ``<=`` it".
+    """
+    fn = _flash_attn_varlen_func()
+    if fn is None:
+        raise RuntimeError("flash_attn is not installed")
+    return fn(
+        query.contiguous(),
+        k_cache,
+        v_cache,
+        cu_seqlens_q=metadata.query_start_loc,
+        cu_seqlens_k=metadata.cu_seqlens_k,
+        max_seqlen_q=metadata.max_query_len,
+        max_seqlen_k=metadata.max_seq_len,
+        softmax_scale=scale,
+        causal=True,
+        block_table=metadata.block_tables,
+    )
+
+
+def paged_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    metadata: AttentionMetadata,
+    scale: float,
+) -> torch.Tensor:
+    """Dispatch: flash-attn on CUDA when usable, else the torch path. Same contract as the module."""
+    if (
+        query.is_cuda
+        and query.dtype in (torch.float16, torch.bfloat16)
+        and metadata.block_size % 256 == 0
+        and flash_attn_available()
+    ):
+        return paged_attention_flash(query, k_cache, v_cache, metadata, scale)
+    return paged_attention_torch(query, key, value, k_cache, v_cache, metadata, scale)
