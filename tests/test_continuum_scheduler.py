@@ -1,0 +1,173 @@
+"""CONTINUUM in the scheduler, with a fake clock and a fake runner: pins, TTL expiry, job ordering,
+victims, the pinned-fraction cap, release under admission pressure, DELETE and abort."""
+
+from __future__ import annotations
+
+from sched_helpers import make_request, run_step, run_to_completion
+
+from scheduler import FakeClock, FakeRunner, Scheduler, SchedulerConfig
+from scheduler.invariants import check_invariants
+
+
+def _sched(clock: FakeClock, ttl: float = 5.0, **kw) -> Scheduler:
+    kw.setdefault("num_blocks", 17)
+    kw.setdefault("block_size", 4)
+    kw.setdefault("max_model_len", 64)
+    kw.setdefault("policy", "continuum")
+    return Scheduler(SchedulerConfig(**kw), clock=clock, pin_ttl_fn=lambda r: ttl)
+
+
+def _turn(rid: str, job: str, prompt: list[int], t: float, job_t: float, max_tokens: int = 4, last: bool = False):
+    return make_request(rid, prompt, max_tokens, t=t, job_id=job, job_arrival_time=job_t, is_last_step=last)
+
+
+def _finish_turn(s: Scheduler, runner: FakeRunner, rid: str) -> list[int]:
+    """Run until request ``rid`` finishes; return its full token list."""
+    req = s.requests[rid]
+    while rid in s.requests:
+        run_step(s, runner)
+    return req.all_token_ids
+
+
+def test_second_turn_reuses_pinned_prefix_despite_pressure() -> None:
+    for policy, expect_hit in (("continuum", True), ("fcfs", False)):
+        clock = FakeClock()
+        s = _sched(clock, policy=policy)
+        runner = FakeRunner()
+        s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
+        toks = _finish_turn(s, runner, "t1")  # 14 tokens, 13 computed -> 3 full blocks
+        if expect_hit:
+            assert s.pins.has_pin("job") and s.stats().blocks_pinned == 4
+        # Two other requests churn through every free block while the job is away at its tool.
+        for k in range(2):
+            s.add_request(make_request(f"other{k}", [100 * (k + 1) + i for i in range(40)], 8, t=0.5))
+            run_to_completion(s, runner)
+        clock.advance(1.0)
+        s.add_request(_turn("t2", "job", toks + [7, 7, 7], 1.0, 0.0))
+        out = s.schedule()
+        (sr,) = out.scheduled
+        assert sr.num_computed_tokens == (12 if expect_hit else 0), policy
+        if expect_hit:
+            assert s.requests["t2"].pin_hit and not s.pins.has_pin("job")
+            assert s.pins.counters.hit == 1
+        check_invariants(s)
+
+
+def test_expired_pin_released_in_first_step_after_expiry_not_before() -> None:
+    clock = FakeClock()
+    s = _sched(clock, ttl=5.0)
+    runner = FakeRunner()
+    s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
+    _finish_turn(s, runner, "t1")
+    lease = s.pins.leases["job"]
+    clock.set(lease.expires_at - 0.01)
+    s.schedule()
+    assert s.pins.has_pin("job")
+    clock.set(lease.expires_at)
+    s.schedule()
+    assert not s.pins.has_pin("job") and s.pins.counters.expired == 1
+    # Released blocks keep their hashes: a late return still hits the prefix cache.
+    assert s.kv.pool.num_cached_free == 3
+    check_invariants(s)
+
+
+def test_returning_job_jumps_ahead_of_newer_job_and_program_fcfs() -> None:
+    clock = FakeClock()
+    s = _sched(clock, num_blocks=33, max_num_seqs=1)
+    runner = FakeRunner()
+    s.add_request(_turn("a1", "A", list(range(6)), 0.0, 0.0))
+    a_toks = _finish_turn(s, runner, "a1")  # A pinned
+    s.add_request(_turn("c1", "C", [50, 51, 52], 0.1, 0.1, max_tokens=30))  # occupies the only seat
+    run_step(s, runner)
+    s.add_request(_turn("b1", "B", [60, 61, 62], 1.0, 1.0))  # newer job, no pin
+    s.add_request(_turn("d2", "D", [70, 71], 1.5, 0.05))  # a later turn of an older job (no pin)
+    s.add_request(_turn("a2", "A", a_toks + [9], 2.0, 0.0))  # A returns last but holds a pin
+    s.waiting.order(s.pins.version)
+    assert [r.request_id for r in s.waiting] == ["a2", "d2", "b1"]
+    _finish_turn(s, runner, "c1")
+    admitted = []
+    while s.waiting:
+        out, _ = run_step(s, runner)
+        admitted += out.new_req_ids
+    assert admitted == ["a2", "d2", "b1"]
+
+
+def test_victims_are_unpinned_jobs_latest_job_arrival_first() -> None:
+    clock = FakeClock()
+    s = _sched(clock, num_blocks=7, max_model_len=24, max_pinned_fraction=0.0)
+    runner = FakeRunner()
+    # Three running turns of jobs that arrived at 0, 5 and 2; the pool runs dry at the 3rd block.
+    for rid, job, jt in (("x", "X", 0.0), ("y", "Y", 5.0), ("z", "Z", 2.0)):
+        s.add_request(_turn(rid, job, [ord(rid)] * 8, jt, jt, max_tokens=6))
+    run_step(s, runner)
+    out, _ = run_step(s, runner)
+    assert out.preempted_req_ids == {"y"}  # latest job arrival, even though not last admitted
+    # A job holding a pin is spared while an unpinned job can give way.
+    s2 = _sched(clock, num_blocks=12, max_model_len=24, max_pinned_fraction=0.5)
+    s2.add_request(_turn("p1", "P", [1, 2, 3, 4, 5], 0.0, 9.0, max_tokens=1))
+    _finish_turn(s2, runner, "p1")
+    assert s2.pins.has_pin("P")
+    s2.add_request(_turn("p2", "P", [1, 2, 3, 4, 5, 6, 7, 8], 9.5, 9.0, max_tokens=1))
+    victim = None
+    s2.running.append(s2.requests["p2"])  # pretend both run: the victim rule alone decides
+    s2.add_request(_turn("q", "Q", [9] * 8, 1.0, 1.0))
+    s2.running.append(s2.requests["q"])
+    victim = s2._pick_victim()
+    assert victim.request_id == "q"  # P (job arrival 9.0) holds a pin; Q (1.0) does not
+
+
+def test_pinned_fraction_never_exceeds_cap() -> None:
+    clock = FakeClock()
+    s = _sched(clock, num_blocks=21, max_pinned_fraction=0.3)  # cap = 6 of 20 blocks
+    runner = FakeRunner()
+    for j in range(6):
+        s.add_request(_turn(f"r{j}", f"J{j}", [j * 10 + k for k in range(6)], float(j), float(j)))
+        _finish_turn(s, runner, f"r{j}")
+        assert s.pins.num_pinned_blocks <= 6
+        check_invariants(s)
+    # Each lease holds 3 blocks: two fit under the cap of 6; later pins (expected back later) are refused.
+    assert s.pins.counters.rejected_cap == 4 and sorted(s.pins.leases) == ["J0", "J1"]
+
+
+def test_blocked_admission_with_nothing_running_releases_pins() -> None:
+    clock = FakeClock()
+    s = _sched(clock, num_blocks=13, max_pinned_fraction=1.0, ttl=100.0, max_model_len=48)
+    runner = FakeRunner()
+    for j in range(3):  # three jobs pin 3 blocks each: 9 of 12 blocks
+        s.add_request(_turn(f"r{j}", f"J{j}", [j * 10 + k for k in range(8)], float(j), float(j)))
+        _finish_turn(s, runner, f"r{j}")
+        clock.advance(1.0)
+    assert s.pins.num_pinned_blocks == 9
+    s.add_request(make_request("big", [200 + k for k in range(30)], 2, t=5.0))  # needs 8 blocks
+    out = s.schedule()
+    assert [r.request_id for r in out.scheduled] == ["big"]
+    assert s.pins.counters.early_released == 2
+    # The lease expected back latest (J2, pinned last) went first; J0 kept its pin.
+    assert s.pins.has_pin("J0") and not s.pins.has_pin("J2")
+    check_invariants(s)
+
+
+def test_release_job_and_abort_end_pins() -> None:
+    clock = FakeClock()
+    s = _sched(clock)
+    runner = FakeRunner()
+    s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
+    toks = _finish_turn(s, runner, "t1")
+    assert s.release_job("job") and not s.release_job("job")  # idempotent
+    assert s.pins.counters.released == 1 and s.stats().blocks_in_use == 0
+    s.add_request(_turn("t2", "job", toks + [1], 1.0, 0.0))
+    _finish_turn(s, runner, "t2")
+    assert s.pins.has_pin("job")
+    s.add_request(_turn("t3", "job", toks + [1, 2, 3, 4, 5, 6], 2.0, 0.0, max_tokens=30))
+    s.abort_requests(["t3"])
+    assert not s.pins.has_pin("job") and s.pins.counters.aborted == 1
+    assert s.stats().blocks_in_use == 0
+    check_invariants(s)
+
+
+def test_last_step_is_never_pinned() -> None:
+    clock = FakeClock()
+    s = _sched(clock)
+    s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0, last=True))
+    _finish_turn(s, FakeRunner(), "t1")
+    assert not s.pins.has_pin("job") and s.stats().blocks_in_use == 0
