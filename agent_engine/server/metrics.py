@@ -1,0 +1,161 @@
+"""Prometheus metrics of one server app, in its own ``CollectorRegistry``.
+
+Invariants:
+- Each ``ServerMetrics`` owns a private registry, so several apps in one process never collide.
+- Latency histograms and counters are fed from the engine thread (``on_output``/``on_abort`` are
+  ``AsyncEngine`` listeners; prometheus-client is thread-safe); the engine is never touched here.
+- Gauges and cumulative engine counters come from an ``engine.stats()`` snapshot that the caller took
+  on the engine thread and passes to ``render`` at scrape time.
+- Per-job turn counts keep at most ``max_tracked_jobs`` label values (oldest dropped first); a job's
+  series is removed when the client releases the job, and its turn count is observed in a histogram.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from agent_engine.outputs import RequestOutput
+
+PREFIX = "agent_engine"
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                    2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+_GAUGES = {
+    "num_running": ("requests_running", "Requests currently running in the engine"),
+    "num_waiting": ("requests_waiting", "Requests waiting to be scheduled"),
+    "blocks_in_use": ("kv_blocks_in_use", "KV blocks referenced by requests"),
+    "blocks_cached_free": ("kv_blocks_cached_free", "Free KV blocks that still hold a cached prefix"),
+    "blocks_empty": ("kv_blocks_empty", "Free KV blocks without cached content"),
+    "blocks_pinned": ("kv_blocks_pinned", "KV blocks held by CONTINUUM pins"),
+    "num_pinned_jobs": ("pinned_jobs", "Jobs holding a pin now"),
+    "num_blocks": ("kv_blocks_total", "Usable KV blocks in the pool"),
+}
+_COUNTERS = {
+    "prefix_query_tokens": ("prefix_cache_queried_tokens", "Prompt tokens looked up in the prefix cache"),
+    "prefix_hit_tokens": ("prefix_cache_hit_tokens", "Prompt tokens found in the prefix cache"),
+    "num_preemptions": ("preemptions", "Requests preempted for lack of KV blocks"),
+    "num_failed_steps": ("failed_steps", "Model steps that raised (their requests failed)"),
+}
+_PIN_COUNTERS = ("created", "hit", "expired", "early_released", "released", "aborted", "rejected_cap")
+
+
+class _StatsCollector(Collector):
+    """Yields gauges/counters from the latest stats snapshot handed over by ``render``."""
+
+    def __init__(self) -> None:
+        self.stats: dict[str, Any] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.stats
+        for key, (name, doc) in _GAUGES.items():
+            if key in s:
+                yield GaugeMetricFamily(f"{PREFIX}_{name}", doc, value=float(s[key]))
+        for key, (name, doc) in _COUNTERS.items():
+            if key in s:
+                yield CounterMetricFamily(f"{PREFIX}_{name}", doc, value=float(s[key]))
+        pins = s.get("pins") or {}
+        for key in _PIN_COUNTERS:
+            if key in pins:
+                yield CounterMetricFamily(f"{PREFIX}_pins_{key}", f"CONTINUUM pins {key}", value=float(pins[key]))
+        pbs = s.get("pinned_block_seconds", pins.get("pinned_block_seconds"))
+        if pbs is not None:
+            yield CounterMetricFamily(f"{PREFIX}_pinned_block_seconds", "Block-seconds held by pins",
+                                      value=float(pbs))
+
+
+class ServerMetrics:
+    """The metrics of one app. Hook ``on_output``/``on_abort`` into ``AsyncEngine`` listeners."""
+
+    def __init__(self, max_tracked_jobs: int = 10000) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.ttft = Histogram(f"{PREFIX}_time_to_first_token_seconds", "Arrival to first token",
+                              buckets=_LATENCY_BUCKETS, registry=r)
+        self.itl = Histogram(f"{PREFIX}_inter_token_latency_seconds", "Gap between consecutive tokens",
+                             buckets=_LATENCY_BUCKETS, registry=r)
+        self.e2e = Histogram(f"{PREFIX}_e2e_request_latency_seconds", "Arrival to finish",
+                             buckets=_LATENCY_BUCKETS, registry=r)
+        self.finished = Counter(f"{PREFIX}_requests_finished", "Finished requests by finish reason",
+                                ["finish_reason"], registry=r)
+        self.prompt_tokens = Counter(f"{PREFIX}_prompt_tokens", "Prompt tokens of finished requests", registry=r)
+        self.generation_tokens = Counter(f"{PREFIX}_generation_tokens", "Generated tokens", registry=r)
+        self.http_requests = Counter(f"{PREFIX}_http_requests", "API requests by endpoint and status",
+                                     ["endpoint", "status"], registry=r)
+        self.job_turns = Gauge(f"{PREFIX}_job_turns", "Finished turns (requests) per live job",
+                               ["job_id"], registry=r)
+        self.job_turns_at_release = Histogram(f"{PREFIX}_job_turns_at_release", "Turns of a job when released",
+                                              buckets=(1, 2, 3, 5, 8, 13, 21, 34, 55, 89), registry=r)
+        self.jobs_released = Counter(f"{PREFIX}_jobs_released", "DELETE /v1/jobs calls", registry=r)
+        self._stats = _StatsCollector()
+        r.register(self._stats)
+        self._lock = threading.Lock()
+        self._last_token_time: dict[str, float] = {}
+        self._turns: OrderedDict[str, int] = OrderedDict()
+        self._max_jobs = max_tracked_jobs
+
+    # ---- engine-thread listeners ------------------------------------------------------------------
+    def on_output(self, out: RequestOutput, now: float) -> None:
+        rid = out.request_id
+        if out.new_token_ids:
+            prev = self._last_token_time.get(rid)
+            if prev is not None:
+                gap = (now - prev) / len(out.new_token_ids)
+                for _ in out.new_token_ids:
+                    self.itl.observe(gap)
+            self._last_token_time[rid] = now
+            self.generation_tokens.inc(len(out.new_token_ids))
+        if not out.finished:
+            return
+        self._last_token_time.pop(rid, None)
+        reason = out.outputs[0].finish_reason or "unknown"
+        self.finished.labels(reason).inc()
+        self.prompt_tokens.inc(len(out.prompt_token_ids))
+        m = out.metrics
+        if m is not None:
+            if m.first_token_time is not None:
+                self.ttft.observe(max(0.0, m.first_token_time - m.arrival_time))
+            end = m.finished_time if m.finished_time is not None else now
+            self.e2e.observe(max(0.0, end - m.arrival_time))
+        if out.job_id is not None:
+            self._count_turn(out.job_id)
+
+    def on_abort(self, request_id: str) -> None:
+        self._last_token_time.pop(request_id, None)
+        self.finished.labels("abort").inc()
+
+    # ---- event-loop side --------------------------------------------------------------------------
+    def on_job_released(self, job_id: str) -> None:
+        self.jobs_released.inc()
+        with self._lock:
+            turns = self._turns.pop(job_id, None)
+        if turns is not None:
+            self.job_turns_at_release.observe(turns)
+            self._remove_job_series(job_id)
+
+    def render(self, stats: dict[str, Any]) -> bytes:
+        """Prometheus text exposition with gauges from ``stats`` (a snapshot from the engine thread)."""
+        self._stats.stats = stats
+        return generate_latest(self.registry)
+
+    def _count_turn(self, job_id: str) -> None:
+        evicted = None
+        with self._lock:
+            n = self._turns.pop(job_id, 0) + 1
+            self._turns[job_id] = n
+            if len(self._turns) > self._max_jobs:
+                evicted, _ = self._turns.popitem(last=False)
+        self.job_turns.labels(job_id).set(n)
+        if evicted is not None:
+            self._remove_job_series(evicted)
+
+    def _remove_job_series(self, job_id: str) -> None:
+        try:
+            self.job_turns.remove(job_id)
+        except KeyError:
+            pass
