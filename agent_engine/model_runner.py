@@ -133,7 +133,8 @@ class ModelRunner:
             result = self.sampler.sample(logits, sampled)
         for i, req in enumerate(sampled):
             out.sampled_token_ids[req.request_id] = result.token_ids[i]
-            out.logprobs[req.request_id] = result.logprobs[i]
+            if result.logprobs:
+                out.logprobs[req.request_id] = result.logprobs[i]
             top = result.top_logprobs[i]
             if top is not None:
                 out.top_logprobs[req.request_id] = top

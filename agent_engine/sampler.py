@@ -39,7 +39,7 @@ class SamplerOutput:
     """One entry per input row: the sampled token, its logprob, and top-N alternatives (or None)."""
 
     token_ids: list[int]
-    logprobs: list[float]
+    logprobs: list[float]  # empty when no request in the batch asked for logprobs
     top_logprobs: list[list[tuple[int, float]] | None]
 
 
@@ -72,15 +72,18 @@ class Sampler:
         if logits.shape[0] != len(requests):
             raise ValueError(f"{logits.shape[0]} logit rows for {len(requests)} requests")
         logits = logits.float()
-        log_z = torch.logsumexp(logits, dim=-1, keepdim=True)  # raw log_softmax = logits - log_z
-        masked = self._apply_min_tokens(logits, requests)
         params = [r.sampling_params for r in requests]
+        masked = self._apply_min_tokens(logits, requests)
         if all(p.greedy for p in params):
             token_ids = masked.argmax(dim=-1)
         else:
             token_ids = self._sample_mixed(masked, requests)
-        sampled_lp = (logits.gather(1, token_ids[:, None]) - log_z)[:, 0]
         top: list[list[tuple[int, float]] | None] = [None] * len(requests)
+        if all(p.logprobs is None for p in params):
+            # Nobody asked: skip the O(B * V) normaliser (the hot decode path).
+            return SamplerOutput(token_ids.tolist(), [], top)
+        log_z = torch.logsumexp(logits, dim=-1, keepdim=True)  # raw log_softmax = logits - log_z
+        sampled_lp = (logits.gather(1, token_ids[:, None]) - log_z)[:, 0]
         max_n = max((p.logprobs or 0) for p in params)
         if max_n > 0:
             top_vals, top_ids = logits.topk(max_n, dim=-1)

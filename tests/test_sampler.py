@@ -50,7 +50,7 @@ def test_top_k_one_is_greedy_at_any_temperature() -> None:
 
 def test_logprob_is_raw_distribution_not_tempered() -> None:
     logits = _logits(4, seed=2)
-    reqs = [Req(f"r{i}", SamplingParams(temperature=2.5, top_p=0.5)) for i in range(4)]
+    reqs = [Req(f"r{i}", SamplingParams(temperature=2.5, top_p=0.5, logprobs=0)) for i in range(4)]
     out = Sampler().sample(logits, reqs)
     lsm = torch.log_softmax(logits, -1)
     for i, tok in enumerate(out.token_ids):
@@ -145,3 +145,9 @@ def test_mixed_greedy_and_random_batch() -> None:
     assert out.token_ids[3] in logits[3].topk(5).indices.tolist()
     sampler.drop({"s1"})
     assert not sampler._req_generators
+
+
+def test_no_logprobs_computed_when_nobody_asks() -> None:
+    logits = _logits(4, seed=2)
+    out = Sampler().sample(logits, [Req(f"r{i}", SamplingParams(temperature=0)) for i in range(4)])
+    assert out.logprobs == [] and out.token_ids == logits.argmax(-1).tolist()
