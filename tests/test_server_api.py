@@ -175,7 +175,13 @@ def test_job_hints_headers_and_release(srv):
 
 def test_metrics_exposition(srv, client):
     client.completions.create(model=srv.engine.model_name, prompt="metrics", max_tokens=3, temperature=0)
+    before = httpx.get(srv.base_url + "/metrics", timeout=30).text
+    jct_count = _metric_value(before, "agent_engine_job_completion_seconds_count")
+    for step, last in ((0, False), (1, True)):
+        client.completions.create(model=srv.engine.model_name, prompt=f"job turn {step}", max_tokens=2,
+                                  temperature=0, extra_body={"job_id": "job-metrics", "is_last_step": last})
     text = httpx.get(srv.base_url + "/metrics", timeout=30).text
+    assert _metric_value(text, "agent_engine_job_completion_seconds_count") == jct_count + 1
     for name in ("agent_engine_requests_running", "agent_engine_requests_waiting", "agent_engine_kv_blocks_in_use",
                  "agent_engine_kv_blocks_cached_free", "agent_engine_kv_blocks_empty", "agent_engine_kv_blocks_pinned",
                  "agent_engine_prefix_cache_hit_tokens_total", "agent_engine_prefix_cache_queried_tokens_total",
@@ -185,6 +191,13 @@ def test_metrics_exposition(srv, client):
                  "agent_engine_pins_early_released_total", "agent_engine_pinned_block_seconds_total",
                  'agent_engine_job_turns{job_id="job-greedy"}'):
         assert name in text, name
+
+
+def _metric_value(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
 
 
 def test_serve_help_documents_every_flag():

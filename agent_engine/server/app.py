@@ -188,6 +188,9 @@ def build_app(async_engine: AsyncEngine, api_key: str | None = None, max_waiting
     metrics = ServerMetrics()
     async_engine.output_listeners.append(metrics.on_output)
     async_engine.abort_listeners.append(metrics.on_abort)
+    job_hooks = getattr(async_engine.engine, "job_hooks", None)
+    if job_hooks is not None:
+        job_hooks.job_listeners.append(metrics.on_job_finished)
     eng = async_engine.engine
     state = ServerState(async_engine, metrics, str(eng.model_name), int(eng.max_model_len), max_waiting,
                         api_key or None)

@@ -92,6 +92,9 @@ class ServerMetrics:
         self.job_turns_at_release = Histogram(f"{PREFIX}_job_turns_at_release", "Turns of a job when released",
                                               buckets=(1, 2, 3, 5, 8, 13, 21, 34, 55, 89), registry=r)
         self.jobs_released = Counter(f"{PREFIX}_jobs_released", "DELETE /v1/jobs calls", registry=r)
+        self.job_jct = Histogram(f"{PREFIX}_job_completion_seconds",
+                                 "Job completion time: first turn's arrival to the last step's finish",
+                                 buckets=_LATENCY_BUCKETS + (160.0, 320.0, 640.0, 1280.0), registry=r)
         self._stats = _StatsCollector()
         r.register(self._stats)
         self._lock = threading.Lock()
@@ -124,6 +127,10 @@ class ServerMetrics:
             self.e2e.observe(max(0.0, end - m.arrival_time))
         if out.job_id is not None:
             self._count_turn(out.job_id)
+
+    def on_job_finished(self, job_id: str, turns: int, jct_seconds: float) -> None:
+        """Engine-thread listener: a job's last step finished (or the client released the job)."""
+        self.job_jct.observe(jct_seconds)
 
     def on_abort(self, request_id: str) -> None:
         self._last_token_time.pop(request_id, None)
