@@ -1,0 +1,100 @@
+"""``agent-engine agent``: run live shell-agent jobs against an OpenAI-compatible server.
+
+Wiring: ``register(subparsers)`` adds the ``agent`` subcommand; ``main(argv)`` runs it standalone
+(``python -m agent_engine.agent.cli``).
+
+Invariants: exactly one of ``--task``/``--tasks`` is given; ``--jobs N`` runs N jobs by cycling over
+the tasks (default: one job per task); the records file is always written (``--out``), the trace file
+only with ``--save-trace``; the exit status is 0 when every job ended without an error (Submitted or
+LimitsExceeded), else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["add_agent_args", "main", "register", "run_agent_command"]
+
+
+def add_agent_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the agent flags to ``p``."""
+    p.add_argument("--base-url", required=True, help="server URL, e.g. http://127.0.0.1:8000")
+    p.add_argument("--model", default=None, help="model name sent in requests (default: the server's)")
+    p.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY'")
+    p.add_argument("--repo", default=None, help="folder copied into each job's sandbox (default: empty folder)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--task", help="the task text of every job")
+    src.add_argument("--tasks", help='JSONL file, one {"task": ..., "repo"?: ..., "job_id"?: ...} a line')
+    p.add_argument("--jobs", type=int, default=None, help="number of jobs (cycles over the tasks; default: one each)")
+    p.add_argument("--concurrency", type=int, default=1, help="jobs in flight at once (default: 1)")
+    p.add_argument("--step-limit", type=int, default=30, help="model calls per job at most (default: 30)")
+    p.add_argument("--command-timeout", type=float, default=60.0, help="seconds per command (default: 60)")
+    p.add_argument("--max-output-chars", type=int, default=10000,
+                   help="command output kept per observation (default: 10000)")
+    p.add_argument("--max-tokens", type=int, default=None, help="max tokens per answer (default: server's)")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default: 0)")
+    p.add_argument("--no-stream", action="store_true", help="non-streamed requests (no TTFT measured)")
+    p.add_argument("--job-id-prefix", default=None, help="job ids are PREFIX<index> (default: agent-<random>-)")
+    p.add_argument("--out", required=True, help="per-turn and per-job records (JSONL)")
+    p.add_argument("--save-trace", default=None, help="also save the run in the agent-trace format (JSONL)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def run_agent_command(args: argparse.Namespace) -> int:
+    """Run the jobs described by ``args``, write the files, print the summary; returns the exit status."""
+    from agent_engine.agent.loop import AgentConfig
+    from agent_engine.agent.runner import AgentTask, RunOptions, load_tasks, run_agent_jobs_sync
+    from agent_engine.replay.records import write_records
+    from agent_engine.traces.format import write_jobs
+
+    tasks = [AgentTask(args.task, args.repo)] if args.task is not None else load_tasks(args.tasks, args.repo)
+    if not tasks:
+        print("no tasks", file=sys.stderr)
+        return 2
+    n = args.jobs if args.jobs is not None else len(tasks)
+    if n < 1:
+        print("--jobs must be >= 1", file=sys.stderr)
+        return 2
+    jobs = [tasks[i % len(tasks)] for i in range(n)]
+    if args.jobs is not None and len(tasks) < n:
+        jobs = [AgentTask(t.task, t.repo) for t in jobs]  # cycled copies cannot share a fixed job id
+    agent = AgentConfig(step_limit=args.step_limit, max_tokens=args.max_tokens, temperature=args.temperature,
+                        model=args.model, stream=not args.no_stream)
+    options = RunOptions(args.base_url, agent, concurrency=args.concurrency, command_timeout=args.command_timeout,
+                         max_output_chars=args.max_output_chars, api_key=args.api_key,
+                         job_id_prefix=args.job_id_prefix, progress=not args.no_progress)
+    result = run_agent_jobs_sync(jobs, options)
+    write_records(args.out, result.records)
+    if args.save_trace:
+        write_jobs(args.save_trace, result.trace_jobs)
+    print(json.dumps(_printable(result.summary), indent=2))
+    return 0 if all(r.job.error is None for r in result.results) else 1
+
+
+def _printable(summary: dict[str, Any]) -> dict[str, Any]:
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in summary.items()}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``agent`` to the ``agent-engine`` subcommands."""
+    p = subparsers.add_parser("agent", help="run live shell-agent jobs against a server and record them",
+                              description="Run mini-swe-agent style jobs (one bash command per turn) against an "
+                                          "OpenAI-compatible server; save records and an agent trace.")
+    add_agent_args(p)
+    p.set_defaults(func=run_agent_command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry point."""
+    p = argparse.ArgumentParser(prog="agent-engine agent", description="run live shell-agent jobs")
+    add_agent_args(p)
+    return run_agent_command(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

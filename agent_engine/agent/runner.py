@@ -1,0 +1,172 @@
+"""Run many agent jobs concurrently against a server; record them and save them as benchmark traces.
+
+Invariants:
+- At most ``concurrency`` jobs are in flight; each job gets its own fresh ``Sandbox`` (a temp copy of
+  its repo), removed when the job ends; sandbox commands run on a thread pool of ``concurrency``
+  threads, so one job's command never waits for another job's command.
+- ``job_ids`` are unique within a run: ``{prefix}{index}`` unless a task names its own id.
+- ``AgentRunResult.records`` holds, per job in task order, its ``AgentTurnRecord``s then its
+  ``AgentJobRecord``; ``agent_engine.replay.records.write_records``/``summarize`` work on them as is.
+- ``to_trace_job`` maps one job onto the trace format (``agent_engine.traces.format``): one turn per
+  model call that got an answer, ``llm_seconds`` = client latency, ``tool_seconds`` = measured tool time
+  (``None`` on the last turn), ``tool_names``/``n_tool_calls`` from the parsed command. Prompts may
+  not grow by more than the last answer when the server re-tokenises an answer into fewer tokens; the
+  trace's monotonic-prompt invariant is restored by raising such a ``prompt_tokens`` to the minimum
+  (the measured value is kept as ``measured_prompt_tokens``), so every saved job validates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from tqdm import tqdm
+
+from agent_engine.agent.loop import AgentConfig, AgentJobRecord, AgentJobResult, run_agent_job
+from agent_engine.agent.sandbox import Sandbox
+from agent_engine.replay.records import Record, summarize
+from agent_engine.traces.format import TraceJob, TraceTurn
+
+__all__ = ["AgentRunResult", "AgentTask", "RunOptions", "load_tasks", "run_agent_jobs", "run_agent_jobs_sync",
+           "to_trace_job"]
+
+TRACE_SOURCE = "agent-engine-agent"
+
+
+@dataclass(frozen=True)
+class AgentTask:
+    """One job to run: the task text, the repo to copy (None: an empty folder) and an optional job id."""
+
+    task: str
+    repo: str | None = None
+    job_id: str | None = None
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Where to send requests and how many jobs at once; ``agent`` holds the per-job knobs."""
+
+    base_url: str
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    concurrency: int = 1
+    command_timeout: float = 60.0
+    max_output_chars: int = 10000
+    api_key: str | None = None
+    request_timeout: float = 600.0
+    job_id_prefix: str | None = None  # default "agent-<8 hex>-"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+
+
+@dataclass
+class AgentRunResult:
+    """All records of a run, the jobs as trace jobs, and the summary of the records."""
+
+    results: list[AgentJobResult]
+    records: list[Record]
+    trace_jobs: list[TraceJob]
+    summary: dict[str, Any]
+
+
+def load_tasks(path: str | Path, default_repo: str | None = None) -> list[AgentTask]:
+    """Tasks from a JSONL file: one ``{"task": ..., "repo"?: ..., "job_id"?: ...}`` object a line."""
+    tasks: list[AgentTask] = []
+    with Path(path).open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            d = json.loads(line)
+            if not isinstance(d, dict) or not isinstance(d.get("task"), str):
+                raise ValueError(f"{path}:{lineno}: a task line needs a string 'task'")
+            tasks.append(AgentTask(d["task"], d.get("repo", default_repo), d.get("job_id")))
+    return tasks
+
+
+def to_trace_job(result: AgentJobResult, model: str | None = None) -> TraceJob | None:
+    """The job in the trace format, or None when no model call got an answer."""
+    done = [t for t in result.turns if t.error is None]
+    if not done:
+        return None
+    turns: list[TraceTurn] = []
+    floor = 0
+    for i, t in enumerate(done):
+        extra: dict[str, Any] = {"tool_names": [t.tool_name] if t.tool_name else [],
+                                 "n_tool_calls": 1 if t.tool_name else 0}
+        prompt = max(t.prompt_tokens, floor, 1)
+        if prompt != t.prompt_tokens:
+            extra["measured_prompt_tokens"] = t.prompt_tokens
+        last = i == len(done) - 1
+        turns.append(TraceTurn(prompt, t.output_tokens, t.tool_name, None if last else float(t.tool_seconds or 0.0),
+                               t.cached_tokens, t.latency, extra))
+        floor = prompt + t.output_tokens
+    meta: dict[str, Any] = {"source": TRACE_SOURCE, "model": model, "exit_status": result.job.exit_status,
+                            "task": result.job.task}
+    return TraceJob(result.job.job_id, turns, meta)
+
+
+async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRunResult:
+    """Run every task as one job (at most ``options.concurrency`` at once); never raises for a failed job."""
+    prefix = options.job_id_prefix if options.job_id_prefix is not None else f"agent-{uuid.uuid4().hex[:8]}-"
+    ids = [t.job_id or f"{prefix}{i}" for i, t in enumerate(tasks)]
+    if len(set(ids)) != len(ids):
+        raise ValueError("job ids must be unique")
+    headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
+    timeout = httpx.Timeout(options.request_timeout, connect=10.0)
+    limits = httpx.Limits(max_connections=options.concurrency + 4)
+    gate = asyncio.Semaphore(options.concurrency)
+    t0 = time.perf_counter()
+    bar = tqdm(total=len(tasks), desc="agent jobs", unit="job", disable=not options.progress)
+    with ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="agent-sandbox") as pool:
+        async with httpx.AsyncClient(base_url=options.base_url, headers=headers, timeout=timeout,
+                                     limits=limits) as client:
+
+            async def one(task: AgentTask, job_id: str) -> AgentJobResult:
+                async with gate:
+                    try:
+                        sandbox = await asyncio.get_running_loop().run_in_executor(
+                            pool, lambda: Sandbox.create(task.repo, timeout=options.command_timeout,
+                                                         max_output_chars=options.max_output_chars))
+                    except (OSError, ValueError) as e:  # the job cannot start: record it as failed
+                        bar.update(1)
+                        return _failed_job(task, job_id, time.perf_counter() - t0, e)
+                    try:
+                        return await run_agent_job(client, task.task, sandbox, job_id, options.agent,
+                                                   t0=t0, executor=pool)
+                    finally:
+                        sandbox.close()
+                        bar.update(1)
+
+            results = list(await asyncio.gather(*(one(t, j) for t, j in zip(tasks, ids, strict=True))))
+    bar.close()
+    records: list[Record] = []
+    for r in results:
+        records.extend(r.turns)
+        records.append(r.job)
+    model = options.agent.model
+    trace_jobs = [j for j in (to_trace_job(r, model) for r in results) if j is not None]
+    summary = summarize(records)
+    summary["exit_statuses"] = dict(Counter(r.job.exit_status for r in results))
+    summary["steps_mean"] = sum(r.job.steps for r in results) / len(results) if results else None
+    return AgentRunResult(results, records, trace_jobs, summary)
+
+
+def _failed_job(task: AgentTask, job_id: str, now: float, error: Exception) -> AgentJobResult:
+    job = AgentJobRecord(job_id, job_id, now, task=task.task, exit_status=type(error).__name__,
+                         error=f"{type(error).__name__}: {error}")
+    return AgentJobResult([], job, [])
+
+
+def run_agent_jobs_sync(tasks: list[AgentTask], options: RunOptions) -> AgentRunResult:
+    """``run_agent_jobs`` from synchronous code (starts its own event loop)."""
+    return asyncio.run(run_agent_jobs(tasks, options))
