@@ -102,6 +102,8 @@ class BlockPool:
         # Counters: a cached-free block is a free block that still carries a hash.
         self.num_cached_free = 0
         self.num_evictions = 0
+        # Bumped whenever a block returns to the free queue: free capacity can only grow then.
+        self.num_frees = 0
 
     # ---- counts ------------------------------------------------------------------------------
     @property
@@ -178,6 +180,7 @@ class BlockPool:
                 raise RuntimeError(f"double free of {b}")
             b.ref_cnt -= 1
             if b.ref_cnt == 0:
+                self.num_frees += 1
                 self.free_queue.append(b)
                 if b.block_hash is not None:
                     self.num_cached_free += 1

@@ -66,6 +66,8 @@ class Scheduler:
         self._finished_ids: set[str] = set()
         self.num_preemptions = 0
         self.num_steps = 0
+        # (request id, pool.num_frees, prefix hits, token budget) of the last failed admission.
+        self._blocked: tuple[str, int, int, int] | None = None
 
     # ---- intake ------------------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -163,6 +165,8 @@ class Scheduler:
             self.waiting.order(self.pins.version)
             while len(self.waiting) and budget > 0 and len(self.running) < cfg.max_num_seqs:
                 req = self.waiting.peek()
+                if self._still_blocked(req, budget):
+                    break
                 hits, num_hit = self.kv.get_computed_blocks(req)
                 num_new = req.num_tokens - num_hit
                 if threshold:
@@ -176,7 +180,9 @@ class Scheduler:
                             req.job_id, now, "early_released"
                         ):
                             continue
+                    self._blocked = (req.request_id, self.kv.pool.num_frees, len(hits), budget)
                     break
+                self._blocked = None
                 self.waiting.pop()
                 resumed = req.status is RequestStatus.PREEMPTED
                 req.status = RequestStatus.RUNNING
@@ -245,6 +251,25 @@ class Scheduler:
         return outputs
 
     # ---- internals ---------------------------------------------------------------------------
+    def _still_blocked(self, req: Request, budget: int) -> bool:
+        """O(1) proof that the head request still cannot be admitted, sparing a prefix re-walk.
+
+        True only if the same request failed last time, no block was freed since (free capacity
+        cannot have grown), the budget is not smaller (its chunk needs no fewer blocks), its prefix
+        hit cannot have grown (the next block of its chain is still uncached), and requests are
+        running (with none running, blocked admission must reach the pin-release path).
+        """
+        b = self._blocked
+        if b is None or b[0] != req.request_id or not self.running:
+            return False
+        _, frees, num_hits, prev_budget = b
+        if frees != self.kv.pool.num_frees or budget < prev_budget:
+            return False
+        if num_hits < (req.num_tokens - 1) // self.config.block_size and self.config.enable_prefix_caching:
+            if req.block_hashes[num_hits] in self.kv.pool.cached_block_map:
+                return False
+        return True
+
     def _make_scheduled(self, req: Request, num_new: int) -> ScheduledRequest:
         start = req.num_computed_tokens
         toks = req.all_token_ids

@@ -10,6 +10,29 @@ from scheduler import FakeClock, FakeRunner, Request, SamplingParams, Scheduler,
 from scheduler.invariants import check_invariants
 
 
+def _verify_blocked_shortcut(s: Scheduler) -> None:
+    """Wrap the O(1) 'still blocked' shortcut: whenever it says blocked, a full check must agree."""
+    fast = s._still_blocked
+
+    def checked(req, budget: int) -> bool:
+        verdict = fast(req, budget)
+        if verdict:
+            hits, num_hit = s.kv.get_computed_blocks(req)
+            num_new = req.num_tokens - num_hit
+            if s.config.long_prefill_token_threshold:
+                num_new = min(num_new, s.config.long_prefill_token_threshold)
+            num_new = min(num_new, budget)
+            bs = s.config.block_size
+            required = -(-(num_hit + num_new) // bs) - len(hits)
+            evictable = sum(1 for b in hits if b.ref_cnt == 0)
+            assert required > s.kv.pool.num_free_blocks - evictable, "shortcut blocked an admissible request"
+            checked.hits += 1
+        return verdict
+
+    checked.hits = 0
+    s._still_blocked = checked
+
+
 def _blast(policy: str, seed: int, steps: int = 3000) -> Scheduler:
     rng = random.Random(seed)
     clock = FakeClock()
@@ -26,6 +49,7 @@ def _blast(policy: str, seed: int, steps: int = 3000) -> Scheduler:
         max_pinned_fraction=rng.choice([0.0, 0.3, 0.5, 1.0]),
     )
     s = Scheduler(cfg, clock=clock, pin_ttl_fn=lambda r: rng.choice([0.0, 0.5, 2.0, 10.0]))
+    _verify_blocked_shortcut(s)
     runner = FakeRunner(token_fn=lambda sr: rng.randrange(5))
     jobs: dict[str, list[int]] = {}
     n = 0
@@ -86,5 +110,6 @@ def test_blast_invariants(policy: str, seed: int) -> None:
     s = _blast(policy, seed)
     if seed == 1:
         assert s.num_preemptions > 0  # this seed's pool is tight enough to preempt
+        assert s._still_blocked.hits > 0  # the blocked-admission shortcut was exercised and verified
     if policy == "continuum":
         assert s.pins.counters.created > 0 and s.pins.counters.hit > 0
