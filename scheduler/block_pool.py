@@ -147,17 +147,29 @@ class BlockPool:
     # ---- allocation --------------------------------------------------------------------------
     def get_new_blocks(self, n: int) -> list[KVCacheBlock]:
         """Pop ``n`` blocks from the queue head (LRU), evicting their hashes; each gets ref 1."""
-        if n > self.free_queue.num_free_blocks:
-            raise ValueError(f"cannot allocate {n} blocks: only {self.free_queue.num_free_blocks} free")
+        q = self.free_queue
+        if n > q.num_free_blocks:
+            raise ValueError(f"cannot allocate {n} blocks: only {q.num_free_blocks} free")
         out = []
+        head = q._head
+        cached = self.cached_block_map
         for _ in range(n):
-            b = self.free_queue.popleft()
-            if b.block_hash is not None:
+            b = head.next_free
+            nxt = b.next_free  # type: ignore[union-attr]
+            head.next_free = nxt
+            nxt.prev_free = head  # type: ignore[union-attr]
+            b.prev_free = b.next_free = None  # type: ignore[union-attr]
+            h = b.block_hash  # type: ignore[union-attr]
+            if h is not None:
                 self.num_cached_free -= 1
-                self._evict(b)
-            b.ref_cnt = 1
+                if cached.get(h) is b:
+                    del cached[h]
+                b.block_hash = None  # type: ignore[union-attr]
+                self.num_evictions += 1
+            b.ref_cnt = 1  # type: ignore[union-attr]
             out.append(b)
-        return out
+        q.num_free_blocks -= n
+        return out  # type: ignore[return-value]
 
     def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
         """Take one more reference on each block; a free (cached) block leaves the free queue."""
@@ -173,6 +185,10 @@ class BlockPool:
 
         A block reaching ref 0 goes to the queue tail; hashed ones stay findable (lazy eviction).
         """
+        q = self.free_queue
+        tail = q._tail
+        freed = 0
+        cached_free = 0
         for b in ordered_blocks:
             if b.is_null:
                 continue
@@ -180,10 +196,17 @@ class BlockPool:
                 raise RuntimeError(f"double free of {b}")
             b.ref_cnt -= 1
             if b.ref_cnt == 0:
-                self.num_frees += 1
-                self.free_queue.append(b)
+                last = tail.prev_free
+                last.next_free = b  # type: ignore[union-attr]
+                b.prev_free = last
+                b.next_free = tail
+                tail.prev_free = b
+                freed += 1
                 if b.block_hash is not None:
-                    self.num_cached_free += 1
+                    cached_free += 1
+        q.num_free_blocks += freed
+        self.num_frees += freed
+        self.num_cached_free += cached_free
 
     def reset_prefix_cache(self) -> bool:
         """Forget all hashes; only possible when no block is in use."""
