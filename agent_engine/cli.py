@@ -51,7 +51,7 @@ def _cmd_bench_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from agent_engine.demo import run_demo
+    from agent_engine.demo_agents import run_demo
 
     return run_demo(args)
 
@@ -92,8 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sampling-seed", type=int, default=None)
     p.set_defaults(func=_cmd_generate)
 
-    p = sub.add_parser("demo", help="the quick-start demo on the embedded default model")
-    add_engine_args(p)
+    p = sub.add_parser("demo", help="the quick-start demo: FCFS vs CONTINUUM on synthesized agent jobs")
+    p.add_argument("--out-dir", default="out", help="where the JCT table (JSON) and plot go")
     p.set_defaults(func=_cmd_demo)
 
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
         b = bench.add_parser(name, help=helptext, add_help=False)
         b.add_argument("rest", nargs=argparse.REMAINDER)
         b.set_defaults(func=fn)
+    from agent_engine.bench_cli import register_bench
+
+    register_bench(bench)
 
     for register in _optional_registrations():
         register(sub)

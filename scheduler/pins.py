@@ -24,6 +24,8 @@ class PinLease:
     blocks: list[KVCacheBlock]
     created_at: float
     expires_at: float
+    # The job's next turn arrived before expiry: the lease now lasts until that turn is admitted.
+    returned: bool = False
 
 
 @dataclass
@@ -86,9 +88,15 @@ class PinTable:
         self.version += 1
         return True
 
+    def mark_returned(self, job_id: str | None) -> None:
+        """The job's next turn arrived while its lease lived: it is no longer subject to expiry."""
+        le = self.leases.get(job_id) if job_id is not None else None
+        if le is not None:
+            le.returned = True
+
     def sweep(self, now: float) -> list[str]:
-        """End every lease whose TTL has run out (``now >= expires_at``); returns their job ids."""
-        expired = [j for j, le in self.leases.items() if now >= le.expires_at]
+        """End every lease whose TTL ran out (``now >= expires_at``) before its job came back."""
+        expired = [j for j, le in self.leases.items() if now >= le.expires_at and not le.returned]
         for j in expired:
             self._end(j, now, "expired")
         return expired
@@ -109,9 +117,12 @@ class PinTable:
         return True
 
     def _latest(self, exclude: str | None) -> PinLease | None:
+        """The least valuable lease: one whose job has not returned yet, expected back latest."""
         best = None
         for le in self.leases.values():
-            if le.job_id != exclude and (best is None or le.expires_at > best.expires_at):
+            if le.job_id == exclude:
+                continue
+            if best is None or (best.returned, le.expires_at) > (le.returned, best.expires_at):
                 best = le
         return best
 

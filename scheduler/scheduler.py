@@ -81,6 +81,8 @@ class Scheduler:
             )
         self.requests[request.request_id] = request
         self.waiting.add(request)
+        if request.job_id is not None:
+            self.pins.mark_returned(request.job_id)
 
     def abort_requests(self, request_ids: Iterable[str]) -> list[Request]:
         """Abort waiting or running requests (unknown ids are ignored); their jobs' pins end too."""

