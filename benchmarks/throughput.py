@@ -71,18 +71,23 @@ def run_hf(model_dir: str, prompts: list[list[int]], max_tokens: int, dtype: str
 
 _VLLM_SCRIPT = textwrap.dedent("""
     import json, sys, time
-    from vllm import LLM, SamplingParams
-    from vllm.inputs import TokensPrompt
-    cfg = json.load(open(sys.argv[1]))
-    llm = LLM(model=cfg["model"], dtype=cfg["dtype"], block_size=32, max_model_len=2048,
-              max_num_seqs=len(cfg["prompts"]), kv_cache_memory_bytes=2 * 1024**3, seed=0)
-    sp = SamplingParams(temperature=0, max_tokens=cfg["max_tokens"], ignore_eos=True)
-    llm.generate([TokensPrompt(prompt_token_ids=p) for p in cfg["prompts"][:4]], sp, use_tqdm=False)
-    t0 = time.perf_counter()
-    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in cfg["prompts"]], sp, use_tqdm=False)
-    dt = time.perf_counter() - t0
-    n = sum(len(o.outputs[0].token_ids) for o in outs)
-    print("RESULT " + json.dumps({"tok_s": n / dt}))
+
+    def main():
+        from vllm import LLM, SamplingParams
+        from vllm.inputs import TokensPrompt
+        cfg = json.load(open(sys.argv[1]))
+        llm = LLM(model=cfg["model"], dtype=cfg["dtype"], block_size=32, max_model_len=2048,
+                  max_num_seqs=len(cfg["prompts"]), kv_cache_memory_bytes=2 * 1024**3, seed=0)
+        sp = SamplingParams(temperature=0, max_tokens=cfg["max_tokens"], ignore_eos=True)
+        llm.generate([TokensPrompt(prompt_token_ids=p) for p in cfg["prompts"][:4]], sp, use_tqdm=False)
+        t0 = time.perf_counter()
+        outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in cfg["prompts"]], sp, use_tqdm=False)
+        dt = time.perf_counter() - t0
+        n = sum(len(o.outputs[0].token_ids) for o in outs)
+        print("RESULT " + json.dumps({"tok_s": n / dt}))
+
+    if __name__ == "__main__":  # vLLM spawns worker processes that re-import this file
+        main()
 """)
 
 
