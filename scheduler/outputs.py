@@ -7,6 +7,7 @@ keeps.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from scheduler.sampling_params import SamplingParams
@@ -74,8 +75,9 @@ class EngineCoreOutput:
     request_id: str
     new_token_ids: list[int]
     finish_reason: str | None = None
-    new_logprobs: list[float] = field(default_factory=list)
-    new_top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
+    # Empty tuples unless the request asked for logprobs (no per-token list allocation otherwise).
+    new_logprobs: Sequence[float] = ()
+    new_top_logprobs: Sequence[list[tuple[int, float]]] = ()
     num_cached_tokens: int = 0
 
     @property

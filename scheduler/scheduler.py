@@ -223,6 +223,9 @@ class Scheduler:
         sampled = result.sampled_token_ids
         requests = self.requests
         running = RequestStatus.RUNNING
+        logprobs = result.logprobs
+        top_logprobs = result.top_logprobs
+        max_len = self.config.max_model_len
         for s in out.scheduled:
             rid = s.request_id
             req = requests.get(rid)
@@ -234,18 +237,25 @@ class Scheduler:
             tok = sampled.get(rid)
             if tok is None:
                 continue
-            lp = result.logprobs.get(rid) if result.logprobs else None
+            lp = logprobs.get(rid) if logprobs else None
             req.append_output_token(tok, lp)
             if req.first_token_time is None:
                 req.first_token_time = now
-            status = self._check_stop(req, tok)
-            o = EngineCoreOutput(rid, [tok], num_cached_tokens=max(0, req.num_cached_tokens))
+            sp = req.sampling_params
+            # Fast path: nothing can stop a request below its limits that sampled neither EOS nor a
+            # stop token; only then is the full rule set consulted.
+            if (tok == req.eos_token_id or sp.stop_token_ids or len(req.output_token_ids) >= sp.max_tokens
+                    or len(req.all_token_ids) >= max_len):
+                status = self._check_stop(req, tok)
+            else:
+                status = None
+            o = EngineCoreOutput(rid, [tok], None, (), (), req.num_cached_tokens if req.num_cached_tokens > 0 else 0)
             if lp is not None:
-                o.new_logprobs.append(lp)
-            if result.top_logprobs:
-                top = result.top_logprobs.get(rid)
+                o.new_logprobs = [lp]
+            if top_logprobs:
+                top = top_logprobs.get(rid)
                 if top is not None:
-                    o.new_top_logprobs.append(top)
+                    o.new_top_logprobs = [top]
             if status is not None:
                 self._finish(req, status, now, allow_pin=True)
                 o.finish_reason = status.finish_reason()
