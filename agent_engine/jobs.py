@@ -108,6 +108,9 @@ class JobTracker:
             return
         if job.turns > 1 and not req.pin_hit and req.first_scheduled_time is not None:
             self.estimator.record_unpinned_queue_delay(req.first_scheduled_time - req.arrival_time)
+            if req.first_token_time is not None:
+                recomputed = req.num_prompt_tokens - max(0, req.num_cached_tokens)
+                self.estimator.record_reload(recomputed, req.first_token_time - req.first_scheduled_time)
         if req.is_last_step:
             self._end_job(req.job_id, req.finished_time or self.clock.now())
         elif not already:

@@ -78,15 +78,18 @@ class Estimator:
         self.history = DurationHistory(cfg.history_window, cfg.all_tools_window)
         self.jobs = JobTracker()
         self.queue_delay = SlidingMean(cfg.queue_delay_window)
+        self.reload_scale = SlidingMean(cfg.queue_delay_window, default=1.0)
         self.eta = EtaTracker(cfg.eta_window_jobs, cfg.eta_min_jobs)
         self.fixed = FixedTTLPolicy(self.history, cfg.pin_threshold, cfg.pin_without_tool)
         self.paper = PaperTTLPolicy(
-            self.history, reload_cost, self.queue_delay, self.eta, cfg.cold_start_samples, cfg.default_ttl
+            self.history, reload_cost, self.queue_delay, self.eta, cfg.cold_start_samples, cfg.default_ttl,
+            reload_scale=self.reload_scale,
         )
         self.learned = LearnedTTLPolicy(
             self.history, reload_cost, self.queue_delay, self.eta, learned_model, cfg.cold_start_samples,
             cfg.default_ttl, cfg.learned_refit_every, refit_in_background=cfg.learned_refit_in_background,
         )
+        self.learned.reload_scale = self.reload_scale
         self.policy: FixedTTLPolicy | PaperTTLPolicy = {"fixed": self.fixed, "paper": self.paper,
                                                          "learned": self.learned}[cfg.ttl_policy]
         self._counters: Counter[str] = Counter()
@@ -197,6 +200,14 @@ class Estimator:
         with self._lock:
             self.queue_delay.add(max(0.0, float(seconds)))
 
+    def record_reload(self, context_tokens: int, seconds: float) -> None:
+        """A returning turn without a pin re-prefilled ``context_tokens`` in ``seconds`` (scheduled to
+        first token). Feeds the online correction of the start-up reload profile R(ctx)."""
+        with self._lock:
+            predicted = self.paper.reload_cost(context_tokens)
+            if predicted > 0 and seconds >= 0:
+                self.reload_scale.add(seconds / predicted)
+
     def set_reload_cost(self, model: ReloadCostModel) -> None:
         """Install the prefill-cost profile measured at start-up."""
         with self._lock:
@@ -236,6 +247,7 @@ class Estimator:
                 tools_tracked=len(self.history.tools()),
                 pending_jobs=len(self.jobs.pending()),
                 queue_delay_T=self.queue_delay.value,
+                reload_scale=self.reload_scale.value,
                 queue_delay_samples=len(self.queue_delay),
                 eta=self.eta.value,
                 eta_jobs=len(self.eta),

@@ -66,9 +66,13 @@ class PaperTTLPolicy:
         eta: EtaTracker,
         cold_start_samples: int = 100,
         default_ttl: float = 2.0,
+        reload_scale: SlidingMean | None = None,
     ) -> None:
         self.history = history
         self.reload_cost = reload_cost
+        # Observed / profiled reload time of recent un-pinned returns (>= 1): the start-up profile
+        # times prefill on an idle engine, a reload under load takes longer.
+        self.reload_scale = reload_scale
         self.queue_delay = queue_delay
         self.eta = eta
         self.cold_start_samples = cold_start_samples
@@ -76,8 +80,12 @@ class PaperTTLPolicy:
         self.last_source = "none"
 
     def gain(self, req: TTLRequest) -> float:
-        """``T * eta + R(r)``: seconds saved if the job comes back within the pin."""
-        return self.queue_delay.value * self.eta.value + self.reload_cost(req.context_tokens)
+        """``T * eta + R(r)``: seconds saved if the job comes back within the pin.
+
+        ``R`` is the start-up profile scaled by how much slower reloads measured under load were.
+        """
+        scale = max(1.0, self.reload_scale.value) if self.reload_scale is not None else 1.0
+        return self.queue_delay.value * self.eta.value + self.reload_cost(req.context_tokens) * scale
 
     def distribution(self, req: TTLRequest) -> tuple[EmpiricalCDF | None, str]:
         """The duration distribution to use and its source (``cold_start``, ``tool`` or ``all_tools``)."""

@@ -279,3 +279,18 @@ def test_reload_cost_fit_is_non_negative() -> None:
     assert all(m(x) >= 0 for x in [0, 10, 1e6])
     with pytest.raises(ValueError):
         ReloadCostModel(-1.0, 0.0, 0.0)
+
+
+def test_reload_cost_is_corrected_by_reloads_measured_under_load() -> None:
+    from estimator import Estimator, EstimatorConfig, ReloadCostModel, TTLRequest
+    from scheduler import FakeClock
+
+    est = Estimator(EstimatorConfig(ttl_policy="paper"), clock=FakeClock(), reload_cost=ReloadCostModel(0.0, 1e-3, 0.0))
+    req = TTLRequest("bash:ls", context_tokens=1000)
+    assert est.paper.gain(req) == pytest.approx(1.0)  # T = 0 yet: R(1000) = 1 s
+    est.record_reload(500, 1.5)  # a 500-token reload took 1.5 s: 3x the idle profile
+    est.record_reload(500, 2.5)  # 5x
+    assert est.paper.gain(req) == pytest.approx(4.0)
+    est.record_reload(500, 0.1)  # faster than the profile never shrinks R below the profile
+    assert est.paper.gain(req) == pytest.approx((3 + 5 + 0.2) / 3)
+    assert est.snapshot()["reload_scale"] == pytest.approx((3 + 5 + 0.2) / 3)
