@@ -23,7 +23,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 from collections.abc import Callable
@@ -36,6 +35,7 @@ import httpx
 
 from agent_engine.agent.sandbox import CommandResult, Sandbox
 from agent_engine.replay.records import JobRecord, TurnRecord
+from agent_engine.sse_client import iter_sse_chunks
 from estimator.tool_parser import parse_shell
 
 __all__ = [
@@ -219,17 +219,7 @@ async def stream_chat(client: httpx.AsyncClient, body: dict[str, Any], sent: flo
         return reply
     parts: list[str] = []
     async with client.stream("POST", "/v1/chat/completions", json=body) as resp:
-        if resp.status_code != 200:
-            raise RuntimeError(f"HTTP {resp.status_code}: {(await resp.aread()).decode(errors='replace')[:300]}")
-        async for line in resp.aiter_lines():
-            if not line.startswith("data:"):
-                continue
-            payload = line[5:].strip()
-            if payload == "[DONE]":
-                break
-            chunk = json.loads(payload)
-            if "error" in chunk:
-                raise RuntimeError(f"server error: {chunk['error']}")
+        async for chunk in iter_sse_chunks(resp):
             reply.job_id = chunk.get("job_id", reply.job_id)
             for choice in chunk.get("choices") or []:
                 text = (choice.get("delta") or {}).get("content") or ""

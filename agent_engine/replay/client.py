@@ -26,7 +26,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ import numpy as np
 from tqdm import tqdm
 
 from agent_engine.replay.records import JobRecord, Record, TurnRecord, summarize
+from agent_engine.sse_client import iter_sse_chunks
 from agent_engine.traces.format import TraceJob
 
 __all__ = [
@@ -209,19 +209,7 @@ async def _complete(client: httpx.AsyncClient, body: dict[str, Any], sent: float
     reply = _Reply([], None, None, None)
     saw_ids = False
     async with client.stream("POST", "/v1/completions", json=body) as resp:
-        if resp.status_code != 200:
-            raise RuntimeError(
-                f"HTTP {resp.status_code}: {(await resp.aread()).decode(errors='replace')[:300]}"
-            )
-        async for line in resp.aiter_lines():
-            if not line.startswith("data:"):
-                continue
-            payload = line[5:].strip()
-            if payload == "[DONE]":
-                break
-            chunk = json.loads(payload)
-            if "error" in chunk:
-                raise RuntimeError(f"server error: {chunk['error']}")
+        async for chunk in iter_sse_chunks(resp):
             choices = chunk.get("choices") or []
             if choices:
                 ids = choices[0].get("token_ids")
