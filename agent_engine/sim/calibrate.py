@@ -174,7 +174,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         "median_abs_rel_error": med_all, "median_abs_rel_error_train": med_train,
         "median_abs_rel_error_holdout": med_test, "measure_seconds": took, "machine": machine_info(),
         "target_median_error": TARGET_MEDIAN_ERROR,
-        "pass": (med_test if med_test is not None else med_all) <= TARGET_MEDIAN_ERROR,
+        "pass": bool((med_test if med_test is not None else med_all) <= TARGET_MEDIAN_ERROR),
     }
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2)
