@@ -256,6 +256,7 @@ class LLMEngine:
             if st is None:
                 continue
             self._states.pop(st.request.request_id, None)
+            self.job_hooks.on_finished(st.request, st.text)
             o = self._process_error(st)
             outs.append(o)
         return outs

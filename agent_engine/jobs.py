@@ -10,6 +10,7 @@ Invariant: each finished non-final turn is recorded with the estimator exactly o
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,8 @@ logger = logging.getLogger(__name__)
 PROFILE_LENGTHS = (64, 256, 512, 1024, 2048)
 
 JobListener = Callable[[str, int, float], None]  # (job_id, turns, jct_seconds)
+# Jobs that never send a last step nor a DELETE are forgotten, least recently active first.
+MAX_TRACKED_JOBS = 100_000
 
 
 @dataclass
@@ -36,7 +39,8 @@ class JobTracker:
     estimator: Estimator
     tokenizer: Any
     clock: Clock
-    jobs: dict[str, _Job] = field(default_factory=dict)
+    jobs: OrderedDict[str, _Job] = field(default_factory=OrderedDict)
+    max_jobs: int = MAX_TRACKED_JOBS
     job_listeners: list[JobListener] = field(default_factory=list)
     jobs_finished: int = 0
     jct_sum: float = 0.0
@@ -89,7 +93,10 @@ class JobTracker:
         job = self.jobs.get(job_id)
         if job is None:
             job = self.jobs[job_id] = _Job(first_arrival=now)
+            if len(self.jobs) > self.max_jobs:
+                self.jobs.popitem(last=False)
         else:
+            self.jobs.move_to_end(job_id)
             self.estimator.record_turn_arrival(job_id, now)
         job.turns += 1
         return job.first_arrival
@@ -105,6 +112,8 @@ class JobTracker:
         if job is None:
             return
         if req.status is RequestStatus.FINISHED_ABORTED:
+            if req.is_last_step:  # the job is over even if its last turn was cut short
+                self._end_job(req.job_id, req.finished_time or self.clock.now())
             return
         if job.turns > 1 and not req.pin_hit and req.first_scheduled_time is not None:
             self.estimator.record_unpinned_queue_delay(req.first_scheduled_time - req.arrival_time)

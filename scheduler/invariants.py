@@ -46,9 +46,14 @@ def check_invariants(s: Scheduler) -> None:
     assert len(running) == len(s.running) and len(waiting) == len(s.waiting), "duplicate queue entry"
     assert not running & waiting, "request both running and waiting"
     assert running | waiting == set(s.requests), "request tracked but in no queue"
+    bs = s.config.block_size
     for r in s.running:
         assert r.status is RequestStatus.RUNNING
         assert 0 <= r.num_computed_tokens <= r.num_tokens
+        cached = s.kv.num_cached.get(r.request_id, 0)
+        assert cached * bs <= r.num_computed_tokens, (
+            f"{r.request_id}: a block was registered in the prefix cache before its KV was computed"
+        )
     for r in s.waiting:
         assert r.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
     assert len(s.running) <= s.config.max_num_seqs

@@ -3,7 +3,8 @@
 Invariants:
 - ``req_blocks[r]`` covers the first ``ceil(n / block_size)`` token slots of request ``r`` where
   ``n`` is the number of tokens scheduled so far; ``req_block_ids[r]`` mirrors it as integers.
-- The first ``num_cached[r]`` blocks of ``r`` are registered in the prefix cache (or were hits).
+- The first ``num_cached[r]`` blocks of ``r`` are registered in the prefix cache (or were hits), and
+  only blocks whose KV a finished model step computed are ever registered.
 - A request's blocks are freed tail first, so its tail is evicted before its head.
 """
 
@@ -69,10 +70,7 @@ class KVCacheManager:
         bs = self.block_size
         if blocks is not None and not new_computed_blocks:
             # Fast path (steady decode): the tokens fit in the blocks already held.
-            total_tokens = request.num_computed_tokens + num_new_tokens
-            if total_tokens <= len(blocks) * bs:
-                if self.enable_caching and total_tokens // bs > self.num_cached[rid]:
-                    self._cache_full_blocks(request, blocks, total_tokens)
+            if request.num_computed_tokens + num_new_tokens <= len(blocks) * bs:
                 return []
         if blocks is None:
             blocks = self.req_blocks[rid] = []
@@ -97,17 +95,24 @@ class KVCacheManager:
         if new_blocks:
             blocks.extend(new_blocks)
             ids.extend(b.block_id for b in new_blocks)
-        if self.enable_caching and total_tokens // bs > self.num_cached[rid]:
-            self._cache_full_blocks(request, blocks, total_tokens)
         return new_blocks
 
-    def _cache_full_blocks(self, request: Request, blocks: list[KVCacheBlock], total_tokens: int) -> None:
-        """Register the blocks that ``total_tokens`` fill completely (they are computed this step)."""
+    def cache_computed_blocks(self, request: Request) -> None:
+        """Register the request's blocks that ``num_computed_tokens`` fill completely.
+
+        Called after the model step that computed them, never at allocation: a block whose KV was
+        not written (its step failed, or its request was preempted after being scheduled) must
+        never become findable.
+        """
         rid = request.request_id
-        num_full = total_tokens // self.block_size
+        num_full = request.num_computed_tokens // self.block_size
+        start = self.num_cached.get(rid)
+        if start is None or num_full <= start:
+            return
+        blocks = self.req_blocks[rid]
         hashes = request.block_hashes
         cache_block = self.pool.cache_block
-        for i in range(self.num_cached[rid], num_full):
+        for i in range(start, num_full):
             cache_block(blocks[i], hashes[i])
         self.num_cached[rid] = num_full
 

@@ -226,12 +226,17 @@ class Scheduler:
         logprobs = result.logprobs
         top_logprobs = result.top_logprobs
         max_len = self.config.max_model_len
+        caching = self.kv.enable_caching
+        num_cached = self.kv.num_cached
+        bs = self.config.block_size
         for s in out.scheduled:
             rid = s.request_id
             req = requests.get(rid)
             if req is None or req.status is not running:
                 continue  # aborted while the step ran
             req.num_computed_tokens += len(s.token_ids)
+            if caching and req.num_computed_tokens // bs > num_cached.get(rid, 0):
+                self.kv.cache_computed_blocks(req)
             if not s.do_sample:
                 continue
             tok = sampled.get(rid)

