@@ -8,29 +8,17 @@ socket itself, so there is no port race); every wait is bounded; ``shared_server
 from __future__ import annotations
 
 import atexit
-import contextlib
-import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+from benchmarks.server_process import ServerProcess, start_engine_server
 
-REPO = Path(__file__).resolve().parents[1]
 # Small pool and context keep the embedded model fast on 2 CPU cores.
 ENGINE_KW: dict[str, Any] = {"num_kv_blocks": 512, "max_model_len": 1024, "max_num_seqs": 64}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -141,43 +129,6 @@ def engine_generate(engine: Any, prompt: Any, params: Any, request_id: str = "re
     return final
 
 
-@dataclass
-class SubprocessServer:
-    proc: subprocess.Popen[bytes]
-    base_url: str
-    log_path: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def terminate_and_wait(self, timeout: float = 60.0) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(10)
-
-
-def start_subprocess_server(extra_args: list[str], log_path: Path, startup_timeout: float = 90.0) -> SubprocessServer:
-    """``python -m agent_engine.server.serve`` on 127.0.0.1:<free port>; waits for /health == 200."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "agent_engine.server.serve", "--host", "127.0.0.1", "--port", str(port),
-           "--log-level", "warning", *extra_args]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    log = open(log_path, "wb")  # noqa: SIM115 - owned by the child for its lifetime
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
-    srv = SubprocessServer(proc, f"http://127.0.0.1:{port}", log_path)
-    deadline = time.monotonic() + startup_timeout
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}:\n{srv.log()}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(srv.base_url + "/health", timeout=2).status_code == 200:
-                return srv
-        if time.monotonic() > deadline:
-            srv.kill()
-            raise RuntimeError(f"server did not become healthy:\n{srv.log()}")
-        time.sleep(0.2)
+def start_subprocess_server(extra_args: list[str], log_path: Path, startup_timeout: float = 90.0) -> ServerProcess:
+    """``python -m agent_engine.server.serve`` on 127.0.0.1:<free port>, healthy (the benchmarks' launcher)."""
+    return start_engine_server(extra_args, log_path, startup_timeout=startup_timeout)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from server_fixtures import SubprocessServer, start_subprocess_server
+from server_fixtures import start_subprocess_server
 
 from agent_engine.agent.cli import main as agent_main
 from agent_engine.agent.loop import SUBMIT_COMMAND, AgentConfig, AgentJobRecord, AgentTurnRecord
@@ -21,6 +21,7 @@ from agent_engine.agent.runner import AgentTask, RunOptions, run_agent_jobs_sync
 from agent_engine.agent.tiny_agent_model import SCRIPTS, build_tiny_agent_model
 from agent_engine.replay.records import read_records, summarize
 from agent_engine.traces.format import read_jobs, validate_job
+from benchmarks.server_process import ServerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -39,14 +40,14 @@ def tiny_agent_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(tiny_agent_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SubprocessServer]:
+def server(tiny_agent_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     log = tmp_path_factory.mktemp("agent-server") / "server.log"
     srv = start_subprocess_server(["--model", str(tiny_agent_dir), "--num-kv-blocks", "256",
                                    "--max-model-len", "1024"], log)
     try:
         yield srv
     finally:
-        srv.kill()
+        srv.stop(timeout=5)
 
 
 @pytest.fixture
@@ -66,7 +67,7 @@ def _metric(text: str, name: str) -> float:
     raise AssertionError(f"metric {name} missing")
 
 
-def test_agent_cli_end_to_end(server: SubprocessServer, repo: Path, tmp_path: Path) -> None:
+def test_agent_cli_end_to_end(server: ServerProcess, repo: Path, tmp_path: Path) -> None:
     out, trace = tmp_path / "records.jsonl", tmp_path / "trace.jsonl"
     t = time.perf_counter()
     rc = agent_main(["--base-url", server.base_url, "--repo", str(repo), "--task", SCRIPT.task, "--jobs", "2",
@@ -123,7 +124,7 @@ def test_agent_cli_end_to_end(server: SubprocessServer, repo: Path, tmp_path: Pa
     assert _metric(metrics, "agent_engine_job_turns_at_release_sum") == 6
 
 
-def test_agent_runner_observations(server: SubprocessServer, repo: Path) -> None:
+def test_agent_runner_observations(server: ServerProcess, repo: Path) -> None:
     """The commands really ran in the sandbox: the observations carry their real outputs."""
     options = RunOptions(server.base_url, AgentConfig(step_limit=5, max_tokens=64), concurrency=1,
                          command_timeout=10, progress=False)

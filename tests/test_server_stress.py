@@ -125,13 +125,13 @@ def test_sigterm_drains_in_flight_and_exits_zero(tmp_path):
         t = threading.Thread(target=stream)
         t.start()
         assert first.wait(30)
-        rc = proc.terminate_and_wait(60)
+        rc = proc.stop(timeout=60)
         t.join(30)
-        assert rc == 0, proc.log()
+        assert rc == 0, proc.log_tail()
         assert lines[-1] == "data: [DONE]"
         finishes = [json.loads(x[6:])["choices"][0]["finish_reason"] for x in lines[:-1]]
         assert finishes[-1] == "length"  # the in-flight request ran to completion
         with pytest.raises(httpx.ConnectError):
             httpx.get(proc.base_url + "/health", timeout=2)
     finally:
-        proc.kill()
+        proc.stop(timeout=5)
