@@ -1,4 +1,4 @@
-"""Client side of the server's streaming protocol: OpenAI-style SSE ``data: {...}`` lines."""
+"""Client side of the server's response protocol: SSE ``data: {...}`` chunks and optional timing fields."""
 
 from __future__ import annotations
 
@@ -26,3 +26,17 @@ async def iter_sse_chunks(resp: httpx.Response) -> AsyncIterator[dict[str, Any]]
         if "error" in chunk:
             raise RuntimeError(f"server error: {chunk['error']}")
         yield chunk
+
+
+# Names a server may use for a request's queueing delay (top level, or in ``metrics`` / ``usage``).
+QUEUE_DELAY_KEYS = ("queue_delay", "queueing_delay", "queue_time")
+
+
+def server_queue_delay(obj: dict[str, Any]) -> float | None:
+    """The queueing delay a response (or stream chunk) reports, or None if it reports none."""
+    for holder in (obj, obj.get("metrics") or {}, obj.get("usage") or {}):
+        for k in QUEUE_DELAY_KEYS:
+            v = holder.get(k) if isinstance(holder, dict) else None
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return float(v)
+    return None

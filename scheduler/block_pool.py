@@ -73,9 +73,6 @@ class FreeBlockQueue:
         self._tail.prev_free = block
         self.num_free_blocks += 1
 
-    def contains(self, block: KVCacheBlock) -> bool:
-        return block.prev_free is not None
-
     def block_ids(self) -> list[int]:
         """Free block ids from head (next to evict) to tail; O(n), for tests and debugging."""
         out = []
@@ -118,9 +115,6 @@ class BlockPool:
     @property
     def num_empty_blocks(self) -> int:
         return self.free_queue.num_free_blocks - self.num_cached_free
-
-    def usage(self) -> float:
-        return self.num_used_blocks / max(1, self.num_blocks - 1)
 
     # ---- prefix cache ------------------------------------------------------------------------
     def get_cached_block(self, block_hash: int) -> KVCacheBlock | None:

@@ -22,13 +22,9 @@ class FakeRunner:
     def __init__(self, token_fn: TokenFn = _default_token) -> None:
         self.token_fn = token_fn
         self.num_steps = 0
-        self.executed: list[SchedulerOutput] = []
-        self.record = False
 
     def execute(self, out: SchedulerOutput) -> ModelRunnerOutput:
         self.num_steps += 1
-        if self.record:
-            self.executed.append(out)
         res = ModelRunnerOutput()
         for s in out.scheduled:
             if s.do_sample:

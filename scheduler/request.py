@@ -76,7 +76,6 @@ class Request:
         self.tool_ttl_hint = tool_ttl_hint
 
         self.output_token_ids: list[int] = []
-        self.output_logprobs: list[float] = []
         self.all_token_ids: list[int] = list(self.prompt_token_ids)
         self.num_computed_tokens = 0
         self.status = RequestStatus.WAITING
@@ -109,12 +108,10 @@ class Request:
         return self.status.finished
 
     # ---- mutation ----------------------------------------------------------------------------
-    def append_output_token(self, token_id: int, logprob: float | None = None) -> None:
+    def append_output_token(self, token_id: int) -> None:
         self.output_token_ids.append(token_id)
         toks = self.all_token_ids
         toks.append(token_id)
-        if logprob is not None:
-            self.output_logprobs.append(logprob)
         if len(toks) % self.block_size == 0:
             self._extend_block_hashes()
 

@@ -243,7 +243,7 @@ class Scheduler:
             if tok is None:
                 continue
             lp = logprobs.get(rid) if logprobs else None
-            req.append_output_token(tok, lp)
+            req.append_output_token(tok)
             if req.first_token_time is None:
                 req.first_token_time = now
             sp = req.sampling_params

@@ -35,7 +35,7 @@ import httpx
 
 from agent_engine.agent.sandbox import CommandResult, Sandbox
 from agent_engine.replay.records import JobRecord, TurnRecord
-from agent_engine.sse_client import iter_sse_chunks
+from agent_engine.sse_client import iter_sse_chunks, server_queue_delay
 from estimator.tool_parser import parse_shell
 
 __all__ = [
@@ -67,7 +67,6 @@ OBSERVATION_TEMPLATE = "<returncode>{exit_code}</returncode>\n<output>\n{output}
 FORMAT_ERROR_TEMPLATE = "Format error: reply with EXACTLY ONE ```bash block; found {n}."
 
 _ACTION = re.compile(r"```bash[ \t]*\r?\n(.*?)\r?\n?```", re.S)
-_QUEUE_KEYS = ("queue_delay", "queueing_delay", "queue_time")
 
 
 @dataclass(frozen=True)
@@ -185,15 +184,6 @@ class ChatReply:
     job_id: str | None = None
 
 
-def _queue_delay(obj: dict[str, Any]) -> float | None:
-    for holder in (obj, obj.get("metrics") or {}, obj.get("usage") or {}):
-        for k in _QUEUE_KEYS:
-            v = holder.get(k) if isinstance(holder, dict) else None
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                return float(v)
-    return None
-
-
 def _take_usage(reply: ChatReply, usage: dict[str, Any] | None) -> None:
     if not usage:
         return
@@ -215,7 +205,7 @@ async def stream_chat(client: httpx.AsyncClient, body: dict[str, Any], sent: flo
         reply.text = (choice.get("message") or {}).get("content") or ""
         reply.finish_reason, reply.job_id = choice.get("finish_reason"), data.get("job_id")
         _take_usage(reply, data.get("usage"))
-        reply.queue_delay = _queue_delay(data)
+        reply.queue_delay = server_queue_delay(data)
         return reply
     parts: list[str] = []
     async with client.stream("POST", "/v1/chat/completions", json=body) as resp:
@@ -228,7 +218,7 @@ async def stream_chat(client: httpx.AsyncClient, body: dict[str, Any], sent: flo
                 parts.append(text)
                 reply.finish_reason = choice.get("finish_reason") or reply.finish_reason
             _take_usage(reply, chunk.get("usage"))
-            q = _queue_delay(chunk)
+            q = server_queue_delay(chunk)
             if q is not None:
                 reply.queue_delay = q
     reply.text = "".join(parts)

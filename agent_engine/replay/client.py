@@ -37,7 +37,7 @@ import numpy as np
 from tqdm import tqdm
 
 from agent_engine.replay.records import JobRecord, Record, TurnRecord, summarize
-from agent_engine.sse_client import iter_sse_chunks
+from agent_engine.sse_client import iter_sse_chunks, server_queue_delay
 from agent_engine.traces.format import TraceJob
 
 __all__ = [
@@ -52,7 +52,6 @@ __all__ = [
 ]
 
 HEADER_LEN = 2  # the job index in base (vocab_size - min_token_id): unique prefixes for 15M jobs
-_QUEUE_KEYS = ("queue_delay", "queueing_delay", "queue_time")
 
 
 @dataclass(frozen=True)
@@ -177,15 +176,6 @@ def _header(index: int, options: ReplayOptions) -> list[int]:
     return [options.min_token_id + (index // base**k) % base for k in range(HEADER_LEN)]
 
 
-def _server_queue_delay(obj: dict[str, Any]) -> float | None:
-    for holder in (obj, obj.get("metrics") or {}, obj.get("usage") or {}):
-        for k in _QUEUE_KEYS:
-            v = holder.get(k) if isinstance(holder, dict) else None
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                return float(v)
-    return None
-
-
 @dataclass
 class _Reply:
     ids: list[int]
@@ -205,7 +195,7 @@ async def _complete(client: httpx.AsyncClient, body: dict[str, Any], sent: float
         if ids is None:
             raise RuntimeError("the response lacks choices[0].token_ids (return_token_ids unsupported?)")
         details = (data.get("usage") or {}).get("prompt_tokens_details") or {}
-        return _Reply(list(ids), None, details.get("cached_tokens"), _server_queue_delay(data))
+        return _Reply(list(ids), None, details.get("cached_tokens"), server_queue_delay(data))
     reply = _Reply([], None, None, None)
     saw_ids = False
     async with client.stream("POST", "/v1/completions", json=body) as resp:
@@ -221,7 +211,7 @@ async def _complete(client: httpx.AsyncClient, body: dict[str, Any], sent: float
             usage = chunk.get("usage")
             if usage:
                 reply.cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", reply.cached)
-            q = _server_queue_delay(chunk)
+            q = server_queue_delay(chunk)
             if q is not None:
                 reply.queue = q
     if not saw_ids:
