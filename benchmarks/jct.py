@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 TRACE_NAME = "mini_swe_agent_deepseek.jsonl"
-PIN_KEYS = ("created", "hit", "expired", "early_released", "released", "aborted", "rejected_cap")
+PIN_KEYS = ("created", "hit", "expired", "early_released", "released", "aborted", "rejected_cap", "partial_cap")
 VLLM_BLOCK_SIZE = 32
 
 

@@ -5,6 +5,10 @@ Invariants:
   be evicted or handed to another request (their ``ref_cnt`` stays >= 1).
 - At most one lease per job; a newer pin of the same job replaces the older lease.
 - ``num_pinned_blocks`` (sum of lease sizes) never exceeds ``max_pinned_blocks``.
+- A lease holds a prefix of its turn's blocks: only blocks registered in the prefix cache (a hash
+  chain from the first block) can serve the next turn, so an unhashed tail is never pinned, and when
+  the cap leaves room for only part of the chain, the longest prefix that fits is pinned (a returning
+  turn then re-prefills only the tail) instead of nothing.
 - Ending a lease returns its blocks through ``release_fn`` (tail first, hashes kept), so a late
   return of the job can still hit the prefix cache.
 """
@@ -37,6 +41,7 @@ class PinCounters:
     released: int = 0  # released by the client (job ended) or replaced by a newer pin
     aborted: int = 0
     rejected_cap: int = 0  # a pin not made because of the pinned-fraction cap
+    partial_cap: int = 0  # a pin cut to the prefix that fit under the cap
     pinned_block_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
@@ -63,30 +68,41 @@ class PinTable:
         live = sum(len(le.blocks) * (now - le.created_at) for le in self.leases.values())
         return self.counters.pinned_block_seconds + live
 
-    def pin(self, job_id: str, request_id: str, blocks: list[KVCacheBlock], ttl: float, now: float) -> bool:
-        """Make a lease of ``ttl`` seconds over ``blocks`` (whose references it takes over).
+    def pin(self, job_id: str, request_id: str, blocks: list[KVCacheBlock], ttl: float, now: float) -> int:
+        """Make a lease of ``ttl`` seconds over the longest useful prefix of ``blocks`` that fits the cap.
 
-        Returns False if the cap forbids it; then the caller still owns the references.
+        The table takes over the caller's reference on every block of ``blocks``: the pinned prefix
+        keeps it, the rest (an unhashed tail, or what would pass the cap) is released at once. Leases
+        whose jobs are expected back later than this one give way first. Returns the number of blocks
+        pinned (0: no lease was made and every reference was released).
         """
         if job_id in self.leases:
             self._end(job_id, now, "released")
-        need = len(blocks)
-        if need > self.max_pinned_blocks:
-            self.counters.rejected_cap += 1
-            return False
+        useful = 0
+        while useful < len(blocks) and blocks[useful].block_hash is not None:
+            useful += 1
         expires = now + ttl
         # The least valuable leases give way: those whose jobs are expected back later than this one.
-        while self.num_pinned_blocks + need > self.max_pinned_blocks:
+        while useful and self.num_pinned_blocks + useful > self.max_pinned_blocks:
             latest = self._latest(exclude=None)
-            if latest is None or latest.expires_at <= expires:
-                self.counters.rejected_cap += 1
-                return False
+            if latest is None or latest.returned or latest.expires_at <= expires:
+                break
             self._end(latest.job_id, now, "early_released")
-        self.leases[job_id] = PinLease(job_id, request_id, blocks, now, expires)
-        self.num_pinned_blocks += need
+        keep = min(useful, self.max_pinned_blocks - self.num_pinned_blocks)
+        if keep < useful:
+            if keep <= 0:
+                self.counters.rejected_cap += 1
+            else:
+                self.counters.partial_cap += 1
+        if keep < len(blocks):
+            self.release_fn(blocks[max(0, keep):])
+        if keep <= 0:
+            return 0
+        self.leases[job_id] = PinLease(job_id, request_id, blocks[:keep], now, expires)
+        self.num_pinned_blocks += keep
         self.counters.created += 1
         self.version += 1
-        return True
+        return keep
 
     def mark_returned(self, job_id: str | None) -> None:
         """The job's next turn arrived while its lease lived: it is no longer subject to expiry."""

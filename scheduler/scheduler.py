@@ -346,9 +346,8 @@ class Scheduler:
         ):
             ttl = self.pin_ttl_fn(req)
         if ttl > 0:
-            blocks = self.kv.take_blocks(req.request_id)
-            if not self.pins.pin(req.job_id, req.request_id, blocks, ttl, now):
-                self.kv.free_block_list(blocks)
+            # The pin table takes the blocks over: it keeps the prefix it pins and frees the rest.
+            self.pins.pin(req.job_id, req.request_id, self.kv.take_blocks(req.request_id), ttl, now)
         else:
             self.kv.free(req)
 

@@ -37,7 +37,9 @@ def test_second_turn_reuses_pinned_prefix_despite_pressure() -> None:
         s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
         toks = _finish_turn(s, runner, "t1")  # 14 tokens, 13 computed -> 3 full blocks
         if expect_hit:
-            assert s.pins.has_pin("job") and s.stats().blocks_pinned == 4
+            # Only the three hashed blocks are pinned; the partial fourth could never be hit.
+            assert s.pins.has_pin("job") and s.stats().blocks_pinned == 3
+            assert s.stats().blocks_in_use == 3
         # Two other requests churn through every free block while the job is away at its tool.
         for k in range(2):
             s.add_request(make_request(f"other{k}", [100 * (k + 1) + i for i in range(40)], 8, t=0.5))
@@ -141,7 +143,8 @@ def test_pinned_fraction_never_exceeds_cap() -> None:
     s = _sched(clock, num_blocks=21, max_pinned_fraction=0.3)  # cap = 6 of 20 blocks
     runner = FakeRunner()
     for j in range(6):
-        s.add_request(_turn(f"r{j}", f"J{j}", [j * 10 + k for k in range(6)], float(j), float(j)))
+        # 9 prompt + 4 output tokens: 12 computed, three full (hashed) blocks per turn.
+        s.add_request(_turn(f"r{j}", f"J{j}", [j * 10 + k for k in range(9)], float(j), float(j)))
         _finish_turn(s, runner, f"r{j}")
         assert s.pins.num_pinned_blocks <= 6
         check_invariants(s)
@@ -154,7 +157,7 @@ def test_blocked_admission_with_nothing_running_releases_pins() -> None:
     s = _sched(clock, num_blocks=13, max_pinned_fraction=1.0, ttl=100.0, max_model_len=48)
     runner = FakeRunner()
     for j in range(3):  # three jobs pin 3 blocks each: 9 of 12 blocks
-        s.add_request(_turn(f"r{j}", f"J{j}", [j * 10 + k for k in range(8)], float(j), float(j)))
+        s.add_request(_turn(f"r{j}", f"J{j}", [j * 10 + k for k in range(9)], float(j), float(j)))
         _finish_turn(s, runner, f"r{j}")
         clock.advance(1.0)
     assert s.pins.num_pinned_blocks == 9
@@ -191,3 +194,27 @@ def test_last_step_is_never_pinned() -> None:
     s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0, last=True))
     _finish_turn(s, FakeRunner(), "t1")
     assert not s.pins.has_pin("job") and s.stats().blocks_in_use == 0
+
+
+def test_pin_over_the_cap_keeps_the_prefix_that_fits() -> None:
+    clock = FakeClock()
+    s = _sched(clock, num_blocks=21, max_pinned_fraction=0.25)  # cap = 5 of 20 blocks
+    runner = FakeRunner()
+    s.add_request(_turn("a1", "A", [10 + k for k in range(9)], 0.0, 0.0))
+    _finish_turn(s, runner, "a1")  # 3 hashed blocks pinned
+    clock.advance(1.0)
+    s.add_request(_turn("b1", "B", [50 + k for k in range(9)], 1.0, 1.0))
+    toks = _finish_turn(s, runner, "b1")  # expected back after A: A keeps its lease, B gets 2 of 3 blocks
+    assert len(s.pins.leases["A"].blocks) == 3 and len(s.pins.leases["B"].blocks) == 2
+    assert s.pins.num_pinned_blocks == 5 and s.pins.counters.partial_cap == 1
+    assert s.pins.counters.rejected_cap == 0
+    check_invariants(s)
+    # Churn evicts every unpinned block, B's freed third block included.
+    s.add_request(make_request("churn", [200 + i for i in range(56)], 4, t=1.5))
+    run_to_completion(s, runner)
+    s.add_request(_turn("b2", "B", toks + [7, 7, 7], 2.0, 1.0))
+    out = s.schedule()
+    (sr,) = out.scheduled
+    assert sr.num_computed_tokens == 8  # the pinned prefix; only the tail is re-prefilled
+    assert s.requests["b2"].pin_hit and s.pins.counters.hit == 1
+    check_invariants(s)

@@ -42,7 +42,7 @@ _COUNTERS = {
     "num_preemptions": ("preemptions", "Requests preempted for lack of KV blocks"),
     "num_failed_steps": ("failed_steps", "Model steps that raised (their requests failed)"),
 }
-_PIN_COUNTERS = ("created", "hit", "expired", "early_released", "released", "aborted", "rejected_cap")
+_PIN_COUNTERS = ("created", "hit", "expired", "early_released", "released", "aborted", "rejected_cap", "partial_cap")
 
 
 class _StatsCollector(Collector):
