@@ -1,0 +1,92 @@
+"""``bench jct``'s setting in the calibrated simulator, over several disjoint job slices of a trace.
+
+    python -m benchmarks.sim_slices --constants out/sim_cpu_constants.json --caps 0.5,0.7
+
+One measured ``bench jct`` run replays one 16-job slice and is chaotic (a pin made or refused early
+changes every later decision), so a scheduler change is judged here first: for each slice
+``[k * jobs, (k + 1) * jobs)`` of the trace, FCFS, ``unlimited`` (FCFS with a pool that never
+evicts) and each CONTINUUM policy at each pinned-fraction cap run on the real scheduler with the CPU
+step-time constants of ``agent-engine sim calibrate``. Reported per (policy, cap): the mean over
+slices of mean JCT / FCFS and of the share of FCFS's excess over ``unlimited`` removed, and the worst
+slice. Deterministic: the same inputs give the same table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from benchmarks.common import print_table, write_json
+
+__all__ = ["main", "simulate_slices"]
+
+
+def simulate_slices(
+    trace: str, constants: str, policies: Sequence[str], caps: Sequence[float], slices: int = 6, jobs: int = 16,
+    max_turns: int = 20, token_scale: float = 0.1, num_kv_blocks: int = 144, block_size: int = 32,
+    unlimited_blocks: int = 1200, max_model_len: int = 4096,
+) -> dict[str, Any]:
+    """``{"rows": [{policy, cap, ratio_vs_fcfs, excess_removed, worst_excess_removed, per_slice}], ...}``."""
+    from agent_engine.sim.cost_model import CostConstants, CostModel
+    from agent_engine.sim.simulator import SimConfig, simulate
+    from agent_engine.sim.specs import get_model
+    from agent_engine.traces.format import read_jobs
+
+    cost = CostModel(get_model("default"), CostConstants.load(constants))
+    all_jobs = read_jobs(trace)
+    max_len = min(max_model_len, (num_kv_blocks - 1) * block_size)  # every pool must hold one request
+
+    def mean_jct(policy: str, k: int, blocks: int, cap: float = 0.5) -> float:
+        cfg = SimConfig(policy=policy, num_blocks=blocks, max_model_len=max_len, block_size=block_size,
+                        max_num_seqs=64, max_num_batched_tokens=2048, jps=None, max_jobs=jobs,
+                        max_turns=max_turns, token_scale=token_scale, time_scale=1.0, seed=0,
+                        max_pinned_fraction=cap)
+        return float(simulate(all_jobs[k * jobs:], cost, cfg).summary()["mean_jct_s"])
+
+    ks = [k for k in range(slices) if len(all_jobs) >= (k + 1) * jobs]
+    if not ks:
+        raise ValueError(f"the trace has fewer than {jobs} jobs")
+    base = {k: (mean_jct("fcfs", k, num_kv_blocks), mean_jct("fcfs", k, unlimited_blocks)) for k in ks}
+    rows = []
+    for cap in caps:
+        for pol in policies:
+            ratios, removed = [], []
+            for k in ks:
+                m = mean_jct(pol, k, num_kv_blocks, cap)
+                fcfs, unl = base[k]
+                ratios.append(m / fcfs)
+                removed.append((fcfs - m) / (fcfs - unl) if fcfs > unl else float("nan"))
+            rows.append({"policy": pol, "cap": cap, "ratio_vs_fcfs": statistics.fmean(ratios),
+                         "excess_removed": statistics.fmean(removed), "worst_excess_removed": min(removed),
+                         "per_slice_excess_removed": removed})
+    return {"rows": rows, "slices": ks, "fcfs_unlimited_mean_jct_s": base}
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    from benchmarks.jct import default_trace_path
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trace", default=None, help="trace JSONL (default: the shared real trace)")
+    ap.add_argument("--constants", required=True, help="JSON written by `agent-engine sim calibrate`")
+    ap.add_argument("--policies", default="continuum,continuum-fixed")
+    ap.add_argument("--caps", default="0.5", help="comma list of --max-pinned-fraction values")
+    ap.add_argument("--slices", type=int, default=6)
+    ap.add_argument("--jobs", type=int, default=16)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    trace = args.trace or default_trace_path()
+    if trace is None:
+        raise SystemExit("no trace: pass --trace")
+    res = simulate_slices(str(trace), args.constants, [p for p in args.policies.split(",") if p],
+                          [float(c) for c in args.caps.split(",")], slices=args.slices, jobs=args.jobs)
+    print_table(["policy", "cap", "mean JCT / fcfs", "excess removed", "worst slice"],
+                [[r["policy"], r["cap"], r["ratio_vs_fcfs"], f"{r['excess_removed']:.1%}",
+                  f"{r['worst_excess_removed']:.1%}"] for r in res["rows"]])
+    write_json(args.json, {**res, "trace": str(trace), "constants": args.constants})
+    return res
+
+
+if __name__ == "__main__":
+    main()
