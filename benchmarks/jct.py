@@ -48,6 +48,7 @@ from benchmarks.server_process import (
     start_vllm_server,
     vllm_kv_bytes,
 )
+from scheduler.pins import PIN_COUNTER_NAMES
 
 __all__ = [
     "JCTConfig",
@@ -67,7 +68,7 @@ __all__ = [
 ]
 
 TRACE_NAME = "mini_swe_agent_deepseek.jsonl"
-PIN_KEYS = ("created", "hit", "expired", "early_released", "released", "aborted", "rejected_cap", "partial_cap")
+PIN_KEYS = PIN_COUNTER_NAMES
 VLLM_BLOCK_SIZE = 32
 
 
@@ -274,8 +275,7 @@ def merge_rounds(rounds: Sequence[PolicyRun]) -> PolicyRun:
     row["pins"] = {k: statistics.fmean(p.get(k, 0) for p in pins) for k in pins[-1]}
     means = [r.row.get("mean_jct_s") for r in rounds]
     row["rounds_mean_jct_s"] = means
-    if jcts and all(m is not None for m in means):
-        row["mean_jct_s"] = statistics.fmean(means)  # type: ignore[arg-type]
+    if jcts and all(m is not None for m in means):  # percentiles only when every round finished
         for q in (50, 90, 99):
             row[f"p{q}_jct_s"] = float(np.percentile(jcts, q))
     return PolicyRun(rounds[0].name, row, jcts)
@@ -314,9 +314,9 @@ def run_policies(cfg: JCTConfig, jobs: Sequence[TraceJob]) -> dict[str, PolicyRu
 def checks_per_round(rows: dict[str, dict[str, Any]]) -> list[dict[str, dict[str, Any]]]:
     """``compute_checks`` on each round's mean JCTs (empty for a single round)."""
     per = {n: r.get("rounds_mean_jct_s") for n, r in rows.items()}
-    k = min((len(v) for v in per.values() if v), default=0)
-    if not k or any(not v for v in per.values()):
+    if not per or not all(per.values()):
         return []
+    k = min(len(v) for v in per.values())  # type: ignore[arg-type]
     return [compute_checks({n: {"mean_jct_s": v[i]} for n, v in per.items()}) for i in range(k)]
 
 
@@ -420,7 +420,7 @@ def config_from_args(args: argparse.Namespace) -> JCTConfig:
         num_kv_blocks=args.num_kv_blocks, block_size=args.block_size, max_model_len=args.max_model_len,
         max_num_seqs=args.max_num_seqs, vllm=args.vllm, log_dir=args.log_dir, records_dir=args.records_dir,
         sched_trace_dir=args.sched_trace_dir, extra_engine_args=tuple(args.engine_arg),
-        progress=not args.no_progress, repeats=max(1, getattr(args, "repeats", 1)),
+        progress=not args.no_progress, repeats=args.repeats,
     )
 
 

@@ -29,21 +29,19 @@ def simulate_slices(
     unlimited_blocks: int = 1200, max_model_len: int = 4096,
 ) -> dict[str, Any]:
     """``{"rows": [{policy, cap, ratio_vs_fcfs, excess_removed, worst_excess_removed, per_slice}], ...}``."""
-    from agent_engine.sim.cost_model import CostConstants, CostModel
-    from agent_engine.sim.simulator import SimConfig, simulate
-    from agent_engine.sim.specs import get_model
+    from agent_engine.sim.calibrate import simulate_like_bench
+    from agent_engine.sim.cost_model import CostConstants
     from agent_engine.traces.format import read_jobs
 
-    cost = CostModel(get_model("default"), CostConstants.load(constants))
+    consts = CostConstants.load(constants)
     all_jobs = read_jobs(trace)
     max_len = min(max_model_len, (num_kv_blocks - 1) * block_size)  # every pool must hold one request
 
     def mean_jct(policy: str, k: int, blocks: int, cap: float = 0.5) -> float:
-        cfg = SimConfig(policy=policy, num_blocks=blocks, max_model_len=max_len, block_size=block_size,
-                        max_num_seqs=64, max_num_batched_tokens=2048, jps=None, max_jobs=jobs,
-                        max_turns=max_turns, token_scale=token_scale, time_scale=1.0, seed=0,
-                        max_pinned_fraction=cap)
-        return float(simulate(all_jobs[k * jobs:], cost, cfg).summary()["mean_jct_s"])
+        res = simulate_like_bench(all_jobs, consts, [policy], jobs=jobs, max_turns=max_turns,
+                                  token_scale=token_scale, num_kv_blocks=blocks, max_model_len=max_len,
+                                  block_size=block_size, max_pinned_fraction=cap, first_job=k * jobs)
+        return float(res["policies"][policy]["mean_jct_s"])
 
     ks = [k for k in range(slices) if len(all_jobs) >= (k + 1) * jobs]
     if not ks:

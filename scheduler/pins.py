@@ -16,7 +16,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from scheduler.block_pool import KVCacheBlock
 
@@ -46,6 +46,10 @@ class PinCounters:
 
     def as_dict(self) -> dict[str, float]:
         return dict(self.__dict__)
+
+
+# The event counters of ``PinCounters`` (every field but the block-seconds total), in field order.
+PIN_COUNTER_NAMES: tuple[str, ...] = tuple(f.name for f in fields(PinCounters) if f.name != "pinned_block_seconds")
 
 
 @dataclass
@@ -88,15 +92,15 @@ class PinTable:
             if latest is None or latest.returned or latest.expires_at <= expires:
                 break
             self._end(latest.job_id, now, "early_released")
-        keep = min(useful, self.max_pinned_blocks - self.num_pinned_blocks)
+        keep = min(useful, self.max_pinned_blocks - self.num_pinned_blocks)  # >= 0: the cap invariant
         if keep < useful:
-            if keep <= 0:
-                self.counters.rejected_cap += 1
-            else:
+            if keep:
                 self.counters.partial_cap += 1
+            else:
+                self.counters.rejected_cap += 1
         if keep < len(blocks):
-            self.release_fn(blocks[max(0, keep):])
-        if keep <= 0:
+            self.release_fn(blocks[keep:])
+        if not keep:
             return 0
         self.leases[job_id] = PinLease(job_id, request_id, blocks[:keep], now, expires)
         self.num_pinned_blocks += keep

@@ -22,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from agent_engine.outputs import RequestOutput
+from scheduler.pins import PIN_COUNTER_NAMES
 
 PREFIX = "agent_engine"
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
@@ -42,7 +43,7 @@ _COUNTERS = {
     "num_preemptions": ("preemptions", "Requests preempted for lack of KV blocks"),
     "num_failed_steps": ("failed_steps", "Model steps that raised (their requests failed)"),
 }
-_PIN_COUNTERS = ("created", "hit", "expired", "early_released", "released", "aborted", "rejected_cap", "partial_cap")
+_PIN_COUNTERS = PIN_COUNTER_NAMES
 
 
 class _StatsCollector(Collector):

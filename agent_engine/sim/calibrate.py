@@ -25,6 +25,7 @@ import numpy as np
 
 from agent_engine.sim.cost_model import Chunk, CostConstants, CostModel
 from agent_engine.sim.specs import ModelSpec, get_model
+from agent_engine.traces.format import TraceJob
 
 __all__ = ["DEFAULT_SHAPES", "SMALL_SHAPES", "errors", "fit", "measure", "simulate_like_bench"]
 
@@ -118,27 +119,30 @@ def errors(cost: CostModel, samples: Sequence[Sample]) -> list[float]:
 
 
 def simulate_like_bench(
-    trace: str, constants: CostConstants, policies: Sequence[str] = ("fcfs", "continuum"),
+    trace: str | Sequence[TraceJob], constants: CostConstants, policies: Sequence[str] = ("fcfs", "continuum"),
     jps: float | None = None, jobs: int = 8, max_turns: int | None = None, token_scale: float = 1.0,
     time_scale: float = 1.0, seed: int = 0, num_kv_blocks: int = 8192, max_num_seqs: int = 64,
     max_num_batched_tokens: int = 2048, max_model_len: int = 4096, block_size: int = 16,
+    max_pinned_fraction: float = 0.5, first_job: int = 0,
 ) -> dict[str, Any]:
     """What ``bench jct`` would report for the CPU engine (its defaults: default model, 1 GiB KV =
     8192 blocks, 64 seqs, 2048-token budget), simulated with calibrated ``constants``.
 
+    ``trace`` is a path or already-read jobs; the replay takes ``jobs`` jobs from ``first_job`` on.
     Same keys as ``bench jct``: ``{"policies": {name: {"mean_jct_s", ...}}}``.
     """
     from agent_engine.sim.simulator import SimConfig, simulate
     from agent_engine.traces.format import read_jobs
 
     cost = CostModel(get_model("default"), constants)
-    tj = read_jobs(trace)
+    tj = (read_jobs(trace) if isinstance(trace, str) else list(trace))[first_job:]
     out: dict[str, Any] = {}
     for pol in policies:
         cfg = SimConfig(
             policy=pol, num_blocks=num_kv_blocks, max_model_len=max_model_len, block_size=block_size,
             max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, jps=jps, max_jobs=jobs,
             max_turns=max_turns, token_scale=token_scale, time_scale=time_scale, seed=seed,
+            max_pinned_fraction=max_pinned_fraction,
         )
         out[pol] = simulate(tj, cost, cfg).summary()
     return {"policies": out}
