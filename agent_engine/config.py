@@ -35,6 +35,7 @@ class EngineConfig:
     policy: str = "fcfs"
     # CONTINUUM
     max_pinned_fraction: float = 0.5
+    soft_pins: bool = True
     ttl_policy: str = "paper"
     pin_threshold: float = 2.0
     reload_cost_profile: str | None = None

@@ -1,12 +1,12 @@
 """A PNG timeline of a scheduler trace (the JSONL that ``--sched-trace`` writes).
 
-Top panel: KV blocks by state, stacked (in use by requests, pinned, cached-free, empty) per step.
+Top panel: KV blocks by state, stacked (in use by requests, pinned, soft pinned, cached-free, empty) per step.
 Middle: waiting and running queue lengths, preemptions as red ticks. Bottom: each admission's
 prefix-hit fraction (resumed requests marked apart).
 
 Invariants: lines whose ``event`` is neither ``"step"`` nor ``"admit"`` (and blank or torn lines)
 are skipped; times are shown relative to the first event; the stacked series never go negative
-(pinned blocks are also counted in ``blocks_in_use``, so "in use" shows ``in_use - pinned``).
+(pinned and soft-pinned blocks are also counted in ``blocks_in_use``, so "in use" shows the rest).
 """
 
 from __future__ import annotations
@@ -54,16 +54,17 @@ def plot_timeline(path: str | os.PathLike[str], out: str | os.PathLike[str], tit
     t0 = min([s["t"] for s in steps] + [a["t"] for a in admits])
     t = [s["t"] - t0 for s in steps]
     pinned = [s.get("blocks_pinned", 0) for s in steps]
-    in_use = [max(0, s.get("blocks_in_use", 0) - p) for s, p in zip(steps, pinned, strict=True)]
+    soft = [s.get("blocks_soft", 0) for s in steps]
+    in_use = [max(0, s.get("blocks_in_use", 0) - p - q) for s, p, q in zip(steps, pinned, soft, strict=True)]
     cached = [s.get("blocks_cached_free", 0) for s in steps]
     empty = [s.get("blocks_empty", 0) for s in steps]
     fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(11, 8), sharex=True,
                                         gridspec_kw={"height_ratios": [3, 2, 1.4]})
-    ax1.stackplot(t, in_use, pinned, cached, empty, step="post",
-                  labels=["in use (requests)", "pinned", "cached free", "empty"],
-                  colors=["tab:blue", "tab:orange", "tab:green", "0.85"])
+    ax1.stackplot(t, in_use, pinned, soft, cached, empty, step="post",
+                  labels=["in use (requests)", "pinned", "soft pinned", "cached free", "empty"],
+                  colors=["tab:blue", "tab:orange", "navajowhite", "tab:green", "0.85"])
     ax1.set_ylabel("KV blocks")
-    ax1.legend(loc="upper right", fontsize=8, ncol=4)
+    ax1.legend(loc="upper right", fontsize=8, ncol=5)
     ax1.set_title(title or Path(path).name)
     ax2.step(t, [s.get("waiting", 0) for s in steps], where="post", label="waiting", color="tab:red")
     ax2.step(t, [s.get("running", 0) for s in steps], where="post", label="running", color="tab:blue")

@@ -1,12 +1,13 @@
 """``bench jct``'s setting in the calibrated simulator, over several disjoint job slices of a trace.
 
-    python -m benchmarks.sim_slices --constants out/sim_cpu_constants.json --caps 0.5,0.7
+    python -m benchmarks.sim_slices --constants out/sim_cpu_constants.json --caps 0.5,0.7 --soft on,off
 
 One measured ``bench jct`` run replays one 16-job slice and is chaotic (a pin made or refused early
 changes every later decision), so a scheduler change is judged here first: for each slice
 ``[k * jobs, (k + 1) * jobs)`` of the trace, FCFS, ``unlimited`` (FCFS with a pool that never
 evicts) and each CONTINUUM policy at each pinned-fraction cap run on the real scheduler with the CPU
-step-time constants of ``agent-engine sim calibrate``. Reported per (policy, cap): the mean over
+step-time constants of ``agent-engine sim calibrate``. Reported per (policy, cap, soft pins on or
+off): the mean over
 slices of mean JCT / FCFS and of the share of FCFS's excess over ``unlimited`` removed, and the worst
 slice. Deterministic: the same inputs give the same table.
 """
@@ -14,6 +15,7 @@ slice. Deterministic: the same inputs give the same table.
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 from collections.abc import Sequence
 from typing import Any
@@ -25,10 +27,11 @@ __all__ = ["main", "simulate_slices"]
 
 def simulate_slices(
     trace: str, constants: str, policies: Sequence[str], caps: Sequence[float], slices: int = 6, jobs: int = 16,
+    softs: Sequence[bool] = (True,),
     max_turns: int = 20, token_scale: float = 0.1, num_kv_blocks: int = 144, block_size: int = 32,
     unlimited_blocks: int = 1200, max_model_len: int = 4096,
 ) -> dict[str, Any]:
-    """``{"rows": [{policy, cap, ratio_vs_fcfs, excess_removed, worst_excess_removed, per_slice}], ...}``."""
+    """``{"rows": [{policy, cap, soft_pins, ratio_vs_fcfs, excess_removed, worst_excess_removed, per_slice}], ...}``."""
     from agent_engine.sim.calibrate import simulate_like_bench
     from agent_engine.sim.cost_model import CostConstants
     from agent_engine.traces.format import read_jobs
@@ -37,10 +40,11 @@ def simulate_slices(
     all_jobs = read_jobs(trace)
     max_len = min(max_model_len, (num_kv_blocks - 1) * block_size)  # every pool must hold one request
 
-    def mean_jct(policy: str, k: int, blocks: int, cap: float = 0.5) -> float:
+    def mean_jct(policy: str, k: int, blocks: int, cap: float = 0.5, soft: bool = True) -> float:
         res = simulate_like_bench(all_jobs, consts, [policy], jobs=jobs, max_turns=max_turns,
                                   token_scale=token_scale, num_kv_blocks=blocks, max_model_len=max_len,
-                                  block_size=block_size, max_pinned_fraction=cap, first_job=k * jobs)
+                                  block_size=block_size, max_pinned_fraction=cap, first_job=k * jobs,
+                                  soft_pins=soft)
         return float(res["policies"][policy]["mean_jct_s"])
 
     ks = [k for k in range(slices) if len(all_jobs) >= (k + 1) * jobs]
@@ -48,17 +52,16 @@ def simulate_slices(
         raise ValueError(f"the trace has fewer than {jobs} jobs")
     base = {k: (mean_jct("fcfs", k, num_kv_blocks), mean_jct("fcfs", k, unlimited_blocks)) for k in ks}
     rows = []
-    for cap in caps:
-        for pol in policies:
-            ratios, removed = [], []
-            for k in ks:
-                m = mean_jct(pol, k, num_kv_blocks, cap)
-                fcfs, unl = base[k]
-                ratios.append(m / fcfs)
-                removed.append((fcfs - m) / (fcfs - unl) if fcfs > unl else float("nan"))
-            rows.append({"policy": pol, "cap": cap, "ratio_vs_fcfs": statistics.fmean(ratios),
-                         "excess_removed": statistics.fmean(removed), "worst_excess_removed": min(removed),
-                         "per_slice_excess_removed": removed})
+    for soft, cap, pol in itertools.product(softs, caps, policies):
+        ratios, removed = [], []
+        for k in ks:
+            m = mean_jct(pol, k, num_kv_blocks, cap, soft)
+            fcfs, unl = base[k]
+            ratios.append(m / fcfs)
+            removed.append((fcfs - m) / (fcfs - unl) if fcfs > unl else float("nan"))
+        rows.append({"policy": pol, "cap": cap, "soft_pins": soft, "ratio_vs_fcfs": statistics.fmean(ratios),
+                     "excess_removed": statistics.fmean(removed), "worst_excess_removed": min(removed),
+                     "per_slice_excess_removed": removed})
     return {"rows": rows, "slices": ks, "fcfs_unlimited_mean_jct_s": base}
 
 
@@ -70,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--constants", required=True, help="JSON written by `agent-engine sim calibrate`")
     ap.add_argument("--policies", default="continuum,continuum-fixed")
     ap.add_argument("--caps", default="0.5", help="comma list of --max-pinned-fraction values")
+    ap.add_argument("--soft", default="on", help="comma list of soft-pin settings: on, off")
     ap.add_argument("--slices", type=int, default=6)
     ap.add_argument("--jobs", type=int, default=16)
     ap.add_argument("--json", default=None)
@@ -77,10 +81,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     trace = args.trace or default_trace_path()
     if trace is None:
         raise SystemExit("no trace: pass --trace")
+    onoff = {"on": True, "off": False}
+    if not set(args.soft.split(",")) <= set(onoff):
+        raise SystemExit(f"--soft takes on and/or off, not {args.soft!r}")
     res = simulate_slices(str(trace), args.constants, [p for p in args.policies.split(",") if p],
-                          [float(c) for c in args.caps.split(",")], slices=args.slices, jobs=args.jobs)
-    print_table(["policy", "cap", "mean JCT / fcfs", "excess removed", "worst slice"],
-                [[r["policy"], r["cap"], r["ratio_vs_fcfs"], f"{r['excess_removed']:.1%}",
+                          [float(c) for c in args.caps.split(",")], slices=args.slices, jobs=args.jobs,
+                          softs=[onoff[s] for s in args.soft.split(",")])
+    print_table(["policy", "cap", "soft pins", "mean JCT / fcfs", "excess removed", "worst slice"],
+                [[r["policy"], r["cap"], "on" if r["soft_pins"] else "off", r["ratio_vs_fcfs"], f"{r['excess_removed']:.1%}",
                   f"{r['worst_excess_removed']:.1%}"] for r in res["rows"]])
     write_json(args.json, {**res, "trace": str(trace), "constants": args.constants})
     return res

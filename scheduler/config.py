@@ -18,7 +18,8 @@ class SchedulerConfig:
 
     ``num_blocks`` includes the reserved null block. ``long_prefill_token_threshold`` (0 = off)
     caps the tokens one request may prefill per step. ``max_pinned_fraction`` caps the share of
-    the pool that CONTINUUM pins may hold.
+    the pool that CONTINUUM pins may hold; with ``soft_pins`` the rest of a pin's prefix is still
+    held past the cap, as a soft tail that yields to running requests and to earlier jobs.
     """
 
     num_blocks: int
@@ -30,6 +31,7 @@ class SchedulerConfig:
     policy: SchedulingPolicy = SchedulingPolicy.FCFS
     enable_prefix_caching: bool = True
     max_pinned_fraction: float = 0.5
+    soft_pins: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", SchedulingPolicy(self.policy))

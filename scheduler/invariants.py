@@ -23,12 +23,16 @@ def check_invariants(s: Scheduler) -> None:
         assert [b.block_id for b in blocks] == s.kv.req_block_ids[rid], f"{rid} block ids drifted"
         assert len(set(id(b) for b in blocks)) == len(blocks), f"{rid} holds a block twice"
         holders.update(b.block_id for b in blocks)
-    pinned = 0
+    pinned = soft = 0
     for job, lease in s.pins.leases.items():
         assert lease.job_id == job
+        assert lease.blocks and 0 <= lease.num_hard <= len(lease.blocks), f"{job}: empty lease or bad hard part"
+        assert s.pins.soft or not lease.num_soft, f"{job}: a soft tail while soft pins are off"
         holders.update(b.block_id for b in lease.blocks)
-        pinned += len(lease.blocks)
+        pinned += lease.num_hard
+        soft += lease.num_soft
     assert pinned == s.pins.num_pinned_blocks, "pinned block count drifted"
+    assert soft == s.pins.num_soft_blocks, "soft block count drifted"
     assert pinned <= s.pins.max_pinned_blocks, "pinned blocks over the cap"
     cached_free = 0
     for b in pool.blocks[1:]:

@@ -9,6 +9,10 @@ Invariants:
   chain from the first block) can serve the next turn, so an unhashed tail is never pinned, and when
   the cap leaves room for only part of the chain, the longest prefix that fits is pinned (a returning
   turn then re-prefills only the tail) instead of nothing.
+- Soft tail (``soft=True``): the part of the chain past the cap is still held, but as a *soft*
+  tail that does not count toward the cap and yields to any running request, to an admission of an
+  earlier job (program order: smaller ``rank``), and to any admission when nothing runs. Only a
+  later job's admission has to wait for it. ``num_soft_blocks`` is the sum of soft tails.
 - Ending a lease returns its blocks through ``release_fn`` (tail first, hashes kept), so a late
   return of the job can still hit the prefix cache.
 """
@@ -30,6 +34,14 @@ class PinLease:
     expires_at: float
     # The job's next turn arrived before expiry: the lease now lasts until that turn is admitted.
     returned: bool = False
+    # ``blocks[:num_hard]`` count toward the cap; ``blocks[num_hard:]`` are the soft tail.
+    num_hard: int = 0
+    # Program order: the job's first arrival. Smaller = earlier = served first.
+    rank: float = 0.0
+
+    @property
+    def num_soft(self) -> int:
+        return len(self.blocks) - self.num_hard
 
 
 @dataclass
@@ -42,14 +54,16 @@ class PinCounters:
     aborted: int = 0
     rejected_cap: int = 0  # a pin not made because of the pinned-fraction cap
     partial_cap: int = 0  # a pin cut to the prefix that fit under the cap
+    soft_yielded: int = 0  # a soft tail given up to a running request or an earlier job's admission
     pinned_block_seconds: float = 0.0
+    soft_block_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return dict(self.__dict__)
 
 
 # The event counters of ``PinCounters`` (every field but the block-seconds total), in field order.
-PIN_COUNTER_NAMES: tuple[str, ...] = tuple(f.name for f in fields(PinCounters) if f.name != "pinned_block_seconds")
+PIN_COUNTER_NAMES: tuple[str, ...] = tuple(f.name for f in fields(PinCounters) if not f.name.endswith("_seconds"))
 
 
 @dataclass
@@ -61,6 +75,8 @@ class PinTable:
     leases: dict[str, PinLease] = field(default_factory=dict)
     counters: PinCounters = field(default_factory=PinCounters)
     num_pinned_blocks: int = 0
+    soft: bool = False
+    num_soft_blocks: int = 0
     # Bumped on every change, so a waiting queue ordered by "has a live pin" knows to re-sort.
     version: int = 0
 
@@ -69,10 +85,12 @@ class PinTable:
 
     def pinned_block_seconds(self, now: float) -> float:
         """Block-seconds of ended leases plus the live ones up to ``now``."""
-        live = sum(len(le.blocks) * (now - le.created_at) for le in self.leases.values())
+        live = sum(le.num_hard * (now - le.created_at) for le in self.leases.values())
         return self.counters.pinned_block_seconds + live
 
-    def pin(self, job_id: str, request_id: str, blocks: list[KVCacheBlock], ttl: float, now: float) -> int:
+    def pin(
+        self, job_id: str, request_id: str, blocks: list[KVCacheBlock], ttl: float, now: float, rank: float = 0.0
+    ) -> int:
         """Make a lease of ``ttl`` seconds over the longest useful prefix of ``blocks`` that fits the cap.
 
         The table takes over the caller's reference on every block of ``blocks``: the pinned prefix
@@ -88,22 +106,29 @@ class PinTable:
         expires = now + ttl
         # The least valuable leases give way: those whose jobs are expected back later than this one.
         while useful and self.num_pinned_blocks + useful > self.max_pinned_blocks:
-            latest = self._latest(exclude=None)
+            latest = self._latest(exclude=None, hard_only=True)
             if latest is None or latest.returned or latest.expires_at <= expires:
                 break
-            self._end(latest.job_id, now, "early_released")
+            if self.soft:  # it keeps its blocks, but as a soft tail
+                self.num_pinned_blocks -= latest.num_hard
+                self.num_soft_blocks += latest.num_hard
+                latest.num_hard = 0
+            else:
+                self._end(latest.job_id, now, "early_released")
         keep = min(useful, self.max_pinned_blocks - self.num_pinned_blocks)  # >= 0: the cap invariant
         if keep < useful:
             if keep:
                 self.counters.partial_cap += 1
             else:
                 self.counters.rejected_cap += 1
-        if keep < len(blocks):
-            self.release_fn(blocks[keep:])
-        if not keep:
+        held = useful if self.soft else keep
+        if held < len(blocks):
+            self.release_fn(blocks[held:])
+        if not held:
             return 0
-        self.leases[job_id] = PinLease(job_id, request_id, blocks[:keep], now, expires)
+        self.leases[job_id] = PinLease(job_id, request_id, blocks[:held], now, expires, num_hard=keep, rank=rank)
         self.num_pinned_blocks += keep
+        self.num_soft_blocks += held - keep
         self.counters.created += 1
         self.version += 1
         return keep
@@ -136,11 +161,34 @@ class PinTable:
         self._end(latest.job_id, now, "early_released")
         return True
 
-    def _latest(self, exclude: str | None) -> PinLease | None:
+    def yield_soft(self, now: float, exclude_job: str | None = None, before_rank: float | None = None) -> bool:
+        """Give up one soft tail: the latest job in program order (largest rank) first.
+
+        ``before_rank``: only tails of jobs ranked after it (an admission of that rank asks).
+        """
+        best = None
+        for le in self.leases.values():
+            if le.num_soft and le.job_id != exclude_job and (before_rank is None or le.rank > before_rank):
+                if best is None or le.rank > best.rank:
+                    best = le
+        if best is None:
+            return False
+        tail = best.blocks[best.num_hard:]
+        del best.blocks[best.num_hard:]
+        self.num_soft_blocks -= len(tail)
+        self.counters.soft_block_seconds += len(tail) * max(0.0, now - best.created_at)
+        self.counters.soft_yielded += 1
+        if not best.blocks:
+            del self.leases[best.job_id]
+        self.version += 1
+        self.release_fn(tail)
+        return True
+
+    def _latest(self, exclude: str | None, hard_only: bool = False) -> PinLease | None:
         """The least valuable lease: one whose job has not returned yet, expected back latest."""
         best = None
         for le in self.leases.values():
-            if le.job_id == exclude:
+            if le.job_id == exclude or (hard_only and not le.num_hard):
                 continue
             if best is None or (best.returned, le.expires_at) > (le.returned, best.expires_at):
                 best = le
@@ -148,8 +196,11 @@ class PinTable:
 
     def _end(self, job_id: str, now: float, reason: str) -> None:
         le = self.leases.pop(job_id)
-        self.num_pinned_blocks -= len(le.blocks)
-        self.counters.pinned_block_seconds += len(le.blocks) * max(0.0, now - le.created_at)
+        self.num_pinned_blocks -= le.num_hard
+        self.num_soft_blocks -= le.num_soft
+        held = max(0.0, now - le.created_at)
+        self.counters.pinned_block_seconds += le.num_hard * held
+        self.counters.soft_block_seconds += le.num_soft * held
         setattr(self.counters, reason, getattr(self.counters, reason) + 1)
         self.version += 1
         self.release_fn(le.blocks)

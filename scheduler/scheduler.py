@@ -2,9 +2,11 @@
 
 Every request has ``num_computed_tokens`` catching up with ``num_tokens``; chunked prefill, prefix
 hits and decode are one mechanism. Per step: running requests first (in admission order); if an
-allocation fails, pins are released under pressure, then a victim is preempted (all its blocks
-freed; it is recomputed later). Waiting requests are admitted in policy order only when nothing
-was preempted in this step. Invariants, checked by the blast tests:
+allocation fails, soft pin tails give way, then pins are released under pressure, then a victim is
+preempted (all its blocks freed; it is recomputed later). Waiting requests are admitted in policy
+order only when nothing was preempted in this step; an admission may take the soft tails of jobs
+later in program order than its own (all of them when nothing runs). Invariants, checked by the
+blast tests:
 - a request is in exactly one of ``waiting``, ``running`` or neither (finished);
 - every block is free or referenced (by running requests or pin leases), never both;
 - a pinned block is never handed to another request while its lease lives.
@@ -38,6 +40,7 @@ class SchedulerStats:
     blocks_cached_free: int
     blocks_empty: int
     blocks_pinned: int
+    blocks_soft: int
     prefix_query_tokens: int
     prefix_hit_tokens: int
     num_preemptions: int
@@ -59,15 +62,16 @@ class Scheduler:
         self.trace_sink = trace_sink
         self.kv = KVCacheManager(config.num_blocks, config.block_size, config.enable_prefix_caching)
         max_pinned = int(config.max_pinned_fraction * (config.num_blocks - 1))
-        self.pins = PinTable(max_pinned_blocks=max_pinned, release_fn=self.kv.free_block_list)
+        self.pins = PinTable(max_pinned_blocks=max_pinned, release_fn=self.kv.free_block_list,
+                             soft=config.soft_pins)
         self.waiting = WaitingQueue(config.policy, self.pins.has_pin)
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
         self._finished_ids: set[str] = set()
         self.num_preemptions = 0
         self.num_steps = 0
-        # (request id, pool.num_frees, prefix hits, token budget) of the last failed admission.
-        self._blocked: tuple[str, int, int, int] | None = None
+        # (request id, pool.num_frees, prefix hits, token budget, pins.version) of the last failed admission.
+        self._blocked: tuple[str, int, int, int, int] | None = None
 
     # ---- intake ------------------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -142,7 +146,10 @@ class Scheduler:
             while True:
                 if self.kv.allocate_slots(req, num_new) is not None:
                     break
-                if self.pins.leases and self.pins.release_latest(now, exclude_job=req.job_id):
+                if self.pins.leases and (
+                    self.pins.yield_soft(now, exclude_job=req.job_id)
+                    or self.pins.release_latest(now, exclude_job=req.job_id)
+                ):
                     continue
                 victim = self._pick_victim()
                 vi = self.running.index(victim)
@@ -175,6 +182,12 @@ class Scheduler:
                     num_new = min(num_new, threshold)
                 num_new = min(num_new, budget)
                 if self.kv.allocate_slots(req, num_new, hits) is None:
+                    # Program order: a turn takes soft tails of later jobs, never of earlier ones
+                    # while the engine is busy (they are coming back to a cache kept for them).
+                    if self.pins.num_soft_blocks and self.pins.yield_soft(
+                        now, exclude_job=req.job_id, before_rank=None if not self.running else req.job_arrival_time
+                    ):
+                        continue
                     # Pins never make an admission wait forever: with nothing running, nothing
                     # else will free blocks, so leases give way (latest expected return first).
                     if not self.running and self.pins.leases:
@@ -182,7 +195,7 @@ class Scheduler:
                             req.job_id, now, "early_released"
                         ):
                             continue
-                    self._blocked = (req.request_id, self.kv.pool.num_frees, len(hits), budget)
+                    self._blocked = (req.request_id, self.kv.pool.num_frees, len(hits), budget, self.pins.version)
                     break
                 self._blocked = None
                 self.waiting.pop()
@@ -272,15 +285,16 @@ class Scheduler:
         """O(1) proof that the head request still cannot be admitted, sparing a prefix re-walk.
 
         True only if the same request failed last time, no block was freed since (free capacity
-        cannot have grown), the budget is not smaller (its chunk needs no fewer blocks), its prefix
-        hit cannot have grown (the next block of its chain is still uncached), and requests are
-        running (with none running, blocked admission must reach the pin-release path).
+        cannot have grown), no lease changed (no new soft tail it may take), the budget is not
+        smaller (its chunk needs no fewer blocks), its prefix hit cannot have grown (the next block
+        of its chain is still uncached), and requests are running (with none running, blocked
+        admission must reach the pin-release path).
         """
         b = self._blocked
         if b is None or b[0] != req.request_id or not self.running:
             return False
-        _, frees, num_hits, prev_budget = b
-        if frees != self.kv.pool.num_frees or budget < prev_budget:
+        _, frees, num_hits, prev_budget, pin_version = b
+        if frees != self.kv.pool.num_frees or budget < prev_budget or pin_version != self.pins.version:
             return False
         if num_hits < (req.num_tokens - 1) // self.config.block_size and self.config.enable_prefix_caching:
             if req.block_hashes[num_hits] in self.kv.pool.cached_block_map:
@@ -347,7 +361,8 @@ class Scheduler:
             ttl = self.pin_ttl_fn(req)
         if ttl > 0:
             # The pin table takes the blocks over: it keeps the prefix it pins and frees the rest.
-            self.pins.pin(req.job_id, req.request_id, self.kv.take_blocks(req.request_id), ttl, now)
+            self.pins.pin(req.job_id, req.request_id, self.kv.take_blocks(req.request_id), ttl, now,
+                          rank=req.job_arrival_time)
         else:
             self.kv.free(req)
 
@@ -362,6 +377,7 @@ class Scheduler:
             blocks_cached_free=pool.num_cached_free,
             blocks_empty=pool.num_empty_blocks,
             blocks_pinned=self.pins.num_pinned_blocks,
+            blocks_soft=self.pins.num_soft_blocks,
             prefix_query_tokens=self.kv.prefix_query_tokens,
             prefix_hit_tokens=self.kv.prefix_hit_tokens,
             num_preemptions=self.num_preemptions,
@@ -378,6 +394,7 @@ class Scheduler:
                 "waiting": len(self.waiting), "running": len(self.running),
                 "blocks_empty": pool.num_empty_blocks, "blocks_cached_free": pool.num_cached_free,
                 "blocks_in_use": pool.num_used_blocks, "blocks_pinned": self.pins.num_pinned_blocks,
+                "blocks_soft": self.pins.num_soft_blocks,
                 "pinned_jobs": sorted(self.pins.leases),
                 "scheduled_new": len(out.new_req_ids), "scheduled_resumed": len(out.resumed_req_ids),
                 "scheduled_running": len(out.scheduled) - len(out.new_req_ids) - len(out.resumed_req_ids),

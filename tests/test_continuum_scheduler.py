@@ -1,5 +1,6 @@
 """CONTINUUM in the scheduler, with a fake clock and a fake runner: pins, TTL expiry, job ordering,
-victims, the pinned-fraction cap, release under admission pressure, DELETE and abort."""
+victims, the pinned-fraction cap, soft tails past the cap, release under admission pressure, DELETE
+and abort."""
 
 from __future__ import annotations
 
@@ -139,17 +140,24 @@ def test_victims_are_unpinned_jobs_latest_job_arrival_first() -> None:
 
 
 def test_pinned_fraction_never_exceeds_cap() -> None:
-    clock = FakeClock()
-    s = _sched(clock, num_blocks=21, max_pinned_fraction=0.3)  # cap = 6 of 20 blocks
-    runner = FakeRunner()
-    for j in range(6):
-        # 9 prompt + 4 output tokens: 12 computed, three full (hashed) blocks per turn.
-        s.add_request(_turn(f"r{j}", f"J{j}", [j * 10 + k for k in range(9)], float(j), float(j)))
-        _finish_turn(s, runner, f"r{j}")
-        assert s.pins.num_pinned_blocks <= 6
-        check_invariants(s)
-    # Each lease holds 3 blocks: two fit under the cap of 6; later pins (expected back later) are refused.
-    assert s.pins.counters.rejected_cap == 4 and sorted(s.pins.leases) == ["J0", "J1"]
+    for soft in (False, True):
+        clock = FakeClock()
+        s = _sched(clock, num_blocks=21, max_pinned_fraction=0.3, soft_pins=soft)  # cap = 6 of 20 blocks
+        runner = FakeRunner()
+        for j in range(6):
+            # 9 prompt + 4 output tokens: 12 computed, three full (hashed) blocks per turn.
+            s.add_request(_turn(f"r{j}", f"J{j}", [j * 10 + k for k in range(9)], float(j), float(j)))
+            _finish_turn(s, runner, f"r{j}")
+            assert s.pins.num_pinned_blocks <= 6
+            check_invariants(s)
+        # Each lease holds 3 blocks: two fit under the cap of 6; later pins (expected back later) are
+        # refused as pins. With soft pins their prefixes are still held, as soft tails outside the cap.
+        assert s.pins.counters.rejected_cap == 4 and s.pins.num_pinned_blocks == 6
+        if soft:
+            assert sorted(s.pins.leases) == [f"J{j}" for j in range(6)] and s.pins.num_soft_blocks == 12
+            assert [s.pins.leases[f"J{j}"].num_hard for j in range(6)] == [3, 3, 0, 0, 0, 0]
+        else:
+            assert sorted(s.pins.leases) == ["J0", "J1"] and s.pins.num_soft_blocks == 0
 
 
 def test_blocked_admission_with_nothing_running_releases_pins() -> None:
@@ -198,7 +206,7 @@ def test_last_step_is_never_pinned() -> None:
 
 def test_pin_over_the_cap_keeps_the_prefix_that_fits() -> None:
     clock = FakeClock()
-    s = _sched(clock, num_blocks=21, max_pinned_fraction=0.25)  # cap = 5 of 20 blocks
+    s = _sched(clock, num_blocks=21, max_pinned_fraction=0.25, soft_pins=False)  # cap = 5 of 20 blocks
     runner = FakeRunner()
     s.add_request(_turn("a1", "A", [10 + k for k in range(9)], 0.0, 0.0))
     _finish_turn(s, runner, "a1")  # 3 hashed blocks pinned
@@ -218,3 +226,86 @@ def test_pin_over_the_cap_keeps_the_prefix_that_fits() -> None:
     assert sr.num_computed_tokens == 8  # the pinned prefix; only the tail is re-prefilled
     assert s.requests["b2"].pin_hit and s.pins.counters.hit == 1
     check_invariants(s)
+
+
+def _three_jobs_past_the_cap(clock: FakeClock, runner: FakeRunner) -> Scheduler:
+    """Cap 5 of 20 blocks; A pins 3 hard, B 2 hard + 1 soft, C 3 soft (9 held, 11 free)."""
+    s = _sched(clock, num_blocks=21, max_pinned_fraction=0.25)
+    for j, job in enumerate("ABC"):
+        s.add_request(_turn(f"{job}1", job, [100 * (j + 1) + k for k in range(9)], float(j), float(j)))
+        _finish_turn(s, runner, f"{job}1")
+        clock.advance(1.0)
+    assert [(s.pins.leases[j].num_hard, s.pins.leases[j].num_soft) for j in "ABC"] == [(3, 0), (2, 1), (0, 3)]
+    assert s.pins.num_pinned_blocks == 5 and s.pins.num_soft_blocks == 4
+    assert s.pins.counters.partial_cap == 1 and s.pins.counters.rejected_cap == 1
+    check_invariants(s)
+    return s
+
+
+def test_soft_tail_waits_for_later_jobs_and_yields_to_earlier_ones() -> None:
+    clock = FakeClock()
+    runner = FakeRunner()
+    s = _three_jobs_past_the_cap(clock, runner)
+    s.add_request(make_request("bg", [900, 901], 20, t=3.0))  # keeps the engine busy
+    run_step(s, runner)
+    # L started after every pinned job: its 11-block prompt does not fit the 10 free blocks, and the
+    # soft tails belong to earlier jobs, so L waits for them rather than evicting them.
+    s.add_request(_turn("L1", "L", [500 + k for k in range(44)], 3.0, 2.5))
+    out, _ = run_step(s, runner)
+    assert "L1" not in {r.request_id for r in out.scheduled}
+    assert s.pins.counters.soft_yielded == 0 and s.pins.num_soft_blocks == 4
+    # E started before B and C: it takes C's soft tail (the latest job first), not B's.
+    s.add_request(_turn("E1", "E", [600 + k for k in range(44)], 3.5, 0.5))
+    out, _ = run_step(s, runner)
+    assert "E1" in {r.request_id for r in out.scheduled} and "L1" not in {r.request_id for r in out.scheduled}
+    assert not s.pins.has_pin("C") and s.pins.counters.soft_yielded == 1
+    assert (s.pins.leases["B"].num_hard, s.pins.leases["B"].num_soft) == (2, 1)
+    assert s.pins.num_pinned_blocks == 5  # soft tails never touch the hard pins
+    check_invariants(s)
+    run_to_completion(s, runner)  # nothing deadlocks: with nothing running, L takes what it needs
+    check_invariants(s)
+    assert s.kv.pool.num_used_blocks == s.pins.num_pinned_blocks + s.pins.num_soft_blocks
+
+
+def test_running_request_takes_soft_tails_before_pins() -> None:
+    clock = FakeClock()
+    runner = FakeRunner()
+    s = _three_jobs_past_the_cap(clock, runner)
+    # 40 prompt + 12 output tokens: 13 blocks, two more than are free.
+    s.add_request(make_request("big", [700 + k for k in range(40)], 12, t=3.0))
+    run_to_completion(s, runner)
+    assert s.num_preemptions == 0 and s.pins.counters.early_released == 0
+    assert s.pins.counters.soft_yielded == 1 and not s.pins.has_pin("C")  # the latest job's tail went
+    assert [len(s.pins.leases[j].blocks) for j in "AB"] == [3, 3]
+    check_invariants(s)
+
+
+def test_displaced_lease_becomes_soft_instead_of_released() -> None:
+    from scheduler import PinTable
+    from scheduler.block_pool import KVCacheBlock
+
+    def hashed(first: int) -> list[KVCacheBlock]:
+        blocks = [KVCacheBlock(first + i) for i in range(3)]
+        for b in blocks:
+            b.block_hash, b.ref_cnt = b.block_id, 1
+        return blocks
+
+    for soft in (False, True):
+        released: list[KVCacheBlock] = []
+        table = PinTable(max_pinned_blocks=4, release_fn=released.extend, soft=soft)
+        x, y = hashed(1), hashed(10)
+        assert table.pin("X", "rx", x, ttl=10.0, now=0.0, rank=0.0) == 3
+        # Y is expected back sooner than X: X's lease gives way to it.
+        assert table.pin("Y", "ry", y, ttl=1.0, now=0.0, rank=1.0) == 3
+        assert table.num_pinned_blocks == 3 and table.leases["Y"].num_hard == 3
+        if not soft:
+            assert "X" not in table.leases and released == x and table.counters.early_released == 1
+            continue
+        # X keeps its blocks as a soft tail: out of the cap, yielding to anyone ranked before it.
+        assert table.leases["X"].blocks == x and table.leases["X"].num_hard == 0 and not released
+        assert table.num_soft_blocks == 3 and table.counters.early_released == 0
+        assert not table.yield_soft(0.5, before_rank=0.0)  # X is not later than rank 0
+        assert not table.yield_soft(0.5, exclude_job="X")
+        assert table.yield_soft(0.5, before_rank=-1.0)
+        assert "X" not in table.leases and released == x and table.num_soft_blocks == 0
+        assert table.counters.soft_yielded == 1 and table.counters.soft_block_seconds == 1.5

@@ -33,7 +33,8 @@ _GAUGES = {
     "blocks_in_use": ("kv_blocks_in_use", "KV blocks referenced by requests"),
     "blocks_cached_free": ("kv_blocks_cached_free", "Free KV blocks that still hold a cached prefix"),
     "blocks_empty": ("kv_blocks_empty", "Free KV blocks without cached content"),
-    "blocks_pinned": ("kv_blocks_pinned", "KV blocks held by CONTINUUM pins"),
+    "blocks_pinned": ("kv_blocks_pinned", "KV blocks held by CONTINUUM pins (counted against the cap)"),
+    "blocks_soft": ("kv_blocks_soft_pinned", "KV blocks held by CONTINUUM soft pin tails (past the cap)"),
     "num_pinned_jobs": ("pinned_jobs", "Jobs holding a pin now"),
     "num_blocks": ("kv_blocks_total", "Usable KV blocks in the pool"),
 }
@@ -68,6 +69,10 @@ class _StatsCollector(Collector):
         if pbs is not None:
             yield CounterMetricFamily(f"{PREFIX}_pinned_block_seconds", "Block-seconds held by pins",
                                       value=float(pbs))
+        sbs = pins.get("soft_block_seconds")
+        if sbs is not None:
+            yield CounterMetricFamily(f"{PREFIX}_soft_pinned_block_seconds",
+                                      "Block-seconds held by soft pin tails (ended tails)", value=float(sbs))
 
 
 class ServerMetrics:

@@ -123,7 +123,7 @@ def simulate_like_bench(
     jps: float | None = None, jobs: int = 8, max_turns: int | None = None, token_scale: float = 1.0,
     time_scale: float = 1.0, seed: int = 0, num_kv_blocks: int = 8192, max_num_seqs: int = 64,
     max_num_batched_tokens: int = 2048, max_model_len: int = 4096, block_size: int = 16,
-    max_pinned_fraction: float = 0.5, first_job: int = 0,
+    max_pinned_fraction: float = 0.5, first_job: int = 0, soft_pins: bool = True,
 ) -> dict[str, Any]:
     """What ``bench jct`` would report for the CPU engine (its defaults: default model, 1 GiB KV =
     8192 blocks, 64 seqs, 2048-token budget), simulated with calibrated ``constants``.
@@ -142,7 +142,7 @@ def simulate_like_bench(
             policy=pol, num_blocks=num_kv_blocks, max_model_len=max_model_len, block_size=block_size,
             max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, jps=jps, max_jobs=jobs,
             max_turns=max_turns, token_scale=token_scale, time_scale=time_scale, seed=seed,
-            max_pinned_fraction=max_pinned_fraction,
+            max_pinned_fraction=max_pinned_fraction, soft_pins=soft_pins,
         )
         out[pol] = simulate(tj, cost, cfg).summary()
     return {"policies": out}

@@ -66,6 +66,7 @@ class SimConfig:
     max_num_batched_tokens: int = 8192
     long_prefill_token_threshold: int = 0
     max_pinned_fraction: float = 0.5
+    soft_pins: bool = True
     pin_threshold: float = 2.0
     jps: float | None = None
     max_jobs: int | None = None
@@ -180,7 +181,7 @@ def simulate(jobs: Sequence[TraceJob], cost: CostModel, cfg: SimConfig, record_s
             num_blocks=cfg.num_blocks, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
             max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=cfg.max_model_len,
             long_prefill_token_threshold=cfg.long_prefill_token_threshold, policy=policy,
-            max_pinned_fraction=cfg.max_pinned_fraction,
+            max_pinned_fraction=cfg.max_pinned_fraction, soft_pins=cfg.soft_pins,
         ),
         clock=clock,
         pin_ttl_fn=tracker.pin_ttl if policy == "continuum" else None,
