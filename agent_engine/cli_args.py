@@ -28,6 +28,7 @@ _HELP = {
     "max_pinned_fraction": "CONTINUUM: most of the KV pool that pins may hold",
     "soft_pins": "CONTINUUM: hold the part of a pin past the cap as a soft tail that yields to running "
                  "requests and earlier jobs' admissions (only later jobs wait for it)",
+    "soft_pin_grace": "CONTINUUM with soft pins: seconds an expired pin stays soft before it ends (0 = none)",
     "ttl_policy": "CONTINUUM: fixed | paper | learned",
     "pin_threshold": "CONTINUUM fixed policy: pin seconds (and the mean-duration cut-off)",
     "reload_cost_profile": "CONTINUUM: JSON reload-cost profile instead of profiling at start-up",

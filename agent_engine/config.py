@@ -36,6 +36,7 @@ class EngineConfig:
     # CONTINUUM
     max_pinned_fraction: float = 0.5
     soft_pins: bool = True
+    soft_pin_grace: float = 2.0
     ttl_policy: str = "paper"
     pin_threshold: float = 2.0
     reload_cost_profile: str | None = None
@@ -67,6 +68,8 @@ class EngineConfig:
             raise ValueError("long_prefill_token_threshold must be >= 0")
         if not 0 <= self.max_pinned_fraction <= 1:
             raise ValueError("max_pinned_fraction must be in [0, 1]")
+        if not self.soft_pin_grace >= 0:
+            raise ValueError("soft_pin_grace must be >= 0 seconds")
         if self.pin_threshold < 0:
             raise ValueError("pin_threshold must be >= 0")
 

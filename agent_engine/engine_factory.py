@@ -92,6 +92,7 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
         enable_prefix_caching=config.enable_prefix_caching,
         max_pinned_fraction=config.max_pinned_fraction,
         soft_pins=config.soft_pins,
+        soft_pin_grace=config.soft_pin_grace,
     )
     tracker = JobTracker.build(config, clock, loaded.tokenizer, runner)
     pin_fn = tracker.pin_ttl if config.policy == "continuum" else None

@@ -19,7 +19,8 @@ class SchedulerConfig:
     ``num_blocks`` includes the reserved null block. ``long_prefill_token_threshold`` (0 = off)
     caps the tokens one request may prefill per step. ``max_pinned_fraction`` caps the share of
     the pool that CONTINUUM pins may hold; with ``soft_pins`` the rest of a pin's prefix is still
-    held past the cap, as a soft tail that yields to running requests and to earlier jobs.
+    held past the cap, as a soft tail that yields to running requests and to earlier jobs, and a
+    pin whose TTL ran out stays soft for ``soft_pin_grace`` more seconds.
     """
 
     num_blocks: int
@@ -32,6 +33,7 @@ class SchedulerConfig:
     enable_prefix_caching: bool = True
     max_pinned_fraction: float = 0.5
     soft_pins: bool = True
+    soft_pin_grace: float = 2.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", SchedulingPolicy(self.policy))
@@ -54,3 +56,5 @@ class SchedulerConfig:
             raise ValueError("long_prefill_token_threshold must be >= 0")
         if not 0.0 <= self.max_pinned_fraction <= 1.0:
             raise ValueError("max_pinned_fraction must be in [0, 1]")
+        if not self.soft_pin_grace >= 0.0:
+            raise ValueError("soft_pin_grace must be >= 0 seconds")

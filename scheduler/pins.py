@@ -13,6 +13,9 @@ Invariants:
   tail that does not count toward the cap and yields to any running request, to an admission of an
   earlier job (program order: smaller ``rank``), and to any admission when nothing runs. Only a
   later job's admission has to wait for it. ``num_soft_blocks`` is the sum of soft tails.
+- Grace (``soft`` and ``soft_grace > 0``): a lease whose TTL runs out before its job is back is
+  counted as expired and turns wholly soft for ``soft_grace`` more seconds, then ends. An overdue
+  job is usually running a slow tool, and its cache is still worth more than a later job's.
 - Ending a lease returns its blocks through ``release_fn`` (tail first, hashes kept), so a late
   return of the job can still hit the prefix cache.
 """
@@ -38,6 +41,10 @@ class PinLease:
     num_hard: int = 0
     # Program order: the job's first arrival. Smaller = earlier = served first.
     rank: float = 0.0
+    # The TTL ran out: the lease is wholly soft until ``expires_at`` (the end of the grace).
+    in_grace: bool = False
+    # Block-seconds of today's soft blocks already booked as pinned (they were hard until demoted).
+    soft_credit: float = 0.0
 
     @property
     def num_soft(self) -> int:
@@ -76,6 +83,7 @@ class PinTable:
     counters: PinCounters = field(default_factory=PinCounters)
     num_pinned_blocks: int = 0
     soft: bool = False
+    soft_grace: float = 0.0
     num_soft_blocks: int = 0
     # Bumped on every change, so a waiting queue ordered by "has a live pin" knows to re-sort.
     version: int = 0
@@ -110,9 +118,7 @@ class PinTable:
             if latest is None or latest.returned or latest.expires_at <= expires:
                 break
             if self.soft:  # it keeps its blocks, but as a soft tail
-                self.num_pinned_blocks -= latest.num_hard
-                self.num_soft_blocks += latest.num_hard
-                latest.num_hard = 0
+                self._make_soft(latest, now)
             else:
                 self._end(latest.job_id, now, "early_released")
         keep = min(useful, self.max_pinned_blocks - self.num_pinned_blocks)  # >= 0: the cap invariant
@@ -143,8 +149,31 @@ class PinTable:
         """End every lease whose TTL ran out (``now >= expires_at``) before its job came back."""
         expired = [j for j, le in self.leases.items() if now >= le.expires_at and not le.returned]
         for j in expired:
-            self._end(j, now, "expired")
+            le = self.leases[j]
+            if le.in_grace:
+                self._end(j, now, None)  # counted as expired when its TTL ran out
+            elif self.soft and self.soft_grace > 0:
+                self.counters.expired += 1
+                self._make_soft(le, now)
+                le.in_grace = True
+                le.expires_at = now + self.soft_grace
+            else:
+                self._end(j, now, "expired")
         return expired
+
+    def _make_soft(self, le: PinLease, now: float) -> None:
+        """The lease keeps its blocks, all of them as a soft tail (out of the cap).
+
+        Block-seconds: the hard part's time so far is booked as pinned now, and credited against
+        the soft tail's booking when it ends (a soft tail is booked from ``created_at``).
+        """
+        hard_seconds = le.num_hard * max(0.0, now - le.created_at)
+        self.counters.pinned_block_seconds += hard_seconds
+        le.soft_credit += hard_seconds
+        self.num_pinned_blocks -= le.num_hard
+        self.num_soft_blocks += le.num_hard
+        le.num_hard = 0
+        self.version += 1
 
     def release(self, job_id: str, now: float, reason: str) -> bool:
         """End a job's lease; ``reason`` is one of hit, released, aborted, early_released."""
@@ -176,7 +205,8 @@ class PinTable:
         tail = best.blocks[best.num_hard:]
         del best.blocks[best.num_hard:]
         self.num_soft_blocks -= len(tail)
-        self.counters.soft_block_seconds += len(tail) * max(0.0, now - best.created_at)
+        self.counters.soft_block_seconds += len(tail) * max(0.0, now - best.created_at) - best.soft_credit
+        best.soft_credit = 0.0
         self.counters.soft_yielded += 1
         if not best.blocks:
             del self.leases[best.job_id]
@@ -194,13 +224,15 @@ class PinTable:
                 best = le
         return best
 
-    def _end(self, job_id: str, now: float, reason: str) -> None:
+    def _end(self, job_id: str, now: float, reason: str | None) -> None:
+        """Drop the lease and release its blocks; ``reason`` names the counter to bump (None: none)."""
         le = self.leases.pop(job_id)
         self.num_pinned_blocks -= le.num_hard
         self.num_soft_blocks -= le.num_soft
         held = max(0.0, now - le.created_at)
         self.counters.pinned_block_seconds += le.num_hard * held
-        self.counters.soft_block_seconds += le.num_soft * held
-        setattr(self.counters, reason, getattr(self.counters, reason) + 1)
+        self.counters.soft_block_seconds += le.num_soft * held - le.soft_credit
+        if reason is not None:
+            setattr(self.counters, reason, getattr(self.counters, reason) + 1)
         self.version += 1
         self.release_fn(le.blocks)

@@ -63,7 +63,7 @@ class Scheduler:
         self.kv = KVCacheManager(config.num_blocks, config.block_size, config.enable_prefix_caching)
         max_pinned = int(config.max_pinned_fraction * (config.num_blocks - 1))
         self.pins = PinTable(max_pinned_blocks=max_pinned, release_fn=self.kv.free_block_list,
-                             soft=config.soft_pins)
+                             soft=config.soft_pins, soft_grace=config.soft_pin_grace)
         self.waiting = WaitingQueue(config.policy, self.pins.has_pin)
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}

@@ -58,7 +58,7 @@ def test_second_turn_reuses_pinned_prefix_despite_pressure() -> None:
 
 def test_expired_pin_released_in_first_step_after_expiry_not_before() -> None:
     clock = FakeClock()
-    s = _sched(clock, ttl=5.0)
+    s = _sched(clock, ttl=5.0, soft_pins=False)
     runner = FakeRunner()
     s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
     _finish_turn(s, runner, "t1")
@@ -309,3 +309,41 @@ def test_displaced_lease_becomes_soft_instead_of_released() -> None:
         assert table.yield_soft(0.5, before_rank=-1.0)
         assert "X" not in table.leases and released == x and table.num_soft_blocks == 0
         assert table.counters.soft_yielded == 1 and table.counters.soft_block_seconds == 1.5
+
+
+def test_expired_pin_stays_soft_for_the_grace_then_ends() -> None:
+    clock = FakeClock()
+    s = _sched(clock, ttl=5.0, soft_pin_grace=2.0)
+    runner = FakeRunner()
+    s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
+    _finish_turn(s, runner, "t1")
+    created = clock.now()
+    clock.set(created + 5.0)
+    s.schedule()
+    # Counted as expired at its TTL; its three blocks are now a soft tail, out of the cap.
+    assert s.pins.counters.expired == 1 and s.pins.has_pin("job")
+    assert s.pins.num_pinned_blocks == 0 and s.pins.num_soft_blocks == 3
+    clock.set(created + 6.99)
+    s.schedule()
+    assert s.pins.has_pin("job")
+    clock.set(created + 7.0)
+    s.schedule()
+    assert not s.pins.has_pin("job") and s.pins.counters.expired == 1 and s.kv.pool.num_cached_free == 3
+    # 3 blocks x 5 s pinned, then 3 blocks x 2 s soft.
+    assert s.pins.counters.pinned_block_seconds == 15.0 and s.pins.counters.soft_block_seconds == 6.0
+    check_invariants(s)
+
+
+def test_job_back_within_the_grace_hits_its_soft_pin() -> None:
+    clock = FakeClock()
+    s = _sched(clock, ttl=1.0, soft_pin_grace=2.0)
+    runner = FakeRunner()
+    s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
+    toks = _finish_turn(s, runner, "t1")
+    clock.advance(1.5)
+    s.schedule()
+    assert s.pins.counters.expired == 1 and s.pins.leases["job"].in_grace
+    s.add_request(_turn("t2", "job", toks + [7, 7, 7], clock.now(), 0.0))
+    out, _ = run_step(s, runner)
+    assert out.scheduled[0].num_computed_tokens == 12 and s.pins.counters.hit == 1
+    check_invariants(s)

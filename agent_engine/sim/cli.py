@@ -52,7 +52,8 @@ def _point(task: tuple[str, dict[str, Any], str, float | None]) -> tuple[str, fl
     cfg = SimConfig(
         policy=policy, num_blocks=num_blocks, max_model_len=max_len, block_size=args.block_size,
         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-        max_pinned_fraction=args.max_pinned_fraction, soft_pins=args.soft_pins, pin_threshold=args.pin_threshold,
+        max_pinned_fraction=args.max_pinned_fraction, soft_pins=args.soft_pins,
+        soft_pin_grace=args.soft_pin_grace, pin_threshold=args.pin_threshold,
         jps=jps,
         max_jobs=args.jobs, max_turns=args.max_turns, token_scale=args.token_scale, time_scale=args.time_scale,
         seed=args.seed,
@@ -197,6 +198,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-pinned-fraction", type=float, default=0.5)
     p.add_argument("--soft-pins", action=argparse.BooleanOptionalAction, default=True,
                    help="CONTINUUM: hold the part of a pin past the cap as a soft tail (default: on)")
+    p.add_argument("--soft-pin-grace", type=float, default=2.0,
+                   help="CONTINUUM with soft pins: seconds an expired pin stays soft (default 2)")
     p.add_argument("--pin-threshold", type=float, default=2.0)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--json", default=None)

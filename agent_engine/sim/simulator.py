@@ -67,6 +67,7 @@ class SimConfig:
     long_prefill_token_threshold: int = 0
     max_pinned_fraction: float = 0.5
     soft_pins: bool = True
+    soft_pin_grace: float = 2.0
     pin_threshold: float = 2.0
     jps: float | None = None
     max_jobs: int | None = None
@@ -182,6 +183,7 @@ def simulate(jobs: Sequence[TraceJob], cost: CostModel, cfg: SimConfig, record_s
             max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=cfg.max_model_len,
             long_prefill_token_threshold=cfg.long_prefill_token_threshold, policy=policy,
             max_pinned_fraction=cfg.max_pinned_fraction, soft_pins=cfg.soft_pins,
+            soft_pin_grace=cfg.soft_pin_grace,
         ),
         clock=clock,
         pin_ttl_fn=tracker.pin_ttl if policy == "continuum" else None,
