@@ -208,6 +208,9 @@ def _row(name: str, summary: dict[str, Any], metrics: dict[str, float], wall_s: 
     pbs = _metric(metrics, "agent_engine_pinned_block_seconds_total")
     if pbs is not None:
         pins["pinned_block_seconds"] = round(pbs, 3)
+    sbs = _metric(metrics, "agent_engine_soft_pinned_block_seconds_total")
+    if sbs is not None:
+        pins["soft_block_seconds"] = round(sbs, 3)
     prompt, cached = summary.get("prompt_tokens") or 0, summary.get("cached_tokens") or 0
     return {
         "mean_jct_s": summary.get("jct_mean"), "p50_jct_s": summary.get("jct_p50"),
