@@ -54,6 +54,17 @@ class KVCacheManager:
         self.prefix_hit_tokens += num_hit_tokens
 
     # ---- allocation --------------------------------------------------------------------------
+    def blocks_short(
+        self, request: Request, num_new_tokens: int, new_computed_blocks: Sequence[KVCacheBlock] = ()
+    ) -> int:
+        """How many more free blocks ``allocate_slots`` with these arguments needs (<= 0: it fits)."""
+        blocks = self.req_blocks.get(request.request_id, ())
+        bs = self.block_size
+        total_tokens = request.num_computed_tokens + len(new_computed_blocks) * bs + num_new_tokens
+        num_required = -(-total_tokens // bs) - len(blocks) - len(new_computed_blocks)
+        num_evictable_hits = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
+        return num_required - (self.pool.num_free_blocks - num_evictable_hits)
+
     def allocate_slots(
         self,
         request: Request,

@@ -4,18 +4,22 @@ Invariants:
 - A lease holds exactly one reference on each of its blocks; while the lease lives none of them can
   be evicted or handed to another request (their ``ref_cnt`` stays >= 1).
 - At most one lease per job; a newer pin of the same job replaces the older lease.
-- ``num_pinned_blocks`` (sum of lease sizes) never exceeds ``max_pinned_blocks``.
+- ``num_pinned_blocks`` (the sum of the leases' hard parts) never exceeds ``max_pinned_blocks``.
 - A lease holds a prefix of its turn's blocks: only blocks registered in the prefix cache (a hash
   chain from the first block) can serve the next turn, so an unhashed tail is never pinned, and when
   the cap leaves room for only part of the chain, the longest prefix that fits is pinned (a returning
   turn then re-prefills only the tail) instead of nothing.
 - Soft tail (``soft=True``): the part of the chain past the cap is still held, but as a *soft*
-  tail that does not count toward the cap and yields to any running request, to an admission of an
-  earlier job (program order: smaller ``rank``), and to any admission when nothing runs. Only a
-  later job's admission has to wait for it. ``num_soft_blocks`` is the sum of soft tails.
-- Grace (``soft`` and ``soft_grace > 0``): a lease whose TTL runs out before its job is back is
-  counted as expired and turns wholly soft for ``soft_grace`` more seconds, then ends. An overdue
-  job is usually running a slow tool, and its cache is still worth more than a later job's.
+  tail that does not count toward the cap and yields to a running request of any other job, to an
+  admission of an earlier job (program order: smaller ``rank``), and to any admission when nothing
+  runs (the scheduler decides who asks). Only a later job's admission has to wait for it.
+  ``num_soft_blocks`` is the sum of soft tails. A lease displaced by a job expected back sooner
+  turns wholly soft instead of ending.
+- Grace (``soft`` and ``soft_grace > 0``): a lease whose TTL runs out before its job is back turns
+  wholly soft until ``soft_grace`` seconds after the TTL's end, then ends as expired. An overdue job
+  is usually running a slow tool, and its cache is still worth more than a later job's.
+- Counters: every lease made (``created``) ends exactly once, as ``hit``, ``expired``,
+  ``early_released`` (pressure, or its last soft block given up), ``released`` or ``aborted``.
 - Ending a lease returns its blocks through ``release_fn`` (tail first, hashes kept), so a late
   return of the job can still hit the prefix cache.
 """
@@ -55,12 +59,13 @@ class PinLease:
 class PinCounters:
     created: int = 0
     hit: int = 0  # ended because the job's next turn was admitted
-    expired: int = 0  # TTL ran out before the job came back
-    early_released: int = 0  # released under memory pressure
+    expired: int = 0  # its time (TTL, plus the grace with soft pins) ran out before the job came back
+    early_released: int = 0  # released under memory pressure (or its last soft block given up)
     released: int = 0  # released by the client (job ended) or replaced by a newer pin
     aborted: int = 0
-    rejected_cap: int = 0  # a pin not made because of the pinned-fraction cap
-    partial_cap: int = 0  # a pin cut to the prefix that fit under the cap
+    late_hit: int = 0  # of ``hit``: the job came back after the TTL, within the soft grace
+    rejected_cap: int = 0  # no block of a pin fit under the cap (with soft pins: held wholly soft)
+    partial_cap: int = 0  # a pin cut to the prefix that fit under the cap (soft pins: the rest soft)
     soft_yielded: int = 0  # a soft tail given up to a running request or an earlier job's admission
     pinned_block_seconds: float = 0.0
     soft_block_seconds: float = 0.0
@@ -92,19 +97,31 @@ class PinTable:
         return job_id is not None and job_id in self.leases
 
     def pinned_block_seconds(self, now: float) -> float:
-        """Block-seconds of ended leases plus the live ones up to ``now``."""
+        """Hard-pinned block-seconds: ended leases plus the live ones up to ``now`` (non-decreasing)."""
         live = sum(le.num_hard * (now - le.created_at) for le in self.leases.values())
         return self.counters.pinned_block_seconds + live
+
+    def soft_block_seconds(self, now: float) -> float:
+        """Soft-tail block-seconds: ended tails plus the live ones up to ``now`` (non-decreasing)."""
+        live = sum(le.num_soft * (now - le.created_at) - le.soft_credit for le in self.leases.values())
+        return self.counters.soft_block_seconds + live
+
+    def soft_blocks_after(self, before_rank: float | None, exclude_job: str | None = None) -> int:
+        """Soft blocks an admission of rank ``before_rank`` may take (None: all), its own job's excluded."""
+        return sum(le.num_soft for le in self.leases.values()
+                   if le.job_id != exclude_job and (before_rank is None or le.rank > before_rank))
 
     def pin(
         self, job_id: str, request_id: str, blocks: list[KVCacheBlock], ttl: float, now: float, rank: float = 0.0
     ) -> int:
-        """Make a lease of ``ttl`` seconds over the longest useful prefix of ``blocks`` that fits the cap.
+        """Make a lease of ``ttl`` seconds over the useful (hashed) prefix of ``blocks``.
 
-        The table takes over the caller's reference on every block of ``blocks``: the pinned prefix
-        keeps it, the rest (an unhashed tail, or what would pass the cap) is released at once. Leases
-        whose jobs are expected back later than this one give way first. Returns the number of blocks
-        pinned (0: no lease was made and every reference was released).
+        The table takes over the caller's reference on every block of ``blocks``. Hard leases whose
+        jobs are expected back later than this one give way first (they end, or turn soft with soft
+        pins). The longest prefix that fits the cap is pinned hard; with soft pins the rest of the
+        useful prefix is held as the soft tail, without them it is released at once, like the
+        unhashed tail always is. Returns the number of blocks pinned hard (0 with soft pins may
+        still leave an all-soft lease; ``has_pin`` tells).
         """
         if job_id in self.leases:
             self._end(job_id, now, "released")
@@ -146,20 +163,20 @@ class PinTable:
             le.returned = True
 
     def sweep(self, now: float) -> list[str]:
-        """End every lease whose TTL ran out (``now >= expires_at``) before its job came back."""
-        expired = [j for j, le in self.leases.items() if now >= le.expires_at and not le.returned]
-        for j in expired:
+        """Leases whose time ran out (``now >= expires_at``) before their jobs came back: each ends as
+        expired, or, with soft pins and a grace, turns wholly soft until ``soft_grace`` after its TTL's
+        end (ending at once if a late sweep finds that passed too). Returns the jobs of both kinds."""
+        due = [j for j, le in self.leases.items() if now >= le.expires_at and not le.returned]
+        for j in due:
             le = self.leases[j]
-            if le.in_grace:
-                self._end(j, now, None)  # counted as expired when its TTL ran out
-            elif self.soft and self.soft_grace > 0:
-                self.counters.expired += 1
+            grace_end = le.expires_at + self.soft_grace
+            if le.in_grace or not self.soft or now >= grace_end:
+                self._end(j, now, "expired")
+            else:
                 self._make_soft(le, now)
                 le.in_grace = True
-                le.expires_at = now + self.soft_grace
-            else:
-                self._end(j, now, "expired")
-        return expired
+                le.expires_at = grace_end
+        return due
 
     def _make_soft(self, le: PinLease, now: float) -> None:
         """The lease keeps its blocks, all of them as a soft tail (out of the cap).
@@ -177,8 +194,11 @@ class PinTable:
 
     def release(self, job_id: str, now: float, reason: str) -> bool:
         """End a job's lease; ``reason`` is one of hit, released, aborted, early_released."""
-        if job_id not in self.leases:
+        le = self.leases.get(job_id)
+        if le is None:
             return False
+        if reason == "hit" and le.in_grace:
+            self.counters.late_hit += 1
         self._end(job_id, now, reason)
         return True
 
@@ -210,6 +230,7 @@ class PinTable:
         self.counters.soft_yielded += 1
         if not best.blocks:
             del self.leases[best.job_id]
+            self.counters.early_released += 1
         self.version += 1
         self.release_fn(tail)
         return True
@@ -224,15 +245,14 @@ class PinTable:
                 best = le
         return best
 
-    def _end(self, job_id: str, now: float, reason: str | None) -> None:
-        """Drop the lease and release its blocks; ``reason`` names the counter to bump (None: none)."""
+    def _end(self, job_id: str, now: float, reason: str) -> None:
+        """Drop the lease and release its blocks; ``reason`` names the counter to bump."""
         le = self.leases.pop(job_id)
         self.num_pinned_blocks -= le.num_hard
         self.num_soft_blocks -= le.num_soft
         held = max(0.0, now - le.created_at)
         self.counters.pinned_block_seconds += le.num_hard * held
         self.counters.soft_block_seconds += le.num_soft * held - le.soft_credit
-        if reason is not None:
-            setattr(self.counters, reason, getattr(self.counters, reason) + 1)
+        setattr(self.counters, reason, getattr(self.counters, reason) + 1)
         self.version += 1
         self.release_fn(le.blocks)

@@ -70,8 +70,9 @@ class Scheduler:
         self._finished_ids: set[str] = set()
         self.num_preemptions = 0
         self.num_steps = 0
-        # (request id, pool.num_frees, prefix hits, token budget, pins.version) of the last failed admission.
-        self._blocked: tuple[str, int, int, int, int] | None = None
+        # (request id, pool.num_frees, prefix hits, token budget, pins.version, pool.num_evictions or -1
+        # when no hit was evictable) of the last failed admission; see ``_still_blocked``.
+        self._blocked: tuple[str, int, int, int, int, int] | None = None
 
     # ---- intake ------------------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -183,11 +184,15 @@ class Scheduler:
                 num_new = min(num_new, budget)
                 if self.kv.allocate_slots(req, num_new, hits) is None:
                     # Program order: a turn takes soft tails of later jobs, never of earlier ones
-                    # while the engine is busy (they are coming back to a cache kept for them).
-                    if self.pins.num_soft_blocks and self.pins.yield_soft(
-                        now, exclude_job=req.job_id, before_rank=None if not self.running else req.job_arrival_time
-                    ):
-                        continue
+                    # while the engine is busy (they are coming back to a cache kept for them), and
+                    # only if that is enough to admit it (no tail is given up for nothing).
+                    if self.pins.num_soft_blocks:
+                        rank = req.job_arrival_time if self.running else None
+                        short = self.kv.blocks_short(req, num_new, hits)
+                        if (not self.running or short <= self.pins.soft_blocks_after(rank, req.job_id)) and (
+                            self.pins.yield_soft(now, exclude_job=req.job_id, before_rank=rank)
+                        ):
+                            continue
                     # Pins never make an admission wait forever: with nothing running, nothing
                     # else will free blocks, so leases give way (latest expected return first).
                     if not self.running and self.pins.leases:
@@ -195,7 +200,9 @@ class Scheduler:
                             req.job_id, now, "early_released"
                         ):
                             continue
-                    self._blocked = (req.request_id, self.kv.pool.num_frees, len(hits), budget, self.pins.version)
+                    pool = self.kv.pool
+                    evictions = pool.num_evictions if any(b.ref_cnt == 0 for b in hits) else -1
+                    self._blocked = (req.request_id, pool.num_frees, len(hits), budget, self.pins.version, evictions)
                     break
                 self._blocked = None
                 self.waiting.pop()
@@ -287,14 +294,19 @@ class Scheduler:
         True only if the same request failed last time, no block was freed since (free capacity
         cannot have grown), no lease changed (no new soft tail it may take), the budget is not
         smaller (its chunk needs no fewer blocks), its prefix hit cannot have grown (the next block
-        of its chain is still uncached), and requests are running (with none running, blocked
-        admission must reach the pin-release path).
+        of its chain is still uncached) nor shrunk (when some hit sat in the free queue, no cached
+        block was evicted since: losing an evictable hit can make a budget-limited chunk cheaper),
+        and requests are running (with none running, blocked admission must reach the pin-release
+        path).
         """
         b = self._blocked
         if b is None or b[0] != req.request_id or not self.running:
             return False
-        _, frees, num_hits, prev_budget, pin_version = b
-        if frees != self.kv.pool.num_frees or budget < prev_budget or pin_version != self.pins.version:
+        _, frees, num_hits, prev_budget, pin_version, evictions = b
+        pool = self.kv.pool
+        if frees != pool.num_frees or budget < prev_budget or pin_version != self.pins.version:
+            return False
+        if evictions >= 0 and evictions != pool.num_evictions:
             return False
         if num_hits < (req.num_tokens - 1) // self.config.block_size and self.config.enable_prefix_caching:
             if req.block_hashes[num_hits] in self.kv.pool.cached_block_map:

@@ -274,9 +274,10 @@ def test_running_request_takes_soft_tails_before_pins() -> None:
     # 40 prompt + 12 output tokens: 13 blocks, two more than are free.
     s.add_request(make_request("big", [700 + k for k in range(40)], 12, t=3.0))
     run_to_completion(s, runner)
-    assert s.num_preemptions == 0 and s.pins.counters.early_released == 0
-    assert s.pins.counters.soft_yielded == 1 and not s.pins.has_pin("C")  # the latest job's tail went
-    assert [len(s.pins.leases[j].blocks) for j in "AB"] == [3, 3]
+    # The latest job's tail went; C's lease was all soft, so it ended (counted as an early release).
+    assert s.pins.counters.soft_yielded == 1 and not s.pins.has_pin("C")
+    assert s.num_preemptions == 0 and s.pins.counters.early_released == 1
+    assert [len(s.pins.leases[j].blocks) for j in "AB"] == [3, 3] and s.pins.num_pinned_blocks == 5
     check_invariants(s)
 
 
@@ -320,8 +321,8 @@ def test_expired_pin_stays_soft_for_the_grace_then_ends() -> None:
     created = clock.now()
     clock.set(created + 5.0)
     s.schedule()
-    # Counted as expired at its TTL; its three blocks are now a soft tail, out of the cap.
-    assert s.pins.counters.expired == 1 and s.pins.has_pin("job")
+    # The TTL ran out: its three blocks are now a soft tail, out of the cap, until 2 s later.
+    assert s.pins.has_pin("job") and s.pins.leases["job"].in_grace and s.pins.counters.expired == 0
     assert s.pins.num_pinned_blocks == 0 and s.pins.num_soft_blocks == 3
     clock.set(created + 6.99)
     s.schedule()
@@ -334,16 +335,82 @@ def test_expired_pin_stays_soft_for_the_grace_then_ends() -> None:
     check_invariants(s)
 
 
-def test_job_back_within_the_grace_hits_its_soft_pin() -> None:
+def test_grace_is_counted_from_the_ttl_end_not_from_a_late_sweep() -> None:
     clock = FakeClock()
-    s = _sched(clock, ttl=1.0, soft_pin_grace=2.0)
+    s = _sched(clock, ttl=5.0, soft_pin_grace=2.0)
     runner = FakeRunner()
     s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
-    toks = _finish_turn(s, runner, "t1")
-    clock.advance(1.5)
+    _finish_turn(s, runner, "t1")
+    created = clock.now()
+    clock.set(created + 6.0)  # the first step after the TTL comes 1 s late: 1 s of grace is left
     s.schedule()
-    assert s.pins.counters.expired == 1 and s.pins.leases["job"].in_grace
-    s.add_request(_turn("t2", "job", toks + [7, 7, 7], clock.now(), 0.0))
-    out, _ = run_step(s, runner)
-    assert out.scheduled[0].num_computed_tokens == 12 and s.pins.counters.hit == 1
+    assert s.pins.leases["job"].expires_at == created + 7.0
+    # Another job's pin; the first sweep after its TTL comes past its grace's end too: it just ends.
+    s.add_request(_turn("u1", "other", [50 + k for k in range(10)], clock.now(), 1.0))
+    _finish_turn(s, runner, "u1")
+    clock.set(clock.now() + 100.0)
+    s.schedule()
+    assert not s.pins.leases and s.pins.counters.expired == 2
     check_invariants(s)
+
+
+def test_grace_keeps_an_overdue_job_cache_from_a_later_job() -> None:
+    for grace, expect_cached in ((2.0, 12), (0.0, 0)):
+        clock = FakeClock()
+        s = _sched(clock, ttl=1.0, soft_pin_grace=grace)
+        runner = FakeRunner()
+        s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
+        toks = _finish_turn(s, runner, "t1")
+        clock.advance(1.5)  # the TTL ran out; the tool is still running
+        s.add_request(make_request("bg", [900, 901], 20, t=clock.now()))  # keeps the engine busy
+        run_step(s, runner)
+        # A later job wants every block: with the grace it waits, without it evicts the job's cache.
+        s.add_request(_turn("L1", "L", [500 + k for k in range(58)], clock.now(), 5.0, max_tokens=1))
+        run_step(s, runner)
+        admitted = s.requests.get("L1") is None or s.requests["L1"].status.name == "RUNNING"
+        assert admitted == (grace == 0.0), grace
+        while "L1" in s.requests and grace == 0.0:
+            run_step(s, runner)
+        s.add_request(_turn("t2", "job", toks + [7, 7, 7], clock.now(), 0.0))
+        while s.requests["t2"].num_cached_tokens < 0:
+            run_step(s, runner)
+        assert s.requests["t2"].num_cached_tokens == expect_cached, grace
+        assert s.pins.counters.late_hit == (1 if grace else 0) and s.pins.counters.hit == (1 if grace else 0)
+        check_invariants(s)
+
+
+def test_blocked_admission_gives_up_no_soft_tail_when_that_would_not_be_enough() -> None:
+    clock = FakeClock()
+    runner = FakeRunner()
+    s = _three_jobs_past_the_cap(clock, runner)
+    s.add_request(make_request("bg", [900, 901], 20, t=3.0))
+    run_step(s, runner)
+    # F started first of all, but needs 15 blocks: 10 are free and only 4 are soft. Taking them
+    # would not admit it, so every soft tail stays.
+    s.add_request(_turn("F1", "F", [600 + k for k in range(60)], 3.5, 0.2))
+    out, _ = run_step(s, runner)
+    assert "F1" not in {r.request_id for r in out.scheduled}
+    assert s.pins.counters.soft_yielded == 0 and s.pins.num_soft_blocks == 4
+    check_invariants(s)
+
+
+def test_soft_pin_flags_and_validation() -> None:
+    import argparse
+
+    import pytest
+
+    from agent_engine.cli_args import add_engine_args, engine_config_from_args
+    from agent_engine.config import EngineConfig
+
+    p = argparse.ArgumentParser()
+    add_engine_args(p)
+    cfg = engine_config_from_args(p.parse_args(["--no-soft-pins", "--soft-pin-grace", "0.5"]))
+    assert cfg.soft_pins is False and cfg.soft_pin_grace == 0.5
+    default = engine_config_from_args(p.parse_args([]))
+    assert default.soft_pins is True and default.soft_pin_grace == 2.0
+    with pytest.raises(ValueError):
+        EngineConfig(soft_pin_grace=-1.0)
+    with pytest.raises(ValueError):
+        SchedulerConfig(num_blocks=17, block_size=4, max_model_len=64, soft_pin_grace=float("nan"))
+    s = _sched(FakeClock(), soft_pins=False)
+    assert not s.pins.soft

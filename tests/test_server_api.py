@@ -189,6 +189,8 @@ def test_metrics_exposition(srv, client):
                  "agent_engine_inter_token_latency_seconds_bucket", "agent_engine_e2e_request_latency_seconds_count",
                  "agent_engine_pins_created_total", "agent_engine_pins_hit_total", "agent_engine_pins_expired_total",
                  "agent_engine_pins_early_released_total", "agent_engine_pinned_block_seconds_total",
+                 "agent_engine_kv_blocks_soft_pinned", "agent_engine_pins_soft_yielded_total",
+                 "agent_engine_pins_late_hit_total", "agent_engine_soft_pinned_block_seconds_total",
                  'agent_engine_job_turns{job_id="job-metrics"}'):
         assert name in text, name
 

@@ -69,10 +69,10 @@ class _StatsCollector(Collector):
         if pbs is not None:
             yield CounterMetricFamily(f"{PREFIX}_pinned_block_seconds", "Block-seconds held by pins",
                                       value=float(pbs))
-        sbs = pins.get("soft_block_seconds")
+        sbs = s.get("soft_block_seconds", pins.get("soft_block_seconds"))
         if sbs is not None:
-            yield CounterMetricFamily(f"{PREFIX}_soft_pinned_block_seconds",
-                                      "Block-seconds held by soft pin tails (ended tails)", value=float(sbs))
+            yield CounterMetricFamily(f"{PREFIX}_soft_pinned_block_seconds", "Block-seconds held by soft pin tails",
+                                      value=float(sbs))
 
 
 class ServerMetrics:
