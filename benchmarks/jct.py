@@ -68,7 +68,6 @@ __all__ = [
 ]
 
 TRACE_NAME = "mini_swe_agent_deepseek.jsonl"
-PIN_KEYS = PIN_COUNTER_NAMES
 VLLM_BLOCK_SIZE = 32
 
 
@@ -204,7 +203,7 @@ def _metric(m: dict[str, float], *names: str) -> float | None:
 def _row(name: str, summary: dict[str, Any], metrics: dict[str, float], wall_s: float,
          blocks: int | None) -> dict[str, Any]:
     pre = _metric(metrics, "agent_engine_preemptions_total", "vllm:num_preemptions_total")
-    pins = {k: int(v) for k in PIN_KEYS if (v := _metric(metrics, f"agent_engine_pins_{k}_total")) is not None}
+    pins = {k: int(v) for k in PIN_COUNTER_NAMES if (v := _metric(metrics, f"agent_engine_pins_{k}_total")) is not None}
     pbs = _metric(metrics, "agent_engine_pinned_block_seconds_total")
     if pbs is not None:
         pins["pinned_block_seconds"] = round(pbs, 3)

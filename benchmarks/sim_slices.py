@@ -7,9 +7,8 @@ changes every later decision), so a scheduler change is judged here first: for e
 ``[k * jobs, (k + 1) * jobs)`` of the trace, FCFS, ``unlimited`` (FCFS with a pool that never
 evicts) and each CONTINUUM policy at each pinned-fraction cap run on the real scheduler with the CPU
 step-time constants of ``agent-engine sim calibrate``. Reported per (policy, cap, soft pins on or
-off): the mean over
-slices of mean JCT / FCFS and of the share of FCFS's excess over ``unlimited`` removed, and the worst
-slice. Deterministic: the same inputs give the same table.
+off): the mean over slices of mean JCT / FCFS and of the share of FCFS's excess over ``unlimited``
+removed, and the worst slice. Deterministic: the same inputs give the same table.
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ __all__ = ["main", "simulate_slices"]
 
 def simulate_slices(
     trace: str, constants: str, policies: Sequence[str], caps: Sequence[float], slices: int = 6, jobs: int = 16,
-    softs: Sequence[bool] = (True,),
-    max_turns: int = 20, token_scale: float = 0.1, num_kv_blocks: int = 144, block_size: int = 32,
+    softs: Sequence[bool] = (True,), max_turns: int = 20, token_scale: float = 0.1, num_kv_blocks: int = 144, block_size: int = 32,
     unlimited_blocks: int = 1200, max_model_len: int = 4096,
 ) -> dict[str, Any]:
     """``{"rows": [{policy, cap, soft_pins, ratio_vs_fcfs, excess_removed, worst_excess_removed, per_slice}], ...}``."""

@@ -54,16 +54,24 @@ class KVCacheManager:
         self.prefix_hit_tokens += num_hit_tokens
 
     # ---- allocation --------------------------------------------------------------------------
+    def _num_required(
+        self, request: Request, num_new_tokens: int, new_computed_blocks: Sequence[KVCacheBlock]
+    ) -> tuple[int, int]:
+        """(new blocks ``allocate_slots`` must take, free blocks it may take for them)."""
+        held = len(self.req_blocks.get(request.request_id, ()))
+        bs = self.block_size
+        total_tokens = request.num_computed_tokens + len(new_computed_blocks) * bs + num_new_tokens
+        num_required = -(-total_tokens // bs) - held - len(new_computed_blocks)
+        # Hits sitting in the free queue leave it when touched, so they cost capacity too.
+        num_evictable_hits = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
+        return num_required, self.pool.num_free_blocks - num_evictable_hits
+
     def blocks_short(
         self, request: Request, num_new_tokens: int, new_computed_blocks: Sequence[KVCacheBlock] = ()
     ) -> int:
         """How many more free blocks ``allocate_slots`` with these arguments needs (<= 0: it fits)."""
-        blocks = self.req_blocks.get(request.request_id, ())
-        bs = self.block_size
-        total_tokens = request.num_computed_tokens + len(new_computed_blocks) * bs + num_new_tokens
-        num_required = -(-total_tokens // bs) - len(blocks) - len(new_computed_blocks)
-        num_evictable_hits = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
-        return num_required - (self.pool.num_free_blocks - num_evictable_hits)
+        required, available = self._num_required(request, num_new_tokens, new_computed_blocks)
+        return required - available
 
     def allocate_slots(
         self,
@@ -87,12 +95,8 @@ class KVCacheManager:
             blocks = self.req_blocks[rid] = []
             self.req_block_ids[rid] = []
             self.num_cached[rid] = 0
-        num_computed = request.num_computed_tokens + len(new_computed_blocks) * bs
-        total_tokens = num_computed + num_new_tokens
-        num_required = -(-total_tokens // bs) - len(blocks) - len(new_computed_blocks)
-        # Hits sitting in the free queue leave it when touched, so they cost capacity too.
-        num_evictable_hits = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
-        if num_required > self.pool.num_free_blocks - num_evictable_hits:
+        num_required, available = self._num_required(request, num_new_tokens, new_computed_blocks)
+        if num_required > available:
             if not blocks:
                 self._forget(rid)
             return None

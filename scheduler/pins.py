@@ -26,7 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 
 from scheduler.block_pool import KVCacheBlock
@@ -106,10 +106,15 @@ class PinTable:
         live = sum(le.num_soft * (now - le.created_at) - le.soft_credit for le in self.leases.values())
         return self.counters.soft_block_seconds + live
 
+    def _soft_tails(self, before_rank: float | None, exclude_job: str | None) -> Iterator[PinLease]:
+        """Leases with a soft tail that a request of rank ``before_rank`` (None: any) of another job may take."""
+        for le in self.leases.values():
+            if le.num_soft and le.job_id != exclude_job and (before_rank is None or le.rank > before_rank):
+                yield le
+
     def soft_blocks_after(self, before_rank: float | None, exclude_job: str | None = None) -> int:
         """Soft blocks an admission of rank ``before_rank`` may take (None: all), its own job's excluded."""
-        return sum(le.num_soft for le in self.leases.values()
-                   if le.job_id != exclude_job and (before_rank is None or le.rank > before_rank))
+        return sum(le.num_soft for le in self._soft_tails(before_rank, exclude_job))
 
     def pin(
         self, job_id: str, request_id: str, blocks: list[KVCacheBlock], ttl: float, now: float, rank: float = 0.0
@@ -215,18 +220,10 @@ class PinTable:
 
         ``before_rank``: only tails of jobs ranked after it (an admission of that rank asks).
         """
-        best = None
-        for le in self.leases.values():
-            if le.num_soft and le.job_id != exclude_job and (before_rank is None or le.rank > before_rank):
-                if best is None or le.rank > best.rank:
-                    best = le
+        best = max(self._soft_tails(before_rank, exclude_job), key=lambda le: le.rank, default=None)
         if best is None:
             return False
-        tail = best.blocks[best.num_hard:]
-        del best.blocks[best.num_hard:]
-        self.num_soft_blocks -= len(tail)
-        self.counters.soft_block_seconds += len(tail) * max(0.0, now - best.created_at) - best.soft_credit
-        best.soft_credit = 0.0
+        tail = self._cut_soft(best, now)
         self.counters.soft_yielded += 1
         if not best.blocks:
             del self.leases[best.job_id]
@@ -245,14 +242,21 @@ class PinTable:
                 best = le
         return best
 
+    def _cut_soft(self, le: PinLease, now: float) -> list[KVCacheBlock]:
+        """Detach the lease's soft tail (booking its block-seconds) and return it, still referenced."""
+        tail = le.blocks[le.num_hard:]
+        del le.blocks[le.num_hard:]
+        self.num_soft_blocks -= len(tail)
+        self.counters.soft_block_seconds += len(tail) * max(0.0, now - le.created_at) - le.soft_credit
+        le.soft_credit = 0.0
+        return tail
+
     def _end(self, job_id: str, now: float, reason: str) -> None:
         """Drop the lease and release its blocks; ``reason`` names the counter to bump."""
         le = self.leases.pop(job_id)
+        tail = self._cut_soft(le, now)
         self.num_pinned_blocks -= le.num_hard
-        self.num_soft_blocks -= le.num_soft
-        held = max(0.0, now - le.created_at)
-        self.counters.pinned_block_seconds += le.num_hard * held
-        self.counters.soft_block_seconds += le.num_soft * held - le.soft_credit
+        self.counters.pinned_block_seconds += le.num_hard * max(0.0, now - le.created_at)
         setattr(self.counters, reason, getattr(self.counters, reason) + 1)
         self.version += 1
-        self.release_fn(le.blocks)
+        self.release_fn(le.blocks + tail)

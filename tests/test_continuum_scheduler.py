@@ -22,6 +22,15 @@ def _turn(rid: str, job: str, prompt: list[int], t: float, job_t: float, max_tok
     return make_request(rid, prompt, max_tokens, t=t, job_id=job, job_arrival_time=job_t, is_last_step=last)
 
 
+def _pinned_job(ttl: float, **kw) -> tuple[Scheduler, FakeClock, FakeRunner, list[int]]:
+    """A scheduler whose job ``job`` finished one turn (10 prompt tokens) and pinned 3 hashed blocks."""
+    clock = FakeClock()
+    s = _sched(clock, ttl=ttl, **kw)
+    runner = FakeRunner()
+    s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
+    return s, clock, runner, _finish_turn(s, runner, "t1")
+
+
 def _finish_turn(s: Scheduler, runner: FakeRunner, rid: str) -> list[int]:
     """Run until request ``rid`` finishes; return its full token list."""
     req = s.requests[rid]
@@ -57,11 +66,7 @@ def test_second_turn_reuses_pinned_prefix_despite_pressure() -> None:
 
 
 def test_expired_pin_released_in_first_step_after_expiry_not_before() -> None:
-    clock = FakeClock()
-    s = _sched(clock, ttl=5.0, soft_pins=False)
-    runner = FakeRunner()
-    s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
-    _finish_turn(s, runner, "t1")
+    s, clock, _, _ = _pinned_job(5.0, soft_pins=False)
     lease = s.pins.leases["job"]
     clock.set(lease.expires_at - 0.01)
     s.schedule()
@@ -313,11 +318,7 @@ def test_displaced_lease_becomes_soft_instead_of_released() -> None:
 
 
 def test_expired_pin_stays_soft_for_the_grace_then_ends() -> None:
-    clock = FakeClock()
-    s = _sched(clock, ttl=5.0, soft_pin_grace=2.0)
-    runner = FakeRunner()
-    s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
-    _finish_turn(s, runner, "t1")
+    s, clock, _, _ = _pinned_job(5.0, soft_pin_grace=2.0)
     created = clock.now()
     clock.set(created + 5.0)
     s.schedule()
@@ -336,11 +337,7 @@ def test_expired_pin_stays_soft_for_the_grace_then_ends() -> None:
 
 
 def test_grace_is_counted_from_the_ttl_end_not_from_a_late_sweep() -> None:
-    clock = FakeClock()
-    s = _sched(clock, ttl=5.0, soft_pin_grace=2.0)
-    runner = FakeRunner()
-    s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
-    _finish_turn(s, runner, "t1")
+    s, clock, runner, _ = _pinned_job(5.0, soft_pin_grace=2.0)
     created = clock.now()
     clock.set(created + 6.0)  # the first step after the TTL comes 1 s late: 1 s of grace is left
     s.schedule()
@@ -356,11 +353,7 @@ def test_grace_is_counted_from_the_ttl_end_not_from_a_late_sweep() -> None:
 
 def test_grace_keeps_an_overdue_job_cache_from_a_later_job() -> None:
     for grace, expect_cached in ((2.0, 12), (0.0, 0)):
-        clock = FakeClock()
-        s = _sched(clock, ttl=1.0, soft_pin_grace=grace)
-        runner = FakeRunner()
-        s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
-        toks = _finish_turn(s, runner, "t1")
+        s, clock, runner, toks = _pinned_job(1.0, soft_pin_grace=grace)
         clock.advance(1.5)  # the TTL ran out; the tool is still running
         s.add_request(make_request("bg", [900, 901], 20, t=clock.now()))  # keeps the engine busy
         run_step(s, runner)
@@ -369,8 +362,9 @@ def test_grace_keeps_an_overdue_job_cache_from_a_later_job() -> None:
         run_step(s, runner)
         admitted = s.requests.get("L1") is None or s.requests["L1"].status.name == "RUNNING"
         assert admitted == (grace == 0.0), grace
-        while "L1" in s.requests and grace == 0.0:
-            run_step(s, runner)
+        if admitted:
+            while "L1" in s.requests:
+                run_step(s, runner)
         s.add_request(_turn("t2", "job", toks + [7, 7, 7], clock.now(), 0.0))
         while s.requests["t2"].num_cached_tokens < 0:
             run_step(s, runner)

@@ -44,7 +44,6 @@ _COUNTERS = {
     "num_preemptions": ("preemptions", "Requests preempted for lack of KV blocks"),
     "num_failed_steps": ("failed_steps", "Model steps that raised (their requests failed)"),
 }
-_PIN_COUNTERS = PIN_COUNTER_NAMES
 
 
 class _StatsCollector(Collector):
@@ -62,7 +61,7 @@ class _StatsCollector(Collector):
             if key in s:
                 yield CounterMetricFamily(f"{PREFIX}_{name}", doc, value=float(s[key]))
         pins = s.get("pins") or {}
-        for key in _PIN_COUNTERS:
+        for key in PIN_COUNTER_NAMES:
             if key in pins:
                 yield CounterMetricFamily(f"{PREFIX}_pins_{key}", f"CONTINUUM pins {key}", value=float(pins[key]))
         pbs = s.get("pinned_block_seconds", pins.get("pinned_block_seconds"))
