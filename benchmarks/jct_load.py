@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from benchmarks.common import print_table, write_json
+from agent_engine.reporting import print_table, write_json
 from benchmarks.jct import add_jct_args, config_from_args, config_payload, load_trace_jobs, run_policies
 
 __all__ = ["add_load_args", "main", "run_load"]

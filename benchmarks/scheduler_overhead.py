@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from benchmarks.common import machine_info, print_table, write_json
+from agent_engine.reporting import machine_info, print_table, write_json
 from scheduler import FakeClock, FakeRunner, Request, SamplingParams, Scheduler, SchedulerConfig
 
 TARGET_US_AT_256 = 1000.0

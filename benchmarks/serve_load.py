@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.model is None:
-        from agent_engine.default_model import default_model_dir
+        from agent_engine.model.default_model import default_model_dir
 
         args.model = str(default_model_dir())
     env = dict(os.environ)

@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.common import print_table, write_json
+from agent_engine.reporting import print_table, write_json
 
 __all__ = ["main", "simulate_slices"]
 
@@ -32,7 +32,7 @@ def simulate_slices(
     """``{"rows": [{policy, cap, soft_pins, ratio_vs_fcfs, excess_removed, worst_excess_removed, per_slice}], ...}``."""
     from agent_engine.sim.calibrate import simulate_like_bench
     from agent_engine.sim.cost_model import CostConstants
-    from agent_engine.traces.format import read_jobs
+    from agent_engine.workloads.traces.format import read_jobs
 
     consts = CostConstants.load(constants)
     all_jobs = read_jobs(trace)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from benchmarks.common import print_table, write_json
+from agent_engine.reporting import print_table, write_json
 
 TARGET_REL_ERROR = 0.20
 _SIMULATED = ("fcfs", "continuum", "continuum-fixed")

@@ -17,7 +17,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from benchmarks.common import machine_info, print_table, write_json
+from agent_engine.reporting import machine_info, print_table, write_json
 
 TARGET_RATIO = 2.0
 
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
-    from agent_engine.default_model import default_model_dir
+    from agent_engine.model.default_model import default_model_dir
 
     model_dir = args.model or str(default_model_dir())
     from transformers import AutoConfig

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.server_process import ServerProcess, start_engine_server
+from agent_engine.server.launcher import ServerProcess, start_engine_server
 
 # Small pool and context keep the embedded model fast on 2 CPU cores.
 ENGINE_KW: dict[str, Any] = {"num_kv_blocks": 512, "max_model_len": 1024, "max_num_seqs": 64}
@@ -86,7 +86,7 @@ def start_thread_server(async_engine: Any, *, api_key: str | None = None, max_wa
 def build_engine(**overrides: Any) -> Any:
     """A real ``LLMEngine`` on the embedded default model with the small test config."""
     from agent_engine.config import EngineConfig
-    from agent_engine.engine import LLMEngine
+    from agent_engine.engine.llm_engine import LLMEngine
 
     return LLMEngine(EngineConfig(**{**ENGINE_KW, **overrides}))
 

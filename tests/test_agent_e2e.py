@@ -19,9 +19,9 @@ from agent_engine.agent.cli import main as agent_main
 from agent_engine.agent.loop import SUBMIT_COMMAND, AgentConfig, AgentJobRecord, AgentTurnRecord
 from agent_engine.agent.runner import AgentTask, RunOptions, run_agent_jobs_sync
 from agent_engine.agent.tiny_agent_model import SCRIPTS, build_tiny_agent_model
-from agent_engine.replay.records import read_records, summarize
-from agent_engine.traces.format import read_jobs, validate_job
-from benchmarks.server_process import ServerProcess
+from agent_engine.workloads.replay.records import read_records, summarize
+from agent_engine.workloads.traces.format import read_jobs, validate_job
+from agent_engine.server.launcher import ServerProcess
 
 pytestmark = pytest.mark.slow
 

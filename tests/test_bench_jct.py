@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_engine.replay.client import ReplayOptions, replay_sync
-from agent_engine.traces.format import TraceJob, TraceTurn
+from agent_engine.workloads.replay.client import ReplayOptions, replay_sync
+from agent_engine.workloads.traces.format import TraceJob, TraceTurn
 from benchmarks.jct import PolicyRun, checks_per_round, compute_checks, main, merge_rounds, policy_engine_args
 from benchmarks.sched_timeline import plot_timeline
-from benchmarks.server_process import parse_prometheus, scrape_metrics, start_engine_server
+from agent_engine.server.launcher import parse_prometheus, scrape_metrics, start_engine_server
 
 ROW_KEYS = {"mean_jct_s", "p50_jct_s", "p90_jct_s", "p99_jct_s", "jobs_per_min", "mean_queue_s",
             "prefix_hit_ratio", "prefill_tokens", "preemptions", "excess_over_unlimited_s", "pins"}
@@ -119,7 +119,7 @@ def test_continuum_pin_keeps_the_previous_turn_cached(tmp_path: Path) -> None:
 def test_register_bench_adds_the_four_commands() -> None:
     import argparse
 
-    from agent_engine.bench_cli import register_bench
+    from benchmarks.cli import register_bench
 
     ap = argparse.ArgumentParser()
     bench = ap.add_subparsers(dest="command").add_parser("bench").add_subparsers(dest="bench")

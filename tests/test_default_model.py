@@ -11,7 +11,7 @@ import torch
 
 from agent_engine import default_model as dm
 from agent_engine.paths import ENV_CACHE, models_dir
-from agent_engine.tokenizer_corpus import corpus_texts
+from agent_engine.model.tokenizer_corpus import corpus_texts
 
 
 def _sha(path: Path) -> str:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from agent_engine.default_model import DEFAULT_MODEL_NAME, default_model_dir
-from agent_engine.model_loader import LoadedModel, load_model
+from agent_engine.model.default_model import DEFAULT_MODEL_NAME, default_model_dir
+from agent_engine.model.loader import LoadedModel, load_model
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 

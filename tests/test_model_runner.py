@@ -15,7 +15,7 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from agent_engine.model_runner import ModelRunner
+from agent_engine.model.runner import ModelRunner
 from scheduler.outputs import ScheduledRequest, SchedulerOutput
 from scheduler.sampling_params import SamplingParams
 

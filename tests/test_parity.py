@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from agent_engine import LLM, SamplingParams
-from agent_engine.default_model import default_model_dir
+from agent_engine.model.default_model import default_model_dir
 
 NEW_TOKENS = 12
 LENGTHS = [1, 2, 3, 5, 8, 15, 16, 17, 31, 33, 64, 100, 128, 250, 400, 600]

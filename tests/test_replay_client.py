@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agent_engine.replay import ReplayOptions, plan_job, replay_sync
-from agent_engine.replay.client import arrival_times
-from agent_engine.replay.records import JobRecord, read_records
-from agent_engine.traces import TraceJob, TraceTurn, write_jobs
-from agent_engine.traces.cli import main as cli_main
+from agent_engine.workloads.replay import ReplayOptions, plan_job, replay_sync
+from agent_engine.workloads.replay.client import arrival_times
+from agent_engine.workloads.replay.records import JobRecord, read_records
+from agent_engine.workloads.traces import TraceJob, TraceTurn, write_jobs
+from agent_engine.workloads.cli import main as cli_main
 
 PROMPTS = [100, 180, 260, 400]
 OUTPUTS = [10, 20, 6, 8]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from agent_engine.sampler import Sampler
+from agent_engine.model.sampler import Sampler
 from scheduler.sampling_params import SamplingParams
 
 VOCAB = 50

@@ -207,9 +207,10 @@ def test_serve_help_documents_every_flag():
     import dataclasses
 
     from agent_engine.config import EngineConfig
-    from agent_engine.server.serve import add_serve_args
+    from agent_engine.server.serve import add_arguments
 
-    parser = add_serve_args(argparse.ArgumentParser(prog="agent-engine serve"))
+    parser = argparse.ArgumentParser(prog="agent-engine serve")
+    add_arguments(parser)
     text = parser.format_help()
     flags = ["--" + f.name.replace("_", "-") for f in dataclasses.fields(EngineConfig)]
     flags += ["--host", "--port", "--api-key", "--max-waiting", "--drain-timeout"]

@@ -11,11 +11,11 @@ import sys
 import pytest
 
 from agent_engine.sim.calibrate import SMALL_SHAPES, errors, fit
-from agent_engine.sim.cli import ratio_at_2x_unloaded, register
+from agent_engine.sim.cli import ratio_at_2x_unloaded, add_arguments
 from agent_engine.sim.cost_model import CostConstants, CostModel, kv_pool_blocks
 from agent_engine.sim.simulator import SimConfig, _SimRequest, simulate
 from agent_engine.sim.specs import get_gpu, get_model
-from agent_engine.traces.format import TraceJob, TraceTurn
+from agent_engine.workloads.traces.format import TraceJob, TraceTurn
 from scheduler import Request, SamplingParams
 
 H100_8B = CostModel(get_model("llama-3.1-8b"), CostConstants.from_gpu(get_gpu("h100")))
@@ -145,10 +145,10 @@ def test_ratio_at_2x_unloaded() -> None:
 
 def test_cli_parses() -> None:
     ap = argparse.ArgumentParser()
-    register(ap.add_subparsers(dest="command"))
-    a = ap.parse_args(["sim", "--gpu", "h200", "--jps-list", "0.1,0.2"])
+    add_arguments(ap)
+    a = ap.parse_args(["--gpu", "h200", "--jps-list", "0.1,0.2"])
     assert a.gpu == "h200" and a.jps_list == "0.1,0.2"
-    b = ap.parse_args(["sim", "calibrate", "--shapes", "small"])
+    b = ap.parse_args(["calibrate", "--shapes", "small"])
     assert b.shapes == "small"
 
 

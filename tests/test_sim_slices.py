@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from agent_engine.sim.cost_model import CostConstants
-from agent_engine.traces.format import write_jobs
-from agent_engine.traces.profile import load_profile
-from agent_engine.traces.synth import synthesize
+from agent_engine.workloads.traces.format import write_jobs
+from agent_engine.workloads.traces.profile import load_profile
+from agent_engine.workloads.traces.synth import synthesize
 from benchmarks.sim_slices import main, simulate_slices
 
 

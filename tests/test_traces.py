@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent_engine.replay.records import JobRecord, TurnRecord, read_records, summarize, write_records
-from agent_engine.traces import (
+from agent_engine.workloads.replay.records import JobRecord, TurnRecord, read_records, summarize, write_records
+from agent_engine.workloads.traces import (
     TraceFormatError,
     TraceJob,
     TraceTurn,
@@ -23,8 +23,8 @@ from agent_engine.traces import (
     validate_job,
     write_jobs,
 )
-from agent_engine.traces.cli import main as trace_main
-from agent_engine.traces.profile import Profile
+from agent_engine.workloads.cli import main as trace_main
+from agent_engine.workloads.traces.profile import Profile
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES_DIR = Path(os.environ.get("AGENT_ENGINE_TRACES", REPO.parent / "shared" / "traces"))
@@ -176,7 +176,7 @@ def test_cli_synth_then_fit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 def test_no_heavy_imports() -> None:
     code = (
-        "import sys, agent_engine.traces, agent_engine.traces.cli, agent_engine.replay;"
+        "import sys, agent_engine.workloads.traces, agent_engine.workloads.cli, agent_engine.workloads.replay;"
         "print([m for m in ('torch', 'transformers') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)

@@ -1,6 +1,6 @@
 """``agent-engine agent``: run live shell-agent jobs against an OpenAI-compatible server.
 
-Wiring: ``register(subparsers)`` adds the ``agent`` subcommand; ``main(argv)`` runs it standalone
+Wiring: ``add_arguments(parser)`` builds the ``agent`` command; ``main(argv)`` runs it standalone
 (``python -m agent_engine.agent.cli``).
 
 Invariants: exactly one of ``--task``/``--tasks`` is given; ``--jobs N`` runs N jobs by cycling over
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["add_agent_args", "main", "register", "run_agent_command"]
+__all__ = ["add_agent_args", "add_arguments", "main", "run_agent_command"]
 
 
 def add_agent_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -49,8 +49,8 @@ def run_agent_command(args: argparse.Namespace) -> int:
     """Run the jobs described by ``args``, write the files, print the summary; returns the exit status."""
     from agent_engine.agent.loop import AgentConfig
     from agent_engine.agent.runner import AgentTask, RunOptions, load_tasks, run_agent_jobs_sync
-    from agent_engine.replay.records import write_records
-    from agent_engine.traces.format import write_jobs
+    from agent_engine.workloads.replay.records import write_records
+    from agent_engine.workloads.traces.format import write_jobs
 
     tasks = [AgentTask(args.task, args.repo)] if args.task is not None else load_tasks(args.tasks, args.repo)
     if not tasks:
@@ -80,13 +80,13 @@ def _printable(summary: dict[str, Any]) -> dict[str, Any]:
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in summary.items()}
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``agent`` to the ``agent-engine`` subcommands."""
-    p = subparsers.add_parser("agent", help="run live shell-agent jobs against a server and record them",
-                              description="Run mini-swe-agent style jobs (one bash command per turn) against an "
-                                          "OpenAI-compatible server; save records and an agent trace.")
-    add_agent_args(p)
-    p.set_defaults(func=run_agent_command)
+HELP = "run live shell-agent jobs against a server and record them"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``agent`` command: mini-swe-agent style jobs (one bash command per turn) against a server."""
+    add_agent_args(parser)
+    parser.set_defaults(func=run_agent_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

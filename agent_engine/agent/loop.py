@@ -13,7 +13,7 @@ Invariants:
   ``step_limit - 1`` (the last one the job may make). The job gets ``DELETE /v1/jobs/{job_id}`` when it
   ends, whatever the reason.
 - One ``AgentTurnRecord`` per model call, in order, then one ``AgentJobRecord``; times are seconds from
-  the runner's clock origin ``t0`` (``time.perf_counter`` based), as in ``agent_engine.replay.records``.
+  the runner's clock origin ``t0`` (``time.perf_counter`` based), as in ``agent_engine.workloads.replay.records``.
 - ``tool_seconds`` of a turn is the wall time from the end of the model's answer to the command's
   result (parsing, sandbox and observation included), i.e. the time the job is away from the engine.
 - The prompt templates here are the single source of truth: ``tiny_agent_model`` renders its training
@@ -34,8 +34,8 @@ from urllib.parse import quote
 import httpx
 
 from agent_engine.agent.sandbox import CommandResult, Sandbox
-from agent_engine.replay.records import JobRecord, TurnRecord
-from agent_engine.sse_client import iter_sse_chunks, server_queue_delay
+from agent_engine.workloads.replay.records import JobRecord, TurnRecord
+from agent_engine.workloads.sse_client import iter_sse_chunks, server_queue_delay
 from estimator.tool_parser import parse_shell
 
 __all__ = [

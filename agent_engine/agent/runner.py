@@ -6,8 +6,8 @@ Invariants:
   threads, so one job's command never waits for another job's command.
 - ``job_ids`` are unique within a run: ``{prefix}{index}`` unless a task names its own id.
 - ``AgentRunResult.records`` holds, per job in task order, its ``AgentTurnRecord``s then its
-  ``AgentJobRecord``; ``agent_engine.replay.records.write_records``/``summarize`` work on them as is.
-- ``to_trace_job`` maps one job onto the trace format (``agent_engine.traces.format``): one turn per
+  ``AgentJobRecord``; ``agent_engine.workloads.replay.records.write_records``/``summarize`` work on them as is.
+- ``to_trace_job`` maps one job onto the trace format (``agent_engine.workloads.traces.format``): one turn per
   model call that got an answer, ``llm_seconds`` = client latency, ``tool_seconds`` = measured tool time
   (``None`` on the last turn), ``tool_names``/``n_tool_calls`` from the parsed command. Prompts may
   not grow by more than the last answer when the server re-tokenises an answer into fewer tokens; the
@@ -32,8 +32,8 @@ from tqdm import tqdm
 
 from agent_engine.agent.loop import AgentConfig, AgentJobRecord, AgentJobResult, run_agent_job
 from agent_engine.agent.sandbox import Sandbox
-from agent_engine.replay.records import Record, summarize
-from agent_engine.traces.format import TraceJob, TraceTurn
+from agent_engine.workloads.replay.records import Record, summarize
+from agent_engine.workloads.traces.format import TraceJob, TraceTurn
 
 __all__ = ["AgentRunResult", "AgentTask", "RunOptions", "load_tasks", "run_agent_jobs", "run_agent_jobs_sync",
            "to_trace_job"]

@@ -227,7 +227,7 @@ def build_tiny_agent_model(out_dir: str | Path, *, scripts: tuple[AgentScript, .
     """
     from transformers import AutoTokenizer, LlamaConfig
 
-    from agent_engine.default_model import default_model_dir
+    from agent_engine.model.default_model import default_model_dir
 
     t_start = time.perf_counter()
     src = Path(tokenizer_dir) if tokenizer_dir is not None else default_model_dir()

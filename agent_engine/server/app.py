@@ -23,7 +23,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from agent_engine.outputs import RequestOutput
+from agent_engine.engine.outputs import RequestOutput
 from agent_engine.server.async_engine import (
     AsyncEngine,
     EngineDeadError,

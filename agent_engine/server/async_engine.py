@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agent_engine.outputs import RequestOutput
+from agent_engine.engine.outputs import RequestOutput
 from scheduler import SamplingParams
 
 logger = logging.getLogger(__name__)

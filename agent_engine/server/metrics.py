@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agent_engine.outputs import RequestOutput
+from agent_engine.engine.outputs import RequestOutput
 from scheduler.pins import PIN_COUNTER_NAMES
 
 PREFIX = "agent_engine"

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent_engine.outputs import RequestOutput
+from agent_engine.engine.outputs import RequestOutput
 
 DONE = "data: [DONE]\n\n"
 

@@ -1,6 +1,6 @@
 """``agent-engine serve``: the OpenAI-compatible server on uvicorn.
 
-Wiring: ``add_serve_args(parser)`` adds every engine flag (generated from ``EngineConfig``, so they
+Wiring: ``add_arguments(parser)`` adds every engine flag (generated from ``EngineConfig``, so they
 never drift) plus the server flags; ``run_serve(args) -> int`` runs until SIGTERM/SIGINT.
 Also runnable as ``python -m agent_engine.server.serve``.
 
@@ -16,14 +16,17 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from agent_engine.cli_args import add_engine_args, engine_config_from_args
+from agent_engine.config import EngineConfig
 
 logger = logging.getLogger(__name__)
 
 
-def add_serve_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+HELP = "OpenAI-compatible HTTP server"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the engine flags and the server flags (host, port, API key, admission, shutdown, logging)."""
-    add_engine_args(parser)
+    EngineConfig.add_arguments(parser)
     g = parser.add_argument_group("server options")
     g.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     g.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default: 8000)")
@@ -35,19 +38,19 @@ def add_serve_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="seconds in-flight requests may run after SIGTERM before they are aborted (default: 10)")
     g.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                    help="log level of the server and uvicorn (default: info)")
-    return parser
+    parser.set_defaults(func=run_serve)
 
 
 def run_serve(args: argparse.Namespace) -> int:
     """Build the engine, serve until SIGTERM/SIGINT, shut down gracefully; returns the exit status."""
     import uvicorn
 
-    from agent_engine.engine import LLMEngine
+    from agent_engine.engine.llm_engine import LLMEngine
     from agent_engine.server.app import build_app
     from agent_engine.server.async_engine import AsyncEngine
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    engine = LLMEngine(engine_config_from_args(args))
+    engine = LLMEngine(EngineConfig.from_args(args))
     async_engine = AsyncEngine(engine)
     app = build_app(async_engine, api_key=args.api_key, max_waiting=args.max_waiting,
                     drain_timeout=args.drain_timeout)
@@ -77,7 +80,7 @@ def run_serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agent-engine serve",
                                      description="OpenAI-compatible HTTP server (completions, chat, metrics)")
-    add_serve_args(parser)
+    add_arguments(parser)
     return run_serve(parser.parse_args(argv))
 
 

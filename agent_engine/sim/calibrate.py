@@ -25,7 +25,7 @@ import numpy as np
 
 from agent_engine.sim.cost_model import Chunk, CostConstants, CostModel
 from agent_engine.sim.specs import ModelSpec, get_model
-from agent_engine.traces.format import TraceJob
+from agent_engine.workloads.traces.format import TraceJob
 
 __all__ = ["DEFAULT_SHAPES", "SMALL_SHAPES", "errors", "fit", "measure", "simulate_like_bench"]
 
@@ -43,7 +43,7 @@ def measure(shapes: Sequence[tuple[int, int, int]], decode_steps: int = 3, mixed
             seed: int = 0, engine_kwargs: dict[str, Any] | None = None) -> list[Sample]:
     """Samples ``(chunks, seconds)`` of real engine steps over ``shapes`` (one warm-up step dropped)."""
     from agent_engine.config import EngineConfig
-    from agent_engine.engine import LLMEngine
+    from agent_engine.engine.llm_engine import LLMEngine
     from agent_engine.sim.cost_model import chunks_of
     from scheduler import SamplingParams
 
@@ -132,7 +132,7 @@ def simulate_like_bench(
     Same keys as ``bench jct``: ``{"policies": {name: {"mean_jct_s", ...}}}``.
     """
     from agent_engine.sim.simulator import SimConfig, simulate
-    from agent_engine.traces.format import read_jobs
+    from agent_engine.workloads.traces.format import read_jobs
 
     cost = CostModel(get_model("default"), constants)
     tj = (read_jobs(trace) if isinstance(trace, str) else list(trace))[first_job:]
@@ -156,7 +156,7 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from benchmarks.common import machine_info
+    from agent_engine.reporting import machine_info
 
     shapes = DEFAULT_SHAPES if args.shapes == "default" else SMALL_SHAPES
     t0 = time.perf_counter()

@@ -18,7 +18,7 @@ from agent_engine.sim.cost_model import CostConstants, CostModel, kv_pool_blocks
 from agent_engine.sim.simulator import POLICIES, SimConfig, simulate
 from agent_engine.sim.specs import GPUS, MODELS, get_gpu, get_model
 
-__all__ = ["build_cost_model", "main", "ratio_at_2x_unloaded", "register", "run_sweep"]
+__all__ = ["add_arguments", "build_cost_model", "main", "ratio_at_2x_unloaded", "run_sweep"]
 
 DEFAULT_TRACE = "/work/shared/traces/mini_swe_agent_deepseek.jsonl"
 UNLOADED_JPS = 1e-4  # jobs ~3 h apart: every job runs alone
@@ -44,7 +44,7 @@ def build_cost_model(args: argparse.Namespace) -> tuple[CostModel, int, int]:
 
 
 def _point(task: tuple[str, dict[str, Any], str, float | None]) -> tuple[str, float | None, dict[str, Any]]:
-    from agent_engine.traces.format import read_jobs
+    from agent_engine.workloads.traces.format import read_jobs
 
     policy, ns, trace, jps = task
     args = argparse.Namespace(**ns)
@@ -139,7 +139,7 @@ def plot(sweep: dict[str, list[dict[str, Any]]], unloaded_jct: float, title: str
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from benchmarks.common import print_table, write_json
+    from agent_engine.reporting import print_table, write_json
 
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     for p in policies:
@@ -206,14 +206,16 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", default=None)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``sim`` (``run`` by default, ``calibrate``) to the ``agent-engine`` parser."""
+HELP = "simulate policies at GPU scale on the real scheduler (run, calibrate)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``sim`` runs policies x loads (``run`` is the default); ``sim calibrate`` fits CPU constants."""
     from agent_engine.sim.calibrate import add_calibrate_args, cmd_calibrate
 
-    sim = subparsers.add_parser("sim", help="simulate policies at GPU scale (the real scheduler, modelled steps)")
-    _add_run_args(sim)
-    sim.set_defaults(func=_cmd_run)
-    sub = sim.add_subparsers(dest="sim_command")
+    _add_run_args(parser)
+    parser.set_defaults(func=_cmd_run)
+    sub = parser.add_subparsers(dest="sim_command")
     run = sub.add_parser("run", help="policies x loads (default)")
     _add_run_args(run)
     run.set_defaults(func=_cmd_run)
@@ -224,9 +226,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Standalone entry: ``python -m agent_engine.sim.cli [run|calibrate] ...``."""
-    ap = argparse.ArgumentParser(prog="agent-engine")
-    register(ap.add_subparsers(dest="command", required=True))
-    argv = ["sim", *(argv if argv is not None else __import__("sys").argv[1:])]
+    ap = argparse.ArgumentParser(prog="agent-engine sim")
+    add_arguments(ap)
     args = ap.parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -1,9 +1,9 @@
 """Discrete-event simulation of agent jobs on the real scheduler, timed by a cost model.
 
 The REAL ``Scheduler`` (KV cache manager, prefix cache, pins, waiting order, preemption) and the REAL
-estimator (through ``agent_engine.jobs.JobTracker``, wired as in ``engine_factory``) run on a
+estimator (through ``agent_engine.engine.jobs.JobTracker``, wired as in ``engine_factory``) run on a
 ``FakeClock``. The runner samples a fixed token id and the clock advances by the cost model's time of
-the scheduled batch. Jobs follow ``agent_engine.replay.client``: Poisson arrivals (``arrival_times``),
+the scheduled batch. Jobs follow ``agent_engine.workloads.replay.client``: Poisson arrivals (``arrival_times``),
 per job a closed loop over its turns planned by ``plan_job`` (prompt = previous prompt + previous
 output + fresh tokens up to the trace's length, so prefix sharing is real; ``max_tokens`` with
 ``ignore_eos``; the tool wait is the trace's ``tool_seconds``, never capped).
@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from agent_engine.jobs import PROFILE_LENGTHS, JobTracker
-from agent_engine.replay.client import ReplayOptions, arrival_times, plan_job
+from agent_engine.engine.jobs import PROFILE_LENGTHS, JobTracker
+from agent_engine.workloads.replay.client import ReplayOptions, arrival_times, plan_job
 from agent_engine.sim.cost_model import CostModel
-from agent_engine.traces.format import TraceJob
+from agent_engine.workloads.traces.format import TraceJob
 from estimator import Estimator, EstimatorConfig, ReloadCostModel
 from scheduler import FakeClock, FakeRunner, Request, SamplingParams, Scheduler, SchedulerConfig
 

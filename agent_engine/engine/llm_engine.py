@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent_engine.config import EngineConfig
-from agent_engine.detokenizer import IncrementalDetokenizer, find_stop
-from agent_engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from agent_engine.engine.detokenizer import IncrementalDetokenizer, find_stop
+from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from scheduler import (
     Clock,
     MonotonicClock,
@@ -50,7 +50,7 @@ class LLMEngine:
     """The offline/online engine core. See ``add_request``, ``step``, ``abort``, ``release_job``."""
 
     def __init__(self, config: EngineConfig, clock: Clock | None = None) -> None:
-        from agent_engine.engine_factory import build_engine_parts
+        from agent_engine.engine.factory import build_engine_parts
 
         self.config = config
         self.clock = clock or MonotonicClock()

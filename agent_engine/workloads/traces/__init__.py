@@ -3,7 +3,7 @@
 Light on purpose: numpy only (no torch, no transformers).
 """
 
-from agent_engine.traces.format import (
+from agent_engine.workloads.traces.format import (
     TraceFormatError,
     TraceJob,
     TraceTurn,
@@ -11,8 +11,8 @@ from agent_engine.traces.format import (
     validate_job,
     write_jobs,
 )
-from agent_engine.traces.profile import Dist, Profile, fit_profile, load_profile, save_profile
-from agent_engine.traces.synth import synthesize, synthesize_job
+from agent_engine.workloads.traces.profile import Dist, Profile, fit_profile, load_profile, save_profile
+from agent_engine.workloads.traces.synth import synthesize, synthesize_job
 
 __all__ = [
     "Dist",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_engine.config import EngineConfig
-from agent_engine.jobs import JobTracker
+from agent_engine.engine.jobs import JobTracker
 from scheduler import Clock, SchedulerConfig
 
 logger = logging.getLogger(__name__)
@@ -62,8 +62,8 @@ def num_kv_blocks_for(config: EngineConfig, bytes_per_block: int, device: str) -
 def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
     import torch
 
-    from agent_engine.model_loader import load_model
-    from agent_engine.model_runner import ModelRunner
+    from agent_engine.model.loader import load_model
+    from agent_engine.model.runner import ModelRunner
 
     torch.manual_seed(config.seed)
     device = resolve_device(config.device)
@@ -81,19 +81,7 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
         raise ValueError(f"max_model_len {max_len} exceeds the model's {loaded.max_position_embeddings} positions")
     runner = ModelRunner(loaded.model, num_kv_blocks=num_blocks, block_size=config.block_size, device=device,
                          seed=config.seed)
-    sched_config = SchedulerConfig(
-        num_blocks=num_blocks,
-        block_size=config.block_size,
-        max_num_seqs=config.max_num_seqs,
-        max_num_batched_tokens=config.max_num_batched_tokens,
-        max_model_len=max_len,
-        long_prefill_token_threshold=config.long_prefill_token_threshold,
-        policy=config.policy,
-        enable_prefix_caching=config.enable_prefix_caching,
-        max_pinned_fraction=config.max_pinned_fraction,
-        soft_pins=config.soft_pins,
-        soft_pin_grace=config.soft_pin_grace,
-    )
+    sched_config = config.scheduler_config(num_blocks, max_len)
     tracker = JobTracker.build(config, clock, loaded.tokenizer, runner)
     pin_fn = tracker.pin_ttl if config.policy == "continuum" else None
     sink, close = _trace_writer(config.sched_trace)

@@ -1,4 +1,4 @@
-"""Draw synthetic agent jobs from a ``Profile``, in the trace format of ``agent_engine.traces.format``.
+"""Draw synthetic agent jobs from a ``Profile``, in the trace format of ``agent_engine.workloads.traces.format``.
 
 A job: its turn count from ``turns``; its tool sequence from the Markov chain (``tool_start``, then
 ``tool_transitions`` of the previous tool, falling back to ``tool_start`` for a tool with no row);
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from agent_engine.traces.format import TraceJob, TraceTurn
-from agent_engine.traces.profile import ALL_TOOLS, NO_TOOL, Profile
+from agent_engine.workloads.traces.format import TraceJob, TraceTurn
+from agent_engine.workloads.traces.profile import ALL_TOOLS, NO_TOOL, Profile
 
 __all__ = ["synthesize", "synthesize_job"]
 

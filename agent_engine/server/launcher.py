@@ -36,7 +36,7 @@ __all__ = [
     "vllm_kv_bytes",
 ]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
 
-from agent_engine.default_model import DEFAULT_MODEL_NAME, DEFAULT_MODEL_VERSION, default_model_dir
+from agent_engine.model.default_model import DEFAULT_MODEL_NAME, DEFAULT_MODEL_VERSION, default_model_dir
 from agent_engine.paths import models_dir
 
 DTYPES: dict[str, torch.dtype | None] = {

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agent_engine.traces.format import TraceJob
+    from agent_engine.workloads.traces.format import TraceJob
     from benchmarks.jct import JCTConfig
 
-__all__ = ["DEMO_JOBS", "demo_config", "main", "run_demo"]
+__all__ = ["DEMO_JOBS", "HELP", "add_arguments", "demo_config", "main", "run_demo"]
 
 DEMO_JOBS = 8
 DEMO_TURNS = 6
@@ -35,8 +35,8 @@ DEMO_BLOCK_SIZE = 32
 
 def demo_config(out_dir: str = "out") -> tuple[JCTConfig, list[TraceJob]]:
     """The demo's ``JCTConfig`` and its synthesized jobs (pool sized from the jobs' peak contexts)."""
-    from agent_engine.traces.profile import load_profile
-    from agent_engine.traces.synth import synthesize
+    from agent_engine.workloads.traces.profile import load_profile
+    from agent_engine.workloads.traces.synth import synthesize
     from benchmarks.jct import JCTConfig, peak_blocks
 
     jobs = synthesize(load_profile("swe"), DEMO_JOBS, seed=0)
@@ -50,7 +50,7 @@ def demo_config(out_dir: str = "out") -> tuple[JCTConfig, list[TraceJob]]:
 
 def run_demo(args: argparse.Namespace) -> int:
     """Run the demo (``args.out_dir`` optional, default ``out``); returns 0 unless a job failed."""
-    from benchmarks.common import write_json
+    from agent_engine.reporting import write_json
     from benchmarks.jct import compute_checks, config_payload, print_results, run_policies
     from benchmarks.plots import plot_jct
 
@@ -76,11 +76,20 @@ def run_demo(args: argparse.Namespace) -> int:
     return 1 if any(r.get("jobs_failed") for r in rows.values()) else 0
 
 
+HELP = "the quick-start demo: FCFS vs CONTINUUM on synthesized agent jobs (about a minute)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out-dir", default="out", help="where the JCT table (JSON) and plot go")
+    parser.set_defaults(func=run_demo)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m agent_engine.demo_agents [--out-dir DIR]``."""
-    p = argparse.ArgumentParser(prog="agent-engine demo", description=__doc__.split("\n")[0])
-    p.add_argument("--out-dir", default="out", help="where demo_jct.png and demo_jct.json go")
-    return run_demo(p.parse_args(argv))
+    """Standalone entry: ``python -m benchmarks.demo``."""
+    p = argparse.ArgumentParser(prog="agent-engine demo", description=HELP)
+    add_arguments(p)
+    args = p.parse_args(argv)
+    return run_demo(args)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from agent_engine.config import EngineConfig
-from agent_engine.engine import LLMEngine, PromptType
-from agent_engine.outputs import RequestOutput
+from agent_engine.engine.llm_engine import LLMEngine, PromptType
+from agent_engine.engine.outputs import RequestOutput
 from scheduler import SamplingParams
 
 

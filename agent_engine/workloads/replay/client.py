@@ -36,9 +36,9 @@ import httpx
 import numpy as np
 from tqdm import tqdm
 
-from agent_engine.replay.records import JobRecord, Record, TurnRecord, summarize
-from agent_engine.sse_client import iter_sse_chunks, server_queue_delay
-from agent_engine.traces.format import TraceJob
+from agent_engine.workloads.replay.records import JobRecord, Record, TurnRecord, summarize
+from agent_engine.workloads.sse_client import iter_sse_chunks, server_queue_delay
+from agent_engine.workloads.traces.format import TraceJob
 
 __all__ = [
     "JobPlan",

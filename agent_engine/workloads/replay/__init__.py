@@ -3,7 +3,7 @@
 Light on purpose: httpx, numpy and tqdm only (no torch, no transformers).
 """
 
-from agent_engine.replay.client import (
+from agent_engine.workloads.replay.client import (
     JobPlan,
     ReplayOptions,
     ReplayResult,
@@ -12,7 +12,13 @@ from agent_engine.replay.client import (
     replay,
     replay_sync,
 )
-from agent_engine.replay.records import JobRecord, TurnRecord, read_records, summarize, write_records
+from agent_engine.workloads.replay.records import (
+    JobRecord,
+    TurnRecord,
+    read_records,
+    summarize,
+    write_records,
+)
 
 __all__ = [
     "JobPlan",

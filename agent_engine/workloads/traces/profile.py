@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from agent_engine.traces.format import TraceJob
+from agent_engine.workloads.traces.format import TraceJob
 
 __all__ = [
     "ALL_TOOLS",

@@ -1,7 +1,7 @@
 """Build and cache the embedded default model: a small random Llama with a locally trained tokenizer.
 
 Invariants:
-- ``build_default_model`` is a pure function of this file and ``agent_engine.tokenizer_corpus``: two
+- ``build_default_model`` is a pure function of this file and ``agent_engine.model.tokenizer_corpus``: two
   builds (any machine, any run) write byte-identical files. Weights come from one explicit
   ``torch.Generator`` seeded with ``WEIGHT_SEED`` that fills parameters in sorted-name order; the
   tokenizer is trained on the fixed in-repo corpus; every JSON file is written with sorted keys and no
@@ -31,7 +31,7 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 from agent_engine.paths import models_dir
-from agent_engine.tokenizer_corpus import corpus_texts
+from agent_engine.model.tokenizer_corpus import corpus_texts
 
 DEFAULT_MODEL_VERSION = "default-v1"
 DEFAULT_MODEL_NAME = "agent-engine-default"

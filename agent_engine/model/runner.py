@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from agent_engine.attention_backend import KV_CACHES_KWARG, METADATA_KWARG, use_paged_attention
-from agent_engine.sampler import Sampler
+from agent_engine.model.attention import KV_CACHES_KWARG, METADATA_KWARG, use_paged_attention
+from agent_engine.model.sampler import Sampler
 from kernels import AttentionWorkspace, allocate_kv_caches, build_attention_metadata
 from scheduler.outputs import ModelRunnerOutput, SchedulerOutput
 

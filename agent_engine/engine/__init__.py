@@ -1,0 +1,1 @@
+"""The engine: the step loop over scheduler and model runner, its parts, outputs and detokenization."""

@@ -1,0 +1,69 @@
+"""``agent-engine trace synth|fit``: argument parsing and dispatch only.
+
+``add_arguments(parser)`` adds the subcommands; each sets ``func`` (called as ``args.func(args)``,
+returns the exit status). Invariants: commands write only their ``-o`` file (and a summary line on
+stdout); the work lives in ``agent_engine.workloads.traces``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["HELP", "add_arguments"]
+
+HELP = "agent traces: synthesize from a profile, fit a profile"
+
+
+def _cmd_synth(args: argparse.Namespace) -> int:
+    from agent_engine.workloads.traces.format import write_jobs
+    from agent_engine.workloads.traces.profile import load_profile
+    from agent_engine.workloads.traces.synth import synthesize
+
+    jobs = synthesize(load_profile(args.profile), args.jobs, seed=args.seed)
+    write_jobs(args.output, jobs)
+    n_turns = sum(len(j.turns) for j in jobs)
+    print(f"wrote {len(jobs)} jobs ({n_turns} turns) from profile {args.profile!r} to {args.output}")
+    return 0
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    from agent_engine.workloads.traces.format import read_jobs
+    from agent_engine.workloads.traces.profile import fit_profile, save_profile
+
+    jobs = read_jobs(args.trace)
+    profile = fit_profile(
+        jobs,
+        name=args.name,
+        min_samples=args.min_samples,
+        tool_dist=args.tool_dist,
+        description=args.description,
+    )
+    save_profile(profile, args.output)
+    st = profile.stats
+    print(
+        f"fitted {st['jobs']} jobs / {st['turns']} turns -> {args.output}: "
+        f"turns p50 {st['turns_per_job']['p50']:g}, prompt p50 {st['prompt_tokens']['p50']:g}, "
+        f"output p50 {st['output_tokens']['p50']:g}, tool p50 {st['tool_seconds']['p50']:g} s"
+    )
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``trace synth`` and ``trace fit``."""
+    sub = parser.add_subparsers(dest="trace_cmd", required=True)
+
+    p = sub.add_parser("synth", help="generate jobs from a workload profile")
+    p.add_argument("--profile", default="swe", help="built-in profile (swe, bfcl) or a profile JSON path")
+    p.add_argument("--jobs", type=int, required=True, help="number of jobs")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--output", required=True, help="trace JSONL to write")
+    p.set_defaults(func=_cmd_synth)
+
+    p = sub.add_parser("fit", help="measure a workload profile from a trace")
+    p.add_argument("trace", help="trace JSONL (one job a line)")
+    p.add_argument("-o", "--output", required=True, help="profile JSON to write")
+    p.add_argument("--name", default="fitted")
+    p.add_argument("--description", default="")
+    p.add_argument("--min-samples", type=int, default=20, help="per-tool dists need this many samples")
+    p.add_argument("--tool-dist", choices=("empirical", "lognormal"), default="empirical")
+    p.set_defaults(func=_cmd_fit)
