@@ -12,8 +12,8 @@ from scheduler.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
     from agent_engine.config import EngineConfig
-    from agent_engine.engine.llm_engine import LLMEngine
     from agent_engine.engine.llm import LLM
+    from agent_engine.engine.llm_engine import LLMEngine
     from agent_engine.engine.outputs import CompletionOutput, RequestOutput
 
 __all__ = ["LLM", "CompletionOutput", "EngineConfig", "LLMEngine", "RequestOutput", "SamplingParams"]

@@ -18,8 +18,9 @@ from dataclasses import dataclass, fields
 from scheduler import SchedulerConfig
 
 _DTYPES = ("float32", "bfloat16", "float16", "auto")
-_POLICIES = ("fcfs", "priority", "continuum")
-_TTL_POLICIES = ("fixed", "paper", "learned")
+# The one list of scheduling-policy and TTL-policy names every command, benchmark and the simulator read.
+POLICY_NAMES: tuple[str, ...] = ("fcfs", "priority", "continuum")
+TTL_POLICY_NAMES: tuple[str, ...] = ("fixed", "paper", "learned")
 
 
 _HELP = {
@@ -96,10 +97,10 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
-        if self.policy not in _POLICIES:
-            raise ValueError(f"policy must be one of {_POLICIES}, got {self.policy!r}")
-        if self.ttl_policy not in _TTL_POLICIES:
-            raise ValueError(f"ttl_policy must be one of {_TTL_POLICIES}, got {self.ttl_policy!r}")
+        if self.policy not in POLICY_NAMES:
+            raise ValueError(f"policy must be one of {POLICY_NAMES}, got {self.policy!r}")
+        if self.ttl_policy not in TTL_POLICY_NAMES:
+            raise ValueError(f"ttl_policy must be one of {TTL_POLICY_NAMES}, got {self.ttl_policy!r}")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"device must be auto, cpu or cuda[:N], got {self.device!r}")
         for name in ("block_size", "max_num_seqs", "max_num_batched_tokens"):

@@ -30,8 +30,8 @@ import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-from agent_engine.paths import models_dir
 from agent_engine.model.tokenizer_corpus import corpus_texts
+from agent_engine.paths import models_dir
 
 DEFAULT_MODEL_VERSION = "default-v1"
 DEFAULT_MODEL_NAME = "agent-engine-default"

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from agent_engine.engine.jobs import PROFILE_LENGTHS, JobTracker
-from agent_engine.workloads.replay.client import ReplayOptions, arrival_times, plan_job
 from agent_engine.sim.cost_model import CostModel
+from agent_engine.workloads.replay.client import ReplayOptions, arrival_times, plan_job
 from agent_engine.workloads.traces.format import TraceJob
 from estimator import Estimator, EstimatorConfig, ReloadCostModel
 from scheduler import FakeClock, FakeRunner, Request, SamplingParams, Scheduler, SchedulerConfig

@@ -12,9 +12,11 @@ from agent_engine.workloads.traces.format import (
     write_jobs,
 )
 from agent_engine.workloads.traces.profile import Dist, Profile, fit_profile, load_profile, save_profile
+from agent_engine.workloads.traces.source import DEFAULT_TRACE, load_trace, trace_label
 from agent_engine.workloads.traces.synth import synthesize, synthesize_job
 
 __all__ = [
+    "DEFAULT_TRACE",
     "Dist",
     "Profile",
     "TraceFormatError",
@@ -22,10 +24,12 @@ __all__ = [
     "TraceTurn",
     "fit_profile",
     "load_profile",
+    "load_trace",
     "read_jobs",
     "save_profile",
     "synthesize",
     "synthesize_job",
+    "trace_label",
     "validate_job",
     "write_jobs",
 ]
