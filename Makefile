@@ -1,10 +1,10 @@
-# Every target bootstraps .venv on first use. torch is pinned to the CPU build on local disk.
+# Every target bootstraps .venv on first use. torch is pinned to the CPU build (never an unpinned torch).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast lint bench clean
+.PHONY: venv demo test test-core lint clean
 
 venv: $(STAMP)
 
@@ -18,15 +18,17 @@ $(STAMP): pyproject.toml
 demo: venv
 	$(BIN)/agent-engine demo
 
-test: venv
-	$(BIN)/ruff check .
+# Lint, the import layers, then every test (core, slow; GPU tests skip without CUDA).
+test: lint
 	$(BIN)/python -m pytest -q tests
 
-test-fast: venv
-	$(BIN)/python -m pytest -q -m "not slow" tests
+# The fast loop: unit and property tests only.
+test-core: venv
+	$(BIN)/python -m pytest -q -m core tests
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-logo
 
 clean:
 	rm -rf $(VENV) build *.egg-info

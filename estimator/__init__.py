@@ -1,23 +1,25 @@
 """Tool-latency estimator: parse a finished turn's tool call, learn tool durations, choose pin TTLs.
 
-Imports neither torch, transformers nor fastapi (a test checks this in a fresh interpreter).
+Also the project's one per-job table (first arrival, turn count, pending turn; see ``estimator.jobs``).
+Imports neither torch, transformers, fastapi nor ``agent_engine`` (a test checks the first three in a
+fresh interpreter); trace files are read by ``agent_engine``, whose trace turns satisfy ``ToolTurn``.
 """
 
-from estimator.durations import DurationHistory, EmpiricalCDF, EtaTracker, JobTracker, SlidingMean
-from estimator.estimator import TTL_POLICIES, Estimator, EstimatorConfig, TurnDecision
+from estimator.config import TTL_POLICIES, EstimatorConfig, TurnDecision
+from estimator.durations import DurationHistory, EmpiricalCDF, EtaTracker, SlidingMean
+from estimator.estimator import Estimator
+from estimator.fitting import ToolTurn, fit_learned_model, holdout_mae, is_holdout, trace_dataset
+from estimator.jobs import JobState, JobTracker, PendingTurn
 from estimator.reload_cost import ReloadCostModel
 from estimator.tool_parser import ToolCall, normalize_tool_name, parse_tool, parse_tool_call
-from estimator.traces import TraceTurn, default_trace_path, read_trace
 from estimator.ttl_fixed import FixedTTLPolicy
 from estimator.ttl_learned import LearnedTTLPolicy, QuantileDurationModel
 from estimator.ttl_paper import PaperTTLPolicy, TTLRequest, best_tau, cap_ttl
 
-ToolLatencyEstimator = Estimator
-
 __all__ = [
     "TTL_POLICIES", "DurationHistory", "EmpiricalCDF", "Estimator", "EstimatorConfig", "EtaTracker",
-    "FixedTTLPolicy", "JobTracker", "LearnedTTLPolicy", "PaperTTLPolicy", "QuantileDurationModel",
-    "ReloadCostModel", "SlidingMean", "TTLRequest", "ToolCall", "ToolLatencyEstimator", "TraceTurn",
-    "TurnDecision", "best_tau", "cap_ttl", "default_trace_path", "normalize_tool_name", "parse_tool",
-    "parse_tool_call", "read_trace",
+    "FixedTTLPolicy", "JobState", "JobTracker", "LearnedTTLPolicy", "PaperTTLPolicy", "PendingTurn",
+    "QuantileDurationModel", "ReloadCostModel", "SlidingMean", "TTLRequest", "ToolCall", "ToolTurn",
+    "TurnDecision", "best_tau", "cap_ttl", "fit_learned_model", "holdout_mae", "is_holdout",
+    "normalize_tool_name", "parse_tool", "parse_tool_call", "trace_dataset",
 ]

@@ -1,27 +1,24 @@
-"""Measured tool durations: per-tool history, per-job measurement, eta and the unpinned queue delay.
+"""Measured tool durations: per-tool history, their distributions, eta and the unpinned queue delay.
 
-A tool's duration is measured per job as the next turn's arrival minus the previous turn's finish.
+A tool's duration is measured per job (``estimator.jobs``) as the next turn's arrival minus the
+previous turn's finish.
 
 Invariants:
 - Every recorded duration is finite and >= 0 (negative gaps are clamped to 0, NaN/inf dropped).
 - ``DurationHistory.count(None)`` is the number of samples over all tools, so
   ``sum(count(f) for f in tools) == count(None)`` (a turn without a tool counts only in the total).
 - Each window is bounded: memory does not grow with uptime.
-- ``JobTracker`` holds at most one pending (finished, not yet returned) turn per job.
 """
 
 from __future__ import annotations
 
 import math
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = [
-    "DurationHistory", "EmpiricalCDF", "EtaTracker", "JobState", "JobTracker", "PendingTurn", "SlidingMean",
-]
+__all__ = ["DurationHistory", "EmpiricalCDF", "EtaTracker", "SlidingMean"]
 
 
 class EmpiricalCDF:
@@ -56,6 +53,7 @@ class EmpiricalCDF:
         return int(self.support.size)
 
     def cdf(self, tau: float) -> float:
+        """``P(D <= tau)``."""
         i = int(np.searchsorted(self.support, tau, side="right"))
         return 0.0 if i == 0 else float(self.cum[i - 1])
 
@@ -63,6 +61,7 @@ class EmpiricalCDF:
         return np.diff(self.cum, prepend=0.0)
 
     def mean(self) -> float:
+        """E[D] over the support (the unseen tail above a quantile CDF's top carries no mass)."""
         m = self._mass()
         return float(np.dot(m, self.support) / m.sum())
 
@@ -103,9 +102,11 @@ class DurationHistory:
         return len(self._per_tool.get(tool, ()))
 
     def tools(self) -> list[str]:
+        """Every tool with at least one sample, sorted."""
         return sorted(self._per_tool)
 
     def mean(self, tool: str | None) -> float | None:
+        """Mean duration of ``tool`` (``None``: all tools), or None while it has no sample."""
         samples = self._all if tool is None else self._per_tool.get(tool)
         return (sum(samples) / len(samples)) if samples else None
 
@@ -129,6 +130,7 @@ class SlidingMean:
         self.default = default
 
     def add(self, value: float) -> None:
+        """Add one value; NaN and inf are ignored."""
         if not math.isfinite(value):
             return
         if len(self._values) == self._values.maxlen:
@@ -157,6 +159,7 @@ class EtaTracker:
         self._eta: float | None = None
 
     def add_job(self, num_turns: int) -> None:
+        """A job finished after ``num_turns`` turns (ignored when < 1)."""
         if num_turns >= 1:
             self._jobs.append(int(num_turns))
             self._eta = None
@@ -166,74 +169,18 @@ class EtaTracker:
 
     @property
     def value(self) -> float:
+        """The current eta (cached until the next ``add_job``)."""
         if len(self._jobs) < self.min_jobs:
             return self.default
         if self._eta is None:
-            n = np.repeat(np.asarray(self._jobs, float), np.asarray(self._jobs))
-            k = np.concatenate([np.arange(m, dtype=float) for m in self._jobs])
-            rem = n - k
-            if k.std() == 0.0 or rem.std() == 0.0:
-                self._eta = self.default
-            else:
-                self._eta = float(np.clip(-np.corrcoef(k, rem)[0, 1], 0.0, 1.0))
+            self._eta = self._anticorrelation()
         return self._eta
 
-
-@dataclass
-class PendingTurn:
-    """A finished non-final turn whose job has not come back yet."""
-
-    tool_name: str | None
-    finish_time: float
-    turn_index: int = 0
-    context_tokens: int = 0
-    command: str | None = None
-
-
-@dataclass
-class JobState:
-    pending: PendingTurn | None = None
-    durations: list[float] = field(default_factory=list)  # this job's measured durations, oldest first
-
-
-class JobTracker:
-    """Per-job bookkeeping: the pending turn and the job's own measured durations (LRU-bounded)."""
-
-    def __init__(self, max_jobs: int = 100_000, max_durations_per_job: int = 64) -> None:
-        self._jobs: OrderedDict[str, JobState] = OrderedDict()
-        self.max_jobs = max_jobs
-        self.max_durations_per_job = max_durations_per_job
-
-    def state(self, job_id: str) -> JobState:
-        st = self._jobs.get(job_id)
-        if st is None:
-            st = self._jobs[job_id] = JobState()
-            while len(self._jobs) > self.max_jobs:
-                self._jobs.popitem(last=False)
-        else:
-            self._jobs.move_to_end(job_id)
-        return st
-
-    def peek(self, job_id: str) -> JobState | None:
-        return self._jobs.get(job_id)
-
-    def finish_turn(self, job_id: str, turn: PendingTurn) -> None:
-        self.state(job_id).pending = turn
-
-    def arrive(self, job_id: str, arrival_time: float) -> tuple[PendingTurn, float] | None:
-        """Close the job's pending turn; returns it with the measured duration (>= 0), or None."""
-        st = self._jobs.get(job_id)
-        if st is None or st.pending is None:
-            return None
-        turn, st.pending = st.pending, None
-        seconds = max(0.0, arrival_time - turn.finish_time)
-        st.durations.append(seconds)
-        if len(st.durations) > self.max_durations_per_job:
-            del st.durations[0]
-        return turn, seconds
-
-    def forget(self, job_id: str) -> None:
-        self._jobs.pop(job_id, None)
-
-    def pending(self) -> dict[str, PendingTurn]:
-        return {j: st.pending for j, st in self._jobs.items() if st.pending is not None}
+    def _anticorrelation(self) -> float:
+        """``-corr(k, N - k)`` over every turn of the kept jobs, clamped to [0, 1]; default if undefined."""
+        n = np.repeat(np.asarray(self._jobs, float), np.asarray(self._jobs))
+        k = np.concatenate([np.arange(m, dtype=float) for m in self._jobs])
+        rem = n - k
+        if k.std() == 0.0 or rem.std() == 0.0:
+            return self.default
+        return float(np.clip(-np.corrcoef(k, rem)[0, 1], 0.0, 1.0))

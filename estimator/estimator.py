@@ -1,61 +1,31 @@
-"""The estimator facade the engine and the simulator call: parse, measure, choose TTLs.
+"""The estimator facade the engine and the simulator call: parse, measure, choose TTLs, track jobs.
 
 Invariants:
 - Every public method takes the one lock, so the estimator may be shared by server threads.
 - Time is read only from the injected ``Clock`` (when a caller passes no explicit time).
 - ``ttl`` returns a float >= 0 (0 = don't pin), never above ``ttl_hint`` when a hint is given.
 - A job has at most one pending turn; ``record_turn_arrival`` measures it at most once.
+- A job is active from its first ``on_turn_arrival`` until ``end_job`` / ``record_job_finished``
+  (or until the bounded job table forgets it); only active jobs have a first arrival and a turn count.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from estimator.durations import DurationHistory, EtaTracker, JobTracker, PendingTurn, SlidingMean
+from estimator.config import TTL_POLICIES, EstimatorConfig, TurnDecision
+from estimator.durations import DurationHistory, EmpiricalCDF, EtaTracker, SlidingMean
+from estimator.jobs import JobTracker, PendingTurn
 from estimator.reload_cost import ReloadCostModel
-from estimator.tool_parser import ToolCall, normalize_tool_name, parse_tool_call
+from estimator.tool_parser import ToolCall, normalize_tool_name, parse_tool, parse_tool_call
 from estimator.ttl_fixed import FixedTTLPolicy
 from estimator.ttl_learned import LearnedTTLPolicy, QuantileDurationModel
 from estimator.ttl_paper import PaperTTLPolicy, TTLRequest
 from scheduler.clock import Clock, MonotonicClock
 
 __all__ = ["Estimator", "EstimatorConfig", "TTL_POLICIES", "TurnDecision"]
-
-TTL_POLICIES = ("fixed", "paper", "learned")
-PolicyName = Literal["fixed", "paper", "learned"]
-
-
-@dataclass(frozen=True)
-class EstimatorConfig:
-    ttl_policy: PolicyName = "paper"
-    pin_threshold: float = 2.0  # fixed: pin this long unless the tool's mean exceeds it
-    cold_start_samples: int = 100  # K
-    default_ttl: float = 2.0  # paper/learned below K samples in total
-    history_window: int = 4096  # durations kept per tool
-    all_tools_window: int = 16384  # durations kept over all tools
-    queue_delay_window: int = 64  # T: sliding mean over the last unpinned queueing delays
-    eta_window_jobs: int = 256
-    eta_min_jobs: int = 8  # eta = 1.0 until this many jobs finished
-    pin_without_tool: bool = True  # fixed: pin a turn that names no tool (the fork does not)
-    learned_model_path: str | None = None
-    learned_refit_every: int = 1000  # online refit after this many new samples (0 = never)
-    learned_refit_in_background: bool = True
-    reload_cost_profile: str | None = None  # JSON written by ReloadCostModel.save
-
-    def __post_init__(self) -> None:
-        if self.ttl_policy not in TTL_POLICIES:
-            raise ValueError(f"ttl_policy must be one of {TTL_POLICIES}, not {self.ttl_policy!r}")
-        if self.cold_start_samples < 1 or self.pin_threshold < 0 or self.default_ttl < 0:
-            raise ValueError("cold_start_samples >= 1, pin_threshold >= 0 and default_ttl >= 0")
-
-
-@dataclass(frozen=True)
-class TurnDecision:
-    tool_name: str | None
-    ttl: float  # seconds; 0 = don't pin
 
 
 class Estimator:
@@ -68,6 +38,8 @@ class Estimator:
         reload_cost: ReloadCostModel | None = None,
         learned_model: QuantileDurationModel | None = None,
     ) -> None:
+        """``reload_cost`` / ``learned_model`` default to the config's files (if named), else R's defaults
+        and no model."""
         self.config = cfg = config or EstimatorConfig()
         self.clock = clock or MonotonicClock()
         self._lock = threading.RLock()
@@ -80,6 +52,12 @@ class Estimator:
         self.queue_delay = SlidingMean(cfg.queue_delay_window)
         self.reload_scale = SlidingMean(cfg.queue_delay_window, default=1.0)
         self.eta = EtaTracker(cfg.eta_window_jobs, cfg.eta_min_jobs)
+        self._build_policies(reload_cost, learned_model)
+        self._counters: Counter[str] = Counter()
+
+    def _build_policies(self, reload_cost: ReloadCostModel, learned_model: QuantileDurationModel | None) -> None:
+        """All three policies share the measurements; ``policy`` is the configured one."""
+        cfg = self.config
         self.fixed = FixedTTLPolicy(self.history, cfg.pin_threshold, cfg.pin_without_tool)
         self.paper = PaperTTLPolicy(
             self.history, reload_cost, self.queue_delay, self.eta, cfg.cold_start_samples, cfg.default_ttl,
@@ -88,19 +66,17 @@ class Estimator:
         self.learned = LearnedTTLPolicy(
             self.history, reload_cost, self.queue_delay, self.eta, learned_model, cfg.cold_start_samples,
             cfg.default_ttl, cfg.learned_refit_every, refit_in_background=cfg.learned_refit_in_background,
+            reload_scale=self.reload_scale,
         )
-        self.learned.reload_scale = self.reload_scale
         self.policy: FixedTTLPolicy | PaperTTLPolicy = {"fixed": self.fixed, "paper": self.paper,
                                                          "learned": self.learned}[cfg.ttl_policy]
-        self._counters: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ parsing
 
     @staticmethod
     def parse_tool(text: str | None, tool_calls: Any = None) -> str | None:
         """``bash:<program>`` / a function name / None; see ``estimator.tool_parser``."""
-        call = parse_tool_call(text, tool_calls)
-        return None if call is None else call.name
+        return parse_tool(text, tool_calls)
 
     # ------------------------------------------------------------------ decisions
 
@@ -214,6 +190,45 @@ class Estimator:
             self.paper.reload_cost = model
             self.learned.reload_cost = model
 
+    # ------------------------------------------------------------------ jobs
+
+    def on_turn_arrival(self, job_id: str, now: float | None = None) -> float:
+        """A turn of ``job_id`` arrived at ``now`` (default: the clock): counts it and, unless it is the
+        job's first, measures the tool duration of its pending turn. Returns the job's first arrival
+        (the program-level FCFS key)."""
+        with self._lock:
+            t = self.clock.now() if now is None else float(now)
+            if self.job_first_arrival(job_id) is not None:
+                self.record_turn_arrival(job_id, t)
+            return self.jobs.turn_arrived(job_id, t)
+
+    def job_first_arrival(self, job_id: str) -> float | None:
+        """When the job's first turn arrived; None unless the job is active."""
+        with self._lock:
+            st = self.jobs.peek(job_id)
+            return None if st is None else st.first_arrival
+
+    def job_turns(self, job_id: str) -> int | None:
+        """How many turns of the job arrived so far; None unless the job is active."""
+        with self._lock:
+            st = self.jobs.peek(job_id)
+            return None if st is None or st.first_arrival is None else st.turns
+
+    def end_job(self, job_id: str) -> tuple[int, float] | None:
+        """End an active job: feeds eta with its turn count and forgets it. Returns ``(turns,
+        first_arrival)``, or None (and changes nothing) if the job is not active; so it is idempotent."""
+        with self._lock:
+            st = self.jobs.peek(job_id)
+            if st is None or st.first_arrival is None:
+                return None
+            self.record_job_finished(job_id, st.turns)
+            return st.turns, st.first_arrival
+
+    def active_jobs(self) -> int:
+        """Jobs whose first turn arrived and that have not ended (nor been forgotten) yet."""
+        with self._lock:
+            return self.jobs.active
+
     # ------------------------------------------------------------------ queries
 
     def expected_return_time(self, job_id: str, now: float | None = None) -> float | None:
@@ -228,14 +243,19 @@ class Estimator:
                 return None
             turn = st.pending
             now = self.clock.now() if now is None else now
-            dist = self.history.distribution(turn.tool_name) if turn.tool_name else None
-            if dist is None or len(dist) == 0 or self.history.count(turn.tool_name) < self.config.cold_start_samples:
-                dist = self.history.distribution(None)
+            dist = self._return_distribution(turn.tool_name)
             if dist is None:
                 return turn.finish_time + self.config.default_ttl
             elapsed = max(0.0, now - turn.finish_time)
             residual = dist.residual_mean(elapsed)
             return now + (residual if residual is not None else dist.mean())
+
+    def _return_distribution(self, tool_name: str | None) -> EmpiricalCDF | None:
+        """The tool's CDF once it has K samples, else the CDF over all tools (None while there is none)."""
+        dist = self.history.distribution(tool_name) if tool_name else None
+        if dist is None or self.history.count(tool_name) < self.config.cold_start_samples:
+            dist = self.history.distribution(None)
+        return dist
 
     def snapshot(self) -> dict[str, float | int | str]:
         """Counters and current model state for metrics."""

@@ -3,7 +3,7 @@
 Features of a call: tool id, hashed first command words, log prompt length, turn index, and the
 job's own history (its last measured tool duration and its mean log duration so far). One
 ``HistGradientBoostingRegressor(loss="quantile")`` per level, trained on log durations (quantiles are
-invariant under monotone maps). Fitted offline from traces (``agent-engine estimator fit``), refitted
+invariant under monotone maps). Fitted offline from trace jobs (``estimator.fitting``), refitted
 online from recorded samples.
 
 Invariants:
@@ -30,15 +30,13 @@ from threadpoolctl import threadpool_limits
 
 from estimator.durations import DurationHistory, EmpiricalCDF, EtaTracker, SlidingMean
 from estimator.reload_cost import ReloadCostModel
-from estimator.traces import TraceTurn
 from estimator.ttl_paper import PaperTTLPolicy, TTLRequest
 
-__all__ = [
-    "DEFAULT_QUANTILES", "LearnedTTLPolicy", "QuantileDurationModel", "request_features", "trace_dataset",
-]
+__all__ = ["DEFAULT_QUANTILES", "N_FEATURES", "LearnedTTLPolicy", "QuantileDurationModel", "request_features"]
 
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)
 CMD_BUCKETS = 64
+N_FEATURES = 5  # numeric features per call, see ``request_features``
 _EPS = 1e-3  # seconds added before the log
 _FORMAT = "agent-engine-quantile-durations/1"
 
@@ -52,7 +50,11 @@ def _cmd_bucket(command: str | None) -> float:
 
 
 def request_features(req: TTLRequest) -> tuple[str | None, list[float]]:
-    """(tool name, numeric features) for one call; the tool is encoded by the model's vocabulary."""
+    """(tool name, ``N_FEATURES`` numeric features) for one call; the model encodes the tool itself.
+
+    Features: command bucket (NaN if none), log1p(context tokens), turn index, log of the job's last
+    duration and mean log of its durations so far (both NaN before the job's first measurement).
+    """
     durs = req.job_durations
     prev = math.log(durs[-1] + _EPS) if durs else math.nan
     mean_log = float(np.mean(np.log(np.asarray(durs) + _EPS))) if durs else math.nan
@@ -63,30 +65,6 @@ def request_features(req: TTLRequest) -> tuple[str | None, list[float]]:
         prev,
         mean_log,
     ]
-
-
-def trace_dataset(turns: Sequence[TraceTurn]) -> tuple[list[str | None], np.ndarray, np.ndarray, list[str]]:
-    """(tools, features, durations, job ids) of every turn with a measured tool duration.
-
-    Job-history features are built from earlier turns of the same job only, as online.
-    """
-    tools: list[str | None] = []
-    rows: list[list[float]] = []
-    ys: list[float] = []
-    jobs: list[str] = []
-    history: dict[str, list[float]] = {}
-    for t in turns:
-        if t.tool_seconds is None:
-            continue
-        past = history.setdefault(t.job_id, [])
-        req = TTLRequest(t.tool_name, t.prompt_tokens, t.turn_index, job_durations=tuple(past[-64:]))
-        tool, feats = request_features(req)
-        tools.append(tool)
-        rows.append(feats)
-        ys.append(max(0.0, t.tool_seconds))
-        jobs.append(t.job_id)
-        past.append(max(0.0, t.tool_seconds))
-    return tools, np.asarray(rows, float).reshape(-1, 5), np.asarray(ys, float), jobs
 
 
 class QuantileDurationModel:
@@ -108,7 +86,7 @@ class QuantileDurationModel:
         self.vocab: dict[str, int] = {}
         self.models: list[HistGradientBoostingRegressor] = []
         self.train_tools: list[str | None] = []
-        self.train_x = np.zeros((0, 5))
+        self.train_x = np.zeros((0, N_FEATURES))
         self.train_y = np.zeros(0)
 
     @property
@@ -117,19 +95,14 @@ class QuantileDurationModel:
 
     def _encode(self, tools: Sequence[str | None], x: np.ndarray) -> np.ndarray:
         codes = np.array([self.vocab.get(t, 0) if t is not None else math.nan for t in tools], float)
-        return np.column_stack([codes, x]) if len(tools) else np.zeros((0, 6))
+        return np.column_stack([codes, x]) if len(tools) else np.zeros((0, N_FEATURES + 1))
 
     def fit(self, tools: Sequence[str | None], x: np.ndarray, y: np.ndarray) -> QuantileDurationModel:
         """Fit every level on (tools, features, durations); tools seen < ``min_tool_count`` times share code 0."""
         if len(tools) != len(x) or len(x) != len(y) or len(y) < 10:
             raise ValueError("need >= 10 aligned rows to fit a duration model")
         tools, x, y = list(tools)[-self.keep_rows:], np.asarray(x, float)[-self.keep_rows:], y[-self.keep_rows:]
-        counts: dict[str, int] = {}
-        for t in tools:
-            if t is not None:
-                counts[t] = counts.get(t, 0) + 1
-        frequent = sorted((t for t, c in counts.items() if c >= self.min_tool_count), key=lambda t: -counts[t])
-        self.vocab = {t: i + 1 for i, t in enumerate(frequent[:250])}
+        self.vocab = self._vocabulary(tools)
         features = self._encode(tools, x)
         target = np.log(np.asarray(y, float) + _EPS)
         # One OpenMP thread: on a small, shared CPU the thread pool's spin-waits cost more than they save.
@@ -138,6 +111,16 @@ class QuantileDurationModel:
         self.models = models
         self.train_tools, self.train_x, self.train_y = tools, x, np.asarray(y, float)
         return self
+
+    def _vocabulary(self, tools: Sequence[str | None]) -> dict[str, int]:
+        """Codes 1.. for the (at most 250) most frequent tools seen >= ``min_tool_count`` times; ties keep
+        first-seen order. Every other tool gets code 0 from ``_encode``."""
+        counts: dict[str, int] = {}
+        for t in tools:
+            if t is not None:
+                counts[t] = counts.get(t, 0) + 1
+        frequent = sorted((t for t, c in counts.items() if c >= self.min_tool_count), key=lambda t: -counts[t])
+        return {t: i + 1 for i, t in enumerate(frequent[:250])}
 
     def _fit_one(self, q: float, features: np.ndarray, target: np.ndarray) -> HistGradientBoostingRegressor:
         m = HistGradientBoostingRegressor(
@@ -156,14 +139,17 @@ class QuantileDurationModel:
         return np.sort(np.maximum(np.exp(logq) - _EPS, 0.0), axis=1)
 
     def predict_median(self, tools: Sequence[str | None], x: np.ndarray) -> np.ndarray:
+        """(n,) the median in seconds, interpolated between the predicted quantiles."""
         q = self.predict_quantiles(tools, x)
         return np.array([np.interp(0.5, self.quantiles, row) for row in q])
 
     def distribution(self, req: TTLRequest) -> EmpiricalCDF:
+        """The call's predicted duration distribution (``P(q_alpha) = alpha``)."""
         tool, feats = request_features(req)
         return EmpiricalCDF.from_quantiles(self.quantiles, self.predict_quantiles([tool], np.array([feats]))[0])
 
     def save(self, path: str | os.PathLike[str]) -> None:
+        """Pickle the model (with its kept training rows) to ``path``."""
         with open(path, "wb") as f:
             pickle.dump({"format": _FORMAT, "model": self}, f)
 
@@ -194,8 +180,9 @@ class LearnedTTLPolicy(PaperTTLPolicy):
         refit_every: int = 1000,
         online_window: int = 20000,
         refit_in_background: bool = True,
+        reload_scale: SlidingMean | None = None,
     ) -> None:
-        super().__init__(history, reload_cost, queue_delay, eta, cold_start_samples, default_ttl)
+        super().__init__(history, reload_cost, queue_delay, eta, cold_start_samples, default_ttl, reload_scale)
         self.model = model
         self.refit_every = refit_every
         self.refit_in_background = refit_in_background
@@ -205,6 +192,7 @@ class LearnedTTLPolicy(PaperTTLPolicy):
         self._refitting = threading.Lock()
 
     def distribution(self, req: TTLRequest) -> tuple[EmpiricalCDF | None, str]:
+        """The tool's own CDF (``tool``) at >= K samples, else the model's (``learned``), else the paper's."""
         k = self.cold_start_samples
         if req.tool_name is not None and self.history.count(req.tool_name) >= k:
             return self.history.distribution(req.tool_name), "tool"
@@ -233,22 +221,31 @@ class LearnedTTLPolicy(PaperTTLPolicy):
         if not self._refitting.acquire(blocking=False):
             return False
         try:
-            online = list(self._online) if online is None else online
-            old = self.model
-            base = old or QuantileDurationModel()
-            tools = list(base.train_tools) + [o[0] for o in online]
-            rows = [*base.train_x.tolist(), *(o[1] for o in online)]
-            ys = np.concatenate([base.train_y, np.array([o[2] for o in online], float)])
-            if len(ys) < 10:
+            new = self._refitted_model(list(self._online) if online is None else online)
+            if new is None:
                 return False
-            new = QuantileDurationModel(base.quantiles, base.max_iter, base.min_tool_count, base.seed, base.keep_rows)
-            # The new model keeps the offline rows as its own base, not the online ones (no double counting).
-            new.fit(tools, np.asarray(rows, float), ys)
-            n_base = len(base.train_y)
-            new.train_tools, new.train_x, new.train_y = tools[:n_base], np.asarray(rows[:n_base], float).reshape(
-                -1, 5), ys[:n_base]
             self.model = new
             self.refits += 1
             return True
         finally:
             self._refitting.release()
+
+    def _refitted_model(self, online: list[tuple[str | None, list[float], float]]) -> QuantileDurationModel | None:
+        """A new model (same settings) fitted on the current model's offline rows plus ``online``.
+
+        None below 10 rows. The new model keeps only the offline rows as its own base, so a later
+        refit does not count these online rows twice.
+        """
+        base = self.model or QuantileDurationModel()
+        tools = list(base.train_tools) + [o[0] for o in online]
+        rows = [*base.train_x.tolist(), *(o[1] for o in online)]
+        ys = np.concatenate([base.train_y, np.array([o[2] for o in online], float)])
+        if len(ys) < 10:
+            return None
+        new = QuantileDurationModel(base.quantiles, base.max_iter, base.min_tool_count, base.seed, base.keep_rows)
+        new.fit(tools, np.asarray(rows, float), ys)
+        n_base = len(base.train_y)
+        new.train_tools = tools[:n_base]
+        new.train_x = np.asarray(rows[:n_base], float).reshape(-1, N_FEATURES)
+        new.train_y = ys[:n_base]
+        return new

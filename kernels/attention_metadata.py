@@ -19,6 +19,7 @@ the per-layer work is a couple of ``index_select`` calls and one SDPA call per g
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -136,55 +137,13 @@ def build_attention_metadata(
     ``block_tables[i]`` are its block ids in order (it may hold more blocks than needed).
     Raises ``ValueError`` when an invariant of the module docstring does not hold.
     """
-    num_reqs = len(query_lens)
-    if not (len(context_lens) == num_reqs == len(block_tables)) or num_reqs == 0:
-        raise ValueError("query_lens, context_lens and block_tables must be non-empty and of equal length")
-    if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    _check_shapes(query_lens, context_lens, block_tables, block_size)
     device = torch.device(device)
     seq_lens = [c + q for c, q in zip(context_lens, query_lens, strict=True)]
-    starts = [0]
-    slots: list[int] = []
-    for i in range(num_reqs):
-        q, ctx, table = query_lens[i], context_lens[i], block_tables[i]
-        if q < 1 or ctx < 0:
-            raise ValueError(f"request {i}: query_len must be >= 1 and context_len >= 0, got {q}, {ctx}")
-        needed = _cdiv(seq_lens[i], block_size)
-        if len(table) < needed or any(b <= 0 for b in table[:needed]):
-            raise ValueError(f"request {i}: needs {needed} non-null blocks, got {table[:needed]}")
-        starts.append(starts[-1] + q)
-        for pos in range(ctx, ctx + q):
-            slots.append(table[pos // block_size] * block_size + pos % block_size)
+    starts, slots = _query_starts_and_slots(query_lens, context_lens, seq_lens, block_tables, block_size)
     max_blocks = max(_cdiv(s, block_size) for s in seq_lens)
     padded = [list(t[:max_blocks]) + [0] * (max_blocks - min(len(t), max_blocks)) for t in block_tables]
-
-    decode_reqs = [i for i in range(num_reqs) if query_lens[i] == 1]
-    decode_token_idx = decode_block_idx = decode_mask = None
-    decode_num_blocks = 0
-    if decode_reqs:
-        decode_num_blocks = max(_cdiv(seq_lens[i], block_size) for i in decode_reqs)
-        flat_blocks = [b for i in decode_reqs for b in padded[i][:decode_num_blocks]]
-        decode_token_idx = torch.tensor([starts[i] for i in decode_reqs], dtype=torch.int64, device=device)
-        decode_block_idx = torch.tensor(flat_blocks, dtype=torch.int64, device=device)
-        d_lens = torch.tensor([seq_lens[i] for i in decode_reqs], dtype=torch.int64, device=device)
-        width = decode_num_blocks * block_size
-        decode_mask = (torch.arange(width, device=device)[None, :] < d_lens[:, None]).view(
-            len(decode_reqs), 1, 1, width
-        )
-
-    prefills: list[PrefillChunk] = []
-    for i in range(num_reqs):
-        if query_lens[i] == 1:
-            continue
-        ctx = context_lens[i]
-        block_idx = mask = None
-        if ctx > 0:
-            nb = _cdiv(seq_lens[i], block_size)
-            block_idx = torch.tensor(padded[i][:nb], dtype=torch.int64, device=device)
-            q_pos = torch.arange(ctx, seq_lens[i], device=device)
-            mask = torch.arange(nb * block_size, device=device)[None, :] <= q_pos[:, None]
-        prefills.append(PrefillChunk(i, starts[i], starts[i + 1], ctx, seq_lens[i], block_idx, mask))
-
+    decode = _decode_metadata(query_lens, seq_lens, starts, padded, block_size, device)
     cu_k = [0]
     for s in seq_lens:
         cu_k.append(cu_k[-1] + s)
@@ -201,11 +160,78 @@ def build_attention_metadata(
         query_start_loc_list=starts,
         seq_lens_list=seq_lens,
         context_lens_list=list(context_lens),
-        decode_token_idx=decode_token_idx,
-        decode_block_idx=decode_block_idx,
-        decode_num_blocks=decode_num_blocks,
-        decode_mask=decode_mask,
-        all_decode=len(decode_reqs) == num_reqs,
-        prefills=prefills,
+        **decode,
+        all_decode=all(q == 1 for q in query_lens),
+        prefills=_prefill_chunks(query_lens, context_lens, seq_lens, starts, padded, block_size, device),
         workspace=workspace,
     )
+
+
+def _check_shapes(
+    query_lens: list[int], context_lens: list[int], block_tables: list[list[int]], block_size: int
+) -> None:
+    num_reqs = len(query_lens)
+    if not (len(context_lens) == num_reqs == len(block_tables)) or num_reqs == 0:
+        raise ValueError("query_lens, context_lens and block_tables must be non-empty and of equal length")
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+
+
+def _query_starts_and_slots(
+    query_lens: list[int], context_lens: list[int], seq_lens: list[int], block_tables: list[list[int]],
+    block_size: int,
+) -> tuple[list[int], list[int]]:
+    """Each request's first query row (plus the total at the end) and the KV slot of every new token."""
+    starts = [0]
+    slots: list[int] = []
+    for i, (q, ctx, table) in enumerate(zip(query_lens, context_lens, block_tables, strict=True)):
+        if q < 1 or ctx < 0:
+            raise ValueError(f"request {i}: query_len must be >= 1 and context_len >= 0, got {q}, {ctx}")
+        needed = _cdiv(seq_lens[i], block_size)
+        if len(table) < needed or any(b <= 0 for b in table[:needed]):
+            raise ValueError(f"request {i}: needs {needed} non-null blocks, got {table[:needed]}")
+        starts.append(starts[-1] + q)
+        for pos in range(ctx, ctx + q):
+            slots.append(table[pos // block_size] * block_size + pos % block_size)
+    return starts, slots
+
+
+def _decode_metadata(
+    query_lens: list[int], seq_lens: list[int], starts: list[int], padded: list[list[int]], block_size: int,
+    device: torch.device,
+) -> dict[str, Any]:
+    """The batched decode fields: token rows, flattened block ids, the width in blocks and the length mask."""
+    decode_reqs = [i for i, q in enumerate(query_lens) if q == 1]
+    if not decode_reqs:
+        return {"decode_token_idx": None, "decode_block_idx": None, "decode_num_blocks": 0, "decode_mask": None}
+    num_blocks = max(_cdiv(seq_lens[i], block_size) for i in decode_reqs)
+    flat_blocks = [b for i in decode_reqs for b in padded[i][:num_blocks]]
+    lens = torch.tensor([seq_lens[i] for i in decode_reqs], dtype=torch.int64, device=device)
+    width = num_blocks * block_size
+    mask = (torch.arange(width, device=device)[None, :] < lens[:, None]).view(len(decode_reqs), 1, 1, width)
+    return {
+        "decode_token_idx": torch.tensor([starts[i] for i in decode_reqs], dtype=torch.int64, device=device),
+        "decode_block_idx": torch.tensor(flat_blocks, dtype=torch.int64, device=device),
+        "decode_num_blocks": num_blocks,
+        "decode_mask": mask,
+    }
+
+
+def _prefill_chunks(
+    query_lens: list[int], context_lens: list[int], seq_lens: list[int], starts: list[int],
+    padded: list[list[int]], block_size: int, device: torch.device,
+) -> list[PrefillChunk]:
+    """One chunk per request with more than one new token; a chunk over cached context gets its blocks and mask."""
+    prefills: list[PrefillChunk] = []
+    for i, q in enumerate(query_lens):
+        if q == 1:
+            continue
+        ctx = context_lens[i]
+        block_idx = mask = None
+        if ctx > 0:
+            nb = _cdiv(seq_lens[i], block_size)
+            block_idx = torch.tensor(padded[i][:nb], dtype=torch.int64, device=device)
+            q_pos = torch.arange(ctx, seq_lens[i], device=device)
+            mask = torch.arange(nb * block_size, device=device)[None, :] <= q_pos[:, None]
+        prefills.append(PrefillChunk(i, starts[i], starts[i + 1], ctx, seq_lens[i], block_idx, mask))
+    return prefills

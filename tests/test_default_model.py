@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from agent_engine import default_model as dm
-from agent_engine.paths import ENV_CACHE, models_dir
+from agent_engine.model import default_model as dm
 from agent_engine.model.tokenizer_corpus import corpus_texts
+from agent_engine.paths import ENV_CACHE, models_dir
+
+pytestmark = pytest.mark.core
 
 
 def _sha(path: Path) -> str:

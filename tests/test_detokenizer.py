@@ -6,8 +6,15 @@ import random
 
 import pytest
 
+from agent_engine.engine.detokenizer import (
+    REPLACEMENT_CHAR,
+    IncrementalDetokenizer,
+    find_stop,
+    stop_hold_back,
+)
 from agent_engine.model.default_model import default_model_dir
-from agent_engine.engine.detokenizer import REPLACEMENT_CHAR, IncrementalDetokenizer, find_stop, stop_hold_back
+
+pytestmark = pytest.mark.core
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,8 @@ import pytest
 from agent_engine import LLM, LLMEngine, SamplingParams
 from agent_engine.config import EngineConfig
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def llm() -> LLM:
@@ -133,7 +135,7 @@ def test_failed_step_fails_its_batch_without_poisoning_the_prefix_cache(llm: LLM
         outs = eng.step()
         assert [o.outputs[0].finish_reason for o in outs] == ["error"]
         assert eng.scheduler.kv.pool.num_used_blocks == 0 and not eng.has_unfinished_requests()
-        assert "jf" not in eng.job_hooks.jobs
+        assert eng.job_hooks.estimator.job_turns("jf") is None
         retry = llm.generate({"prompt_token_ids": prompt + [1]}, sp, use_tqdm=False)[0]
     finally:
         eng.runner.execute = real
@@ -146,6 +148,6 @@ def test_aborted_last_step_ends_the_job(llm: LLM) -> None:
     eng.add_request("last", "final turn", SamplingParams(max_tokens=50, ignore_eos=True), job_id="jab",
                     is_last_step=True)
     eng.step()
-    assert "jab" in eng.job_hooks.jobs
+    assert eng.job_hooks.estimator.job_turns("jab") is not None
     eng.abort("last")
-    assert "jab" not in eng.job_hooks.jobs and eng.scheduler.kv.pool.num_used_blocks == 0
+    assert eng.job_hooks.estimator.job_turns("jab") is None and eng.scheduler.kv.pool.num_used_blocks == 0

@@ -8,6 +8,8 @@ import pytest
 
 from estimator import Estimator, normalize_tool_name, parse_tool, parse_tool_call
 
+pytestmark = pytest.mark.core
+
 
 def fence(body: str, lang: str = "bash") -> str:
     return f"THOUGHT: let me look.\n\n```{lang}\n{body}\n```\n"

@@ -18,6 +18,8 @@ from estimator import (
 )
 from scheduler.clock import FakeClock
 
+pytestmark = pytest.mark.core
+
 NO_RELOAD = ReloadCostModel(0.0, 0.0, 0.0)
 
 

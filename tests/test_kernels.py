@@ -18,6 +18,8 @@ from kernels import (
     write_kv_cache,
 )
 
+pytestmark = pytest.mark.core
+
 HEAD_DIM = 16
 
 

@@ -11,6 +11,8 @@ import torch
 from agent_engine.model.default_model import DEFAULT_MODEL_NAME, default_model_dir
 from agent_engine.model.loader import LoadedModel, load_model
 
+pytestmark = pytest.mark.core
+
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 

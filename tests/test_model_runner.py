@@ -19,6 +19,8 @@ from agent_engine.model.runner import ModelRunner
 from scheduler.outputs import ScheduledRequest, SchedulerOutput
 from scheduler.sampling_params import SamplingParams
 
+pytestmark = pytest.mark.core
+
 BLOCK = 4
 GREEDY = SamplingParams(temperature=0.0, max_tokens=64, logprobs=5)
 TINY = dict(

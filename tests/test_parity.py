@@ -15,6 +15,8 @@ import torch
 from agent_engine import LLM, SamplingParams
 from agent_engine.model.default_model import default_model_dir
 
+pytestmark = pytest.mark.slow
+
 NEW_TOKENS = 12
 LENGTHS = [1, 2, 3, 5, 8, 15, 16, 17, 31, 33, 64, 100, 128, 250, 400, 600]
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
 import torch
 
 from agent_engine.model.sampler import Sampler
 from scheduler.sampling_params import SamplingParams
+
+pytestmark = pytest.mark.core
 
 VOCAB = 50
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_engine.config import EngineConfig
-from agent_engine.engine.jobs import JobTracker
+from agent_engine.engine.jobs import JobHooks
 from scheduler import Clock, SchedulerConfig
 
 logger = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ class EngineParts:
     loaded: Any
     runner: Any
     sched_config: SchedulerConfig
-    job_hooks: JobTracker
+    job_hooks: JobHooks
     pin_ttl_fn: Callable[[Any], float] | None
     trace_sink: Callable[[dict], None] | None
     close_trace: Callable[[], None] | None
@@ -82,7 +82,7 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
     runner = ModelRunner(loaded.model, num_kv_blocks=num_blocks, block_size=config.block_size, device=device,
                          seed=config.seed)
     sched_config = config.scheduler_config(num_blocks, max_len)
-    tracker = JobTracker.build(config, clock, loaded.tokenizer, runner)
+    tracker = JobHooks.build(config, clock, loaded.tokenizer, runner)
     pin_fn = tracker.pin_ttl if config.policy == "continuum" else None
     sink, close = _trace_writer(config.sched_trace)
     logger.info("engine: model=%s device=%s dtype=%s kv_blocks=%d block_size=%d max_model_len=%d policy=%s",

@@ -1,16 +1,17 @@
-"""Engine-side agent-job bookkeeping: turn counts, job arrival, JCT, and the estimator's inputs.
+"""The engine's agent-job hooks: the bridge between the engine's requests and the estimator.
 
 The scheduler decides pins but holds only token ids; this adapter owns the tokenizer view. It is
 the pin-TTL callback the scheduler calls for a finished non-final CONTINUUM turn, and it feeds the
 estimator what the engine measures: turn finish/arrival times (tool durations), queueing delays of
-returning turns that found no pin (T), and finished jobs' turn counts (eta).
+returning turns that found no pin (T), and finished jobs' turn counts (eta). The per-job state
+(first arrival, turn count, the pending turn) lives in the estimator's one ``JobTracker``; this
+adapter keeps only the finished-job totals and listeners.
 Invariant: each finished non-final turn is recorded with the estimator exactly once.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,30 +25,20 @@ logger = logging.getLogger(__name__)
 PROFILE_LENGTHS = (64, 256, 512, 1024, 2048)
 
 JobListener = Callable[[str, int, float], None]  # (job_id, turns, jct_seconds)
-# Jobs that never send a last step nor a DELETE are forgotten, least recently active first.
-MAX_TRACKED_JOBS = 100_000
 
 
 @dataclass
-class _Job:
-    first_arrival: float
-    turns: int = 0
-
-
-@dataclass
-class JobTracker:
+class JobHooks:
     estimator: Estimator
     tokenizer: Any
     clock: Clock
-    jobs: OrderedDict[str, _Job] = field(default_factory=OrderedDict)
-    max_jobs: int = MAX_TRACKED_JOBS
     job_listeners: list[JobListener] = field(default_factory=list)
     jobs_finished: int = 0
     jct_sum: float = 0.0
     _recorded: set[str] = field(default_factory=set)
 
     @classmethod
-    def build(cls, config: Any, clock: Clock, tokenizer: Any, runner: Any) -> JobTracker:
+    def build(cls, config: Any, clock: Clock, tokenizer: Any, runner: Any) -> JobHooks:
         """An estimator configured from the engine config; profiles R(ctx) on the model if asked."""
         est = Estimator(
             EstimatorConfig(
@@ -78,10 +69,10 @@ class JobTracker:
         text = None
         if req.tool_name is None:
             text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
-        job = self.jobs.get(req.job_id) if req.job_id else None
+        turns = (self.estimator.job_turns(req.job_id) if req.job_id else None) or 1
         decision = self.estimator.on_turn_finished(
             req.job_id, text=text, tool_name=req.tool_name, context_tokens=req.num_tokens,
-            turn_index=max(0, (job.turns if job else 1) - 1), ttl_hint=req.tool_ttl_hint,
+            turn_index=turns - 1, ttl_hint=req.tool_ttl_hint,
             finish_time=req.finished_time,
         )
         self._recorded.add(req.request_id)
@@ -90,16 +81,7 @@ class JobTracker:
     # ---- engine hooks ------------------------------------------------------------------------
     def on_arrival(self, job_id: str, now: float) -> float:
         """A turn of ``job_id`` arrived; returns the job's first arrival (program-level FCFS key)."""
-        job = self.jobs.get(job_id)
-        if job is None:
-            job = self.jobs[job_id] = _Job(first_arrival=now)
-            if len(self.jobs) > self.max_jobs:
-                self.jobs.popitem(last=False)
-        else:
-            self.jobs.move_to_end(job_id)
-            self.estimator.record_turn_arrival(job_id, now)
-        job.turns += 1
-        return job.first_arrival
+        return self.estimator.on_turn_arrival(job_id, now)
 
     def on_finished(self, req: Request, text: str) -> None:
         """A request ended (any reason). Records the turn, its queueing delay and a finished job."""
@@ -108,14 +90,14 @@ class JobTracker:
         self._recorded.discard(rid)
         if req.job_id is None:
             return
-        job = self.jobs.get(req.job_id)
-        if job is None:
+        turns = self.estimator.job_turns(req.job_id)
+        if turns is None:
             return
         if req.status is RequestStatus.FINISHED_ABORTED:
             if req.is_last_step:  # the job is over even if its last turn was cut short
                 self._end_job(req.job_id, req.finished_time or self.clock.now())
             return
-        if job.turns > 1 and not req.pin_hit and req.first_scheduled_time is not None:
+        if turns > 1 and not req.pin_hit and req.first_scheduled_time is not None:
             self.estimator.record_unpinned_queue_delay(req.first_scheduled_time - req.arrival_time)
             if req.first_token_time is not None:
                 recomputed = req.num_prompt_tokens - max(0, req.num_cached_tokens)
@@ -125,25 +107,26 @@ class JobTracker:
         elif not already:
             tool = req.tool_name or self.estimator.parse_tool(text)
             self.estimator.record_turn_finished(req.job_id, tool, req.finished_time,
-                                                context_tokens=req.num_tokens, turn_index=job.turns - 1)
+                                                context_tokens=req.num_tokens, turn_index=turns - 1)
 
     def on_job_released(self, job_id: str) -> None:
         """The client ended the job (DELETE /v1/jobs/{id}); idempotent."""
-        if job_id in self.jobs:
-            self._end_job(job_id, self.clock.now())
+        self._end_job(job_id, self.clock.now())
 
     def _end_job(self, job_id: str, now: float) -> None:
-        job = self.jobs.pop(job_id)
-        jct = max(0.0, now - job.first_arrival)
+        ended = self.estimator.end_job(job_id)
+        if ended is None:
+            return
+        turns, first_arrival = ended
+        jct = max(0.0, now - first_arrival)
         self.jobs_finished += 1
         self.jct_sum += jct
-        self.estimator.record_job_finished(job_id, job.turns)
         for fn in self.job_listeners:
-            fn(job_id, job.turns, jct)
+            fn(job_id, turns, jct)
 
     def stats(self) -> dict[str, Any]:
         return {
-            "jobs_active": len(self.jobs),
+            "jobs_active": self.estimator.active_jobs(),
             "jobs_finished": self.jobs_finished,
             "jct_sum_seconds": self.jct_sum,
             "estimator": self.estimator.snapshot(),
