@@ -1,8 +1,9 @@
-"""Start real servers for tests: in a thread (shared per process) or as a subprocess, on 127.0.0.1 only.
+"""Start servers for tests: in a thread (shared per process) or as a subprocess, on 127.0.0.1 only.
 
 Invariants: every server binds 127.0.0.1 on a port the OS picked (in-thread servers get the bound
 socket itself, so there is no port race); every wait is bounded; ``shared_server()`` builds one real
-``LLMEngine`` on the embedded default model per test process and stops it at exit.
+``LLMEngine`` on the embedded default model per test process and stops it at exit; ``FakeEngine`` is a
+pure-Python stand-in (no model, no torch) for fast tests of the app and the engine thread.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from agent_engine.server.config import ServerConfig
 from agent_engine.server.launcher import ServerProcess, start_engine_server
 
 # Small pool and context keep the embedded model fast on 2 CPU cores.
@@ -30,7 +33,6 @@ class ThreadServer:
     async_engine: Any
     server: Any
     thread: threading.Thread
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def state(self) -> Any:
@@ -59,19 +61,25 @@ class ThreadServer:
         self.thread.join(timeout)
 
 
-def start_thread_server(async_engine: Any, *, api_key: str | None = None, max_waiting: int | None = None,
+# Tests drain for at most 2 s and keep uvicorn quiet.
+TEST_SERVER_CONFIG = ServerConfig(drain_timeout=2.0, log_level="warning")
+
+
+def start_thread_server(async_engine: Any, server_config: ServerConfig = TEST_SERVER_CONFIG, *,
                         startup_timeout: float = 60.0) -> ThreadServer:
-    """Serve ``async_engine`` through ``build_app`` on a fresh 127.0.0.1 socket in a daemon thread."""
+    """Serve ``async_engine`` through ``build_app`` on a fresh 127.0.0.1 socket in a daemon thread
+    (``server_config``'s host and port are not used: the socket is bound here)."""
     import uvicorn
 
     from agent_engine.server.app import build_app
 
-    app = build_app(async_engine, api_key=api_key, max_waiting=max_waiting, drain_timeout=2.0)
+    app = build_app(async_engine, server_config)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2, access_log=False)
+    config = uvicorn.Config(app, log_level=server_config.log_level, access_log=False,
+                            timeout_graceful_shutdown=max(1, int(server_config.drain_timeout)))
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="uvicorn-test")
     thread.start()
@@ -81,6 +89,28 @@ def start_thread_server(async_engine: Any, *, api_key: str | None = None, max_wa
             raise RuntimeError("test server did not start")
         time.sleep(0.02)
     return ThreadServer(f"http://127.0.0.1:{port}", app, async_engine, server, thread)
+
+
+def assert_error(r: Any, status: int, code: str | None = None) -> dict[str, Any]:
+    """``r`` (an httpx response) has ``status`` and an OpenAI error body (with ``code`` if given)."""
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert set(body) == {"error"}
+    err = body["error"]
+    assert set(err) >= {"message", "type", "param", "code"} and err["message"]
+    if code is not None:
+        assert err["code"] == code
+    return err
+
+
+def post_api(srv: ThreadServer, path: str, body: Any, **kw: Any) -> Any:
+    """POST ``body`` (JSON, or raw bytes sent as ``application/json``) to ``srv``; the httpx response."""
+    import httpx
+
+    if isinstance(body, (dict, list)):
+        return httpx.post(srv.base_url + path, json=body, timeout=60, **kw)
+    return httpx.post(srv.base_url + path, content=body, timeout=60,
+                      headers={"content-type": "application/json", **kw.pop("headers", {})}, **kw)
 
 
 def build_engine(**overrides: Any) -> Any:
@@ -129,6 +159,136 @@ def engine_generate(engine: Any, prompt: Any, params: Any, request_id: str = "re
     return final
 
 
-def start_subprocess_server(extra_args: list[str], log_path: Path, startup_timeout: float = 90.0) -> ServerProcess:
-    """``python -m agent_engine.server.serve`` on 127.0.0.1:<free port>, healthy (the benchmarks' launcher)."""
+def start_subprocess_server(extra_args: list[str], log_path: Path,
+                            startup_timeout: float = 90.0) -> ServerProcess:
+    """``python -m agent_engine.server.serve`` on 127.0.0.1:<free port>, healthy (via ``launcher``)."""
     return start_engine_server(extra_args, log_path, startup_timeout=startup_timeout)
+
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+class FakeTokenizer:
+    """Token ``t`` is the letter ``LETTERS[t]``; a text's character ``c`` is token ``ord(c) % 26``."""
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) % len(LETTERS) for c in text]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(LETTERS[t] for t in ids)
+
+    def apply_chat_template(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True,
+                            tokenize: bool = False) -> str:
+        text = "".join(f"{m['role']}:{m['content']};" for m in messages)
+        return text + "assistant:" if add_generation_prompt else text
+
+
+@dataclass
+class _FakeRequest:
+    request_id: str
+    prompt: str | None
+    prompt_ids: list[int]
+    params: Any
+    job_id: str | None
+    is_last_step: bool
+    arrival: float
+    tokens: list[int] = field(default_factory=list)
+    text: str = ""
+    first_token_time: float | None = None
+
+
+class FakeEngine:
+    """A pure-Python stand-in for ``LLMEngine`` (no model): every step adds one token to every request,
+    the token after its last one (mod 26), so a request's text is ``FakeEngine.expected_text`` and it
+    ends with "length" after ``max_tokens``. A prompt containing ``FAIL`` ends with finish reason "error"
+    (a failed model step). A job whose last request was not its last step holds a "pin" until released.
+    ``step_delay`` seconds per busy step make long requests take real time (for disconnect tests)."""
+
+    model_name = "fake-model"
+    vocab_size = len(LETTERS)
+    FAIL = "FAIL"
+
+    def __init__(self, max_model_len: int = 4096, step_delay: float = 0.0) -> None:
+        self.max_model_len = max_model_len
+        self.step_delay = step_delay
+        self.tokenizer = FakeTokenizer()
+        self.reqs: dict[str, _FakeRequest] = {}
+        self.pinned_jobs: set[str] = set()
+        self.num_failed_steps = 0
+
+    @staticmethod
+    def expected_text(prompt_ids: list[int], n: int) -> str:
+        return "".join(LETTERS[(prompt_ids[-1] + k) % len(LETTERS)] for k in range(1, n + 1))
+
+    def tokenize_prompt(self, prompt: Any) -> tuple[str | None, list[int]]:
+        if isinstance(prompt, str):
+            return prompt, self.tokenizer.encode(prompt)
+        return None, list(prompt)
+
+    def add_request(self, request_id: str, prompt: Any, params: Any, *, job_id: str | None = None,
+                    is_last_step: bool = False, **_: Any) -> None:
+        text, ids = self.tokenize_prompt(prompt)
+        if not ids:
+            raise ValueError("the prompt is empty")
+        if any(not 0 <= t < self.vocab_size for t in ids):
+            raise ValueError(f"a token id is outside the vocabulary (size {self.vocab_size})")
+        if len(ids) + params.max_tokens > self.max_model_len:
+            raise ValueError(f"prompt ({len(ids)} tokens) + max_tokens ({params.max_tokens}) exceeds "
+                             f"max_model_len ({self.max_model_len})")
+        self.reqs[request_id] = _FakeRequest(request_id, text, ids, params, job_id, is_last_step,
+                                             time.monotonic())
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.reqs)
+
+    def abort(self, request_ids: Any) -> None:
+        for rid in request_ids:
+            self.reqs.pop(rid, None)
+
+    def release_job(self, job_id: str) -> bool:
+        held = job_id in self.pinned_jobs
+        self.pinned_jobs.discard(job_id)
+        return held
+
+    def step(self) -> list[RequestOutput]:
+        if self.step_delay and self.reqs:
+            time.sleep(self.step_delay)
+        now = time.monotonic()
+        return [self._advance(r, now) for r in list(self.reqs.values())]
+
+    def stats(self) -> dict[str, Any]:
+        from agent_engine.server.metrics import PIN_COUNTER_NAMES
+
+        n = len(self.reqs)
+        return {"num_running": n, "num_waiting": 0, "num_blocks": 100, "blocks_in_use": n,
+                "blocks_cached_free": 0, "blocks_empty": 100 - n, "blocks_pinned": 0, "blocks_soft": 0,
+                "prefix_query_tokens": 0,
+                "prefix_hit_tokens": 0, "num_preemptions": 0, "num_failed_steps": self.num_failed_steps,
+                "num_pinned_jobs": len(self.pinned_jobs), "pins": dict.fromkeys(PIN_COUNTER_NAMES, 0),
+                "pinned_block_seconds": 0.0, "soft_block_seconds": 0.0}
+
+    def _advance(self, r: _FakeRequest, now: float) -> RequestOutput:
+        if self.FAIL in (r.prompt or ""):
+            del self.reqs[r.request_id]
+            self.num_failed_steps += 1
+            return self._output(r, [], "", "error", now)
+        tok = ((r.tokens or r.prompt_ids)[-1] + 1) % self.vocab_size
+        r.tokens.append(tok)
+        r.text += LETTERS[tok]
+        r.first_token_time = r.first_token_time or now
+        if len(r.tokens) < r.params.max_tokens:
+            return self._output(r, [tok], LETTERS[tok], None, now)
+        del self.reqs[r.request_id]
+        if r.job_id is not None and not r.is_last_step:
+            self.pinned_jobs.add(r.job_id)
+        return self._output(r, [tok], LETTERS[tok], "length", now)
+
+    def _output(self, r: _FakeRequest, new_ids: list[int], new_text: str, finish: str | None,
+                now: float) -> RequestOutput:
+        k = r.params.logprobs
+        lps = None if k is None else [-0.5] * len(r.tokens)
+        top = None if not k else [[((t + j) % self.vocab_size, -0.5 - j) for j in range(k)] for t in r.tokens]
+        comp = CompletionOutput(0, r.text, list(r.tokens), finish, lps, top)
+        metrics = RequestMetrics(r.arrival, r.arrival, r.first_token_time, now if finish else None)
+        return RequestOutput(r.request_id, r.prompt, list(r.prompt_ids), [comp], finish is not None,
+                             new_token_ids=new_ids, new_text=new_text, metrics=metrics, job_id=r.job_id)

@@ -1,6 +1,7 @@
 """End-to-end API tests: the real server (embedded model) over HTTP with the openai SDK and httpx.
 
 Greedy output over HTTP must equal an in-process ``LLMEngine`` with the same model and config.
+Slow: the shared server loads the real model (fast app tests on a fake engine: ``test_server_app``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from server_fixtures import engine_generate, reference_engine, shared_server
 
 from scheduler import SamplingParams
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 PROMPT = "def add(a, b):\n    return"
 
@@ -80,14 +81,16 @@ def test_completion_stream_equals_non_stream(srv, client):
 def test_chat_greedy_matches_engine_and_streams(srv, client, ref):
     messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "List files."}]
     resp = client.chat.completions.create(model=srv.engine.model_name, messages=messages, max_tokens=10,
-                                          temperature=0, extra_body={"session_id": "sess-1", "is_last_step": True})
+                                          temperature=0,
+                                          extra_body={"session_id": "sess-1", "is_last_step": True})
     prompt = ref.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     want = engine_generate(ref, prompt, SamplingParams(temperature=0, max_tokens=10), "chat-1")
     assert resp.choices[0].message.content == want.outputs[0].text
     assert resp.choices[0].message.role == "assistant"
     assert (resp.model_extra or {})["job_id"] == "sess-1"
     stream = client.chat.completions.create(model=srv.engine.model_name, messages=messages, max_tokens=10,
-                                            temperature=0, stream=True, stream_options={"include_usage": True})
+                                            temperature=0, stream=True,
+                                            stream_options={"include_usage": True})
     chunks = list(stream)
     assert chunks[0].choices[0].delta.role == "assistant"
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == want.outputs[0].text
@@ -122,8 +125,9 @@ def test_logprobs(srv, client):
     assert len(lp.tokens) == len(lp.token_logprobs) == 5
     assert all(v <= 0 for v in lp.token_logprobs) and all(len(t) <= 2 for t in lp.top_logprobs)
     assert "".join(lp.tokens) == resp.choices[0].text
-    chat = client.chat.completions.create(model=srv.engine.model_name, messages=[{"role": "user", "content": "hi"}],
-                                          max_tokens=4, temperature=0, logprobs=True, top_logprobs=3)
+    chat = client.chat.completions.create(model=srv.engine.model_name,
+                                          messages=[{"role": "user", "content": "hi"}], max_tokens=4,
+                                          temperature=0, logprobs=True, top_logprobs=3)
     content = chat.choices[0].logprobs.content
     assert len(content) == 4 and all(len(c.top_logprobs) == 3 for c in content)
 
@@ -139,8 +143,9 @@ def test_stop_min_tokens_ignore_eos_seed(srv, client):
     long = client.completions.create(model=srv.engine.model_name, prompt=PROMPT, max_tokens=20, temperature=0,
                                      extra_body={"ignore_eos": True, "min_tokens": 20})
     assert long.usage.completion_tokens == 20 and long.choices[0].finish_reason == "length"
-    a, b = (client.completions.create(model=srv.engine.model_name, prompt=PROMPT, max_tokens=8, temperature=1.0,
-                                      top_p=0.9, seed=7, extra_body={"top_k": 50}) for _ in range(2))
+    a, b = (client.completions.create(model=srv.engine.model_name, prompt=PROMPT, max_tokens=8,
+                                      temperature=1.0, top_p=0.9, seed=7, extra_body={"top_k": 50})
+            for _ in range(2))
     assert a.choices[0].text == b.choices[0].text
 
 
@@ -179,15 +184,19 @@ def test_metrics_exposition(srv, client):
     jct_count = _metric_value(before, "agent_engine_job_completion_seconds_count")
     for step, last in ((0, False), (1, True)):
         client.completions.create(model=srv.engine.model_name, prompt=f"job turn {step}", max_tokens=2,
-                                  temperature=0, extra_body={"job_id": "job-metrics", "is_last_step": last})
+                                  temperature=0,
+                                  extra_body={"job_id": "job-metrics", "is_last_step": last})
     text = httpx.get(srv.base_url + "/metrics", timeout=30).text
     assert _metric_value(text, "agent_engine_job_completion_seconds_count") == jct_count + 1
-    for name in ("agent_engine_requests_running", "agent_engine_requests_waiting", "agent_engine_kv_blocks_in_use",
-                 "agent_engine_kv_blocks_cached_free", "agent_engine_kv_blocks_empty", "agent_engine_kv_blocks_pinned",
-                 "agent_engine_prefix_cache_hit_tokens_total", "agent_engine_prefix_cache_queried_tokens_total",
+    for name in ("agent_engine_requests_running", "agent_engine_requests_waiting",
+                 "agent_engine_kv_blocks_in_use", "agent_engine_kv_blocks_cached_free",
+                 "agent_engine_kv_blocks_empty", "agent_engine_kv_blocks_pinned",
+                 "agent_engine_prefix_cache_hit_tokens_total",
+                 "agent_engine_prefix_cache_queried_tokens_total",
                  "agent_engine_preemptions_total", "agent_engine_time_to_first_token_seconds_bucket",
-                 "agent_engine_inter_token_latency_seconds_bucket", "agent_engine_e2e_request_latency_seconds_count",
-                 "agent_engine_pins_created_total", "agent_engine_pins_hit_total", "agent_engine_pins_expired_total",
+                 "agent_engine_inter_token_latency_seconds_bucket",
+                 "agent_engine_e2e_request_latency_seconds_count", "agent_engine_pins_created_total",
+                 "agent_engine_pins_hit_total", "agent_engine_pins_expired_total",
                  "agent_engine_pins_early_released_total", "agent_engine_pinned_block_seconds_total",
                  "agent_engine_kv_blocks_soft_pinned", "agent_engine_pins_soft_yielded_total",
                  "agent_engine_pins_late_hit_total", "agent_engine_soft_pinned_block_seconds_total",
@@ -200,23 +209,3 @@ def _metric_value(text: str, name: str) -> float:
         if line.startswith(name + " "):
             return float(line.split()[1])
     return 0.0
-
-
-def test_serve_help_documents_every_flag():
-    import argparse
-    import dataclasses
-
-    from agent_engine.config import EngineConfig
-    from agent_engine.server.serve import add_arguments
-
-    parser = argparse.ArgumentParser(prog="agent-engine serve")
-    add_arguments(parser)
-    text = parser.format_help()
-    flags = ["--" + f.name.replace("_", "-") for f in dataclasses.fields(EngineConfig)]
-    flags += ["--host", "--port", "--api-key", "--max-waiting", "--drain-timeout"]
-    for flag in flags:
-        assert flag in text, flag
-    for action in parser._actions:
-        assert action.help, action.option_strings
-    args = parser.parse_args(["--policy", "continuum", "--num-kv-blocks", "64", "--port", "0"])
-    assert (args.policy, args.num_kv_blocks, args.host) == ("continuum", 64, "127.0.0.1")

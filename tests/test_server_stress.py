@@ -18,7 +18,7 @@ import httpx
 import pytest
 from server_fixtures import shared_server, start_subprocess_server
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,6 @@ async def _one(client: httpx.AsyncClient, i: int, rng: random.Random) -> str:
     return mode
 
 
-@pytest.mark.slow
 def test_64_concurrent_streams_with_disconnects_free_every_block(srv):
     async def run() -> list[str]:
         rng = random.Random(1234)
@@ -106,10 +105,9 @@ def test_non_stream_disconnect_aborts(srv):
     assert 'finish_reason="abort"' in httpx.get(srv.base_url + "/metrics", timeout=10).text
 
 
-@pytest.mark.slow
 def test_sigterm_drains_in_flight_and_exits_zero(tmp_path):
-    proc = start_subprocess_server(["--num-kv-blocks", "256", "--max-model-len", "512", "--drain-timeout", "20"],
-                                   tmp_path / "serve.log")
+    proc = start_subprocess_server(
+        ["--num-kv-blocks", "256", "--max-model-len", "512", "--drain-timeout", "20"], tmp_path / "serve.log")
     try:
         lines: list[str] = []
         first = threading.Event()

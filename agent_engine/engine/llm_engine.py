@@ -277,9 +277,6 @@ class LLMEngine:
         d["num_failed_steps"] = self.num_failed_steps
         d["max_model_len"] = self.max_model_len
         d["block_size"] = self.sched_config.block_size
-        now = self.clock.now()
-        d["pinned_block_seconds"] = self.scheduler.pins.pinned_block_seconds(now)
-        d["soft_block_seconds"] = self.scheduler.pins.soft_block_seconds(now)
         d.update(self.job_hooks.stats())
         return d
 

@@ -7,7 +7,8 @@ Invariants:
 - The engine thread never busy-spins: with no commands and no unfinished requests it blocks on a
   condition variable (waking every ``idle_tick`` seconds only while pins are live, so their TTLs expire).
 - Every submitted request ends with exactly one terminal event on its group's asyncio queue: a
-  finished ``RequestOutput``, an abort, or an error (the engine failed the step, or the loop died).
+  finished ``RequestOutput``, an abort, or an error (the engine failed the step, or the loop died);
+  the per-request side of this lives in ``groups``.
 - If the engine thread dies, ``healthy`` turns False, every pending request and call fails with
   ``EngineDeadError`` and later submissions fail at once.
 - ``shutdown`` stops intake, lets running requests finish until a deadline, aborts the rest, then joins.
@@ -21,12 +22,12 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from agent_engine.engine.outputs import RequestOutput
-from scheduler import SamplingParams
+from agent_engine.server.groups import LiveRequests, RequestGroup, RequestSpec, reject
 
 logger = logging.getLogger(__name__)
 
@@ -42,88 +43,24 @@ class EngineStoppedError(RuntimeError):
     """The engine is shutting down and accepts no new requests."""
 
 
-@dataclass
-class RequestSpec:
-    """One request to add. ``prompt`` may be a callable run on the engine thread (e.g. a chat template).
-
-    With ``fill_max_tokens`` the prompt is tokenized first and ``max_tokens`` becomes
-    ``max_model_len - prompt_len`` (vLLM's behaviour when a client leaves max_tokens unset).
-    """
-
-    request_id: str
-    prompt: Any
-    params: SamplingParams
-    fill_max_tokens: bool = False
-    priority: int = 0
-    cache_salt: str | None = None
-    job_id: str | None = None
-    is_last_step: bool = False
-    tool_name: str | None = None
-    tool_ttl_hint: float | None = None
+@dataclass(frozen=True)
+class _Add:
+    group: RequestGroup
+    specs: list[RequestSpec]
 
 
-@dataclass
-class GroupEvent:
-    """One event of one request of a group: an output, an abort (output None) or an error."""
-
-    index: int
-    request_id: str
-    output: RequestOutput | None
-    error: BaseException | None = None
-    finished: bool = False
+@dataclass(frozen=True)
+class _Abort:
+    request_ids: list[str]
 
 
-class RequestGroup:
-    """Requests submitted together (one per prompt) sharing one asyncio queue; used on the event loop.
+@dataclass(frozen=True)
+class _Call:
+    fn: Callable[[Any], Any]
+    future: concurrent.futures.Future[Any]
 
-    ``accepted()`` raises the engine's validation error (ValueError etc.) if any request was rejected;
-    then none of them runs. ``events()`` yields until every request has had its terminal event.
-    """
 
-    def __init__(self, owner: AsyncEngine, specs: list[RequestSpec], loop: asyncio.AbstractEventLoop) -> None:
-        self.request_ids = [s.request_id for s in specs]
-        self._owner = owner
-        self._loop = loop
-        self._queue: asyncio.Queue[GroupEvent] = asyncio.Queue()
-        self._accepted: asyncio.Future[None] = loop.create_future()
-        self._open = set(self.request_ids)
-
-    # -- called on the event loop (posted from the engine thread) --
-    def _on_accepted(self, err: BaseException | None) -> None:
-        if self._accepted.done():
-            return
-        if err is None:
-            self._accepted.set_result(None)
-        else:
-            self._accepted.set_exception(err)
-            for rid in self.request_ids:
-                self._owner._unstarted.discard(rid)
-
-    def _on_event(self, ev: GroupEvent) -> None:
-        self._owner._unstarted.discard(ev.request_id)
-        self._queue.put_nowait(ev)
-
-    # -- consumer API --
-    async def accepted(self) -> None:
-        """Wait until the engine thread queued the requests; raises what ``add_request`` raised."""
-        await self._accepted
-
-    async def events(self) -> AsyncIterator[GroupEvent]:
-        await self._accepted
-        while self._open:
-            ev = await self._queue.get()
-            if ev.finished:
-                self._open.discard(ev.request_id)
-            yield ev
-
-    @property
-    def done(self) -> bool:
-        return not self._open
-
-    def abort(self) -> None:
-        """Abort every request of the group that has not ended (harmless if all ended)."""
-        if self._open:
-            self._owner.abort(list(self._open))
+_Command = _Add | _Abort | _Call
 
 
 class AsyncEngine:
@@ -135,17 +72,14 @@ class AsyncEngine:
         self.output_listeners: list[OutputListener] = []
         self.abort_listeners: list[AbortListener] = []
         self._cond = threading.Condition()
-        self._commands: deque[tuple[Any, ...]] = deque()
+        self._commands: deque[_Command] = deque()
         self._thread: threading.Thread | None = None
         self._dead: BaseException | None = None
         self._accepting = True
         self._stop_deadline: float | None = None
         self._stopped = threading.Event()
-        # Engine-thread only: live request id -> (group, index).
-        self._live: dict[str, tuple[RequestGroup, int]] = {}
-        # Event-loop only: submitted requests that have not produced any event yet (queued).
-        self._unstarted: set[str] = set()
-        self.num_steps = 0
+        self._live = LiveRequests()  # engine thread only
+        self._queued: set[str] = set()  # event loop only: submitted, no event yet
 
     # ---- lifecycle -------------------------------------------------------------------------------
     def start(self) -> AsyncEngine:
@@ -176,19 +110,19 @@ class AsyncEngine:
     # ---- event-loop API ----------------------------------------------------------------------------
     def num_queued(self) -> int:
         """Requests submitted that have not produced an event yet (waiting or still in prefill)."""
-        return len(self._unstarted)
+        return len(self._queued)
 
     def submit(self, specs: list[RequestSpec]) -> RequestGroup:
         """Queue requests as one group; call on the event loop. Raises EngineDead/StoppedError at once."""
-        group = RequestGroup(self, specs, asyncio.get_running_loop())
-        self._enqueue(("add", group, specs))
-        self._unstarted.update(group.request_ids)
+        group = RequestGroup(specs, asyncio.get_running_loop(), self._queued, self.abort)
+        self._enqueue(_Add(group, specs))
+        self._queued.update(group.request_ids)
         return group
 
     def abort(self, request_ids: list[str]) -> None:
         """Abort requests (thread-safe; unknown or finished ids are ignored)."""
         try:
-            self._enqueue(("abort", list(request_ids)), intake=False)
+            self._enqueue(_Abort(list(request_ids)), intake=False)
         except (EngineDeadError, EngineStoppedError):
             pass
 
@@ -207,13 +141,13 @@ class AsyncEngine:
         """A consistent ``engine.stats()`` snapshot taken on the engine thread."""
         return dict(await self.call(lambda eng: eng.stats()))
 
-    # ---- internals: submission side -------------------------------------------------------------
+    # ---- the command queue (any thread) ----------------------------------------------------------
     def _call_future(self, fn: Callable[[Any], Any]) -> concurrent.futures.Future[Any]:
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._enqueue(("call", fn, fut), intake=False)
+        self._enqueue(_Call(fn, fut), intake=False)
         return fut
 
-    def _enqueue(self, cmd: tuple[Any, ...], intake: bool = True) -> None:
+    def _enqueue(self, cmd: _Command, intake: bool = True) -> None:
         with self._cond:
             if self._dead is not None:
                 raise EngineDeadError(f"engine loop died: {self.dead_reason}")
@@ -224,37 +158,15 @@ class AsyncEngine:
             self._commands.append(cmd)
             self._cond.notify()
 
-    # ---- internals: the engine thread -----------------------------------------------------------
-    def _run(self) -> None:
-        eng = self.engine
-        try:
-            while True:
-                cmds = self._next_commands()
-                if cmds is None:
-                    break
-                for cmd in cmds:
-                    self._apply(cmd)
-                outs = eng.step()
-                self.num_steps += 1
-                if outs:
-                    self._dispatch(outs)
-            self._abort_all("server shutting down")
-        except BaseException as exc:  # the loop must report its death, whatever killed it
-            logger.exception("engine loop died")
-            self._die(exc)
-        finally:
-            self._stopped.set()
-
-    def _next_commands(self) -> list[tuple[Any, ...]] | None:
+    def _next_commands(self) -> list[_Command] | None:
         """Block until there is work; None means stop. Never spins while idle."""
-        eng = self.engine
         with self._cond:
             while True:
                 if self._commands:
                     cmds = list(self._commands)
                     self._commands.clear()
                     return cmds
-                busy = eng.has_unfinished_requests()
+                busy = self.engine.has_unfinished_requests()
                 if self._stop_deadline is not None:
                     if not busy or time.monotonic() >= self._stop_deadline:
                         # Closed under the lock: no command can slip in between now and the
@@ -275,20 +187,32 @@ class AsyncEngine:
         except Exception:
             return False
 
-    def _apply(self, cmd: tuple[Any, ...]) -> None:
-        kind = cmd[0]
-        if kind == "add":
-            self._add_group(cmd[1], cmd[2])
-        elif kind == "abort":
-            self._abort_ids(cmd[1])
-        elif kind == "call":
-            fn, fut = cmd[1], cmd[2]
-            if not fut.set_running_or_notify_cancel():
-                return
+    # ---- the engine thread -----------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            while (cmds := self._next_commands()) is not None:
+                for cmd in cmds:
+                    self._apply(cmd)
+                outs = self.engine.step()
+                if outs:
+                    self._dispatch(outs)
+            self._abort_all("server shutting down")
+        except BaseException as exc:  # the loop must report its death, whatever killed it
+            logger.exception("engine loop died")
+            self._die(exc)
+        finally:
+            self._stopped.set()
+
+    def _apply(self, cmd: _Command) -> None:
+        if isinstance(cmd, _Add):
+            self._add_group(cmd.group, cmd.specs)
+        elif isinstance(cmd, _Abort):
+            self._abort_ids(cmd.request_ids)
+        elif cmd.future.set_running_or_notify_cancel():
             try:
-                fut.set_result(fn(self.engine))
+                cmd.future.set_result(cmd.fn(self.engine))
             except BaseException as exc:  # delivered to the caller, the loop goes on
-                fut.set_exception(exc)
+                cmd.future.set_exception(exc)
 
     def _add_group(self, group: RequestGroup, specs: list[RequestSpec]) -> None:
         added: list[str] = []
@@ -299,11 +223,9 @@ class AsyncEngine:
         except Exception as exc:  # validation error: nothing of the group runs
             if added:
                 self.engine.abort(added)
-            self._post(group, group._on_accepted, exc)
+            reject(group, exc)
             return
-        for i, rid in enumerate(added):
-            self._live[rid] = (group, i)
-        self._post(group, group._on_accepted, None)
+        self._live.accept(group, added)
 
     def _add_one(self, spec: RequestSpec) -> None:
         eng = self.engine
@@ -327,12 +249,11 @@ class AsyncEngine:
             return
         self.engine.abort(live)
         for rid in live:
-            group, idx = self._live.pop(rid)
-            self._notify_abort(rid)
-            self._post(group, group._on_event, GroupEvent(idx, rid, None, finished=True))
+            self._notify_listeners(self.abort_listeners, "abort", rid)
+            self._live.end_aborted(rid)
 
     def _abort_all(self, reason: str) -> None:
-        ids = list(self._live)
+        ids = self._live.ids()
         if ids:
             logger.info("aborting %d in-flight requests: %s", len(ids), reason)
             self._abort_ids(ids)
@@ -340,25 +261,16 @@ class AsyncEngine:
     def _dispatch(self, outs: list[RequestOutput]) -> None:
         now = time.monotonic()
         for out in outs:
-            for fn in self.output_listeners:
-                try:
-                    fn(out, now)
-                except Exception:
-                    logger.exception("output listener failed")
-            entry = self._live.get(out.request_id)
-            if entry is None:
-                continue
-            if out.finished:
-                del self._live[out.request_id]
-            group, idx = entry
-            self._post(group, group._on_event, GroupEvent(idx, out.request_id, out, finished=out.finished))
+            self._notify_listeners(self.output_listeners, "output", out, now)
+            self._live.deliver(out)
 
-    def _notify_abort(self, rid: str) -> None:
-        for fn in self.abort_listeners:
+    @staticmethod
+    def _notify_listeners(listeners: list[Callable[..., None]], kind: str, *args: Any) -> None:
+        for fn in listeners:
             try:
-                fn(rid)
+                fn(*args)
             except Exception:
-                logger.exception("abort listener failed")
+                logger.exception("%s listener failed", kind)
 
     def _die(self, exc: BaseException) -> None:
         with self._cond:
@@ -367,17 +279,8 @@ class AsyncEngine:
             self._commands.clear()
         err = EngineDeadError(f"engine loop died: {type(exc).__name__}: {exc}")
         for cmd in cmds:
-            if cmd[0] == "add":
-                self._post(cmd[1], cmd[1]._on_accepted, err)
-            elif cmd[0] == "call" and cmd[2].set_running_or_notify_cancel():
-                cmd[2].set_exception(err)
-        for rid, (group, idx) in list(self._live.items()):
-            self._post(group, group._on_event, GroupEvent(idx, rid, None, error=err, finished=True))
-        self._live.clear()
-
-    @staticmethod
-    def _post(group: RequestGroup, fn: Callable[..., None], *args: Any) -> None:
-        try:
-            group._loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:  # the event loop is closed: nobody is listening any more
-            pass
+            if isinstance(cmd, _Add):
+                reject(cmd.group, err)
+            elif isinstance(cmd, _Call) and cmd.future.set_running_or_notify_cancel():
+                cmd.future.set_exception(err)
+        self._live.fail_all(err)

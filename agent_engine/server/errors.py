@@ -43,7 +43,8 @@ class APIError(Exception):
         return error_body(self.message, self.err_type, self.param, self.code)
 
 
-def error_body(message: str, err_type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+def error_body(message: str, err_type: str, param: str | None = None,
+               code: str | None = None) -> dict[str, Any]:
     """The OpenAI error object (also used as the payload of an error event in a stream)."""
     return {"error": {"message": message, "type": err_type, "param": param, "code": code}}
 
@@ -93,4 +94,5 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         logger.exception("unhandled error in request")
-        return error_response(APIError(500, f"internal error: {type(exc).__name__}: {exc}", code="internal_error"))
+        message = f"internal error: {type(exc).__name__}: {exc}"
+        return error_response(APIError(500, message, code="internal_error"))

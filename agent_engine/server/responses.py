@@ -43,11 +43,13 @@ def completion_logprobs(token_ids: Sequence[int], logprobs: Sequence[float] | No
     top_out = None
     if top:
         top_out = [{strs.get(t, ""): lp for t, lp in alts} for alts in top]
-    return {"tokens": tokens, "token_logprobs": list(logprobs), "top_logprobs": top_out, "text_offset": offsets}
+    return {"tokens": tokens, "token_logprobs": list(logprobs), "top_logprobs": top_out,
+            "text_offset": offsets}
 
 
 def chat_logprobs(token_ids: Sequence[int], logprobs: Sequence[float] | None,
-                  top: Sequence[Sequence[tuple[int, float]]] | None, strs: Mapping[int, str]) -> dict[str, Any] | None:
+                  top: Sequence[Sequence[tuple[int, float]]] | None,
+                  strs: Mapping[int, str]) -> dict[str, Any] | None:
     """The chat ``logprobs`` object: ``{"content": [{token, logprob, bytes, top_logprobs}]}``."""
     if logprobs is None:
         return None
@@ -57,8 +59,8 @@ def chat_logprobs(token_ids: Sequence[int], logprobs: Sequence[float] | None,
         alts = top[i] if top and i < len(top) else []
         content.append({
             "token": s, "logprob": lp, "bytes": list(s.encode("utf-8")),
-            "top_logprobs": [{"token": strs.get(a, ""), "logprob": alp, "bytes": list(strs.get(a, "").encode())}
-                             for a, alp in alts],
+            "top_logprobs": [{"token": strs.get(a, ""), "logprob": alp,
+                              "bytes": list(strs.get(a, "").encode())} for a, alp in alts],
         })
     return {"content": content}
 

@@ -1,11 +1,14 @@
 """``agent-engine serve``: the OpenAI-compatible server on uvicorn.
 
 Wiring: ``add_arguments(parser)`` adds every engine flag (generated from ``EngineConfig``, so they
-never drift) plus the server flags; ``run_serve(args) -> int`` runs until SIGTERM/SIGINT.
+never drift) plus the server flags (``ServerConfig.add_arguments``); ``run_serve(args) -> int`` builds
+both configs once from the parsed flags and runs until SIGTERM/SIGINT.
 Also runnable as ``python -m agent_engine.server.serve``.
 
-Invariant: on SIGTERM the server stops accepting connections, lets in-flight requests finish for up to
-``--drain-timeout`` seconds (then aborts them), shuts the engine loop down and returns 0.
+Invariants:
+- On SIGTERM the server stops accepting connections, lets in-flight requests finish for up to
+  ``--drain-timeout`` seconds (then aborts them), shuts the engine loop down and returns 0.
+- Importing this module is light (no torch, fastapi or uvicorn): they load in ``run_serve``.
 """
 
 from __future__ import annotations
@@ -14,67 +17,75 @@ import argparse
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from agent_engine.config import EngineConfig
+from agent_engine.server.config import ServerConfig
 
 logger = logging.getLogger(__name__)
 
-
 HELP = "OpenAI-compatible HTTP server"
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the engine flags and the server flags (host, port, API key, admission, shutdown, logging)."""
     EngineConfig.add_arguments(parser)
-    g = parser.add_argument_group("server options")
-    g.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    g.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default: 8000)")
-    g.add_argument("--api-key", default=None,
-                   help="require 'Authorization: Bearer KEY' on /v1/* (default: no authentication)")
-    g.add_argument("--max-waiting", type=int, default=None,
-                   help="answer 503 + Retry-After when more than N requests are queued (default: unbounded)")
-    g.add_argument("--drain-timeout", type=float, default=10.0,
-                   help="seconds in-flight requests may run after SIGTERM before they are aborted (default: 10)")
-    g.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
-                   help="log level of the server and uvicorn (default: info)")
+    ServerConfig.add_arguments(parser)
     parser.set_defaults(func=run_serve)
 
 
 def run_serve(args: argparse.Namespace) -> int:
     """Build the engine, serve until SIGTERM/SIGINT, shut down gracefully; returns the exit status."""
-    import uvicorn
-
     from agent_engine.engine.llm_engine import LLMEngine
     from agent_engine.server.app import build_app
     from agent_engine.server.async_engine import AsyncEngine
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    server_config = ServerConfig.from_args(args)
+    logging.basicConfig(level=server_config.log_level.upper(), format=_LOG_FORMAT)
     engine = LLMEngine(EngineConfig.from_args(args))
     async_engine = AsyncEngine(engine)
-    app = build_app(async_engine, api_key=args.api_key, max_waiting=args.max_waiting,
-                    drain_timeout=args.drain_timeout)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
-                            timeout_graceful_shutdown=max(1, int(args.drain_timeout)), access_log=False)
-    server = uvicorn.Server(config)
-    received: list[int] = []
-
-    def note(sig: int, _frame: object) -> None:
-        # uvicorn re-raises the signal it handled once it has shut down; we turn that into exit 0.
-        received.append(sig)
-
-    previous = {s: signal.signal(s, note) for s in (signal.SIGTERM, signal.SIGINT)}
+    app = build_app(async_engine, server_config)
+    server = _uvicorn_server(app, server_config)
     try:
-        logger.info("serving %s on http://%s:%d", engine.model_name, args.host, args.port)
-        server.run()
+        with _signals_swallowed():
+            logger.info("serving %s on http://%s:%d", engine.model_name, server_config.host,
+                        server_config.port)
+            server.run()
+    finally:
+        async_engine.shutdown(drain_timeout=0.0)
+        engine.close()
+    return 0 if server.started else 1
+
+
+def _uvicorn_server(app: Any, server_config: ServerConfig) -> Any:
+    """A uvicorn server for ``app`` on the configured address; its graceful shutdown spans the drain."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=server_config.host, port=server_config.port,
+                            log_level=server_config.log_level, access_log=False,
+                            timeout_graceful_shutdown=max(1, int(server_config.drain_timeout)))
+    return uvicorn.Server(config)
+
+
+@contextmanager
+def _signals_swallowed() -> Iterator[None]:
+    """SIGTERM/SIGINT do nothing outside uvicorn's own handling (restored on exit).
+
+    uvicorn re-raises the signal it handled once it has shut down; ignoring it here turns a drained
+    shutdown into exit 0."""
+
+    def ignore(_sig: int, _frame: object) -> None:
+        pass
+
+    previous = {s: signal.signal(s, ignore) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-        async_engine.shutdown(drain_timeout=0.0)
-        engine.close()
-    if not server.started:
-        return 1
-    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

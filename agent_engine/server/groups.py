@@ -1,0 +1,157 @@
+"""Per-request bookkeeping between the event loop and the engine thread: specs, groups, the live table.
+
+Invariants:
+- A ``RequestGroup`` belongs to one event loop. Only callbacks that the engine thread posts to that loop
+  (``post``) touch its acceptance future and its event queue; consumers await ``accepted`` / ``events``.
+- ``LiveRequests`` is touched by the engine thread only. It maps each accepted, unfinished request id to
+  its group and index, and drops an id exactly when it posts that request's terminal event (the finished
+  output, an abort or an error), so every accepted request gets exactly one terminal event.
+- The ``queued`` set a group is given (request ids submitted that have produced no event yet) is
+  event-loop only: ids enter it on submit and leave it on their first event or on rejection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agent_engine.engine.outputs import RequestOutput
+from scheduler import SamplingParams
+
+AbortFn = Callable[[list[str]], None]
+
+
+@dataclass
+class RequestSpec:
+    """One request to add. ``prompt`` may be a callable run on the engine thread (e.g. a chat template).
+
+    With ``fill_max_tokens`` the prompt is tokenized first and ``max_tokens`` becomes
+    ``max_model_len - prompt_len`` (vLLM's behaviour when a client leaves max_tokens unset).
+    """
+
+    request_id: str
+    prompt: Any
+    params: SamplingParams
+    fill_max_tokens: bool = False
+    priority: int = 0
+    cache_salt: str | None = None
+    job_id: str | None = None
+    is_last_step: bool = False
+    tool_name: str | None = None
+    tool_ttl_hint: float | None = None
+
+
+@dataclass
+class GroupEvent:
+    """One event of one request of a group: an output, an abort (output None) or an error."""
+
+    index: int
+    request_id: str
+    output: RequestOutput | None
+    error: BaseException | None = None
+    finished: bool = False
+
+
+class RequestGroup:
+    """Requests submitted together (one per prompt) sharing one asyncio queue; used on the event loop.
+
+    ``accepted()`` raises the engine's validation error (ValueError etc.) if any request was rejected;
+    then none of them runs. ``events()`` yields until every request has had its terminal event.
+    """
+
+    def __init__(self, specs: list[RequestSpec], loop: asyncio.AbstractEventLoop, queued: set[str],
+                 abort: AbortFn) -> None:
+        self.request_ids = [s.request_id for s in specs]
+        self.loop = loop
+        self._queued = queued
+        self._abort = abort
+        self._queue: asyncio.Queue[GroupEvent] = asyncio.Queue()
+        self._accepted: asyncio.Future[None] = loop.create_future()
+        self._open = set(self.request_ids)
+
+    # -- event-loop callbacks, posted by the engine thread --
+    def on_accepted(self, err: BaseException | None) -> None:
+        if self._accepted.done():
+            return
+        if err is None:
+            self._accepted.set_result(None)
+            return
+        self._accepted.set_exception(err)
+        self._queued.difference_update(self.request_ids)
+
+    def on_event(self, ev: GroupEvent) -> None:
+        self._queued.discard(ev.request_id)
+        self._queue.put_nowait(ev)
+
+    # -- consumer API --
+    async def accepted(self) -> None:
+        """Wait until the engine thread queued the requests; raises what ``add_request`` raised."""
+        await self._accepted
+
+    async def events(self) -> AsyncIterator[GroupEvent]:
+        await self._accepted
+        while self._open:
+            ev = await self._queue.get()
+            if ev.finished:
+                self._open.discard(ev.request_id)
+            yield ev
+
+    def abort(self) -> None:
+        """Abort every request of the group that has not ended (harmless if all ended)."""
+        if self._open:
+            self._abort(list(self._open))
+
+
+def post(group: RequestGroup, fn: Callable[..., None], *args: Any) -> None:
+    """Run ``fn(*args)`` on the group's event loop (thread-safe); dropped if that loop is closed."""
+    try:
+        group.loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:  # the event loop is closed: nobody is listening any more
+        pass
+
+
+def reject(group: RequestGroup, err: BaseException) -> None:
+    """Fail the group's acceptance with ``err`` (none of its requests runs)."""
+    post(group, group.on_accepted, err)
+
+
+class LiveRequests:
+    """Engine-thread only: accepted, unfinished request id -> (group, index in the group)."""
+
+    def __init__(self) -> None:
+        self._live: dict[str, tuple[RequestGroup, int]] = {}
+
+    def __contains__(self, request_id: object) -> bool:
+        return request_id in self._live
+
+    def ids(self) -> list[str]:
+        return list(self._live)
+
+    def accept(self, group: RequestGroup, request_ids: list[str]) -> None:
+        """Track the group's requests (all were added to the engine) and resolve its acceptance."""
+        for i, rid in enumerate(request_ids):
+            self._live[rid] = (group, i)
+        post(group, group.on_accepted, None)
+
+    def deliver(self, out: RequestOutput) -> None:
+        """Post ``out`` to its group (ignored for untracked ids); a finished output ends the request."""
+        entry = self._live.get(out.request_id)
+        if entry is None:
+            return
+        if out.finished:
+            del self._live[out.request_id]
+        group, idx = entry
+        post(group, group.on_event, GroupEvent(idx, out.request_id, out, finished=out.finished))
+
+    def end_aborted(self, request_id: str) -> None:
+        """Post the abort event of a tracked request and stop tracking it."""
+        group, idx = self._live.pop(request_id)
+        post(group, group.on_event, GroupEvent(idx, request_id, None, finished=True))
+
+    def fail_all(self, err: BaseException) -> None:
+        """Post ``err`` as the terminal event of every tracked request and forget them all."""
+        for rid, (group, idx) in list(self._live.items()):
+            post(group, group.on_event, GroupEvent(idx, rid, None, error=err, finished=True))
+        self._live.clear()

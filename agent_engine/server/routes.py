@@ -1,0 +1,138 @@
+"""The HTTP routes: OpenAI-compatible completions and chat, models, job release, health and metrics.
+
+Invariants:
+- Handlers run on the event loop and never touch the engine: they build ``RequestSpec``s, submit them
+  through ``ServerState`` and hand the accepted group to ``respond`` (one JSON body) or ``sse_stream``.
+- Request-level problems (unknown model, bad values, empty prompts) are ``APIError``s raised before
+  anything is submitted, so a rejected call leaves nothing running.
+- Agent hints: the body's ``job_id`` (or ``session_id``) wins over the ``X-Job-Id`` / ``X-Session-Id``
+  headers.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from agent_engine.server.call import ApiCall
+from agent_engine.server.errors import bad_request, error_body
+from agent_engine.server.groups import RequestGroup, RequestSpec
+from agent_engine.server.protocol import ChatCompletionRequest, CompletionRequest, sampling_params
+from agent_engine.server.respond import respond
+from agent_engine.server.state import ServerState, server_state
+from agent_engine.server.streaming import sse_stream
+from scheduler import SamplingParams
+
+JOB_HEADERS = ("x-job-id", "x-session-id")
+DEFAULT_COMPLETION_MAX_TOKENS = 16
+PROMETHEUS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+State = Annotated[ServerState, Depends(server_state)]
+router = APIRouter()
+
+
+@router.get("/health")
+async def health(state: State) -> Response:
+    engine = state.engine
+    if engine.healthy:
+        return JSONResponse({"status": "ok"})
+    reason = engine.dead_reason or "engine loop not running"
+    return JSONResponse(error_body(f"unhealthy: {reason}", "service_unavailable_error", None, "unhealthy"),
+                        status_code=503)
+
+
+@router.get("/metrics")
+async def prometheus(state: State) -> Response:
+    stats = await state.refresh_stats()
+    return Response(state.metrics.render(stats), media_type=PROMETHEUS_MEDIA_TYPE)
+
+
+@router.get("/v1/models")
+async def models(state: State) -> dict[str, Any]:
+    return {"object": "list", "data": [{
+        "id": state.model_name, "object": "model", "created": state.created, "owned_by": "agent-engine",
+        "max_model_len": state.max_model_len, "root": state.model_name,
+    }]}
+
+
+@router.delete("/v1/jobs/{job_id}")
+async def release_job(job_id: str, state: State) -> dict[str, Any]:
+    released = await state.release_job(job_id)
+    return {"id": job_id, "object": "job", "deleted": True, "released_pin": released}
+
+
+@router.post("/v1/completions")
+async def completions(req: CompletionRequest, request: Request, state: State) -> Response:
+    state.check_model(req.model)
+    prompts = _prompts(req)
+    params = _params(req, DEFAULT_COMPLETION_MAX_TOKENS if req.max_tokens is None else req.max_tokens)
+    hints = _hints(req, request)
+    base = f"cmpl-{uuid.uuid4().hex}"
+    ids = [base] if len(prompts) == 1 else [f"{base}-{i}" for i in range(len(prompts))]
+    specs = [RequestSpec(rid, p, params, **hints) for rid, p in zip(ids, prompts, strict=True)]
+    group = await state.submit(specs)
+    call = ApiCall(base, state, req, hints["job_id"], int(time.time()), chat=False)
+    return await _reply(call, group, request)
+
+
+@router.post("/v1/chat/completions")
+async def chat(req: ChatCompletionRequest, request: Request, state: State) -> Response:
+    state.check_model(req.model)
+    messages = _template_messages(req)
+    requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    params = _params(req, requested if requested is not None else max(1, req.min_tokens))
+    hints = _hints(req, request)
+    base = f"chatcmpl-{uuid.uuid4().hex}"
+    spec = RequestSpec(base, _chat_prompt(messages), params, fill_max_tokens=requested is None, **hints)
+    group = await state.submit([spec])
+    call = ApiCall(base, state, req, hints["job_id"], int(time.time()), chat=True)
+    return await _reply(call, group, request)
+
+
+async def _reply(call: ApiCall, group: RequestGroup, request: Request) -> Response:
+    if call.req.stream:
+        return StreamingResponse(sse_stream(call, group), media_type="text/event-stream")
+    return await respond(call, group, request)
+
+
+def _prompts(req: CompletionRequest) -> list[str | list[int]]:
+    prompts = req.prompts()
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise bad_request("prompt must not be empty", param="prompt")
+    return prompts
+
+
+def _template_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
+    try:
+        return [m.as_template_dict() for m in req.messages]
+    except ValueError as exc:
+        raise bad_request(str(exc), param="messages") from exc
+
+
+def _chat_prompt(messages: list[dict[str, Any]]) -> Callable[[Any], str]:
+    """The prompt as a function of the engine: its chat template is applied on the engine thread."""
+
+    def render(engine: Any) -> str:
+        return engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    return render
+
+
+def _hints(req: CompletionRequest | ChatCompletionRequest, request: Request) -> dict[str, Any]:
+    job_id = req.hinted_job_id()
+    if job_id is None:
+        job_id = next((request.headers[h] for h in JOB_HEADERS if request.headers.get(h)), None)
+    return {"priority": req.priority, "cache_salt": req.cache_salt, "job_id": job_id,
+            "is_last_step": req.is_last_step, "tool_name": req.tool_name, "tool_ttl_hint": req.tool_ttl_hint}
+
+
+def _params(req: CompletionRequest | ChatCompletionRequest, max_tokens: int) -> SamplingParams:
+    try:
+        return sampling_params(req, max_tokens)
+    except ValueError as exc:
+        raise bad_request(str(exc)) from exc

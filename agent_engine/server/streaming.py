@@ -1,0 +1,126 @@
+"""Streamed responses: the server-sent events of one completions or chat call.
+
+Invariants:
+- A stream is ``data: {chunk}`` events, then, if the client asked for usage and nothing failed, one
+  usage chunk with no choices, then always ``data: [DONE]``.
+- Each chunk carries one choice: the text (or chat delta) and tokens that request's output added since
+  its previous chunk, so joining a request's deltas gives its full text; each index ends with exactly
+  one chunk with a ``finish_reason`` ("abort" when the request was aborted).
+- A failed request (a step error, or the engine loop died) becomes one error event and ends the stream.
+- When the generator ends, fails or is cancelled (the client went away), the call's requests are aborted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from agent_engine.engine.outputs import RequestOutput
+from agent_engine.server.call import ApiCall
+from agent_engine.server.errors import error_body
+from agent_engine.server.groups import GroupEvent, RequestGroup
+from agent_engine.server.responses import DONE, sse, usage
+
+
+@dataclass
+class _Progress:
+    """What one request of the stream has sent so far."""
+
+    sent_tokens: int = 0
+    text_offset: int = 0
+    started: bool = False
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+
+
+async def sse_stream(call: ApiCall, group: RequestGroup) -> AsyncIterator[str]:
+    """The SSE events of ``call``; aborts the group's requests when the client goes away."""
+    progress = [_Progress() for _ in group.request_ids]
+    try:
+        failed = False
+        async for ev in group.events():
+            error = _error_event_of(ev)
+            if error is not None:
+                yield error
+                failed = True
+                break
+            chunk = await _event_chunk(call, ev, progress[ev.index])
+            if chunk is not None:
+                yield sse(chunk)
+        if not failed and call.req.include_usage():
+            yield sse(_usage_chunk(call, progress))
+        yield DONE
+    finally:
+        group.abort()
+
+
+def _error_event(status: int, message: str, code: str) -> str:
+    """An OpenAI error object (with its HTTP status) as one SSE event."""
+    err_type = "internal_server_error" if status >= 500 else "invalid_request_error"
+    body = error_body(message, err_type, None, code)
+    body["error"]["status_code"] = status
+    return sse(body)
+
+
+def _error_event_of(ev: GroupEvent) -> str | None:
+    if ev.error is not None:
+        return _error_event(500, f"request failed: {ev.error}", "engine_error")
+    if ev.output is not None and ev.output.outputs[0].finish_reason == "error":
+        return _error_event(500, "the model step failed for this request", "engine_step_failed")
+    return None
+
+
+async def _event_chunk(call: ApiCall, ev: GroupEvent, p: _Progress) -> dict[str, Any] | None:
+    """The chunk of one event, or None when the event adds nothing to what was sent."""
+    out = ev.output
+    choice: dict[str, Any] = {"index": ev.index}
+    if out is None:
+        delta_text, new_ids, finish = "", [], "abort"
+    else:
+        delta_text, new_ids = await _advance(call, out, p, choice)
+        finish = out.outputs[0].finish_reason
+    _add_text(call, choice, delta_text, first=not p.started)
+    choice["finish_reason"] = finish
+    if not (delta_text or new_ids or finish or not p.started):
+        return None
+    p.started = True
+    chunk = call.head(call.chunk_object_name)
+    chunk["choices"] = [choice]
+    if call.req.return_token_ids and call.chat and out is not None and p.sent_tokens == len(new_ids):
+        chunk["prompt_token_ids"] = list(out.prompt_token_ids)
+    return chunk
+
+
+async def _advance(call: ApiCall, out: RequestOutput, p: _Progress,
+                   choice: dict[str, Any]) -> tuple[str, list[int]]:
+    """Move ``p`` past ``out``'s new tokens, adding their logprobs (and ids) to ``choice``."""
+    p.prompt_tokens = len(out.prompt_token_ids)
+    p.cached_tokens = out.num_cached_tokens
+    choice["logprobs"] = await call.logprobs(out, p.sent_tokens, p.text_offset)
+    new_ids = list(out.outputs[0].token_ids[p.sent_tokens:])
+    p.sent_tokens = len(out.outputs[0].token_ids)
+    p.text_offset += len(out.new_text)
+    if call.req.return_token_ids:
+        choice["token_ids"] = new_ids
+        if not p.started and not call.chat:
+            choice["prompt_token_ids"] = list(out.prompt_token_ids)
+    return out.new_text, new_ids
+
+
+def _add_text(call: ApiCall, choice: dict[str, Any], text: str, first: bool) -> None:
+    if call.chat:
+        delta: dict[str, Any] = {"content": text}
+        if first:
+            delta["role"] = "assistant"
+        choice["delta"] = delta
+    else:
+        choice["text"] = text
+
+
+def _usage_chunk(call: ApiCall, progress: list[_Progress]) -> dict[str, Any]:
+    chunk = call.head(call.chunk_object_name)
+    chunk["choices"] = []
+    chunk["usage"] = usage(sum(p.prompt_tokens for p in progress), sum(p.sent_tokens for p in progress),
+                           sum(p.cached_tokens for p in progress))
+    return chunk

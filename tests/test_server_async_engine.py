@@ -1,0 +1,108 @@
+"""The engine thread (``AsyncEngine``) on stand-in engines: drain then abort on shutdown, calls on the
+engine thread, rejected groups, and a loop that dies (every pending request fails, health turns 503)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+from server_fixtures import FakeEngine, assert_error, start_thread_server
+
+from agent_engine.server import AsyncEngine, EngineStoppedError, RequestSpec
+from scheduler import SamplingParams
+
+pytestmark = [pytest.mark.core, pytest.mark.timeout(60)]
+
+
+def test_async_engine_drains_then_aborts_on_shutdown():
+    engine = AsyncEngine(FakeEngine(max_model_len=10**6, step_delay=0.01)).start()
+    params = SamplingParams(max_tokens=5)
+
+    async def run() -> list[Any]:
+        group = engine.submit([RequestSpec("short", "a", params),
+                               RequestSpec("long", "b", SamplingParams(max_tokens=100000))])
+        await group.accepted()
+        stopper = threading.Thread(target=engine.shutdown, args=(0.5,))
+        stopper.start()
+        finals = [ev async for ev in group.events() if ev.finished]
+        stopper.join(10)
+        with pytest.raises(EngineStoppedError):
+            engine.submit([RequestSpec("late", "c", params)])
+        return finals
+
+    finals = {ev.request_id: ev for ev in asyncio.run(run())}
+    assert finals["short"].output.outputs[0].finish_reason == "length" and finals["short"].index == 0
+    assert finals["long"].output is None and finals["long"].error is None and finals["long"].index == 1
+    assert not engine.healthy and engine.dead_reason is None
+
+
+def test_async_engine_calls_and_rejected_groups():
+    engine = AsyncEngine(FakeEngine()).start()
+
+    async def run() -> None:
+        assert await engine.call(lambda e: e.model_name) == "fake-model"
+        with pytest.raises(ZeroDivisionError):
+            await engine.call(lambda e: 1 / 0)
+        group = engine.submit([RequestSpec("ok", "a", SamplingParams(max_tokens=2)),
+                               RequestSpec("bad", [99], SamplingParams(max_tokens=2))])
+        assert engine.num_queued() == 2
+        with pytest.raises(ValueError, match="vocabulary"):
+            await group.accepted()
+        assert engine.num_queued() == 0
+        assert await engine.call(lambda e: e.has_unfinished_requests()) is False  # "ok" was taken back
+
+    try:
+        asyncio.run(run())
+        assert engine.call_sync(lambda e: e.stats()["num_running"]) == 0
+    finally:
+        engine.shutdown(drain_timeout=0)
+
+
+class _DyingEngine:
+    """Stand-in engine whose loop crashes on the first step that has work (tests the dead-loop path)."""
+
+    model_name = "stand-in"
+    max_model_len = 64
+    vocab_size = 10
+
+    def __init__(self) -> None:
+        self.reqs: list[str] = []
+
+    def add_request(self, request_id: str, prompt: Any, params: Any, **_: Any) -> None:
+        self.reqs.append(request_id)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.reqs)
+
+    def step(self) -> list[Any]:
+        if self.reqs:
+            time.sleep(0.2)
+            raise SystemError("the engine loop crashed")
+        return []
+
+    def abort(self, ids: Any) -> None:
+        self.reqs = [r for r in self.reqs if r not in set(ids)]
+
+    def stats(self) -> dict[str, Any]:
+        return {"num_running": len(self.reqs), "num_waiting": 0}
+
+
+def test_dead_loop_fails_pending_and_health_503():
+    from agent_engine.server.async_engine import AsyncEngine
+
+    dying = start_thread_server(AsyncEngine(_DyingEngine()))
+    try:
+        assert httpx.get(dying.base_url + "/health", timeout=10).status_code == 200
+        err = assert_error(httpx.post(dying.base_url + "/v1/completions", json={"prompt": "x"}, timeout=30),
+                           500)
+        assert "died" in err["message"]
+        err = assert_error(httpx.get(dying.base_url + "/health", timeout=10), 503, "unhealthy")
+        assert "SystemError" in err["message"]
+        assert_error(httpx.post(dying.base_url + "/v1/completions", json={"prompt": "x"}, timeout=30), 503)
+        assert httpx.get(dying.base_url + "/metrics", timeout=10).status_code == 200
+    finally:
+        dying.stop()

@@ -1,0 +1,202 @@
+"""Pure pieces of the server, no engine and no sockets: ``ServerConfig`` and the serve flags, request
+parsing and validation, response formatting, error bodies, the Prometheus rendering."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+from pydantic import ValidationError
+
+from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from agent_engine.server.config import LOG_LEVELS, ServerConfig
+from agent_engine.server.errors import APIError, bad_request, error_body
+from agent_engine.server.launcher import parse_prometheus
+from agent_engine.server.metrics import PIN_COUNTER_NAMES, ServerMetrics
+from agent_engine.server.protocol import (
+    ChatCompletionRequest,
+    ChatMessage,
+    CompletionRequest,
+    sampling_params,
+)
+from agent_engine.server.responses import DONE, chat_logprobs, completion_logprobs, logprob_slice, sse, usage
+
+pytestmark = pytest.mark.core
+
+# Every server flag: dest -> (default, type, choices, help). The --help text of these must not drift.
+SERVER_FLAGS = {
+    "host": ("127.0.0.1", None, None, "address to listen on (default: 127.0.0.1)"),
+    "port": (8000, int, None, "TCP port to listen on (default: 8000)"),
+    "api_key": (None, None, None,
+                "require 'Authorization: Bearer KEY' on /v1/* (default: no authentication)"),
+    "max_waiting": (None, int, None,
+                    "answer 503 + Retry-After when more than N requests are queued (default: unbounded)"),
+    "drain_timeout": (10.0, float, None,
+                      "seconds in-flight requests may run after SIGTERM before they are aborted "
+                      "(default: 10)"),
+    "log_level": ("info", None, ["critical", "error", "warning", "info", "debug"],
+                  "log level of the server and uvicorn (default: info)"),
+}
+
+
+def _serve_parser() -> argparse.ArgumentParser:
+    from agent_engine.server.serve import add_arguments
+
+    parser = argparse.ArgumentParser(prog="agent-engine serve")
+    add_arguments(parser)
+    return parser
+
+
+def test_serve_help_documents_every_flag():
+    from agent_engine.config import EngineConfig
+
+    parser = _serve_parser()
+    text = parser.format_help()
+    flags = ["--" + f.name.replace("_", "-") for f in dataclasses.fields(EngineConfig)]
+    flags += ["--host", "--port", "--api-key", "--max-waiting", "--drain-timeout"]
+    for flag in flags:
+        assert flag in text, flag
+    for action in parser._actions:
+        assert action.help, action.option_strings
+    args = parser.parse_args(["--policy", "continuum", "--num-kv-blocks", "64", "--port", "0"])
+    assert (args.policy, args.num_kv_blocks, args.host) == ("continuum", 64, "127.0.0.1")
+
+
+def test_server_flags_are_unchanged_and_match_the_config_defaults():
+    parser = _serve_parser()
+    group = next(g for g in parser._action_groups if g.title == "server options")
+    got = {a.dest: (a.default, a.type, a.choices, a.help) for a in group._group_actions}
+    assert got == SERVER_FLAGS
+    assert [a.option_strings for a in group._group_actions] == [
+        ["--host"], ["--port"], ["--api-key"], ["--max-waiting"], ["--drain-timeout"], ["--log-level"]]
+    defaults = ServerConfig()
+    assert {k: getattr(defaults, k) for k in SERVER_FLAGS} == {k: v[0] for k, v in SERVER_FLAGS.items()}
+    assert parser.get_default("func").__name__ == "run_serve"
+
+
+def test_server_config_from_args():
+    parser = _serve_parser()
+    args = parser.parse_args(["--host", "0.0.0.0", "--port", "9001", "--api-key", "k", "--max-waiting", "3",
+                              "--drain-timeout", "2.5", "--log-level", "debug"])
+    cfg = ServerConfig.from_args(args)
+    assert cfg == ServerConfig(host="0.0.0.0", port=9001, api_key="k", max_waiting=3, drain_timeout=2.5,
+                               log_level="debug")
+    assert ServerConfig.from_args(parser.parse_args([])) == ServerConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.port = 1  # type: ignore[misc]
+    with pytest.raises(ValueError, match="log_level"):
+        ServerConfig(log_level="loud")
+    assert set(LOG_LEVELS) == set(SERVER_FLAGS["log_level"][2])
+
+
+def test_completion_prompt_forms():
+    assert CompletionRequest(prompt="hi").prompts() == ["hi"]
+    assert CompletionRequest(prompt=[1, 2]).prompts() == [[1, 2]]
+    assert CompletionRequest(prompt=["a", "b"]).prompts() == ["a", "b"]
+    assert CompletionRequest(prompt=[[1], [2, 3]]).prompts() == [[1], [2, 3]]
+    assert CompletionRequest(prompt=[]).prompts() == []
+    for bad in (12, [1.5], {"x": 1}, [True, "a"]):
+        with pytest.raises(ValidationError):
+            CompletionRequest(prompt=bad)
+    assert CompletionRequest(prompt="x", unknown_field=1).prompts() == ["x"]  # unknown fields are ignored
+
+
+def test_hints_and_usage_flags():
+    req = CompletionRequest(prompt="x", session_id="s", stream=True, stream_options={"include_usage": True})
+    assert req.hinted_job_id() == "s" and req.include_usage()
+    assert CompletionRequest(prompt="x", job_id="j", session_id="s").hinted_job_id() == "j"
+    assert not CompletionRequest(prompt="x").include_usage()
+    with pytest.raises(ValidationError):
+        CompletionRequest(prompt="x", tool_ttl_hint=-1)
+
+
+def test_chat_messages_to_template_dicts():
+    m = ChatMessage(role="user", content=[{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+                    name="n", tool_call_id="t")
+    assert m.as_template_dict() == {"tool_call_id": "t", "role": "user", "content": "ab", "name": "n"}
+    empty = ChatMessage(role="assistant", content=None)
+    assert empty.as_template_dict() == {"role": "assistant", "content": ""}
+    with pytest.raises(ValueError, match="image_url"):
+        ChatMessage(role="user", content=[{"type": "image_url"}]).as_template_dict()
+    with pytest.raises(ValidationError):
+        ChatCompletionRequest(messages=[])
+
+
+def test_sampling_params_mapping_and_rejections():
+    sp = sampling_params(CompletionRequest(prompt="x", temperature=0, stop="END", stop_token_ids=[3], seed=1,
+                                           logprobs=2, top_k=5, min_tokens=1), 7)
+    assert (sp.temperature, sp.max_tokens, sp.stop, sp.stop_token_ids, sp.seed, sp.logprobs, sp.top_k,
+            sp.min_tokens) == (0, 7, ("END",), (3,), 1, 2, 5, 1)
+    user = [{"role": "user", "content": "x"}]
+    chat = sampling_params(ChatCompletionRequest(messages=user, logprobs=True), 4)
+    assert chat.logprobs == 0 and chat.temperature == 1.0 and chat.top_p == 1.0
+    chat3 = ChatCompletionRequest(messages=user, logprobs=True, top_logprobs=3)
+    assert sampling_params(chat3, 4).logprobs == 3
+    bad = [CompletionRequest(prompt="x", n=2), CompletionRequest(prompt="x", presence_penalty=0.5),
+           CompletionRequest(prompt="x", frequency_penalty=1), CompletionRequest(prompt="x", echo=True),
+           CompletionRequest(prompt="x", suffix="s"), CompletionRequest(prompt="x", temperature=-1),
+           CompletionRequest(prompt="x", top_p=0),
+           ChatCompletionRequest(messages=user, top_logprobs=2)]
+    for req in bad:
+        with pytest.raises(ValueError):
+            sampling_params(req, 4)
+
+
+def test_sse_usage_and_done():
+    assert sse({"a": "é", "b": [1]}) == 'data: {"a":"é","b":[1]}\n\n'
+    assert DONE == "data: [DONE]\n\n"
+    assert usage(3, 2, 1) == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5,
+                              "prompt_tokens_details": {"cached_tokens": 1}}
+
+
+def test_logprob_objects():
+    strs = {1: "ab", 2: "c", 3: "é"}
+    assert completion_logprobs([1, 2], None, None, strs) is None
+    lp = completion_logprobs([1, 2], [-0.1, -0.2], [[(1, -0.1), (3, -2.0)], [(2, -0.2)]], strs, offset=5)
+    assert lp == {"tokens": ["ab", "c"], "token_logprobs": [-0.1, -0.2],
+                  "top_logprobs": [{"ab": -0.1, "é": -2.0}, {"c": -0.2}], "text_offset": [5, 7]}
+    chat = chat_logprobs([3], [-0.5], [[(3, -0.5), (2, -1.0)]], strs)
+    assert chat == {"content": [{"token": "é", "logprob": -0.5, "bytes": [195, 169], "top_logprobs": [
+        {"token": "é", "logprob": -0.5, "bytes": [195, 169]},
+        {"token": "c", "logprob": -1.0, "bytes": [99]}]}]}
+    assert chat_logprobs([3], None, None, strs) is None
+    out = RequestOutput("r", None, [1], [CompletionOutput(0, "abc", [1, 2, 3], None, [-1.0, -2.0, -3.0],
+                                                          [[(1, -1.0)], [(2, -2.0)], [(3, -3.0)]])], False)
+    assert logprob_slice(out, 1) == ([2, 3], [-2.0, -3.0], [[(2, -2.0)], [(3, -3.0)]])
+
+
+def test_error_bodies():
+    want = {"error": {"message": "m", "type": "t", "param": "p", "code": "c"}}
+    assert error_body("m", "t", "p", "c") == want
+    for status, err_type in ((400, "invalid_request_error"), (401, "authentication_error"),
+                             (404, "not_found_error"), (500, "internal_server_error"),
+                             (503, "service_unavailable_error"), (418, "api_error")):
+        assert APIError(status, "m").body()["error"]["type"] == err_type
+    err = bad_request("nope", param="prompt", code="x")
+    assert (err.status_code, err.body()) == (400, error_body("nope", "invalid_request_error", "prompt", "x"))
+
+
+def test_metrics_render_stats_and_listeners():
+    m = ServerMetrics(max_tracked_jobs=1)
+    comp = CompletionOutput(0, "ab", [1, 2], "length")
+    metrics = RequestMetrics(arrival_time=1.0, first_token_time=1.5, finished_time=2.0)
+    m.on_output(RequestOutput("r", "p", [7, 8, 9], [comp], True, new_token_ids=[1, 2], metrics=metrics,
+                              job_id="j1"), 2.0)
+    m.on_output(RequestOutput("s", "p", [7], [comp], True, new_token_ids=[1], job_id="j2"), 2.0)  # evicts j1
+    m.on_abort("t")
+    pins = dict.fromkeys(PIN_COUNTER_NAMES, 2)
+    stats = {"num_running": 3, "prefix_hit_tokens": 4, "pins": pins, "pinned_block_seconds": 1.5}
+    text = m.render(stats).decode()
+    got = parse_prometheus(text)
+    assert got["agent_engine_requests_running"] == 3
+    assert got["agent_engine_prefix_cache_hit_tokens_total"] == 4
+    assert all(got[f"agent_engine_pins_{k}_total"] == 2 for k in PIN_COUNTER_NAMES)
+    assert got["agent_engine_pinned_block_seconds_total"] == 1.5
+    assert got["agent_engine_requests_finished_total"] == 3 and got["agent_engine_prompt_tokens_total"] == 4
+    assert got["agent_engine_time_to_first_token_seconds_count"] == 1
+    assert 'job_id="j2"' in text and 'job_id="j1"' not in text
+    m.on_job_released("j2")
+    again = m.render({}).decode()
+    assert 'job_id="j2"' not in again and "agent_engine_requests_running" not in again
+    assert parse_prometheus(again)["agent_engine_job_turns_at_release_count"] == 1
