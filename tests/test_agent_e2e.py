@@ -15,13 +15,13 @@ import httpx
 import pytest
 from server_fixtures import start_subprocess_server
 
-from agent_engine.agent.cli import main as agent_main
 from agent_engine.agent.loop import SUBMIT_COMMAND, AgentConfig, AgentJobRecord, AgentTurnRecord
 from agent_engine.agent.runner import AgentTask, RunOptions, run_agent_jobs_sync
 from agent_engine.agent.tiny_agent_model import SCRIPTS, build_tiny_agent_model
+from agent_engine.cli.main import main as cli_main
+from agent_engine.server.launcher import ServerProcess
 from agent_engine.workloads.replay.records import read_records, summarize
 from agent_engine.workloads.traces.format import read_jobs, validate_job
-from agent_engine.server.launcher import ServerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -70,10 +70,10 @@ def _metric(text: str, name: str) -> float:
 def test_agent_cli_end_to_end(server: ServerProcess, repo: Path, tmp_path: Path) -> None:
     out, trace = tmp_path / "records.jsonl", tmp_path / "trace.jsonl"
     t = time.perf_counter()
-    rc = agent_main(["--base-url", server.base_url, "--repo", str(repo), "--task", SCRIPT.task, "--jobs", "2",
-                     "--concurrency", "2", "--step-limit", "3", "--max-tokens", "64", "--temperature", "0",
-                     "--command-timeout", "10", "--job-id-prefix", "e2e-", "--out", str(out),
-                     "--save-trace", str(trace), "--no-progress"])
+    rc = cli_main(["agent", "--base-url", server.base_url, "--repo", str(repo), "--task", SCRIPT.task,
+                   "--jobs", "2", "--concurrency", "2", "--step-limit", "3", "--max-tokens", "64",
+                   "--temperature", "0", "--command-timeout", "10", "--job-id-prefix", "e2e-",
+                   "--out", str(out), "--save-trace", str(trace), "--no-progress"])
     assert rc == 0
     assert time.perf_counter() - t < 60
 

@@ -22,6 +22,7 @@ def repo(tmp_path: Path) -> Path:
     return r
 
 
+@pytest.mark.core
 def test_timeout_kills_sleep(repo: Path) -> None:
     with Sandbox.create(repo, timeout=0.5) as sb:
         t = time.perf_counter()
@@ -31,6 +32,7 @@ def test_timeout_kills_sleep(repo: Path) -> None:
     assert "start" in res.output and "never" not in res.output and "timed out" in res.output
 
 
+@pytest.mark.core
 def test_timeout_kills_background_children(repo: Path) -> None:
     with Sandbox.create(repo, timeout=0.5) as sb:
         t = time.perf_counter()
@@ -39,6 +41,7 @@ def test_timeout_kills_background_children(repo: Path) -> None:
     assert res.timed_out
 
 
+@pytest.mark.core
 def test_output_truncated(repo: Path) -> None:
     with Sandbox.create(repo, max_output_chars=200) as sb:
         res = sb.run("seq 1 10000")
@@ -50,6 +53,7 @@ def test_output_truncated(repo: Path) -> None:
     assert truncate_output("short", 10) == ("short", False)
 
 
+@pytest.mark.core
 def test_cwd_is_a_temp_copy_and_repo_untouched(repo: Path) -> None:
     before = sorted(p.relative_to(repo) for p in repo.rglob("*"))
     with Sandbox.create(repo) as sb:
@@ -65,6 +69,7 @@ def test_cwd_is_a_temp_copy_and_repo_untouched(repo: Path) -> None:
     assert (repo / "a.py").read_text() == "print('a')\n"
 
 
+@pytest.mark.core
 def test_environment_scrubbed(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENT_TEST_SECRET_TOKEN", "s3cr3t-value")
     with Sandbox.create(repo) as sb:
@@ -77,6 +82,7 @@ def test_environment_scrubbed(repo: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert names <= {"PATH", "HOME", "LANG", "LC_ALL", "PWD", "SHLVL", "_", "OLDPWD"}
 
 
+@pytest.mark.core
 def test_exit_code_and_stderr(repo: Path) -> None:
     with Sandbox.create(repo) as sb:
         res = sb.run("echo out; echo err >&2; exit 3")
@@ -85,6 +91,7 @@ def test_exit_code_and_stderr(repo: Path) -> None:
     assert missing.exit_code == 127
 
 
+@pytest.mark.core
 def test_empty_sandbox_and_bad_repo(tmp_path: Path) -> None:
     with Sandbox.create(None) as sb:
         assert sb.run("ls -A").output == ""
@@ -92,6 +99,7 @@ def test_empty_sandbox_and_bad_repo(tmp_path: Path) -> None:
         Sandbox.create(tmp_path / "missing")
 
 
+@pytest.mark.core
 def test_action_parsing_and_submission() -> None:
     assert parse_actions("think\n```bash\nls -la\n```\n") == ["ls -la"]
     assert len(parse_actions("```bash\nls\n```\n```bash\npwd\n```")) == 2
@@ -102,9 +110,11 @@ def test_action_parsing_and_submission() -> None:
     assert not is_submission("cat x", f"line\n{SUBMIT_MARKER}\n")
 
 
+@pytest.mark.slow
 def test_agent_client_imports_no_heavy_modules() -> None:
     probe = ("import sys, agent_engine.agent.cli, agent_engine.agent.runner; "
-             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'fastapi')))")
+             "print(sorted(m for m in sys.modules"
+             " if m.split('.')[0] in ('torch', 'transformers', 'fastapi')))")
     res = subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parents[1],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr

@@ -18,11 +18,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agent_engine.workloads.replay import ReplayOptions, plan_job, replay_sync
-from agent_engine.workloads.replay.client import arrival_times
+from agent_engine.cli.main import main as cli_main
+from agent_engine.workloads.replay import ReplayOptions, arrival_times, plan_job, replay_sync
 from agent_engine.workloads.replay.records import JobRecord, read_records
-from agent_engine.workloads.traces import TraceJob, TraceTurn, write_jobs
-from agent_engine.workloads.cli import main as cli_main
+from agent_engine.workloads.traces import TraceJob, TraceTurn, load_trace, write_jobs
 
 PROMPTS = [100, 180, 260, 400]
 OUTPUTS = [10, 20, 6, 8]
@@ -52,68 +51,70 @@ def _gen(prompt: list[int], n: int) -> list[int]:
     return [20 + (len(prompt) * 7 + sum(prompt[-3:]) + 13 * k) % 900 for k in range(n)]
 
 
+def _send_json(h: BaseHTTPRequestHandler, code: int, obj: dict[str, Any]) -> None:
+    data = json.dumps(obj).encode()
+    h.send_response(code)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(data)))
+    h.end_headers()
+    h.wfile.write(data)
+
+
+def _send_stream(h: BaseHTTPRequestHandler, gen: list[int], tail: dict[str, Any]) -> None:
+    h.send_response(200)
+    h.send_header("Content-Type", "text/event-stream")
+    h.end_headers()  # HTTP/1.0: the body ends when the connection closes
+    for tid in gen:
+        h.wfile.write(f"data: {json.dumps({'choices': [{'text': 'x', 'token_ids': [tid]}]})}\n\n".encode())
+    h.wfile.write(f"data: {json.dumps({'choices': [], **tail})}\n\n".encode())
+    h.wfile.write(b"data: [DONE]\n\n")
+
+
+def _post(h: BaseHTTPRequestHandler, state: FakeState) -> None:
+    """One completion: deterministic ids; cached tokens = common prefix with the job's last prompt+ids."""
+    body = json.loads(h.rfile.read(int(h.headers["Content-Length"])))
+    prompt, job = body["prompt"], body["job_id"]
+    gen = _gen(prompt, body["max_tokens"])
+    with state.lock:
+        prev = [s.body["prompt"] + s.gen for s in state.posts if s.body["job_id"] == job]
+        state.posts.append(Seen(time.monotonic(), body, gen))
+        state.active.add(job)
+        state.max_active = max(state.max_active, len(state.active))
+    if job in state.fail_jobs and prev:
+        _send_json(h, 500, {"error": {"message": "boom"}})
+        return
+    cached = 0
+    if prev:
+        p = prev[-1]
+        while cached < min(len(p), len(prompt)) and p[cached] == prompt[cached]:
+            cached += 1
+    usage = {
+        "prompt_tokens": len(prompt),
+        "completion_tokens": len(gen),
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+    extra = {"metrics": {"queue_delay": 0.001}} if state.queue_field else {}
+    if body.get("stream"):
+        _send_stream(h, gen, {"usage": usage, **extra})
+    else:
+        choice = {"index": 0, "text": "x" * len(gen), "token_ids": gen}
+        _send_json(h, 200, {"choices": [choice], "usage": usage, **extra})
+
+
 def _handler(state: FakeState) -> type[BaseHTTPRequestHandler]:
     class H(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
             pass
-
-        def _json(self, code: int, obj: dict[str, Any]) -> None:
-            data = json.dumps(obj).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
 
         def do_DELETE(self) -> None:  # noqa: N802
             job = self.path.rsplit("/", 1)[-1]
             with state.lock:
                 state.deletes.append((time.monotonic(), job))
                 state.active.discard(job)
-            self._json(200, {"job_id": job, "released": True})
+            _send_json(self, 200, {"job_id": job, "released": True})
 
         def do_POST(self) -> None:  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            prompt, job = body["prompt"], body["job_id"]
-            gen = _gen(prompt, body["max_tokens"])
-            with state.lock:
-                prev = [s.body["prompt"] + s.gen for s in state.posts if s.body["job_id"] == job]
-                state.posts.append(Seen(time.monotonic(), body, gen))
-                state.active.add(job)
-                state.max_active = max(state.max_active, len(state.active))
-            if job in state.fail_jobs and prev:
-                self._json(500, {"error": {"message": "boom"}})
-                return
-            cached = 0
-            if prev:
-                p = prev[-1]
-                while cached < min(len(p), len(prompt)) and p[cached] == prompt[cached]:
-                    cached += 1
-            usage = {
-                "prompt_tokens": len(prompt),
-                "completion_tokens": len(gen),
-                "prompt_tokens_details": {"cached_tokens": cached},
-            }
-            extra = {"metrics": {"queue_delay": 0.001}} if state.queue_field else {}
-            if not body.get("stream"):
-                self._json(
-                    200,
-                    {
-                        "choices": [{"index": 0, "text": "x" * len(gen), "token_ids": gen}],
-                        "usage": usage,
-                        **extra,
-                    },
-                )
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.end_headers()  # HTTP/1.0: the body ends when the connection closes
-            for tid in gen:
-                self.wfile.write(
-                    f"data: {json.dumps({'choices': [{'text': 'x', 'token_ids': [tid]}]})}\n\n".encode()
-                )
-            self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage, **extra})}\n\n".encode())
-            self.wfile.write(b"data: [DONE]\n\n")
+            _post(self, state)
 
     return H
 
@@ -152,6 +153,7 @@ def _by_job(state: FakeState) -> dict[str, list[Seen]]:
     return out
 
 
+@pytest.mark.core
 @pytest.mark.parametrize("stream", [True, False])
 def test_closed_loop_prompts_hints_sleeps_and_records(fake: tuple[str, FakeState], stream: bool) -> None:
     url, state = fake
@@ -169,12 +171,8 @@ def test_closed_loop_prompts_hints_sleeps_and_records(fake: tuple[str, FakeState
         assert [s.body["tool_name"] for s in seen] == TOOLS
         for s in seen:
             b = s.body
-            assert (b["temperature"], b["ignore_eos"], b["return_token_ids"], b["model"]) == (
-                0,
-                True,
-                True,
-                "m",
-            )
+            assert (b["temperature"], b["ignore_eos"], b["return_token_ids"]) == (0, True, True)
+            assert b["model"] == "m"
             assert b["stream"] is stream and (("stream_options" in b) is stream)
             assert all(16 <= t < 4000 for t in b["prompt"])
         for i in range(3):
@@ -202,6 +200,7 @@ def test_closed_loop_prompts_hints_sleeps_and_records(fake: tuple[str, FakeState
     assert s["prefix_hit_ratio"] == pytest.approx(3 * (55 + 100 + 133) / (3 * (50 + 90 + 130 + 200)))
 
 
+@pytest.mark.core
 def test_concurrency_caps_jobs_in_flight(fake: tuple[str, FakeState]) -> None:
     url, state = fake
     opts = ReplayOptions(concurrency=2, time_scale=0.0, max_turns=2, token_scale=0.1, progress=False)
@@ -212,6 +211,7 @@ def test_concurrency_caps_jobs_in_flight(fake: tuple[str, FakeState]) -> None:
         assert [s.body["is_last_step"] for s in seen] == [False, True]
 
 
+@pytest.mark.core
 def test_server_queue_field_failure_and_delete(fake: tuple[str, FakeState]) -> None:
     url, state = fake
     state.queue_field = True
@@ -226,6 +226,7 @@ def test_server_queue_field_failure_and_delete(fake: tuple[str, FakeState]) -> N
     assert all(t.queue_source == "server" and t.queue_delay == pytest.approx(0.001) for t in good)
 
 
+@pytest.mark.core
 def test_max_model_len_truncates_with_last_step(fake: tuple[str, FakeState]) -> None:
     job = _trace(1)[0]
     plan = plan_job(job, 0, ReplayOptions(max_model_len=200))
@@ -243,6 +244,7 @@ def test_max_model_len_truncates_with_last_step(fake: tuple[str, FakeState]) -> 
     assert res.jobs[0].truncated and res.jobs[0].trace_turns == 4
 
 
+@pytest.mark.core
 def test_poisson_arrivals() -> None:
     a = arrival_times(4000, ReplayOptions(jps=10.0, seed=3))
     assert a == arrival_times(4000, ReplayOptions(jps=10.0, seed=3)) and a[0] == 0.0
@@ -251,6 +253,7 @@ def test_poisson_arrivals() -> None:
     assert arrival_times(3, ReplayOptions()) == [0.0, 0.0, 0.0]
 
 
+@pytest.mark.core
 def test_poisson_replay_spreads_job_starts(fake: tuple[str, FakeState]) -> None:
     url, state = fake
     opts = ReplayOptions(jps=20.0, seed=2, time_scale=0.0, token_scale=0.05, max_turns=1, progress=False)
@@ -261,35 +264,32 @@ def test_poisson_replay_spreads_job_starts(fake: tuple[str, FakeState]) -> None:
     assert starts[-1] >= planned[-1] - 0.005 and len(state.posts) == 8
 
 
+@pytest.mark.core
 def test_cli_replay_writes_records(
     fake: tuple[str, FakeState], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, state = fake
     trace, out = tmp_path / "t.jsonl", tmp_path / "r.jsonl"
     write_jobs(trace, _trace(3))
-    argv = [
-        "replay",
-        "--url",
-        url,
-        "--trace",
-        str(trace),
-        "--concurrency",
-        "2",
-        "--jobs",
-        "2",
-        "--token-scale",
-        "0.1",
-        "--time-scale",
-        "0",
-        "--seed",
-        "4",
-        "--no-progress",
-        "--out",
-        str(out),
-    ]
+    argv = ["replay", "--url", url, "--trace", str(trace), "--concurrency", "2", "--jobs", "2",
+            "--token-scale", "0.1", "--time-scale", "0", "--seed", "4", "--no-progress", "--out", str(out)]
     assert cli_main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["jobs_completed"] == 2 and summary["turns"] == 8
     recs = read_records(out)
     assert sum(isinstance(r, JobRecord) for r in recs) == 2 and len(recs) == 10
     assert {s.body["job_id"] for s in state.posts} == {"replay4-00000", "replay4-00001"}
+
+
+@pytest.mark.core
+def test_cli_replay_defaults_to_the_shipped_trace(
+    fake: tuple[str, FakeState], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, state = fake
+    out = tmp_path / "r.jsonl"
+    argv = ["replay", "--url", url, "--jobs", "2", "--max-turns", "2", "--token-scale", "0.01",
+            "--time-scale", "0", "--no-progress", "--out", str(out)]
+    assert cli_main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["jobs_completed"] == 2 and summary["turns"] == 4
+    assert {s.body["tool_name"] for s in state.posts} <= {t.tool_name for j in load_trace() for t in j.turns}

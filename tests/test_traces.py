@@ -1,9 +1,11 @@
-"""Trace format, profile fitting, synthesis, replay summaries and the trace CLI (no server, no torch)."""
+"""Trace format, the trace resolver, profile fitting, synthesis and the trace CLI.
+
+No server and no torch; every trace is the shipped default trace, a synthesized one or hand-made jobs.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,30 +13,31 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent_engine.workloads.replay.records import JobRecord, TurnRecord, read_records, summarize, write_records
+from agent_engine.cli.main import main as cli_main
 from agent_engine.workloads.traces import (
+    DEFAULT_TRACE,
     TraceFormatError,
     TraceJob,
     TraceTurn,
     fit_profile,
     load_profile,
+    load_trace,
     read_jobs,
+    save_profile,
     synthesize,
+    trace_label,
     validate_job,
     write_jobs,
 )
-from agent_engine.workloads.cli import main as trace_main
 from agent_engine.workloads.traces.profile import Profile
+from agent_engine.workloads.traces.source import DEFAULT_TRACE_JOBS, DEFAULT_TRACE_SEED
 
 REPO = Path(__file__).resolve().parents[1]
-TRACES_DIR = Path(os.environ.get("AGENT_ENGINE_TRACES", REPO.parent / "shared" / "traces"))
-SHARED_TRACE = TRACES_DIR / "mini_swe_agent_deepseek.jsonl"
-needs_trace = pytest.mark.skipif(not SHARED_TRACE.is_file(), reason=f"no shared trace at {SHARED_TRACE}")
 
 
 @pytest.fixture(scope="module")
-def shared_jobs() -> list[TraceJob]:
-    return read_jobs(SHARED_TRACE)
+def default_jobs() -> list[TraceJob]:
+    return load_trace()
 
 
 def _job(prompts: list[int], outputs: list[int], secs: list[float | None], job_id: str = "j") -> TraceJob:
@@ -48,6 +51,7 @@ def _job(prompts: list[int], outputs: list[int], secs: list[float | None], job_i
 # --- format -------------------------------------------------------------------------------------
 
 
+@pytest.mark.core
 def test_round_trip_hand_made(tmp_path: Path) -> None:
     job = _job([10, 25, 40], [5, 3, 2], [0.5, 1.25, None])
     job.turns[0].extra = {"tool_names": ["bash:ls"], "n_tool_calls": 1}
@@ -58,9 +62,9 @@ def test_round_trip_hand_made(tmp_path: Path) -> None:
     assert back[0] == job
 
 
-@needs_trace
-def test_round_trip_shared_lines() -> None:
-    with SHARED_TRACE.open() as f:
+@pytest.mark.core
+def test_round_trip_default_trace_lines() -> None:
+    with DEFAULT_TRACE.open() as f:
         lines = [f.readline() for _ in range(5)]
     for line in lines:
         d = json.loads(line)
@@ -68,6 +72,7 @@ def test_round_trip_shared_lines() -> None:
         assert json.dumps(TraceJob.from_dict(d).to_dict()) == line.rstrip("\n")
 
 
+@pytest.mark.core
 def test_validate_catches_violations(tmp_path: Path) -> None:
     assert validate_job(_job([10, 25], [5, 3], [0.5, None])) == []
     assert any("previous prompt+output" in e for e in validate_job(_job([10, 14], [5, 3], [0.5, None])))
@@ -84,9 +89,10 @@ def test_validate_catches_violations(tmp_path: Path) -> None:
 # --- fit ----------------------------------------------------------------------------------------
 
 
-@needs_trace
-def test_fit_shared_trace_matches_readme(shared_jobs: list[TraceJob]) -> None:
-    p = fit_profile(shared_jobs, name="swe")
+@pytest.mark.core
+def test_swe_profile_stats_match_readme() -> None:
+    """The built-in swe profile holds the statistics of the 142 real runs it was fitted on."""
+    p = load_profile("swe")
     st = p.stats
     assert st["jobs"] == 142 and st["turns"] > 11000
     assert 70 <= st["turns_per_job"]["p50"] <= 80  # README: p50 75
@@ -101,16 +107,49 @@ def test_fit_shared_trace_matches_readme(shared_jobs: list[TraceJob]) -> None:
     assert Profile.from_json(json.loads(json.dumps(p.to_json()))) == p
 
 
-@needs_trace
-def test_builtin_swe_profile_is_the_fit_of_the_shared_trace(shared_jobs: list[TraceJob]) -> None:
-    builtin = load_profile("swe")
-    fitted = fit_profile(shared_jobs, name="swe", description=builtin.description)
-    assert fitted.to_json() == builtin.to_json()
+@pytest.mark.core
+def test_fit_deterministic_and_saved_profile_round_trips(default_jobs: list[TraceJob], tmp_path: Path
+                                                         ) -> None:
+    p = fit_profile(default_jobs, name="swe", description="refit of the default trace")
+    assert fit_profile(default_jobs, name="swe", description="refit of the default trace") == p
+    st = p.stats
+    assert st["jobs"] == DEFAULT_TRACE_JOBS and st["turns"] == sum(len(j.turns) for j in default_jobs)
+    assert abs(sum(p.tool_start.values()) - 1) < 1e-4
+    assert all(abs(sum(row.values()) - 1) < 1e-4 for row in p.tool_transitions.values())
+    save_profile(p, tmp_path / "p.json")
+    assert load_profile(tmp_path / "p.json").to_json() == p.to_json()
+
+
+# --- the trace resolver -------------------------------------------------------------------------
+
+
+@pytest.mark.core
+def test_load_trace_default_synth_and_errors(default_jobs: list[TraceJob]) -> None:
+    assert len(default_jobs) == DEFAULT_TRACE_JOBS == 128
+    assert all(validate_job(j) == [] for j in default_jobs)
+    assert [j.job_id for j in load_trace("default", max_jobs=3)] == [j.job_id for j in default_jobs[:3]]
+    assert [j.to_dict() for j in load_trace(str(DEFAULT_TRACE), max_jobs=2)] == [
+        j.to_dict() for j in default_jobs[:2]]
+    bfcl = load_trace("synth:bfcl", max_jobs=4, seed=2)
+    assert [j.to_dict() for j in bfcl] == [j.to_dict() for j in synthesize(load_profile("bfcl"), 4, seed=2)]
+    assert trace_label(None).startswith("default") and trace_label("synth:swe") == "synth:swe"
+    with pytest.raises(ValueError, match="missing.jsonl"):
+        load_trace("missing.jsonl")
+    with pytest.raises(ValueError, match="no-such-profile"):
+        load_trace("synth:no-such-profile")
+
+
+@pytest.mark.core
+def test_default_trace_is_its_recipe(default_jobs: list[TraceJob]) -> None:
+    """The shipped trace is exactly ``trace synth --profile swe --jobs 128 --seed 7``."""
+    recipe = synthesize(load_profile("swe"), DEFAULT_TRACE_JOBS, seed=DEFAULT_TRACE_SEED)
+    assert [j.to_dict() for j in recipe] == [j.to_dict() for j in default_jobs]
 
 
 # --- synth --------------------------------------------------------------------------------------
 
 
+@pytest.mark.core
 def test_synth_deterministic_and_valid() -> None:
     p = load_profile("swe")
     a = [j.to_dict() for j in synthesize(p, 12, seed=7)]
@@ -133,6 +172,7 @@ def _medians(jobs: list[TraceJob]) -> tuple[float, float, float]:
     return float(np.median(turns)), float(np.median(secs)), float(np.median(prompts))
 
 
+@pytest.mark.core
 def test_synth_swe_reproduces_shape() -> None:
     turns, secs, prompts = _medians(synthesize(load_profile("swe"), 400, seed=0))
     assert 74.5 * 0.9 <= turns <= 74.5 * 1.1
@@ -140,16 +180,17 @@ def test_synth_swe_reproduces_shape() -> None:
     assert 19_114 * 0.85 <= prompts <= 19_114 * 1.15
 
 
-@needs_trace
-def test_synth_from_fitted_profile_matches_source(shared_jobs: list[TraceJob]) -> None:
-    p = fit_profile(shared_jobs, name="x", tool_dist="lognormal")
-    real = _medians(shared_jobs)
+@pytest.mark.core
+def test_synth_from_fitted_profile_matches_source(default_jobs: list[TraceJob]) -> None:
+    p = fit_profile(default_jobs, name="x", tool_dist="lognormal")
+    real = _medians(default_jobs)
     synth = _medians(synthesize(p, 400, seed=3))
     assert abs(synth[0] - real[0]) <= 0.1 * real[0]
     assert abs(synth[1] - real[1]) <= 0.1 * real[1]
     assert abs(synth[2] - real[2]) <= 0.15 * real[2]
 
 
+@pytest.mark.core
 def test_bfcl_profile_shape() -> None:
     jobs = synthesize(load_profile("bfcl"), 3000, seed=0)
     turns = [len(j.turns) for j in jobs]
@@ -161,89 +202,26 @@ def test_bfcl_profile_shape() -> None:
 # --- CLI ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.core
 def test_cli_synth_then_fit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace, prof = tmp_path / "s.jsonl", tmp_path / "p.json"
     assert (
-        trace_main(["trace", "synth", "--profile", "bfcl", "--jobs", "300", "--seed", "5", "-o", str(trace)])
+        cli_main(["trace", "synth", "--profile", "bfcl", "--jobs", "300", "--seed", "5", "-o", str(trace)])
         == 0
     )
-    assert trace_main(["trace", "fit", str(trace), "-o", str(prof), "--name", "refit"]) == 0
+    assert cli_main(["trace", "fit", str(trace), "-o", str(prof), "--name", "refit"]) == 0
     assert "fitted 300 jobs" in capsys.readouterr().out
     refit = load_profile(prof)
     assert refit.name == "refit" and abs(refit.stats["turns_per_job"]["mean"] - 6.3) < 0.5
     assert len(synthesize(refit, 3, seed=0)) == 3
 
 
+@pytest.mark.slow
 def test_no_heavy_imports() -> None:
     code = (
-        "import sys, agent_engine.workloads.traces, agent_engine.workloads.cli, agent_engine.workloads.replay;"
+        "import sys, agent_engine.workloads.traces, agent_engine.workloads.cli,"
+        " agent_engine.workloads.replay;"
         "print([m for m in ('torch', 'transformers') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"
-
-
-# --- replay summaries ---------------------------------------------------------------------------
-
-
-def test_summarize_hand_made_records(tmp_path: Path) -> None:
-    recs = [
-        TurnRecord(
-            "a",
-            0,
-            0.0,
-            1.0,
-            1.0,
-            ttft=0.5,
-            queue_delay=0.5,
-            queue_source="ttft",
-            prompt_tokens=100,
-            output_tokens=10,
-            cached_tokens=0,
-        ),
-        TurnRecord(
-            "a",
-            1,
-            2.0,
-            3.0,
-            1.0,
-            ttft=0.2,
-            queue_delay=0.1,
-            queue_source="server",
-            prompt_tokens=200,
-            output_tokens=10,
-            cached_tokens=110,
-            is_last_step=True,
-        ),
-        JobRecord("a", "ta", 0.0, start_at=0.0, end_at=3.0, jct=3.0, turns=2, trace_turns=2),
-        TurnRecord(
-            "b",
-            0,
-            1.0,
-            2.0,
-            1.0,
-            ttft=0.3,
-            queue_delay=0.3,
-            queue_source="ttft",
-            prompt_tokens=100,
-            output_tokens=5,
-            cached_tokens=None,
-            is_last_step=True,
-        ),
-        JobRecord("b", "tb", 1.0, start_at=1.0, end_at=2.0, jct=1.0, turns=1, trace_turns=3, truncated=True),
-        TurnRecord("c", 0, 1.0, error="HTTP 500"),
-        JobRecord("c", "tc", 1.0, start_at=1.0, error="HTTP 500"),
-    ]
-    s = summarize(recs)
-    assert (s["jobs"], s["jobs_completed"], s["jobs_failed"], s["jobs_truncated"]) == (3, 2, 1, 1)
-    assert (s["turns"], s["turns_failed"]) == (4, 1)
-    assert s["jct_mean"] == pytest.approx(2.0) and s["jct_p50"] == pytest.approx(2.0)
-    assert s["jct_p90"] == pytest.approx(2.8) and s["jct_p99"] == pytest.approx(2.98)
-    assert s["duration_s"] == pytest.approx(3.0) and s["jobs_per_minute"] == pytest.approx(40.0)
-    assert s["queue_delay_mean"] == pytest.approx(0.3) and s["ttft_mean"] == pytest.approx(1 / 3)
-    assert s["prefix_hit_ratio"] == pytest.approx(110 / 300)  # job b reported no cached tokens
-    assert (s["prompt_tokens"], s["output_tokens"]) == (400, 25)
-    path = tmp_path / "r.jsonl"
-    assert write_records(path, recs) == len(recs)
-    assert read_records(path) == recs
-    assert summarize([])["jct_mean"] is None

@@ -1,7 +1,7 @@
 """``agent-engine agent``: run live shell-agent jobs against an OpenAI-compatible server.
 
-Wiring: ``add_arguments(parser)`` builds the ``agent`` command; ``main(argv)`` runs it standalone
-(``python -m agent_engine.agent.cli``).
+Wiring: ``add_arguments(parser)`` adds the flags and sets ``func`` (the CLI registry calls
+``args.func(args)``); the module imports only ``argparse`` at import time.
 
 Invariants: exactly one of ``--task``/``--tasks`` is given; ``--jobs N`` runs N jobs by cycling over
 the tasks (default: one job per task); the records file is always written (``--out``), the trace file
@@ -14,22 +14,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["add_agent_args", "add_arguments", "main", "run_agent_command"]
+__all__ = ["HELP", "add_arguments"]
+
+HELP = "run live shell-agent jobs against a server and record them"
 
 
-def add_agent_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add the agent flags to ``p``."""
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``agent`` command: mini-swe-agent style jobs (one bash command per turn) against a server."""
     p.add_argument("--base-url", required=True, help="server URL, e.g. http://127.0.0.1:8000")
     p.add_argument("--model", default=None, help="model name sent in requests (default: the server's)")
     p.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY'")
-    p.add_argument("--repo", default=None, help="folder copied into each job's sandbox (default: empty folder)")
+    p.add_argument("--repo", default=None,
+                   help="folder copied into each job's sandbox (default: empty folder)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--task", help="the task text of every job")
     src.add_argument("--tasks", help='JSONL file, one {"task": ..., "repo"?: ..., "job_id"?: ...} a line')
-    p.add_argument("--jobs", type=int, default=None, help="number of jobs (cycles over the tasks; default: one each)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="number of jobs (cycles over the tasks; default: one each)")
     p.add_argument("--concurrency", type=int, default=1, help="jobs in flight at once (default: 1)")
     p.add_argument("--step-limit", type=int, default=30, help="model calls per job at most (default: 30)")
     p.add_argument("--command-timeout", type=float, default=60.0, help="seconds per command (default: 60)")
@@ -38,14 +41,15 @@ def add_agent_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=None, help="max tokens per answer (default: server's)")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default: 0)")
     p.add_argument("--no-stream", action="store_true", help="non-streamed requests (no TTFT measured)")
-    p.add_argument("--job-id-prefix", default=None, help="job ids are PREFIX<index> (default: agent-<random>-)")
+    p.add_argument("--job-id-prefix", default=None,
+                   help="job ids are PREFIX<index> (default: agent-<random>-)")
     p.add_argument("--out", required=True, help="per-turn and per-job records (JSONL)")
     p.add_argument("--save-trace", default=None, help="also save the run in the agent-trace format (JSONL)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return p
+    p.set_defaults(func=_cmd_agent)
 
 
-def run_agent_command(args: argparse.Namespace) -> int:
+def _cmd_agent(args: argparse.Namespace) -> int:
     """Run the jobs described by ``args``, write the files, print the summary; returns the exit status."""
     from agent_engine.agent.loop import AgentConfig
     from agent_engine.agent.runner import AgentTask, RunOptions, load_tasks, run_agent_jobs_sync
@@ -65,7 +69,8 @@ def run_agent_command(args: argparse.Namespace) -> int:
         jobs = [AgentTask(t.task, t.repo) for t in jobs]  # cycled copies cannot share a fixed job id
     agent = AgentConfig(step_limit=args.step_limit, max_tokens=args.max_tokens, temperature=args.temperature,
                         model=args.model, stream=not args.no_stream)
-    options = RunOptions(args.base_url, agent, concurrency=args.concurrency, command_timeout=args.command_timeout,
+    options = RunOptions(args.base_url, agent, concurrency=args.concurrency,
+                         command_timeout=args.command_timeout,
                          max_output_chars=args.max_output_chars, api_key=args.api_key,
                          job_id_prefix=args.job_id_prefix, progress=not args.no_progress)
     result = run_agent_jobs_sync(jobs, options)
@@ -78,23 +83,3 @@ def run_agent_command(args: argparse.Namespace) -> int:
 
 def _printable(summary: dict[str, Any]) -> dict[str, Any]:
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in summary.items()}
-
-
-HELP = "run live shell-agent jobs against a server and record them"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``agent`` command: mini-swe-agent style jobs (one bash command per turn) against a server."""
-    add_agent_args(parser)
-    parser.set_defaults(func=run_agent_command)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry point."""
-    p = argparse.ArgumentParser(prog="agent-engine agent", description="run live shell-agent jobs")
-    add_agent_args(p)
-    return run_agent_command(p.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

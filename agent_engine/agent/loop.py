@@ -6,14 +6,15 @@ fenced ```bash block; zero or several blocks get a format-error observation inst
 command runs in the job's ``Sandbox``. The job ends when a command's first output line is
 ``SUBMIT_MARKER`` (exit status "Submitted"; the rest of the output is the submission), when
 ``step_limit`` model calls were made ("LimitsExceeded"), or on a failed model call (exit status the
-error's class name, ``JobRecord.error`` set).
+error's class name, ``JobRecord.error`` set). One model call is ``agent_engine.agent.chat.stream_chat``.
 
 Invariants:
 - Every model call carries ``job_id``; ``is_last_step`` is true exactly on the call with index
   ``step_limit - 1`` (the last one the job may make). The job gets ``DELETE /v1/jobs/{job_id}`` when it
   ends, whatever the reason.
 - One ``AgentTurnRecord`` per model call, in order, then one ``AgentJobRecord``; times are seconds from
-  the runner's clock origin ``t0`` (``time.perf_counter`` based), as in ``agent_engine.workloads.replay.records``.
+  the runner's clock origin ``t0`` (``time.perf_counter`` based), as in
+  ``agent_engine.workloads.replay.records``.
 - ``tool_seconds`` of a turn is the wall time from the end of the model's answer to the command's
   result (parsing, sandbox and observation included), i.e. the time the job is away from the engine.
 - The prompt templates here are the single source of truth: ``tiny_agent_model`` renders its training
@@ -27,15 +28,15 @@ import re
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 
+from agent_engine.agent.chat import ChatReply, stream_chat
 from agent_engine.agent.sandbox import CommandResult, Sandbox
 from agent_engine.workloads.replay.records import JobRecord, TurnRecord
-from agent_engine.workloads.sse_client import iter_sse_chunks, server_queue_delay
+from agent_engine.workloads.sse_client import release_job
 from estimator.tool_parser import parse_shell
 
 __all__ = [
@@ -44,14 +45,12 @@ __all__ = [
     "AgentJobRecord",
     "AgentJobResult",
     "AgentTurnRecord",
-    "ChatReply",
     "format_error_message",
     "initial_messages",
     "is_submission",
     "observation_message",
     "parse_actions",
     "run_agent_job",
-    "stream_chat",
     "tool_name_of",
 ]
 
@@ -136,7 +135,8 @@ def initial_messages(task: str, system_prompt: str = SYSTEM_PROMPT) -> list[dict
 
 def observation_message(result: CommandResult) -> dict[str, str]:
     """The user message reporting a command's result."""
-    return {"role": "user", "content": OBSERVATION_TEMPLATE.format(exit_code=result.exit_code, output=result.output)}
+    content = OBSERVATION_TEMPLATE.format(exit_code=result.exit_code, output=result.output)
+    return {"role": "user", "content": content}
 
 
 def format_error_message(n_actions: int) -> dict[str, str]:
@@ -167,68 +167,12 @@ def tool_name_of(command: str) -> str:
     return call.name if call is not None else "bash"
 
 
-# --------------------------------------------------------------------------- one model call
-
-
-@dataclass
-class ChatReply:
-    """What one chat completion returned (``ttft`` only when streamed)."""
-
-    text: str = ""
-    ttft: float | None = None
-    prompt_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int | None = None
-    queue_delay: float | None = None
-    finish_reason: str | None = None
-    job_id: str | None = None
-
-
-def _take_usage(reply: ChatReply, usage: dict[str, Any] | None) -> None:
-    if not usage:
-        return
-    reply.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-    reply.output_tokens = int(usage.get("completion_tokens") or 0)
-    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
-    reply.cached_tokens = None if cached is None else int(cached)
-
-
-async def stream_chat(client: httpx.AsyncClient, body: dict[str, Any], sent: float) -> ChatReply:
-    """POST ``body`` to ``/v1/chat/completions`` (SSE when ``body["stream"]``); raises on any failure."""
-    reply = ChatReply()
-    if not body.get("stream"):
-        resp = await client.post("/v1/chat/completions", json=body)
-        if resp.status_code != 200:
-            raise RuntimeError(f"HTTP {resp.status_code}: {resp.text[:300]}")
-        data = resp.json()
-        choice = (data.get("choices") or [{}])[0]
-        reply.text = (choice.get("message") or {}).get("content") or ""
-        reply.finish_reason, reply.job_id = choice.get("finish_reason"), data.get("job_id")
-        _take_usage(reply, data.get("usage"))
-        reply.queue_delay = server_queue_delay(data)
-        return reply
-    parts: list[str] = []
-    async with client.stream("POST", "/v1/chat/completions", json=body) as resp:
-        async for chunk in iter_sse_chunks(resp):
-            reply.job_id = chunk.get("job_id", reply.job_id)
-            for choice in chunk.get("choices") or []:
-                text = (choice.get("delta") or {}).get("content") or ""
-                if text and reply.ttft is None:
-                    reply.ttft = time.perf_counter() - sent
-                parts.append(text)
-                reply.finish_reason = choice.get("finish_reason") or reply.finish_reason
-            _take_usage(reply, chunk.get("usage"))
-            q = server_queue_delay(chunk)
-            if q is not None:
-                reply.queue_delay = q
-    reply.text = "".join(parts)
-    return reply
-
-
 # --------------------------------------------------------------------------- the job
 
 
-def _request_body(config: AgentConfig, messages: list[dict[str, str]], job_id: str, last: bool) -> dict[str, Any]:
+def _request_body(
+    config: AgentConfig, messages: list[dict[str, str]], job_id: str, last: bool
+) -> dict[str, Any]:
     body: dict[str, Any] = {"messages": messages, "temperature": config.temperature, "job_id": job_id,
                             "is_last_step": last, "stream": config.stream}
     if config.stream:
@@ -240,68 +184,90 @@ def _request_body(config: AgentConfig, messages: list[dict[str, str]], job_id: s
     return body
 
 
+def _take_reply(rec: AgentTurnRecord, job: AgentJobRecord, reply: ChatReply, sent: float, t0: float) -> float:
+    """Fill the turn record (and the job's progress) from a model answer; returns when it arrived."""
+    done = time.perf_counter()
+    rec.done_at, rec.latency, rec.ttft = done - t0, done - sent, reply.ttft
+    rec.prompt_tokens, rec.output_tokens = reply.prompt_tokens, reply.output_tokens
+    rec.cached_tokens, rec.finish_reason = reply.cached_tokens, reply.finish_reason
+    rec.echoed_job_id = reply.job_id
+    rec.set_queue_delay(reply.queue_delay, reply.ttft)
+    job.end_at, job.turns, job.steps = rec.done_at, job.turns + 1, job.steps + 1
+    return done
+
+
+@dataclass
+class _Job:
+    """One running job: its connection, sandbox, conversation and records."""
+
+    client: httpx.AsyncClient
+    sandbox: Sandbox
+    config: AgentConfig
+    record: AgentJobRecord
+    messages: list[dict[str, str]]
+    t0: float
+    executor: Executor | None
+    on_turn: Callable[[AgentTurnRecord], None] | None
+    turns: list[AgentTurnRecord] = field(default_factory=list)
+
+    async def step(self, step: int) -> bool:
+        """One model call and the command it issued; returns True when the job is over."""
+        job, last = self.record, step == self.config.step_limit - 1
+        sent = time.perf_counter()
+        rec = AgentTurnRecord(job.job_id, step, sent - self.t0, is_last_step=last,
+                              max_tokens=self.config.max_tokens or 0)
+        self.turns.append(rec)
+        if job.start_at is None:
+            job.start_at = rec.sent_at
+        try:
+            body = _request_body(self.config, self.messages, job.job_id, last)
+            reply = await stream_chat(self.client, body, sent)
+        except Exception as e:  # a failed call ends the job, and is recorded
+            rec.error = job.error = f"{type(e).__name__}: {e}"
+            job.exit_status = type(e).__name__
+            return True
+        done = _take_reply(rec, job, reply, sent, self.t0)
+        self.messages.append({"role": "assistant", "content": reply.text})
+        submitted = await self._act(rec, parse_actions(reply.text))
+        rec.tool_seconds = rec.tool_sleep = time.perf_counter() - done
+        if self.on_turn is not None:
+            self.on_turn(rec)
+        return submitted
+
+    async def _act(self, rec: AgentTurnRecord, actions: list[str]) -> bool:
+        """Run the answer's one command (or report a format error); returns True on a submission."""
+        rec.n_actions = len(actions)
+        if len(actions) != 1:
+            self.record.format_errors += 1
+            self.messages.append(format_error_message(len(actions)))
+            return False
+        rec.command, rec.tool_name = actions[0], tool_name_of(actions[0])
+        result = await asyncio.get_running_loop().run_in_executor(self.executor, self.sandbox.run, actions[0])
+        rec.exit_code, rec.timed_out = result.exit_code, result.timed_out
+        rec.submitted = is_submission(actions[0], result.output)
+        if rec.submitted:
+            self.record.exit_status, self.record.submission = "Submitted", submission_of(result.output)
+        else:
+            self.messages.append(observation_message(result))
+        return rec.submitted
+
+
 async def run_agent_job(client: httpx.AsyncClient, task: str, sandbox: Sandbox, job_id: str,
                         config: AgentConfig, *, t0: float, executor: Executor | None = None,
                         on_turn: Callable[[AgentTurnRecord], None] | None = None) -> AgentJobResult:
     """Run one job to its end (see the module docstring); commands run on ``executor`` threads."""
-    loop = asyncio.get_running_loop()
+    record = AgentJobRecord(job_id, job_id, time.perf_counter() - t0, task=task)
     messages = initial_messages(task, config.system_prompt)
-    job = AgentJobRecord(job_id, job_id, time.perf_counter() - t0, task=task)
-    turns: list[AgentTurnRecord] = []
+    job = _Job(client, sandbox, config, record, messages, t0, executor, on_turn)
     try:
         for step in range(config.step_limit):
-            last = step == config.step_limit - 1
-            sent = time.perf_counter()
-            rec = AgentTurnRecord(job_id, step, sent - t0, is_last_step=last,
-                                  max_tokens=config.max_tokens or 0)
-            turns.append(rec)
-            if job.start_at is None:
-                job.start_at = rec.sent_at
-            try:
-                reply = await stream_chat(client, _request_body(config, messages, job_id, last), sent)
-            except Exception as e:  # a failed call ends the job, and is recorded
-                rec.error = job.error = f"{type(e).__name__}: {e}"
-                job.exit_status = type(e).__name__
-                break
-            done = time.perf_counter()
-            rec.done_at, rec.latency, rec.ttft = done - t0, done - sent, reply.ttft
-            rec.prompt_tokens, rec.output_tokens = reply.prompt_tokens, reply.output_tokens
-            rec.cached_tokens, rec.finish_reason, rec.echoed_job_id = reply.cached_tokens, reply.finish_reason, reply.job_id
-            if reply.queue_delay is not None:
-                rec.queue_delay, rec.queue_source = reply.queue_delay, "server"
-            elif reply.ttft is not None:
-                rec.queue_delay, rec.queue_source = reply.ttft, "ttft"
-            job.end_at, job.turns, job.steps = rec.done_at, job.turns + 1, job.steps + 1
-            messages.append({"role": "assistant", "content": reply.text})
-            actions = parse_actions(reply.text)
-            rec.n_actions = len(actions)
-            if len(actions) != 1:
-                job.format_errors += 1
-                messages.append(format_error_message(len(actions)))
-                rec.tool_seconds = rec.tool_sleep = time.perf_counter() - done
-                if on_turn is not None:
-                    on_turn(rec)
-                continue
-            rec.command, rec.tool_name = actions[0], tool_name_of(actions[0])
-            result = await loop.run_in_executor(executor, sandbox.run, actions[0])
-            rec.exit_code, rec.timed_out = result.exit_code, result.timed_out
-            rec.submitted = is_submission(actions[0], result.output)
-            if not rec.submitted:
-                messages.append(observation_message(result))
-            rec.tool_seconds = rec.tool_sleep = time.perf_counter() - done
-            if on_turn is not None:
-                on_turn(rec)
-            if rec.submitted:
-                job.exit_status, job.submission = "Submitted", submission_of(result.output)
+            if await job.step(step):
                 break
         else:
-            job.exit_status, job.truncated = "LimitsExceeded", True
+            record.exit_status, record.truncated = "LimitsExceeded", True
     finally:
-        try:
-            await client.delete(f"/v1/jobs/{quote(job_id, safe='')}")
-        except httpx.HTTPError:
-            pass
-    job.trace_turns = job.turns
-    if job.error is None and job.start_at is not None and job.end_at is not None:
-        job.jct = job.end_at - job.start_at
-    return AgentJobResult(turns, job, messages)
+        await release_job(client, job_id)
+    record.trace_turns = record.turns
+    if record.error is None and record.start_at is not None and record.end_at is not None:
+        record.jct = record.end_at - record.start_at
+    return AgentJobResult(job.turns, record, job.messages)

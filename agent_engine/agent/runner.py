@@ -6,7 +6,8 @@ Invariants:
   threads, so one job's command never waits for another job's command.
 - ``job_ids`` are unique within a run: ``{prefix}{index}`` unless a task names its own id.
 - ``AgentRunResult.records`` holds, per job in task order, its ``AgentTurnRecord``s then its
-  ``AgentJobRecord``; ``agent_engine.workloads.replay.records.write_records``/``summarize`` work on them as is.
+  ``AgentJobRecord``; ``agent_engine.workloads.replay.records.write_records``/``summarize`` work on
+  them as is.
 - ``to_trace_job`` maps one job onto the trace format (``agent_engine.workloads.traces.format``): one turn per
   model call that got an answer, ``llm_seconds`` = client latency, ``tool_seconds`` = measured tool time
   (``None`` on the last turn), ``tool_names``/``n_tool_calls`` from the parsed command. Prompts may
@@ -107,8 +108,9 @@ def to_trace_job(result: AgentJobResult, model: str | None = None) -> TraceJob |
         if prompt != t.prompt_tokens:
             extra["measured_prompt_tokens"] = t.prompt_tokens
         last = i == len(done) - 1
-        turns.append(TraceTurn(prompt, t.output_tokens, t.tool_name, None if last else float(t.tool_seconds or 0.0),
-                               t.cached_tokens, t.latency, extra))
+        tool_seconds = None if last else float(t.tool_seconds or 0.0)
+        turns.append(TraceTurn(prompt, t.output_tokens, t.tool_name, tool_seconds, t.cached_tokens, t.latency,
+                               extra))
         floor = prompt + t.output_tokens
     meta: dict[str, Any] = {"source": TRACE_SOURCE, "model": model, "exit_status": result.job.exit_status,
                             "task": result.job.task}

@@ -85,8 +85,9 @@ class Sandbox:
     extra_env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, repo: str | os.PathLike[str] | None, *, timeout: float = 60.0, max_output_chars: int = 10000,
-               extra_env: dict[str, str] | None = None, prefix: str = "agent-sandbox-") -> Sandbox:
+    def create(cls, repo: str | os.PathLike[str] | None, *, timeout: float = 60.0,
+               max_output_chars: int = 10000, extra_env: dict[str, str] | None = None,
+               prefix: str = "agent-sandbox-") -> Sandbox:
         """Copy ``repo`` (or start from an empty folder when None) into a new temp sandbox."""
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0, got {timeout}")

@@ -46,7 +46,9 @@ DECISION_WEIGHT = 5
 _FENCE_TOKENS = 3  # "```", "bash", "\n" open every answer
 EVAL_FROM = 60  # first step at which the held-out margin is checked
 EVAL_EVERY = 10
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
+TOKENIZER_FILES = (
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
+)
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,8 @@ class AgentScript:
 
 
 SCRIPTS: tuple[AgentScript, ...] = (
-    AgentScript("Count the python files in this repository.", ("ls", "find . -name '*.py' | wc -l", SUBMIT_COMMAND)),
+    AgentScript("Count the python files in this repository.",
+                ("ls", "find . -name '*.py' | wc -l", SUBMIT_COMMAND)),
 )
 
 
@@ -86,7 +89,8 @@ _EXTS = (".py", ".py", ".md", ".txt", ".toml", ".cfg", "", "/")
 def _random_output(rng: random.Random) -> str:
     kind = rng.randrange(5)
     if kind == 0:  # a file listing
-        names = {rng.choice(_WORDS) + rng.choice(("", "_", "2")) + rng.choice(_EXTS) for _ in range(rng.randrange(1, 9))}
+        names = {rng.choice(_WORDS) + rng.choice(("", "_", "2")) + rng.choice(_EXTS)
+                 for _ in range(rng.randrange(1, 9))}
         return "".join(f"{n}\n" for n in sorted(names))
     if kind == 1:  # a count or a size
         return str(rng.randrange(0, 1000)) + rng.choice(_UNITS) + "\n"
@@ -105,8 +109,8 @@ def random_transcript(script: AgentScript, rng: random.Random) -> list[dict[str,
         messages.append({"role": "assistant", "content": assistant_answer(command)})
         if i + 1 < len(script.commands):
             code = 0 if rng.random() < 0.8 else rng.choice((1, 2, 127))
-            messages.append({"role": "user", "content": OBSERVATION_TEMPLATE.format(exit_code=code,
-                                                                                     output=_random_output(rng))})
+            observation = OBSERVATION_TEMPLATE.format(exit_code=code, output=_random_output(rng))
+            messages.append({"role": "user", "content": observation})
     return messages
 
 
@@ -217,7 +221,7 @@ def build_tiny_agent_model(out_dir: str | Path, *, scripts: tuple[AgentScript, .
                            max_steps: int = 400, batch_size: int = 8, lr: float = 1e-2, pool_size: int = 512,
                            held_out: int = 32, target_margin: float = 2.0, num_threads: int = 1,
                            tokenizer_dir: str | Path | None = None) -> TrainReport:
-    """Train the tiny agent model on ``scripts`` and save it as an HF folder in ``out_dir`` (created if needed).
+    """Train the tiny agent model on ``scripts``; save it as an HF folder in ``out_dir`` (created if needed).
 
     Training stops once every assistant token of ``held_out`` fresh random transcripts is the greedy
     choice by at least ``target_margin`` logits (robust to kernel-level float differences in the
@@ -236,7 +240,8 @@ def build_tiny_agent_model(out_dir: str | Path, *, scripts: tuple[AgentScript, .
     pool = [encode(tok, random_transcript(scripts[i % len(scripts)], rng)) for i in range(pool_size)]
     held_rng = random.Random(seed + 1_000_003)
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    held = _batch([encode(tok, random_transcript(scripts[i % len(scripts)], held_rng)) for i in range(held_out)], pad)
+    held = _batch([encode(tok, random_transcript(scripts[i % len(scripts)], held_rng))
+                   for i in range(held_out)], pad)
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     config = LlamaConfig(**tiny_config(len(tok), eos, pad))
     losses: list[float] = []
@@ -244,7 +249,8 @@ def build_tiny_agent_model(out_dir: str | Path, *, scripts: tuple[AgentScript, .
     torch.set_num_threads(num_threads)
     try:
         model, steps, margin = _train(config, pool, held, rng, pad, seed=seed, max_steps=max_steps,
-                                      batch_size=batch_size, lr=lr, target_margin=target_margin, losses=losses)
+                                      batch_size=batch_size, lr=lr, target_margin=target_margin,
+                                      losses=losses)
     finally:
         torch.set_num_threads(threads)
     model.eval()

@@ -1,7 +1,9 @@
 """GPU-scale discrete-event simulator: the real scheduler and estimator, timed by a cost model.
 
-``specs`` (model and GPU tables), ``cost_model`` (step time, KV pool size), ``simulator`` (the event
-loop), ``sweep`` lives in ``cli`` (policies x loads, JSON and PNG), ``calibrate`` (fits the CPU
-constants on the real engine; the only module that imports torch). Nothing here imports torch or
-transformers at import time.
+Modules: ``specs`` (model and GPU tables), ``cost_model`` (step time, KV pool size), ``config`` (a
+run's ``EngineConfig``, pool and workload; policy labels), ``simulator`` (the event loop),
+``result`` (a run's measurements), ``sweep`` (policies x loads, the 2x-unloaded load, the plot),
+``calibrate`` (fits the CPU constants on the real engine; the only module that imports torch, and
+only inside ``measure``), ``cli`` (``agent-engine sim``). Nothing here imports torch or transformers
+at import time.
 """

@@ -67,14 +67,17 @@ class CostConstants:
         )
 
     def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict (``from_dict`` reads it back)."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> CostConstants:
+        """Constants from a dict; unknown keys are ignored."""
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in d.items() if k in known})  # type: ignore[arg-type]
 
     def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the constants as JSON (``load`` reads it back)."""
         with open(path, "w", encoding="utf-8") as f:
             json.dump(self.to_dict(), f, indent=2)
 
@@ -101,7 +104,8 @@ class StepFeatures:
 
     def as_row(self) -> list[float]:
         """The linear design row of the ``sum`` model: overhead, requests, bytes, GEMM and attention FLOPs."""
-        return [1.0, float(self.requests), self.weight_bytes + self.kv_bytes, self.gemm_flops, self.attn_flops]
+        bytes_moved = self.weight_bytes + self.kv_bytes
+        return [1.0, float(self.requests), bytes_moved, self.gemm_flops, self.attn_flops]
 
 
 class CostModel:
@@ -121,9 +125,6 @@ class CostModel:
         self._kv_per_token = m.kv_bytes_per_token / tp
         self._num_allreduce = 2 * m.num_layers if tp > 1 else 0
         self._ar_bytes_per_token = m.hidden_size * m.dtype_bytes if tp > 1 else 0
-
-    def with_constants(self, consts: CostConstants) -> CostModel:
-        return CostModel(self.model, consts, self.tp)
 
     def features(self, chunks: Iterable[Chunk]) -> StepFeatures:
         """Feature totals of one step's chunks."""
@@ -173,7 +174,9 @@ class CostModel:
         return t
 
 
-def activation_reserve_bytes(model: ModelSpec, tp: int, max_num_batched_tokens: int, max_num_seqs: int) -> float:
+def activation_reserve_bytes(
+    model: ModelSpec, tp: int, max_num_batched_tokens: int, max_num_seqs: int
+) -> float:
     """Peak non-KV memory of a forward pass as vLLM's profile run would see it, plus non-torch memory.
 
     Hidden states, q/k/v and the gated MLP's two intermediate tensors for the full token budget, fp32
@@ -213,5 +216,6 @@ def kv_pool_blocks(
 
 def chunks_of(scheduled: Sequence[object]) -> list[Chunk]:
     """``(n, c, do_sample)`` of a ``SchedulerOutput.scheduled`` list."""
-    return [(len(s.token_ids), s.num_computed_tokens, s.do_sample) for s in scheduled]  # type: ignore[attr-defined]
+    return [(len(s.token_ids), s.num_computed_tokens, s.do_sample)  # type: ignore[attr-defined]
+            for s in scheduled]
 

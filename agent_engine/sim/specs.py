@@ -86,9 +86,10 @@ MODELS: dict[str, ModelSpec] = {
                   source="huggingface.co/Qwen/Qwen2.5-7B-Instruct config.json (32k native context)"),
         ModelSpec("qwen3-32b", 5120, 64, 64, 8, 128, 25600, 151936, 40960,
                   source="huggingface.co/Qwen/Qwen3-32B config.json"),
-        # The embedded default model (agent_engine/default_model.py), float32 on CPU: calibration target.
+        # The embedded default model (agent_engine/model/default_model.py), float32 on CPU:
+        # the calibration target.
         ModelSpec("default", 512, 8, 8, 2, 64, 1408, 4096, 4096, dtype_bytes=4,
-                  source="agent_engine/default_model.py model_config_dict()"),
+                  source="agent_engine/model/default_model.py model_config_dict()"),
     )
 }
 

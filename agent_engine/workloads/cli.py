@@ -27,10 +27,10 @@ def _cmd_synth(args: argparse.Namespace) -> int:
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
-    from agent_engine.workloads.traces.format import read_jobs
     from agent_engine.workloads.traces.profile import fit_profile, save_profile
+    from agent_engine.workloads.traces.source import load_trace
 
-    jobs = read_jobs(args.trace)
+    jobs = load_trace(args.trace)
     profile = fit_profile(
         jobs,
         name=args.name,
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_cmd_synth)
 
     p = sub.add_parser("fit", help="measure a workload profile from a trace")
-    p.add_argument("trace", help="trace JSONL (one job a line)")
+    p.add_argument("trace", help="trace JSONL (one job a line), synth:PROFILE or default")
     p.add_argument("-o", "--output", required=True, help="profile JSON to write")
     p.add_argument("--name", default="fitted")
     p.add_argument("--description", default="")

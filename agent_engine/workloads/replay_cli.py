@@ -15,8 +15,10 @@ HELP = "replay a trace against a server as agent jobs (token-id prompts, tool sl
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``replay`` flags; sets ``func``."""
     p.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
-    p.add_argument("--trace", required=True, help="trace JSONL (one job a line)")
+    p.add_argument("--trace", default=None,
+                   help="trace JSONL, synth:PROFILE or default (default: the shipped default trace)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--jps", type=float, default=None, help="Poisson job arrivals, jobs per second")
     mode.add_argument("--concurrency", type=int, default=None, help="closed loop: at most N jobs in flight")
@@ -37,9 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from agent_engine.workloads.replay.client import ReplayOptions, replay_sync
+    from agent_engine.workloads.replay.client import replay_sync
+    from agent_engine.workloads.replay.plan import ReplayOptions
     from agent_engine.workloads.replay.records import write_records
-    from agent_engine.workloads.traces.format import read_jobs
+    from agent_engine.workloads.traces.source import load_trace
 
     options = ReplayOptions(
         jps=args.jps,
@@ -57,7 +60,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         request_timeout=args.timeout,
         progress=not args.no_progress,
     )
-    result = replay_sync(args.url, read_jobs(args.trace), options)
+    jobs = load_trace(args.trace, max_jobs=args.jobs, seed=args.seed)
+    result = replay_sync(args.url, jobs, options)
     write_records(args.out, result.records)
     print(json.dumps(result.summary, indent=1))
     return 1 if result.summary["jobs_failed"] else 0

@@ -1,12 +1,19 @@
-"""Client side of the server's response protocol: SSE ``data: {...}`` chunks and optional timing fields."""
+"""Client side of the server's protocol: SSE ``data: {...}`` chunks, optional timing fields, job release.
+
+Invariants: ``iter_sse_chunks`` raises on a non-200 status or an in-stream error and stops at
+``[DONE]``; ``release_job`` never raises for an unreachable server (a job's end must not fail on it).
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
+
+__all__ = ["QUEUE_DELAY_KEYS", "iter_sse_chunks", "release_job", "server_queue_delay"]
 
 
 async def iter_sse_chunks(resp: httpx.Response) -> AsyncIterator[dict[str, Any]]:
@@ -40,3 +47,11 @@ def server_queue_delay(obj: dict[str, Any]) -> float | None:
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 return float(v)
     return None
+
+
+async def release_job(client: httpx.AsyncClient, job_id: str) -> None:
+    """``DELETE /v1/jobs/{job_id}`` (the job's end: the server drops its pin); HTTP failures are ignored."""
+    try:
+        await client.delete(f"/v1/jobs/{quote(job_id, safe='')}")
+    except httpx.HTTPError:
+        pass

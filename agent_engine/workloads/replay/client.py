@@ -2,25 +2,22 @@
 
 Per job: turn 0's prompt is a job-unique header plus seeded random ids; turn i's prompt is turn i-1's
 prompt, plus the ids the engine generated (``choices[0].token_ids``), plus fresh random ids standing
-for the tool's output, so that its length follows the trace's ``prompt_tokens * token_scale`` and the
-prefix is really shared. Each turn goes to ``POST /v1/completions`` as token ids with the agent hints
-(``job_id``, ``is_last_step``, ``tool_name``) and ``max_tokens = max(1, round(output * token_scale))``,
-``ignore_eos``, ``temperature 0``; then the client sleeps the turn's ``tool_seconds * time_scale``
-(never capped; negative trace gaps count as 0). A finished job gets ``DELETE /v1/jobs/{job_id}``.
+for the tool's output, so that its length follows the plan (``agent_engine.workloads.replay.plan``)
+and the prefix is really shared. Each turn goes to ``POST /v1/completions`` as token ids with the
+agent hints (``job_id``, ``is_last_step``, ``tool_name``), the plan's ``max_tokens``, ``ignore_eos``
+and ``temperature 0``; then the client sleeps the plan's tool time (never capped). A finished job
+gets ``DELETE /v1/jobs/{job_id}``.
 
 Arrivals: Poisson with rate ``jps`` (the first job at t=0), or all at once; ``concurrency`` caps
 the jobs in flight (closed loop when used alone).
 
 Invariants:
-- Token ids are in ``[min_token_id, vocab_size)`` (specials live below ``min_token_id``); fresh ids
-  come from ``numpy.random.default_rng([seed, job_index])``, so a replay sends the same prompts for
-  the same server outputs.
-- ``plan_job`` decides every turn's target length, ``max_tokens``, sleep and ``is_last_step`` up front,
-  assuming the engine generates exactly ``max_tokens`` (``ignore_eos``); with ``max_model_len`` the
-  job keeps the longest prefix of turns whose ``prompt + max_tokens`` fit, and its last kept turn
-  carries ``is_last_step``. Exactly one turn of a job is sent with ``is_last_step`` unless the job
-  fails midway.
-- Every job started gets its DELETE, failed or not.
+- Fresh ids come from ``numpy.random.default_rng([seed, job_index])`` within
+  ``[min_token_id, vocab_size)``, so a replay sends the same prompts for the same server outputs.
+- Exactly one turn of a job is sent with ``is_last_step`` unless the job fails midway or the engine
+  generated more than planned and the next prompt would outgrow ``max_model_len`` (then the job stops,
+  marked truncated).
+- Every job started gets its DELETE, failed or not; a failed request ends its job and is recorded.
 """
 
 from __future__ import annotations
@@ -28,16 +25,23 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 import numpy as np
 from tqdm import tqdm
 
+from agent_engine.workloads.replay.plan import (
+    JobPlan,
+    ReplayOptions,
+    TurnPlan,
+    arrival_times,
+    job_header,
+    plan_job,
+)
 from agent_engine.workloads.replay.records import JobRecord, Record, TurnRecord, summarize
-from agent_engine.workloads.sse_client import iter_sse_chunks, server_queue_delay
+from agent_engine.workloads.sse_client import iter_sse_chunks, release_job, server_queue_delay
 from agent_engine.workloads.traces.format import TraceJob
 
 __all__ = [
@@ -50,67 +54,6 @@ __all__ = [
     "replay",
     "replay_sync",
 ]
-
-HEADER_LEN = 2  # the job index in base (vocab_size - min_token_id): unique prefixes for 15M jobs
-
-
-@dataclass(frozen=True)
-class ReplayOptions:
-    """Knobs of a replay (see the module docstring); ``None`` means unlimited / not used."""
-
-    jps: float | None = None
-    concurrency: int | None = None
-    max_jobs: int | None = None
-    max_turns: int | None = None
-    token_scale: float = 1.0
-    time_scale: float = 1.0
-    seed: int = 0
-    model: str | None = None
-    vocab_size: int = 4000
-    min_token_id: int = 16
-    max_model_len: int | None = None
-    stream: bool = True
-    request_timeout: float = 600.0
-    connect_timeout: float = 10.0
-    job_id_prefix: str | None = None  # default "replay{seed}-"
-    progress: bool = True
-    extra_body: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.jps is not None and self.jps <= 0:
-            raise ValueError("jps must be > 0")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise ValueError("concurrency must be >= 1")
-        if self.token_scale <= 0 or self.time_scale < 0:
-            raise ValueError("token_scale must be > 0 and time_scale >= 0")
-        if not 0 <= self.min_token_id < self.vocab_size:
-            raise ValueError("need 0 <= min_token_id < vocab_size")
-        if self.max_model_len is not None and self.max_model_len < HEADER_LEN + 1:
-            raise ValueError(f"max_model_len must be >= {HEADER_LEN + 1}")
-
-
-@dataclass(frozen=True)
-class TurnPlan:
-    """What one turn sends: its target prompt length, ``max_tokens``, hints and the sleep after it."""
-
-    turn: int
-    prompt_len: int
-    max_tokens: int
-    is_last_step: bool
-    tool_name: str | None
-    sleep_s: float
-
-
-@dataclass(frozen=True)
-class JobPlan:
-    """A job's replay plan; ``truncated``: turns were dropped (``max_turns`` or ``max_model_len``)."""
-
-    index: int
-    job_id: str
-    trace_job_id: str
-    turns: tuple[TurnPlan, ...]
-    trace_turns: int
-    truncated: bool
 
 
 @dataclass
@@ -129,53 +72,6 @@ class ReplayResult:
         return [r for r in self.records if isinstance(r, JobRecord)]
 
 
-def plan_job(job: TraceJob, index: int, options: ReplayOptions) -> JobPlan:
-    """The turns to send for ``job`` (pure; see the module invariants)."""
-    s, limit = options.token_scale, options.max_model_len
-    src = job.turns[: options.max_turns] if options.max_turns else job.turns
-    truncated = len(src) < len(job.turns)
-    raw: list[tuple[int, int]] = []
-    prev_len = prev_out = 0
-    for i, t in enumerate(src):
-        max_tokens = max(1, round(t.output_tokens * s))
-        length = max(1, round(t.prompt_tokens * s))
-        if i > 0:
-            length = max(length, prev_len + prev_out)
-        if limit is not None:
-            if i == 0:
-                max_tokens = min(max_tokens, limit - HEADER_LEN)
-                length = min(max(length, HEADER_LEN), limit - max_tokens)
-            elif length + max_tokens > limit:
-                truncated = True
-                break
-        raw.append((length, max_tokens))
-        prev_len, prev_out = length, max_tokens
-    n = len(raw)
-    plans = []
-    for i, (length, max_tokens) in enumerate(raw):
-        gap = src[i].tool_seconds
-        sleep = 0.0 if i == n - 1 or gap is None else max(0.0, float(gap)) * options.time_scale
-        plans.append(TurnPlan(i, length, max_tokens, i == n - 1, src[i].tool_name, sleep))
-    prefix = options.job_id_prefix if options.job_id_prefix is not None else f"replay{options.seed}-"
-    return JobPlan(index, f"{prefix}{index:05d}", job.job_id, tuple(plans), len(job.turns), truncated)
-
-
-def arrival_times(n: int, options: ReplayOptions) -> list[float]:
-    """Job arrival offsets (seconds): Poisson with rate ``jps`` starting at 0, else all 0."""
-    if n == 0:
-        return []
-    if options.jps is None:
-        return [0.0] * n
-    gaps = np.random.default_rng([options.seed, 1 << 30]).exponential(1.0 / options.jps, n)
-    gaps[0] = 0.0
-    return np.cumsum(gaps).tolist()
-
-
-def _header(index: int, options: ReplayOptions) -> list[int]:
-    base = options.vocab_size - options.min_token_id
-    return [options.min_token_id + (index // base**k) % base for k in range(HEADER_LEN)]
-
-
 @dataclass
 class _Reply:
     ids: list[int]
@@ -184,18 +80,24 @@ class _Reply:
     queue: float | None
 
 
-async def _complete(client: httpx.AsyncClient, body: dict[str, Any], sent: float) -> _Reply:
-    """Send one completion; stream (SSE) or not per ``body["stream"]``. Raises on any failure."""
-    if not body["stream"]:
-        resp = await client.post("/v1/completions", json=body)
-        if resp.status_code != 200:
-            raise RuntimeError(f"HTTP {resp.status_code}: {resp.text[:300]}")
-        data = resp.json()
-        ids = (data.get("choices") or [{}])[0].get("token_ids")
-        if ids is None:
-            raise RuntimeError("the response lacks choices[0].token_ids (return_token_ids unsupported?)")
-        details = (data.get("usage") or {}).get("prompt_tokens_details") or {}
-        return _Reply(list(ids), None, details.get("cached_tokens"), server_queue_delay(data))
+def _cached_tokens(usage: dict[str, Any] | None, default: int | None = None) -> int | None:
+    return ((usage or {}).get("prompt_tokens_details") or {}).get("cached_tokens", default)
+
+
+async def _complete_plain(client: httpx.AsyncClient, body: dict[str, Any]) -> _Reply:
+    """One non-streamed completion."""
+    resp = await client.post("/v1/completions", json=body)
+    if resp.status_code != 200:
+        raise RuntimeError(f"HTTP {resp.status_code}: {resp.text[:300]}")
+    data = resp.json()
+    ids = (data.get("choices") or [{}])[0].get("token_ids")
+    if ids is None:
+        raise RuntimeError("the response lacks choices[0].token_ids (return_token_ids unsupported?)")
+    return _Reply(list(ids), None, _cached_tokens(data.get("usage")), server_queue_delay(data))
+
+
+async def _complete_stream(client: httpx.AsyncClient, body: dict[str, Any], sent: float) -> _Reply:
+    """One streamed (SSE) completion; the TTFT is measured from ``sent``."""
     reply = _Reply([], None, None, None)
     saw_ids = False
     async with client.stream("POST", "/v1/completions", json=body) as resp:
@@ -208,9 +110,8 @@ async def _complete(client: httpx.AsyncClient, body: dict[str, Any], sent: float
                     reply.ids.extend(ids)
                 if reply.ttft is None and (ids or choices[0].get("text")):
                     reply.ttft = time.perf_counter() - sent
-            usage = chunk.get("usage")
-            if usage:
-                reply.cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", reply.cached)
+            if chunk.get("usage"):
+                reply.cached = _cached_tokens(chunk["usage"], reply.cached)
             q = server_queue_delay(chunk)
             if q is not None:
                 reply.queue = q
@@ -219,80 +120,88 @@ async def _complete(client: httpx.AsyncClient, body: dict[str, Any], sent: float
     return reply
 
 
-async def _run_job(
-    client: httpx.AsyncClient, plan: JobPlan, arrival: float, t0: float, options: ReplayOptions
-) -> list[Record]:
-    """Replay one job; returns its turn records followed by its job record."""
+async def _complete(client: httpx.AsyncClient, body: dict[str, Any], sent: float) -> _Reply:
+    """Send one completion; stream (SSE) or not per ``body["stream"]``. Raises on any failure."""
+    if body["stream"]:
+        return await _complete_stream(client, body, sent)
+    return await _complete_plain(client, body)
+
+
+def _request_body(prompt: list[int], tp: TurnPlan, plan: JobPlan, options: ReplayOptions) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        **options.extra_body,
+        "prompt": prompt,
+        "max_tokens": tp.max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+        "return_token_ids": True,
+        "job_id": plan.job_id,
+        "is_last_step": tp.is_last_step,
+        "tool_name": tp.tool_name,
+        "stream": options.stream,
+    }
+    if options.stream:
+        body["stream_options"] = {"include_usage": True}
+    if options.model is not None:
+        body["model"] = options.model
+    return body
+
+
+def _take_reply(rec: TurnRecord, job: JobRecord, reply: _Reply, sent: float, t0: float) -> None:
+    """Fill a turn record (and its job's progress) from a successful reply."""
+    done = time.perf_counter()
+    rec.done_at, rec.latency, rec.ttft = done - t0, done - sent, reply.ttft
+    rec.output_tokens, rec.cached_tokens = len(reply.ids), reply.cached
+    rec.set_queue_delay(reply.queue, reply.ttft)
+    job.end_at, job.turns = rec.done_at, job.turns + 1
+
+
+async def _send_turns(client: httpx.AsyncClient, plan: JobPlan, job: JobRecord, t0: float,
+                      options: ReplayOptions, out: list[Record]) -> None:
+    """Send the plan's turns in order (appending their records to ``out``) until done or failed."""
     rng = np.random.default_rng([options.seed, plan.index])
 
     def fresh(n: int) -> list[int]:
         return rng.integers(options.min_token_id, options.vocab_size, max(0, n)).tolist()
 
+    prompt: list[int] = []
+    for tp in plan.turns:
+        if tp.turn == 0:
+            prompt = (job_header(plan.index, options) + fresh(tp.prompt_len))[: tp.prompt_len]
+        else:
+            prompt = prompt + fresh(tp.prompt_len - len(prompt))
+        if options.max_model_len is not None and len(prompt) + tp.max_tokens > options.max_model_len:
+            job.truncated = True  # the engine generated more than planned; stop before overflowing
+            return
+        sent = time.perf_counter()
+        rec = TurnRecord(plan.job_id, tp.turn, sent - t0, prompt_tokens=len(prompt), max_tokens=tp.max_tokens,
+                         is_last_step=tp.is_last_step, tool_name=tp.tool_name, tool_sleep=tp.sleep_s)
+        out.append(rec)
+        if job.start_at is None:
+            job.start_at = rec.sent_at
+        try:
+            reply = await _complete(client, _request_body(prompt, tp, plan, options), sent)
+        except Exception as e:  # any failure ends the job, and is recorded
+            rec.error = job.error = f"{type(e).__name__}: {e}"
+            return
+        _take_reply(rec, job, reply, sent, t0)
+        prompt = prompt + reply.ids
+        if tp.sleep_s > 0:
+            await asyncio.sleep(tp.sleep_s)
+
+
+async def _run_job(
+    client: httpx.AsyncClient, plan: JobPlan, arrival: float, t0: float, options: ReplayOptions
+) -> list[Record]:
+    """Replay one job; returns its turn records followed by its job record."""
     job = JobRecord(
         plan.job_id, plan.trace_job_id, arrival, trace_turns=plan.trace_turns, truncated=plan.truncated
     )
     out: list[Record] = []
-    prompt: list[int] = []
     try:
-        for tp in plan.turns:
-            if tp.turn == 0:
-                prompt = (_header(plan.index, options) + fresh(tp.prompt_len))[: tp.prompt_len]
-            else:
-                prompt = prompt + fresh(tp.prompt_len - len(prompt))
-            if options.max_model_len is not None and len(prompt) + tp.max_tokens > options.max_model_len:
-                job.truncated = True  # the engine generated more than planned; stop before overflowing
-                break
-            body: dict[str, Any] = {
-                **options.extra_body,
-                "prompt": prompt,
-                "max_tokens": tp.max_tokens,
-                "temperature": 0,
-                "ignore_eos": True,
-                "return_token_ids": True,
-                "job_id": plan.job_id,
-                "is_last_step": tp.is_last_step,
-                "tool_name": tp.tool_name,
-                "stream": options.stream,
-            }
-            if options.stream:
-                body["stream_options"] = {"include_usage": True}
-            if options.model is not None:
-                body["model"] = options.model
-            sent = time.perf_counter()
-            rec = TurnRecord(
-                plan.job_id,
-                tp.turn,
-                sent - t0,
-                prompt_tokens=len(prompt),
-                max_tokens=tp.max_tokens,
-                is_last_step=tp.is_last_step,
-                tool_name=tp.tool_name,
-                tool_sleep=tp.sleep_s,
-            )
-            out.append(rec)
-            if job.start_at is None:
-                job.start_at = rec.sent_at
-            try:
-                reply = await _complete(client, body, sent)
-            except Exception as e:  # any failure ends the job, and is recorded
-                rec.error = job.error = f"{type(e).__name__}: {e}"
-                break
-            done = time.perf_counter()
-            rec.done_at, rec.latency, rec.ttft = done - t0, done - sent, reply.ttft
-            rec.output_tokens, rec.cached_tokens = len(reply.ids), reply.cached
-            if reply.queue is not None:
-                rec.queue_delay, rec.queue_source = reply.queue, "server"
-            elif reply.ttft is not None:
-                rec.queue_delay, rec.queue_source = reply.ttft, "ttft"
-            job.end_at, job.turns = rec.done_at, job.turns + 1
-            prompt = prompt + reply.ids
-            if tp.sleep_s > 0:
-                await asyncio.sleep(tp.sleep_s)
+        await _send_turns(client, plan, job, t0, options, out)
     finally:
-        try:
-            await client.delete(f"/v1/jobs/{quote(plan.job_id, safe='')}")
-        except httpx.HTTPError:
-            pass
+        await release_job(client, plan.job_id)
     if job.error is None and job.start_at is not None and job.end_at is not None:
         job.jct = job.end_at - job.start_at
     out.append(job)

@@ -47,6 +47,13 @@ class TurnRecord:
     tool_sleep: float = 0.0
     error: str | None = None
 
+    def set_queue_delay(self, server: float | None, ttft: float | None) -> None:
+        """The server's own queueing delay when it sent one, else the TTFT as an upper bound."""
+        if server is not None:
+            self.queue_delay, self.queue_source = server, "server"
+        elif ttft is not None:
+            self.queue_delay, self.queue_source = ttft, "ttft"
+
 
 @dataclass
 class JobRecord:

@@ -3,6 +3,7 @@
 Light on purpose: numpy only (no torch, no transformers).
 """
 
+from agent_engine.workloads.traces.dist import Dist
 from agent_engine.workloads.traces.format import (
     TraceFormatError,
     TraceJob,
@@ -11,7 +12,7 @@ from agent_engine.workloads.traces.format import (
     validate_job,
     write_jobs,
 )
-from agent_engine.workloads.traces.profile import Dist, Profile, fit_profile, load_profile, save_profile
+from agent_engine.workloads.traces.profile import Profile, fit_profile, load_profile, save_profile
 from agent_engine.workloads.traces.source import DEFAULT_TRACE, load_trace, trace_label
 from agent_engine.workloads.traces.synth import synthesize, synthesize_job
 

@@ -1,4 +1,4 @@
-"""Read, write and validate the agent-trace JSONL format (one job a line, see shared/traces/README.md).
+"""Read, write and validate the agent-trace JSONL format (one job a line).
 
 A line is ``{"job_id": ..., <job metadata>..., "turns": [{<turn>}, ...]}``; a turn carries
 ``prompt_tokens``, ``output_tokens``, ``cached_tokens``, ``llm_seconds``, ``tool_name`` and
@@ -10,11 +10,14 @@ Invariants (checked by ``validate_job``):
 - ``prompt_tokens[i] >= prompt_tokens[i-1] + output_tokens[i-1]`` (each turn's prompt extends the last
   prompt and the last answer), so prompts never shrink;
 - ``tool_seconds`` is a finite number on every turn but the last, and ``null`` on the last. It may be
-  slightly negative in real traces (timestamp skew: 5 of 11k turns of the shared trace, down to
-  -1.1 s); consumers clamp it at 0 (``fit_profile`` and the replay client do).
+  slightly negative in real traces (timestamp skew: 5 of the 11k turns the ``swe`` profile was fitted
+  on, down to -1.1 s); consumers clamp it at 0 (``fit_profile`` and the replay client do).
 
-Round trip: ``TraceJob.from_dict(d).to_dict() == d`` for any valid line (unknown keys are preserved,
-key order of known keys follows the shared trace).
+Round trip: ``TraceJob.from_dict(d).to_dict() == d`` for any valid line (unknown keys are preserved;
+known keys come in the format's canonical order, the order ``to_dict`` writes).
+
+``read_jobs`` is the one reader of trace files; commands resolve a trace spec (default trace,
+``synth:PROFILE`` or a path) with ``agent_engine.workloads.traces.source.load_trace``.
 """
 
 from __future__ import annotations

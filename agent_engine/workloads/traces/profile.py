@@ -5,10 +5,7 @@ output tokens per turn, prompt growth per turn (the tokens a tool's output adds,
 ``prompt[i+1] - prompt[i] - output[i]``, globally and per tool), tool seconds per tool; plus the tool
 mix as a Markov chain (first-turn tool frequencies and tool-to-tool transition frequencies).
 
-Invariants:
-- ``Dist.sample`` is a pure function of the generator's state; integer dists return ints; every
-  sample lies in ``[lo, hi]`` when those bounds are set; empirical dists never leave the range of
-  the data they were fitted on.
+Invariants (those of ``Dist`` are in ``agent_engine.workloads.traces.dist``):
 - ``Profile.from_json(p.to_json()) == p`` (JSON round trip), and ``fit_profile`` is deterministic.
 - Per-tool dists exist only for tools with at least ``min_samples`` observations; any other tool
   falls back to the ``"*"`` (all tools) entry, which always exists.
@@ -19,7 +16,6 @@ Invariants:
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections import Counter, defaultdict
@@ -30,14 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from agent_engine.workloads.traces.dist import Dist
 from agent_engine.workloads.traces.format import TraceJob
 
 __all__ = [
     "ALL_TOOLS",
     "BUILTIN_PROFILES",
     "NO_TOOL",
-    "QUANTILE_PROBS",
-    "Dist",
     "Profile",
     "fit_profile",
     "load_profile",
@@ -50,88 +45,6 @@ PROFILE_VERSION = 1
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 BUILTIN_PROFILES = ("swe", "bfcl")
 _NUM_LIST = re.compile(r"\[\s*([-0-9.eE+,\s]+?)\s*\]")
-
-# Quantile grid of empirical dists: fine in both tails, where the slow tools live.
-QUANTILE_PROBS: tuple[float, ...] = (
-    (0.0, 0.001, 0.005) + tuple(round(i / 100, 2) for i in range(1, 100)) + (0.995, 0.999, 1.0)
-)
-
-
-@dataclass(frozen=True)
-class Dist:
-    """A 1-D distribution: ``empirical`` (inverse CDF through quantiles), ``lognormal`` or ``normal``.
-
-    ``params``: empirical: ``probs``, ``values`` (both non-decreasing, probs from 0 to 1);
-    lognormal: ``mu``, ``sigma`` (of the log); normal: ``mean``, ``std``. Samples are clipped to
-    ``[lo, hi]`` (None: unbounded) and rounded when ``integer``.
-    """
-
-    kind: str
-    params: dict[str, Any]
-    integer: bool = False
-    lo: float | None = None
-    hi: float | None = None
-
-    def sample(self, rng: np.random.Generator, size: int | None = None) -> Any:
-        """One sample (``size=None``) or a numpy array of ``size`` samples."""
-        n = 1 if size is None else size
-        if self.kind == "empirical":
-            x = np.interp(rng.random(n), self.params["probs"], self.params["values"])
-        elif self.kind == "lognormal":
-            x = np.exp(rng.normal(self.params["mu"], self.params["sigma"], n))
-        elif self.kind == "normal":
-            x = rng.normal(self.params["mean"], self.params["std"], n)
-        else:
-            raise ValueError(f"unknown dist kind {self.kind!r}")
-        if self.lo is not None or self.hi is not None:
-            x = np.clip(x, self.lo, self.hi)
-        if self.integer:
-            x = np.rint(x).astype(np.int64)
-        if size is None:
-            return int(x[0]) if self.integer else float(x[0])
-        return x
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        d: dict[str, Any] = {"kind": self.kind, **self.params, "integer": self.integer}
-        if self.lo is not None:
-            d["lo"] = self.lo
-        if self.hi is not None:
-            d["hi"] = self.hi
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Dist:
-        """Inverse of ``to_json``."""
-        rest = {k: v for k, v in d.items() if k not in ("kind", "integer", "lo", "hi")}
-        return cls(
-            kind=d["kind"], params=rest, integer=bool(d.get("integer", False)), lo=d.get("lo"), hi=d.get("hi")
-        )
-
-    @classmethod
-    def empirical(cls, data: Sequence[float], integer: bool = False, digits: int = 4) -> Dist:
-        """Quantiles of ``data`` on ``QUANTILE_PROBS`` (values rounded to ``digits`` decimals)."""
-        arr = np.asarray(data, dtype=np.float64)
-        if arr.size == 0:
-            raise ValueError("cannot fit a distribution to no data")
-        q = np.quantile(arr, QUANTILE_PROBS)
-        values = [int(round(v)) for v in q] if integer else [round(float(v), digits) for v in q]
-        return cls("empirical", {"probs": list(QUANTILE_PROBS), "values": values}, integer=integer)
-
-    @classmethod
-    def lognormal_fit(cls, data: Sequence[float], floor: float = 1e-3) -> Dist:
-        """Log-normal by moments of ``log(max(x, floor))``, clipped to the data's range."""
-        arr = np.maximum(np.asarray(data, dtype=np.float64), floor)
-        logs = np.log(arr)
-        params = {"mu": round(float(logs.mean()), 6), "sigma": round(float(logs.std()), 6)}
-        return cls("lognormal", params, lo=round(float(arr.min()), 4), hi=round(float(arr.max()), 4))
-
-    @classmethod
-    def lognormal_moments(cls, mean: float, std: float, **kw: Any) -> Dist:
-        """Log-normal with the given mean and standard deviation (of x, not of log x)."""
-        s2 = math.log(1.0 + (std / mean) ** 2)
-        return cls("lognormal", {"mu": math.log(mean) - s2 / 2, "sigma": math.sqrt(s2)}, **kw)
-
 
 @dataclass(frozen=True)
 class Profile:
@@ -196,6 +109,76 @@ def _pcts(data: Sequence[float], ps: Sequence[float]) -> dict[str, float]:
     return {f"p{p:g}": round(float(v), 4) for p, v in zip(ps, q, strict=True)}
 
 
+@dataclass
+class _Samples:
+    """What ``fit_profile`` measures of a set of jobs, tool names mapped (``None`` -> ``NO_TOOL``)."""
+
+    seconds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    growth: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    start: Counter[str] = field(default_factory=Counter)
+    transitions: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    outputs: list[int] = field(default_factory=list)
+    prompts: list[int] = field(default_factory=list)
+    initial_prompts: list[int] = field(default_factory=list)
+    turns_per_job: list[int] = field(default_factory=list)
+    tool_counts: Counter[str] = field(default_factory=Counter)
+
+    def add(self, job: TraceJob) -> None:
+        names = [t.tool_name if t.tool_name is not None else NO_TOOL for t in job.turns]
+        self.start[names[0]] += 1
+        self.turns_per_job.append(len(job.turns))
+        self.initial_prompts.append(job.turns[0].prompt_tokens)
+        self.tool_counts.update(names)
+        for i, t in enumerate(job.turns):
+            self.outputs.append(t.output_tokens)
+            self.prompts.append(t.prompt_tokens)
+            if t.tool_seconds is not None:
+                self.seconds[names[i]].append(max(0.0, float(t.tool_seconds)))
+            if i + 1 < len(job.turns):
+                self.transitions[names[i]][names[i + 1]] += 1
+                grown = job.turns[i + 1].prompt_tokens - t.prompt_tokens - t.output_tokens
+                self.growth[names[i]].append(grown)
+
+    @property
+    def all_seconds(self) -> list[float]:
+        return [s for v in self.seconds.values() for s in v] or [0.0]
+
+    @property
+    def all_growth(self) -> list[int]:
+        return [g for v in self.growth.values() for g in v] or [0]
+
+
+def _tool_dists(
+    samples: _Samples, min_samples: int, tool_dist: str
+) -> tuple[dict[str, Dist], dict[str, Dist]]:
+    """``(tool_seconds, growth_tokens)``: the ``"*"`` entry plus one per tool with ``min_samples``."""
+    per_tool = Dist.empirical if tool_dist == "empirical" else Dist.lognormal_fit
+    seconds = {ALL_TOOLS: Dist.empirical(samples.all_seconds)}
+    seconds.update({k: per_tool(v) for k, v in sorted(samples.seconds.items()) if len(v) >= min_samples})
+    growth = {ALL_TOOLS: Dist.empirical(samples.all_growth, integer=True)}
+    growth.update(
+        {k: Dist.empirical(v, integer=True) for k, v in sorted(samples.growth.items())
+         if len(v) >= min_samples}
+    )
+    return seconds, growth
+
+
+def _stats(samples: _Samples) -> dict[str, Any]:
+    """The summary statistics a profile carries (for reading, not for sampling)."""
+    n_turns = samples.turns_per_job
+    return {
+        "jobs": len(n_turns),
+        "turns": int(sum(n_turns)),
+        "turns_per_job": {"mean": round(float(np.mean(n_turns)), 3), **_pcts(n_turns, (50, 90, 100))},
+        "prompt_tokens": _pcts(samples.prompts, (50, 90, 100)),
+        "initial_prompt_tokens": _pcts(samples.initial_prompts, (50, 90, 100)),
+        "output_tokens": _pcts(samples.outputs, (50, 90, 100)),
+        "growth_tokens": _pcts(samples.all_growth, (50, 90, 99, 100)),
+        "tool_seconds": _pcts(samples.all_seconds, (50, 90, 99, 100)),
+        "tool_counts": dict(samples.tool_counts.most_common()),
+    }
+
+
 def fit_profile(
     jobs: Sequence[TraceJob],
     name: str = "fitted",
@@ -212,56 +195,21 @@ def fit_profile(
         raise ValueError("cannot fit a profile to no jobs")
     if tool_dist not in ("empirical", "lognormal"):
         raise ValueError(f"tool_dist must be 'empirical' or 'lognormal', got {tool_dist!r}")
-    seconds: dict[str, list[float]] = defaultdict(list)
-    growth: dict[str, list[int]] = defaultdict(list)
-    start: Counter[str] = Counter()
-    trans: dict[str, Counter[str]] = defaultdict(Counter)
-    outputs: list[int] = []
-    prompts: list[int] = []
+    samples = _Samples()
     for job in jobs:
-        names = [t.tool_name if t.tool_name is not None else NO_TOOL for t in job.turns]
-        start[names[0]] += 1
-        for i, t in enumerate(job.turns):
-            outputs.append(t.output_tokens)
-            prompts.append(t.prompt_tokens)
-            if t.tool_seconds is not None:
-                seconds[names[i]].append(max(0.0, float(t.tool_seconds)))
-            if i + 1 < len(job.turns):
-                trans[names[i]][names[i + 1]] += 1
-                growth[names[i]].append(job.turns[i + 1].prompt_tokens - t.prompt_tokens - t.output_tokens)
-    all_seconds = [s for v in seconds.values() for s in v]
-    all_growth = [g for v in growth.values() for g in v] or [0]
-    per_tool = Dist.empirical if tool_dist == "empirical" else Dist.lognormal_fit
-    tool_seconds = {ALL_TOOLS: Dist.empirical(all_seconds or [0.0])}
-    tool_seconds.update({k: per_tool(v) for k, v in sorted(seconds.items()) if len(v) >= min_samples})
-    growth_tokens = {ALL_TOOLS: Dist.empirical(all_growth, integer=True)}
-    growth_tokens.update(
-        {k: Dist.empirical(v, integer=True) for k, v in sorted(growth.items()) if len(v) >= min_samples}
-    )
-    n_turns = [len(j.turns) for j in jobs]
-    tool_counts = Counter(t.tool_name if t.tool_name is not None else NO_TOOL for j in jobs for t in j.turns)
-    stats = {
-        "jobs": len(jobs),
-        "turns": int(sum(n_turns)),
-        "turns_per_job": {"mean": round(float(np.mean(n_turns)), 3), **_pcts(n_turns, (50, 90, 100))},
-        "prompt_tokens": _pcts(prompts, (50, 90, 100)),
-        "initial_prompt_tokens": _pcts([j.turns[0].prompt_tokens for j in jobs], (50, 90, 100)),
-        "output_tokens": _pcts(outputs, (50, 90, 100)),
-        "growth_tokens": _pcts(all_growth, (50, 90, 99, 100)),
-        "tool_seconds": _pcts(all_seconds or [0.0], (50, 90, 99, 100)),
-        "tool_counts": dict(tool_counts.most_common()),
-    }
+        samples.add(job)
+    tool_seconds, growth_tokens = _tool_dists(samples, min_samples, tool_dist)
     return Profile(
         name=name,
         description=description,
-        stats=stats,
-        turns=Dist.empirical(n_turns, integer=True),
-        initial_prompt_tokens=Dist.empirical([j.turns[0].prompt_tokens for j in jobs], integer=True),
-        output_tokens=Dist.empirical(outputs, integer=True),
+        stats=_stats(samples),
+        turns=Dist.empirical(samples.turns_per_job, integer=True),
+        initial_prompt_tokens=Dist.empirical(samples.initial_prompts, integer=True),
+        output_tokens=Dist.empirical(samples.outputs, integer=True),
         growth_tokens=growth_tokens,
         tool_seconds=tool_seconds,
-        tool_start=_freqs(start),
-        tool_transitions={k: _freqs(v) for k, v in sorted(trans.items())},
+        tool_start=_freqs(samples.start),
+        tool_transitions={k: _freqs(v) for k, v in sorted(samples.transitions.items())},
     )
 
 

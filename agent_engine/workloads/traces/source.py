@@ -34,7 +34,10 @@ def load_trace(spec: str | None = None, max_jobs: int | None = None, seed: int =
     ``seed`` matters only for ``synth:`` specs; ``max_jobs`` of a synthesized trace draws just that many.
     """
     if spec and spec.startswith(SYNTH_PREFIX):
-        profile = load_profile(spec[len(SYNTH_PREFIX):] or "swe")
+        try:
+            profile = load_profile(spec[len(SYNTH_PREFIX):] or "swe")
+        except FileNotFoundError as e:
+            raise ValueError(f"trace {spec!r}: {e}") from None
         return synthesize(profile, max_jobs if max_jobs is not None else DEFAULT_TRACE_JOBS, seed=seed)
     path = DEFAULT_TRACE if spec in (None, "", "default") else Path(spec)
     if not path.is_file():

@@ -1,4 +1,5 @@
-"""Draw synthetic agent jobs from a ``Profile``, in the trace format of ``agent_engine.workloads.traces.format``.
+"""Draw synthetic agent jobs from a ``Profile``, in the trace format
+(``agent_engine.workloads.traces.format``).
 
 A job: its turn count from ``turns``; its tool sequence from the Markov chain (``tool_start``, then
 ``tool_transitions`` of the previous tool, falling back to ``tool_start`` for a tool with no row);

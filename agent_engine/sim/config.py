@@ -1,0 +1,93 @@
+"""One simulated run's settings: the engine's options (an ``EngineConfig``), its KV pool, the workload.
+
+The engine side is the same ``agent_engine.config.EngineConfig`` the real engine reads, and the
+scheduler's limits come from ``EngineConfig.scheduler_config`` exactly as in the engine, so a
+simulated scheduler and a real one built from the same options are configured alike. The pool
+(``num_blocks``, ``max_model_len``) is resolved by the caller (``agent_engine.sim.cli`` sizes it
+from the model and GPU): the engine options ``num_kv_blocks``, ``kv_cache_memory``,
+``gpu_memory_utilization`` and ``max_model_len`` are requests, the two pool fields the result.
+
+Policy labels (``POLICIES``) name a scheduling policy with its TTL rule, as ``bench jct`` does:
+``fcfs``, ``priority``, ``continuum`` (the paper's TTLs) and ``continuum-<ttl policy>``; they are
+built from ``agent_engine.config.POLICY_NAMES`` and ``TTL_POLICY_NAMES``.
+
+Invariants: ``policy_label(engine_for_policy(label)) == label`` for every label in ``POLICIES``;
+a ``SimConfig`` is frozen; its limits are checked where they are used (``SchedulerConfig``,
+``ReplayOptions``), so a bad one fails before the first event.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from agent_engine.config import POLICY_NAMES, TTL_POLICY_NAMES, EngineConfig
+from agent_engine.workloads.replay.plan import ReplayOptions
+from scheduler import SchedulerConfig
+
+__all__ = ["POLICIES", "SimConfig", "engine_for_policy", "parse_policy", "policy_label"]
+
+_PAPER = "paper"
+POLICIES: tuple[str, ...] = (
+    *(p for p in POLICY_NAMES if p != "continuum"),
+    "continuum",
+    *(f"continuum-{t}" for t in TTL_POLICY_NAMES if t != _PAPER),
+)
+
+
+def parse_policy(label: str) -> tuple[str, str]:
+    """``(scheduling policy, ttl policy)`` of a policy label; non-CONTINUUM policies get ``fixed``."""
+    if label not in POLICIES:
+        raise ValueError(f"unknown policy {label!r}; known: {POLICIES}")
+    if not label.startswith("continuum"):
+        return label, "fixed"
+    return "continuum", (label.split("-", 1)[1] if "-" in label else _PAPER)
+
+
+def engine_for_policy(label: str, base: EngineConfig | None = None) -> EngineConfig:
+    """``base`` (default: ``EngineConfig()``) with the policy and TTL policy that ``label`` names."""
+    policy, ttl_policy = parse_policy(label)
+    return dataclasses.replace(base or EngineConfig(), policy=policy, ttl_policy=ttl_policy)
+
+
+def policy_label(engine: EngineConfig) -> str:
+    """The label of an engine's policy (inverse of ``engine_for_policy``)."""
+    if engine.policy != "continuum":
+        return engine.policy
+    return "continuum" if engine.ttl_policy == _PAPER else f"continuum-{engine.ttl_policy}"
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """The engine options, the resolved KV pool, and the workload knobs of one simulated run.
+
+    Workload fields follow ``ReplayOptions``: ``jps`` (Poisson arrivals; None: all at t=0),
+    ``max_jobs``, ``max_turns``, ``token_scale``, ``time_scale`` and ``seed``.
+    """
+
+    engine: EngineConfig
+    num_blocks: int
+    max_model_len: int
+    jps: float | None = None
+    max_jobs: int | None = None
+    max_turns: int | None = None
+    token_scale: float = 1.0
+    time_scale: float = 1.0
+    seed: int = 0
+
+    @property
+    def label(self) -> str:
+        """The policy label this run reports (see ``policy_label``)."""
+        return policy_label(self.engine)
+
+    def scheduler_config(self) -> SchedulerConfig:
+        """The scheduler's limits, built by the engine config as the real engine builds them."""
+        return self.engine.scheduler_config(self.num_blocks, self.max_model_len)
+
+    def replay_options(self) -> ReplayOptions:
+        """The replay plan's knobs. Plans keep ``prompt + max_tokens`` below ``max_model_len`` (the
+        scheduler ends a request that reaches it), so every turn generates all its planned tokens."""
+        return ReplayOptions(
+            jps=self.jps, max_jobs=self.max_jobs, max_turns=self.max_turns, token_scale=self.token_scale,
+            time_scale=self.time_scale, seed=self.seed, max_model_len=self.max_model_len - 1, progress=False,
+        )
