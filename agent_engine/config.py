@@ -15,12 +15,12 @@ import types
 import typing
 from dataclasses import dataclass, fields
 
+from estimator import TTL_POLICIES as TTL_POLICY_NAMES  # the one list of TTL-policy names
 from scheduler import SchedulerConfig
+from scheduler.policy import POLICY_NAMES  # the one list of scheduling-policy names
 
 _DTYPES = ("float32", "bfloat16", "float16", "auto")
-# The one list of scheduling-policy and TTL-policy names every command, benchmark and the simulator read.
-POLICY_NAMES: tuple[str, ...] = ("fcfs", "priority", "continuum")
-TTL_POLICY_NAMES: tuple[str, ...] = ("fixed", "paper", "learned")
+
 
 
 _HELP = {

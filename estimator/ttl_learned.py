@@ -23,9 +23,12 @@ import threading
 import zlib
 from collections import deque
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-from sklearn.ensemble import HistGradientBoostingRegressor
+
+if TYPE_CHECKING:  # scikit-learn loads only when a model is fitted (it takes a second to import)
+    from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits
 
 from estimator.durations import DurationHistory, EmpiricalCDF, EtaTracker, SlidingMean
@@ -123,6 +126,8 @@ class QuantileDurationModel:
         return {t: i + 1 for i, t in enumerate(frequent[:250])}
 
     def _fit_one(self, q: float, features: np.ndarray, target: np.ndarray) -> HistGradientBoostingRegressor:
+        from sklearn.ensemble import HistGradientBoostingRegressor
+
         m = HistGradientBoostingRegressor(
             loss="quantile", quantile=q, max_iter=self.max_iter, learning_rate=0.1, max_leaf_nodes=15,
             min_samples_leaf=20, categorical_features=[0, 1], early_stopping=False, random_state=self.seed,

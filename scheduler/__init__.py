@@ -1,22 +1,36 @@
-"""Pure-Python scheduling core: requests, block pool, prefix cache, KV cache manager, pins, policies.
+"""Pure-Python scheduling core: requests, block pool, prefix cache, KV cache manager, policies and pins.
 
 Imports neither torch, transformers nor fastapi (a test checks this in a fresh interpreter).
 """
 
 from scheduler.block_pool import BlockPool, FreeBlockQueue, KVCacheBlock
 from scheduler.clock import Clock, FakeClock, MonotonicClock
-from scheduler.config import SchedulerConfig, SchedulingPolicy
+from scheduler.config import SchedulerConfig
 from scheduler.fake_runner import FakeRunner
 from scheduler.kv_cache_manager import KVCacheManager
+from scheduler.observability import SchedulerStats
 from scheduler.outputs import EngineCoreOutput, ModelRunnerOutput, ScheduledRequest, SchedulerOutput
-from scheduler.pins import PinCounters, PinLease, PinTable
+from scheduler.policy import (
+    POLICY_NAMES,
+    ContinuumPolicy,
+    EndReason,
+    FcfsPolicy,
+    Lease,
+    LeaseCounters,
+    LeaseState,
+    LeaseTable,
+    PinStats,
+    PriorityPolicy,
+    SchedulingPolicy,
+)
 from scheduler.request import Request, RequestStatus
 from scheduler.sampling_params import SamplingParams
-from scheduler.scheduler import Scheduler, SchedulerStats
+from scheduler.scheduler import Scheduler
 
 __all__ = [
-    "BlockPool", "Clock", "EngineCoreOutput", "FakeClock", "FakeRunner", "FreeBlockQueue", "KVCacheBlock",
-    "KVCacheManager", "ModelRunnerOutput", "MonotonicClock", "PinCounters", "PinLease", "PinTable",
+    "POLICY_NAMES", "BlockPool", "Clock", "ContinuumPolicy", "EndReason", "EngineCoreOutput", "FakeClock",
+    "FakeRunner", "FcfsPolicy", "FreeBlockQueue", "KVCacheBlock", "KVCacheManager", "Lease", "LeaseCounters",
+    "LeaseState", "LeaseTable", "ModelRunnerOutput", "MonotonicClock", "PinStats", "PriorityPolicy",
     "Request", "RequestStatus", "SamplingParams", "ScheduledRequest", "Scheduler", "SchedulerConfig",
     "SchedulerOutput", "SchedulerStats", "SchedulingPolicy",
 ]

@@ -96,11 +96,12 @@ class BlockPool:
         self.null_block.is_null = True
         self.free_queue = FreeBlockQueue(self.blocks[1:])
         self.cached_block_map: dict[int, KVCacheBlock] = {}
-        # Counters: a cached-free block is a free block that still carries a hash.
+        # A cached-free block is a free block that still carries a hash.
         self.num_cached_free = 0
-        self.num_evictions = 0
-        # Bumped whenever a block returns to the free queue: free capacity can only grow then.
+        # Event counts that only grow: blocks returned to the free queue, and hashes evicted (forgotten).
+        # ``BlockedAdmissionMemo`` watches them: only these events can turn a blocked admission admissible.
         self.num_frees = 0
+        self.num_evictions = 0
 
     # ---- counts ------------------------------------------------------------------------------
     @property
@@ -128,15 +129,6 @@ class BlockPool:
             return  # Same content computed twice; keep the first, the duplicate stays unhashed.
         block.block_hash = block_hash
         self.cached_block_map[block_hash] = block
-
-    def _evict(self, block: KVCacheBlock) -> None:
-        h = block.block_hash
-        if h is None:
-            return
-        if self.cached_block_map.get(h) is block:
-            del self.cached_block_map[h]
-        block.block_hash = None
-        self.num_evictions += 1
 
     # ---- allocation --------------------------------------------------------------------------
     def get_new_blocks(self, n: int) -> list[KVCacheBlock]:
@@ -208,6 +200,7 @@ class BlockPool:
             return False
         for b in self.blocks:
             b.block_hash = None
+        self.num_evictions += len(self.cached_block_map)
         self.cached_block_map.clear()
         self.num_cached_free = 0
         return True

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
-
-class SchedulingPolicy(str, enum.Enum):
-    FCFS = "fcfs"
-    PRIORITY = "priority"
-    CONTINUUM = "continuum"
+from scheduler.policy import POLICY_NAMES
 
 
 @dataclass(frozen=True)
@@ -29,14 +24,15 @@ class SchedulerConfig:
     max_num_batched_tokens: int = 2048
     max_model_len: int = 4096
     long_prefill_token_threshold: int = 0
-    policy: SchedulingPolicy = SchedulingPolicy.FCFS
+    policy: str = "fcfs"  # one of ``scheduler.policy.POLICY_NAMES``
     enable_prefix_caching: bool = True
     max_pinned_fraction: float = 0.5
     soft_pins: bool = True
     soft_pin_grace: float = 2.0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "policy", SchedulingPolicy(self.policy))
+        if self.policy not in POLICY_NAMES:
+            raise ValueError(f"policy must be one of {POLICY_NAMES}, got {self.policy!r}")
         if self.num_blocks < 2:
             raise ValueError("num_blocks must be >= 2 (block 0 is reserved)")
         if self.block_size < 1:

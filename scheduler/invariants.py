@@ -1,39 +1,68 @@
 """Whole-state consistency checks of a ``Scheduler`` (used by blast tests and the simulator's debug mode).
 
-O(blocks + requests): call it in tests, not on the serving hot path.
+O(blocks + requests): call it in tests, not on the serving hot path. Checked:
+- requests: each tracked request is in exactly one queue; running ones hold blocks whose ids mirror
+  them, and no block is registered in the prefix cache before its KV was computed;
+- leases (CONTINUUM): the state agrees with the hard part, counts and the cap hold, soft blocks only
+  with soft pins, and the counters partition the ended leases;
+- pool: every block's ``ref_cnt`` equals its holders (running requests plus leases), a block is in
+  the free queue exactly when unreferenced, and the cached-free count and hash map agree.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from scheduler.block_pool import BlockPool
+from scheduler.policy import ContinuumPolicy, LeaseState, LeaseTable
 from scheduler.request import RequestStatus
 from scheduler.scheduler import Scheduler
 
 
 def check_invariants(s: Scheduler) -> None:
     """Raise AssertionError on the first violated invariant."""
-    pool = s.kv.pool
-    queued = set(pool.free_queue.block_ids())
-    assert pool.null_block.block_id not in queued, "null block in the free queue"
-    assert len(queued) == pool.free_queue.num_free_blocks, "free queue count drifted"
     holders: Counter[int] = Counter()
+    _check_request_blocks(s, holders)
+    if isinstance(s.policy, ContinuumPolicy):
+        _check_leases(s.policy.leases, holders)
+    _check_pool(s.kv.pool, holders)
+    _check_queues(s)
+
+
+def _check_request_blocks(s: Scheduler, holders: Counter[int]) -> None:
     for rid, blocks in s.kv.req_blocks.items():
         assert rid in s.requests and s.requests[rid].status is RequestStatus.RUNNING, f"{rid} holds blocks"
         assert [b.block_id for b in blocks] == s.kv.req_block_ids[rid], f"{rid} block ids drifted"
         assert len(set(id(b) for b in blocks)) == len(blocks), f"{rid} holds a block twice"
         holders.update(b.block_id for b in blocks)
+
+
+def _check_leases(table: LeaseTable, holders: Counter[int]) -> None:
     pinned = soft = 0
-    for job, lease in s.pins.leases.items():
+    for job, lease in table.leases.items():
         assert lease.job_id == job
-        assert lease.blocks and 0 <= lease.num_hard <= len(lease.blocks), f"{job}: empty lease or bad hard part"
-        assert s.pins.soft or not lease.num_soft, f"{job}: a soft tail while soft pins are off"
+        assert lease.blocks, f"{job}: an empty lease"
+        assert 0 <= lease.num_hard <= len(lease.blocks), f"{job}: bad hard part"
+        assert table.soft or not lease.num_soft, f"{job}: a soft tail while soft pins are off"
+        assert lease.state is not LeaseState.ENDED, f"{job}: an ended lease in the table"
+        assert (lease.state is LeaseState.HARD) == (lease.num_hard > 0), f"{job}: {lease.state.name} lease"
+        assert (lease.state is LeaseState.GRACE) == (lease.grace_ends_at is not None), f"{job}: grace end"
         holders.update(b.block_id for b in lease.blocks)
         pinned += lease.num_hard
         soft += lease.num_soft
-    assert pinned == s.pins.num_pinned_blocks, "pinned block count drifted"
-    assert soft == s.pins.num_soft_blocks, "soft block count drifted"
-    assert pinned <= s.pins.max_pinned_blocks, "pinned blocks over the cap"
+    assert pinned == table.num_pinned_blocks, "pinned block count drifted"
+    assert soft == table.num_soft_blocks, "soft block count drifted"
+    assert pinned <= table.max_pinned_blocks, "pinned blocks over the cap"
+    c = table.counters
+    ended = c.hit + c.expired + c.early_released + c.released + c.aborted
+    assert c.created == ended + len(table.leases), "a lease ended twice or not at all"
+    assert c.late_hit <= c.hit, "late hits are hits"
+
+
+def _check_pool(pool: BlockPool, holders: Counter[int]) -> None:
+    queued = set(pool.free_queue.block_ids())
+    assert pool.null_block.block_id not in queued, "null block in the free queue"
+    assert len(queued) == pool.free_queue.num_free_blocks, "free queue count drifted"
     cached_free = 0
     for b in pool.blocks[1:]:
         assert b.ref_cnt >= 0, f"negative ref count on {b}"
@@ -45,6 +74,9 @@ def check_invariants(s: Scheduler) -> None:
     assert pool.num_free_blocks + pool.num_used_blocks == pool.num_blocks - 1
     for h, b in pool.cached_block_map.items():
         assert b.block_hash == h, "hash map points at a block with another hash"
+
+
+def _check_queues(s: Scheduler) -> None:
     running = {r.request_id for r in s.running}
     waiting = {r.request_id for r in s.waiting}
     assert len(running) == len(s.running) and len(waiting) == len(s.waiting), "duplicate queue entry"

@@ -11,6 +11,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice
 
 from scheduler.block_pool import BlockPool, KVCacheBlock
 from scheduler.request import Request
@@ -30,10 +31,6 @@ class KVCacheManager:
         self.prefix_query_tokens = 0
         self.prefix_hit_tokens = 0
 
-    @property
-    def num_blocks(self) -> int:
-        return self.pool.num_blocks
-
     # ---- prefix cache ------------------------------------------------------------------------
     def get_computed_blocks(self, request: Request) -> tuple[list[KVCacheBlock], int]:
         """Longest cached prefix of full blocks, never the whole prompt (>= 1 token left to compute)."""
@@ -42,7 +39,7 @@ class KVCacheManager:
         max_blocks = (request.num_tokens - 1) // self.block_size
         hits: list[KVCacheBlock] = []
         get = self.pool.cached_block_map.get
-        for h in request.block_hashes[:max_blocks]:
+        for h in islice(request.block_hashes, max_blocks):  # no copy: the walk stops at the first miss
             b = get(h)
             if b is None:
                 break
@@ -91,16 +88,15 @@ class KVCacheManager:
             # Fast path (steady decode): the tokens fit in the blocks already held.
             if request.num_computed_tokens + num_new_tokens <= len(blocks) * bs:
                 return []
-        if blocks is None:
-            blocks = self.req_blocks[rid] = []
-            self.req_block_ids[rid] = []
-            self.num_cached[rid] = 0
         num_required, available = self._num_required(request, num_new_tokens, new_computed_blocks)
         if num_required > available:
-            if not blocks:
-                self._forget(rid)
             return None
-        ids = self.req_block_ids[rid]
+        if blocks is None:
+            blocks = self.req_blocks[rid] = []
+            ids = self.req_block_ids[rid] = []
+            self.num_cached[rid] = 0
+        else:
+            ids = self.req_block_ids[rid]
         if new_computed_blocks:
             self.pool.touch(new_computed_blocks)
             blocks.extend(new_computed_blocks)
@@ -130,9 +126,6 @@ class KVCacheManager:
         for i in range(start, num_full):
             cache_block(blocks[i], hashes[i])
         self.num_cached[rid] = num_full
-
-    def get_block_ids(self, request_id: str) -> list[int]:
-        return self.req_block_ids.get(request_id, [])
 
     def free(self, request: Request) -> None:
         """Release all of a request's blocks, tail first."""

@@ -15,7 +15,7 @@ from scheduler.sampling_params import SamplingParams
 
 @dataclass(slots=True)
 class ScheduledRequest:
-    """One request in one step: compute tokens ``[num_computed_tokens, num_computed_tokens + len(token_ids))``.
+    """One request in one step: compute the tokens at ``num_computed_tokens + i`` for each ``token_ids[i]``.
 
     ``do_sample`` is True when this chunk reaches the request's last known token, so the runner
     samples exactly one new token for it.
@@ -83,3 +83,14 @@ class EngineCoreOutput:
     @property
     def finished(self) -> bool:
         return self.finish_reason is not None
+
+    def attach_logprobs(
+        self, logprobs: dict[str, float], top_logprobs: dict[str, list[tuple[int, float]]]
+    ) -> None:
+        """Take this request's sampled-token logprob and top-k alternatives from a runner's output."""
+        lp = logprobs.get(self.request_id)
+        if lp is not None:
+            self.new_logprobs = [lp]
+        top = top_logprobs.get(self.request_id)
+        if top is not None:
+            self.new_top_logprobs = [top]

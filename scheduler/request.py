@@ -74,7 +74,10 @@ class Request:
         self.job_arrival_time = arrival_time if job_arrival_time is None else job_arrival_time
         self.tool_name = tool_name
         self.tool_ttl_hint = tool_ttl_hint
+        self._init_progress()
 
+    def _init_progress(self) -> None:
+        """The state the scheduler advances: tokens, progress, status, block hashes, timestamps."""
         self.output_token_ids: list[int] = []
         self.all_token_ids: list[int] = list(self.prompt_token_ids)
         self.num_computed_tokens = 0
@@ -106,6 +109,19 @@ class Request:
     @property
     def is_finished(self) -> bool:
         return self.status.finished
+
+    def stop_status(self, token_id: int, max_model_len: int) -> RequestStatus | None:
+        """The finished status the sampled ``token_id`` (already appended) puts this request in, if any."""
+        sp = self.sampling_params
+        n_out = len(self.output_token_ids)
+        if n_out >= sp.min_tokens:
+            if token_id == self.eos_token_id and not sp.ignore_eos:
+                return RequestStatus.FINISHED_STOPPED
+            if sp.stop_token_ids and token_id in sp.stop_token_ids:
+                return RequestStatus.FINISHED_STOPPED
+        if n_out >= sp.max_tokens or len(self.all_token_ids) >= max_model_len:
+            return RequestStatus.FINISHED_LENGTH_CAPPED
+        return None
 
     # ---- mutation ----------------------------------------------------------------------------
     def append_output_token(self, token_id: int) -> None:

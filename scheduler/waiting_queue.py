@@ -1,9 +1,11 @@
-"""The waiting queue, ordered by a policy key.
+"""The waiting queue, ordered by a policy's key.
 
-FCFS: preempted requests first, then arrival order. PRIORITY: (priority, arrival) with lower
-priority values served first. CONTINUUM: preempted first, then turns of jobs holding a live pin,
-then program-level FCFS (the job's first arrival), then the turn's arrival.
-The list is re-sorted lazily, only when something changed (insertion or the pin table's version).
+Invariants:
+- A request is queued at most once; it keeps the insertion sequence number of its first ``add`` until
+  ``forget``, so among equal keys a re-queued (preempted) request keeps its original place.
+- After ``order()`` the queue is sorted by ``(key(r), seq(r))``. It is re-sorted lazily, only when an
+  insertion happened or ``state_version()`` changed since the last sort (the policy's promise: its keys
+  of queued requests change only together with that version).
 """
 
 from __future__ import annotations
@@ -11,28 +13,21 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 
-from scheduler.config import SchedulingPolicy
-from scheduler.request import Request, RequestStatus
+from scheduler.request import Request
 
 
 class WaitingQueue:
-    def __init__(self, policy: SchedulingPolicy, has_pin: Callable[[str | None], bool]) -> None:
-        self.policy = policy
-        self._has_pin = has_pin
+    def __init__(self, key: Callable[[Request], tuple], state_version: Callable[[], int]) -> None:
+        self._key = key
+        self._state_version = state_version
         self._items: list[Request] = []
         self._seq: dict[str, int] = {}
         self._counter = itertools.count()
         self._dirty = False
-        self._pin_version = -1
+        self._sorted_at_version = -1
 
     def key(self, r: Request) -> tuple:
-        seq = self._seq[r.request_id]
-        if self.policy is SchedulingPolicy.PRIORITY:
-            return (r.priority, r.arrival_time, seq)
-        preempted = r.status is not RequestStatus.PREEMPTED
-        if self.policy is SchedulingPolicy.FCFS:
-            return (preempted, r.arrival_time, seq)
-        return (preempted, not self._has_pin(r.job_id), r.job_arrival_time, r.arrival_time, seq)
+        return (*self._key(r), self._seq[r.request_id])
 
     def add(self, r: Request) -> None:
         if r.request_id not in self._seq:
@@ -40,12 +35,13 @@ class WaitingQueue:
         self._items.append(r)
         self._dirty = True
 
-    def order(self, pin_version: int = 0) -> None:
-        """Sort if an insertion or a pin change could have changed the order."""
-        if self._dirty or (self.policy is SchedulingPolicy.CONTINUUM and pin_version != self._pin_version):
+    def order(self) -> None:
+        """Sort if an insertion or a policy change could have changed the order."""
+        version = self._state_version()
+        if self._dirty or version != self._sorted_at_version:
             self._items.sort(key=self.key)
             self._dirty = False
-            self._pin_version = pin_version
+            self._sorted_at_version = version
 
     def peek(self) -> Request:
         return self._items[0]

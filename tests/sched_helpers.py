@@ -25,7 +25,9 @@ def make_request(
     return Request(rid, prompt, sp, block_size=block_size, arrival_time=t, **kw)
 
 
-def make_scheduler(num_blocks: int = 17, block_size: int = 4, clock: FakeClock | None = None, **kw) -> Scheduler:
+def make_scheduler(
+    num_blocks: int = 17, block_size: int = 4, clock: FakeClock | None = None, **kw
+) -> Scheduler:
     kw.setdefault("max_model_len", min(64, (num_blocks - 1) * block_size))
     cfg = SchedulerConfig(num_blocks=num_blocks, block_size=block_size, **kw)
     return Scheduler(cfg, clock=clock or FakeClock())

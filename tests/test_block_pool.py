@@ -6,6 +6,8 @@ import pytest
 
 from scheduler import BlockPool, FreeBlockQueue, KVCacheBlock
 
+pytestmark = pytest.mark.core
+
 
 def test_free_queue_order_and_middle_removal() -> None:
     blocks = [KVCacheBlock(i) for i in range(5)]

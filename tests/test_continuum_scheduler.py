@@ -4,10 +4,18 @@ and abort."""
 
 from __future__ import annotations
 
+import pytest
 from sched_helpers import make_request, run_step, run_to_completion
 
-from scheduler import FakeClock, FakeRunner, Scheduler, SchedulerConfig
+from scheduler import FakeClock, FakeRunner, LeaseState, LeaseTable, Scheduler, SchedulerConfig
 from scheduler.invariants import check_invariants
+
+pytestmark = pytest.mark.core
+
+
+def pins(s: Scheduler) -> LeaseTable:
+    """The CONTINUUM lease table of ``s``."""
+    return s.policy.leases
 
 
 def _sched(clock: FakeClock, ttl: float = 5.0, **kw) -> Scheduler:
@@ -18,7 +26,9 @@ def _sched(clock: FakeClock, ttl: float = 5.0, **kw) -> Scheduler:
     return Scheduler(SchedulerConfig(**kw), clock=clock, pin_ttl_fn=lambda r: ttl)
 
 
-def _turn(rid: str, job: str, prompt: list[int], t: float, job_t: float, max_tokens: int = 4, last: bool = False):
+def _turn(
+    rid: str, job: str, prompt: list[int], t: float, job_t: float, max_tokens: int = 4, last: bool = False
+):
     return make_request(rid, prompt, max_tokens, t=t, job_id=job, job_arrival_time=job_t, is_last_step=last)
 
 
@@ -48,7 +58,7 @@ def test_second_turn_reuses_pinned_prefix_despite_pressure() -> None:
         toks = _finish_turn(s, runner, "t1")  # 14 tokens, 13 computed -> 3 full blocks
         if expect_hit:
             # Only the three hashed blocks are pinned; the partial fourth could never be hit.
-            assert s.pins.has_pin("job") and s.stats().blocks_pinned == 3
+            assert pins(s).has_lease("job") and s.stats().blocks_pinned == 3
             assert s.stats().blocks_in_use == 3
         # Two other requests churn through every free block while the job is away at its tool.
         for k in range(2):
@@ -60,20 +70,20 @@ def test_second_turn_reuses_pinned_prefix_despite_pressure() -> None:
         (sr,) = out.scheduled
         assert sr.num_computed_tokens == (12 if expect_hit else 0), policy
         if expect_hit:
-            assert s.requests["t2"].pin_hit and not s.pins.has_pin("job")
-            assert s.pins.counters.hit == 1
+            assert s.requests["t2"].pin_hit and not pins(s).has_lease("job")
+            assert pins(s).counters.hit == 1
         check_invariants(s)
 
 
 def test_expired_pin_released_in_first_step_after_expiry_not_before() -> None:
     s, clock, _, _ = _pinned_job(5.0, soft_pins=False)
-    lease = s.pins.leases["job"]
+    lease = pins(s).leases["job"]
     clock.set(lease.expires_at - 0.01)
     s.schedule()
-    assert s.pins.has_pin("job")
+    assert pins(s).has_lease("job")
     clock.set(lease.expires_at)
     s.schedule()
-    assert not s.pins.has_pin("job") and s.pins.counters.expired == 1
+    assert not pins(s).has_lease("job") and pins(s).counters.expired == 1
     # Released blocks keep their hashes: a late return still hits the prefix cache.
     assert s.kv.pool.num_cached_free == 3
     check_invariants(s)
@@ -91,11 +101,11 @@ def test_pin_of_a_returned_job_outlives_its_ttl_until_admission() -> None:
     s.add_request(_turn("t2", "job", toks + [1], 0.6, 0.0))  # back in time, but must wait for a seat
     clock.advance(5.0)  # far past the TTL while waiting
     s.schedule()
-    assert s.pins.has_pin("job") and s.pins.counters.expired == 0
+    assert pins(s).has_lease("job") and pins(s).counters.expired == 0
     _finish_turn(s, runner, "busy")
     while "t2" in s.requests and s.requests["t2"].num_cached_tokens < 0:
         run_step(s, runner)
-    assert s.requests["t2"].num_cached_tokens == 12 and s.pins.counters.hit == 1
+    assert s.requests["t2"].num_cached_tokens == 12 and pins(s).counters.hit == 1
     check_invariants(s)
 
 
@@ -110,7 +120,7 @@ def test_returning_job_jumps_ahead_of_newer_job_and_program_fcfs() -> None:
     s.add_request(_turn("b1", "B", [60, 61, 62], 1.0, 1.0))  # newer job, no pin
     s.add_request(_turn("d2", "D", [70, 71], 1.5, 0.05))  # a later turn of an older job (no pin)
     s.add_request(_turn("a2", "A", a_toks + [9], 2.0, 0.0))  # A returns last but holds a pin
-    s.waiting.order(s.pins.version)
+    s.waiting.order()
     assert [r.request_id for r in s.waiting] == ["a2", "d2", "b1"]
     _finish_turn(s, runner, "c1")
     admitted = []
@@ -134,13 +144,13 @@ def test_victims_are_unpinned_jobs_latest_job_arrival_first() -> None:
     s2 = _sched(clock, num_blocks=12, max_model_len=24, max_pinned_fraction=0.5)
     s2.add_request(_turn("p1", "P", [1, 2, 3, 4, 5], 0.0, 9.0, max_tokens=1))
     _finish_turn(s2, runner, "p1")
-    assert s2.pins.has_pin("P")
+    assert pins(s2).has_lease("P")
     s2.add_request(_turn("p2", "P", [1, 2, 3, 4, 5, 6, 7, 8], 9.5, 9.0, max_tokens=1))
     victim = None
     s2.running.append(s2.requests["p2"])  # pretend both run: the victim rule alone decides
     s2.add_request(_turn("q", "Q", [9] * 8, 1.0, 1.0))
     s2.running.append(s2.requests["q"])
-    victim = s2._pick_victim()
+    victim = s2.policy.pick_victim(s2.running)
     assert victim.request_id == "q"  # P (job arrival 9.0) holds a pin; Q (1.0) does not
 
 
@@ -153,16 +163,16 @@ def test_pinned_fraction_never_exceeds_cap() -> None:
             # 9 prompt + 4 output tokens: 12 computed, three full (hashed) blocks per turn.
             s.add_request(_turn(f"r{j}", f"J{j}", [j * 10 + k for k in range(9)], float(j), float(j)))
             _finish_turn(s, runner, f"r{j}")
-            assert s.pins.num_pinned_blocks <= 6
+            assert pins(s).num_pinned_blocks <= 6
             check_invariants(s)
         # Each lease holds 3 blocks: two fit under the cap of 6; later pins (expected back later) are
         # refused as pins. With soft pins their prefixes are still held, as soft tails outside the cap.
-        assert s.pins.counters.rejected_cap == 4 and s.pins.num_pinned_blocks == 6
+        assert pins(s).counters.rejected_cap == 4 and pins(s).num_pinned_blocks == 6
         if soft:
-            assert sorted(s.pins.leases) == [f"J{j}" for j in range(6)] and s.pins.num_soft_blocks == 12
-            assert [s.pins.leases[f"J{j}"].num_hard for j in range(6)] == [3, 3, 0, 0, 0, 0]
+            assert sorted(pins(s).leases) == [f"J{j}" for j in range(6)] and pins(s).num_soft_blocks == 12
+            assert [pins(s).leases[f"J{j}"].num_hard for j in range(6)] == [3, 3, 0, 0, 0, 0]
         else:
-            assert sorted(s.pins.leases) == ["J0", "J1"] and s.pins.num_soft_blocks == 0
+            assert sorted(pins(s).leases) == ["J0", "J1"] and pins(s).num_soft_blocks == 0
 
 
 def test_blocked_admission_with_nothing_running_releases_pins() -> None:
@@ -173,13 +183,13 @@ def test_blocked_admission_with_nothing_running_releases_pins() -> None:
         s.add_request(_turn(f"r{j}", f"J{j}", [j * 10 + k for k in range(9)], float(j), float(j)))
         _finish_turn(s, runner, f"r{j}")
         clock.advance(1.0)
-    assert s.pins.num_pinned_blocks == 9
+    assert pins(s).num_pinned_blocks == 9
     s.add_request(make_request("big", [200 + k for k in range(30)], 2, t=5.0))  # needs 8 blocks
     out = s.schedule()
     assert [r.request_id for r in out.scheduled] == ["big"]
-    assert s.pins.counters.early_released == 2
+    assert pins(s).counters.early_released == 2
     # The lease expected back latest (J2, pinned last) went first; J0 kept its pin.
-    assert s.pins.has_pin("J0") and not s.pins.has_pin("J2")
+    assert pins(s).has_lease("J0") and not pins(s).has_lease("J2")
     check_invariants(s)
 
 
@@ -190,13 +200,13 @@ def test_release_job_and_abort_end_pins() -> None:
     s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
     toks = _finish_turn(s, runner, "t1")
     assert s.release_job("job") and not s.release_job("job")  # idempotent
-    assert s.pins.counters.released == 1 and s.stats().blocks_in_use == 0
+    assert pins(s).counters.released == 1 and s.stats().blocks_in_use == 0
     s.add_request(_turn("t2", "job", toks + [1], 1.0, 0.0))
     _finish_turn(s, runner, "t2")
-    assert s.pins.has_pin("job")
+    assert pins(s).has_lease("job")
     s.add_request(_turn("t3", "job", toks + [1, 2, 3, 4, 5, 6], 2.0, 0.0, max_tokens=30))
     s.abort_requests(["t3"])
-    assert not s.pins.has_pin("job") and s.pins.counters.aborted == 1
+    assert not pins(s).has_lease("job") and pins(s).counters.aborted == 1
     assert s.stats().blocks_in_use == 0
     check_invariants(s)
 
@@ -206,7 +216,7 @@ def test_last_step_is_never_pinned() -> None:
     s = _sched(clock)
     s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0, last=True))
     _finish_turn(s, FakeRunner(), "t1")
-    assert not s.pins.has_pin("job") and s.stats().blocks_in_use == 0
+    assert not pins(s).has_lease("job") and s.stats().blocks_in_use == 0
 
 
 def test_pin_over_the_cap_keeps_the_prefix_that_fits() -> None:
@@ -218,9 +228,9 @@ def test_pin_over_the_cap_keeps_the_prefix_that_fits() -> None:
     clock.advance(1.0)
     s.add_request(_turn("b1", "B", [50 + k for k in range(9)], 1.0, 1.0))
     toks = _finish_turn(s, runner, "b1")  # expected back after A: A keeps its lease, B gets 2 of 3 blocks
-    assert len(s.pins.leases["A"].blocks) == 3 and len(s.pins.leases["B"].blocks) == 2
-    assert s.pins.num_pinned_blocks == 5 and s.pins.counters.partial_cap == 1
-    assert s.pins.counters.rejected_cap == 0
+    assert len(pins(s).leases["A"].blocks) == 3 and len(pins(s).leases["B"].blocks) == 2
+    assert pins(s).num_pinned_blocks == 5 and pins(s).counters.partial_cap == 1
+    assert pins(s).counters.rejected_cap == 0
     check_invariants(s)
     # Churn evicts every unpinned block, B's freed third block included.
     s.add_request(make_request("churn", [200 + i for i in range(56)], 4, t=1.5))
@@ -229,7 +239,7 @@ def test_pin_over_the_cap_keeps_the_prefix_that_fits() -> None:
     out = s.schedule()
     (sr,) = out.scheduled
     assert sr.num_computed_tokens == 8  # the pinned prefix; only the tail is re-prefilled
-    assert s.requests["b2"].pin_hit and s.pins.counters.hit == 1
+    assert s.requests["b2"].pin_hit and pins(s).counters.hit == 1
     check_invariants(s)
 
 
@@ -240,9 +250,10 @@ def _three_jobs_past_the_cap(clock: FakeClock, runner: FakeRunner) -> Scheduler:
         s.add_request(_turn(f"{job}1", job, [100 * (j + 1) + k for k in range(9)], float(j), float(j)))
         _finish_turn(s, runner, f"{job}1")
         clock.advance(1.0)
-    assert [(s.pins.leases[j].num_hard, s.pins.leases[j].num_soft) for j in "ABC"] == [(3, 0), (2, 1), (0, 3)]
-    assert s.pins.num_pinned_blocks == 5 and s.pins.num_soft_blocks == 4
-    assert s.pins.counters.partial_cap == 1 and s.pins.counters.rejected_cap == 1
+    leases = pins(s).leases
+    assert [(leases[j].num_hard, leases[j].num_soft) for j in "ABC"] == [(3, 0), (2, 1), (0, 3)]
+    assert pins(s).num_pinned_blocks == 5 and pins(s).num_soft_blocks == 4
+    assert pins(s).counters.partial_cap == 1 and pins(s).counters.rejected_cap == 1
     check_invariants(s)
     return s
 
@@ -258,18 +269,18 @@ def test_soft_tail_waits_for_later_jobs_and_yields_to_earlier_ones() -> None:
     s.add_request(_turn("L1", "L", [500 + k for k in range(44)], 3.0, 2.5))
     out, _ = run_step(s, runner)
     assert "L1" not in {r.request_id for r in out.scheduled}
-    assert s.pins.counters.soft_yielded == 0 and s.pins.num_soft_blocks == 4
+    assert pins(s).counters.soft_yielded == 0 and pins(s).num_soft_blocks == 4
     # E started before B and C: it takes C's soft tail (the latest job first), not B's.
     s.add_request(_turn("E1", "E", [600 + k for k in range(44)], 3.5, 0.5))
     out, _ = run_step(s, runner)
     assert "E1" in {r.request_id for r in out.scheduled} and "L1" not in {r.request_id for r in out.scheduled}
-    assert not s.pins.has_pin("C") and s.pins.counters.soft_yielded == 1
-    assert (s.pins.leases["B"].num_hard, s.pins.leases["B"].num_soft) == (2, 1)
-    assert s.pins.num_pinned_blocks == 5  # soft tails never touch the hard pins
+    assert not pins(s).has_lease("C") and pins(s).counters.soft_yielded == 1
+    assert (pins(s).leases["B"].num_hard, pins(s).leases["B"].num_soft) == (2, 1)
+    assert pins(s).num_pinned_blocks == 5  # soft tails never touch the hard pins
     check_invariants(s)
     run_to_completion(s, runner)  # nothing deadlocks: with nothing running, L takes what it needs
     check_invariants(s)
-    assert s.kv.pool.num_used_blocks == s.pins.num_pinned_blocks + s.pins.num_soft_blocks
+    assert s.kv.pool.num_used_blocks == pins(s).num_pinned_blocks + pins(s).num_soft_blocks
 
 
 def test_running_request_takes_soft_tails_before_pins() -> None:
@@ -280,14 +291,13 @@ def test_running_request_takes_soft_tails_before_pins() -> None:
     s.add_request(make_request("big", [700 + k for k in range(40)], 12, t=3.0))
     run_to_completion(s, runner)
     # The latest job's tail went; C's lease was all soft, so it ended (counted as an early release).
-    assert s.pins.counters.soft_yielded == 1 and not s.pins.has_pin("C")
-    assert s.num_preemptions == 0 and s.pins.counters.early_released == 1
-    assert [len(s.pins.leases[j].blocks) for j in "AB"] == [3, 3] and s.pins.num_pinned_blocks == 5
+    assert pins(s).counters.soft_yielded == 1 and not pins(s).has_lease("C")
+    assert s.num_preemptions == 0 and pins(s).counters.early_released == 1
+    assert [len(pins(s).leases[j].blocks) for j in "AB"] == [3, 3] and pins(s).num_pinned_blocks == 5
     check_invariants(s)
 
 
 def test_displaced_lease_becomes_soft_instead_of_released() -> None:
-    from scheduler import PinTable
     from scheduler.block_pool import KVCacheBlock
 
     def hashed(first: int) -> list[KVCacheBlock]:
@@ -298,11 +308,11 @@ def test_displaced_lease_becomes_soft_instead_of_released() -> None:
 
     for soft in (False, True):
         released: list[KVCacheBlock] = []
-        table = PinTable(max_pinned_blocks=4, release_fn=released.extend, soft=soft)
+        table = LeaseTable(max_pinned_blocks=4, release_fn=released.extend, soft=soft)
         x, y = hashed(1), hashed(10)
-        assert table.pin("X", "rx", x, ttl=10.0, now=0.0, rank=0.0) == 3
+        assert table.pin("X", "rx", x, ttl=10.0, now=0.0, job_arrival_time=0.0) == 3
         # Y is expected back sooner than X: X's lease gives way to it.
-        assert table.pin("Y", "ry", y, ttl=1.0, now=0.0, rank=1.0) == 3
+        assert table.pin("Y", "ry", y, ttl=1.0, now=0.0, job_arrival_time=1.0) == 3
         assert table.num_pinned_blocks == 3 and table.leases["Y"].num_hard == 3
         if not soft:
             assert "X" not in table.leases and released == x and table.counters.early_released == 1
@@ -310,9 +320,9 @@ def test_displaced_lease_becomes_soft_instead_of_released() -> None:
         # X keeps its blocks as a soft tail: out of the cap, yielding to anyone ranked before it.
         assert table.leases["X"].blocks == x and table.leases["X"].num_hard == 0 and not released
         assert table.num_soft_blocks == 3 and table.counters.early_released == 0
-        assert not table.yield_soft(0.5, before_rank=0.0)  # X is not later than rank 0
-        assert not table.yield_soft(0.5, exclude_job="X")
-        assert table.yield_soft(0.5, before_rank=-1.0)
+        assert not table.yield_soft_tail(0.5, after_job_arrival=0.0)  # X is not later than rank 0
+        assert not table.yield_soft_tail(0.5, exclude_job="X")
+        assert table.yield_soft_tail(0.5, after_job_arrival=-1.0)
         assert "X" not in table.leases and released == x and table.num_soft_blocks == 0
         assert table.counters.soft_yielded == 1 and table.counters.soft_block_seconds == 1.5
 
@@ -323,16 +333,17 @@ def test_expired_pin_stays_soft_for_the_grace_then_ends() -> None:
     clock.set(created + 5.0)
     s.schedule()
     # The TTL ran out: its three blocks are now a soft tail, out of the cap, until 2 s later.
-    assert s.pins.has_pin("job") and s.pins.leases["job"].in_grace and s.pins.counters.expired == 0
-    assert s.pins.num_pinned_blocks == 0 and s.pins.num_soft_blocks == 3
+    assert (pins(s).has_lease("job") and pins(s).leases["job"].state is LeaseState.GRACE
+            and pins(s).counters.expired == 0)
+    assert pins(s).num_pinned_blocks == 0 and pins(s).num_soft_blocks == 3
     clock.set(created + 6.99)
     s.schedule()
-    assert s.pins.has_pin("job")
+    assert pins(s).has_lease("job")
     clock.set(created + 7.0)
     s.schedule()
-    assert not s.pins.has_pin("job") and s.pins.counters.expired == 1 and s.kv.pool.num_cached_free == 3
+    assert not pins(s).has_lease("job") and pins(s).counters.expired == 1 and s.kv.pool.num_cached_free == 3
     # 3 blocks x 5 s pinned, then 3 blocks x 2 s soft.
-    assert s.pins.counters.pinned_block_seconds == 15.0 and s.pins.counters.soft_block_seconds == 6.0
+    assert pins(s).counters.pinned_block_seconds == 15.0 and pins(s).counters.soft_block_seconds == 6.0
     check_invariants(s)
 
 
@@ -341,13 +352,13 @@ def test_grace_is_counted_from_the_ttl_end_not_from_a_late_sweep() -> None:
     created = clock.now()
     clock.set(created + 6.0)  # the first step after the TTL comes 1 s late: 1 s of grace is left
     s.schedule()
-    assert s.pins.leases["job"].expires_at == created + 7.0
+    assert pins(s).leases["job"].grace_ends_at == created + 7.0
     # Another job's pin; the first sweep after its TTL comes past its grace's end too: it just ends.
     s.add_request(_turn("u1", "other", [50 + k for k in range(10)], clock.now(), 1.0))
     _finish_turn(s, runner, "u1")
     clock.set(clock.now() + 100.0)
     s.schedule()
-    assert not s.pins.leases and s.pins.counters.expired == 2
+    assert not pins(s).leases and pins(s).counters.expired == 2
     check_invariants(s)
 
 
@@ -369,7 +380,8 @@ def test_grace_keeps_an_overdue_job_cache_from_a_later_job() -> None:
         while s.requests["t2"].num_cached_tokens < 0:
             run_step(s, runner)
         assert s.requests["t2"].num_cached_tokens == expect_cached, grace
-        assert s.pins.counters.late_hit == (1 if grace else 0) and s.pins.counters.hit == (1 if grace else 0)
+        c = pins(s).counters
+        assert c.late_hit == (1 if grace else 0) and c.hit == (1 if grace else 0)
         check_invariants(s)
 
 
@@ -384,7 +396,7 @@ def test_blocked_admission_gives_up_no_soft_tail_when_that_would_not_be_enough()
     s.add_request(_turn("F1", "F", [600 + k for k in range(60)], 3.5, 0.2))
     out, _ = run_step(s, runner)
     assert "F1" not in {r.request_id for r in out.scheduled}
-    assert s.pins.counters.soft_yielded == 0 and s.pins.num_soft_blocks == 4
+    assert pins(s).counters.soft_yielded == 0 and pins(s).num_soft_blocks == 4
     check_invariants(s)
 
 
@@ -393,18 +405,17 @@ def test_soft_pin_flags_and_validation() -> None:
 
     import pytest
 
-    from agent_engine.cli_args import add_engine_args, engine_config_from_args
     from agent_engine.config import EngineConfig
 
     p = argparse.ArgumentParser()
-    add_engine_args(p)
-    cfg = engine_config_from_args(p.parse_args(["--no-soft-pins", "--soft-pin-grace", "0.5"]))
+    EngineConfig.add_arguments(p)
+    cfg = EngineConfig.from_args(p.parse_args(["--no-soft-pins", "--soft-pin-grace", "0.5"]))
     assert cfg.soft_pins is False and cfg.soft_pin_grace == 0.5
-    default = engine_config_from_args(p.parse_args([]))
+    default = EngineConfig.from_args(p.parse_args([]))
     assert default.soft_pins is True and default.soft_pin_grace == 2.0
     with pytest.raises(ValueError):
         EngineConfig(soft_pin_grace=-1.0)
     with pytest.raises(ValueError):
         SchedulerConfig(num_blocks=17, block_size=4, max_model_len=64, soft_pin_grace=float("nan"))
     s = _sched(FakeClock(), soft_pins=False)
-    assert not s.pins.soft
+    assert not pins(s).soft

@@ -97,7 +97,7 @@ def test_continuum_pins_turn_and_next_turn_hits() -> None:
     prompt = list(range(10, 110))
     eng.add_request("t1", prompt, sp, job_id="job", tool_name="bash:ls")
     o1 = _run(eng, "t1")
-    assert eng.scheduler.pins.has_pin("job")
+    assert eng.scheduler.policy.leases.has_lease("job")
     # Churn: other requests fill the pool; the pinned blocks must survive.
     for k in range(3):
         eng.add_request(f"x{k}", [200 + k] * 300, SamplingParams(max_tokens=5, ignore_eos=True))

@@ -7,6 +7,8 @@ from sched_helpers import make_request, make_scheduler, run_step, run_to_complet
 
 from scheduler import FakeRunner, RequestStatus, SamplingParams
 
+pytestmark = pytest.mark.core
+
 
 def test_first_step_allocates_exact_blocks_and_prefills_whole_prompt() -> None:
     s = make_scheduler(num_blocks=9, block_size=4)

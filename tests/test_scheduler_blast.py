@@ -1,4 +1,5 @@
-"""Seeded random blast: thousands of steps with arrivals, aborts, pins and clock jumps; invariants every step."""
+"""Seeded random blast: thousands of steps with arrivals, aborts, pins and clock jumps; invariants every
+step."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import random
 import pytest
 
 from scheduler import (
+    ContinuumPolicy,
     FakeClock,
+    Lease,
     ModelRunnerOutput,
     Request,
     SamplingParams,
@@ -16,6 +19,8 @@ from scheduler import (
     SchedulerOutput,
 )
 from scheduler.invariants import check_invariants
+
+pytestmark = pytest.mark.core
 
 
 class TruthRunner:
@@ -51,9 +56,14 @@ class TruthRunner:
         return res
 
 
+def _leases(s: Scheduler) -> dict[str, Lease]:
+    """The live CONTINUUM leases of ``s`` (none under other policies)."""
+    return s.policy.leases.leases if isinstance(s.policy, ContinuumPolicy) else {}
+
+
 def _verify_blocked_shortcut(s: Scheduler) -> None:
-    """Wrap the O(1) 'still blocked' shortcut: whenever it says blocked, a full check must agree."""
-    fast = s._still_blocked
+    """Wrap the O(1) 'still blocked' memo: whenever it says blocked, a full check must agree."""
+    fast = s.admission_memo.still_blocked
 
     def checked(req, budget: int) -> bool:
         verdict = fast(req, budget)
@@ -66,8 +76,8 @@ def _verify_blocked_shortcut(s: Scheduler) -> None:
             bs = s.config.block_size
             required = -(-(num_hit + num_new) // bs) - len(hits)
             evictable = sum(1 for b in hits if b.ref_cnt == 0)
-            yieldable = sum(le.num_soft for le in s.pins.leases.values()
-                            if le.job_id != req.job_id and le.rank > req.job_arrival_time)
+            yieldable = sum(le.num_soft for le in _leases(s).values()
+                            if le.job_id != req.job_id and le.job_arrival_time > req.job_arrival_time)
             assert required > s.kv.pool.num_free_blocks - evictable + yieldable, (
                 "shortcut blocked an admissible request"
             )
@@ -75,7 +85,7 @@ def _verify_blocked_shortcut(s: Scheduler) -> None:
         return verdict
 
     checked.hits = 0
-    s._still_blocked = checked
+    s.admission_memo.still_blocked = checked
 
 
 def _blast(policy: str, seed: int, steps: int = 3000, cap: float | None = None) -> Scheduler:
@@ -128,11 +138,11 @@ def _blast(policy: str, seed: int, steps: int = 3000, cap: float | None = None) 
         if rng.random() < 0.2:
             clock.advance(rng.choice([0.1, 0.6, 3.0]))
         # Remember which block each lease holds, to check nobody else gets it while pinned.
-        pinned_ids = {b.block_id: j for j, le in s.pins.leases.items() for b in le.blocks}
+        pinned_ids = {b.block_id: j for j, le in _leases(s).items() for b in le.blocks}
         out = s.schedule()
         check_invariants(s)
         # Blocks still held by the same lease after the step (a soft tail may have been given up).
-        held_after = {b.block_id: j for j, le in s.pins.leases.items() for b in le.blocks}
+        held_after = {b.block_id: j for j, le in _leases(s).items() for b in le.blocks}
         for sr in out.scheduled:
             owner = s.requests[sr.request_id].job_id
             for bid in sr.block_ids:
@@ -166,11 +176,11 @@ def test_blast_invariants(policy: str, seed: int) -> None:
     assert s._truth_reads > 0
     if seed == 1:
         assert s.num_preemptions > 0  # this seed's pool is tight enough to preempt
-        assert s._still_blocked.hits > 0  # the blocked-admission shortcut was exercised and verified
+        assert s.admission_memo.still_blocked.hits > 0  # the blocked-admission memo was used and verified
     if policy.startswith("continuum"):
-        assert s.pins.counters.created > 0 and s.pins.counters.hit > 0
+        assert s.policy.leases.counters.created > 0 and s.policy.leases.counters.hit > 0
     if policy == "continuum" and s.config.max_pinned_fraction < 1.0:
-        assert s.pins.counters.soft_yielded > 0  # soft tails were held past the cap and given up
+        assert s.policy.leases.counters.soft_yielded > 0  # soft tails were held past the cap and given up
 
 
 @pytest.mark.parametrize(("seed", "cap"), [(1, 0.0), (3, 0.3)])
@@ -178,7 +188,7 @@ def test_blast_soft_pins_under_tight_caps(seed: int, cap: float) -> None:
     """Most of every pin is a soft tail here (all of it at cap 0): the invariants and the pinned-block
     check above hold, and the block-seconds counters never run backwards."""
     s = _blast("continuum", seed, steps=2000, cap=cap)
-    c = s.pins.counters
+    c = s.policy.leases.counters
     assert c.soft_yielded > 0 and c.created > 0
     assert c.created == c.hit + c.expired + c.early_released + c.released + c.aborted  # each ends once
     assert c.soft_block_seconds > 0 and c.pinned_block_seconds >= 0
@@ -204,7 +214,8 @@ def test_no_stale_kv_under_heavy_preemption(policy: str) -> None:
                 size = rng.randint(3, 20)
                 prompt = base[: rng.randint(0, size)]
                 prompt += [rng.randrange(50) for _ in range(size - len(prompt))]
-                s.add_request(Request(f"r{n}", prompt, SamplingParams(max_tokens=rng.randint(1, 10)), block_size=4,
+                sp = SamplingParams(max_tokens=rng.randint(1, 10))
+                s.add_request(Request(f"r{n}", prompt, sp, block_size=4,
                                       arrival_time=clock.now(), priority=rng.randrange(5),
                                       job_id=f"j{rng.randrange(3)}",
                                       job_arrival_time=clock.now() - rng.random() * 10))

@@ -1,0 +1,80 @@
+"""Read-only views of a ``Scheduler``: the ``stats()`` snapshot and the trace events.
+
+Nothing here changes scheduler state; pin figures come from the policy's ``stats`` (all zero
+without pins), so callers never reach into the policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from scheduler.outputs import SchedulerOutput
+from scheduler.request import Request
+
+if TYPE_CHECKING:
+    from scheduler.scheduler import Scheduler
+
+
+@dataclass
+class SchedulerStats:
+    num_running: int
+    num_waiting: int
+    num_blocks: int
+    blocks_in_use: int
+    blocks_cached_free: int
+    blocks_empty: int
+    blocks_pinned: int
+    blocks_soft: int
+    prefix_query_tokens: int
+    prefix_hit_tokens: int
+    num_preemptions: int
+    num_pinned_jobs: int
+    # Pin event counters (``scheduler.policy.PIN_COUNTER_NAMES``) and the block-seconds of
+    # ended leases; all zero without pins.
+    pins: dict[str, float] = field(default_factory=dict)
+    # Live block-seconds: ended leases plus the live ones up to the snapshot's time.
+    pinned_block_seconds: float = 0.0
+    soft_block_seconds: float = 0.0
+
+
+def stats_snapshot(s: Scheduler, now: float) -> SchedulerStats:
+    pool = s.kv.pool
+    pins = s.policy.stats(now)
+    return SchedulerStats(
+        num_running=len(s.running),
+        num_waiting=len(s.waiting),
+        num_blocks=pool.num_blocks - 1,
+        blocks_in_use=pool.num_used_blocks,
+        blocks_cached_free=pool.num_cached_free,
+        blocks_empty=pool.num_empty_blocks,
+        blocks_pinned=pins.blocks_pinned,
+        blocks_soft=pins.blocks_soft,
+        prefix_query_tokens=s.kv.prefix_query_tokens,
+        prefix_hit_tokens=s.kv.prefix_hit_tokens,
+        num_preemptions=s.num_preemptions,
+        num_pinned_jobs=len(pins.pinned_jobs),
+        pins=pins.counters,
+        pinned_block_seconds=pins.pinned_block_seconds,
+        soft_block_seconds=pins.soft_block_seconds,
+    )
+
+
+def admit_event(s: Scheduler, now: float, req: Request, num_hit: int, resumed: bool) -> dict:
+    return {"event": "admit", "t": now, "step": s.num_steps, "request_id": req.request_id,
+            "job_id": req.job_id, "prompt_tokens": req.num_tokens, "hit_tokens": num_hit, "resumed": resumed}
+
+
+def step_event(s: Scheduler, now: float, out: SchedulerOutput) -> dict:
+    pool = s.kv.pool
+    pins = s.policy.stats(now)
+    return {
+        "event": "step", "t": now, "step": s.num_steps,
+        "waiting": len(s.waiting), "running": len(s.running),
+        "blocks_empty": pool.num_empty_blocks, "blocks_cached_free": pool.num_cached_free,
+        "blocks_in_use": pool.num_used_blocks, "blocks_pinned": pins.blocks_pinned,
+        "blocks_soft": pins.blocks_soft, "pinned_jobs": pins.pinned_jobs,
+        "scheduled_new": len(out.new_req_ids), "scheduled_resumed": len(out.resumed_req_ids),
+        "scheduled_running": len(out.scheduled) - len(out.new_req_ids) - len(out.resumed_req_ids),
+        "preempted": sorted(out.preempted_req_ids), "tokens": out.total_num_scheduled_tokens,
+    }

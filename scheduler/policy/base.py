@@ -1,0 +1,151 @@
+"""The interface between the scheduler and a scheduling policy.
+
+The scheduler owns the mechanism (token budget, block allocation, queues, preemption); a policy owns
+every decision that differs between FCFS, priority and CONTINUUM, and is called at named points of a
+step. Contract:
+- The scheduler reads time once per call and passes it as ``now``; a policy never reads a clock.
+- Blocks a policy holds (CONTINUUM's leases) are referenced blocks of the scheduler's
+  ``KVCacheManager``; a policy gives them back only through it.
+- A policy's decisions depend only on the request, the pool, the arguments and its own state, and
+  ``state_version()`` changes whenever that state does: the waiting queue re-sorts, and a memo of a
+  blocked admission (``scheduler.admission_memo``) is dropped, only then.
+- A pressure hook (``on_allocation_failed``, ``on_admission_blocked``) returns True only when it gave
+  blocks back to the pool: the caller retries. False: nothing changed, and the caller goes on
+  (preemption, or the admission stays blocked for this step).
+- Every policy class is built as ``cls(config, kv, pin_ttl_fn)`` (see ``scheduler.policy.make_policy``).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from scheduler.block_pool import KVCacheBlock
+from scheduler.kv_cache_manager import KVCacheManager
+from scheduler.policy.lease import LeaseCounters
+from scheduler.request import Request
+
+if TYPE_CHECKING:
+    from scheduler.config import SchedulerConfig
+
+# Given a finished non-final turn of a job, how long (seconds) to pin its blocks; 0 = don't pin.
+PinTTLFn = Callable[[Request], float]
+
+
+@dataclass(frozen=True)
+class PinStats:
+    """What a policy holds in the KV pool beyond running requests (all zero without pins)."""
+
+    blocks_pinned: int = 0
+    blocks_soft: int = 0
+    pinned_jobs: list[str] = field(default_factory=list)  # sorted
+    counters: dict[str, float] = field(default_factory=lambda: LeaseCounters().as_dict())
+    pinned_block_seconds: float = 0.0  # live: ended leases plus the live ones up to ``now``
+    soft_block_seconds: float = 0.0  # live, likewise
+
+
+class SchedulingPolicy(abc.ABC):
+    """Decisions of one scheduler; see the module docstring for the contract."""
+
+    name: str
+
+    def __init__(
+        self, config: SchedulerConfig, kv: KVCacheManager, pin_ttl_fn: PinTTLFn | None = None
+    ) -> None:
+        self.kv = kv
+
+    # ---- order ---------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def waiting_key(self, req: Request) -> tuple:
+        """Sort key of a waiting request: smaller is admitted first (ties: insertion order)."""
+
+    @abc.abstractmethod
+    def state_version(self) -> int:
+        """Changes whenever the policy's state changes (its waiting keys or pressure decisions may then)."""
+
+    @abc.abstractmethod
+    def pick_victim(self, running: Sequence[Request]) -> Request:
+        """The running request to preempt when no block can be freed otherwise."""
+
+    # ---- request life cycle --------------------------------------------------------------------
+    @abc.abstractmethod
+    def on_arrival(self, req: Request) -> None:
+        """A request was added (for CONTINUUM: its job is back)."""
+
+    @abc.abstractmethod
+    def on_admitted(self, req: Request, now: float) -> None:
+        """A waiting request was admitted and holds its prefix hits (for CONTINUUM: a pin hit)."""
+
+    @abc.abstractmethod
+    def on_finished(self, req: Request, now: float) -> None:
+        """A request finished (not aborted) still holding its blocks: free them, or take them over."""
+
+    @abc.abstractmethod
+    def on_aborted(self, req: Request, now: float) -> None:
+        """A request is being aborted; the scheduler frees its own blocks right after."""
+
+    @abc.abstractmethod
+    def on_job_released(self, job_id: str, now: float) -> bool:
+        """The client ended the job: drop what is held for it; True if something was."""
+
+    # ---- memory pressure and time --------------------------------------------------------------
+    @abc.abstractmethod
+    def on_allocation_failed(self, req: Request, now: float) -> bool:
+        """A running request's next chunk does not fit: free something held? True: retry first."""
+
+    @abc.abstractmethod
+    def on_admission_blocked(
+        self, req: Request, num_new: int, hits: Sequence[KVCacheBlock], anything_running: bool, now: float
+    ) -> bool:
+        """The waiting head's first chunk (``num_new`` tokens after ``hits``) does not fit: free
+        something so it can go? True: retry the admission."""
+
+    @abc.abstractmethod
+    def on_time(self, now: float) -> None:
+        """Start of a step: let time-bound holdings (leases) run out."""
+
+    # ---- observability -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def stats(self, now: float) -> PinStats:
+        """Held blocks, jobs and counters now."""
+
+
+class NoPinsPolicy(SchedulingPolicy):
+    """A policy that holds no blocks: a finished request's blocks are freed, every pin hook is a no-op.
+
+    Subclasses define the order (``waiting_key``, ``pick_victim``) only.
+    """
+
+    def state_version(self) -> int:
+        return 0
+
+    def on_arrival(self, req: Request) -> None:
+        return None
+
+    def on_admitted(self, req: Request, now: float) -> None:
+        return None
+
+    def on_finished(self, req: Request, now: float) -> None:
+        self.kv.free(req)
+
+    def on_aborted(self, req: Request, now: float) -> None:
+        return None
+
+    def on_job_released(self, job_id: str, now: float) -> bool:
+        return False
+
+    def on_allocation_failed(self, req: Request, now: float) -> bool:
+        return False
+
+    def on_admission_blocked(
+        self, req: Request, num_new: int, hits: Sequence[KVCacheBlock], anything_running: bool, now: float
+    ) -> bool:
+        return False
+
+    def on_time(self, now: float) -> None:
+        return None
+
+    def stats(self, now: float) -> PinStats:
+        return PinStats()

@@ -1,0 +1,118 @@
+"""CONTINUUM: program-level FCFS plus pin leases that keep a job's KV cache across its tool calls.
+
+- Waiting order: preempted requests first, then turns of jobs holding a lease, then program order
+  (the job's first arrival), then the turn's arrival.
+- Victim: a request of a job without a lease before one with, then the latest job, then the latest turn.
+- A finished non-final turn is pinned for ``pin_ttl_fn(req)`` seconds (0: its blocks are freed); the
+  job's next turn, admitted while the lease lives, takes the blocks back as prefix hits (a pin hit).
+- Pressure on a running request: soft tails of other jobs give way first, then whole leases (the job
+  expected back latest first), and only then is a request preempted.
+- Blocked admission: the turn takes soft tails of jobs later in program order, and only if that is
+  enough to admit it (no tail is given up for nothing); with nothing running it takes any soft tail,
+  then any lease (pins never make an admission wait forever: nothing else would free blocks).
+The lease state machine and its invariants are in ``scheduler.policy.leases``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from scheduler.block_pool import KVCacheBlock
+from scheduler.kv_cache_manager import KVCacheManager
+from scheduler.policy.base import PinStats, PinTTLFn, SchedulingPolicy
+from scheduler.policy.lease import EndReason
+from scheduler.policy.leases import LeaseTable
+from scheduler.request import Request, RequestStatus
+
+if TYPE_CHECKING:
+    from scheduler.config import SchedulerConfig
+
+
+class ContinuumPolicy(SchedulingPolicy):
+    name = "continuum"
+
+    def __init__(
+        self, config: SchedulerConfig, kv: KVCacheManager, pin_ttl_fn: PinTTLFn | None = None
+    ) -> None:
+        super().__init__(config, kv, pin_ttl_fn)
+        self.pin_ttl_fn = pin_ttl_fn
+        max_pinned = int(config.max_pinned_fraction * (config.num_blocks - 1))
+        self.leases = LeaseTable(max_pinned, kv.free_block_list, soft=config.soft_pins,
+                                 soft_grace=config.soft_pin_grace)
+
+    # ---- order ---------------------------------------------------------------------------------
+    def waiting_key(self, req: Request) -> tuple:
+        return (req.status is not RequestStatus.PREEMPTED, not self.leases.has_lease(req.job_id),
+                req.job_arrival_time, req.arrival_time)
+
+    def state_version(self) -> int:
+        return self.leases.version
+
+    def pick_victim(self, running: Sequence[Request]) -> Request:
+        has_lease = self.leases.has_lease
+        return max(running, key=lambda r: (not has_lease(r.job_id), r.job_arrival_time, r.arrival_time))
+
+    # ---- request life cycle --------------------------------------------------------------------
+    def on_arrival(self, req: Request) -> None:
+        self.leases.mark_job_returned(req.job_id)
+
+    def on_admitted(self, req: Request, now: float) -> None:
+        # The job is back: its prefix hit holds its own references now.
+        if self.leases.end(req.job_id, now, EndReason.HIT):
+            req.pin_hit = True
+
+    def on_finished(self, req: Request, now: float) -> None:
+        ttl = 0.0
+        if (req.job_id is not None and not req.is_last_step and self.pin_ttl_fn is not None
+                and req.request_id in self.kv.req_blocks):
+            ttl = self.pin_ttl_fn(req)
+        if ttl > 0:
+            # The lease table takes the blocks over: it keeps the prefix it pins and frees the rest.
+            self.leases.pin(req.job_id, req.request_id, self.kv.take_blocks(req.request_id), ttl, now,
+                            job_arrival_time=req.job_arrival_time)
+        else:
+            self.kv.free(req)
+
+    def on_aborted(self, req: Request, now: float) -> None:
+        self.leases.end(req.job_id, now, EndReason.ABORTED)
+
+    def on_job_released(self, job_id: str, now: float) -> bool:
+        return self.leases.end(job_id, now, EndReason.RELEASED)
+
+    # ---- memory pressure and time --------------------------------------------------------------
+    def on_allocation_failed(self, req: Request, now: float) -> bool:
+        leases = self.leases
+        return bool(leases.leases) and (
+            leases.yield_soft_tail(now, exclude_job=req.job_id)
+            or leases.early_release_latest(now, exclude_job=req.job_id)
+        )
+
+    def on_admission_blocked(
+        self, req: Request, num_new: int, hits: Sequence[KVCacheBlock], anything_running: bool, now: float
+    ) -> bool:
+        leases = self.leases
+        if leases.num_soft_blocks:
+            # Program order: while the engine is busy a turn never takes an earlier job's tail (that job
+            # is coming back to a cache kept for it).
+            after = req.job_arrival_time if anything_running else None
+            if not anything_running or (
+                self.kv.blocks_short(req, num_new, hits) <= leases.soft_blocks_yieldable(after, req.job_id)
+            ):
+                if leases.yield_soft_tail(now, exclude_job=req.job_id, after_job_arrival=after):
+                    return True
+        if anything_running or not leases.leases:
+            return False
+        return leases.early_release_latest(now, exclude_job=req.job_id) or leases.end(
+            req.job_id, now, EndReason.EARLY_RELEASE
+        )
+
+    def on_time(self, now: float) -> None:
+        if self.leases.leases:
+            self.leases.sweep(now)
+
+    # ---- observability -------------------------------------------------------------------------
+    def stats(self, now: float) -> PinStats:
+        t = self.leases
+        return PinStats(t.num_pinned_blocks, t.num_soft_blocks, sorted(t.leases), t.counters.as_dict(),
+                        t.pinned_block_seconds(now), t.soft_block_seconds(now))
