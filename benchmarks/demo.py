@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agent_engine.workloads.traces.format import TraceJob
-    from benchmarks.jct import JCTConfig
+    from agent_engine.workloads.traces import TraceJob
+    from benchmarks.jct_config import JCTConfig
 
 __all__ = ["DEMO_JOBS", "HELP", "add_arguments", "demo_config", "main", "run_demo"]
 
@@ -35,11 +35,10 @@ DEMO_BLOCK_SIZE = 32
 
 def demo_config(out_dir: str = "out") -> tuple[JCTConfig, list[TraceJob]]:
     """The demo's ``JCTConfig`` and its synthesized jobs (pool sized from the jobs' peak contexts)."""
-    from agent_engine.workloads.traces.profile import load_profile
-    from agent_engine.workloads.traces.synth import synthesize
-    from benchmarks.jct import JCTConfig, peak_blocks
+    from agent_engine.workloads.traces import load_trace
+    from benchmarks.jct_config import JCTConfig, peak_blocks
 
-    jobs = synthesize(load_profile("swe"), DEMO_JOBS, seed=0)
+    jobs = load_trace("synth:swe", max_jobs=DEMO_JOBS, seed=0)
     cfg = JCTConfig(trace="synth:swe", policies=("fcfs", "continuum"), concurrency=DEMO_JOBS, jobs=DEMO_JOBS,
                     max_turns=DEMO_TURNS, token_scale=DEMO_TOKEN_SCALE, block_size=DEMO_BLOCK_SIZE,
                     max_model_len=4096, log_dir=str(Path(out_dir) / "demo_logs"))
@@ -51,7 +50,9 @@ def demo_config(out_dir: str = "out") -> tuple[JCTConfig, list[TraceJob]]:
 def run_demo(args: argparse.Namespace) -> int:
     """Run the demo (``args.out_dir`` optional, default ``out``); returns 0 unless a job failed."""
     from agent_engine.reporting import write_json
-    from benchmarks.jct import compute_checks, config_payload, print_results, run_policies
+    from benchmarks.jct_config import config_payload
+    from benchmarks.jct_report import compute_checks, print_results
+    from benchmarks.jct_runner import run_policies
     from benchmarks.plots import plot_jct
 
     out_dir = getattr(args, "out_dir", None) or "out"

@@ -16,12 +16,13 @@ from dataclasses import replace
 from typing import Any
 
 from agent_engine.reporting import print_table, write_json
-from benchmarks.jct import add_jct_args, config_from_args, config_payload, load_trace_jobs, run_policies
+from benchmarks.jct_config import add_jct_args, config_from_args, config_payload, load_trace_jobs
+from benchmarks.jct_runner import run_policies
 
-__all__ = ["add_load_args", "main", "run_load"]
+__all__ = ["add_arguments", "main", "run"]
 
 
-def add_load_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``bench jct`` flags (without --json/--plot defaults) plus ``--jps-list``."""
     add_jct_args(p, with_outputs=False)
     p.add_argument("--jps-list", default="0.05,0.1,0.2", help="comma list of job arrival rates (jobs/s)")
@@ -30,7 +31,7 @@ def add_load_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-def run_load(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run every policy at every load, print a mean-JCT table (rows: loads), write JSON and plot."""
     loads = [float(x) for x in args.jps_list.split(",") if x.strip()]
     base = config_from_args(args)
@@ -61,7 +62,7 @@ def run_load(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m benchmarks.jct_load ...`` (same flags as ``agent-engine bench jct-load``)."""
     p = argparse.ArgumentParser(prog="agent-engine bench jct-load", description=__doc__.split("\n")[0])
-    return run_load(add_load_args(p).parse_args(argv))
+    return run(add_arguments(p).parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""PNG plots of the JCT benchmarks (matplotlib, Agg backend: no display needed).
+"""PNG plots of the benchmarks (matplotlib, Agg backend: no display needed).
 
 Each function reads the JSON payload its benchmark writes, so a plot can be redrawn from the file
 alone. Invariant: every function writes exactly one PNG at ``path`` (parent folders created) and
@@ -16,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["plot_jct", "plot_load", "plot_sweep", "policy_color"]
+__all__ = ["plot_bars", "plot_jct", "plot_load", "plot_series", "plot_sweep", "policy_color"]
 
 _COLORS = {"fcfs": "tab:red", "continuum": "tab:green", "continuum-fixed": "tab:olive",
            "continuum-learned": "tab:cyan", "unlimited": "tab:gray", "vllm-cpu": "tab:purple"}
@@ -103,4 +103,33 @@ def plot_sweep(payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     ax2.set_ylabel("pinned block-seconds")
     ax2.legend(fontsize=8, loc="upper right")
     ax.set_title(f"CONTINUUM TTL sweep (best: {best})")
+    return _save(fig, path)
+
+
+def plot_bars(path: str | os.PathLike[str], title: str, values: dict[str, float], ylabel: str) -> Path:
+    """One bar per label (throughput per engine, ...), the value printed on each bar."""
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    names = list(values)
+    bars = ax.bar(names, [values[n] for n in names], color=[policy_color(n) for n in names])
+    ax.bar_label(bars, fmt="%.1f")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    return _save(fig, path)
+
+
+def plot_series(
+    path: str | os.PathLike[str], title: str, series: dict[str, tuple[list[float], list[float]]],
+    xlabel: str, ylabel: str, logx: bool = False,
+) -> Path:
+    """One line with markers per named series of (xs, ys): a measure against load or size."""
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for name, (xs, ys) in series.items():
+        ax.plot(xs, ys, marker="o", label=name, color=policy_color(name))
+    if logx:
+        ax.set_xscale("log", base=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
     return _save(fig, path)

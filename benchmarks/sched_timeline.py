@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_timeline_args", "main", "plot_timeline", "read_sched_trace", "run_timeline"]
+__all__ = ["add_arguments", "main", "plot_timeline", "read_sched_trace", "run"]
 
 
 def read_sched_trace(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -94,7 +94,7 @@ def plot_timeline(path: str | os.PathLike[str], out: str | os.PathLike[str], tit
     return p
 
 
-def add_timeline_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Flags of ``bench timeline``."""
     p.add_argument("trace", help="scheduler trace JSONL (from --sched-trace)")
     p.add_argument("-o", "--out", default=None, help="PNG to write (default: <trace>.png)")
@@ -102,7 +102,7 @@ def add_timeline_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-def run_timeline(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """``bench timeline``: draw the PNG and print a one-line summary of the trace."""
     out = args.out or str(Path(args.trace).with_suffix(".png"))
     steps, admits = read_sched_trace(args.trace)
@@ -115,7 +115,7 @@ def run_timeline(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m benchmarks.sched_timeline TRACE [-o OUT.png]``."""
     p = argparse.ArgumentParser(prog="agent-engine bench timeline", description=__doc__.split("\n")[0])
-    return run_timeline(add_timeline_args(p).parse_args(argv))
+    return run(add_arguments(p).parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ Drives the real Scheduler at 64, 256 and 1024 running requests in steady decode 
 requests sharing a system prompt). Target: <= 1 ms per step at 256 running requests (the Continuum
 paper reports 0.96 ms per step for vLLM's scheduler).
 
-    python -m benchmarks.scheduler_overhead --json out/scheduler_overhead.json
+    agent-engine bench scheduler          (or python -m benchmarks.scheduler_overhead)
 """
 
 from __future__ import annotations
@@ -12,8 +12,12 @@ from __future__ import annotations
 import argparse
 import time
 
+from tqdm import tqdm
+
 from agent_engine.reporting import machine_info, print_table, write_json
+from benchmarks.plots import plot_series
 from scheduler import FakeClock, FakeRunner, Request, SamplingParams, Scheduler, SchedulerConfig
+from scheduler.policy import POLICY_NAMES
 
 TARGET_US_AT_256 = 1000.0
 
@@ -50,30 +54,47 @@ def measure(num_running: int, steps: int, policy: str = "fcfs", block_size: int 
     return dt / steps * 1e6
 
 
-def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="64,256,1024")
-    ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--policies", default="fcfs,continuum")
-    ap.add_argument("--json", default=None)
-    args = ap.parse_args(argv)
+HELP = "scheduler time per step with a fake runner"
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--sizes", default="64,256,1024", help="running requests per measurement")
+    ap.add_argument("--steps", type=int, default=200, help="decode steps timed per measurement")
+    ap.add_argument("--policies", default="fcfs,continuum", help=f"comma list of {', '.join(POLICY_NAMES)}")
+    ap.add_argument("--json", default="out/scheduler_overhead.json")
+    ap.add_argument("--plot", default="out/scheduler_overhead.png")
+    ap.add_argument("--no-progress", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure every (policy, size), print the table and the target, write JSON and the plot."""
     sizes = [int(x) for x in args.sizes.split(",")]
-    rows, results = [], {}
-    for policy in args.policies.split(","):
-        for n in sizes:
-            us = measure(n, args.steps, policy)
-            results[f"{policy}@{n}"] = {"policy": policy, "num_running": n, "us_per_step": us}
-            rows.append([policy, n, us, us / n])
+    points = [(p, n) for p in args.policies.split(",") for n in sizes]
+    results = {}
+    for policy, n in tqdm(points, desc="scheduler overhead", disable=args.no_progress):
+        results[f"{policy}@{n}"] = {"policy": policy, "num_running": n, "us_per_step": measure(n, args.steps, policy)}
+    rows = [[v["policy"], v["num_running"], v["us_per_step"], v["us_per_step"] / v["num_running"]]
+            for v in results.values()]
     print_table(["policy", "running", "us/step", "us/req"], rows)
     worst_256 = max((v["us_per_step"] for v in results.values() if v["num_running"] == 256), default=None)
     ok = worst_256 is not None and worst_256 <= TARGET_US_AT_256
     if worst_256 is not None:
         print(f"target <= {TARGET_US_AT_256:.0f} us/step at 256 running: {'PASS' if ok else 'FAIL'} "
               f"({worst_256:.0f} us)")
-    payload = {"results": results, "target_us_at_256": TARGET_US_AT_256, "pass": ok, "machine": machine_info()}
-    write_json(args.json, payload)
-    return payload
+    write_json(args.json, {"results": results, "target_us_at_256": TARGET_US_AT_256, "pass": ok,
+                           "machine": machine_info()})
+    series = {p: ([n for n in sizes], [results[f"{p}@{n}"]["us_per_step"] for n in sizes])
+              for p in args.policies.split(",")}
+    print(f"wrote {plot_series(args.plot, 'scheduler time per step', series, 'running requests', 'us / step', logx=True)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.scheduler_overhead ...`` (same flags as ``agent-engine bench scheduler``)."""
+    ap = argparse.ArgumentParser(prog="agent-engine bench scheduler", description=HELP)
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

