@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_engine.server.launcher import parse_prometheus, scrape_metrics, start_engine_server
 from agent_engine.workloads.replay.client import ReplayOptions, replay_sync
 from agent_engine.workloads.traces.format import TraceJob, TraceTurn
 from benchmarks.jct import main
@@ -17,7 +18,6 @@ from benchmarks.jct_config import PolicyRun, policy_engine_args
 from benchmarks.jct_report import checks_per_round, compute_checks
 from benchmarks.jct_runner import merge_rounds
 from benchmarks.sched_timeline import plot_timeline
-from agent_engine.server.launcher import parse_prometheus, scrape_metrics, start_engine_server
 
 ROW_KEYS = {"mean_jct_s", "p50_jct_s", "p90_jct_s", "p99_jct_s", "jobs_per_min", "mean_queue_s",
             "prefix_hit_ratio", "prefill_tokens", "preemptions", "excess_over_unlimited_s", "pins"}
