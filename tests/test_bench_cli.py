@@ -1,0 +1,120 @@
+"""Every benchmark module keeps the ``agent-engine bench`` contract: ``add_arguments`` / ``run`` /
+``main``, a light top level, flags with defaults under ``out/``, ``--help`` through the CLI.
+
+Fast: nothing here runs a benchmark beyond a few fake-runner scheduler steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent_engine.cli.main import main as cli_main
+from agent_engine.config import POLICY_NAMES
+from benchmarks.cli import BENCHMARKS
+
+pytestmark = pytest.mark.core
+
+# A minimal argv per benchmark and the defaults it must come back with.
+MINIMAL: dict[str, tuple[list[str], dict[str, object]]] = {
+    "throughput": ([], {"num_prompts": 32, "max_tokens": 64, "vllm_python": None,
+                        "json": "out/throughput.json", "plot": "out/throughput.png", "no_progress": False}),
+    "scheduler": ([], {"sizes": "64,256,1024", "steps": 200, "policies": "fcfs,continuum",
+                       "json": "out/scheduler_overhead.json", "plot": "out/scheduler_overhead.png"}),
+    "serve": ([], {"concurrency": [1, 8, 32], "max_tokens": 32, "vllm_python": None,
+                   "json": "out/serve_load.json", "plot": "out/serve_load.png"}),
+    "jct": ([], {"trace": None, "policies": "fcfs,continuum,continuum-fixed,unlimited", "jobs": 16,
+                 "jps": None, "concurrency": None, "repeats": 1, "json": "out/jct.json", "plot": "out/jct.png"}),
+    "jct-load": ([], {"jps_list": "0.05,0.1,0.2", "json": "out/jct_load.json", "plot": "out/jct_load.png"}),
+    "ttl-sweep": ([], {"thresholds": "0.5,1,2,4", "no_paper": False, "json": "out/ttl_sweep.json",
+                       "plot": "out/ttl_sweep.png"}),
+    "timeline": (["t.jsonl"], {"trace": "t.jsonl", "out": None, "json": None, "title": None}),
+    "sim-slices": ([], {"trace": None, "constants": "out/sim_cpu_constants.json", "slices": 6, "jobs": 16,
+                        "json": "out/sim_slices.json", "plot": "out/sim_slices.png"}),
+    "sim-validate": ([], {"bench_json": "out/jct.json", "constants": "out/sim_cpu_constants.json",
+                          "json": "out/sim_validate.json", "plot": "out/sim_validate.png"}),
+}
+
+
+def test_every_benchmark_has_a_minimal_argv() -> None:
+    assert set(MINIMAL) == set(BENCHMARKS)
+
+
+@pytest.mark.parametrize("name", list(BENCHMARKS))
+def test_module_contract_and_defaults(name: str) -> None:
+    mod = importlib.import_module(BENCHMARKS[name][0])
+    for attr in ("add_arguments", "run", "main"):
+        assert callable(getattr(mod, attr)), (name, attr)
+    parser = argparse.ArgumentParser()
+    assert mod.add_arguments(parser) is None
+    argv, defaults = MINIMAL[name]
+    args = parser.parse_args(argv)
+    assert {k: getattr(args, k) for k in defaults} == defaults
+
+
+@pytest.mark.parametrize("name", list(BENCHMARKS))
+def test_bench_help_through_the_cli_exits_zero(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli_main(["bench", name, "--help"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: agent-engine bench " + name)
+
+
+@pytest.mark.parametrize("name", list(BENCHMARKS))
+def test_bench_dispatch_parses_flags(name: str) -> None:
+    from benchmarks.cli import add_arguments
+
+    ap = argparse.ArgumentParser()
+    add_arguments(ap)
+    args = ap.parse_args([name, *MINIMAL[name][0]])
+    assert args.bench == name and args.func is importlib.import_module(BENCHMARKS[name][0]).run
+
+
+def test_benchmark_modules_import_no_torch() -> None:
+    modules = [m for m, _ in BENCHMARKS.values()] + ["benchmarks.cli", "benchmarks.demo"]
+    code = ("import importlib, sys\n"
+            f"for m in {modules!r}:\n    importlib.import_module(m)\n"
+            "print('HEAVY', [m for m in ('torch', 'transformers') if m in sys.modules])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 0, r.stderr
+    assert "HEAVY []" in r.stdout, r.stdout
+
+
+def test_policy_names_come_from_the_config() -> None:
+    from benchmarks.jct_config import bench_policy_names, policy_engine_args
+
+    names = bench_policy_names()
+    assert set(POLICY_NAMES) <= set(names) and "unlimited" in names
+    for n in names:
+        assert policy_engine_args(n)[:2] in (["--policy", "fcfs"], ["--policy", n], ["--policy", "continuum"])
+    assert policy_engine_args("continuum-fixed")[-2:] == ["--pin-threshold", "2"]
+    assert policy_engine_args("continuum")[-2:] == ["--ttl-policy", "paper"]
+    for bad in ("fcfs@2", "continuum@1", "continuum-fixed@x", "continuum-paper"):
+        with pytest.raises(ValueError):
+            policy_engine_args(bad)
+
+
+def test_scheduler_benchmark_tiny_run(tmp_path: Path) -> None:
+    from benchmarks.scheduler_overhead import main, parse_policies
+
+    with pytest.raises(ValueError):
+        parse_policies("fcfs,nope")
+    out_json, out_png = tmp_path / "s.json", tmp_path / "s.png"
+    assert main(["--sizes", "4,8", "--steps", "3", "--policies", "fcfs,continuum", "--json", str(out_json),
+                 "--plot", str(out_png), "--no-progress"]) == 0
+    assert out_json.stat().st_size > 0 and out_png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_sim_validate_compare() -> None:
+    from benchmarks.sim_validate import SIMULATED, compare
+
+    assert {"fcfs", "continuum", "continuum-fixed"} <= set(SIMULATED)
+    res = compare({"fcfs": 10.0, "continuum": 5.0}, {"fcfs": 11.0, "continuum": 7.0})
+    assert res["fcfs"]["pass"] is True and abs(res["fcfs"]["rel_error"] - 0.1) < 1e-9
+    assert res["continuum"]["pass"] is False

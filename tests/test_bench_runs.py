@@ -1,0 +1,39 @@
+"""Tiny end-to-end runs of the offline throughput and serving-load benchmarks: each prints its table
+and writes its JSON and PNG. Timings are never asserted (targets are printed, not tested)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _is_png(p: Path) -> bool:
+    return p.stat().st_size > 1000 and p.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_throughput_tiny_run(tmp_path: Path) -> None:
+    from benchmarks.throughput import main
+
+    out_json, out_png = tmp_path / "t.json", tmp_path / "t.png"
+    assert main(["--num-prompts", "4", "--min-len", "8", "--max-len", "16", "--max-tokens", "4",
+                 "--json", str(out_json), "--plot", str(out_png), "--no-progress"]) == 0
+    data = json.loads(out_json.read_text())
+    assert set(data["tok_s"]) == {"agent-engine", "transformers"} and data["engine_tok_s"] > 0
+    assert _is_png(out_png)
+
+
+def test_serve_load_tiny_run(tmp_path: Path) -> None:
+    from benchmarks.serve_load import main
+
+    out_json, out_png = tmp_path / "s.json", tmp_path / "s.png"
+    assert main(["--concurrency", "1,2", "--max-tokens", "4", "--prompt-words", "8", "--requests-per-level", "2",
+                 "--log-dir", str(tmp_path / "logs"), "--json", str(out_json), "--plot", str(out_png),
+                 "--no-progress"]) == 0
+    (res,) = json.loads(out_json.read_text())["results"]
+    assert res["server"] == "agent-engine" and [lv["concurrency"] for lv in res["levels"]] == [1, 2]
+    assert all(lv["generated_tokens"] == 8 and lv["ttft_mean_s"] > 0 for lv in res["levels"])
+    assert _is_png(out_png)
