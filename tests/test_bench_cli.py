@@ -47,7 +47,7 @@ def test_every_benchmark_has_a_minimal_argv() -> None:
 
 @pytest.mark.parametrize("name", list(BENCHMARKS))
 def test_module_contract_and_defaults(name: str) -> None:
-    mod = importlib.import_module(BENCHMARKS[name][0])
+    mod = importlib.import_module(BENCHMARKS[name])
     for attr in ("add_arguments", "run", "main"):
         assert callable(getattr(mod, attr)), (name, attr)
     parser = argparse.ArgumentParser()
@@ -72,11 +72,11 @@ def test_bench_dispatch_parses_flags(name: str) -> None:
     ap = argparse.ArgumentParser()
     add_arguments(ap)
     args = ap.parse_args([name, *MINIMAL[name][0]])
-    assert args.bench == name and args.func is importlib.import_module(BENCHMARKS[name][0]).run
+    assert args.bench == name and args.func is importlib.import_module(BENCHMARKS[name]).run
 
 
 def test_benchmark_modules_import_no_torch() -> None:
-    modules = [m for m, _ in BENCHMARKS.values()] + ["benchmarks.cli", "benchmarks.demo"]
+    modules = list(BENCHMARKS.values()) + ["benchmarks.cli", "benchmarks.demo"]
     code = ("import importlib, sys\n"
             f"for m in {modules!r}:\n    importlib.import_module(m)\n"
             "print('HEAVY', [m for m in ('torch', 'transformers') if m in sys.modules])\n")
