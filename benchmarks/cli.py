@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Sequence
 
 HELP = "benchmarks: throughput, scheduler overhead, serving load, JCT, TTL sweeps, simulator slices"
 
@@ -35,3 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
         p.set_defaults(func=mod.run)
+
+
+def run_standalone(name: str, argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.MODULE``: the same parser and run as ``agent-engine bench NAME``."""
+    mod = importlib.import_module(BENCHMARKS[name])
+    parser = argparse.ArgumentParser(prog=f"agent-engine bench {name}", description=mod.HELP)
+    mod.add_arguments(parser)
+    return int(mod.run(parser.parse_args(argv)) or 0)

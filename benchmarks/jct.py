@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 
 from agent_engine.reporting import write_json
+from benchmarks.cli import run_standalone
 from benchmarks.jct_config import add_jct_args, config_from_args, config_payload, load_trace_jobs
 from benchmarks.jct_report import checks_per_round, compute_checks, format_check, print_results
 from benchmarks.jct_runner import run_policies
@@ -55,10 +56,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.jct ...`` (same flags as ``agent-engine bench jct``)."""
-    p = argparse.ArgumentParser(prog="agent-engine bench jct", description=HELP)
-    add_arguments(p)
-    return run(p.parse_args(argv))
+    """``python -m benchmarks.jct``: the flags and run of ``agent-engine bench jct``."""
+    return run_standalone("jct", argv)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from agent_engine.reporting import print_table, write_json
+from benchmarks.cli import run_standalone
 from benchmarks.jct_config import add_jct_args, config_from_args, config_payload, load_trace_jobs
 from benchmarks.jct_runner import run_policies
 
@@ -61,10 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.jct_load ...`` (same flags as ``agent-engine bench jct-load``)."""
-    p = argparse.ArgumentParser(prog="agent-engine bench jct-load", description=HELP)
-    add_arguments(p)
-    return run(p.parse_args(argv))
+    """``python -m benchmarks.jct_load``: the flags and run of ``agent-engine bench jct-load``."""
+    return run_standalone("jct-load", argv)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["plot_bars", "plot_jct", "plot_load", "plot_series", "plot_sweep", "policy_color", "save_figure"]
+__all__ = ["plot_bars", "plot_jct", "plot_load", "plot_sweep", "policy_color", "save_figure"]
 
 _COLORS = {"fcfs": "tab:red", "continuum": "tab:green", "continuum-fixed": "tab:olive",
            "continuum-learned": "tab:cyan", "unlimited": "tab:gray", "vllm-cpu": "tab:purple",
@@ -118,22 +118,4 @@ def plot_bars(path: str | os.PathLike[str], title: str, values: dict[str, float]
     ax.bar_label(bars, fmt="%.1f")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    return save_figure(fig, path)
-
-
-def plot_series(
-    path: str | os.PathLike[str], title: str, series: dict[str, tuple[list[float], list[float]]],
-    xlabel: str, ylabel: str, logx: bool = False,
-) -> Path:
-    """One line with markers per named series of (xs, ys): a measure against load or size."""
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    for name, (xs, ys) in series.items():
-        ax.plot(xs, ys, marker="o", label=name, color=policy_color(name))
-    if logx:
-        ax.set_xscale("log", base=2)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
     return save_figure(fig, path)

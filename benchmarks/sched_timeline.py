@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cli import run_standalone
+
 __all__ = ["HELP", "add_arguments", "main", "plot_timeline", "read_sched_trace", "run", "summarize"]
 
 HELP = "PNG timeline of a --sched-trace JSONL"
@@ -150,10 +152,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.sched_timeline TRACE [--plot OUT.png] [--json OUT.json]``."""
-    p = argparse.ArgumentParser(prog="agent-engine bench timeline", description=HELP)
-    add_arguments(p)
-    return run(p.parse_args(argv))
+    """``python -m benchmarks.sched_timeline``: the flags and run of ``agent-engine bench timeline``."""
+    return run_standalone("timeline", argv)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from agent_engine.config import POLICY_NAMES
 from agent_engine.reporting import machine_info, print_table, write_json
+from benchmarks.cli import run_standalone
 
 TARGET_US_AT_256 = 1000.0
 SYSTEM_PROMPT_LEN = 128  # tokens every request shares (they hit the prefix cache)
@@ -125,10 +126,8 @@ def _report(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.scheduler_overhead ...`` (same flags as ``agent-engine bench scheduler``)."""
-    ap = argparse.ArgumentParser(prog="agent-engine bench scheduler", description=HELP)
-    add_arguments(ap)
-    return run(ap.parse_args(argv))
+    """``python -m benchmarks.scheduler_overhead``: the flags and run of ``agent-engine bench scheduler``."""
+    return run_standalone("scheduler", argv)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from agent_engine.reporting import machine_info, print_table, write_json
 from agent_engine.server.launcher import ServerProcess, start_engine_server, start_vllm_server
+from benchmarks.cli import run_standalone
 
 WORDS = ("agent tool call result file read write search plan step observe think answer code test build "
          "deploy query index cache token block memory").split()
@@ -171,10 +172,8 @@ def _report(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.serve_load ...`` (same flags as ``agent-engine bench serve``)."""
-    ap = argparse.ArgumentParser(prog="agent-engine bench serve", description=HELP)
-    add_arguments(ap)
-    return run(ap.parse_args(argv))
+    """``python -m benchmarks.serve_load``: the flags and run of ``agent-engine bench serve``."""
+    return run_standalone("serve", argv)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from agent_engine.reporting import print_table, write_json
 from agent_engine.sim.calibrate import DEFAULT_OUT as DEFAULT_CONSTANTS
 from agent_engine.sim.config import POLICIES as SIM_POLICIES
 from agent_engine.workloads.traces import TraceJob, load_trace, trace_label
+from benchmarks.cli import run_standalone
 
 __all__ = ["HELP", "add_arguments", "main", "run", "simulate_slices"]
 
@@ -145,10 +146,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.sim_slices ...`` (same flags as ``agent-engine bench sim-slices``)."""
-    ap = argparse.ArgumentParser(prog="agent-engine bench sim-slices", description=HELP)
-    add_arguments(ap)
-    return run(ap.parse_args(argv))
+    """``python -m benchmarks.sim_slices``: the flags and run of ``agent-engine bench sim-slices``."""
+    return run_standalone("sim-slices", argv)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from tqdm import tqdm
 from agent_engine.reporting import print_table, write_json
 from agent_engine.sim.calibrate import DEFAULT_OUT as DEFAULT_CONSTANTS
 from agent_engine.sim.config import POLICIES as SIM_POLICIES
+from benchmarks.cli import run_standalone
 
 __all__ = ["HELP", "SIMULATED", "add_arguments", "compare", "main", "run"]
 
@@ -91,10 +92,8 @@ def _simulate(cfg: dict[str, Any], policy: str, constants: str) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.sim_validate ...`` (same flags as ``agent-engine bench sim-validate``)."""
-    ap = argparse.ArgumentParser(prog="agent-engine bench sim-validate", description=HELP)
-    add_arguments(ap)
-    return run(ap.parse_args(argv))
+    """``python -m benchmarks.sim_validate``: the flags and run of ``agent-engine bench sim-validate``."""
+    return run_standalone("sim-validate", argv)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,13 @@ import random
 import subprocess
 import textwrap
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from tqdm import tqdm
 
 from agent_engine.reporting import machine_info, print_table, write_json
+from benchmarks.cli import run_standalone
 
 TARGET_RATIO = 2.0
 
@@ -184,11 +186,9 @@ def _report(args: argparse.Namespace, results: dict[str, float | None]) -> None:
         print(f"wrote {plot_throughput(payload, args.plot)}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.throughput ...`` (same flags as ``agent-engine bench throughput``)."""
-    ap = argparse.ArgumentParser(prog="agent-engine bench throughput", description=HELP)
-    add_arguments(ap)
-    return run(ap.parse_args(argv))
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.throughput``: the flags and run of ``agent-engine bench throughput``."""
+    return run_standalone("throughput", argv)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from agent_engine.reporting import print_table, write_json
+from benchmarks.cli import run_standalone
 from benchmarks.jct_config import add_jct_args, config_from_args, config_payload, load_trace_jobs
 from benchmarks.jct_runner import run_policies
 
@@ -79,10 +80,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.ttl_sweep ...`` (same flags as ``agent-engine bench ttl-sweep``)."""
-    p = argparse.ArgumentParser(prog="agent-engine bench ttl-sweep", description=HELP)
-    add_arguments(p)
-    return run(p.parse_args(argv))
+    """``python -m benchmarks.ttl_sweep``: the flags and run of ``agent-engine bench ttl-sweep``."""
+    return run_standalone("ttl-sweep", argv)
 
 
 if __name__ == "__main__":

@@ -50,10 +50,8 @@ def test_plot_writes_png(name: str, tmp_path: Path) -> None:
     assert out == tmp_path / "sub" / f"{name}.png" and _is_png(out)
 
 
-def test_generic_bar_and_series_plots(tmp_path: Path) -> None:
+def test_generic_bar_plot(tmp_path: Path) -> None:
     assert _is_png(plots.plot_bars(tmp_path / "b.png", "t", {"fcfs": 1.0, "continuum": 2.0}, "s"))
-    series = {"fcfs": ([1.0, 2.0], [3.0, 4.0])}
-    assert _is_png(plots.plot_series(tmp_path / "s.png", "t", series, "x", "y", logx=True))
 
 
 def _write_sched_trace(path: Path) -> None:
