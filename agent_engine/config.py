@@ -48,6 +48,7 @@ _HELP = {
     "reload_cost_profile": "CONTINUUM: JSON reload-cost profile instead of profiling at start-up",
     "learned_model_path": "CONTINUUM learned policy: model from `agent-engine estimator fit`",
     "profile_reload_cost": "CONTINUUM paper policy: time prefill at start-up to fit R(ctx)",
+    "infer_jobs": "CONTINUUM: a request without a job hint joins the job whose last turn its prompt extends",
     "sched_trace": "write a JSONL scheduler trace to this path (off by default)",
 }
 
@@ -92,6 +93,7 @@ class EngineConfig:
     reload_cost_profile: str | None = None
     learned_model_path: str | None = None
     profile_reload_cost: bool = True
+    infer_jobs: bool = True
     sched_trace: str | None = None
 
     def __post_init__(self) -> None:

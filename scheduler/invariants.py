@@ -4,7 +4,7 @@ O(blocks + requests): call it in tests, not on the serving hot path. Checked:
 - requests: each tracked request is in exactly one queue; running ones hold blocks whose ids mirror
   them, and no block is registered in the prefix cache before its KV was computed;
 - leases (CONTINUUM): the state agrees with the hard part, counts and the cap hold, soft blocks only
-  with soft pins, and the counters partition the ended leases;
+  with soft pins or in a cheap lease, and the counters partition the ended leases;
 - pool: every block's ``ref_cnt`` equals its holders (running requests plus leases), a block is in
   the free queue exactly when unreferenced, and the cached-free count and hash map agree.
 """
@@ -43,7 +43,7 @@ def _check_leases(table: LeaseTable, holders: Counter[int]) -> None:
         assert lease.job_id == job
         assert lease.blocks, f"{job}: an empty lease"
         assert 0 <= lease.num_hard <= len(lease.blocks), f"{job}: bad hard part"
-        assert table.soft or not lease.num_soft, f"{job}: a soft tail while soft pins are off"
+        assert table.soft or lease.cheap or not lease.num_soft, f"{job}: a soft tail while soft pins are off"
         assert lease.state is not LeaseState.ENDED, f"{job}: an ended lease in the table"
         assert (lease.state is LeaseState.HARD) == (lease.num_hard > 0), f"{job}: {lease.state.name} lease"
         assert (lease.state is LeaseState.GRACE) == (lease.grace_ends_at is not None), f"{job}: grace end"

@@ -74,6 +74,8 @@ class Request:
         self.job_arrival_time = arrival_time if job_arrival_time is None else job_arrival_time
         self.tool_name = tool_name
         self.tool_ttl_hint = tool_ttl_hint
+        # The job was inferred from the prefix chain, not declared: its pins are cheap (wholly soft).
+        self.job_inferred = False
         self._init_progress()
 
     def _init_progress(self) -> None:
@@ -88,6 +90,8 @@ class Request:
         self.num_preemptions = 0
         # True once this turn was admitted while its job still held a pin (the pin was hit).
         self.pin_hit = False
+        # True when this turn's blocks were pinned for its job as it finished.
+        self.pinned = False
         self.first_scheduled_time: float | None = None
         self.first_token_time: float | None = None
         self.finished_time: float | None = None

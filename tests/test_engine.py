@@ -109,7 +109,9 @@ def test_continuum_pins_turn_and_next_turn_hits() -> None:
     computed = len(ctx) - 1  # the last sampled token of turn 1 was never fed back
     assert o2.num_cached_tokens == computed // 16 * 16
     st = eng.stats()
-    assert st["pins"]["hit"] == 1 and st["jobs_finished"] == 1
+    # The job, and the three hint-less churn requests: inferred one-turn jobs, ended as probably final.
+    assert st["pins"]["hit"] == 1 and st["jobs_finished"] == 1 + 3
+    assert st["job_inference"]["new_jobs"] == 3 and st["job_inference"]["joins"] == 0
     assert st["estimator"]["durations_measured"] == 1
     assert st["blocks_in_use"] == 0
 

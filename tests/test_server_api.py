@@ -200,7 +200,7 @@ def test_metrics_exposition(srv, client):
                  "agent_engine_pins_early_released_total", "agent_engine_pinned_block_seconds_total",
                  "agent_engine_kv_blocks_soft_pinned", "agent_engine_pins_soft_yielded_total",
                  "agent_engine_pins_late_hit_total", "agent_engine_soft_pinned_block_seconds_total",
-                 'agent_engine_job_turns{job_id="job-metrics"}'):
+                 'agent_engine_job_turns_by_hint_total{hint_source="job_id"}'):
         assert name in text, name
 
 

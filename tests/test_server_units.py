@@ -195,8 +195,10 @@ def test_metrics_render_stats_and_listeners():
     assert got["agent_engine_pinned_block_seconds_total"] == 1.5
     assert got["agent_engine_requests_finished_total"] == 3 and got["agent_engine_prompt_tokens_total"] == 4
     assert got["agent_engine_time_to_first_token_seconds_count"] == 1
-    assert 'job_id="j2"' in text and 'job_id="j1"' not in text
+    assert "job_id=" not in text  # job ids are client data: never a label
+    assert 'agent_engine_job_turns_by_hint_total{hint_source="none"} 2.0' in text
+    m.on_job_released("j1")  # evicted (max_tracked_jobs=1): nothing to observe
     m.on_job_released("j2")
     again = m.render({}).decode()
-    assert 'job_id="j2"' not in again and "agent_engine_requests_running" not in again
+    assert "agent_engine_requests_running" not in again
     assert parse_prometheus(again)["agent_engine_job_turns_at_release_count"] == 1

@@ -65,10 +65,14 @@ class JobHooks:
 
     # ---- scheduler callback ------------------------------------------------------------------
     def pin_ttl(self, req: Request) -> float:
-        """TTL for a finished non-final turn: a client ``tool_name`` hint wins over parsing its text."""
+        """TTL for a finished non-final turn: a client ``tool_name`` hint wins over parsing its text.
+
+        A turn of an inferred job whose output issued no tool call is probably final: 0 (no pin)."""
         text = None
         if req.tool_name is None:
             text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
+            if req.job_inferred and self.estimator.parse_tool(text) is None:
+                return 0.0
         turns = (self.estimator.job_turns(req.job_id) if req.job_id else None) or 1
         decision = self.estimator.on_turn_finished(
             req.job_id, text=text, tool_name=req.tool_name, context_tokens=req.num_tokens,
@@ -102,15 +106,19 @@ class JobHooks:
             if req.first_token_time is not None:
                 recomputed = req.num_prompt_tokens - max(0, req.num_cached_tokens)
                 self.estimator.record_reload(recomputed, req.first_token_time - req.first_scheduled_time)
-        if req.is_last_step:
+        tool = req.tool_name or (None if already else self.estimator.parse_tool(text))
+        if req.is_last_step or (req.job_inferred and not already and tool is None):
             self._end_job(req.job_id, req.finished_time or self.clock.now())
         elif not already:
-            tool = req.tool_name or self.estimator.parse_tool(text)
             self.estimator.record_turn_finished(req.job_id, tool, req.finished_time,
                                                 context_tokens=req.num_tokens, turn_index=turns - 1)
 
     def on_job_released(self, job_id: str) -> None:
         """The client ended the job (DELETE /v1/jobs/{id}); idempotent."""
+        self._end_job(job_id, self.clock.now())
+
+    def end_job(self, job_id: str) -> None:
+        """End a job nobody will continue (an inferred job the index forgot); idempotent."""
         self._end_job(job_id, self.clock.now())
 
     def _end_job(self, job_id: str, now: float) -> None:

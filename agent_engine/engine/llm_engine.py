@@ -16,7 +16,9 @@ from typing import Any
 
 from agent_engine.config import EngineConfig
 from agent_engine.engine.detokenizer import IncrementalDetokenizer, find_stop
+from agent_engine.engine.job_inference import INFERRED, JobInference
 from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from agent_engine.engine.prompts import PromptType, tokenize_prompt
 from scheduler import (
     Clock,
     MonotonicClock,
@@ -29,9 +31,6 @@ from scheduler import (
 
 logger = logging.getLogger(__name__)
 
-PromptType = str | list[int] | dict[str, Any]
-
-
 @dataclass
 class _RequestState:
     request: Request
@@ -39,6 +38,7 @@ class _RequestState:
     detokenizer: Any
     stop: tuple[str, ...]
     include_stop: bool
+    hint_source: str = "none"
     text: str = ""
     # Characters of ``text`` already reported to the caller (a held-back tail may hide a stop string).
     num_reported_chars: int = 0
@@ -69,6 +69,8 @@ class LLMEngine:
         )
         self._close_trace: Callable[[], None] | None = parts.close_trace
         self._states: dict[str, _RequestState] = {}
+        self.job_inference = (JobInference(parts.sched_config.block_size, self.job_hooks)
+                              if config.policy == "continuum" and config.infer_jobs else None)
         self.num_failed_steps = 0
         self.step_listeners: list[Callable[[dict[str, float]], None]] = []
 
@@ -79,26 +81,7 @@ class LLMEngine:
     # ---- intake ------------------------------------------------------------------------------
     def tokenize_prompt(self, prompt: PromptType) -> tuple[str | None, list[int]]:
         """Turn a prompt (text, token ids, or ``{"prompt_token_ids": [...]}``) into ids; ValueError if bad."""
-        if isinstance(prompt, dict):
-            if "prompt_token_ids" in prompt:
-                prompt = prompt["prompt_token_ids"]
-            elif "prompt" in prompt:
-                prompt = prompt["prompt"]
-            else:
-                raise ValueError("a prompt dict needs 'prompt' or 'prompt_token_ids'")
-        if isinstance(prompt, str):
-            if not prompt:
-                raise ValueError("prompt must not be empty")
-            return prompt, list(self.tokenizer(prompt)["input_ids"])
-        if isinstance(prompt, (list, tuple)):
-            ids = list(prompt)
-            if not ids:
-                raise ValueError("prompt must not be empty")
-            for t in ids:
-                if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < self.vocab_size:
-                    raise ValueError(f"token id {t!r} is out of the vocabulary [0, {self.vocab_size})")
-            return None, ids
-        raise ValueError(f"prompt must be a string, a list of token ids or a dict, got {type(prompt).__name__}")
+        return tokenize_prompt(self.tokenizer, self.vocab_size, prompt)
 
     def add_request(
         self,
@@ -109,12 +92,16 @@ class LLMEngine:
         priority: int = 0,
         cache_salt: str | None = None,
         job_id: str | None = None,
+        hint_source: str | None = None,
         is_last_step: bool = False,
         tool_name: str | None = None,
         tool_ttl_hint: float | None = None,
         arrival_time: float | None = None,
     ) -> Request:
-        """Queue a request. Raises ValueError for bad input (nothing is queued then)."""
+        """Queue a request. Raises ValueError for bad input (nothing is queued then).
+
+        ``hint_source`` names where the client's ``job_id`` came from (reported on the output); a
+        request without a job may get an inferred one (``job_inference``)."""
         params = params or SamplingParams()
         if request_id in self._states:
             raise ValueError(f"duplicate request id {request_id!r}")
@@ -132,17 +119,21 @@ class LLMEngine:
         if extra_eos and not params.ignore_eos:
             internal = replace(params, stop_token_ids=params.stop_token_ids + extra_eos)
         now = self.clock.now() if arrival_time is None else arrival_time
-        job_arrival = self.job_hooks.on_arrival(job_id, now) if job_id is not None else None
         req = Request(
             request_id, ids, internal, block_size=self.sched_config.block_size, arrival_time=now,
             eos_token_id=eos, priority=priority, cache_salt=cache_salt, job_id=job_id,
-            is_last_step=is_last_step, job_arrival_time=job_arrival, tool_name=tool_name,
-            tool_ttl_hint=tool_ttl_hint,
+            is_last_step=is_last_step, tool_name=tool_name, tool_ttl_hint=tool_ttl_hint,
         )
+        source = hint_source or ("none" if job_id is None else "job_id")
+        if job_id is None and self.job_inference is not None:
+            self.job_inference.assign(req)
+            source = INFERRED
+        if req.job_id is not None:
+            req.job_arrival_time = self.job_hooks.on_arrival(req.job_id, now)
         detok = IncrementalDetokenizer(self.tokenizer, ids, skip_special_tokens=True)
         self.scheduler.add_request(req)
         self._states[request_id] = _RequestState(
-            req, text, detok, params.stop, params.include_stop_str_in_output
+            req, text, detok, params.stop, params.include_stop_str_in_output, source
         )
         return req
 
@@ -218,6 +209,8 @@ class LLMEngine:
         if finished:
             self._states.pop(req.request_id, None)
             self.job_hooks.on_finished(req, st.text)
+            if self.job_inference is not None:
+                self.job_inference.on_finished(req)
             report_upto = len(st.text)
         else:
             # Hold back a tail that could still grow into a stop string.
@@ -246,6 +239,9 @@ class LLMEngine:
             metrics=RequestMetrics(req.arrival_time, req.first_scheduled_time, req.first_token_time,
                                    req.finished_time),
             job_id=req.job_id,
+            hint_source=st.hint_source,
+            pin_hit=req.pin_hit,
+            pinned=req.pinned,
         )
 
     def _fail_batch(self, request_ids: list[str]) -> list[RequestOutput]:
@@ -278,6 +274,8 @@ class LLMEngine:
         d["max_model_len"] = self.max_model_len
         d["block_size"] = self.sched_config.block_size
         d.update(self.job_hooks.stats())
+        if self.job_inference is not None:
+            d["job_inference"] = self.job_inference.stats()
         return d
 
     def close(self) -> None:

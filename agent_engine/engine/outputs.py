@@ -43,3 +43,8 @@ class RequestOutput:
     new_text: str = ""
     metrics: RequestMetrics | None = None
     job_id: str | None = None
+    # Where the job came from (``server.hints`` source names, "inferred" or "none"), whether this
+    # turn found its job's pin on admission, and whether its blocks were pinned when it finished.
+    hint_source: str = "none"
+    pin_hit: bool = False
+    pinned: bool = False

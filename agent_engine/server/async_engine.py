@@ -240,8 +240,8 @@ class AsyncEngine:
             params = replace(params, max_tokens=max(room, params.min_tokens))
             prompt = ids
         eng.add_request(spec.request_id, prompt, params, priority=spec.priority, cache_salt=spec.cache_salt,
-                        job_id=spec.job_id, is_last_step=spec.is_last_step, tool_name=spec.tool_name,
-                        tool_ttl_hint=spec.tool_ttl_hint)
+                        job_id=spec.job_id, hint_source=spec.hint_source, is_last_step=spec.is_last_step,
+                        tool_name=spec.tool_name, tool_ttl_hint=spec.tool_ttl_hint)
 
     def _abort_ids(self, ids: list[str]) -> None:
         live = [rid for rid in ids if rid in self._live]

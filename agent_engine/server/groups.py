@@ -38,6 +38,7 @@ class RequestSpec:
     priority: int = 0
     cache_salt: str | None = None
     job_id: str | None = None
+    hint_source: str = "none"
     is_last_step: bool = False
     tool_name: str | None = None
     tool_ttl_hint: float | None = None

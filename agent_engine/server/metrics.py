@@ -6,8 +6,12 @@ Invariants:
   ``AsyncEngine`` listeners; prometheus-client is thread-safe); the engine is never touched here.
 - Gauges and cumulative engine counters come from an ``engine.stats()`` snapshot that the caller took
   on the engine thread and passes to ``render`` at scrape time.
-- Per-job turn counts keep at most ``max_tracked_jobs`` label values (oldest dropped first); a job's
-  series is removed when the client releases the job, and its turn count is observed in a histogram.
+- No series carries a job id (ids are client data and unbounded): per-job turn counts are kept
+  internally for at most ``max_tracked_jobs`` jobs (oldest dropped first) and observed in a histogram
+  when the client releases the job.
+- Turns, pins made and pins hit are counted per ``hint_source`` (where the job came from: the
+  ``server.hints`` source names, ``inferred`` or ``none``), so a session convention that does not
+  reach the scheduler shows as turns without pins.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -67,6 +71,9 @@ class _StatsCollector(Collector):
             if key in pins:
                 yield CounterMetricFamily(f"{PREFIX}_pins_{key}", f"CONTINUUM pins {key}",
                                           value=float(pins[key]))
+        for key, value in (s.get("job_inference") or {}).items():
+            yield CounterMetricFamily(f"{PREFIX}_job_inference_{key}",
+                                      f"Job inference from the prefix chain: {key}", value=float(value))
         pbs = s.get("pinned_block_seconds", pins.get("pinned_block_seconds"))
         if pbs is not None:
             yield CounterMetricFamily(f"{PREFIX}_pinned_block_seconds", "Block-seconds held by pins",
@@ -95,8 +102,13 @@ class ServerMetrics:
         self.prompt_tokens = Counter(f"{PREFIX}_prompt_tokens", "Prompt tokens of finished requests",
                                      registry=r)
         self.generation_tokens = Counter(f"{PREFIX}_generation_tokens", "Generated tokens", registry=r)
-        self.job_turns = Gauge(f"{PREFIX}_job_turns", "Finished turns (requests) per live job",
-                               ["job_id"], registry=r)
+        self.turns_by_source = Counter(f"{PREFIX}_job_turns_by_hint", "Finished turns of jobs by hint source",
+                                       ["hint_source"], registry=r)
+        self.pins_by_source = Counter(f"{PREFIX}_pins_made_by_hint", "Finished turns pinned, by hint source",
+                                      ["hint_source"], registry=r)
+        self.pin_hits_by_source = Counter(f"{PREFIX}_pin_hits_by_hint",
+                                          "Turns admitted onto their job's pin, by hint source",
+                                          ["hint_source"], registry=r)
         self.job_turns_at_release = Histogram(f"{PREFIX}_job_turns_at_release",
                                               "Turns of a job when released",
                                               buckets=(1, 2, 3, 5, 8, 13, 21, 34, 55, 89), registry=r)
@@ -135,7 +147,7 @@ class ServerMetrics:
             end = m.finished_time if m.finished_time is not None else now
             self.e2e.observe(max(0.0, end - m.arrival_time))
         if out.job_id is not None:
-            self._count_turn(out.job_id)
+            self._count_turn(out.job_id, out)
 
     def on_job_finished(self, job_id: str, turns: int, jct_seconds: float) -> None:
         """Engine-thread listener: a job's last step finished (or the client released the job)."""
@@ -152,26 +164,20 @@ class ServerMetrics:
             turns = self._turns.pop(job_id, None)
         if turns is not None:
             self.job_turns_at_release.observe(turns)
-            self._remove_job_series(job_id)
 
     def render(self, stats: dict[str, Any]) -> bytes:
         """Prometheus text exposition with gauges from ``stats`` (a snapshot from the engine thread)."""
         self._stats.stats = stats
         return generate_latest(self.registry)
 
-    def _count_turn(self, job_id: str) -> None:
-        evicted = None
+    def _count_turn(self, job_id: str, out: RequestOutput) -> None:
+        source = out.hint_source
+        self.turns_by_source.labels(source).inc()
+        if out.pinned:
+            self.pins_by_source.labels(source).inc()
+        if out.pin_hit:
+            self.pin_hits_by_source.labels(source).inc()
         with self._lock:
-            n = self._turns.pop(job_id, 0) + 1
-            self._turns[job_id] = n
+            self._turns[job_id] = self._turns.pop(job_id, 0) + 1
             if len(self._turns) > self._max_jobs:
-                evicted, _ = self._turns.popitem(last=False)
-        self.job_turns.labels(job_id).set(n)
-        if evicted is not None:
-            self._remove_job_series(evicted)
-
-    def _remove_job_series(self, job_id: str) -> None:
-        try:
-            self.job_turns.remove(job_id)
-        except KeyError:
-            pass
+                self._turns.popitem(last=False)

@@ -5,8 +5,8 @@ Invariants:
   through ``ServerState`` and hand the accepted group to ``respond`` (one JSON body) or ``sse_stream``.
 - Request-level problems (unknown model, bad values, empty prompts) are ``APIError``s raised before
   anything is submitted, so a rejected call leaves nothing running.
-- Agent hints: the body's ``job_id`` (or ``session_id``) wins over the ``X-Job-Id`` / ``X-Session-Id``
-  headers.
+- Agent hints (the job and its source) come from ``server.hints``: every session convention clients
+  send, in one documented precedence.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from agent_engine.server.call import ApiCall
 from agent_engine.server.errors import bad_request, error_body
 from agent_engine.server.groups import RequestGroup, RequestSpec
+from agent_engine.server.hints import request_hints
 from agent_engine.server.protocol import ChatCompletionRequest, CompletionRequest, sampling_params
 from agent_engine.server.respond import respond
 from agent_engine.server.state import ServerState, server_state
 from agent_engine.server.streaming import sse_stream
 from scheduler import SamplingParams
 
-JOB_HEADERS = ("x-job-id", "x-session-id")
 DEFAULT_COMPLETION_MAX_TOKENS = 16
 PROMETHEUS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -71,7 +71,7 @@ async def completions(req: CompletionRequest, request: Request, state: State) ->
     state.check_model(req.model)
     prompts = _prompts(req)
     params = _params(req, DEFAULT_COMPLETION_MAX_TOKENS if req.max_tokens is None else req.max_tokens)
-    hints = _hints(req, request)
+    hints = await _hints(request)
     base = f"cmpl-{uuid.uuid4().hex}"
     ids = [base] if len(prompts) == 1 else [f"{base}-{i}" for i in range(len(prompts))]
     specs = [RequestSpec(rid, p, params, **hints) for rid, p in zip(ids, prompts, strict=True)]
@@ -86,7 +86,7 @@ async def chat(req: ChatCompletionRequest, request: Request, state: State) -> Re
     messages = _template_messages(req)
     requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     params = _params(req, requested if requested is not None else max(1, req.min_tokens))
-    hints = _hints(req, request)
+    hints = await _hints(request)
     base = f"chatcmpl-{uuid.uuid4().hex}"
     spec = RequestSpec(base, _chat_prompt(messages), params, fill_max_tokens=requested is None, **hints)
     group = await state.submit([spec])
@@ -123,12 +123,12 @@ def _chat_prompt(messages: list[dict[str, Any]]) -> Callable[[Any], str]:
     return render
 
 
-def _hints(req: CompletionRequest | ChatCompletionRequest, request: Request) -> dict[str, Any]:
-    job_id = req.hinted_job_id()
-    if job_id is None:
-        job_id = next((request.headers[h] for h in JOB_HEADERS if request.headers.get(h)), None)
-    return {"priority": req.priority, "cache_salt": req.cache_salt, "job_id": job_id,
-            "is_last_step": req.is_last_step, "tool_name": req.tool_name, "tool_ttl_hint": req.tool_ttl_hint}
+async def _hints(request: Request) -> dict[str, Any]:
+    """The job and scheduling hints of a request, by the precedence in ``server.hints`` (400 on a bad one)."""
+    try:
+        return request_hints(await request.json(), request.headers)
+    except ValueError as exc:
+        raise bad_request(str(exc), code="invalid_hint") from exc
 
 
 def _params(req: CompletionRequest | ChatCompletionRequest, max_tokens: int) -> SamplingParams:

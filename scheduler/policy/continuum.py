@@ -5,6 +5,7 @@
 - Victim: a request of a job without a lease before one with, then the latest job, then the latest turn.
 - A finished non-final turn is pinned for ``pin_ttl_fn(req)`` seconds (0: its blocks are freed); the
   job's next turn, admitted while the lease lives, takes the blocks back as prefix hits (a pin hit).
+  A turn of an inferred job (no client hint) gets a wholly soft lease: the first to give way.
 - Pressure on a running request: soft tails of other jobs give way first, then whole leases (the job
   expected back latest first), and only then is a request preempted.
 - Blocked admission: the turn takes soft tails of jobs later in program order, and only if that is
@@ -70,7 +71,8 @@ class ContinuumPolicy(SchedulingPolicy):
         if ttl > 0:
             # The lease table takes the blocks over: it keeps the prefix it pins and frees the rest.
             self.leases.pin(req.job_id, req.request_id, self.kv.take_blocks(req.request_id), ttl, now,
-                            job_arrival_time=req.job_arrival_time)
+                            job_arrival_time=req.job_arrival_time, hard=not req.job_inferred)
+            req.pinned = self.leases.has_lease(req.job_id)
         else:
             self.kv.free(req)
 

@@ -44,6 +44,7 @@ class Lease:
     grace_ends_at: float | None = None  # set on entering GRACE
     # Block-seconds of today's soft blocks already booked as pinned (they were hard until demoted).
     demoted_hard_seconds: float = 0.0
+    cheap: bool = False  # pinned wholly soft on purpose (an inferred job's turn), even without soft pins
 
     @property
     def num_soft(self) -> int:

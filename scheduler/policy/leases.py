@@ -18,7 +18,7 @@ Invariants:
   evicted or handed to another request (their ``ref_cnt`` stays >= 1).
 - At most one lease per job; a newer pin of the same job ends the older lease as released.
 - ``num_pinned_blocks`` (the sum of the hard parts) never exceeds ``max_pinned_blocks``;
-  ``num_soft_blocks`` is the sum of the soft tails. Without ``soft`` no lease has a soft block.
+  ``num_soft_blocks`` is the sum of the soft tails. Without ``soft`` only a cheap lease has soft blocks.
 - A lease holds a prefix of its turn's blocks: only blocks registered in the prefix cache (a hash
   chain from the first block) can serve the next turn, so an unhashed tail is never pinned, and when
   the cap leaves room for only part of the chain, the longest prefix that fits is pinned hard (with
@@ -99,7 +99,7 @@ class LeaseTable:
     # ---- transitions -------------------------------------------------------------------------
     def pin(
         self, job_id: str, request_id: str, blocks: list[KVCacheBlock], ttl: float, now: float,
-        job_arrival_time: float = 0.0,
+        job_arrival_time: float = 0.0, hard: bool = True,
     ) -> int:
         """(none) -> HARD, or SOFT when nothing fits under the cap: a lease of ``ttl`` seconds over the
         useful (hashed) prefix of ``blocks``.
@@ -107,8 +107,9 @@ class LeaseTable:
         Takes over the caller's reference on every block of ``blocks``. Hard leases of jobs expected
         back later than this one give way first. The longest prefix that fits the cap is pinned hard;
         with soft pins the rest of the useful prefix is the soft tail, without them it is released at
-        once, like the unhashed tail always is. Returns the number of blocks pinned hard (0 may still
-        leave a wholly soft lease; ``has_lease`` tells).
+        once, like the unhashed tail always is. With ``hard=False`` (a cheap lease) the whole useful
+        prefix is held soft and nothing gives way for it. Returns the number of blocks pinned hard (0
+        may still leave a wholly soft lease; ``has_lease`` tells).
         """
         if job_id in self.leases:
             self._end(self.leases[job_id], now, EndReason.RELEASED)
@@ -116,21 +117,22 @@ class LeaseTable:
         while useful < len(blocks) and blocks[useful].block_hash is not None:
             useful += 1
         expires = now + ttl
-        self._make_room(useful, expires, now)
-        keep = min(useful, self.max_pinned_blocks - self.num_pinned_blocks)  # >= 0: the cap invariant
-        if keep < useful:
+        if hard:
+            self._make_room(useful, expires, now)
+        keep = min(useful, self.max_pinned_blocks - self.num_pinned_blocks) if hard else 0  # the cap
+        if keep < useful and hard:
             if keep:
                 self.counters.partial_cap += 1
             else:
                 self.counters.rejected_cap += 1
-        held = useful if self.soft else keep
+        held = useful if (self.soft or not hard) else keep
         if held < len(blocks):
             self.release_fn(blocks[held:])
         if not held:
             return 0
         state = LeaseState.HARD if keep else LeaseState.SOFT
         self.leases[job_id] = Lease(
-            job_id, request_id, blocks[:held], now, expires, keep, job_arrival_time, state
+            job_id, request_id, blocks[:held], now, expires, keep, job_arrival_time, state, cheap=not hard
         )
         self.num_pinned_blocks += keep
         self.num_soft_blocks += held - keep

@@ -1,0 +1,139 @@
+"""Job inference without hints: a request joins the job whose last finished turn its prompt extends.
+
+An agent re-sends its whole conversation each turn, so turn k+1's prompt starts with turn k's prompt
+and output. ``JobIndex`` remembers, per job, the tokens of its last finished turn under the chained
+hash of that turn's last full prompt block; a new prompt is looked up by its own block hashes (one dict
+lookup per block, longest prefix first: no scan of jobs), then the candidate is confirmed token by
+token.
+
+Invariants:
+- A match covers the candidate turn's whole prompt and at least ``min_output_fraction`` of its output
+  (and at least one output token when it had any): two jobs that only share a system prompt, or any
+  prefix shorter than a whole previous turn, never merge.
+- A job is in the index at most once (its latest finished turn) and leaves it when a request joins
+  it (re-entering when that turn finishes), so two identical concurrent requests never join one job.
+- At most ``max_jobs`` jobs are remembered; the least recently finished is forgotten first and
+  reported by ``record`` so the caller can end it.
+- Prompts shorter than one block are never matched nor indexed (nothing to key them by).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["JobIndex", "JobMatch", "JobInferenceStats"]
+
+
+@dataclass(frozen=True)
+class JobMatch:
+    """A hint-less prompt continues ``job_id``; ``matched_tokens`` of it equal that job's last turn."""
+
+    job_id: str
+    matched_tokens: int
+
+
+@dataclass
+class JobInferenceStats:
+    """Counters: joins (matched a job), new jobs (no match), and the matched prefix lengths."""
+
+    joins: int = 0
+    new_jobs: int = 0
+    matched_tokens: int = 0
+    forgotten: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Turn:
+    key: int
+    tokens: tuple[int, ...]
+    num_prompt_tokens: int
+
+
+@dataclass
+class JobIndex:
+    block_size: int
+    max_jobs: int = 10_000
+    min_output_fraction: float = 0.5
+    stats: JobInferenceStats = field(default_factory=JobInferenceStats)
+    _turns: OrderedDict[str, _Turn] = field(default_factory=OrderedDict)
+    _by_key: dict[int, list[str]] = field(default_factory=dict)
+    _ids: itertools.count = field(default_factory=itertools.count)
+
+    def __post_init__(self) -> None:
+        if self.block_size < 1:
+            raise ValueError("block_size must be >= 1")
+        if not 0.0 <= self.min_output_fraction <= 1.0:
+            raise ValueError("min_output_fraction must be in [0, 1]")
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+    def match(self, prompt: Sequence[int], block_hashes: Sequence[int]) -> JobMatch | None:
+        """The job this prompt continues (removed from the index: it is running again), or None."""
+        for i in range(len(block_hashes) - 1, -1, -1):
+            for job_id in reversed(self._by_key.get(block_hashes[i], ())):
+                matched = self._confirm(self._turns[job_id], prompt)
+                if matched:
+                    self._forget(job_id)
+                    self.stats.joins += 1
+                    self.stats.matched_tokens += matched
+                    return JobMatch(job_id, matched)
+        return None
+
+    def new_job_id(self) -> str:
+        """A fresh id for a hint-less request that continues no job."""
+        self.stats.new_jobs += 1
+        return f"inferred-{next(self._ids)}"
+
+    def record(self, job_id: str, prompt_block_hashes: Sequence[int], tokens: Sequence[int],
+               num_prompt_tokens: int) -> list[str]:
+        """Remember ``job_id``'s finished turn (``tokens`` = its prompt + output); returns the jobs
+        forgotten to stay within ``max_jobs`` (the caller ends them)."""
+        self._forget(job_id)
+        n_full = num_prompt_tokens // self.block_size
+        if n_full == 0 or len(prompt_block_hashes) < n_full:
+            return []
+        key = prompt_block_hashes[n_full - 1]
+        self._turns[job_id] = _Turn(key, tuple(tokens), num_prompt_tokens)
+        self._by_key.setdefault(key, []).append(job_id)
+        evicted = []
+        while len(self._turns) > self.max_jobs:
+            oldest = next(iter(self._turns))
+            self._forget(oldest)
+            self.stats.forgotten += 1
+            evicted.append(oldest)
+        return evicted
+
+    def forget(self, job_id: str) -> None:
+        """Drop ``job_id`` (it ended); a no-op for unknown jobs."""
+        self._forget(job_id)
+
+    def _confirm(self, turn: _Turn, prompt: Sequence[int]) -> int:
+        """Tokens of ``prompt`` equal to ``turn``'s, if that covers enough of the turn, else 0."""
+        n_prompt, tokens = turn.num_prompt_tokens, turn.tokens
+        n_output = len(tokens) - n_prompt
+        need = n_prompt + (max(1, math.ceil(self.min_output_fraction * n_output)) if n_output else 0)
+        if len(prompt) < need:
+            return 0
+        start = (n_prompt // self.block_size) * self.block_size  # the hash chain vouches for the rest
+        limit = min(len(prompt), len(tokens))
+        matched = start
+        while matched < limit and prompt[matched] == tokens[matched]:
+            matched += 1
+        return matched if matched >= need else 0
+
+    def _forget(self, job_id: str) -> None:
+        turn = self._turns.pop(job_id, None)
+        if turn is None:
+            return
+        jobs = self._by_key[turn.key]
+        jobs.remove(job_id)
+        if not jobs:
+            del self._by_key[turn.key]
