@@ -5,7 +5,8 @@ Policies (``policy_engine_args``): each scheduling policy of ``agent_engine.conf
 for each other TTL policy, ``continuum-fixed`` taking the engine's default pin threshold and
 ``continuum-fixed@X`` threshold X; ``unlimited`` (FCFS with a pool that holds every job's peak context
 at once: the reference) and ``vllm-cpu`` (added by ``--vllm PYTHON``; block size 32, same KV budget in
-bytes).
+bytes). ``--hints`` replays each policy once per client hint style (``continuum+hints=none``: no hint at
+all, the server infers the jobs).
 
 Invariants: every policy replays the identical job list with identical ``ReplayOptions`` (seed
 included); only the server's flags differ, and the KV pool is ``--num-kv-blocks`` for every engine
@@ -26,6 +27,7 @@ from agent_engine.config import EngineConfig
 from agent_engine.reporting import machine_info
 from agent_engine.sim.config import POLICIES as POLICY_LABELS
 from agent_engine.sim.config import parse_policy
+from agent_engine.workloads.hint_styles import HINT_STYLES
 from agent_engine.workloads.replay.client import ReplayOptions, plan_job
 from agent_engine.workloads.traces import TraceJob, load_trace, trace_label
 
@@ -33,6 +35,7 @@ VLLM_BLOCK_SIZE = 32
 UNLIMITED = "unlimited"  # FCFS with a pool that holds every job's peak context at once
 FIXED_TTL = "fixed"
 DEFAULT_PIN_THRESHOLD: float = EngineConfig.pin_threshold
+HINTS_SEP = "+hints="
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class JCTConfig:
     progress: bool = True
     startup_timeout: float = 180.0
     repeats: int = 1
+    hints: tuple[str, ...] = ("job_id",)  # client styles (``workloads.hint_styles``); each policy runs under each
 
     @property
     def kv_tokens(self) -> int:
@@ -79,6 +83,23 @@ class PolicyRun:
 def load_trace_jobs(trace: str | None, n_jobs: int, seed: int = 0) -> tuple[list[TraceJob], str]:
     """The first ``n_jobs`` jobs of ``trace`` (see ``load_trace``) and the label to record it under."""
     return load_trace(trace, max_jobs=n_jobs, seed=seed), trace_label(trace)
+
+
+def run_name(policy: str, hints: str) -> str:
+    """The row name of ``policy`` replayed with client style ``hints`` (ours, ``job_id``, adds nothing)."""
+    return policy if hints == "job_id" else f"{policy}{HINTS_SEP}{hints}"
+
+
+def split_run_name(name: str) -> tuple[str, str]:
+    """``(policy, hints)`` of a row name made by ``run_name``."""
+    policy, sep, hints = name.partition(HINTS_SEP)
+    return policy, (hints if sep else "job_id")
+
+
+def run_names(cfg: JCTConfig) -> list[str]:
+    """Every row to run: each policy under each hint style (then ``vllm-cpu`` when asked for)."""
+    names = [run_name(p, h) for p in cfg.policies for h in cfg.hints]
+    return names + (["vllm-cpu"] if cfg.vllm and "vllm-cpu" not in cfg.policies else [])
 
 
 def replay_options(cfg: JCTConfig, **over: Any) -> ReplayOptions:
@@ -163,6 +184,8 @@ def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> None:
     p.add_argument("--block-size", type=int, default=d.block_size)
     p.add_argument("--max-model-len", type=int, default=d.max_model_len)
     p.add_argument("--max-num-seqs", type=int, default=d.max_num_seqs)
+    p.add_argument("--hints", default="job_id",
+                   help=f"comma list of client hint styles, each policy runs under each: {', '.join(HINT_STYLES)}")
     p.add_argument("--vllm", default=None, metavar="PYTHON", help="add a vllm-cpu row run by this interpreter")
     p.add_argument("--engine-arg", action="append", default=[], help="extra flag passed to our servers")
     p.add_argument("--log-dir", default=d.log_dir, help="server logs go here")
@@ -186,8 +209,16 @@ def config_from_args(args: argparse.Namespace) -> JCTConfig:
         num_kv_blocks=args.num_kv_blocks, block_size=args.block_size, max_model_len=args.max_model_len,
         max_num_seqs=args.max_num_seqs, vllm=args.vllm, log_dir=args.log_dir, records_dir=args.records_dir,
         sched_trace_dir=args.sched_trace_dir, extra_engine_args=tuple(args.engine_arg),
-        progress=not args.no_progress, repeats=args.repeats,
+        progress=not args.no_progress, repeats=args.repeats, hints=_hint_styles(args.hints),
     )
+
+
+def _hint_styles(text: str) -> tuple[str, ...]:
+    styles = tuple(h.strip() for h in text.split(",") if h.strip())
+    bad = [h for h in styles if h not in HINT_STYLES]
+    if bad or not styles:
+        raise ValueError(f"--hints: unknown style(s) {bad}; known: {', '.join(HINT_STYLES)}")
+    return styles
 
 
 def config_payload(cfg: JCTConfig, trace_name: str, jobs: Sequence[TraceJob]) -> dict[str, Any]:

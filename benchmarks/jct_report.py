@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_engine.reporting import print_table
+from benchmarks.jct_config import HINTS_SEP
 
 
 def checks_per_round(rows: dict[str, dict[str, Any]]) -> list[dict[str, dict[str, Any]]]:
@@ -45,6 +46,14 @@ def compute_checks(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]
     pf = cont / fixed if fixed and cont is not None else None
     out["paper_vs_fixed"] = _check(pf, None if pf is None else pf <= 1.05,
                                    "continuum (paper) mean JCT / continuum-fixed mean JCT", "<= 1.05")
+    hint_free = mean(f"continuum{HINTS_SEP}none")
+    hf = hint_free / cont if cont and hint_free is not None else None
+    out["hint_free_jct"] = _check(hf, None if hf is None else hf <= 1.10,
+                                  "continuum without hints mean JCT / with job_id hints", "<= 1.10")
+    reuse, reuse_free = (rows.get(n, {}).get("prefix_hit_ratio") for n in ("continuum", f"continuum{HINTS_SEP}none"))
+    rr = reuse_free / reuse if reuse and reuse_free is not None else None
+    out["hint_free_reuse"] = _check(rr, None if rr is None else rr >= 0.90,
+                                    "continuum without hints prefix hit ratio / with job_id hints", ">= 0.90")
     return out
 
 

@@ -35,15 +35,18 @@ from benchmarks.jct_config import (
     PolicyRun,
     policy_engine_args,
     replay_options,
+    run_names,
+    split_run_name,
     unlimited_blocks,
 )
 from scheduler.policy import PIN_COUNTER_NAMES  # the one place benchmarks read the pin counter names
 
 
-def _start_server(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], log_dir: Path) -> ServerProcess:
+def _start_server(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], log_dir: Path,
+                  log_name: str | None = None) -> ServerProcess:
     from agent_engine.model.default_model import default_model_dir
 
-    log = log_dir / f"{name}.log"
+    log = log_dir / f"{log_name or name}.log"
     if name == "vllm-cpu":
         model_dir = default_model_dir()
         model_cfg = json.loads((model_dir / "config.json").read_text())
@@ -92,9 +95,10 @@ def run_one(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], log_dir: Path) 
     """Start ``name``'s server, replay ``jobs``, scrape its metrics, stop it; the row for the table."""
     t0 = time.perf_counter()
     print(f"[{name}] starting server ...", flush=True)
-    with _start_server(name, cfg, jobs, log_dir) as srv:
-        over: dict[str, Any] = {}
-        if name == "vllm-cpu":
+    policy, hints = split_run_name(name)
+    with _start_server(policy, cfg, jobs, log_dir, log_name=name) as srv:
+        over: dict[str, Any] = {"hints": hints}
+        if policy == "vllm-cpu":
             over["model"] = httpx_model_id(srv.base_url)
         print(f"[{name}] replaying {min(cfg.jobs, len(jobs))} jobs on {srv.base_url}", flush=True)
         load0, cpu0 = os.getloadavg()[0], srv.cpu_seconds()
@@ -103,8 +107,8 @@ def run_one(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], log_dir: Path) 
         load1, cpu1 = os.getloadavg()[0], srv.cpu_seconds()
     if cfg.records_dir:
         write_records(Path(cfg.records_dir) / f"{name}.jsonl", result.records)
-    blocks = None if name == "vllm-cpu" else (
-        unlimited_blocks(jobs, cfg) if name == "unlimited" else cfg.num_kv_blocks)
+    blocks = None if policy == "vllm-cpu" else (
+        unlimited_blocks(jobs, cfg) if policy == "unlimited" else cfg.num_kv_blocks)
     row = _row(name, result.summary, metrics, time.perf_counter() - t0, blocks)
     row["loadavg_1m"] = [round(load0, 2), round(load1, 2)]  # machine load at replay start / end
     row["server_cpu_s"] = round(cpu1 - cpu0, 1) if cpu0 is not None and cpu1 is not None else None
@@ -153,10 +157,10 @@ def run_policies(cfg: JCTConfig, jobs: Sequence[TraceJob]) -> dict[str, PolicyRu
     ``cfg.repeats`` interleaved rounds merged by ``merge_rounds``.
 
     A policy whose server fails to start (or dies) gets a row with ``error`` and all jobs failed."""
-    names = list(cfg.policies) + (["vllm-cpu"] if cfg.vllm and "vllm-cpu" not in cfg.policies else [])
+    names = run_names(cfg)
     for n in names:
         if n != "vllm-cpu":
-            policy_engine_args(n)  # fail fast on a typo, before any server starts
+            policy_engine_args(split_run_name(n)[0])  # fail fast on a typo, before any server starts
     log_dir = Path(cfg.log_dir)
     rounds: dict[str, list[PolicyRun]] = {n: [] for n in names}
     for k in range(max(1, cfg.repeats)):

@@ -13,7 +13,7 @@ Invariants:
 - A job is in the index at most once (its latest finished turn) and leaves it when a request joins
   it (re-entering when that turn finishes), so two identical concurrent requests never join one job.
 - At most ``max_jobs`` jobs are remembered; the least recently finished is forgotten first and
-  reported by ``record`` so the caller can end it.
+  reported by ``record`` so the caller can end it; ``expire`` forgets jobs idle too long the same way.
 - Prompts shorter than one block are never matched nor indexed (nothing to key them by).
 """
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["JobIndex", "JobMatch", "JobInferenceStats"]
@@ -54,6 +54,7 @@ class _Turn:
     key: int
     tokens: tuple[int, ...]
     num_prompt_tokens: int
+    finished_at: float
 
 
 @dataclass
@@ -93,23 +94,33 @@ class JobIndex:
         return f"inferred-{next(self._ids)}"
 
     def record(self, job_id: str, prompt_block_hashes: Sequence[int], tokens: Sequence[int],
-               num_prompt_tokens: int) -> list[str]:
-        """Remember ``job_id``'s finished turn (``tokens`` = its prompt + output); returns the jobs
-        forgotten to stay within ``max_jobs`` (the caller ends them)."""
+               num_prompt_tokens: int, finished_at: float = 0.0) -> list[tuple[str, float]]:
+        """Remember ``job_id``'s finished turn (``tokens`` = its prompt + output, finished at
+        ``finished_at``, never earlier than the last recorded turn's); returns ``(job, finished_at)`` of
+        the jobs forgotten to stay within ``max_jobs`` (the caller ends them)."""
         self._forget(job_id)
         n_full = num_prompt_tokens // self.block_size
         if n_full == 0 or len(prompt_block_hashes) < n_full:
             return []
         key = prompt_block_hashes[n_full - 1]
-        self._turns[job_id] = _Turn(key, tuple(tokens), num_prompt_tokens)
+        self._turns[job_id] = _Turn(key, tuple(tokens), num_prompt_tokens, finished_at)
         self._by_key.setdefault(key, []).append(job_id)
-        evicted = []
-        while len(self._turns) > self.max_jobs:
-            oldest = next(iter(self._turns))
-            self._forget(oldest)
+        return self._forget_oldest(lambda turn: len(self._turns) > self.max_jobs)
+
+    def expire(self, idle_before: float) -> list[tuple[str, float]]:
+        """Forget the jobs whose last turn finished before ``idle_before``; returns them as ``record``."""
+        return self._forget_oldest(lambda turn: turn.finished_at < idle_before)
+
+    def _forget_oldest(self, while_: Callable[[_Turn], bool]) -> list[tuple[str, float]]:
+        gone = []
+        while self._turns:
+            job_id, turn = next(iter(self._turns.items()))
+            if not while_(turn):
+                break
+            self._forget(job_id)
             self.stats.forgotten += 1
-            evicted.append(oldest)
-        return evicted
+            gone.append((job_id, turn.finished_at))
+        return gone
 
     def forget(self, job_id: str) -> None:
         """Drop ``job_id`` (it ended); a no-op for unknown jobs."""

@@ -100,7 +100,9 @@ def test_continuum_pins_turn_and_next_turn_hits() -> None:
     assert eng.scheduler.policy.leases.has_lease("job")
     # Churn: other requests fill the pool; the pinned blocks must survive.
     for k in range(3):
-        eng.add_request(f"x{k}", [200 + k] * 300, SamplingParams(max_tokens=5, ignore_eos=True))
+        # One-off requests: no job, and is_last_step says so (else each is an inferred job's turn).
+        eng.add_request(f"x{k}", [200 + k] * 300, SamplingParams(max_tokens=5, ignore_eos=True),
+                        is_last_step=True)
     while eng.has_unfinished_requests():
         eng.step()
     ctx = prompt + o1.outputs[0].token_ids
@@ -109,8 +111,8 @@ def test_continuum_pins_turn_and_next_turn_hits() -> None:
     computed = len(ctx) - 1  # the last sampled token of turn 1 was never fed back
     assert o2.num_cached_tokens == computed // 16 * 16
     st = eng.stats()
-    # The job, and the three hint-less churn requests: inferred one-turn jobs, ended as probably final.
     assert st["pins"]["hit"] == 1 and st["jobs_finished"] == 1 + 3
+    # The three hint-less churn requests became inferred one-turn jobs, ended by their last step.
     assert st["job_inference"]["new_jobs"] == 3 and st["job_inference"]["joins"] == 0
     assert st["estimator"]["durations_measured"] == 1
     assert st["blocks_in_use"] == 0

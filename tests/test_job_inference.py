@@ -70,8 +70,16 @@ def test_longest_previous_turn_wins_and_memory_is_bounded():
     nxt = t2 + [7]
     assert index.match(nxt, _hashes(nxt)).job_id == "b"
     assert _finished_turn(index, "c", list(range(60, 68)), [1]) and len(index) == 2
-    evicted = index.record("d", _hashes(list(range(70, 78))), list(range(70, 79)), 8)
-    assert evicted == ["a"] and index.stats.forgotten == 1 and len(index) == 2
+    evicted = index.record("d", _hashes(list(range(70, 78))), list(range(70, 79)), 8, finished_at=3.0)
+    assert evicted == [("a", 0.0)] and index.stats.forgotten == 1 and len(index) == 2
+
+
+def test_idle_jobs_expire_in_finish_order():
+    index = JobIndex(BS)
+    for job, t in (("a", 1.0), ("b", 5.0), ("c", 9.0)):
+        index.record(job, _hashes(list(range(8))), list(range(9)), 8, finished_at=t)
+    assert index.expire(6.0) == [("a", 1.0), ("b", 5.0)] and len(index) == 1
+    assert index.expire(6.0) == []
 
 
 def test_short_prompts_and_bad_settings():

@@ -5,10 +5,11 @@ whose last finished turn its prompt extends (``scheduler.job_inference.JobIndex`
 inferred job. Its turns are then scheduled as a job's (program-level FCFS, pins), with two
 differences that come from nobody having said what the job is: a finished turn is pinned as a cheap,
 wholly soft lease (``Request.job_inferred``), and a turn whose output issued no tool call is taken
-as probably final (``JobHooks`` ends the job instead of pinning it).
+as probably final (``JobHooks`` gives it only the shortest lease). With no last-step signal an
+inferred job ends when it is forgotten: idle for ``MAX_IDLE_S`` or pushed out of the bounded index.
 
 Invariants: only requests without a client job are touched; an inferred job is in the index only
-between its turns; a job the index forgets to stay bounded is ended with the estimator.
+between its turns; a job the index forgets is ended with the estimator as of its last turn's finish.
 """
 
 from __future__ import annotations
@@ -19,17 +20,22 @@ from scheduler import Request, RequestStatus
 from scheduler.job_inference import JobIndex
 
 INFERRED = "inferred"
+# A hint-less job not continued for this long is over: its JCT ends at its last turn's finish.
+MAX_IDLE_S = 600.0
 
 
 class JobInference:
     """Assigns inferred jobs to hint-less requests and remembers finished inferred turns."""
 
-    def __init__(self, block_size: int, job_hooks: Any, max_jobs: int = 10_000) -> None:
+    def __init__(self, block_size: int, job_hooks: Any, max_jobs: int = 10_000,
+                 max_idle_s: float = MAX_IDLE_S) -> None:
         self.index = JobIndex(block_size, max_jobs=max_jobs)
         self.job_hooks = job_hooks
+        self.max_idle_s = max_idle_s
 
     def assign(self, req: Request) -> None:
         """Give ``req`` (no client job) the job it continues, or a new one; marks it inferred."""
+        self._end(self.index.expire(req.arrival_time - self.max_idle_s))
         match = self.index.match(req.prompt_token_ids, req.block_hashes)
         req.job_id = match.job_id if match is not None else self.index.new_job_id()
         req.job_inferred = True
@@ -40,8 +46,12 @@ class JobInference:
             return
         n_prompt = req.num_prompt_tokens
         prompt_hashes = req.block_hashes[: n_prompt // req.block_size]
-        for job_id in self.index.record(req.job_id, prompt_hashes, req.all_token_ids, n_prompt):
-            self.job_hooks.end_job(job_id)
+        finished_at = req.finished_time if req.finished_time is not None else req.arrival_time
+        self._end(self.index.record(req.job_id, prompt_hashes, req.all_token_ids, n_prompt, finished_at))
+
+    def _end(self, forgotten: list[tuple[str, float]]) -> None:
+        for job_id, last_finish in forgotten:
+            self.job_hooks.end_job(job_id, last_finish)
 
     def stats(self) -> dict[str, Any]:
         return {**self.index.stats.as_dict(), "indexed_jobs": len(self.index)}

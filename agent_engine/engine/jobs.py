@@ -33,6 +33,7 @@ class JobHooks:
     tokenizer: Any
     clock: Clock
     job_listeners: list[JobListener] = field(default_factory=list)
+    probably_final_ttl: float = 2.0
     jobs_finished: int = 0
     jct_sum: float = 0.0
     _recorded: set[str] = field(default_factory=set)
@@ -61,18 +62,19 @@ class JobHooks:
                 est.set_reload_cost(ReloadCostModel.fit(lengths, seconds))
                 logger.info("reload cost profile: %s", dict(zip(lengths, [round(s, 4) for s in seconds],
                                                                 strict=True)))
-        return cls(est, tokenizer, clock)
+        return cls(est, tokenizer, clock, probably_final_ttl=config.soft_pin_grace)
 
     # ---- scheduler callback ------------------------------------------------------------------
     def pin_ttl(self, req: Request) -> float:
         """TTL for a finished non-final turn: a client ``tool_name`` hint wins over parsing its text.
 
-        A turn of an inferred job whose output issued no tool call is probably final: 0 (no pin)."""
+        A turn of an inferred job whose output issued no tool call is probably final: it keeps at
+        most ``probably_final_ttl`` seconds (its lease is cheap and soft anyway)."""
         text = None
+        probably_final = False
         if req.tool_name is None:
             text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
-            if req.job_inferred and self.estimator.parse_tool(text) is None:
-                return 0.0
+            probably_final = req.job_inferred and self.estimator.parse_tool(text) is None
         turns = (self.estimator.job_turns(req.job_id) if req.job_id else None) or 1
         decision = self.estimator.on_turn_finished(
             req.job_id, text=text, tool_name=req.tool_name, context_tokens=req.num_tokens,
@@ -80,7 +82,7 @@ class JobHooks:
             finish_time=req.finished_time,
         )
         self._recorded.add(req.request_id)
-        return decision.ttl
+        return min(decision.ttl, self.probably_final_ttl) if probably_final else decision.ttl
 
     # ---- engine hooks ------------------------------------------------------------------------
     def on_arrival(self, job_id: str, now: float) -> float:
@@ -106,10 +108,10 @@ class JobHooks:
             if req.first_token_time is not None:
                 recomputed = req.num_prompt_tokens - max(0, req.num_cached_tokens)
                 self.estimator.record_reload(recomputed, req.first_token_time - req.first_scheduled_time)
-        tool = req.tool_name or (None if already else self.estimator.parse_tool(text))
-        if req.is_last_step or (req.job_inferred and not already and tool is None):
+        if req.is_last_step:
             self._end_job(req.job_id, req.finished_time or self.clock.now())
         elif not already:
+            tool = req.tool_name or self.estimator.parse_tool(text)
             self.estimator.record_turn_finished(req.job_id, tool, req.finished_time,
                                                 context_tokens=req.num_tokens, turn_index=turns - 1)
 
@@ -117,9 +119,9 @@ class JobHooks:
         """The client ended the job (DELETE /v1/jobs/{id}); idempotent."""
         self._end_job(job_id, self.clock.now())
 
-    def end_job(self, job_id: str) -> None:
-        """End a job nobody will continue (an inferred job the index forgot); idempotent."""
-        self._end_job(job_id, self.clock.now())
+    def end_job(self, job_id: str, at: float) -> None:
+        """End a job nobody will continue (an inferred job the index forgot) as of ``at``; idempotent."""
+        self._end_job(job_id, at)
 
     def _end_job(self, job_id: str, now: float) -> None:
         ended = self.estimator.end_job(job_id)

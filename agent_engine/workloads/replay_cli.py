@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from agent_engine.workloads.hint_styles import HINT_STYLES
+
 __all__ = ["HELP", "add_arguments"]
 
 HELP = "replay a trace against a server as agent jobs (token-id prompts, tool sleeps)"
@@ -32,6 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-token-id", type=int, default=16, help="fresh token ids stay at or above this")
     p.add_argument("--max-model-len", type=int, default=None, help="truncate jobs whose prompts outgrow it")
     p.add_argument("--timeout", type=float, default=600.0, help="per-request read timeout, seconds")
+    p.add_argument("--hints", default="job_id", choices=HINT_STYLES,
+                   help="how jobs are told to the server: our hints, none (inferred), or a client's convention")
     p.add_argument("--no-stream", action="store_true", help="non-streaming requests (no TTFT)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--out", required=True, help="records JSONL to write")
@@ -59,6 +63,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         stream=not args.no_stream,
         request_timeout=args.timeout,
         progress=not args.no_progress,
+        hints=args.hints,
     )
     jobs = load_trace(args.trace, max_jobs=args.jobs, seed=args.seed)
     result = replay_sync(args.url, jobs, options)

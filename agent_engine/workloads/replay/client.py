@@ -4,9 +4,10 @@ Per job: turn 0's prompt is a job-unique header plus seeded random ids; turn i's
 prompt, plus the ids the engine generated (``choices[0].token_ids``), plus fresh random ids standing
 for the tool's output, so that its length follows the plan (``agent_engine.workloads.replay.plan``)
 and the prefix is really shared. Each turn goes to ``POST /v1/completions`` as token ids with the
-agent hints (``job_id``, ``is_last_step``, ``tool_name``), the plan's ``max_tokens``, ``ignore_eos``
+job hints of ``options.hints`` (a ``workloads.hint_styles`` style: by default ours, ``job_id``,
+``is_last_step``, ``tool_name``; ``none`` sends no hint), the plan's ``max_tokens``, ``ignore_eos``
 and ``temperature 0``; then the client sleeps the plan's tool time (never capped). A finished job
-gets ``DELETE /v1/jobs/{job_id}``.
+gets ``DELETE /v1/jobs/{job_id}`` when its style is ours.
 
 Arrivals: Poisson with rate ``jps`` (the first job at t=0), or all at once; ``concurrency`` caps
 the jobs in flight (closed loop when used alone).
@@ -17,7 +18,8 @@ Invariants:
 - Exactly one turn of a job is sent with ``is_last_step`` unless the job fails midway or the engine
   generated more than planned and the next prompt would outgrow ``max_model_len`` (then the job stops,
   marked truncated).
-- Every job started gets its DELETE, failed or not; a failed request ends its job and is recorded.
+- Every job started gets its DELETE (style ``job_id``), failed or not; a failed request ends its job and
+  is recorded.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import httpx
 import numpy as np
 from tqdm import tqdm
 
+from agent_engine.workloads.hint_styles import hint_fields, releases_jobs
 from agent_engine.workloads.replay.plan import (
     JobPlan,
     ReplayOptions,
@@ -84,9 +87,9 @@ def _cached_tokens(usage: dict[str, Any] | None, default: int | None = None) -> 
     return ((usage or {}).get("prompt_tokens_details") or {}).get("cached_tokens", default)
 
 
-async def _complete_plain(client: httpx.AsyncClient, body: dict[str, Any]) -> _Reply:
+async def _complete_plain(client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str]) -> _Reply:
     """One non-streamed completion."""
-    resp = await client.post("/v1/completions", json=body)
+    resp = await client.post("/v1/completions", json=body, headers=headers)
     if resp.status_code != 200:
         raise RuntimeError(f"HTTP {resp.status_code}: {resp.text[:300]}")
     data = resp.json()
@@ -96,11 +99,12 @@ async def _complete_plain(client: httpx.AsyncClient, body: dict[str, Any]) -> _R
     return _Reply(list(ids), None, _cached_tokens(data.get("usage")), server_queue_delay(data))
 
 
-async def _complete_stream(client: httpx.AsyncClient, body: dict[str, Any], sent: float) -> _Reply:
+async def _complete_stream(client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str],
+                           sent: float) -> _Reply:
     """One streamed (SSE) completion; the TTFT is measured from ``sent``."""
     reply = _Reply([], None, None, None)
     saw_ids = False
-    async with client.stream("POST", "/v1/completions", json=body) as resp:
+    async with client.stream("POST", "/v1/completions", json=body, headers=headers) as resp:
         async for chunk in iter_sse_chunks(resp):
             choices = chunk.get("choices") or []
             if choices:
@@ -120,11 +124,12 @@ async def _complete_stream(client: httpx.AsyncClient, body: dict[str, Any], sent
     return reply
 
 
-async def _complete(client: httpx.AsyncClient, body: dict[str, Any], sent: float) -> _Reply:
+async def _complete(client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str],
+                    sent: float) -> _Reply:
     """Send one completion; stream (SSE) or not per ``body["stream"]``. Raises on any failure."""
     if body["stream"]:
-        return await _complete_stream(client, body, sent)
-    return await _complete_plain(client, body)
+        return await _complete_stream(client, body, headers, sent)
+    return await _complete_plain(client, body, headers)
 
 
 def _request_body(prompt: list[int], tp: TurnPlan, plan: JobPlan, options: ReplayOptions) -> dict[str, Any]:
@@ -135,11 +140,9 @@ def _request_body(prompt: list[int], tp: TurnPlan, plan: JobPlan, options: Repla
         "temperature": 0,
         "ignore_eos": True,
         "return_token_ids": True,
-        "job_id": plan.job_id,
-        "is_last_step": tp.is_last_step,
-        "tool_name": tp.tool_name,
         "stream": options.stream,
     }
+    body.update(hint_fields(options.hints, plan.job_id, tp.is_last_step, tp.tool_name)[0])
     if options.stream:
         body["stream_options"] = {"include_usage": True}
     if options.model is not None:
@@ -180,7 +183,8 @@ async def _send_turns(client: httpx.AsyncClient, plan: JobPlan, job: JobRecord, 
         if job.start_at is None:
             job.start_at = rec.sent_at
         try:
-            reply = await _complete(client, _request_body(prompt, tp, plan, options), sent)
+            headers = hint_fields(options.hints, plan.job_id, tp.is_last_step, tp.tool_name)[1]
+            reply = await _complete(client, _request_body(prompt, tp, plan, options), headers, sent)
         except Exception as e:  # any failure ends the job, and is recorded
             rec.error = job.error = f"{type(e).__name__}: {e}"
             return
@@ -201,7 +205,8 @@ async def _run_job(
     try:
         await _send_turns(client, plan, job, t0, options, out)
     finally:
-        await release_job(client, plan.job_id)
+        if releases_jobs(options.hints):
+            await release_job(client, plan.job_id)
     if job.error is None and job.start_at is not None and job.end_at is not None:
         job.jct = job.end_at - job.start_at
     out.append(job)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_engine.workloads.hint_styles import HINT_STYLES
 from agent_engine.workloads.traces.format import TraceJob
 
 __all__ = ["HEADER_LEN", "JobPlan", "ReplayOptions", "TurnPlan", "arrival_times", "job_header", "plan_job"]
@@ -49,8 +50,11 @@ class ReplayOptions:
     job_id_prefix: str | None = None  # default "replay{seed}-"
     progress: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
+    hints: str = "job_id"  # how the job is told to the server: a style of ``workloads.hint_styles``
 
     def __post_init__(self) -> None:
+        if self.hints not in HINT_STYLES:
+            raise ValueError(f"unknown hints style {self.hints!r}; known: {', '.join(HINT_STYLES)}")
         if self.jps is not None and self.jps <= 0:
             raise ValueError("jps must be > 0")
         if self.concurrency is not None and self.concurrency < 1:
