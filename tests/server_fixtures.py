@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from agent_engine.engine.prompts import TokenizedPrompt
 from agent_engine.server.config import ServerConfig
 from agent_engine.server.launcher import ServerProcess, start_engine_server
 
@@ -221,6 +222,8 @@ class FakeEngine:
         return "".join(LETTERS[(prompt_ids[-1] + k) % len(LETTERS)] for k in range(1, n + 1))
 
     def tokenize_prompt(self, prompt: Any) -> tuple[str | None, list[int]]:
+        if isinstance(prompt, TokenizedPrompt):
+            return prompt.text, prompt.token_ids
         if isinstance(prompt, str):
             return prompt, self.tokenizer.encode(prompt)
         return None, list(prompt)

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from server_fixtures import FakeEngine, assert_error, start_thread_server
 
+from agent_engine.engine.prompts import TokenizedPrompt
 from agent_engine.server import AsyncEngine, EngineStoppedError, RequestSpec
 from scheduler import SamplingParams
 
@@ -62,6 +63,37 @@ def test_async_engine_calls_and_rejected_groups():
         engine.shutdown(drain_timeout=0)
 
 
+def test_prompts_are_prepared_on_the_tokenizer_thread_not_the_engine_thread():
+    class _Recording(FakeEngine):
+        threads: list[str] = []
+
+        def tokenize_prompt(self, prompt: Any) -> tuple[str | None, list[int]]:
+            if not isinstance(prompt, TokenizedPrompt):
+                self.threads.append(threading.current_thread().name)
+            return super().tokenize_prompt(prompt)
+
+    engine = AsyncEngine(_Recording()).start()
+    rendered: list[str] = []
+
+    def render(eng: Any) -> str:
+        rendered.append(threading.current_thread().name)
+        return "templated"
+
+    async def run() -> Any:
+        group = engine.submit([RequestSpec("t", render, SamplingParams(max_tokens=2), fill_max_tokens=True)])
+        await group.accepted()
+        return [ev async for ev in group.events() if ev.finished][0]
+
+    try:
+        final = asyncio.run(run())
+        assert final.output.outputs[0].finish_reason == "length"
+        assert rendered and all(name.startswith("tokenizer") for name in rendered + _Recording.threads)
+        # fill_max_tokens was resolved before the engine saw the request: the room left under max_model_len.
+        assert len(final.output.outputs[0].token_ids) == engine.engine.max_model_len - len("templated")
+    finally:
+        engine.shutdown(drain_timeout=0)
+
+
 class _DyingEngine:
     """Stand-in engine whose loop crashes on the first step that has work (tests the dead-loop path)."""
 
@@ -71,6 +103,9 @@ class _DyingEngine:
 
     def __init__(self) -> None:
         self.reqs: list[str] = []
+
+    def tokenize_prompt(self, prompt: Any) -> tuple[str | None, list[int]]:
+        return (prompt, [1]) if isinstance(prompt, str) else (None, list(prompt))
 
     def add_request(self, request_id: str, prompt: Any, params: Any, **_: Any) -> None:
         self.reqs.append(request_id)

@@ -1,18 +1,32 @@
 """Prompts to token ids: text, token ids, or a ``{"prompt": ...}`` / ``{"prompt_token_ids": ...}`` dict.
 
 Invariant: ``tokenize_prompt`` either returns a non-empty list of in-vocabulary ids or raises
-``ValueError`` saying what is wrong; it touches only the tokenizer, so any thread may call it.
+``ValueError`` saying what is wrong; it touches only the tokenizer, so any thread may call it (the
+server tokenizes on its own thread and hands the engine a ``TokenizedPrompt``, which the engine takes
+as already checked).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-PromptType = str | list[int] | dict[str, Any]
+
+@dataclass(frozen=True)
+class TokenizedPrompt:
+    """A prompt already tokenized and checked by ``tokenize_prompt`` (its text, if it had one)."""
+
+    text: str | None
+    token_ids: list[int]
+
+
+PromptType = str | list[int] | dict[str, Any] | TokenizedPrompt
 
 
 def tokenize_prompt(tokenizer: Any, vocab_size: int, prompt: PromptType) -> tuple[str | None, list[int]]:
     """``(text or None, token ids)`` of ``prompt``; ValueError if it is empty, malformed or out of vocabulary."""
+    if isinstance(prompt, TokenizedPrompt):
+        return prompt.text, prompt.token_ids
     if isinstance(prompt, dict):
         if "prompt_token_ids" in prompt:
             prompt = prompt["prompt_token_ids"]

@@ -12,6 +12,10 @@ Invariants:
 - If the engine thread dies, ``healthy`` turns False, every pending request and call fails with
   ``EngineDeadError`` and later submissions fail at once.
 - ``shutdown`` stops intake, lets running requests finish until a deadline, aborts the rest, then joins.
+- Prompts are prepared (chat template, tokenization, ``max_tokens`` fill) on one tokenizer thread, off
+  both the event loop and the engine thread: a huge prompt never stalls other requests' steps. The
+  engine thread gets ``TokenizedPrompt``s; a group's specs reach it together, in submission order per
+  group (groups may overtake each other only while being prepared).
 """
 
 from __future__ import annotations
@@ -23,11 +27,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from agent_engine.engine.outputs import RequestOutput
-from agent_engine.server.groups import LiveRequests, RequestGroup, RequestSpec, reject
+from agent_engine.server.groups import LiveRequests, RequestGroup, RequestSpec, prepare_specs, reject
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +84,8 @@ class AsyncEngine:
         self._stopped = threading.Event()
         self._live = LiveRequests()  # engine thread only
         self._queued: set[str] = set()  # event loop only: submitted, no event yet
+        self._tokenizer_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tokenizer")
+        self._preparing: set[asyncio.Future[None]] = set()  # event loop only: keeps tasks alive
 
     # ---- lifecycle -------------------------------------------------------------------------------
     def start(self) -> AsyncEngine:
@@ -106,6 +112,7 @@ class AsyncEngine:
             self._cond.notify_all()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(join_timeout)
+        self._tokenizer_pool.shutdown(wait=False, cancel_futures=True)
 
     # ---- event-loop API ----------------------------------------------------------------------------
     def num_queued(self) -> int:
@@ -113,11 +120,23 @@ class AsyncEngine:
         return len(self._queued)
 
     def submit(self, specs: list[RequestSpec]) -> RequestGroup:
-        """Queue requests as one group; call on the event loop. Raises EngineDead/StoppedError at once."""
+        """Queue requests as one group; call on the event loop. Raises EngineDead/StoppedError at once;
+        a prompt that cannot be prepared rejects the group (``accepted()`` raises its ValueError)."""
+        self._check_intake()
         group = RequestGroup(specs, asyncio.get_running_loop(), self._queued, self.abort)
-        self._enqueue(_Add(group, specs))
         self._queued.update(group.request_ids)
+        task = asyncio.ensure_future(self._prepare_and_enqueue(group, specs))
+        self._preparing.add(task)
+        task.add_done_callback(self._preparing.discard)
         return group
+
+    async def _prepare_and_enqueue(self, group: RequestGroup, specs: list[RequestSpec]) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            ready = await loop.run_in_executor(self._tokenizer_pool, prepare_specs, self.engine, specs)
+            self._enqueue(_Add(group, ready))
+        except Exception as exc:  # a bad prompt, or the engine stopped meanwhile: the group is rejected
+            reject(group, exc)
 
     def abort(self, request_ids: list[str]) -> None:
         """Abort requests (thread-safe; unknown or finished ids are ignored)."""
@@ -147,14 +166,17 @@ class AsyncEngine:
         self._enqueue(_Call(fn, fut), intake=False)
         return fut
 
+    def _check_intake(self, intake: bool = True) -> None:
+        if self._dead is not None:
+            raise EngineDeadError(f"engine loop died: {self.dead_reason}")
+        if intake and not self._accepting:
+            raise EngineStoppedError("server is shutting down")
+        if self._stopped.is_set():
+            raise EngineStoppedError("engine loop has stopped")
+
     def _enqueue(self, cmd: _Command, intake: bool = True) -> None:
         with self._cond:
-            if self._dead is not None:
-                raise EngineDeadError(f"engine loop died: {self.dead_reason}")
-            if intake and not self._accepting:
-                raise EngineStoppedError("server is shutting down")
-            if self._stopped.is_set():
-                raise EngineStoppedError("engine loop has stopped")
+            self._check_intake(intake)
             self._commands.append(cmd)
             self._cond.notify()
 
@@ -228,20 +250,10 @@ class AsyncEngine:
         self._live.accept(group, added)
 
     def _add_one(self, spec: RequestSpec) -> None:
-        eng = self.engine
-        prompt = spec.prompt(eng) if callable(spec.prompt) else spec.prompt
-        params = spec.params
-        if spec.fill_max_tokens:
-            _, ids = eng.tokenize_prompt(prompt)
-            room = eng.max_model_len - len(ids)
-            if room < 1:
-                raise ValueError(f"prompt ({len(ids)} tokens) leaves no room under max_model_len "
-                                 f"({eng.max_model_len})")
-            params = replace(params, max_tokens=max(room, params.min_tokens))
-            prompt = ids
-        eng.add_request(spec.request_id, prompt, params, priority=spec.priority, cache_salt=spec.cache_salt,
-                        job_id=spec.job_id, hint_source=spec.hint_source, is_last_step=spec.is_last_step,
-                        tool_name=spec.tool_name, tool_ttl_hint=spec.tool_ttl_hint)
+        self.engine.add_request(
+            spec.request_id, spec.prompt, spec.params, priority=spec.priority, cache_salt=spec.cache_salt,
+            job_id=spec.job_id, hint_source=spec.hint_source, is_last_step=spec.is_last_step,
+            tool_name=spec.tool_name, tool_ttl_hint=spec.tool_ttl_hint)
 
     def _abort_ids(self, ids: list[str]) -> None:
         live = [rid for rid in ids if rid in self._live]

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agent_engine.engine.outputs import RequestOutput
+from agent_engine.engine.prompts import TokenizedPrompt
 from scheduler import SamplingParams
 
 AbortFn = Callable[[list[str]], None]
@@ -156,3 +157,23 @@ class LiveRequests:
         for rid, (group, idx) in list(self._live.items()):
             post(group, group.on_event, GroupEvent(idx, rid, None, error=err, finished=True))
         self._live.clear()
+
+
+def prepare_specs(engine: Any, specs: list[RequestSpec]) -> list[RequestSpec]:
+    """The specs with prompts ready for the engine thread: a callable prompt rendered, the text
+    tokenized and checked (a ``TokenizedPrompt``), ``fill_max_tokens`` resolved. Runs on the tokenizer
+    thread; reads only the engine's tokenizer and limits. Raises ValueError for a bad prompt."""
+    return [_prepare(engine, spec) for spec in specs]
+
+
+def _prepare(engine: Any, spec: RequestSpec) -> RequestSpec:
+    prompt = spec.prompt(engine) if callable(spec.prompt) else spec.prompt
+    text, ids = engine.tokenize_prompt(prompt)
+    params = spec.params
+    if spec.fill_max_tokens:
+        room = engine.max_model_len - len(ids)
+        if room < 1:
+            raise ValueError(f"prompt ({len(ids)} tokens) leaves no room under max_model_len "
+                             f"({engine.max_model_len})")
+        params = replace(params, max_tokens=max(room, params.min_tokens))
+    return replace(spec, prompt=TokenizedPrompt(text, ids), params=params, fill_max_tokens=False)
