@@ -11,12 +11,15 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import signal
 import threading
 import time
 
 import httpx
 import pytest
-from server_fixtures import shared_server, start_subprocess_server
+from server_fixtures import build_engine, shared_server, start_subprocess_server
+
+from agent_engine.server.launcher import parse_prometheus
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -133,3 +136,72 @@ def test_sigterm_drains_in_flight_and_exits_zero(tmp_path):
             httpx.get(proc.base_url + "/health", timeout=2)
     finally:
         proc.stop(timeout=5)
+
+
+def test_sigterm_past_the_drain_timeout_ends_every_call_cleanly(tmp_path):
+    """Streams longer than the drain end with finish_reason "abort" and [DONE]; a plain request gets a
+    JSON error; a request after SIGTERM is refused; pins are released and counted; exit 0."""
+    proc = start_subprocess_server(
+        ["--num-kv-blocks", "256", "--max-model-len", "1024", "--drain-timeout", "1", "--policy", "continuum",
+         "--ttl-policy", "fixed", "--pin-threshold", "600"], tmp_path / "serve.log")
+    try:
+        pin = {"prompt": "pinned job turn " * 20, "max_tokens": 2, "job_id": "pinned", "tool_name": "bash:ls"}
+        assert httpx.post(proc.base_url + "/v1/completions", json=pin, timeout=60).status_code == 200
+        lines: list[str] = []
+        plain: list[httpx.Response] = []
+        first = threading.Event()
+        long_body = {"prompt": "a very long story", "max_tokens": 1000, "ignore_eos": True}
+
+        def stream() -> None:
+            with httpx.stream("POST", proc.base_url + "/v1/completions", json={**long_body, "stream": True},
+                              timeout=60) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: "):
+                        lines.append(line)
+                        first.set()
+
+        threads = [threading.Thread(target=stream),
+                   threading.Thread(target=lambda: plain.append(
+                       httpx.post(proc.base_url + "/v1/completions", json=long_body, timeout=60)))]
+        for t in threads:
+            t.start()
+        assert first.wait(30)
+        deadline = time.monotonic() + 30
+        while parse_prometheus(httpx.get(proc.base_url + "/metrics", timeout=10).text).get(
+                "agent_engine_requests_running", 0) < 2:  # both long requests are in flight
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        with pytest.raises(httpx.HTTPError):  # refused: 503 while draining, or the socket is closed
+            r = httpx.post(proc.base_url + "/v1/completions", json={"prompt": "late"}, timeout=5)
+            r.raise_for_status()
+        for t in threads:
+            t.join(30)
+        rc = proc.proc.wait(30)
+        assert rc == 0, proc.log_tail()
+        assert lines[-1] == "data: [DONE]"
+        assert json.loads(lines[-2][6:])["choices"][0]["finish_reason"] == "abort"
+        assert plain and plain[0].status_code == 503 and plain[0].json()["error"]["code"] == "aborted"
+    finally:
+        proc.stop(timeout=5)
+
+
+def test_shutdown_releases_and_counts_every_pin():
+    from agent_engine.server.async_engine import AsyncEngine
+    from agent_engine.server.groups import RequestSpec
+    from scheduler import SamplingParams
+
+    engine = AsyncEngine(build_engine(policy="continuum", ttl_policy="fixed", pin_threshold=600.0)).start()
+
+    async def pin_one() -> None:
+        group = engine.submit([RequestSpec("t1", "a pinned turn " * 20, SamplingParams(max_tokens=2), job_id="j",
+                                           tool_name="bash:ls")])
+        await group.accepted()
+        assert [ev async for ev in group.events() if ev.finished]
+
+    asyncio.run(pin_one())
+    assert engine.call_sync(lambda e: e.stats()["num_pinned_jobs"]) == 1
+    engine.shutdown(drain_timeout=0)
+    stats = engine.engine.stats()  # the loop has stopped: safe to read from here
+    assert stats["pins"]["released"] == 1 and stats["num_pinned_jobs"] == 0 and stats["blocks_in_use"] == 0

@@ -150,6 +150,11 @@ class LLMEngine:
         self.job_hooks.on_job_released(job_id)
         return released
 
+    def release_all_jobs(self) -> int:
+        """End every pin (shutdown); each is counted as released. Returns how many there were."""
+        jobs = self.scheduler.policy.stats(self.clock.now()).pinned_jobs
+        return sum(self.release_job(job_id) for job_id in jobs)
+
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished_requests()
 

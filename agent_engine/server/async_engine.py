@@ -27,44 +27,23 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from agent_engine.engine.outputs import RequestOutput
+from agent_engine.server.engine_commands import (
+    AbortRequests,
+    AddGroup,
+    Command,
+    EngineCall,
+    EngineDeadError,
+    EngineStoppedError,
+)
 from agent_engine.server.groups import LiveRequests, RequestGroup, RequestSpec, prepare_specs, reject
 
 logger = logging.getLogger(__name__)
 
 OutputListener = Callable[[RequestOutput, float], None]
 AbortListener = Callable[[str], None]
-
-
-class EngineDeadError(RuntimeError):
-    """The engine loop has died; nothing can be served any more."""
-
-
-class EngineStoppedError(RuntimeError):
-    """The engine is shutting down and accepts no new requests."""
-
-
-@dataclass(frozen=True)
-class _Add:
-    group: RequestGroup
-    specs: list[RequestSpec]
-
-
-@dataclass(frozen=True)
-class _Abort:
-    request_ids: list[str]
-
-
-@dataclass(frozen=True)
-class _Call:
-    fn: Callable[[Any], Any]
-    future: concurrent.futures.Future[Any]
-
-
-_Command = _Add | _Abort | _Call
 
 
 class AsyncEngine:
@@ -76,7 +55,7 @@ class AsyncEngine:
         self.output_listeners: list[OutputListener] = []
         self.abort_listeners: list[AbortListener] = []
         self._cond = threading.Condition()
-        self._commands: deque[_Command] = deque()
+        self._commands: deque[Command] = deque()
         self._thread: threading.Thread | None = None
         self._dead: BaseException | None = None
         self._accepting = True
@@ -103,13 +82,18 @@ class AsyncEngine:
     def dead_reason(self) -> str | None:
         return None if self._dead is None else f"{type(self._dead).__name__}: {self._dead}"
 
-    def shutdown(self, drain_timeout: float = 10.0, join_timeout: float = 30.0) -> None:
-        """Stop intake, let in-flight requests finish for ``drain_timeout`` s, abort the rest, join."""
+    def begin_drain(self, drain_timeout: float) -> None:
+        """Stop intake now and abort what still runs ``drain_timeout`` s from now (the first call's
+        deadline holds); non-blocking and idempotent, safe from a signal handler."""
         with self._cond:
             self._accepting = False
             if self._stop_deadline is None:
                 self._stop_deadline = time.monotonic() + max(0.0, drain_timeout)
             self._cond.notify_all()
+
+    def shutdown(self, drain_timeout: float = 10.0, join_timeout: float = 30.0) -> None:
+        """Stop intake, let in-flight requests finish for ``drain_timeout`` s, abort the rest, join."""
+        self.begin_drain(drain_timeout)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(join_timeout)
         self._tokenizer_pool.shutdown(wait=False, cancel_futures=True)
@@ -134,14 +118,14 @@ class AsyncEngine:
         loop = asyncio.get_running_loop()
         try:
             ready = await loop.run_in_executor(self._tokenizer_pool, prepare_specs, self.engine, specs)
-            self._enqueue(_Add(group, ready))
+            self._enqueue(AddGroup(group, ready))
         except Exception as exc:  # a bad prompt, or the engine stopped meanwhile: the group is rejected
             reject(group, exc)
 
     def abort(self, request_ids: list[str]) -> None:
         """Abort requests (thread-safe; unknown or finished ids are ignored)."""
         try:
-            self._enqueue(_Abort(list(request_ids)), intake=False)
+            self._enqueue(AbortRequests(list(request_ids)), intake=False)
         except (EngineDeadError, EngineStoppedError):
             pass
 
@@ -163,7 +147,7 @@ class AsyncEngine:
     # ---- the command queue (any thread) ----------------------------------------------------------
     def _call_future(self, fn: Callable[[Any], Any]) -> concurrent.futures.Future[Any]:
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._enqueue(_Call(fn, fut), intake=False)
+        self._enqueue(EngineCall(fn, fut), intake=False)
         return fut
 
     def _check_intake(self, intake: bool = True) -> None:
@@ -174,13 +158,13 @@ class AsyncEngine:
         if self._stopped.is_set():
             raise EngineStoppedError("engine loop has stopped")
 
-    def _enqueue(self, cmd: _Command, intake: bool = True) -> None:
+    def _enqueue(self, cmd: Command, intake: bool = True) -> None:
         with self._cond:
             self._check_intake(intake)
             self._commands.append(cmd)
             self._cond.notify()
 
-    def _next_commands(self) -> list[_Command] | None:
+    def _next_commands(self) -> list[Command] | None:
         """Block until there is work; None means stop. Never spins while idle."""
         with self._cond:
             while True:
@@ -219,16 +203,17 @@ class AsyncEngine:
                 if outs:
                     self._dispatch(outs)
             self._abort_all("server shutting down")
+            self._release_pins()
         except BaseException as exc:  # the loop must report its death, whatever killed it
             logger.exception("engine loop died")
             self._die(exc)
         finally:
             self._stopped.set()
 
-    def _apply(self, cmd: _Command) -> None:
-        if isinstance(cmd, _Add):
+    def _apply(self, cmd: Command) -> None:
+        if isinstance(cmd, AddGroup):
             self._add_group(cmd.group, cmd.specs)
-        elif isinstance(cmd, _Abort):
+        elif isinstance(cmd, AbortRequests):
             self._abort_ids(cmd.request_ids)
         elif cmd.future.set_running_or_notify_cancel():
             try:
@@ -254,6 +239,11 @@ class AsyncEngine:
             spec.request_id, spec.prompt, spec.params, priority=spec.priority, cache_salt=spec.cache_salt,
             job_id=spec.job_id, hint_source=spec.hint_source, is_last_step=spec.is_last_step,
             tool_name=spec.tool_name, tool_ttl_hint=spec.tool_ttl_hint)
+
+    def _release_pins(self) -> None:
+        release_all = getattr(self.engine, "release_all_jobs", None)
+        if release_all is not None:
+            logger.info("released %d pins at shutdown", release_all())
 
     def _abort_ids(self, ids: list[str]) -> None:
         live = [rid for rid in ids if rid in self._live]
@@ -291,8 +281,8 @@ class AsyncEngine:
             self._commands.clear()
         err = EngineDeadError(f"engine loop died: {type(exc).__name__}: {exc}")
         for cmd in cmds:
-            if isinstance(cmd, _Add):
+            if isinstance(cmd, AddGroup):
                 reject(cmd.group, err)
-            elif isinstance(cmd, _Call) and cmd.future.set_running_or_notify_cancel():
+            elif isinstance(cmd, EngineCall) and cmd.future.set_running_or_notify_cancel():
                 cmd.future.set_exception(err)
         self._live.fail_all(err)

@@ -6,8 +6,10 @@ both configs once from the parsed flags and runs until SIGTERM/SIGINT.
 Also runnable as ``python -m agent_engine.server.serve``.
 
 Invariants:
-- On SIGTERM the server stops accepting connections, lets in-flight requests finish for up to
-  ``--drain-timeout`` seconds (then aborts them), shuts the engine loop down and returns 0.
+- On SIGTERM the engine stops admitting (503), lets in-flight requests finish for up to
+  ``--drain-timeout`` seconds, then aborts them (streams end with ``finish_reason: "abort"`` and
+  ``[DONE]``, plain requests with a JSON error), releases every pin, and the process returns 0
+  (``server.shutdown``).
 - Importing this module is light (no torch, fastapi or uvicorn): they load in ``run_serve``.
 """
 
@@ -19,7 +21,6 @@ import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 from agent_engine.config import EngineConfig
 from agent_engine.server.config import ServerConfig
@@ -42,13 +43,15 @@ def run_serve(args: argparse.Namespace) -> int:
     from agent_engine.engine.llm_engine import LLMEngine
     from agent_engine.server.app import build_app
     from agent_engine.server.async_engine import AsyncEngine
+    from agent_engine.server.shutdown import draining_server
 
     server_config = ServerConfig.from_args(args)
     logging.basicConfig(level=server_config.log_level.upper(), format=_LOG_FORMAT)
     engine = LLMEngine(EngineConfig.from_args(args))
     async_engine = AsyncEngine(engine)
     app = build_app(async_engine, server_config)
-    server = _uvicorn_server(app, server_config)
+    server = draining_server(app, async_engine, server_config.host, server_config.port,
+                             server_config.log_level, server_config.drain_timeout)
     try:
         with _signals_swallowed():
             logger.info("serving %s on http://%s:%d", engine.model_name, server_config.host,
@@ -58,16 +61,6 @@ def run_serve(args: argparse.Namespace) -> int:
         async_engine.shutdown(drain_timeout=0.0)
         engine.close()
     return 0 if server.started else 1
-
-
-def _uvicorn_server(app: Any, server_config: ServerConfig) -> Any:
-    """A uvicorn server for ``app`` on the configured address; its graceful shutdown spans the drain."""
-    import uvicorn
-
-    config = uvicorn.Config(app, host=server_config.host, port=server_config.port,
-                            log_level=server_config.log_level, access_log=False,
-                            timeout_graceful_shutdown=max(1, int(server_config.drain_timeout)))
-    return uvicorn.Server(config)
 
 
 @contextmanager
