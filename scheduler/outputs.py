@@ -66,6 +66,8 @@ class ModelRunnerOutput:
     logprobs: dict[str, float] = field(default_factory=dict)
     # Optional top-k alternatives per request: list of (token_id, logprob), best first.
     top_logprobs: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    # Requests whose own sampling failed (request id -> why); the engine fails just these.
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

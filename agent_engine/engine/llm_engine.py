@@ -171,14 +171,17 @@ class LLMEngine:
             self.num_failed_steps += 1
             return self._fail_batch([s.request_id for s in out.scheduled])
         t1 = time.perf_counter()
-        core_outputs = self.scheduler.update(out, res)
-        results = []
-        for co in core_outputs:
+        results = self._fail_requests(res.failed) if res.failed else []
+        for co in self.scheduler.update(out, res):
             st = self._states.get(co.request_id)
             if st is None:
                 continue
-            results.append(self._process(st, co.new_token_ids, co.finish_reason, co.new_logprobs,
-                                         co.new_top_logprobs))
+            try:
+                results.append(self._process(st, co.new_token_ids, co.finish_reason, co.new_logprobs,
+                                             co.new_top_logprobs))
+            except Exception:  # one request's detokenization or stop check fails: only it ends
+                logger.exception("output processing failed for %s", co.request_id)
+                results.extend(self._fail_requests({co.request_id: "output processing failed"}))
         if self.step_listeners:
             info = {"step_seconds": time.perf_counter() - t0, "model_seconds": t1 - t0,
                     "num_tokens": float(out.total_num_scheduled_tokens), "num_reqs": float(len(out.scheduled))}
@@ -248,6 +251,12 @@ class LLMEngine:
             pin_hit=req.pin_hit,
             pinned=req.pinned,
         )
+
+    def _fail_requests(self, why: dict[str, str]) -> list[RequestOutput]:
+        """Fail just these requests (their own sampling or output failed); the others go on."""
+        for rid, reason in why.items():
+            logger.warning("request %s failed: %s", rid, reason)
+        return self._fail_batch(list(why))
 
     def _fail_batch(self, request_ids: list[str]) -> list[RequestOutput]:
         states = [self._states.get(r) for r in request_ids]

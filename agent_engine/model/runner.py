@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from agent_engine.model.attention import KV_CACHES_KWARG, METADATA_KWARG, use_paged_attention
-from agent_engine.model.sampler import Sampler
+from agent_engine.model.sampler import Sampler, SamplerOutput
 from kernels import AttentionWorkspace, allocate_kv_caches, build_attention_metadata
 from scheduler.outputs import ModelRunnerOutput, SchedulerOutput
 
@@ -129,9 +129,10 @@ class ModelRunner:
         out = ModelRunnerOutput()
         if not sampled:
             return out
-        with torch.inference_mode():
-            result = self.sampler.sample(logits, sampled)
+        result = self._sample_isolated(logits, sampled, out)
         for i, req in enumerate(sampled):
+            if result.token_ids[i] is None:
+                continue
             out.sampled_token_ids[req.request_id] = result.token_ids[i]
             if result.logprobs:
                 out.logprobs[req.request_id] = result.logprobs[i]
@@ -139,6 +140,33 @@ class ModelRunner:
             if top is not None:
                 out.top_logprobs[req.request_id] = top
         return out
+
+    def _sample_isolated(self, logits: torch.Tensor, sampled: list[Any], out: ModelRunnerOutput) -> Any:
+        """Sample the batch; if that fails, sample row by row so only the requests whose own sampling
+        fails are marked in ``out.failed`` (their token is None) and every other request goes on."""
+        with torch.inference_mode():
+            try:
+                return self.sampler.sample(logits, sampled)
+            except Exception:  # noqa: BLE001 - find the culprit rows below
+                pass
+            merged = SamplerOutput([], [], [])
+            any_logprobs = False
+            for i, req in enumerate(sampled):
+                try:
+                    one = self.sampler.sample(logits[i : i + 1], [req])
+                except Exception as exc:  # noqa: BLE001 - this request fails, not the batch
+                    out.failed[req.request_id] = f"sampling failed: {type(exc).__name__}: {exc}"
+                    merged.token_ids.append(None)
+                    merged.logprobs.append(0.0)
+                    merged.top_logprobs.append(None)
+                    continue
+                merged.token_ids.append(one.token_ids[0])
+                merged.logprobs.append(one.logprobs[0] if one.logprobs else 0.0)
+                merged.top_logprobs.append(one.top_logprobs[0])
+                any_logprobs = any_logprobs or bool(one.logprobs)
+            if not any_logprobs:
+                merged.logprobs = []  # as the batched sampler reports: none asked for logprobs
+            return merged
 
     def profile_prefill(self, lengths: Sequence[int], repeats: int = 1) -> list[float]:
         """Seconds to prefill a fresh context of each length (best of ``repeats``, after one warm-up).
