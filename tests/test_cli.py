@@ -18,7 +18,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 # Every (sub)command path that has its own parser, so its --help is exercised.
 NESTED = {
-    "trace": [["synth"], ["fit"]],
+    "trace": [["synth"], ["fit"], ["import"]],
     "sim": [["run"], ["calibrate"]],
     "estimator": [["fit"]],
 }

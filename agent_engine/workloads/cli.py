@@ -1,17 +1,20 @@
-"""``agent-engine trace synth|fit``: argument parsing and dispatch only.
+"""``agent-engine trace synth|fit|import``: argument parsing and dispatch only.
 
 ``add_arguments(parser)`` adds the subcommands; each sets ``func`` (called as ``args.func(args)``,
-returns the exit status). Invariants: commands write only their ``-o`` file (and a summary line on
-stdout); the work lives in ``agent_engine.workloads.traces``.
+returns the exit status). Invariants: commands write only their ``-o`` file (``import`` also its
+``--report-json``) and a summary on stdout; the work lives in ``agent_engine.workloads.traces``.
+``import`` exits 2 with a one-line message for a missing file or one of unknown shape, 1 when no job
+is left or (``--strict``) any line was dropped, writing no trace then.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 __all__ = ["HELP", "add_arguments"]
 
-HELP = "agent traces: synthesize from a profile, fit a profile"
+HELP = "agent traces: synthesize from a profile, fit a profile, import agent logs"
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
@@ -48,8 +51,33 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_import(args: argparse.Namespace) -> int:
+    from agent_engine.reporting import write_json
+    from agent_engine.workloads.traces.format import write_jobs
+    from agent_engine.workloads.traces.importers import import_logs
+
+    try:
+        result = import_logs(args.logs)
+    except ValueError as e:
+        print(f"agent-engine trace import: error: {e}", file=sys.stderr)
+        return 2
+    report = result.report
+    report.print()
+    write_json(args.report_json, report.to_dict())
+    if args.strict and report.dropped:
+        print(f"agent-engine trace import: error: {len(report.dropped)} lines dropped (--strict); "
+              "no trace written", file=sys.stderr)
+        return 1
+    if not result.jobs:
+        print("agent-engine trace import: error: no job left to write", file=sys.stderr)
+        return 1
+    write_jobs(args.output, result.jobs)
+    print(f"wrote {report.jobs_kept} jobs ({report.turns_kept} turns) to {args.output}")
+    return 0
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``trace synth`` and ``trace fit``."""
+    """``trace synth``, ``trace fit`` and ``trace import``."""
     sub = parser.add_subparsers(dest="trace_cmd", required=True)
 
     p = sub.add_parser("synth", help="generate jobs from a workload profile")
@@ -67,3 +95,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--min-samples", type=int, default=20, help="per-tool dists need this many samples")
     p.add_argument("--tool-dist", choices=("empirical", "lognormal"), default="empirical")
     p.set_defaults(func=_cmd_fit)
+
+    p = sub.add_parser("import", help="turn agent logs (trace JSONL, OpenAI or Anthropic message logs) "
+                       "into a valid trace, repairing what can be and reporting the rest")
+    p.add_argument("logs", nargs="+", metavar="LOG", help="JSONL log files (shape detected per file)")
+    p.add_argument("-o", "--output", required=True, help="trace JSONL to write")
+    p.add_argument("--report-json", default=None, metavar="FILE",
+                   help="write the import report (counts, dropped lines, repairs) as JSON")
+    p.add_argument("--strict", action="store_true", help="any dropped line is an error (no trace written)")
+    p.set_defaults(func=_cmd_import)
