@@ -40,6 +40,7 @@ _HELP = {
     "enable_prefix_caching": "reuse KV blocks of identical prefixes",
     "policy": "fcfs | priority | continuum",
     "max_pinned_fraction": "CONTINUUM: most of the KV pool that pins may hold",
+    "max_pinned_fraction_per_tenant": "CONTINUUM: share of that pin budget one tenant (API key) may hold",
     "soft_pins": "CONTINUUM: hold the part of a pin past the cap as a soft tail that yields to running "
                  "requests and earlier jobs' admissions (only later jobs wait for it)",
     "soft_pin_grace": "CONTINUUM with soft pins: seconds an expired pin stays soft before it ends (0 = none)",
@@ -86,6 +87,7 @@ class EngineConfig:
     policy: str = "fcfs"
     # CONTINUUM
     max_pinned_fraction: float = 0.5
+    max_pinned_fraction_per_tenant: float = 1.0
     soft_pins: bool = True
     soft_pin_grace: float = 2.0
     ttl_policy: str = "paper"
@@ -146,6 +148,7 @@ class EngineConfig:
             policy=self.policy,
             enable_prefix_caching=self.enable_prefix_caching,
             max_pinned_fraction=self.max_pinned_fraction,
+            max_pinned_fraction_per_tenant=self.max_pinned_fraction_per_tenant,
             soft_pins=self.soft_pins,
             soft_pin_grace=self.soft_pin_grace,
         )

@@ -27,6 +27,8 @@ class SchedulerConfig:
     policy: str = "fcfs"  # one of ``scheduler.policy.POLICY_NAMES``
     enable_prefix_caching: bool = True
     max_pinned_fraction: float = 0.5
+    # The share of that pin budget one tenant's hard pins may hold (1.0: no per-tenant limit).
+    max_pinned_fraction_per_tenant: float = 1.0
     soft_pins: bool = True
     soft_pin_grace: float = 2.0
 
@@ -52,5 +54,7 @@ class SchedulerConfig:
             raise ValueError("long_prefill_token_threshold must be >= 0")
         if not 0.0 <= self.max_pinned_fraction <= 1.0:
             raise ValueError("max_pinned_fraction must be in [0, 1]")
+        if not 0.0 <= self.max_pinned_fraction_per_tenant <= 1.0:
+            raise ValueError("max_pinned_fraction_per_tenant must be in [0, 1]")
         if not self.soft_pin_grace >= 0.0:
             raise ValueError("soft_pin_grace must be >= 0 seconds")

@@ -4,7 +4,8 @@ O(blocks + requests): call it in tests, not on the serving hot path. Checked:
 - requests: each tracked request is in exactly one queue; running ones hold blocks whose ids mirror
   them, and no block is registered in the prefix cache before its KV was computed;
 - leases (CONTINUUM): the state agrees with the hard part, counts and the cap hold, soft blocks only
-  with soft pins or in a cheap lease, and the counters partition the ended leases;
+  with soft pins or in a cheap lease, each tenant within its own cap, and the counters partition
+  the ended leases;
 - pool: every block's ``ref_cnt`` equals its holders (running requests plus leases), a block is in
   the free queue exactly when unreferenced, and the cached-free count and hash map agree.
 """
@@ -39,6 +40,7 @@ def _check_request_blocks(s: Scheduler, holders: Counter[int]) -> None:
 
 def _check_leases(table: LeaseTable, holders: Counter[int]) -> None:
     pinned = soft = 0
+    by_tenant: Counter[str | None] = Counter()
     for job, lease in table.leases.items():
         assert lease.job_id == job
         assert lease.blocks, f"{job}: an empty lease"
@@ -50,7 +52,10 @@ def _check_leases(table: LeaseTable, holders: Counter[int]) -> None:
         holders.update(b.block_id for b in lease.blocks)
         pinned += lease.num_hard
         soft += lease.num_soft
+        by_tenant[lease.tenant] += lease.num_hard
     assert pinned == table.num_pinned_blocks, "pinned block count drifted"
+    assert +by_tenant == table.pinned_by_tenant, "per-tenant pinned counts drifted"
+    assert all(n <= table.max_pinned_blocks_per_tenant for n in by_tenant.values()), "a tenant over its cap"
     assert soft == table.num_soft_blocks, "soft block count drifted"
     assert pinned <= table.max_pinned_blocks, "pinned blocks over the cap"
     c = table.counters

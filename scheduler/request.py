@@ -58,6 +58,7 @@ class Request:
         job_arrival_time: float | None = None,
         tool_name: str | None = None,
         tool_ttl_hint: float | None = None,
+        tenant: str | None = None,
     ) -> None:
         if not prompt_token_ids:
             raise ValueError("prompt must contain at least one token")
@@ -74,6 +75,7 @@ class Request:
         self.job_arrival_time = arrival_time if job_arrival_time is None else job_arrival_time
         self.tool_name = tool_name
         self.tool_ttl_hint = tool_ttl_hint
+        self.tenant = tenant  # whose pin budget and estimator this request's job uses (None: the default)
         # The job was inferred from the prefix chain, not declared: its pins are cheap (wholly soft).
         self.job_inferred = False
         self._init_progress()

@@ -94,6 +94,7 @@ def _blast(policy: str, seed: int, steps: int = 3000, cap: float | None = None) 
     soft = policy != "continuum-hard"
     policy = policy.removesuffix("-hard")
     rng = random.Random(seed)
+    cheap_rng = random.Random(seed + 1000)
     clock = FakeClock()
     bs = rng.choice([1, 2, 4, 8])
     num_blocks = rng.randint(12, 48)
@@ -108,6 +109,7 @@ def _blast(policy: str, seed: int, steps: int = 3000, cap: float | None = None) 
         max_pinned_fraction=rng.choice([0.0, 0.3, 0.5, 1.0]) if cap is None else cap,
         soft_pins=soft,
         soft_pin_grace=0.0 if seed == 2 else 2.0,
+        max_pinned_fraction_per_tenant=rng.choice([1.0, 0.5, 0.25]),
     )
     s = Scheduler(cfg, clock=clock, pin_ttl_fn=lambda r: rng.choice([0.0, 0.5, 2.0, 10.0]))
     _verify_blocked_shortcut(s)
@@ -127,9 +129,11 @@ def _blast(policy: str, seed: int, steps: int = 3000, cap: float | None = None) 
                 Request(
                     f"r{n}", prompt, sp, block_size=bs, arrival_time=clock.now(), eos_token_id=0,
                     priority=rng.randrange(3), job_id=job, is_last_step=rng.random() < 0.2,
-                    job_arrival_time=float(int(job[1:])),
+                    job_arrival_time=float(int(job[1:])), tenant=f"t{int(job[1:]) % 2}",
                 )
             )
+            if cap is None:  # some cheap (wholly soft) leases, from a stream of their own
+                s.requests[f"r{n}"].job_inferred = cheap_rng.random() < 0.2
             n += 1
         if s.requests and rng.random() < 0.05:
             s.abort_requests([rng.choice(list(s.requests))])

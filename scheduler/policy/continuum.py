@@ -40,7 +40,8 @@ class ContinuumPolicy(SchedulingPolicy):
         self.pin_ttl_fn = pin_ttl_fn
         max_pinned = int(config.max_pinned_fraction * (config.num_blocks - 1))
         self.leases = LeaseTable(max_pinned, kv.free_block_list, soft=config.soft_pins,
-                                 soft_grace=config.soft_pin_grace)
+                                 soft_grace=config.soft_pin_grace,
+                                 max_pinned_blocks_per_tenant=int(config.max_pinned_fraction_per_tenant * max_pinned))
 
     # ---- order ---------------------------------------------------------------------------------
     def waiting_key(self, req: Request) -> tuple:
@@ -71,7 +72,7 @@ class ContinuumPolicy(SchedulingPolicy):
         if ttl > 0:
             # The lease table takes the blocks over: it keeps the prefix it pins and frees the rest.
             self.leases.pin(req.job_id, req.request_id, self.kv.take_blocks(req.request_id), ttl, now,
-                            job_arrival_time=req.job_arrival_time, hard=not req.job_inferred)
+                            job_arrival_time=req.job_arrival_time, hard=not req.job_inferred, tenant=req.tenant)
             req.pinned = self.leases.has_lease(req.job_id)
         else:
             self.kv.free(req)

@@ -45,6 +45,7 @@ class Lease:
     # Block-seconds of today's soft blocks already booked as pinned (they were hard until demoted).
     demoted_hard_seconds: float = 0.0
     cheap: bool = False  # pinned wholly soft on purpose (an inferred job's turn), even without soft pins
+    tenant: str | None = None  # whose pin budget its hard part counts against
 
     @property
     def num_soft(self) -> int:

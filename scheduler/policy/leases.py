@@ -17,7 +17,9 @@ Invariants:
 - A lease holds exactly one reference on each of its blocks; while it lives none of them can be
   evicted or handed to another request (their ``ref_cnt`` stays >= 1).
 - At most one lease per job; a newer pin of the same job ends the older lease as released.
-- ``num_pinned_blocks`` (the sum of the hard parts) never exceeds ``max_pinned_blocks``;
+- ``num_pinned_blocks`` (the sum of the hard parts) never exceeds ``max_pinned_blocks``, and one
+  tenant's hard parts (``pinned_by_tenant``) never exceed ``max_pinned_blocks_per_tenant``, so one
+  tenant's pins cannot take the whole budget from another's;
   ``num_soft_blocks`` is the sum of the soft tails. Without ``soft`` only a cheap lease has soft blocks.
 - A lease holds a prefix of its turn's blocks: only blocks registered in the prefix cache (a hash
   chain from the first block) can serve the next turn, so an unhashed tail is never pinned, and when
@@ -60,8 +62,12 @@ class LeaseTable:
         release_fn: Callable[[Sequence[KVCacheBlock]], None],
         soft: bool = False,
         soft_grace: float = 0.0,
+        max_pinned_blocks_per_tenant: int | None = None,
     ) -> None:
         self.max_pinned_blocks = max_pinned_blocks
+        self.max_pinned_blocks_per_tenant = (max_pinned_blocks if max_pinned_blocks_per_tenant is None
+                                             else min(max_pinned_blocks, max_pinned_blocks_per_tenant))
+        self.pinned_by_tenant: dict[str | None, int] = {}
         self.release_fn = release_fn
         self.soft = soft
         self.soft_grace = soft_grace
@@ -99,7 +105,7 @@ class LeaseTable:
     # ---- transitions -------------------------------------------------------------------------
     def pin(
         self, job_id: str, request_id: str, blocks: list[KVCacheBlock], ttl: float, now: float,
-        job_arrival_time: float = 0.0, hard: bool = True,
+        job_arrival_time: float = 0.0, hard: bool = True, tenant: str | None = None,
     ) -> int:
         """(none) -> HARD, or SOFT when nothing fits under the cap: a lease of ``ttl`` seconds over the
         useful (hashed) prefix of ``blocks``.
@@ -117,9 +123,9 @@ class LeaseTable:
         while useful < len(blocks) and blocks[useful].block_hash is not None:
             useful += 1
         expires = now + ttl
-        if hard:
-            self._make_room(useful, expires, now)
-        keep = min(useful, self.max_pinned_blocks - self.num_pinned_blocks) if hard else 0  # the cap
+        want = min(useful, self.max_pinned_blocks_per_tenant) if hard else 0
+        self._make_room(want, expires, now)
+        keep = min(want, self.max_pinned_blocks - self.num_pinned_blocks, self._tenant_room(tenant))  # both caps
         if keep < useful and hard:
             if keep:
                 self.counters.partial_cap += 1
@@ -132,13 +138,26 @@ class LeaseTable:
             return 0
         state = LeaseState.HARD if keep else LeaseState.SOFT
         self.leases[job_id] = Lease(
-            job_id, request_id, blocks[:held], now, expires, keep, job_arrival_time, state, cheap=not hard
+            job_id, request_id, blocks[:held], now, expires, keep, job_arrival_time, state, cheap=not hard,
+            tenant=tenant,
         )
-        self.num_pinned_blocks += keep
+        self._add_hard(tenant, keep)
         self.num_soft_blocks += held - keep
         self.counters.created += 1
         self.version += 1
         return keep
+
+    def _tenant_room(self, tenant: str | None) -> int:
+        return self.max_pinned_blocks_per_tenant - self.pinned_by_tenant.get(tenant, 0)
+
+    def _add_hard(self, tenant: str | None, n: int) -> None:
+        """The one place hard-block counts change: the pool's and the tenant's, together."""
+        self.num_pinned_blocks += n
+        left = self.pinned_by_tenant.get(tenant, 0) + n
+        if left:
+            self.pinned_by_tenant[tenant] = left
+        else:
+            self.pinned_by_tenant.pop(tenant, None)
 
     def mark_job_returned(self, job_id: str | None) -> None:
         """The job's next turn arrived while its lease lived: the lease is no longer subject to expiry."""
@@ -232,7 +251,7 @@ class LeaseTable:
         hard_seconds = le.num_hard * max(0.0, now - le.created_at)
         self.counters.pinned_block_seconds += hard_seconds
         le.demoted_hard_seconds += hard_seconds
-        self.num_pinned_blocks -= le.num_hard
+        self._add_hard(le.tenant, -le.num_hard)
         self.num_soft_blocks += le.num_hard
         le.num_hard = 0
         self._set_state(le, state)
@@ -252,7 +271,7 @@ class LeaseTable:
         and release its blocks, tail first."""
         del self.leases[le.job_id]
         tail = self._cut_soft(le, now)
-        self.num_pinned_blocks -= le.num_hard
+        self._add_hard(le.tenant, -le.num_hard)
         c = self.counters
         c.pinned_block_seconds += le.num_hard * max(0.0, now - le.created_at)
         setattr(c, reason.value, getattr(c, reason.value) + 1)
