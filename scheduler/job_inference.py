@@ -7,6 +7,7 @@ lookup per block, longest prefix first: no scan of jobs), then the candidate is 
 token.
 
 Invariants:
+- A match never crosses owners (tenants), even where their prefix caches are shared.
 - A match covers the candidate turn's whole prompt and at least ``min_output_fraction`` of its output
   (and at least one output token when it had any): two jobs that only share a system prompt, or any
   prefix shorter than a whole previous turn, never merge.
@@ -55,6 +56,7 @@ class _Turn:
     tokens: tuple[int, ...]
     num_prompt_tokens: int
     finished_at: float
+    owner: str | None = None
 
 
 @dataclass
@@ -76,11 +78,14 @@ class JobIndex:
     def __len__(self) -> int:
         return len(self._turns)
 
-    def match(self, prompt: Sequence[int], block_hashes: Sequence[int]) -> JobMatch | None:
-        """The job this prompt continues (removed from the index: it is running again), or None."""
+    def match(self, prompt: Sequence[int], block_hashes: Sequence[int],
+              owner: str | None = None) -> JobMatch | None:
+        """The job of ``owner`` (a tenant) this prompt continues (removed from the index: it is running
+        again), or None."""
         for i in range(len(block_hashes) - 1, -1, -1):
             for job_id in reversed(self._by_key.get(block_hashes[i], ())):
-                matched = self._confirm(self._turns[job_id], prompt)
+                turn = self._turns[job_id]
+                matched = self._confirm(turn, prompt) if turn.owner == owner else 0
                 if matched:
                     self._forget(job_id)
                     self.stats.joins += 1
@@ -94,7 +99,8 @@ class JobIndex:
         return f"inferred-{next(self._ids)}"
 
     def record(self, job_id: str, prompt_block_hashes: Sequence[int], tokens: Sequence[int],
-               num_prompt_tokens: int, finished_at: float = 0.0) -> list[tuple[str, float]]:
+               num_prompt_tokens: int, finished_at: float = 0.0,
+               owner: str | None = None) -> list[tuple[str, float]]:
         """Remember ``job_id``'s finished turn (``tokens`` = its prompt + output, finished at
         ``finished_at``, never earlier than the last recorded turn's); returns ``(job, finished_at)`` of
         the jobs forgotten to stay within ``max_jobs`` (the caller ends them)."""
@@ -103,7 +109,7 @@ class JobIndex:
         if n_full == 0 or len(prompt_block_hashes) < n_full:
             return []
         key = prompt_block_hashes[n_full - 1]
-        self._turns[job_id] = _Turn(key, tuple(tokens), num_prompt_tokens, finished_at)
+        self._turns[job_id] = _Turn(key, tuple(tokens), num_prompt_tokens, finished_at, owner)
         self._by_key.setdefault(key, []).append(job_id)
         return self._forget_oldest(lambda turn: len(self._turns) > self.max_jobs)
 

@@ -109,3 +109,14 @@ def test_an_inferred_job_is_pinned_as_a_cheap_wholly_soft_lease():
     run_to_completion(s, runner)
     assert s.policy.leases.leases["declared"].num_hard > 0 and hinted.pinned
     check_invariants(s)
+
+
+def test_a_match_never_crosses_tenants():
+    index = JobIndex(BS)
+    prompt, output = list(range(20, 28)), [1, 2]
+    index.record("a", _hashes(prompt), prompt + output, len(prompt), owner="tenant-a")
+    nxt = prompt + output + [3]
+    assert index.match(nxt, _hashes(nxt), owner="tenant-b") is None
+    assert index.match(nxt, _hashes(nxt)) is None
+    assert index.match(nxt, _hashes(nxt), owner="tenant-a").job_id == "a"
+

@@ -36,7 +36,7 @@ class JobInference:
     def assign(self, req: Request) -> None:
         """Give ``req`` (no client job) the job it continues, or a new one; marks it inferred."""
         self._end(self.index.expire(req.arrival_time - self.max_idle_s))
-        match = self.index.match(req.prompt_token_ids, req.block_hashes)
+        match = self.index.match(req.prompt_token_ids, req.block_hashes, owner=req.tenant)
         req.job_id = match.job_id if match is not None else self.index.new_job_id()
         req.job_inferred = True
 
@@ -47,7 +47,8 @@ class JobInference:
         n_prompt = req.num_prompt_tokens
         prompt_hashes = req.block_hashes[: n_prompt // req.block_size]
         finished_at = req.finished_time if req.finished_time is not None else req.arrival_time
-        self._end(self.index.record(req.job_id, prompt_hashes, req.all_token_ids, n_prompt, finished_at))
+        self._end(self.index.record(req.job_id, prompt_hashes, req.all_token_ids, n_prompt, finished_at,
+                                    owner=req.tenant))
 
     def _end(self, forgotten: list[tuple[str, float]]) -> None:
         for job_id, last_finish in forgotten:

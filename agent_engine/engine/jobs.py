@@ -6,7 +6,9 @@ estimator what the engine measures: turn finish/arrival times (tool durations), 
 returning turns that found no pin (T), and finished jobs' turn counts (eta). The per-job state
 (first arrival, turn count, the pending turn) lives in the estimator's one ``JobTracker``; this
 adapter keeps only the finished-job totals and listeners.
-Invariant: each finished non-final turn is recorded with the estimator exactly once.
+Invariants: each finished non-final turn is recorded with the estimator exactly once; a request's
+observations go to its tenant's own estimator (``estimator_for``), so one tenant's tool timings
+never move another tenant's TTLs.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class JobHooks:
     jobs_finished: int = 0
     jct_sum: float = 0.0
     _recorded: set[str] = field(default_factory=set)
+    tenant_estimators: dict[str, Estimator] = field(default_factory=dict)
 
     @classmethod
     def build(cls, config: Any, clock: Clock, tokenizer: Any, runner: Any) -> JobHooks:
@@ -70,13 +73,14 @@ class JobHooks:
 
         A turn of an inferred job whose output issued no tool call is probably final: it keeps at
         most ``probably_final_ttl`` seconds (its lease is cheap and soft anyway)."""
+        est = self.estimator_for(req.tenant)
         text = None
         probably_final = False
         if req.tool_name is None:
             text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
-            probably_final = req.job_inferred and self.estimator.parse_tool(text) is None
-        turns = (self.estimator.job_turns(req.job_id) if req.job_id else None) or 1
-        decision = self.estimator.on_turn_finished(
+            probably_final = req.job_inferred and est.parse_tool(text) is None
+        turns = (est.job_turns(req.job_id) if req.job_id else None) or 1
+        decision = est.on_turn_finished(
             req.job_id, text=text, tool_name=req.tool_name, context_tokens=req.num_tokens,
             turn_index=turns - 1, ttl_hint=req.tool_ttl_hint,
             finish_time=req.finished_time,
@@ -85,9 +89,9 @@ class JobHooks:
         return min(decision.ttl, self.probably_final_ttl) if probably_final else decision.ttl
 
     # ---- engine hooks ------------------------------------------------------------------------
-    def on_arrival(self, job_id: str, now: float) -> float:
+    def on_arrival(self, job_id: str, now: float, tenant: str | None = None) -> float:
         """A turn of ``job_id`` arrived; returns the job's first arrival (program-level FCFS key)."""
-        return self.estimator.on_turn_arrival(job_id, now)
+        return self.estimator_for(tenant).on_turn_arrival(job_id, now)
 
     def on_finished(self, req: Request, text: str) -> None:
         """A request ended (any reason). Records the turn, its queueing delay and a finished job."""
@@ -96,7 +100,8 @@ class JobHooks:
         self._recorded.discard(rid)
         if req.job_id is None:
             return
-        turns = self.estimator.job_turns(req.job_id)
+        est = self.estimator_for(req.tenant)
+        turns = est.job_turns(req.job_id)
         if turns is None:
             return
         if req.status is RequestStatus.FINISHED_ABORTED:
@@ -104,15 +109,15 @@ class JobHooks:
                 self._end_job(req.job_id, req.finished_time or self.clock.now())
             return
         if turns > 1 and not req.pin_hit and req.first_scheduled_time is not None:
-            self.estimator.record_unpinned_queue_delay(req.first_scheduled_time - req.arrival_time)
+            est.record_unpinned_queue_delay(req.first_scheduled_time - req.arrival_time)
             if req.first_token_time is not None:
                 recomputed = req.num_prompt_tokens - max(0, req.num_cached_tokens)
-                self.estimator.record_reload(recomputed, req.first_token_time - req.first_scheduled_time)
+                est.record_reload(recomputed, req.first_token_time - req.first_scheduled_time)
         if req.is_last_step:
             self._end_job(req.job_id, req.finished_time or self.clock.now())
         elif not already:
-            tool = req.tool_name or self.estimator.parse_tool(text)
-            self.estimator.record_turn_finished(req.job_id, tool, req.finished_time,
+            tool = req.tool_name or est.parse_tool(text)
+            est.record_turn_finished(req.job_id, tool, req.finished_time,
                                                 context_tokens=req.num_tokens, turn_index=turns - 1)
 
     def on_job_released(self, job_id: str) -> None:
@@ -123,8 +128,24 @@ class JobHooks:
         """End a job nobody will continue (an inferred job the index forgot) as of ``at``; idempotent."""
         self._end_job(job_id, at)
 
+    def estimator_for(self, tenant: str | None) -> Estimator:
+        """The tenant's own estimator (its observations only; the shared prior is the configured
+        learned model and the measured reload cost); ``None`` is the default tenant's."""
+        if tenant is None:
+            return self.estimator
+        est = self.tenant_estimators.get(tenant)
+        if est is None:
+            est = Estimator(self.estimator.config, clock=self.clock, reload_cost=self.estimator.paper.reload_cost,
+                            learned_model=self.estimator.learned.model)
+            self.tenant_estimators[tenant] = est
+        return est
+
     def _end_job(self, job_id: str, now: float) -> None:
-        ended = self.estimator.end_job(job_id)
+        ended = None
+        for est in (self.estimator, *self.tenant_estimators.values()):
+            ended = est.end_job(job_id)
+            if ended is not None:
+                break
         if ended is None:
             return
         turns, first_arrival = ended
@@ -136,7 +157,8 @@ class JobHooks:
 
     def stats(self) -> dict[str, Any]:
         return {
-            "jobs_active": self.estimator.active_jobs(),
+            "jobs_active": sum(e.active_jobs() for e in (self.estimator, *self.tenant_estimators.values())),
+            "estimator_tenants": len(self.tenant_estimators),
             "jobs_finished": self.jobs_finished,
             "jct_sum_seconds": self.jct_sum,
             "estimator": self.estimator.snapshot(),

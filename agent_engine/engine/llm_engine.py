@@ -97,6 +97,7 @@ class LLMEngine:
         tool_name: str | None = None,
         tool_ttl_hint: float | None = None,
         arrival_time: float | None = None,
+        tenant: str | None = None,
     ) -> Request:
         """Queue a request. Raises ValueError for bad input (nothing is queued then).
 
@@ -122,14 +123,14 @@ class LLMEngine:
         req = Request(
             request_id, ids, internal, block_size=self.sched_config.block_size, arrival_time=now,
             eos_token_id=eos, priority=priority, cache_salt=cache_salt, job_id=job_id,
-            is_last_step=is_last_step, tool_name=tool_name, tool_ttl_hint=tool_ttl_hint,
+            is_last_step=is_last_step, tool_name=tool_name, tool_ttl_hint=tool_ttl_hint, tenant=tenant,
         )
         source = hint_source or ("none" if job_id is None else "job_id")
         if job_id is None and self.job_inference is not None:
             self.job_inference.assign(req)
             source = INFERRED
         if req.job_id is not None:
-            req.job_arrival_time = self.job_hooks.on_arrival(req.job_id, now)
+            req.job_arrival_time = self.job_hooks.on_arrival(req.job_id, now, tenant)
         detok = IncrementalDetokenizer(self.tokenizer, ids, skip_special_tokens=True)
         self.scheduler.add_request(req)
         self._states[request_id] = _RequestState(
