@@ -22,7 +22,9 @@ from typing import Any
 
 __all__ = ["ToolCall", "normalize_tool_name", "parse_shell", "parse_tool", "parse_tool_call"]
 
-_FENCE = re.compile(r"```[ \t]*(bash|sh|shell|console|zsh)?[ \t]*\r?\n(.*?)(?:```|\Z)", re.S | re.I)
+# ``mswea_bash_command`` is mini-swe-agent's text-mode action fence.
+_FENCE = re.compile(r"```[ \t]*(bash|sh|shell|console|zsh|mswea_bash_command)?[ \t]*\r?\n(.*?)(?:```|\Z)",
+                    re.S | re.I)
 _TAGGED_JSON = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")

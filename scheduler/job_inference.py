@@ -8,9 +8,12 @@ token.
 
 Invariants:
 - A match never crosses owners (tenants), even where their prefix caches are shared.
-- A match covers the candidate turn's whole prompt and at least ``min_output_fraction`` of its output
-  (and at least one output token when it had any): two jobs that only share a system prompt, or any
-  prefix shorter than a whole previous turn, never merge.
+- A match covers the candidate turn's whole prompt, and the new prompt goes on past it. A strong match
+  also covers at least ``min_output_fraction`` of its output (at least one token when it had any); a
+  weak match does not (the client dropped that answer and asked again, as mini-swe-agent does after a
+  format error) and is taken only when no strong one exists. Either way two jobs that only share a
+  system prompt, or any prefix shorter than a whole previous turn, never merge: a job's prompt holds
+  its own first user message.
 - A job is in the index at most once (its latest finished turn) and leaves it when a request joins
   it (re-entering when that turn finishes), so two identical concurrent requests never join one job.
 - At most ``max_jobs`` jobs are remembered; the least recently finished is forgotten first and
@@ -39,9 +42,11 @@ class JobMatch:
 
 @dataclass
 class JobInferenceStats:
-    """Counters: joins (matched a job), new jobs (no match), and the matched prefix lengths."""
+    """Counters: joins (matched a job; ``weak_joins`` of them without the previous output), new jobs
+    (no match), the matched prefix lengths, jobs forgotten."""
 
     joins: int = 0
+    weak_joins: int = 0
     new_jobs: int = 0
     matched_tokens: int = 0
     forgotten: int = 0
@@ -81,17 +86,25 @@ class JobIndex:
     def match(self, prompt: Sequence[int], block_hashes: Sequence[int],
               owner: str | None = None) -> JobMatch | None:
         """The job of ``owner`` (a tenant) this prompt continues (removed from the index: it is running
-        again), or None."""
+        again), or None. A strong match (the previous output covered) beats a weak one (only the whole
+        previous prompt covered: a client that dropped the answer and retried); then the longest wins."""
+        best: tuple[bool, int, str] | None = None
         for i in range(len(block_hashes) - 1, -1, -1):
-            for job_id in reversed(self._by_key.get(block_hashes[i], ())):
+            for job_id in self._by_key.get(block_hashes[i], ()):
                 turn = self._turns[job_id]
-                matched = self._confirm(turn, prompt) if turn.owner == owner else 0
-                if matched:
-                    self._forget(job_id)
-                    self.stats.joins += 1
-                    self.stats.matched_tokens += matched
-                    return JobMatch(job_id, matched)
-        return None
+                if turn.owner != owner:
+                    continue
+                matched, strong = self._confirm(turn, prompt)
+                if matched and (best is None or (strong, matched) > best[:2]):
+                    best = (strong, matched, job_id)
+        if best is None:
+            return None
+        strong, matched, job_id = best
+        self._forget(job_id)
+        self.stats.joins += 1
+        self.stats.weak_joins += not strong
+        self.stats.matched_tokens += matched
+        return JobMatch(job_id, matched)
 
     def new_job_id(self) -> str:
         """A fresh id for a hint-less request that continues no job."""
@@ -132,19 +145,23 @@ class JobIndex:
         """Drop ``job_id`` (it ended); a no-op for unknown jobs."""
         self._forget(job_id)
 
-    def _confirm(self, turn: _Turn, prompt: Sequence[int]) -> int:
-        """Tokens of ``prompt`` equal to ``turn``'s, if that covers enough of the turn, else 0."""
+    def _confirm(self, turn: _Turn, prompt: Sequence[int]) -> tuple[int, bool]:
+        """``(tokens of prompt equal to turn's, strong)``: strong when that covers the turn's prompt and
+        enough of its output; weak when it covers the whole prompt and the new prompt goes on past it
+        with something else; ``(0, False)`` otherwise."""
         n_prompt, tokens = turn.num_prompt_tokens, turn.tokens
         n_output = len(tokens) - n_prompt
         need = n_prompt + (max(1, math.ceil(self.min_output_fraction * n_output)) if n_output else 0)
-        if len(prompt) < need:
-            return 0
+        if len(prompt) <= n_prompt:
+            return 0, False
         start = (n_prompt // self.block_size) * self.block_size  # the hash chain vouches for the rest
         limit = min(len(prompt), len(tokens))
         matched = start
         while matched < limit and prompt[matched] == tokens[matched]:
             matched += 1
-        return matched if matched >= need else 0
+        if matched >= need:
+            return matched, True
+        return (matched, False) if matched >= n_prompt else (0, False)
 
     def _forget(self, job_id: str) -> None:
         turn = self._turns.pop(job_id, None)

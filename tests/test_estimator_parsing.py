@@ -18,6 +18,7 @@ def fence(body: str, lang: str = "bash") -> str:
 CASES = [
     # the tools named in the shared trace
     (fence("find /testbed -name '*.py' | head -20"), "bash:find"),
+    ("I will list it.\n```mswea_bash_command\nls -la src\n```", "bash:ls"),  # mini-swe-agent text mode
     (fence("grep -rn \"def foo\" /testbed/src"), "bash:grep"),
     (fence("cat /testbed/setup.py"), "bash:cat"),
     (fence("sed -n '100,140p' /testbed/django/db/models/query.py"), "bash:sed"),

@@ -39,9 +39,24 @@ def test_jobs_sharing_only_a_system_prompt_never_merge():
     _finished_turn(index, "a", system + [1, 2, 3, 4], [5, 6])
     other = system + [7, 7, 7, 7, 7, 7, 7, 7]
     assert index.match(other, _hashes(other)) is None
-    # Covering the prompt but none of the output is not enough either.
-    half = system + [1, 2, 3, 4, 9, 9, 9, 9]
-    assert index.match(half, _hashes(half)) is None
+    # The system prompt plus a different task stops short of job a's whole prompt: never a match.
+    near = system + [1, 2, 3, 9, 9, 9, 9, 9]
+    assert index.match(near, _hashes(near)) is None
+    # The same prompt again, asked anew (identical first turns of two runs): not a continuation either.
+    assert index.match(system + [1, 2, 3, 4], _hashes(system + [1, 2, 3, 4])) is None
+
+
+def test_a_retry_without_the_previous_answer_is_a_weak_join_and_strong_ones_win():
+    index = JobIndex(BS)
+    system = list(range(100, 116))
+    _finished_turn(index, "a", system + [1, 2, 3, 4], [5, 6])
+    retry = system + [1, 2, 3, 4, 9, 9, 9, 9]  # the answer dropped, a feedback message added
+    assert index.match(retry, _hashes(retry)).job_id == "a"
+    assert index.stats.weak_joins == 1
+    _finished_turn(index, "a", system + [1, 2, 3, 4], [5, 6])
+    _finished_turn(index, "b", system + [1, 2, 3, 4], [7, 8])  # a second run of the same task
+    nxt = system + [1, 2, 3, 4, 7, 8, 0]
+    assert index.match(nxt, _hashes(nxt)).job_id == "b" and index.stats.weak_joins == 1
 
 
 def test_enough_of_the_output_must_be_covered():
@@ -52,7 +67,7 @@ def test_enough_of_the_output_must_be_covered():
     assert index.match(retokenized, _hashes(retokenized)).job_id == "a"
     _finished_turn(index, "a", prompt, output)
     too_little = prompt + output[:2] + [99, 98, 97, 96]
-    assert index.match(too_little, _hashes(too_little)) is None
+    assert index.match(too_little, _hashes(too_little)).job_id == "a" and index.stats.weak_joins == 1
 
 
 def test_identical_concurrent_requests_do_not_join_one_job():

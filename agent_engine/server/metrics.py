@@ -72,8 +72,9 @@ class _StatsCollector(Collector):
                 yield CounterMetricFamily(f"{PREFIX}_pins_{key}", f"CONTINUUM pins {key}",
                                           value=float(pins[key]))
         for key, value in (s.get("job_inference") or {}).items():
-            yield CounterMetricFamily(f"{PREFIX}_job_inference_{key}",
-                                      f"Job inference from the prefix chain: {key}", value=float(value))
+            family = GaugeMetricFamily if key == "indexed_jobs" else CounterMetricFamily
+            yield family(f"{PREFIX}_job_inference_{key}", f"Job inference from the prefix chain: {key}",
+                         value=float(value))
         pbs = s.get("pinned_block_seconds", pins.get("pinned_block_seconds"))
         if pbs is not None:
             yield CounterMetricFamily(f"{PREFIX}_pinned_block_seconds", "Block-seconds held by pins",
