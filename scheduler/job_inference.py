@@ -8,7 +8,8 @@ token.
 
 Invariants:
 - A match never crosses owners (tenants), even where their prefix caches are shared.
-- A match covers the candidate turn's whole prompt, and the new prompt goes on past it. A strong match
+- A match covers the candidate turn's whole prompt (but for its last ``prompt_slack`` tokens: the
+  generation prompt a retry replaces), and the new prompt goes on past it. A strong match
   also covers at least ``min_output_fraction`` of its output (at least one token when it had any); a
   weak match does not (the client dropped that answer and asked again, as mini-swe-agent does after a
   format error) and is taken only when no strong one exists. Either way two jobs that only share a
@@ -69,6 +70,9 @@ class JobIndex:
     block_size: int
     max_jobs: int = 10_000
     min_output_fraction: float = 0.5
+    # Tokens at the end of a prompt that the next prompt may replace: the chat template's generation
+    # prompt (``<|im_start|>assistant\n``), absent when the client drops the answer and asks again.
+    prompt_slack: int = 0
     stats: JobInferenceStats = field(default_factory=JobInferenceStats)
     _turns: OrderedDict[str, _Turn] = field(default_factory=OrderedDict)
     _by_key: dict[int, list[str]] = field(default_factory=dict)
@@ -79,6 +83,8 @@ class JobIndex:
             raise ValueError("block_size must be >= 1")
         if not 0.0 <= self.min_output_fraction <= 1.0:
             raise ValueError("min_output_fraction must be in [0, 1]")
+        if self.prompt_slack < 0:
+            raise ValueError("prompt_slack must be >= 0")
 
     def __len__(self) -> int:
         return len(self._turns)
@@ -118,7 +124,7 @@ class JobIndex:
         ``finished_at``, never earlier than the last recorded turn's); returns ``(job, finished_at)`` of
         the jobs forgotten to stay within ``max_jobs`` (the caller ends them)."""
         self._forget(job_id)
-        n_full = num_prompt_tokens // self.block_size
+        n_full = self._vouched(num_prompt_tokens) // self.block_size
         if n_full == 0 or len(prompt_block_hashes) < n_full:
             return []
         key = prompt_block_hashes[n_full - 1]
@@ -152,16 +158,20 @@ class JobIndex:
         n_prompt, tokens = turn.num_prompt_tokens, turn.tokens
         n_output = len(tokens) - n_prompt
         need = n_prompt + (max(1, math.ceil(self.min_output_fraction * n_output)) if n_output else 0)
-        if len(prompt) <= n_prompt:
+        weak_need = n_prompt - self.prompt_slack
+        if len(prompt) <= weak_need:
             return 0, False
-        start = (n_prompt // self.block_size) * self.block_size  # the hash chain vouches for the rest
+        matched = self._vouched(n_prompt) // self.block_size * self.block_size  # the hash chain's part
         limit = min(len(prompt), len(tokens))
-        matched = start
         while matched < limit and prompt[matched] == tokens[matched]:
             matched += 1
         if matched >= need:
             return matched, True
-        return (matched, False) if matched >= n_prompt else (0, False)
+        return (matched, False) if matched >= weak_need and len(prompt) > matched else (0, False)
+
+    def _vouched(self, num_prompt_tokens: int) -> int:
+        """The prompt tokens a next prompt must repeat exactly (all but the slack)."""
+        return max(0, num_prompt_tokens - self.prompt_slack)
 
     def _forget(self, job_id: str) -> None:
         turn = self._turns.pop(job_id, None)

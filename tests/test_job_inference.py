@@ -135,3 +135,17 @@ def test_a_match_never_crosses_tenants():
     assert index.match(nxt, _hashes(nxt)) is None
     assert index.match(nxt, _hashes(nxt), owner="tenant-a").job_id == "a"
 
+
+def test_a_retry_may_replace_the_generation_prompt_within_the_slack():
+    index = JobIndex(BS, prompt_slack=3)
+    task = list(range(100, 118))
+    opened = task + [7, 8, 9]  # the template's "<|im_start|>assistant\n" opens the answer
+    index.record("a", _hashes(opened), opened + [5, 6], len(opened))
+    retry = task + [1, 1, 1, 1]  # the answer dropped; a user message follows the task instead
+    assert index.match(retry, _hashes(retry)).job_id == "a" and index.stats.weak_joins == 1
+    index.record("a", _hashes(opened), opened + [5, 6], len(opened))
+    other = task[:-4] + [2, 2, 2, 2, 2, 2]  # a different task sharing only a prefix: never
+    assert index.match(other, _hashes(other)) is None
+    with pytest.raises(ValueError):
+        JobIndex(BS, prompt_slack=-1)
+

@@ -28,8 +28,8 @@ class JobInference:
     """Assigns inferred jobs to hint-less requests and remembers finished inferred turns."""
 
     def __init__(self, block_size: int, job_hooks: Any, max_jobs: int = 10_000,
-                 max_idle_s: float = MAX_IDLE_S) -> None:
-        self.index = JobIndex(block_size, max_jobs=max_jobs)
+                 max_idle_s: float = MAX_IDLE_S, tokenizer: Any = None) -> None:
+        self.index = JobIndex(block_size, max_jobs=max_jobs, prompt_slack=generation_prompt_len(tokenizer))
         self.job_hooks = job_hooks
         self.max_idle_s = max_idle_s
 
@@ -56,3 +56,17 @@ class JobInference:
 
     def stats(self) -> dict[str, Any]:
         return {**self.index.stats.as_dict(), "indexed_jobs": len(self.index)}
+
+
+def generation_prompt_len(tokenizer: Any) -> int:
+    """Tokens the chat template adds to open the assistant's answer (0 without a chat template)."""
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        return 0
+    messages = [{"role": "user", "content": "x"}]
+    try:
+        bare, opened = (tokenizer.apply_chat_template(messages, add_generation_prompt=g, tokenize=False)
+                        for g in (False, True))
+        return max(0, len(tokenizer(opened)["input_ids"]) - len(tokenizer(bare)["input_ids"]))
+    except Exception:  # noqa: BLE001 - a template that cannot render this gets no slack
+        return 0
+

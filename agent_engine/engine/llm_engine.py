@@ -69,7 +69,7 @@ class LLMEngine:
         )
         self._close_trace: Callable[[], None] | None = parts.close_trace
         self._states: dict[str, _RequestState] = {}
-        self.job_inference = (JobInference(parts.sched_config.block_size, self.job_hooks)
+        self.job_inference = (JobInference(parts.sched_config.block_size, self.job_hooks, tokenizer=self.tokenizer)
                               if config.policy == "continuum" and config.infer_jobs else None)
         self.num_failed_steps = 0
         self.step_listeners: list[Callable[[dict[str, float]], None]] = []
