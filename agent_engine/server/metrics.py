@@ -117,6 +117,8 @@ class ServerMetrics:
         self.job_jct = Histogram(f"{PREFIX}_job_completion_seconds",
                                  "Job completion time: first turn's arrival to the last step's finish",
                                  buckets=_LATENCY_BUCKETS + (160.0, 320.0, 640.0, 1280.0), registry=r)
+        self.http_requests = Counter(f"{PREFIX}_http_requests", "HTTP requests by route template and status class",
+                                     ["route", "status"], registry=r)
         self._stats = _StatsCollector()
         r.register(self._stats)
         self._lock = threading.Lock()
@@ -182,3 +184,29 @@ class ServerMetrics:
             self._turns[job_id] = self._turns.pop(job_id, 0) + 1
             if len(self._turns) > self._max_jobs:
                 self._turns.popitem(last=False)
+
+
+class HttpCounterMiddleware:
+    """Counts every HTTP request by route template and status class (``2xx``...), never by raw path
+    (a path holds client data, e.g. a job id). Unmatched paths count as ``other``."""
+
+    def __init__(self, app: Any, metrics: ServerMetrics) -> None:
+        self.app = app
+        self.counter = metrics.http_requests
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = [500]
+
+        async def counting_send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counting_send)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or "other"
+            self.counter.labels(route, f"{status[0] // 100}xx").inc()

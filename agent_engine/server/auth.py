@@ -1,0 +1,132 @@
+"""API keys and tenants: who may call what, and whose namespace a request lives in.
+
+Each API key is a tenant. With one key (or none) there is one, default tenant (``None``): jobs and the
+prefix cache are shared as they are without keys. With several keys each key's tenant gets its own
+job namespace (another tenant's job id is unknown to it), its own prefix-cache salt (unless sharing is
+configured), its own share of the pin budget and its own tool-time estimator. A tenant's name is
+``t-`` plus a SHA-256 prefix of its key: stable across restarts, never the key itself.
+
+``AuthMiddleware`` (pure ASGI, so client disconnects still reach the handlers) checks
+``Authorization: Bearer KEY`` or ``x-api-key: KEY`` (Anthropic's SDK) on ``/v1/*`` and, unless
+``open_metrics``, on ``/metrics`` and the API docs; ``/health`` is always open. A missing or unknown
+key is a 401 in the API's own error shape (Anthropic's under ``/v1/messages``). The tenant of an
+accepted request is put in ``scope["state"]["tenant"]``. Every HTTP request is counted by route
+template and status class (never by raw path).
+
+Invariants: keys are compared in constant time; a key never appears in a log, a label or a tenant name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi.responses import JSONResponse
+
+from agent_engine.server.errors import APIError
+
+__all__ = ["AuthMiddleware", "Tenants", "load_keys_file", "tenant_of_scope"]
+
+DOC_PATHS = ("/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json")
+_ANTHROPIC_PREFIX = "/v1/messages"
+
+
+@dataclass(frozen=True)
+class Tenants:
+    """The accepted keys and their tenants (``None`` = the default tenant)."""
+
+    keys: dict[str, str | None] = field(default_factory=dict)
+
+    @classmethod
+    def from_keys(cls, keys: Iterable[str]) -> Tenants:
+        unique = list(dict.fromkeys(k for k in keys if k))
+        if len(unique) <= 1:
+            return cls(dict.fromkeys(unique))
+        return cls({k: "t-" + hashlib.sha256(k.encode()).hexdigest()[:12] for k in unique})
+
+    @property
+    def required(self) -> bool:
+        return bool(self.keys)
+
+    @property
+    def multi(self) -> bool:
+        """More than one tenant: namespaces, salts and budgets are per tenant."""
+        return len(self.keys) > 1
+
+    def authenticate(self, presented: str | None) -> tuple[bool, str | None]:
+        """``(accepted, tenant)`` for a presented key (constant-time comparison against each key)."""
+        if presented is None:
+            return False, None
+        found: tuple[bool, str | None] = (False, None)
+        for key, tenant in self.keys.items():
+            if hmac.compare_digest(key.encode(), presented.encode()):
+                found = (True, tenant)
+        return found
+
+
+def load_keys_file(path: str | Path) -> list[str]:
+    """API keys of a file, one a line (blank lines and ``#`` comments skipped); ValueError if unusable."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read the API keys file {path}: {exc}") from exc
+    keys = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not keys:
+        raise ValueError(f"the API keys file {path} holds no key")
+    if any(any(c.isspace() for c in k) for k in keys):
+        raise ValueError(f"the API keys file {path} has a key with whitespace inside")
+    return keys
+
+
+def tenant_of_scope(scope: dict[str, Any]) -> str | None:
+    """The tenant ``AuthMiddleware`` put on this request (None: the default tenant)."""
+    return (scope.get("state") or {}).get("tenant")
+
+
+class AuthMiddleware:
+    """Key check and tenant assignment per request; reads ``state.tenants`` and ``state.open_metrics``
+    each time (tests change them at runtime)."""
+
+    def __init__(self, app: Any, state: Any) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        tenants: Tenants = self.state.tenants
+        if tenants.required and self._protected(path):
+            accepted, tenant = tenants.authenticate(_presented_key(scope))
+            if not accepted:
+                await _unauthorized(path)(scope, receive, send)
+                return
+            scope.setdefault("state", {})["tenant"] = tenant
+        await self.app(scope, receive, send)
+
+    def _protected(self, path: str) -> bool:
+        if path.startswith("/v1/") or path == "/v1":
+            return True
+        return not self.state.open_metrics and (path == "/metrics" or path in DOC_PATHS)
+
+
+def _presented_key(scope: dict[str, Any]) -> str | None:
+    headers = dict(scope.get("headers") or [])
+    auth = headers.get(b"authorization", b"").decode("latin-1")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    key = headers.get(b"x-api-key")
+    return key.decode("latin-1").strip() if key else None
+
+
+def _unauthorized(path: str) -> JSONResponse:
+    message = "invalid or missing API key (send 'Authorization: Bearer KEY' or 'x-api-key: KEY')"
+    if path.startswith(_ANTHROPIC_PREFIX):
+        body = {"type": "error", "error": {"type": "authentication_error", "message": message}}
+        return JSONResponse(body, status_code=401)
+    return JSONResponse(APIError(401, message, code="invalid_api_key").body(), status_code=401)
