@@ -7,16 +7,27 @@ Invariants: exactly one of ``--task``/``--tasks`` is given; ``--jobs N`` runs N 
 the tasks (default: one job per task); the records file is always written (``--out``), the trace file
 only with ``--save-trace``; the exit status is 0 when every job ended without an error (Submitted or
 LimitsExceeded), else 1.
+
+The API key never travels on the command line (where ``ps`` and ``/proc/<pid>/cmdline`` show it to
+every local user): it comes from ``--api-key-file`` (first line) or the ``AGENT_ENGINE_API_KEY``
+environment variable; ``--api-key`` is refused with a message saying so. Commands run in the sandbox
+of ``agent_engine.agent.sandbox``; ``--allow-network`` gives them the network, and the summary's
+``sandbox`` entry says which protections held (docs/sandbox.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
-__all__ = ["HELP", "add_arguments"]
+__all__ = ["API_KEY_ENV", "HELP", "add_arguments", "read_api_key"]
+
+API_KEY_ENV = "AGENT_ENGINE_API_KEY"
+ISOLATION_CHOICES = ("auto", "namespaces", "process")  # agent_engine.agent.sandbox.ISOLATION_MODES
 
 HELP = "run live shell-agent jobs against a server and record them"
 
@@ -25,7 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``agent`` command: mini-swe-agent style jobs (one bash command per turn) against a server."""
     p.add_argument("--base-url", required=True, help="server URL, e.g. http://127.0.0.1:8000")
     p.add_argument("--model", default=None, help="model name sent in requests (default: the server's)")
-    p.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY'")
+    p.add_argument("--api-key-file", default=None,
+                   help=f"file whose first line is the API key (default: ${API_KEY_ENV}, else none)")
+    p.add_argument("--api-key", default=None, help=argparse.SUPPRESS)  # refused: see the module docstring
     p.add_argument("--repo", default=None,
                    help="folder copied into each job's sandbox (default: empty folder)")
     src = p.add_mutually_exclusive_group(required=True)
@@ -43,6 +56,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-stream", action="store_true", help="non-streamed requests (no TTFT measured)")
     p.add_argument("--job-id-prefix", default=None,
                    help="job ids are PREFIX<index> (default: agent-<random>-)")
+    p.add_argument("--allow-network", action="store_true",
+                   help="let commands reach the network (default: a network namespace of their own)")
+    p.add_argument("--isolation", choices=ISOLATION_CHOICES, default="auto",
+                   help="auto: namespaces when the machine offers them; namespaces: required; "
+                        "process: limits and cleanup only (default: auto)")
     p.add_argument("--out", required=True, help="per-turn and per-job records (JSONL)")
     p.add_argument("--save-trace", default=None, help="also save the run in the agent-trace format (JSONL)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -56,6 +74,15 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     from agent_engine.workloads.replay.records import write_records
     from agent_engine.workloads.traces.format import write_jobs
 
+    if args.api_key is not None:
+        print(f"--api-key is not accepted (other users can read a command line): put the key in "
+              f"${API_KEY_ENV} or in a file given by --api-key-file", file=sys.stderr)
+        return 2
+    try:
+        api_key = read_api_key(args.api_key_file)
+    except (OSError, ValueError) as e:
+        print(f"cannot read the API key: {e}", file=sys.stderr)
+        return 2
     tasks = [AgentTask(args.task, args.repo)] if args.task is not None else load_tasks(args.tasks, args.repo)
     if not tasks:
         print("no tasks", file=sys.stderr)
@@ -71,14 +98,30 @@ def _cmd_agent(args: argparse.Namespace) -> int:
                         model=args.model, stream=not args.no_stream)
     options = RunOptions(args.base_url, agent, concurrency=args.concurrency,
                          command_timeout=args.command_timeout,
-                         max_output_chars=args.max_output_chars, api_key=args.api_key,
-                         job_id_prefix=args.job_id_prefix, progress=not args.no_progress)
-    result = run_agent_jobs_sync(jobs, options)
+                         max_output_chars=args.max_output_chars, api_key=api_key,
+                         job_id_prefix=args.job_id_prefix, progress=not args.no_progress,
+                         allow_network=args.allow_network, isolation=args.isolation)
+    try:
+        result = run_agent_jobs_sync(jobs, options)
+    except ValueError as e:  # e.g. --isolation namespaces on a machine without them
+        print(f"agent: {e}", file=sys.stderr)
+        return 2
     write_records(args.out, result.records)
     if args.save_trace:
         write_jobs(args.save_trace, result.trace_jobs)
     print(json.dumps(_printable(result.summary), indent=2))
     return 0 if all(r.job.error is None for r in result.results) else 1
+
+
+def read_api_key(path: str | None) -> str | None:
+    """The key from ``path`` (its first line) when given, else from ``$AGENT_ENGINE_API_KEY``, else None."""
+    if path is None:
+        return os.environ.get(API_KEY_ENV) or None
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    key = lines[0].strip() if lines else ""
+    if not key:
+        raise ValueError(f"{path} holds no key on its first line")
+    return key
 
 
 def _printable(summary: dict[str, Any]) -> dict[str, Any]:

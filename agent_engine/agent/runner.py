@@ -8,6 +8,10 @@ Invariants:
 - ``AgentRunResult.records`` holds, per job in task order, its ``AgentTurnRecord``s then its
   ``AgentJobRecord``; ``agent_engine.workloads.replay.records.write_records``/``summarize`` work on
   them as is.
+- The API key goes only into the HTTP client's headers (never into a sandbox's environment). The
+  sandbox's confinement (``isolation``, ``allow_network``) is resolved once before any job starts: a
+  confinement this machine cannot give raises ValueError there; ``summary["sandbox"]`` is what
+  ``Sandbox.enforced()`` reported, logged once, with a warning naming each protection that is off.
 - ``to_trace_job`` maps one job onto the trace format (``agent_engine.workloads.traces.format``): one turn per
   model call that got an answer, ``llm_seconds`` = client latency, ``tool_seconds`` = measured tool time
   (``None`` on the last turn), ``tool_names``/``n_tool_calls`` from the parsed command. Prompts may
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 from collections import Counter
@@ -33,6 +38,7 @@ from tqdm import tqdm
 
 from agent_engine.agent.loop import AgentConfig, AgentJobRecord, AgentJobResult, run_agent_job
 from agent_engine.agent.sandbox import Sandbox
+from agent_engine.agent.sandbox.confine import resolve
 from agent_engine.workloads.replay.records import Record, summarize
 from agent_engine.workloads.traces.format import TraceJob, TraceTurn
 
@@ -40,6 +46,7 @@ __all__ = ["AgentRunResult", "AgentTask", "RunOptions", "load_tasks", "run_agent
            "to_trace_job"]
 
 TRACE_SOURCE = "agent-engine-agent"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,8 @@ class RunOptions:
     request_timeout: float = 600.0
     job_id_prefix: str | None = None  # default "agent-<8 hex>-"
     progress: bool = True
+    allow_network: bool = False
+    isolation: str = "auto"  # see agent_engine.agent.sandbox.ISOLATION_MODES
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -123,6 +132,8 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
     ids = [t.job_id or f"{prefix}{i}" for i, t in enumerate(tasks)]
     if len(set(ids)) != len(ids):
         raise ValueError("job ids must be unique")
+    resolve(options.isolation, options.allow_network)  # fail before any job when it cannot be had
+    enforced: dict[str, bool] = {}
     headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
     timeout = httpx.Timeout(options.request_timeout, connect=10.0)
     limits = httpx.Limits(max_connections=options.concurrency + 4)
@@ -137,8 +148,9 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
                 async with gate:
                     try:
                         sandbox = await asyncio.get_running_loop().run_in_executor(
-                            pool, lambda: Sandbox.create(task.repo, timeout=options.command_timeout,
-                                                         max_output_chars=options.max_output_chars))
+                            pool, lambda: _new_sandbox(task, options))
+                        if not enforced:
+                            enforced.update(_report(sandbox))
                     except (OSError, ValueError) as e:  # the job cannot start: record it as failed
                         bar.update(1)
                         return _failed_job(task, job_id, time.perf_counter() - t0, e)
@@ -160,7 +172,24 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
     summary = summarize(records)
     summary["exit_statuses"] = dict(Counter(r.job.exit_status for r in results))
     summary["steps_mean"] = sum(r.job.steps for r in results) / len(results) if results else None
+    summary["sandbox"] = enforced
     return AgentRunResult(results, records, trace_jobs, summary)
+
+
+def _new_sandbox(task: AgentTask, options: RunOptions) -> Sandbox:
+    return Sandbox.create(task.repo, timeout=options.command_timeout, max_output_chars=options.max_output_chars,
+                          isolation=options.isolation, allow_network=options.allow_network)
+
+
+def _report(sandbox: Sandbox) -> dict[str, bool]:
+    """Log what the sandbox enforces (a warning naming what it does not); returns ``enforced()``."""
+    enforced = sandbox.enforced()
+    off = sorted(k for k, v in enforced.items() if not v)
+    log.info("sandbox enforces: %s", ", ".join(sorted(k for k, v in enforced.items() if v)))
+    if off:
+        why = sandbox.confinement.namespace_error
+        log.warning("sandbox does NOT enforce: %s%s", ", ".join(off), f" (namespaces: {why})" if why else "")
+    return enforced
 
 
 def _failed_job(task: AgentTask, job_id: str, now: float, error: Exception) -> AgentJobResult:
