@@ -8,12 +8,16 @@ returning turns that found no pin (T), and finished jobs' turn counts (eta). The
 adapter keeps only the finished-job totals and listeners.
 Invariants: each finished non-final turn is recorded with the estimator exactly once; a request's
 observations go to its tenant's own estimator (``estimator_for``), so one tenant's tool timings
-never move another tenant's TTLs.
+never move another tenant's TTLs. A request whose output the server reads for tool calls registers
+that reader (``read_output_with``): its calls name the turn's tool exactly as the API returned them
+(a forced call's opening lives in the prompt, not the output); readers are dropped when their request
+finishes, and at most ``MAX_OUTPUT_READERS`` are kept (a request rejected after rendering never finishes).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +31,8 @@ logger = logging.getLogger(__name__)
 PROFILE_LENGTHS = (64, 256, 512, 1024, 2048)
 
 JobListener = Callable[[str, int, float], None]  # (job_id, turns, jct_seconds)
+OutputReader = Callable[[str], list[dict[str, Any]]]  # decoded output -> OpenAI-style tool_calls
+MAX_OUTPUT_READERS = 4096
 
 
 @dataclass
@@ -40,6 +46,7 @@ class JobHooks:
     jct_sum: float = 0.0
     _recorded: set[str] = field(default_factory=set)
     tenant_estimators: dict[str, Estimator] = field(default_factory=dict)
+    output_readers: OrderedDict[str, OutputReader] = field(default_factory=OrderedDict)
 
     @classmethod
     def build(cls, config: Any, clock: Clock, tokenizer: Any, runner: Any) -> JobHooks:
@@ -75,13 +82,15 @@ class JobHooks:
         most ``probably_final_ttl`` seconds (its lease is cheap and soft anyway)."""
         est = self.estimator_for(req.tenant)
         text = None
+        calls = None
         probably_final = False
         if req.tool_name is None:
             text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
-            probably_final = req.job_inferred and est.parse_tool(text) is None
+            calls = self._read_calls(self.output_readers.get(req.request_id), text)
+            probably_final = req.job_inferred and est.parse_tool(text, calls) is None
         turns = (est.job_turns(req.job_id) if req.job_id else None) or 1
         decision = est.on_turn_finished(
-            req.job_id, text=text, tool_name=req.tool_name, context_tokens=req.num_tokens,
+            req.job_id, text=text, tool_calls=calls, tool_name=req.tool_name, context_tokens=req.num_tokens,
             turn_index=turns - 1, ttl_hint=req.tool_ttl_hint,
             finish_time=req.finished_time,
         )
@@ -98,6 +107,7 @@ class JobHooks:
         rid = req.request_id
         already = rid in self._recorded
         self._recorded.discard(rid)
+        reader = self.output_readers.pop(rid, None)
         if req.job_id is None:
             return
         est = self.estimator_for(req.tenant)
@@ -116,9 +126,26 @@ class JobHooks:
         if req.is_last_step:
             self._end_job(req.job_id, req.finished_time or self.clock.now())
         elif not already:
-            tool = req.tool_name or est.parse_tool(text)
+            tool = req.tool_name or est.parse_tool(text, self._read_calls(reader, text))
             est.record_turn_finished(req.job_id, tool, req.finished_time,
                                                 context_tokens=req.num_tokens, turn_index=turns - 1)
+
+    def read_output_with(self, request_id: str, reader: OutputReader) -> None:
+        """Name ``request_id``'s tool from ``reader(decoded output)`` (the server's tool-call parser)."""
+        self.output_readers[request_id] = reader
+        self.output_readers.move_to_end(request_id)
+        while len(self.output_readers) > MAX_OUTPUT_READERS:
+            self.output_readers.popitem(last=False)
+
+    @staticmethod
+    def _read_calls(reader: OutputReader | None, text: str) -> list[dict[str, Any]] | None:
+        if reader is None:
+            return None
+        try:
+            return reader(text)
+        except Exception:  # noqa: BLE001 - a reader must never take the engine down
+            logger.exception("tool-call reader failed")
+            return None
 
     def on_job_released(self, job_id: str) -> None:
         """The client ended the job (DELETE /v1/jobs/{id}); idempotent."""

@@ -2,7 +2,9 @@
 
 Invariants: one ``ApiCall`` per HTTP call, made after the engine accepted its requests; every response
 object (full body or stream chunk) starts with ``head`` (same ``id``, ``created``, ``model``, and
-``job_id`` when the call carried one); logprobs token strings come from ``ServerState.fill_token_strs``.
+``job_id`` when the call carried one); logprobs token strings come from ``ServerState.fill_token_strs``;
+``tools`` is the chat call's tool-call parser, None when its output is plain text (no tools, or
+``tool_choice: "none"``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from agent_engine.engine.outputs import RequestOutput
 from agent_engine.server.protocol import ChatCompletionRequest, CompletionRequest
 from agent_engine.server.responses import chat_logprobs, completion_logprobs, logprob_slice
 from agent_engine.server.state import ServerState
+from agent_engine.server.tools import ToolParser
 
 
 @dataclass
@@ -26,6 +29,7 @@ class ApiCall:
     job_id: str | None
     created: int
     chat: bool
+    tools: ToolParser | None = None
 
     @property
     def object_name(self) -> str:

@@ -4,7 +4,8 @@ Invariants:
 - Built once, from the command line (``ServerConfig.from_args`` in ``serve``) or directly (tests,
   embedders), and never changed afterwards (frozen); ``build_app`` and ``serve`` read it, nothing else.
 - ``add_arguments`` is the one definition of the server flags; their defaults are the field defaults.
-- Standard library only, so ``agent-engine serve --help`` stays light.
+- Standard library only, so ``agent-engine serve --help`` stays light (the tool-call parser names come
+  from ``server.tools.parser``, itself standard library only).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ class ServerConfig:
     """Where to listen, who may call ``/v1/*``, when to shed load, how long to drain, how much to log.
 
     ``api_key`` None (or empty) leaves ``/v1/*`` open; ``max_waiting`` None admits without bound;
-    ``drain_timeout`` is how long in-flight requests may run after SIGTERM before they are aborted.
+    ``drain_timeout`` is how long in-flight requests may run after SIGTERM before they are aborted;
+    ``tool_call_parser`` is the tool-call format read from chat outputs ("auto": the chat template's).
     """
 
     host: str = "127.0.0.1"
@@ -29,14 +31,19 @@ class ServerConfig:
     max_waiting: int | None = None
     drain_timeout: float = 10.0
     log_level: str = "info"
+    tool_call_parser: str = "auto"
 
     def __post_init__(self) -> None:
+        from agent_engine.server.tools.parser import family_name
+
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
+        object.__setattr__(self, "tool_call_parser", family_name(self.tool_call_parser) or "auto")
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
-        """Add the "server options" group (host, port, API key, admission, shutdown, logging)."""
+        """Add the "server options" group (host, port, API key, admission, shutdown, logging) and the
+        "tool calling options" group."""
         d = ServerConfig()
         g = parser.add_argument_group("server options")
         g.add_argument("--host", default=d.host, help=f"address to listen on (default: {d.host})")
@@ -51,9 +58,25 @@ class ServerConfig:
                             f"(default: {d.drain_timeout:g})")
         g.add_argument("--log-level", default=d.log_level, choices=list(LOG_LEVELS),
                        help=f"log level of the server and uvicorn (default: {d.log_level})")
+        _add_tool_arguments(parser, d)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ServerConfig:
         """The config of parsed ``add_arguments`` flags."""
         return cls(host=args.host, port=args.port, api_key=args.api_key, max_waiting=args.max_waiting,
-                   drain_timeout=args.drain_timeout, log_level=args.log_level)
+                   drain_timeout=args.drain_timeout, log_level=args.log_level,
+                   tool_call_parser=args.tool_call_parser)
+
+
+def _add_tool_arguments(parser: argparse.ArgumentParser, d: ServerConfig) -> None:
+    """The "tool calling options" group: ``--tool-call-parser`` and vLLM's ``--enable-auto-tool-choice``
+    (accepted, no effect)."""
+    from agent_engine.server.tools.parser import FAMILIES
+
+    g = parser.add_argument_group("tool calling options")
+    g.add_argument("--tool-call-parser", default=d.tool_call_parser, choices=["auto", *FAMILIES],
+                   help="the tool-call format read from chat outputs when a request has tools "
+                        f"(default: {d.tool_call_parser}: the chat template's, else hermes)")
+    g.add_argument("--enable-auto-tool-choice", action="store_true",
+                   help="accepted for vLLM compatibility; tool calls are always parsed when a request "
+                        "has tools and tool_choice is not 'none'")

@@ -3,14 +3,28 @@
 Invariants: unknown fields are ignored (clients send many we do not use); a wrong type is a
 validation error (-> 400 via the app's handler); values the sampler cannot honour raise ``ValueError``
 in ``sampling_params`` (-> 400). Agent hints: ``job_id`` with ``session_id`` as an alias.
+Chat fields the server knows but cannot honour (``response_format`` other than text, legacy
+``functions``, ``logit_bias``, audio, ...) are never dropped silently: ``unsupported_fields`` names them
+(-> 400). Tools: function tools only, names ``[a-zA-Z0-9_-]{1,64}`` and unique, ``parameters`` an
+object; ``tool_choice`` is checked against them by ``server.tools.parse_tool_choice``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
+from agent_engine.server.tools.protocol import MessageToolCall, ToolDef, arguments_value
 from scheduler import SamplingParams
 
 TokenIds = list[StrictInt]
@@ -91,22 +105,44 @@ class ChatMessage(BaseModel):
     role: StrictStr
     content: StrictStr | list[ContentPart] | None = None
     name: str | None = None
+    tool_calls: list[MessageToolCall] | None = None
+    tool_call_id: StrictStr | None = None
+
+    @model_validator(mode="after")
+    def _tool_fields(self) -> ChatMessage:
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError(f"tool_calls are only allowed on assistant messages, not {self.role!r}")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs tool_call_id")
+        return self
 
     def as_template_dict(self) -> dict[str, Any]:
-        """A plain dict for ``apply_chat_template``; text parts are joined, other parts rejected."""
-        content = self.content
-        if isinstance(content, list):
-            texts = []
-            for part in content:
-                if part.type != "text" or part.text is None:
-                    raise ValueError(f"unsupported message content part type {part.type!r}")
-                texts.append(part.text)
-            content = "".join(texts)
+        """A plain dict for chat templates: text parts joined (other parts rejected with ValueError),
+        ``content`` "" when null, tool calls with ``arguments`` as a mapping when they are a JSON object
+        (what tool-aware templates expect), ``tool_call_id`` kept."""
         d: dict[str, Any] = dict(self.model_extra or {})
-        d.update({"role": self.role, "content": content or ""})
+        d.update({"role": self.role, "content": self._text() or ""})
         if self.name is not None:
             d["name"] = self.name
+        if self.tool_calls:
+            d["tool_calls"] = [{"id": c.id, "type": "function",
+                                "function": {"name": c.function.name,
+                                             "arguments": arguments_value(c.function)}}
+                               for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            d["tool_call_id"] = self.tool_call_id
         return d
+
+    def _text(self) -> str | None:
+        content = self.content
+        if not isinstance(content, list):
+            return content
+        texts = []
+        for part in content:
+            if part.type != "text" or part.text is None:
+                raise ValueError(f"unsupported message content part type {part.type!r} (only text)")
+            texts.append(part.text)
+        return "".join(texts)
 
 
 class ChatCompletionRequest(_CommonRequest):
@@ -116,6 +152,51 @@ class ChatCompletionRequest(_CommonRequest):
     max_completion_tokens: int | None = None
     logprobs: bool = False
     top_logprobs: int | None = None
+    tools: list[ToolDef] | None = None
+    tool_choice: StrictStr | dict[str, Any] | None = None
+    parallel_tool_calls: StrictBool | None = None
+    # Known fields the server cannot honour; ``unsupported_fields`` turns them into 400s.
+    response_format: dict[str, Any] | None = None
+    functions: list[Any] | None = None
+    function_call: Any = None
+    logit_bias: dict[str, Any] | None = None
+    audio: Any = None
+    modalities: list[str] | None = None
+    prediction: Any = None
+    web_search_options: Any = None
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_names(cls, tools: list[ToolDef] | None) -> list[ToolDef] | None:
+        names = [t.function.name for t in tools or () if t.function is not None]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"tool names must be unique; repeated: {', '.join(dup)}")
+        return tools
+
+    def tool_dicts(self) -> list[dict[str, Any]] | None:
+        """The tools as plain OpenAI dicts (None when there are none)."""
+        if not self.tools:
+            return None
+        return [t.model_dump(exclude_none=True) for t in self.tools]
+
+    def unsupported_fields(self) -> list[tuple[str, str]]:
+        """``(field, reason)`` for every field set to something the server cannot honour."""
+        out = []
+        fmt = (self.response_format or {}).get("type", "text")
+        if fmt != "text":
+            out.append(("response_format", f"response_format {fmt!r} is not supported (only 'text')"))
+        for name in ("functions", "function_call"):
+            if getattr(self, name) is not None:
+                out.append((name, f"{name} is not supported; use tools and tool_choice"))
+        if self.logit_bias:
+            out.append(("logit_bias", "logit_bias is not supported"))
+        if self.modalities is not None and set(self.modalities) - {"text"}:
+            out.append(("modalities", "only the text modality is supported"))
+        for name in ("audio", "prediction", "web_search_options"):
+            if getattr(self, name) is not None:
+                out.append((name, f"{name} is not supported"))
+        return out
 
 
 def sampling_params(req: CompletionRequest | ChatCompletionRequest, max_tokens: int) -> SamplingParams:

@@ -5,6 +5,9 @@ Invariants:
   ``http.disconnect``), if the wait fails, or once all finished, the group is aborted (a no-op then).
 - A request that was aborted (shutdown) answers 503; one whose model step failed answers 500; a client
   that went away gets a bare 499 that nobody reads.
+- A chat call with a tool parser answers the parsed text: ``message.tool_calls`` (when the model made
+  calls; ``finish_reason`` is then "tool_calls") and ``content`` the text outside them (null when
+  there is none beside calls, "" when there is none at all).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from agent_engine.server.call import ApiCall
 from agent_engine.server.errors import APIError
 from agent_engine.server.groups import RequestGroup
 from agent_engine.server.responses import usage
+from agent_engine.server.tools import openai_tool_calls
 
 CLIENT_GONE = 499
 
@@ -95,7 +99,9 @@ async def _choice(call: ApiCall, index: int, out: RequestOutput) -> dict[str, An
     choice: dict[str, Any] = {"index": index, "finish_reason": comp.finish_reason,
                               "logprobs": await call.logprobs(out, 0)}
     if call.chat:
-        choice["message"] = {"role": "assistant", "content": comp.text}
+        choice["message"] = _chat_message(call, comp.text)
+        if "tool_calls" in choice["message"]:
+            choice["finish_reason"] = "tool_calls"
     else:
         choice["text"] = comp.text
     if call.req.return_token_ids:
@@ -103,3 +109,12 @@ async def _choice(call: ApiCall, index: int, out: RequestOutput) -> dict[str, An
         if not call.chat:
             choice["prompt_token_ids"] = list(out.prompt_token_ids)
     return choice
+
+
+def _chat_message(call: ApiCall, text: str) -> dict[str, Any]:
+    if call.tools is None:
+        return {"role": "assistant", "content": text}
+    parsed = call.tools.parse(text)
+    if not parsed.tool_calls:
+        return {"role": "assistant", "content": parsed.content or ""}
+    return {"role": "assistant", "content": parsed.content, "tool_calls": openai_tool_calls(parsed.tool_calls)}

@@ -27,6 +27,8 @@ from agent_engine.server.protocol import ChatCompletionRequest, CompletionReques
 from agent_engine.server.respond import respond
 from agent_engine.server.state import ServerState, server_state
 from agent_engine.server.streaming import sse_stream
+from agent_engine.server.tools import parse_tool_choice
+from agent_engine.server.tools.plan import ToolPlan, configured_family
 from scheduler import SamplingParams
 
 DEFAULT_COMPLETION_MAX_TOKENS = 16
@@ -84,13 +86,19 @@ async def completions(req: CompletionRequest, request: Request, state: State) ->
 async def chat(req: ChatCompletionRequest, request: Request, state: State) -> Response:
     state.check_model(req.model)
     messages = _template_messages(req)
+    try:
+        plan = ToolPlan(req.tool_dicts(), parse_tool_choice(req.tool_choice, req.tools),
+                        configured_family(request.app.state))
+    except ValueError as exc:
+        raise bad_request(str(exc), param="tool_choice") from exc
     requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     params = _params(req, requested if requested is not None else max(1, req.min_tokens))
     hints = await _hints(request)
     base = f"chatcmpl-{uuid.uuid4().hex}"
-    spec = RequestSpec(base, _chat_prompt(messages), params, fill_max_tokens=requested is None, **hints)
+    spec = RequestSpec(base, _chat_prompt(messages, plan, base), params, fill_max_tokens=requested is None,
+                       **hints)
     group = await state.submit([spec])
-    call = ApiCall(base, state, req, hints["job_id"], int(time.time()), chat=True)
+    call = ApiCall(base, state, req, hints["job_id"], int(time.time()), chat=True, tools=plan.parser)
     return await _reply(call, group, request)
 
 
@@ -108,17 +116,29 @@ def _prompts(req: CompletionRequest) -> list[str | list[int]]:
 
 
 def _template_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
+    """The messages as template dicts; a 400 naming any field the server cannot honour."""
+    unsupported = req.unsupported_fields()
+    if unsupported:
+        field, reason = unsupported[0]
+        raise bad_request(reason, param=field, code="unsupported_parameter")
     try:
         return [m.as_template_dict() for m in req.messages]
     except ValueError as exc:
         raise bad_request(str(exc), param="messages") from exc
 
 
-def _chat_prompt(messages: list[dict[str, Any]]) -> Callable[[Any], str]:
-    """The prompt as a function of the engine: its chat template is applied on the engine thread."""
+def _chat_prompt(messages: list[dict[str, Any]], plan: ToolPlan, request_id: str) -> Callable[[Any], str]:
+    """The prompt as a function of the engine: the chat template (with the request's tools) is applied on
+    the engine thread. When the output is read for tool calls, the engine's job hooks get that reader,
+    so the estimator sees the calls the API returns."""
 
     def render(engine: Any) -> str:
-        return engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        text = plan.render(engine.tokenizer, messages)
+        reader = plan.output_reader()
+        hooks = getattr(engine, "job_hooks", None)
+        if reader is not None and hooks is not None:
+            hooks.read_output_with(request_id, reader)
+        return text
 
     return render
 

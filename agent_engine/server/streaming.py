@@ -8,6 +8,11 @@ Invariants:
   one chunk with a ``finish_reason`` ("abort" when the request was aborted).
 - A failed request (a step error, or the engine loop died) becomes one error event and ends the stream.
 - When the generator ends, fails or is cancelled (the client went away), the call's requests are aborted.
+- A chat call with a tool parser streams the parsed output: content deltas, and ``delta.tool_calls``
+  entries (``index``, ``id``, ``type``, ``function.name`` first, then ``function.arguments``); text that
+  may still turn out to be a call is held back until it is known. Its finish chunk says "tool_calls"
+  when calls were sent (not when the request was aborted). Joined, the deltas equal the non-streamed
+  message.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from agent_engine.server.call import ApiCall
 from agent_engine.server.errors import error_body
 from agent_engine.server.groups import GroupEvent, RequestGroup
 from agent_engine.server.responses import DONE, sse, usage
+from agent_engine.server.tools import StreamingToolParser, chunk_delta
 
 
 @dataclass
@@ -32,11 +38,14 @@ class _Progress:
     started: bool = False
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    parser: StreamingToolParser | None = None
+    called: bool = False
 
 
 async def sse_stream(call: ApiCall, group: RequestGroup) -> AsyncIterator[str]:
     """The SSE events of ``call``; aborts the group's requests when the client goes away."""
-    progress = [_Progress() for _ in group.request_ids]
+    progress = [_Progress(parser=call.tools.stream() if call.tools is not None else None)
+                for _ in group.request_ids]
     try:
         failed = False
         async for ev in group.events():
@@ -80,8 +89,9 @@ async def _event_chunk(call: ApiCall, ev: GroupEvent, p: _Progress) -> dict[str,
     else:
         delta_text, new_ids = await _advance(call, out, p, choice)
         finish = out.outputs[0].finish_reason
-    _add_text(call, choice, delta_text, first=not p.started)
-    choice["finish_reason"] = finish
+    text, tool_calls = _visible(p, delta_text, finish is not None)
+    _add_text(call, choice, text, tool_calls, first=not p.started)
+    choice["finish_reason"] = "tool_calls" if p.called and finish not in (None, "abort") else finish
     if not (delta_text or new_ids or finish or not p.started):
         return None
     p.started = True
@@ -108,9 +118,24 @@ async def _advance(call: ApiCall, out: RequestOutput, p: _Progress,
     return out.new_text, new_ids
 
 
-def _add_text(call: ApiCall, choice: dict[str, Any], text: str, first: bool) -> None:
+def _visible(p: _Progress, delta_text: str, finished: bool) -> tuple[str, list[dict[str, Any]]]:
+    """The text and tool-call delta entries this chunk shows (all the text when there is no parser)."""
+    if p.parser is None:
+        return delta_text, []
+    events = p.parser.feed(delta_text)
+    if finished:
+        events += p.parser.finish()
+    text, tool_calls = chunk_delta(events)
+    p.called = p.called or bool(tool_calls)
+    return text, tool_calls
+
+
+def _add_text(call: ApiCall, choice: dict[str, Any], text: str, tool_calls: list[dict[str, Any]],
+              first: bool) -> None:
     if call.chat:
-        delta: dict[str, Any] = {"content": text}
+        delta: dict[str, Any] = {"content": text if text or not tool_calls else None}
+        if tool_calls:
+            delta["tool_calls"] = tool_calls
         if first:
             delta["role"] = "assistant"
         choice["delta"] = delta
