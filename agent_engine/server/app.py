@@ -9,9 +9,10 @@ Invariants:
 - Every request that a handler submitted ends on the engine side: finished, or aborted when the client
   disconnects (streamed: Starlette cancels the generator; non-streamed: a disconnect watcher), when
   the handler fails, or at shutdown.
-- With an API key set, every ``/v1/*`` request without ``Authorization: Bearer KEY`` is a 401 before any
-  handler runs; ``/health`` and ``/metrics`` stay open.
-- Errors are OpenAI-style bodies (see ``errors``); failed engine steps map to 500 / an error event.
+- With an API key set, every ``/v1/*`` request without ``Authorization: Bearer KEY`` or ``x-api-key: KEY``
+  (Anthropic's header) is a 401 before any handler runs; ``/health`` and ``/metrics`` stay open.
+- Errors are OpenAI-style bodies, Anthropic-style on ``/v1/messages*`` (see ``errors``); failed engine
+  steps map to 500 / an error event.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
+from agent_engine.server.anthropic.routes import router as anthropic_router
 from agent_engine.server.async_engine import AsyncEngine
 from agent_engine.server.config import ServerConfig
-from agent_engine.server.errors import APIError, install_error_handlers
+from agent_engine.server.errors import APIError, error_body_for, install_error_handlers
 from agent_engine.server.metrics import ServerMetrics
 from agent_engine.server.routes import router
 from agent_engine.server.state import ServerState
@@ -51,6 +53,7 @@ def build_app(async_engine: AsyncEngine, server_config: ServerConfig | None = No
     install_error_handlers(app)
     app.add_middleware(ApiKeyMiddleware, state=state)
     app.include_router(router)
+    app.include_router(anthropic_router)
     return app
 
 
@@ -86,7 +89,8 @@ async def _shutdown(async_engine: AsyncEngine, drain_timeout: float) -> None:
 
 
 class ApiKeyMiddleware:
-    """Pure-ASGI bearer-token check for ``/v1/*`` against ``state.api_key`` (read per request, None = open).
+    """Pure-ASGI API-key check for ``/v1/*`` against ``state.api_key`` (read per request, None = open):
+    ``Authorization: Bearer KEY`` (OpenAI, Claude Code) or ``x-api-key: KEY`` (Anthropic SDK) passes.
 
     It does not wrap ``receive``, so client disconnects still reach the handlers."""
 
@@ -96,11 +100,13 @@ class ApiKeyMiddleware:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         key = self.state.api_key
-        if key and scope["type"] == "http" and scope.get("path", "").startswith("/v1"):
-            auth = dict(scope.get("headers") or []).get(b"authorization")
-            if auth != f"Bearer {key}".encode():
-                err = APIError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')",
-                               code="invalid_api_key")
-                await JSONResponse(err.body(), status_code=401)(scope, receive, send)
+        path = scope.get("path", "")
+        if key and scope["type"] == "http" and path.startswith("/v1"):
+            headers = dict(scope.get("headers") or [])
+            if headers.get(b"authorization") != f"Bearer {key}".encode() and \
+                    headers.get(b"x-api-key") != key.encode():
+                err = APIError(401, "invalid or missing API key (send 'Authorization: Bearer KEY' or "
+                               "'x-api-key: KEY')", code="invalid_api_key")
+                await JSONResponse(error_body_for(err, path), status_code=401)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -1,7 +1,9 @@
 """OpenAI-style error bodies: ``{"error": {"message", "type", "param", "code"}}`` for every failure.
 
 Invariant: every non-2xx response of the app (our own errors, validation errors, unknown routes,
-unexpected exceptions) has exactly this shape; FastAPI's default 422 body never escapes.
+unexpected exceptions) has exactly this shape, except on the Anthropic Messages API (``/v1/messages``
+and below), where the same failures take Anthropic's shape (``anthropic.errors``); FastAPI's default
+422 body never escapes.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from agent_engine.server.anthropic.errors import anthropic_error_body, is_anthropic_path
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +53,15 @@ def error_body(message: str, err_type: str, param: str | None = None,
     return {"error": {"message": message, "type": err_type, "param": param, "code": code}}
 
 
-def error_response(err: APIError) -> JSONResponse:
-    return JSONResponse(err.body(), status_code=err.status_code, headers=err.headers)
+def error_response(err: APIError, path: str = "") -> JSONResponse:
+    """``err`` as a response in the API style of ``path`` (Anthropic for ``/v1/messages*``)."""
+    return JSONResponse(error_body_for(err, path), status_code=err.status_code, headers=err.headers)
+
+
+def error_body_for(err: APIError, path: str) -> dict[str, Any]:
+    if is_anthropic_path(path):
+        return anthropic_error_body(err.status_code, err.message)
+    return err.body()
 
 
 def bad_request(message: str, param: str | None = None, code: str | None = None) -> APIError:
@@ -74,25 +85,26 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Route every error path of ``app`` to an OpenAI-style body (400 for validation, not 422)."""
+    """Route every error path of ``app`` to an OpenAI-style body (400 for validation, not 422); on
+    ``/v1/messages*`` to an Anthropic body."""
 
     @app.exception_handler(APIError)
-    async def _api_error(_: Request, exc: APIError) -> JSONResponse:
-        return error_response(exc)
+    async def _api_error(request: Request, exc: APIError) -> JSONResponse:
+        return error_response(exc, request.url.path)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         message, param = _validation_message(exc)
-        return error_response(APIError(400, message, param=param, code="invalid_request"))
+        return error_response(APIError(400, message, param=param, code="invalid_request"), request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = "not_found" if exc.status_code == 404 else None
         return error_response(APIError(exc.status_code, str(exc.detail), code=code,
-                                       headers=getattr(exc, "headers", None)))
+                                       headers=getattr(exc, "headers", None)), request.url.path)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("unhandled error in request")
         message = f"internal error: {type(exc).__name__}: {exc}"
-        return error_response(APIError(500, message, code="internal_error"))
+        return error_response(APIError(500, message, code="internal_error"), request.url.path)

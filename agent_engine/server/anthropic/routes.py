@@ -1,0 +1,112 @@
+"""The Messages API routes: ``POST /v1/messages`` and ``POST /v1/messages/count_tokens``.
+
+Invariants:
+- Handlers never touch the engine directly: a request is converted to the chat form (``convert``),
+  rendered by ``prompt`` on the tokenizer thread, submitted as one ``RequestSpec`` through
+  ``ServerState.submit`` and answered by ``reply`` (one body) or ``streaming`` (SSE), like chat.
+- Every problem found before submitting (unknown model, a conversation that cannot be converted, a
+  bad hint) is an ``APIError``, so a rejected call leaves nothing running; the app renders every error
+  on these paths as an Anthropic body.
+- ``max_tokens`` is an upper bound: it is capped at the room the prompt leaves under the model's
+  context (Claude Code asks for more than small models hold); a prompt that leaves no room is a 400.
+- Job hints come from ``server.hints`` (``metadata.user_id``, ``X-Claude-Code-Session-Id``, ...); an
+  explicit ``cache_control.ttl`` is the TTL hint when the body gives no ``tool_ttl_hint``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response, StreamingResponse
+
+from agent_engine.server.anthropic.call import MessagesCall
+from agent_engine.server.anthropic.convert import ChatForm, to_chat_form
+from agent_engine.server.anthropic.prompt import prompt_of, tool_plan
+from agent_engine.server.anthropic.protocol import (
+    CountTokensRequest,
+    MessagesRequest,
+    cache_ttl_hint,
+    sampling_params,
+)
+from agent_engine.server.anthropic.reply import reply
+from agent_engine.server.anthropic.streaming import message_stream
+from agent_engine.server.async_engine import EngineDeadError, EngineStoppedError
+from agent_engine.server.errors import APIError, bad_request
+from agent_engine.server.groups import RequestGroup, RequestSpec
+from agent_engine.server.hints import request_hints
+from agent_engine.server.state import ServerState, server_state
+from agent_engine.server.tools.plan import ToolPlan, configured_family
+
+State = Annotated[ServerState, Depends(server_state)]
+router = APIRouter()
+
+
+@router.post("/v1/messages")
+async def create_message(req: MessagesRequest, request: Request, state: State) -> Response:
+    state.check_model(req.model)
+    call = MessagesCall(req, _chat_form(req), state.model_name)
+    plan = _plan(call.form, request)
+    hints = await _hints(request, req)
+    group = await _submit(state, call, plan, hints)
+    call.parser = plan.parser  # set by rendering, which ran before the engine accepted the request
+    if req.stream:
+        return StreamingResponse(message_stream(call, group), media_type="text/event-stream")
+    return await reply(call, group, request)
+
+
+@router.post("/v1/messages/count_tokens")
+async def count_tokens(req: CountTokensRequest, request: Request, state: State) -> dict[str, int]:
+    state.check_model(req.model)
+    form = _chat_form(req)
+    render = prompt_of(form, _plan(form, request))
+    try:
+        n = await state.engine.call(lambda eng: len(eng.tokenize_prompt(render(eng))[1]))
+    except (EngineDeadError, EngineStoppedError) as exc:
+        raise APIError(503, str(exc), code="engine_unavailable") from exc
+    except ValueError as exc:
+        raise bad_request(str(exc)) from exc
+    return {"input_tokens": n}
+
+
+def _chat_form(req: CountTokensRequest) -> ChatForm:
+    try:
+        return to_chat_form(req)
+    except ValueError as exc:
+        raise bad_request(str(exc), param="messages") from exc
+
+
+def _plan(form: ChatForm, request: Request) -> ToolPlan:
+    try:
+        return tool_plan(form, configured_family(request.app.state))
+    except ValueError as exc:
+        raise bad_request(str(exc), param="tool_choice") from exc
+
+
+async def _hints(request: Request, req: MessagesRequest) -> dict[str, Any]:
+    try:
+        hints = request_hints(await request.json(), request.headers)
+    except ValueError as exc:
+        raise bad_request(str(exc), code="invalid_hint") from exc
+    if hints.get("tool_ttl_hint") is None:
+        hints["tool_ttl_hint"] = cache_ttl_hint(req)
+    return hints
+
+
+async def _submit(state: ServerState, call: MessagesCall, plan: ToolPlan, hints: dict[str, Any]) -> RequestGroup:
+    """Submit with the requested ``max_tokens``, or capped at the room left when that does not fit."""
+    fill = call.req.max_tokens >= state.max_model_len  # can never fit: cap at once
+    try:
+        return await state.submit([_spec(call, plan, hints, fill)])
+    except APIError as exc:
+        if fill or exc.code != "context_length_exceeded":
+            raise
+    return await state.submit([_spec(call, plan, hints, fill=True)])
+
+
+def _spec(call: MessagesCall, plan: ToolPlan, hints: dict[str, Any], fill: bool) -> RequestSpec:
+    try:
+        params = sampling_params(call.req, call.req.max_tokens)
+    except ValueError as exc:
+        raise bad_request(str(exc)) from exc
+    return RequestSpec(call.id, prompt_of(call.form, plan, call.id), params, fill_max_tokens=fill, **hints)
