@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import json
 import logging
 import threading
 import time
@@ -42,6 +44,9 @@ from agent_engine.server.groups import LiveRequests, RequestGroup, RequestSpec, 
 
 logger = logging.getLogger(__name__)
 
+# Logged (INFO) when the engine loop ends: what was still held, and every pin counter.
+FINAL_STATS_PREFIX = "final engine stats:"
+FINAL_STATS_KEYS = ("num_running", "num_waiting", "blocks_in_use", "num_pinned_jobs", "pins", "num_failed_steps")
 OutputListener = Callable[[RequestOutput, float], None]
 AbortListener = Callable[[str], None]
 
@@ -244,6 +249,10 @@ class AsyncEngine:
         release_all = getattr(self.engine, "release_all_jobs", None)
         if release_all is not None:
             logger.info("released %d pins at shutdown", release_all())
+        with contextlib.suppress(Exception):  # the final account, for operators and the fault benchmark
+            stats = self.engine.stats()
+            final = {k: stats.get(k) for k in FINAL_STATS_KEYS}
+            logger.info("%s %s", FINAL_STATS_PREFIX, json.dumps(final, default=str))
 
     def _abort_ids(self, ids: list[str]) -> None:
         live = [rid for rid in ids if rid in self._live]
