@@ -248,6 +248,9 @@ class FakeEngine:
         for rid in request_ids:
             self.reqs.pop(rid, None)
 
+    def knows_job(self, job_id: str) -> bool:
+        return job_id in self.pinned_jobs
+
     def release_job(self, job_id: str) -> bool:
         held = job_id in self.pinned_jobs
         self.pinned_jobs.discard(job_id)

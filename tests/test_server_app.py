@@ -216,13 +216,14 @@ def test_job_release_and_its_metrics(srv):
     r = httpx.delete(srv.base_url + "/v1/jobs/job-r", timeout=10)
     assert r.status_code == 200
     assert r.json() == {"id": "job-r", "object": "job", "deleted": True, "released_pin": True}
-    assert httpx.delete(srv.base_url + "/v1/jobs/job-r", timeout=10).json()["released_pin"] is False
+    gone = httpx.delete(srv.base_url + "/v1/jobs/job-r", timeout=10)  # over now: unknown
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "job_not_found"
     text = httpx.get(srv.base_url + "/metrics", timeout=10).text
     assert "agent_engine_jobs_released_total" in text and 'job_id="job-r"' not in text
 
 
 def test_api_key_and_admission_from_server_config():
-    config = ServerConfig(api_key="k", max_waiting=0, drain_timeout=1.0, log_level="warning")
+    config = ServerConfig(api_keys=("k",), max_waiting=0, drain_timeout=1.0, log_level="warning")
     server = start_thread_server(AsyncEngine(FakeEngine()), config)
     try:
         assert server.state.api_key == "k" and server.state.max_waiting == 0
@@ -236,6 +237,9 @@ def test_api_key_and_admission_from_server_config():
         assert_error(r, 503, "server_overloaded")
         assert r.headers["retry-after"] == "1"
         assert httpx.get(server.base_url + "/health", timeout=10).status_code == 200  # stays open
+        assert httpx.get(server.base_url + "/metrics", timeout=10).status_code == 401  # behind the key
+        assert httpx.get(server.base_url + "/metrics", headers=good, timeout=10).status_code == 200
+        server.state.open_metrics = True
         assert httpx.get(server.base_url + "/metrics", timeout=10).status_code == 200
         server.state.max_waiting = None
         assert post_api(server, "/v1/completions", {"prompt": "x"}, headers=good).status_code == 200

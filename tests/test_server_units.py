@@ -28,8 +28,6 @@ pytestmark = pytest.mark.core
 SERVER_FLAGS = {
     "host": ("127.0.0.1", None, None, "address to listen on (default: 127.0.0.1)"),
     "port": (8000, int, None, "TCP port to listen on (default: 8000)"),
-    "api_key": (None, None, None,
-                "require 'Authorization: Bearer KEY' on /v1/* (default: no authentication)"),
     "max_waiting": (None, int, None,
                     "answer 503 + Retry-After when more than N requests are queued (default: unbounded)"),
     "drain_timeout": (10.0, float, None,
@@ -69,7 +67,10 @@ def test_server_flags_are_unchanged_and_match_the_config_defaults():
     got = {a.dest: (a.default, a.type, a.choices, a.help) for a in group._group_actions}
     assert got == SERVER_FLAGS
     assert [a.option_strings for a in group._group_actions] == [
-        ["--host"], ["--port"], ["--api-key"], ["--max-waiting"], ["--drain-timeout"], ["--log-level"]]
+        ["--host"], ["--port"], ["--max-waiting"], ["--drain-timeout"], ["--log-level"]]
+    security = next(g for g in parser._action_groups if g.title == "security options")
+    assert [a.option_strings for a in security._group_actions] == [
+        ["--api-key"], ["--api-keys-file"], ["--open-metrics"], ["--share-prefix-cache"], ["--max-body-bytes"]]
     defaults = ServerConfig()
     assert {k: getattr(defaults, k) for k in SERVER_FLAGS} == {k: v[0] for k, v in SERVER_FLAGS.items()}
     assert parser.get_default("func").__name__ == "run_serve"
@@ -77,11 +78,14 @@ def test_server_flags_are_unchanged_and_match_the_config_defaults():
 
 def test_server_config_from_args():
     parser = _serve_parser()
-    args = parser.parse_args(["--host", "0.0.0.0", "--port", "9001", "--api-key", "k", "--max-waiting", "3",
-                              "--drain-timeout", "2.5", "--log-level", "debug"])
+    args = parser.parse_args(["--host", "0.0.0.0", "--port", "9001", "--api-key", "k", "--api-key", "k2",
+                              "--max-waiting", "3", "--drain-timeout", "2.5", "--log-level", "debug",
+                              "--open-metrics", "--max-body-bytes", "4096"])
     cfg = ServerConfig.from_args(args)
-    assert cfg == ServerConfig(host="0.0.0.0", port=9001, api_key="k", max_waiting=3, drain_timeout=2.5,
-                               log_level="debug")
+    assert cfg == ServerConfig(host="0.0.0.0", port=9001, api_keys=("k", "k2"), max_waiting=3, drain_timeout=2.5,
+                               log_level="debug", open_metrics=True, max_body_bytes=4096)
+    with pytest.raises(ValueError, match="max_body_bytes"):
+        ServerConfig(max_body_bytes=10)
     assert ServerConfig.from_args(parser.parse_args([])) == ServerConfig()
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.port = 1  # type: ignore[misc]

@@ -155,6 +155,10 @@ class JobHooks:
         """End a job nobody will continue (an inferred job the index forgot) as of ``at``; idempotent."""
         self._end_job(job_id, at)
 
+    def knows_job(self, job_id: str) -> bool:
+        """Whether some tenant's estimator tracks ``job_id`` (it has turns and has not ended)."""
+        return any(e.job_turns(job_id) is not None for e in (self.estimator, *self.tenant_estimators.values()))
+
     def estimator_for(self, tenant: str | None) -> Estimator:
         """The tenant's own estimator (its observations only; the shared prior is the configured
         learned model and the measured reload cost); ``None`` is the default tenant's."""

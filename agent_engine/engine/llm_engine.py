@@ -151,6 +151,11 @@ class LLMEngine:
         self.job_hooks.on_job_released(job_id)
         return released
 
+    def knows_job(self, job_id: str) -> bool:
+        """Whether ``job_id`` is a live job here: tracked by an estimator or holding a pin."""
+        leases = getattr(self.scheduler.policy, "leases", None)
+        return self.job_hooks.knows_job(job_id) or (leases is not None and leases.has_lease(job_id))
+
     def release_all_jobs(self) -> int:
         """End every pin (shutdown); each is counted as released. Returns how many there were."""
         jobs = self.scheduler.policy.stats(self.clock.now()).pinned_jobs
@@ -263,22 +268,15 @@ class LLMEngine:
         states = [self._states.get(r) for r in request_ids]
         self.scheduler.abort_requests(request_ids)
         outs = []
-        for st in states:
-            if st is None:
-                continue
-            self._states.pop(st.request.request_id, None)
-            self.job_hooks.on_finished(st.request, st.text)
-            o = self._process_error(st)
-            outs.append(o)
+        for st in filter(None, states):
+            req = st.request
+            self._states.pop(req.request_id, None)
+            self.job_hooks.on_finished(req, st.text)
+            outs.append(RequestOutput(
+                request_id=req.request_id, prompt=st.prompt, prompt_token_ids=req.prompt_token_ids,
+                outputs=[CompletionOutput(0, st.text, list(req.output_token_ids), "error")], finished=True,
+                num_cached_tokens=max(0, req.num_cached_tokens), job_id=req.job_id))
         return outs
-
-    def _process_error(self, st: _RequestState) -> RequestOutput:
-        req = st.request
-        return RequestOutput(
-            request_id=req.request_id, prompt=st.prompt, prompt_token_ids=req.prompt_token_ids,
-            outputs=[CompletionOutput(0, st.text, list(req.output_token_ids), "error")], finished=True,
-            num_cached_tokens=max(0, req.num_cached_tokens), job_id=req.job_id,
-        )
 
     # ---- observability -----------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:

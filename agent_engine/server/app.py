@@ -1,4 +1,4 @@
-"""The app factory: ``build_app(async_engine, server_config) -> FastAPI``, plus the API-key middleware.
+"""The app factory: ``build_app(async_engine, server_config) -> FastAPI``.
 
 Invariants:
 - Route handlers (``routes``) run on the event loop and never touch the engine: they submit
@@ -9,8 +9,9 @@ Invariants:
 - Every request that a handler submitted ends on the engine side: finished, or aborted when the client
   disconnects (streamed: Starlette cancels the generator; non-streamed: a disconnect watcher), when
   the handler fails, or at shutdown.
-- With an API key set, every ``/v1/*`` request without ``Authorization: Bearer KEY`` or ``x-api-key: KEY``
-  (Anthropic's header) is a 401 before any handler runs; ``/health`` and ``/metrics`` stay open.
+- With API keys set, every ``/v1/*`` request (and ``/metrics`` and the docs, unless ``open_metrics``)
+  without a known key is a 401 before any handler runs; each key is a tenant (``auth``). Bodies over
+  ``max_body_bytes`` are a 413 before anything parses them (``limits``); ``/health`` stays open.
 - Errors are OpenAI-style bodies, Anthropic-style on ``/v1/messages*`` (see ``errors``); failed engine
   steps map to 500 / an error event.
 """
@@ -22,16 +23,16 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
 
 from agent_engine.server.anthropic.routes import router as anthropic_router
 from agent_engine.server.async_engine import AsyncEngine
+from agent_engine.server.auth import AuthMiddleware, Tenants
 from agent_engine.server.config import ServerConfig
-from agent_engine.server.errors import APIError, error_body_for, install_error_handlers
-from agent_engine.server.metrics import ServerMetrics
+from agent_engine.server.errors import install_error_handlers
+from agent_engine.server.limits import BodyLimitMiddleware
+from agent_engine.server.metrics import HttpCounterMiddleware, ServerMetrics
 from agent_engine.server.routes import router
 from agent_engine.server.state import ServerState
 
@@ -47,11 +48,17 @@ def build_app(async_engine: AsyncEngine, server_config: ServerConfig | None = No
     metrics = _attach_metrics(async_engine)
     eng = async_engine.engine
     state = ServerState(async_engine, metrics, str(eng.model_name), int(eng.max_model_len),
-                        max_waiting=config.max_waiting, api_key=config.api_key or None)
+                        max_waiting=config.max_waiting, tenants=Tenants.from_keys(config.api_keys),
+                        open_metrics=config.open_metrics, max_body_bytes=config.max_body_bytes)
+    async_engine.share_prefix_cache = config.share_prefix_cache
     app = FastAPI(title="agent-engine", lifespan=_lifespan(async_engine, config.drain_timeout))
     app.state.server = state
+    app.state.server_config = config
     install_error_handlers(app)
-    app.add_middleware(ApiKeyMiddleware, state=state)
+    # Outermost last: count every request, then refuse oversized bodies, then check the key.
+    app.add_middleware(AuthMiddleware, state=state)
+    app.add_middleware(BodyLimitMiddleware, state=state)
+    app.add_middleware(HttpCounterMiddleware, metrics=metrics)
     app.include_router(router)
     app.include_router(anthropic_router)
     return app
@@ -86,27 +93,3 @@ async def _shutdown(async_engine: AsyncEngine, drain_timeout: float) -> None:
     stopper.start()
     while stopper.is_alive():
         await asyncio.sleep(_SHUTDOWN_POLL_S)
-
-
-class ApiKeyMiddleware:
-    """Pure-ASGI API-key check for ``/v1/*`` against ``state.api_key`` (read per request, None = open):
-    ``Authorization: Bearer KEY`` (OpenAI, Claude Code) or ``x-api-key: KEY`` (Anthropic SDK) passes.
-
-    It does not wrap ``receive``, so client disconnects still reach the handlers."""
-
-    def __init__(self, app: Any, state: ServerState) -> None:
-        self.app = app
-        self.state = state
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        key = self.state.api_key
-        path = scope.get("path", "")
-        if key and scope["type"] == "http" and path.startswith("/v1"):
-            headers = dict(scope.get("headers") or [])
-            if headers.get(b"authorization") != f"Bearer {key}".encode() and \
-                    headers.get(b"x-api-key") != key.encode():
-                err = APIError(401, "invalid or missing API key (send 'Authorization: Bearer KEY' or "
-                               "'x-api-key: KEY')", code="invalid_api_key")
-                await JSONResponse(error_body_for(err, path), status_code=401)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
-import json
 import logging
 import threading
 import time
@@ -32,6 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_engine.engine.outputs import RequestOutput
+from agent_engine.server.auth import tenant_job_id
+from agent_engine.server.engine_account import release_and_account
 from agent_engine.server.engine_commands import (
     AbortRequests,
     AddGroup,
@@ -44,19 +44,18 @@ from agent_engine.server.groups import LiveRequests, RequestGroup, RequestSpec, 
 
 logger = logging.getLogger(__name__)
 
-# Logged (INFO) when the engine loop ends: what was still held, and every pin counter.
-FINAL_STATS_PREFIX = "final engine stats:"
-FINAL_STATS_KEYS = ("num_running", "num_waiting", "blocks_in_use", "num_pinned_jobs", "pins", "num_failed_steps")
 OutputListener = Callable[[RequestOutput, float], None]
+
 AbortListener = Callable[[str], None]
 
 
 class AsyncEngine:
     """Owns the engine thread. Construct, ``start()``, then submit from an asyncio event loop."""
 
-    def __init__(self, engine: Any, *, idle_tick: float = 0.5) -> None:
+    def __init__(self, engine: Any, *, idle_tick: float = 0.5, share_prefix_cache: bool = False) -> None:
         self.engine = engine
         self.idle_tick = idle_tick
+        self.share_prefix_cache = share_prefix_cache
         self.output_listeners: list[OutputListener] = []
         self.abort_listeners: list[AbortListener] = []
         self._cond = threading.Condition()
@@ -145,6 +144,10 @@ class AsyncEngine:
     async def release_job(self, job_id: str) -> bool:
         return bool(await self.call(lambda eng: eng.release_job(job_id)))
 
+    async def tokenize(self, fn: Callable[[Any], Any]) -> Any:
+        """Run ``fn(engine)`` on the tokenizer thread (for work that only reads the tokenizer)."""
+        return await asyncio.get_running_loop().run_in_executor(self._tokenizer_pool, fn, self.engine)
+
     async def stats(self) -> dict[str, Any]:
         """A consistent ``engine.stats()`` snapshot taken on the engine thread."""
         return dict(await self.call(lambda eng: eng.stats()))
@@ -208,7 +211,7 @@ class AsyncEngine:
                 if outs:
                     self._dispatch(outs)
             self._abort_all("server shutting down")
-            self._release_pins()
+            release_and_account(self.engine)
         except BaseException as exc:  # the loop must report its death, whatever killed it
             logger.exception("engine loop died")
             self._die(exc)
@@ -240,19 +243,17 @@ class AsyncEngine:
         self._live.accept(group, added)
 
     def _add_one(self, spec: RequestSpec) -> None:
+        """Add one prepared request; a tenant's job id lives in its namespace and, unless prefixes are
+        shared, its cache salt walls its blocks off from other tenants'."""
+        job_id, salt = spec.job_id, spec.cache_salt
+        if spec.tenant is not None:
+            job_id = None if job_id is None else tenant_job_id(spec.tenant, job_id)
+            if not self.share_prefix_cache:
+                salt = f"{spec.tenant}\x1f{salt or ''}"
         self.engine.add_request(
-            spec.request_id, spec.prompt, spec.params, priority=spec.priority, cache_salt=spec.cache_salt,
-            job_id=spec.job_id, hint_source=spec.hint_source, is_last_step=spec.is_last_step,
-            tool_name=spec.tool_name, tool_ttl_hint=spec.tool_ttl_hint)
-
-    def _release_pins(self) -> None:
-        release_all = getattr(self.engine, "release_all_jobs", None)
-        if release_all is not None:
-            logger.info("released %d pins at shutdown", release_all())
-        with contextlib.suppress(Exception):  # the final account, for operators and the fault benchmark
-            stats = self.engine.stats()
-            final = {k: stats.get(k) for k in FINAL_STATS_KEYS}
-            logger.info("%s %s", FINAL_STATS_PREFIX, json.dumps(final, default=str))
+            spec.request_id, spec.prompt, spec.params, priority=spec.priority, cache_salt=salt,
+            job_id=job_id, hint_source=spec.hint_source, is_last_step=spec.is_last_step,
+            tool_name=spec.tool_name, tool_ttl_hint=spec.tool_ttl_hint, tenant=spec.tenant)
 
     def _abort_ids(self, ids: list[str]) -> None:
         live = [rid for rid in ids if rid in self._live]

@@ -14,30 +14,40 @@ import argparse
 from dataclasses import dataclass
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
 class ServerConfig:
     """Where to listen, who may call ``/v1/*``, when to shed load, how long to drain, how much to log.
 
-    ``api_key`` None (or empty) leaves ``/v1/*`` open; ``max_waiting`` None admits without bound;
-    ``drain_timeout`` is how long in-flight requests may run after SIGTERM before they are aborted;
-    ``tool_call_parser`` is the tool-call format read from chat outputs ("auto": the chat template's).
+    ``api_keys`` empty leaves ``/v1/*`` open (one key: one tenant; several: one tenant each, see
+    ``server.auth``); ``max_waiting`` None admits without bound; ``drain_timeout`` is how long
+    in-flight requests may run after SIGTERM before they are aborted; ``tool_call_parser`` is the
+    tool-call format read from chat outputs ("auto": the chat template's); ``max_body_bytes`` bounds a
+    request body (413 past it); ``open_metrics`` serves ``/metrics`` and the API docs without a key;
+    ``share_prefix_cache`` lets tenants share cached prefixes (off: each tenant's salt walls its own).
     """
 
     host: str = "127.0.0.1"
     port: int = 8000
-    api_key: str | None = None
+    api_keys: tuple[str, ...] = ()
     max_waiting: int | None = None
     drain_timeout: float = 10.0
     log_level: str = "info"
     tool_call_parser: str = "auto"
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    open_metrics: bool = False
+    share_prefix_cache: bool = False
 
     def __post_init__(self) -> None:
         from agent_engine.server.tools.parser import family_name
 
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
+        if self.max_body_bytes < 1024:
+            raise ValueError("max_body_bytes must be at least 1024")
+        object.__setattr__(self, "api_keys", tuple(k for k in self.api_keys if k))
         object.__setattr__(self, "tool_call_parser", family_name(self.tool_call_parser) or "auto")
 
     @staticmethod
@@ -48,8 +58,6 @@ class ServerConfig:
         g = parser.add_argument_group("server options")
         g.add_argument("--host", default=d.host, help=f"address to listen on (default: {d.host})")
         g.add_argument("--port", type=int, default=d.port, help=f"TCP port to listen on (default: {d.port})")
-        g.add_argument("--api-key", default=d.api_key,
-                       help="require 'Authorization: Bearer KEY' on /v1/* (default: no authentication)")
         g.add_argument("--max-waiting", type=int, default=d.max_waiting,
                        help="answer 503 + Retry-After when more than N requests are queued "
                             "(default: unbounded)")
@@ -58,14 +66,37 @@ class ServerConfig:
                             f"(default: {d.drain_timeout:g})")
         g.add_argument("--log-level", default=d.log_level, choices=list(LOG_LEVELS),
                        help=f"log level of the server and uvicorn (default: {d.log_level})")
+        _add_security_arguments(parser, d)
         _add_tool_arguments(parser, d)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ServerConfig:
-        """The config of parsed ``add_arguments`` flags."""
-        return cls(host=args.host, port=args.port, api_key=args.api_key, max_waiting=args.max_waiting,
+        """The config of parsed ``add_arguments`` flags; ValueError for an unreadable keys file."""
+        keys = list(args.api_key or [])
+        if args.api_keys_file:
+            from agent_engine.server.auth import load_keys_file
+
+            keys += load_keys_file(args.api_keys_file)
+        return cls(host=args.host, port=args.port, api_keys=tuple(keys), max_waiting=args.max_waiting,
                    drain_timeout=args.drain_timeout, log_level=args.log_level,
-                   tool_call_parser=args.tool_call_parser)
+                   tool_call_parser=args.tool_call_parser, max_body_bytes=args.max_body_bytes,
+                   open_metrics=args.open_metrics, share_prefix_cache=args.share_prefix_cache)
+
+
+def _add_security_arguments(parser: argparse.ArgumentParser, d: ServerConfig) -> None:
+    """The "security options" group: keys and tenants, what stays open, the body-size limit."""
+    g = parser.add_argument_group("security options")
+    g.add_argument("--api-key", action="append", default=None, metavar="KEY",
+                   help="require this key ('Authorization: Bearer KEY' or 'x-api-key: KEY') on /v1/*, "
+                        "/metrics and the docs; repeat for several tenants (default: no authentication)")
+    g.add_argument("--api-keys-file", default=None, metavar="FILE",
+                   help="more keys, one a line ('#' comments); each key is a tenant")
+    g.add_argument("--open-metrics", action="store_true",
+                   help="serve /metrics and the API docs without a key (default: behind the key)")
+    g.add_argument("--share-prefix-cache", action="store_true",
+                   help="let tenants share cached prefixes (default: each tenant's cache is its own)")
+    g.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes,
+                   help=f"largest request body; larger ones get 413 (default: {d.max_body_bytes})")
 
 
 def _add_tool_arguments(parser: argparse.ArgumentParser, d: ServerConfig) -> None:

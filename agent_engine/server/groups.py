@@ -40,6 +40,7 @@ class RequestSpec:
     cache_salt: str | None = None
     job_id: str | None = None
     hint_source: str = "none"
+    tenant: str | None = None
     is_last_step: bool = False
     tool_name: str | None = None
     tool_ttl_hint: float | None = None

@@ -113,17 +113,20 @@ def resolve_job(body: Mapping[str, Any], headers: Mapping[str, str]) -> tuple[st
     return None, "none"
 
 
-def request_hints(body: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+def request_hints(body: Mapping[str, Any], headers: Mapping[str, str],
+                  tenant: str | None = None) -> dict[str, Any]:
     """The ``RequestSpec`` keyword arguments for a request's job and scheduling hints.
 
     ``body`` is the parsed JSON body (a dict); ``headers`` a case-insensitive mapping (Starlette's
-    ``request.headers``) or a dict with lower-case keys."""
+    ``request.headers``) or a dict with lower-case keys; ``tenant`` the caller's (``server.auth``),
+    whose namespace the job id lives in."""
     if not isinstance(body, Mapping):
         raise ValueError("the request body must be a JSON object")
     job_id, source = resolve_job(body, headers)
     return {
         "job_id": job_id,
         "hint_source": source,
+        "tenant": tenant,
         "is_last_step": _typed(body, "is_last_step", bool, False),
         "priority": _typed(body, "priority", int, 0),
         "cache_salt": _typed(body, "cache_salt", str, None),

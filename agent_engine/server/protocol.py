@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from agent_engine.server.tools.protocol import MessageToolCall, ToolDef, arguments_value
+from agent_engine.server.validation import FiniteFloat, reject_lone_surrogates
 from scheduler import SamplingParams
 
 TokenIds = list[StrictInt]
@@ -32,40 +33,42 @@ TokenIds = list[StrictInt]
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    include_usage: bool = False
+    include_usage: StrictBool = False
 
 
 class _CommonRequest(BaseModel):
-    """Fields shared by completions and chat completions."""
+    """Fields shared by completions and chat completions (strict scalars, finite floats, UTF-8 text)."""
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    seed: int | None = None
+    model: StrictStr | None = None
+    max_tokens: StrictInt | None = None
+    temperature: FiniteFloat | None = None
+    top_p: FiniteFloat | None = None
+    top_k: StrictInt | None = None
+    seed: StrictInt | None = None
     stop: StrictStr | list[StrictStr] | None = None
     stop_token_ids: list[StrictInt] | None = None
-    n: int = 1
-    stream: bool = False
+    n: StrictInt = 1
+    stream: StrictBool = False
     stream_options: StreamOptions | None = None
-    ignore_eos: bool = False
-    min_tokens: int = 0
-    include_stop_str_in_output: bool = False
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    user: str | None = None
-    # Scheduling and agent hints.
-    priority: int = 0
-    cache_salt: str | None = None
-    return_token_ids: bool = False
-    job_id: str | None = None
-    session_id: str | None = None
-    is_last_step: bool = False
-    tool_name: str | None = None
-    tool_ttl_hint: float | None = Field(default=None, ge=0)
+    ignore_eos: StrictBool = False
+    min_tokens: StrictInt = 0
+    include_stop_str_in_output: StrictBool = False
+    presence_penalty: FiniteFloat | None = None
+    frequency_penalty: FiniteFloat | None = None
+    user: StrictStr | None = None
+    # Scheduling and agent hints (``server.hints`` reads them from the raw body, with the conventions).
+    priority: StrictInt = 0
+    cache_salt: StrictStr | None = None
+    return_token_ids: StrictBool = False
+    job_id: StrictStr | None = None
+    session_id: StrictStr | None = None
+    is_last_step: StrictBool = False
+    tool_name: StrictStr | None = None
+    tool_ttl_hint: FiniteFloat | None = Field(default=None, ge=0)
+
+    _utf8 = model_validator(mode="before")(reject_lone_surrogates)
 
     def hinted_job_id(self) -> str | None:
         return self.job_id or self.session_id
@@ -78,8 +81,8 @@ class CompletionRequest(_CommonRequest):
     """``POST /v1/completions``: one prompt (text or token ids) or a list of prompts."""
 
     prompt: StrictStr | list[StrictStr] | TokenIds | list[TokenIds]
-    logprobs: int | None = None
-    echo: bool = False
+    logprobs: StrictInt | None = None
+    echo: StrictBool = False
     suffix: str | None = None
 
     def prompts(self) -> list[str | list[int]]:
@@ -149,9 +152,9 @@ class ChatCompletionRequest(_CommonRequest):
     """``POST /v1/chat/completions``."""
 
     messages: list[ChatMessage] = Field(min_length=1)
-    max_completion_tokens: int | None = None
-    logprobs: bool = False
-    top_logprobs: int | None = None
+    max_completion_tokens: StrictInt | None = None
+    logprobs: StrictBool = False
+    top_logprobs: StrictInt | None = None
     tools: list[ToolDef] | None = None
     tool_choice: StrictStr | dict[str, Any] | None = None
     parallel_tool_calls: StrictBool | None = None

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from agent_engine.server.auth import tenant_of_scope
 from agent_engine.server.call import ApiCall
 from agent_engine.server.errors import bad_request, error_body
 from agent_engine.server.groups import RequestGroup, RequestSpec
@@ -63,8 +64,8 @@ async def models(state: State) -> dict[str, Any]:
 
 
 @router.delete("/v1/jobs/{job_id}")
-async def release_job(job_id: str, state: State) -> dict[str, Any]:
-    released = await state.release_job(job_id)
+async def release_job(job_id: str, request: Request, state: State) -> dict[str, Any]:
+    released = await state.release_job(job_id, tenant_of_scope(request.scope))
     return {"id": job_id, "object": "job", "deleted": True, "released_pin": released}
 
 
@@ -146,7 +147,7 @@ def _chat_prompt(messages: list[dict[str, Any]], plan: ToolPlan, request_id: str
 async def _hints(request: Request) -> dict[str, Any]:
     """The job and scheduling hints of a request, by the precedence in ``server.hints`` (400 on a bad one)."""
     try:
-        return request_hints(await request.json(), request.headers)
+        return request_hints(await request.json(), request.headers, tenant_of_scope(request.scope))
     except ValueError as exc:
         raise bad_request(str(exc), code="invalid_hint") from exc
 

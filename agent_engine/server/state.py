@@ -3,8 +3,9 @@
 Invariants:
 - Handlers reach the engine only through this state's ``AsyncEngine`` (``submit``, ``call``), never
   directly; engine failures leave here as ``APIError``s (503 engine unavailable, 400 invalid request).
-- ``api_key`` and ``max_waiting`` start from the ``ServerConfig`` and may be changed at runtime
-  (tests do); the auth middleware and ``submit`` read them per request.
+- ``tenants`` (the API keys), ``open_metrics`` and ``max_waiting`` start from the ``ServerConfig`` and
+  may be changed at runtime (tests do; ``api_key`` sets a single key); the middlewares and ``submit``
+  read them per request.
 - ``token_strs`` only grows: a token id's decoded text never changes for one tokenizer.
 """
 
@@ -17,6 +18,8 @@ from typing import Any
 from fastapi import Request
 
 from agent_engine.server.async_engine import AsyncEngine, EngineDeadError, EngineStoppedError
+from agent_engine.server.auth import Tenants, tenant_job_id
+from agent_engine.server.config import DEFAULT_MAX_BODY_BYTES
 from agent_engine.server.errors import APIError, bad_request
 from agent_engine.server.groups import RequestGroup, RequestSpec
 from agent_engine.server.metrics import ServerMetrics
@@ -33,10 +36,21 @@ class ServerState:
     model_name: str
     max_model_len: int
     max_waiting: int | None = None
-    api_key: str | None = None
+    tenants: Tenants = field(default_factory=Tenants)
+    open_metrics: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     created: int = field(default_factory=lambda: int(time.time()))
     token_strs: dict[int, str] = field(default_factory=dict)
     last_stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def api_key(self) -> str | None:
+        """The one key when there is exactly one (tests and embedders set a single key this way)."""
+        return next(iter(self.tenants.keys)) if len(self.tenants.keys) == 1 else None
+
+    @api_key.setter
+    def api_key(self, key: str | None) -> None:
+        self.tenants = Tenants.from_keys([key] if key else [])
 
     def check_model(self, model: str | None) -> None:
         """404 unless ``model`` is unset or the served model's name."""
@@ -47,6 +61,7 @@ class ServerState:
     async def submit(self, specs: list[RequestSpec]) -> RequestGroup:
         """Queue the requests and wait for the engine to accept them; maps failures to API errors."""
         self._check_admission(len(specs))
+        self._check_top_k(specs)
         try:
             group = self.engine.submit(specs)
             await group.accepted()
@@ -61,13 +76,24 @@ class ServerState:
             raise
         return group
 
-    async def release_job(self, job_id: str) -> bool:
-        """Release the job's pin on the engine (True if it held one) and drop its metric series."""
+    async def release_job(self, job_id: str, tenant: str | None = None) -> bool:
+        """Release the job's pin (True if it held one); 404 when the job is unknown to ``tenant`` (never
+        seen, already over, or another tenant's)."""
+        engine_job = job_id if tenant is None else tenant_job_id(tenant, job_id)
+
+        def release(eng: Any) -> bool | None:
+            known = getattr(eng, "knows_job", None)
+            if known is not None and not known(engine_job):
+                return None
+            return bool(eng.release_job(engine_job))
+
         try:
-            released = await self.engine.release_job(job_id)
+            released = await self.engine.call(release)
         except (EngineDeadError, EngineStoppedError) as exc:
             raise APIError(503, str(exc), code="engine_unavailable") from exc
-        self.metrics.on_job_released(job_id)
+        if released is None:
+            raise APIError(404, f"no live job {job_id!r}", param="job_id", code="job_not_found")
+        self.metrics.on_job_released(engine_job)
         return released
 
     async def refresh_stats(self) -> dict[str, Any]:
@@ -86,6 +112,11 @@ class ServerState:
             got = await self.engine.call(lambda e: {t: e.tokenizer.decode([t]) for t in missing})
             self.token_strs.update(got)
         return self.token_strs
+
+    def _check_top_k(self, specs: list[RequestSpec]) -> None:
+        vocab = getattr(self.engine.engine, "vocab_size", None)
+        if vocab is not None and any(spec.params.top_k > vocab for spec in specs):
+            raise bad_request(f"top_k must be -1, 0 or at most the vocabulary size ({vocab})", param="top_k")
 
     def _check_admission(self, n_new: int) -> None:
         if self.max_waiting is not None and self.engine.num_queued() + n_new > self.max_waiting:

@@ -17,8 +17,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
+from agent_engine.server.validation import FiniteFloat, reject_lone_surrogates
 from scheduler import SamplingParams
 
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,128}$"
@@ -175,6 +185,7 @@ class CountTokensRequest(BaseModel):
     thinking: ThinkingConfig | None = None
 
     _system = field_validator("system", mode="before")(_as_blocks)
+    _utf8 = model_validator(mode="before")(reject_lone_surrogates)
 
     @model_validator(mode="after")
     def _choice_names_a_tool(self) -> CountTokensRequest:
@@ -189,12 +200,12 @@ class CountTokensRequest(BaseModel):
 class MessagesRequest(CountTokensRequest):
     """``POST /v1/messages``."""
 
-    max_tokens: int
+    max_tokens: StrictInt
     stop_sequences: list[Annotated[StrictStr, Field(min_length=1)]] | None = None
-    stream: bool = False
-    temperature: float | None = Field(default=None, ge=0, le=1)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    top_k: int | None = Field(default=None, ge=0)
+    stream: StrictBool = False
+    temperature: FiniteFloat | None = Field(default=None, ge=0, le=1)
+    top_p: FiniteFloat | None = Field(default=None, gt=0, le=1)
+    top_k: StrictInt | None = Field(default=None, ge=0)
     metadata: Metadata | None = None
     output_config: OutputConfig | None = None
     cache_control: CacheControl | None = None

@@ -32,6 +32,7 @@ from agent_engine.server.anthropic.protocol import (
 from agent_engine.server.anthropic.reply import reply
 from agent_engine.server.anthropic.streaming import message_stream
 from agent_engine.server.async_engine import EngineDeadError, EngineStoppedError
+from agent_engine.server.auth import tenant_of_scope
 from agent_engine.server.errors import APIError, bad_request
 from agent_engine.server.groups import RequestGroup, RequestSpec
 from agent_engine.server.hints import request_hints
@@ -85,7 +86,7 @@ def _plan(form: ChatForm, request: Request) -> ToolPlan:
 
 async def _hints(request: Request, req: MessagesRequest) -> dict[str, Any]:
     try:
-        hints = request_hints(await request.json(), request.headers)
+        hints = request_hints(await request.json(), request.headers, tenant_of_scope(request.scope))
     except ValueError as exc:
         raise bad_request(str(exc), code="invalid_hint") from exc
     if hints.get("tool_ttl_hint") is None:
