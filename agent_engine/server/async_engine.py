@@ -146,7 +146,11 @@ class AsyncEngine:
 
     async def tokenize(self, fn: Callable[[Any], Any]) -> Any:
         """Run ``fn(engine)`` on the tokenizer thread (for work that only reads the tokenizer)."""
-        return await asyncio.get_running_loop().run_in_executor(self._tokenizer_pool, fn, self.engine)
+        self._check_intake(intake=False)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._tokenizer_pool, fn, self.engine)
+        except RuntimeError as exc:  # the pool was shut down meanwhile
+            raise EngineStoppedError("server is shutting down") from exc
 
     async def stats(self) -> dict[str, Any]:
         """A consistent ``engine.stats()`` snapshot taken on the engine thread."""

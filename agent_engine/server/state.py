@@ -106,10 +106,10 @@ class ServerState:
         return self.last_stats
 
     async def fill_token_strs(self, ids: list[int]) -> dict[int, str]:
-        """Decoded text of each token id (cached; decoding runs on the engine thread)."""
+        """Decoded text of each token id (cached; decoding runs on the tokenizer thread)."""
         missing = sorted({t for t in ids if t not in self.token_strs})
         if missing:
-            got = await self.engine.call(lambda e: {t: e.tokenizer.decode([t]) for t in missing})
+            got = await self.engine.tokenize(lambda e: {t: e.tokenizer.decode([t]) for t in missing})
             self.token_strs.update(got)
         return self.token_strs
 

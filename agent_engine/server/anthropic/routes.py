@@ -62,7 +62,7 @@ async def count_tokens(req: CountTokensRequest, request: Request, state: State) 
     form = _chat_form(req)
     render = prompt_of(form, _plan(form, request))
     try:
-        n = await state.engine.call(lambda eng: len(eng.tokenize_prompt(render(eng))[1]))
+        n = await state.engine.tokenize(lambda eng: len(eng.tokenize_prompt(render(eng))[1]))  # off the engine thread
     except (EngineDeadError, EngineStoppedError) as exc:
         raise APIError(503, str(exc), code="engine_unavailable") from exc
     except ValueError as exc:
