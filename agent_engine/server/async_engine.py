@@ -1,16 +1,14 @@
 """``AsyncEngine``: one ``LLMEngine`` driven by one background thread, fed from asyncio.
 
 Invariants:
-- Exactly one thread (the engine thread started by ``start``) ever touches the ``LLMEngine``:
-  submissions, aborts, job releases and ad-hoc calls (``call``/``call_sync``, e.g. a stats snapshot) are
-  commands on a lock-protected queue that the engine thread drains before each step.
+- Exactly one thread (the engine thread) ever changes the ``LLMEngine``: submissions, aborts and calls
+  (``call``/``call_sync``) are commands on a lock-protected queue it drains before each step.
 - The engine thread never busy-spins: with no commands and no unfinished requests it blocks on a
   condition variable (waking every ``idle_tick`` seconds only while pins are live, so their TTLs expire).
 - Every submitted request ends with exactly one terminal event on its group's asyncio queue: a
   finished ``RequestOutput``, an abort, or an error (the engine failed the step, or the loop died);
-  the per-request side of this lives in ``groups``.
-- If the engine thread dies, ``healthy`` turns False, every pending request and call fails with
-  ``EngineDeadError`` and later submissions fail at once.
+  the per-request side of this lives in ``groups``. If the engine thread dies, ``healthy`` turns
+  False, every pending request and call fails with ``EngineDeadError``, later submissions at once.
 - ``shutdown`` stops intake, lets running requests finish until a deadline, aborts the rest, then joins.
 - Prompts are prepared (chat template, tokenization, ``max_tokens`` fill) on one tokenizer thread, off
   both the event loop and the engine thread: a huge prompt never stalls other requests' steps. The
@@ -22,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -147,9 +146,9 @@ class AsyncEngine:
     async def tokenize(self, fn: Callable[[Any], Any]) -> Any:
         """Run ``fn(engine)`` on the tokenizer thread (for work that only reads the tokenizer)."""
         self._check_intake(intake=False)
-        try:
+        try:  # a RuntimeError: the pool was shut down meanwhile
             return await asyncio.get_running_loop().run_in_executor(self._tokenizer_pool, fn, self.engine)
-        except RuntimeError as exc:  # the pool was shut down meanwhile
+        except RuntimeError as exc:
             raise EngineStoppedError("server is shutting down") from exc
 
     async def stats(self) -> dict[str, Any]:
@@ -200,10 +199,9 @@ class AsyncEngine:
                     return []  # one empty step: the scheduler sweeps expired pins
 
     def _pins_live(self) -> bool:
-        try:
+        with contextlib.suppress(Exception):
             return bool(self.engine.stats().get("num_pinned_jobs", 0))
-        except Exception:
-            return False
+        return False
 
     # ---- the engine thread -----------------------------------------------------------------------
     def _run(self) -> None:
