@@ -15,8 +15,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $(STAMP)
 
+# MODEL=smollm2 (or a folder / .gguf file) runs the demo on that model instead of the embedded one.
 demo: venv
-	$(BIN)/agent-engine demo
+	$(BIN)/agent-engine demo $(if $(MODEL),--model $(MODEL))
 
 # Lint, the import layers, then every test (core, slow; GPU tests skip without CUDA).
 test: lint

@@ -24,7 +24,8 @@ _DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 
 _HELP = {
-    "model": "local HF folder (config.json, safetensors, tokenizer.json); default: the embedded model",
+    "model": "local HF folder (config.json, safetensors, tokenizer.json), a .gguf file (converted once) or a "
+             "known name: smollm2 (SmolLM2-135M-Instruct); default: the embedded model",
     "served_model_name": "model name reported by the API (default: folder name)",
     "dtype": "float32 | bfloat16 | float16 | auto",
     "device": "auto | cpu | cuda[:N]",

@@ -1,4 +1,4 @@
-"""``make demo``: agent jobs on the embedded default model, FCFS vs CONTINUUM, side by side.
+"""``make demo``: agent jobs on the embedded default model (or ``--model``), FCFS vs CONTINUUM, side by side.
 
 Synthesizes a small ``swe`` trace (``DEMO_JOBS`` jobs, few turns, small token scale), then for each
 policy starts a fresh server subprocess on 127.0.0.1 with the same KV pool, replays the same jobs,
@@ -57,6 +57,10 @@ def run_demo(args: argparse.Namespace) -> int:
 
     out_dir = getattr(args, "out_dir", None) or "out"
     cfg, jobs = demo_config(out_dir)
+    if getattr(args, "model", None):  # resolved (fetched, converted) once here, not in each server's start-up
+        from agent_engine.model.sources import resolve_model
+
+        cfg = replace(cfg, extra_engine_args=(*cfg.extra_engine_args, "--model", str(resolve_model(args.model))))
     print(f"demo: {DEMO_JOBS} synthesized swe agent jobs x {DEMO_TURNS} turns, token scale "
           f"{DEMO_TOKEN_SCALE}, KV pool {cfg.num_kv_blocks} blocks x {cfg.block_size} tokens "
           f"({DEMO_POOL_FRACTION:.0%} of the jobs' peak contexts); FCFS vs CONTINUUM", flush=True)
@@ -82,6 +86,9 @@ HELP = "the quick-start demo: FCFS vs CONTINUUM on synthesized agent jobs (about
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-dir", default="out", help="where the JCT table (JSON) and plot go")
+    parser.add_argument("--model", default=None,
+                        help="model to serve: a known name (smollm2), a .gguf file or an HF folder "
+                             "(default: the embedded model)")
     parser.set_defaults(func=run_demo)
 
 

@@ -105,3 +105,15 @@ def test_unsupported_architecture(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text('{"model_type": "no-such-arch", "architectures": ["NoSuch"]}')
     with pytest.raises(ValueError):
         load_model(tmp_path)
+
+
+def test_hub_id_is_not_downloaded() -> None:
+    with pytest.raises(ValueError, match=r"not found.*known names.*smollm2"):
+        load_model("HuggingFaceTB/SmolLM2-135M-Instruct")
+
+
+def test_plain_file_is_not_a_model(tmp_path: Path) -> None:
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"\0" * 16)
+    with pytest.raises(ValueError, match="is a file"):
+        load_model(path)

