@@ -6,7 +6,8 @@ Invariants:
   a plugin module keeps its top level light).
 - A command is a module with ``add_arguments(parser)``, which adds its flags (or its own
   subcommands) and sets ``func`` (called as ``args.func(args)``; returns the exit status). The
-  module imports only what argument parsing needs; heavy imports happen inside ``func``.
+  module imports only what argument parsing needs; heavy imports happen inside ``func``. A
+  ``ValueError`` out of ``func`` is bad input: one line on stderr and exit status 2, no traceback.
 - Commands of other packages plug in through the ``agent_engine.commands`` entry-point group
   (``name = "package.module"``; the benchmarks register ``demo`` and ``bench`` this way), so this
   package never imports them by name. An entry point that fails to load is an error, never skipped.
@@ -83,7 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         top_parser(commands).parse_args(args_in)  # prints help or the error, and exits
         return 2
     args = command_parser(commands[args_in[0]]).parse_args(args_in[1:])
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except ValueError as exc:  # bad input (a model, a trace, a flag's value): a message, not a traceback
+        print(f"agent-engine {args_in[0]}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -53,8 +53,9 @@ class ServerState:
         self.tenants = Tenants.from_keys([key] if key else [])
 
     def check_model(self, model: str | None) -> None:
-        """404 unless ``model`` is unset or the served model's name."""
-        if model and model != self.model_name:
+        """404 unless ``model`` is unset, the served model's name, or the ``--model`` it was started with."""
+        started_as = getattr(getattr(self.engine.engine, "config", None), "model", None)
+        if model and model not in (self.model_name, started_as):
             raise APIError(404, f"the model '{model}' does not exist; this server serves '{self.model_name}'",
                            param="model", code="model_not_found")
 
