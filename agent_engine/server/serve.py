@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import signal
 import sys
@@ -23,23 +24,32 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from agent_engine.config import EngineConfig
+from agent_engine.routing import ClusterConfig
 from agent_engine.server.config import ServerConfig
 
 logger = logging.getLogger(__name__)
 
 HELP = "OpenAI-compatible HTTP server"
+CLUSTER_MODULE = "agent_engine.cluster.serve"  # --replicas N > 1: Ray Serve (the optional extra ``ray``)
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the engine flags and the server flags (host, port, API key, admission, shutdown, logging)."""
+    """Add the engine flags and the server flags (host, port, API key, admission, shutdown, logging),
+    and the cluster flags (``--replicas``, ``--router``, ...)."""
     EngineConfig.add_arguments(parser)
     ServerConfig.add_arguments(parser)
+    ClusterConfig.add_arguments(parser)
     parser.set_defaults(func=run_serve)
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Build the engine, serve until SIGTERM/SIGINT, shut down gracefully; returns the exit status."""
+    """Build the engine, serve until SIGTERM/SIGINT, shut down gracefully; returns the exit status.
+
+    With ``--replicas N > 1`` the replicas run on Ray Serve instead (``agent_engine.cluster``, which
+    sits above this package: it is loaded by name, like a command module)."""
+    if getattr(args, "replicas", 1) > 1:
+        return int(importlib.import_module(CLUSTER_MODULE).run_cluster(args))
     from agent_engine.engine.llm_engine import LLMEngine
     from agent_engine.server.app import build_app
     from agent_engine.server.async_engine import AsyncEngine

@@ -4,6 +4,7 @@
 first load (the keys of ``bench jct``), the whole sweep under ``"sweep"`` and the FCFS-vs-policy ratio
 at the load where FCFS's mean JCT is twice its unloaded value under ``"at_2x_unloaded"``, to
 ``--json`` and a plot to ``--plot`` (both default to ``out/sim_<gpu>_<model>.{json,png}``).
+With ``--replicas N > 1`` it routes the jobs over N simulated replicas instead (``cluster_cli``).
 
 Invariants: the engine flags become one ``EngineConfig`` (``engine_options``), which builds the
 scheduler's limits as in the real engine; the trace comes from the one resolver
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_engine.config import EngineConfig
+from agent_engine.sim.cluster_cli import add_cluster_args, cmd_cluster
 from agent_engine.sim.config import POLICIES, SimConfig
 from agent_engine.sim.cost_model import CostConstants, CostModel, kv_pool_blocks
 from agent_engine.sim.specs import GPUS, MODELS, get_gpu, get_model
@@ -93,6 +95,8 @@ def _print_results(sweep: dict[str, list[dict[str, Any]]], at2: dict[str, Any]) 
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if args.replicas > 1:
+        return cmd_cluster(args)
     from agent_engine.reporting import write_json
     from agent_engine.sim.sweep import plot, ratio_at_2x_unloaded, run_sweep
     from agent_engine.workloads.traces.source import load_trace, trace_label
@@ -163,6 +167,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None, help="results JSON (default: out/sim_<gpu>_<model>.json)")
     p.add_argument("--plot", default=None, help="JCT-vs-load PNG (default: out/sim_<gpu>_<model>.png)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_cluster_args(p)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

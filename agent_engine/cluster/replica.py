@@ -1,0 +1,105 @@
+"""One engine replica of the Ray Serve deployment: the single server's app, run in-process.
+
+Each replica builds an ``LLMEngine`` and the very FastAPI app the single server serves
+(``server.app.build_app``: every route, hint, error, stream and metric), and runs it through its
+lifespan, so the engine thread starts with the replica and drains when Ray stops it. The ingress
+sends it HTTP requests as data (``bridge.ProxiedRequest``):
+
+- ``handle(request, route=...)``: streamed, yields the ``ResponseStart`` then body chunks (``route`` is
+  for the request router, unused here);
+- ``call(request, timeout)``: the whole response with this replica's id, a 504 past ``timeout``
+  (``handle.broadcast`` fan-outs: metrics, health, job release);
+- ``record_routing_stats()``: what the routers read (Ray polls it every
+  ``request_routing_stats_period_s``): the jobs holding a lease here, the jobs with a request here,
+  free and total blocks, waiting and running counts, the replica's wall clock and its pid;
+- ``check_health()``: raises once the engine thread died (Ray then replaces the replica).
+
+Invariants: the engine is touched only on its own thread (stats through ``AsyncEngine.call``);
+closing a stream (the client went away) disconnects the app's request, which aborts it in the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agent_engine.cluster.bridge import (
+    ProxiedRequest,
+    ResponseStart,
+    collect,
+    error_start_and_body,
+    stream_asgi,
+)
+from agent_engine.config import EngineConfig
+from agent_engine.routing import RouteKey
+from agent_engine.server.config import ServerConfig
+
+
+def routing_snapshot(engine: Any) -> dict[str, Any]:
+    """The routing stats of an ``LLMEngine`` (call on its engine thread)."""
+    s = engine.scheduler
+    pins = s.policy.stats(s.clock.now())
+    pool = s.kv.pool
+    return {
+        "leases": list(pins.pinned_jobs),
+        "active_jobs": sorted({r.job_id for r in s.requests.values() if r.job_id}),
+        "free_blocks": int(pool.num_free_blocks), "num_blocks": int(pool.num_blocks - 1),
+        "num_waiting": len(s.waiting), "num_running": len(s.running),
+    }
+
+
+class EngineReplica:
+    """The deployment class (``app.build_application`` wraps it with ``serve.deployment``)."""
+
+    async def __init__(self, engine_config: EngineConfig, server_config: ServerConfig,
+                     threads: int | None = None) -> None:
+        from ray import serve
+
+        from agent_engine.engine.llm_engine import LLMEngine
+        from agent_engine.server.app import build_app
+        from agent_engine.server.async_engine import AsyncEngine
+
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        self.replica_id = serve.get_replica_context().replica_id.unique_id
+        self.engine = await asyncio.to_thread(LLMEngine, engine_config)
+        self.async_engine = AsyncEngine(self.engine)
+        self.app = build_app(self.async_engine, server_config)
+        self._lifespan = self.app.router.lifespan_context(self.app)
+        await self._lifespan.__aenter__()
+
+    async def handle(self, request: ProxiedRequest, route: RouteKey | None = None
+                     ) -> AsyncIterator[ResponseStart | bytes]:
+        async for item in stream_asgi(self.app, request):
+            yield item
+
+    async def call(self, request: ProxiedRequest,
+                   timeout: float | None = None) -> tuple[str, ResponseStart, bytes]:
+        try:
+            start, body = await asyncio.wait_for(collect(self.app, request), timeout)
+        except asyncio.TimeoutError:
+            message = f"replica {self.replica_id} did not answer in {timeout} s"
+            start, body = error_start_and_body(504, message, "replica_timeout")
+        return self.replica_id, start, body
+
+    async def record_routing_stats(self) -> dict[str, Any]:
+        stats = await self.async_engine.call(routing_snapshot) if self.async_engine.healthy else {}
+        return {**stats, "at": time.time(), "pid": os.getpid(), "host": socket.gethostname(),
+                "replica": self.replica_id}
+
+    async def check_health(self) -> None:
+        if not self.async_engine.healthy:
+            raise RuntimeError(f"engine unhealthy: {self.async_engine.dead_reason or 'loop not running'}")
+
+    async def __del__(self) -> None:
+        lifespan = getattr(self, "_lifespan", None)
+        if lifespan is not None:
+            self._lifespan = None
+            await lifespan.__aexit__(None, None, None)
+            self.engine.close()

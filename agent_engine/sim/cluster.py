@@ -1,0 +1,230 @@
+"""N simulated engine replicas behind one router: the cluster's routing policies at GPU scale.
+
+Each replica is the single-engine simulation's engine (``simulator``): the REAL scheduler and
+estimator on its own fake clock, step times from the cost model, one GPU each. A job's turn is
+routed when it is sent, by the same pure policy the Ray Serve routers run
+(``agent_engine.routing.make_policy``: affinity, pow2, rr), from each replica's exact state at that
+moment: its queue (waiting + running + requests sent during its step in flight), the jobs holding a
+lease there, the jobs with a request there, its free blocks. The prompt's prefix chain is every
+``prefix_every``-th block hash of the previous turn's context.
+
+Events (a heap keyed by time, ties in push order): job sends (arrival or tool return) and the end of
+a replica's step. A request routed to a busy replica joins it when its step ends (as a real engine
+loop would see it); an idle replica catches up to the event's time at every event (its leases
+expire, requests that waited for room are admitted).
+
+Invariants:
+- Deterministic for the same jobs, cost model, config, replica count and policy (pow2 is seeded).
+- Every replica's clock only moves forward; a job's JCT is its last turn's finish minus its first send.
+- A finished job is released on every replica (the ingress broadcasts ``DELETE /v1/jobs``).
+- ``replicas == 1`` gives the single-engine simulation's JCTs (one replica, nothing to route).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_engine.routing import ReplicaView, RouteKey, make_policy, next_turn_reuse
+from agent_engine.routing.policies import DEFAULT_MAX_IMBALANCE, RoutingPolicy
+from agent_engine.sim.config import SimConfig
+from agent_engine.sim.cost_model import CostModel, chunks_of
+from agent_engine.sim.result import SimResult
+from agent_engine.sim.simulator import (
+    _FILL_TOKEN,
+    _OUT_TOKEN,
+    _Job,
+    _SimRequest,
+    build_scheduler,
+    build_tracker,
+)
+from agent_engine.workloads.replay.plan import arrival_times, job_header, plan_job
+from agent_engine.workloads.traces.format import TraceJob
+from scheduler import FakeClock, FakeRunner, SamplingParams, SchedulerOutput
+
+__all__ = ["ClusterSimResult", "simulate_cluster"]
+
+DEFAULT_PREFIX_EVERY = 16  # one chain entry per 16 blocks (256 tokens at block size 16)
+_SEND, _DONE = 0, 1
+
+
+@dataclass
+class ClusterSimResult(SimResult):
+    """A ``SimResult`` over all replicas plus the routing outcome."""
+
+    router: str = ""
+    replicas: int = 1
+    turns: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)  # job -> (prompt, out, cached)
+    routing: dict[str, int] = field(default_factory=dict)
+    replica_turns: list[int] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """``SimResult.summary`` plus ``next_turn_reuse``, the router's counters and turns per replica."""
+        return {**super().summary(), "router": self.router, "replicas": self.replicas,
+                "next_turn_reuse": next_turn_reuse(self.turns.values()), "routing": self.routing,
+                "replica_turns": self.replica_turns}
+
+
+class _Replica:
+    """One simulated engine: its clock, scheduler and estimator, its inbox and its step in flight."""
+
+    def __init__(self, index: int, cfg: SimConfig, cost: CostModel) -> None:
+        self.index, self.rid = index, f"replica-{index}"
+        self.clock = FakeClock()
+        self.tracker = build_tracker(cfg.engine, cost, self.clock, cfg.max_model_len)
+        self.sched = build_scheduler(cfg, self.clock, self.tracker)
+        self.inbox: list[_SimRequest] = []
+        self.step: SchedulerOutput | None = None
+        self.turns = 0
+
+    def view(self, now: float) -> ReplicaView:
+        s = self.sched
+        active = {r.job_id for r in (*s.requests.values(), *self.inbox) if r.job_id}
+        return ReplicaView(self.rid, len(s.requests) + len(self.inbox),
+                           frozenset(s.policy.stats(now).pinned_jobs), frozenset(active),
+                           s.kv.pool.num_free_blocks, stats_at=now)
+
+
+class _ClusterSimulation:
+    """The event loop of one cluster run (see the module docstring)."""
+
+    def __init__(self, jobs: Sequence[TraceJob], cost: CostModel, cfg: SimConfig, replicas: int,
+                 policy: RoutingPolicy, prefix_every: int) -> None:
+        if replicas < 1:
+            raise ValueError("replicas must be >= 1")
+        self.cost, self.cfg, self.policy, self.prefix_every = cost, cfg, policy, max(1, prefix_every)
+        self.replicas = [_Replica(i, cfg, cost) for i in range(replicas)]
+        self.by_id = {r.rid: r for r in self.replicas}
+        self.runner = FakeRunner(lambda s: _OUT_TOKEN)
+        self.opts = cfg.replay_options()
+        picked = list(jobs)[: self.opts.max_jobs] if self.opts.max_jobs is not None else list(jobs)
+        self.jobs = [_Job(i, plan_job(j, i, self.opts)) for i, j in enumerate(picked)]
+        self.events: list[tuple[float, int, int, int]] = []
+        self.seq = 0
+        for i, t in enumerate(arrival_times(len(self.jobs), self.opts)):
+            if self.jobs[i].plan.turns:
+                self._push(t, _SEND, i)
+        self.live: dict[str, tuple[_Job, _SimRequest, _Replica]] = {}
+        self.res = ClusterSimResult(cfg.label, router=policy.name, replicas=replicas)
+
+    def _push(self, t: float, kind: int, index: int) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, self.seq, kind, index))
+
+    def run(self) -> ClusterSimResult:
+        """Process events until none is left; every job must have finished."""
+        while self.events:
+            t, _, kind, i = heapq.heappop(self.events)
+            if kind == _DONE:
+                self._step_done(self.replicas[i], t)
+            for r in self.replicas:
+                if r.step is None:
+                    self._start(r, t)
+            if kind == _SEND:
+                self._send(self.jobs[i], t)
+        if any(r.sched.has_unfinished_requests() or r.inbox for r in self.replicas):
+            raise RuntimeError("simulation stuck: requests wait but nothing can be scheduled")
+        self._read_counters()
+        return self.res
+
+    def _start(self, r: _Replica, t: float) -> None:
+        """An idle replica at time ``t``: take its inbox and start its next step, if it has one."""
+        if r.clock.now() < t:
+            r.clock.set(t)
+        for req in r.inbox:
+            r.sched.add_request(req)
+        r.inbox.clear()
+        out = r.sched.schedule()
+        if out.is_empty:
+            return
+        dt = self.cost.step_time(chunks_of(out.scheduled))
+        self.res.steps += 1
+        self.res.busy_seconds += dt
+        self.res.computed_tokens += out.total_num_scheduled_tokens
+        r.step = out
+        self._push(t + dt, _DONE, r.index)
+
+    def _step_done(self, r: _Replica, t: float) -> None:
+        out, r.step = r.step, None
+        assert out is not None
+        r.clock.set(t)
+        for o in r.sched.update(out, self.runner.execute(out)):
+            if o.finish_reason is not None:
+                job, req, _ = self.live.pop(o.request_id)
+                self._finished(job, req, r, t)
+
+    def _send(self, job: _Job, t: float) -> None:
+        """Route the job's next turn and hand it to the chosen replica (now if idle, else at its step end)."""
+        tp = job.plan.turns[job.next_turn]
+        prev = job.last_req
+        if prev is None:
+            prompt = (job_header(job.index, self.opts) + [_FILL_TOKEN] * tp.prompt_len)[: tp.prompt_len]
+            hashes: Sequence[int] = ()
+            job.start_at = t
+        else:
+            prompt = prev.all_token_ids + [_FILL_TOKEN] * (tp.prompt_len - prev.num_tokens)
+            hashes = prev.block_hashes
+        key = RouteKey(job.plan.job_id, tuple(hashes[self.prefix_every - 1::self.prefix_every]))
+        r = self.by_id[self.policy.rank(key, [x.view(t) for x in self.replicas], t)[0]]
+        r.turns += 1
+        req = _SimRequest(
+            f"{job.plan.job_id}-{job.next_turn}", prompt,
+            SamplingParams(temperature=0.0, max_tokens=tp.max_tokens, ignore_eos=True),
+            block_size=self.cfg.engine.block_size, arrival_time=t, job_id=job.plan.job_id,
+            is_last_step=tp.is_last_step, job_arrival_time=r.tracker.on_arrival(job.plan.job_id, t),
+            tool_name=tp.tool_name, inherited_hashes=hashes,
+        )
+        self.live[req.request_id] = (job, req, r)
+        r.inbox.append(req)
+        if r.step is None:
+            self._start(r, t)
+
+    def _finished(self, job: _Job, req: _SimRequest, r: _Replica, now: float) -> None:
+        """Account a finished turn; end the job (release it everywhere) or schedule its tool return."""
+        r.tracker.on_finished(req, "")
+        res = self.res
+        res.prompt_tokens += req.num_prompt_tokens
+        res.cached_tokens += max(0, req.num_cached_tokens)
+        res.output_tokens += req.num_output_tokens
+        res.turns.setdefault(job.plan.job_id, []).append(
+            (req.num_prompt_tokens, req.num_output_tokens, max(0, req.num_cached_tokens)))
+        if req.first_scheduled_time is not None:
+            res.queue_delays.append(req.first_scheduled_time - req.arrival_time)
+        tp = job.plan.turns[job.next_turn]
+        job.next_turn += 1
+        job.last_req = req
+        if tp.is_last_step or job.next_turn >= len(job.plan.turns):
+            for x in self.replicas:
+                x.sched.release_job(job.plan.job_id)
+                x.tracker.on_job_released(job.plan.job_id)
+            res.jcts.append(now - job.start_at)
+            res.job_spans.append((job.start_at, now))
+            job.last_req = None
+        else:
+            self._push(now + tp.sleep_s, _SEND, job.index)
+
+    def _read_counters(self) -> None:
+        res = self.res
+        for r in self.replicas:
+            st = r.sched.stats()
+            res.preemptions += st.num_preemptions
+            for k, v in st.pins.items():
+                res.pins[k] = res.pins.get(k, 0) + v
+            res.sim_seconds = max(res.sim_seconds, r.clock.now())
+        res.routing = self.policy.counters.as_dict()
+        res.replica_turns = [r.turns for r in self.replicas]
+
+
+def simulate_cluster(jobs: Sequence[TraceJob], cost: CostModel, cfg: SimConfig, replicas: int,
+                     router: str, *, max_imbalance: int = DEFAULT_MAX_IMBALANCE, seed: int = 0,
+                     prefix_every: int = DEFAULT_PREFIX_EVERY) -> ClusterSimResult:
+    """Run ``jobs`` on ``replicas`` simulated engines (each configured by ``cfg``) routed by ``router``
+    (one of ``agent_engine.routing.ROUTERS``); see the module docstring."""
+    wall0 = time.perf_counter()
+    policy = make_policy(router, max_imbalance=max_imbalance, seed=seed)
+    res = _ClusterSimulation(jobs, cost, cfg, replicas, policy, prefix_every).run()
+    res.wall_seconds = time.perf_counter() - wall0
+    return res

@@ -1,0 +1,112 @@
+"""``agent-engine sim --replicas N --routers affinity,pow2,rr``: routing policies on N simulated replicas.
+
+Every (policy, router, load) point is one ``simulate_cluster`` run of the same jobs on the same
+replicas (each configured like the single-engine ``sim`` run: the same engine flags, cost model and
+KV pool per replica). Prints one table (mean and p90 JCT, next-turn reuse, prefix hit ratio, the
+router's decisions) and writes ``{"replicas", "points": [...], "setup"}`` to ``--json``
+(default ``out/sim_cluster_<gpu>_<model>_x<N>.json``).
+
+Invariants: points are deterministic, so the output does not depend on ``--workers``; routers are
+the names of ``agent_engine.routing.ROUTERS``; a bad name is a clean error before any point runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from agent_engine.routing import ROUTERS
+from agent_engine.routing.policies import DEFAULT_MAX_IMBALANCE
+
+__all__ = ["add_cluster_args", "cmd_cluster"]
+
+
+def add_cluster_args(p: argparse.ArgumentParser) -> None:
+    """``--replicas``, ``--routers``, ``--max-imbalance`` (the run flags of ``sim`` apply per replica)."""
+    g = p.add_argument_group("cluster (N > 1: route jobs between N replicas, each one simulated GPU)")
+    g.add_argument("--replicas", type=int, default=1, help="simulated engine replicas (default 1)")
+    g.add_argument("--routers", default=",".join(ROUTERS),
+                   help=f"comma list of {', '.join(ROUTERS)} (with --replicas > 1)")
+    g.add_argument("--max-imbalance", type=int, default=DEFAULT_MAX_IMBALANCE,
+                   help=f"affinity: the load bound in requests (default {DEFAULT_MAX_IMBALANCE})")
+
+
+def _routers(text: str) -> list[str]:
+    names = [r.strip() for r in text.split(",") if r.strip()]
+    bad = [r for r in names if r not in ROUTERS]
+    if bad or not names:
+        raise SystemExit(f"unknown router(s) {bad}; known: {', '.join(ROUTERS)}")
+    return names
+
+
+_worker: dict[str, Any] = {}
+
+
+def _init(jobs: list[Any], cost: Any) -> None:
+    _worker["jobs"], _worker["cost"] = jobs, cost
+
+
+def _point(task: tuple[Any, int, str, int]) -> dict[str, Any]:
+    from agent_engine.sim.cluster import simulate_cluster
+
+    cfg, replicas, router, imbalance = task
+    res = simulate_cluster(_worker["jobs"], _worker["cost"], cfg, replicas, router, max_imbalance=imbalance,
+                           seed=cfg.seed)
+    return {"policy": cfg.label, "router": router, "jps": cfg.jps, **res.summary()}
+
+
+def _run_points(jobs: list[Any], cost: Any, tasks: list[tuple[Any, int, str, int]],
+                workers: int) -> list[dict[str, Any]]:
+    if workers <= 1:
+        _init(jobs, cost)
+        return [_point(t) for t in tasks]
+    with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=(jobs, cost)) as ex:
+        return list(ex.map(_point, tasks))
+
+
+def _print(points: list[dict[str, Any]]) -> None:
+    from agent_engine.reporting import print_table
+
+    headers = ["policy", "router", "jps", "mean JCT s", "p90 JCT s", "next-turn reuse", "hit", "preempt",
+               "affinity", "placed", "ended", "overload", "turns/replica min-max", "wall s"]
+    rows = []
+    for p in points:
+        r, turns = p["routing"], p["replica_turns"]
+        rows.append([p["policy"], p["router"], p["jps"], p["mean_jct_s"], p["p90_jct_s"],
+                     p["next_turn_reuse"], p["prefix_hit_ratio"], p["preemptions"], r.get("affinity"),
+                     r.get("placed"),
+                     r.get("ended_leases"), r.get("overload_fallbacks"), f"{min(turns)}-{max(turns)}",
+                     p["wall_seconds"]])
+    print_table(headers, rows)
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    """The cluster run of ``agent-engine sim`` (called by ``sim``'s run when ``--replicas > 1``)."""
+    from agent_engine.reporting import write_json
+    from agent_engine.sim.cli import OUT_DIR, _policies, build_cost_model, engine_options, resolve_pool
+    from agent_engine.sim.config import SimConfig, engine_for_policy
+    from agent_engine.workloads.traces.source import load_trace, trace_label
+
+    routers, policies = _routers(args.routers), _policies(args.policies)
+    loads = [float(x) for x in args.jps_list.split(",")] if args.jps_list else [args.jps]
+    engine = engine_options(args)
+    cost = build_cost_model(args)
+    num_blocks, max_len = resolve_pool(engine, cost, None if args.constants else args.gpu)
+    base = SimConfig(engine, num_blocks, max_len, max_jobs=args.jobs, max_turns=args.max_turns,
+                     token_scale=args.token_scale, time_scale=args.time_scale, seed=args.seed)
+    jobs = load_trace(args.trace, max_jobs=args.jobs, seed=args.seed)
+    print(f"sim cluster: {args.replicas} x {args.model} on {args.constants or args.gpu} tp={args.tp}, "
+          f"{num_blocks} KV blocks each; {len(jobs)} jobs of {trace_label(args.trace)}; routers {routers}")
+    tasks = [(dataclasses.replace(base, engine=engine_for_policy(p, base.engine), jps=jps), args.replicas,
+              router, args.max_imbalance) for p in policies for jps in loads for router in routers]
+    points = _run_points(list(jobs), cost, tasks, args.workers)
+    _print(points)
+    setup = {k: v for k, v in vars(args).items() if k != "func"}
+    machine = "cpu" if args.constants else args.gpu
+    out = args.json or str(OUT_DIR / f"sim_cluster_{machine}_{args.model}_x{args.replicas}.json")
+    write_json(out, {"replicas": args.replicas, "points": points,
+                     "setup": setup | {"num_kv_blocks": num_blocks, "max_model_len": max_len,
+                                       "trace": trace_label(args.trace)}})
+    return 0
