@@ -88,8 +88,9 @@ def test_foreign_ids_are_hashed_not_refused_and_stay_stable():
 def test_request_hints_carries_every_spec_field():
     hints = request_hints({"session_id": "s", "is_last_step": True, "priority": 2, "cache_salt": "salt",
                            "tool_name": "bash:ls", "tool_ttl_hint": 3}, {})
-    assert hints == {"job_id": "s", "hint_source": "session_id", "is_last_step": True, "priority": 2,
-                     "cache_salt": "salt", "tool_name": "bash:ls", "tool_ttl_hint": 3.0}
+    assert hints == {"job_id": "s", "hint_source": "session_id", "tenant": None, "is_last_step": True,
+                     "priority": 2, "cache_salt": "salt", "tool_name": "bash:ls", "tool_ttl_hint": 3.0}
+    assert request_hints({}, {}, tenant="t-1")["tenant"] == "t-1"
 
 
 def test_user_id_forms():
