@@ -221,10 +221,7 @@ class LLMEngine:
                 finish_reason = "stop"
         finished = finish_reason is not None
         if finished:
-            self._states.pop(req.request_id, None)
-            self.job_hooks.on_finished(req, st.text)
-            if self.job_inference is not None:
-                self.job_inference.on_finished(req)
+            self._on_request_finished(st)
             report_upto = len(st.text)
         else:
             # Hold back a tail that could still grow into a stop string.
@@ -233,19 +230,13 @@ class LLMEngine:
         delta = st.text[st.num_reported_chars : report_upto]
         st.num_reported_chars = report_upto
         return RequestOutput(
-            request_id=req.request_id,
-            prompt=st.prompt,
-            prompt_token_ids=req.prompt_token_ids,
-            outputs=[
-                CompletionOutput(
-                    index=0,
-                    text=st.text[:report_upto],
-                    token_ids=list(req.output_token_ids),
-                    finish_reason=finish_reason,
-                    logprobs=list(st.logprobs) if req.sampling_params.logprobs is not None else None,
-                    top_logprobs=list(st.top_logprobs) if req.sampling_params.logprobs else None,
-                )
-            ],
+            request_id=req.request_id, prompt=st.prompt, prompt_token_ids=req.prompt_token_ids,
+            outputs=[CompletionOutput(
+                index=0, text=st.text[:report_upto], token_ids=list(req.output_token_ids),
+                finish_reason=finish_reason,
+                logprobs=list(st.logprobs) if req.sampling_params.logprobs is not None else None,
+                top_logprobs=list(st.top_logprobs) if req.sampling_params.logprobs else None,
+            )],
             finished=finished,
             num_cached_tokens=max(0, req.num_cached_tokens),
             new_token_ids=list(new_ids),
@@ -257,6 +248,12 @@ class LLMEngine:
             pin_hit=req.pin_hit,
             pinned=req.pinned,
         )
+
+    def _on_request_finished(self, st: _RequestState) -> None:
+        self._states.pop(st.request.request_id, None)
+        self.job_hooks.on_finished(st.request, st.text)
+        if self.job_inference is not None:
+            self.job_inference.on_finished(st.request)
 
     def _fail_requests(self, why: dict[str, str]) -> list[RequestOutput]:
         """Fail just these requests (their own sampling or output failed); the others go on."""

@@ -123,14 +123,7 @@ class LeaseTable:
         while useful < len(blocks) and blocks[useful].block_hash is not None:
             useful += 1
         expires = now + ttl
-        want = min(useful, self.max_pinned_blocks_per_tenant) if hard else 0
-        self._make_room(want, expires, now)
-        keep = min(want, self.max_pinned_blocks - self.num_pinned_blocks, self._tenant_room(tenant))  # both caps
-        if keep < useful and hard:
-            if keep:
-                self.counters.partial_cap += 1
-            else:
-                self.counters.rejected_cap += 1
+        keep = self._hard_part(useful, tenant, expires, now) if hard else 0
         held = useful if (self.soft or not hard) else keep
         if held < len(blocks):
             self.release_fn(blocks[held:])
@@ -145,6 +138,19 @@ class LeaseTable:
         self.num_soft_blocks += held - keep
         self.counters.created += 1
         self.version += 1
+        return keep
+
+    def _hard_part(self, useful: int, tenant: str | None, expires_at: float, now: float) -> int:
+        """How many of ``useful`` blocks a new hard lease keeps under both caps (later leases give way
+        first); counts a partial or rejected pin."""
+        want = min(useful, self.max_pinned_blocks_per_tenant)
+        self._make_room(want, expires_at, now)
+        keep = min(want, self.max_pinned_blocks - self.num_pinned_blocks, self._tenant_room(tenant))
+        if keep < useful:
+            if keep:
+                self.counters.partial_cap += 1
+            else:
+                self.counters.rejected_cap += 1
         return keep
 
     def _tenant_room(self, tenant: str | None) -> int:
