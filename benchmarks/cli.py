@@ -25,6 +25,8 @@ BENCHMARKS: dict[str, str] = {
     "timeline": "benchmarks.sched_timeline",
     "sim-slices": "benchmarks.sim_slices",
     "sim-validate": "benchmarks.sim_validate",
+    "agent-tasks": "benchmarks.agent_tasks",
+    "reliability": "benchmarks.reliability",
 }
 
 

@@ -119,13 +119,15 @@ def test_agent_cli_end_to_end(server: ServerProcess, repo: Path, tmp_path: Path)
     assert [json.loads(line) for line in trace.read_text().splitlines()] == [j.to_dict() for j in trace_jobs]
 
     metrics = httpx.get(server.base_url + "/metrics", timeout=10).text  # job hints reached the server
-    assert _metric(metrics, "agent_engine_jobs_released_total") == 2
-    assert _metric(metrics, "agent_engine_job_turns_at_release_count") == 2
-    assert _metric(metrics, "agent_engine_job_turns_at_release_sum") == 6
+    assert _metric(metrics, 'agent_engine_job_turns_by_hint_total{hint_source="job_id"}') == 6
+    assert _metric(metrics, "agent_engine_job_completion_seconds_count") == 2  # ended by is_last_step turns,
+    assert _metric(metrics, "agent_engine_jobs_released_total") == 0  # so their DELETEs found no live job
 
 
 def test_agent_runner_observations(server: ServerProcess, repo: Path) -> None:
-    """The commands really ran in the sandbox: the observations carry their real outputs."""
+    """The commands really ran in the sandbox: the observations carry their real outputs. The job submits
+    before its last allowed step, so it is still live at its end: its DELETE releases it."""
+    released = _metric(httpx.get(server.base_url + "/metrics", timeout=10).text, "agent_engine_jobs_released_total")
     options = RunOptions(server.base_url, AgentConfig(step_limit=5, max_tokens=64), concurrency=1,
                          command_timeout=10, progress=False)
     result = run_agent_jobs_sync([AgentTask(SCRIPT.task, str(repo), job_id="obs-0")], options)
@@ -137,3 +139,34 @@ def test_agent_runner_observations(server: ServerProcess, repo: Path) -> None:
     assert observations[1] == "<returncode>0</returncode>\n<output>\n2\n</output>"
     assert res.messages[-1] == {"role": "assistant", "content": f"```bash\n{SUBMIT_COMMAND}\n```"}
     assert sorted(p.name for p in repo.rglob("*")) == ["README.md", "main.py", "pkg", "util.py"]
+    metrics = httpx.get(server.base_url + "/metrics", timeout=10).text
+    assert _metric(metrics, "agent_engine_jobs_released_total") == released + 1
+
+
+@pytest.mark.timeout(300)
+def test_agent_tasks_benchmark_end_to_end(tmp_path: Path) -> None:
+    """``bench agent-tasks`` on one shipped task x two policies (no hints: the server infers the job),
+    the embedded model: real servers, a real agent, the task's check run in the job's sandbox."""
+    from benchmarks.agent_tasks import main as bench_main
+
+    out = tmp_path / "agent_tasks.json"
+    t = time.perf_counter()
+    rc = bench_main(["--jobs", "1", "--policies", "fcfs,continuum", "--hints", "none", "--step-limit", "2",
+                     "--max-tokens", "8", "--max-model-len", "1024", "--num-kv-blocks", "80",
+                     "--engine-arg=--no-profile-reload-cost", "--log-dir", str(tmp_path / "logs"),
+                     "--records-dir", str(tmp_path / "records"), "--json", str(out), "--no-progress"])
+    print(f"\nbench agent-tasks: {time.perf_counter() - t:.1f} s")
+    assert rc == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert sorted(rows) == ["continuum+hints=none", "fcfs+hints=none"]
+    for row in rows.values():
+        assert (row["jobs"], row["checked"], row["jobs_failed"]) == (1, 1, 0)
+        (job,) = row["job_outcomes"]
+        assert job["task"] == "add_operator" and isinstance(job["solved"], bool)
+        assert row["solved"] == int(job["solved"]) and 1 <= row["mean_steps"] <= 2
+        assert row["mean_jct_s"] > 0 and row["p90_jct_s"] >= row["mean_jct_s"] * 0.999
+        assert row["pins_hit"] is not None and row["prompt_tokens"] > 0
+    assert rows["fcfs+hints=none"]["pins_created"] == 0
+    if rows["continuum+hints=none"]["mean_steps"] == 2:  # a second turn: the first one was pinned
+        assert rows["continuum+hints=none"]["pins_created"] >= 1
+    assert (tmp_path / "records" / "fcfs+hints=none.jsonl").is_file()

@@ -41,11 +41,13 @@ def _take_usage(reply: ChatReply, usage: dict[str, Any] | None) -> None:
     reply.cached_tokens = None if cached is None else int(cached)
 
 
-async def stream_chat(client: httpx.AsyncClient, body: dict[str, Any], sent: float) -> ChatReply:
-    """POST ``body`` to ``/v1/chat/completions`` (SSE when ``body["stream"]``); raises on any failure."""
+async def stream_chat(client: httpx.AsyncClient, body: dict[str, Any], sent: float,
+                      headers: dict[str, str] | None = None) -> ChatReply:
+    """POST ``body`` (with extra ``headers``) to ``/v1/chat/completions`` (SSE when ``body["stream"]``);
+    raises on any failure."""
     reply = ChatReply()
     if not body.get("stream"):
-        resp = await client.post("/v1/chat/completions", json=body)
+        resp = await client.post("/v1/chat/completions", json=body, headers=headers)
         if resp.status_code != 200:
             raise RuntimeError(f"HTTP {resp.status_code}: {resp.text[:300]}")
         data = resp.json()
@@ -56,7 +58,7 @@ async def stream_chat(client: httpx.AsyncClient, body: dict[str, Any], sent: flo
         reply.queue_delay = server_queue_delay(data)
         return reply
     parts: list[str] = []
-    async with client.stream("POST", "/v1/chat/completions", json=body) as resp:
+    async with client.stream("POST", "/v1/chat/completions", json=body, headers=headers) as resp:
         async for chunk in iter_sse_chunks(resp):
             reply.job_id = chunk.get("job_id", reply.job_id)
             for choice in chunk.get("choices") or []:

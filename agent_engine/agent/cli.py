@@ -3,10 +3,13 @@
 Wiring: ``add_arguments(parser)`` adds the flags and sets ``func`` (the CLI registry calls
 ``args.func(args)``); the module imports only ``argparse`` at import time.
 
-Invariants: exactly one of ``--task``/``--tasks`` is given; ``--jobs N`` runs N jobs by cycling over
-the tasks (default: one job per task); the records file is always written (``--out``), the trace file
-only with ``--save-trace``; the exit status is 0 when every job ended without an error (Submitted or
-LimitsExceeded), else 1.
+Invariants: exactly one of ``--task``/``--tasks`` is given (``--tasks builtin``: the shipped task set
+of ``agent_engine.agent.task_set``, whose checks say which jobs solved their task); ``--jobs N`` runs N
+jobs by cycling over the tasks (default: one job per task); ``--hints`` is a style of
+``agent_engine.workloads.hint_styles`` (default ``job_id``; ``none`` sends no hint and no DELETE); the
+records file is always written (``--out``), the trace file only with ``--save-trace``; the exit status
+is 0 when every job ended without an error (Submitted or LimitsExceeded, solved or not), else 1; bad
+input (an unknown task file, a bad line, ``--repo`` with ``builtin``) is a message and exit status 2.
 
 The API key never travels on the command line (where ``ps`` and ``/proc/<pid>/cmdline`` show it to
 every local user): it comes from ``--api-key-file`` (first line) or the ``AGENT_ENGINE_API_KEY``
@@ -18,6 +21,7 @@ of ``agent_engine.agent.sandbox``; ``--allow-network`` gives them the network, a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -34,6 +38,8 @@ HELP = "run live shell-agent jobs against a server and record them"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``agent`` command: mini-swe-agent style jobs (one bash command per turn) against a server."""
+    from agent_engine.workloads.hint_styles import HINT_STYLES  # a module without imports of its own
+
     p.add_argument("--base-url", required=True, help="server URL, e.g. http://127.0.0.1:8000")
     p.add_argument("--model", default=None, help="model name sent in requests (default: the server's)")
     p.add_argument("--api-key-file", default=None,
@@ -43,7 +49,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="folder copied into each job's sandbox (default: empty folder)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--task", help="the task text of every job")
-    src.add_argument("--tasks", help='JSONL file, one {"task": ..., "repo"?: ..., "job_id"?: ...} a line')
+    src.add_argument("--tasks", help='"builtin" (the shipped task set, with checks) or a JSONL file, one '
+                                     '{"task": ..., "repo"?: ..., "job_id"?: ..., "check"?: ...} a line')
     p.add_argument("--jobs", type=int, default=None,
                    help="number of jobs (cycles over the tasks; default: one each)")
     p.add_argument("--concurrency", type=int, default=1, help="jobs in flight at once (default: 1)")
@@ -54,6 +61,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=None, help="max tokens per answer (default: server's)")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default: 0)")
     p.add_argument("--no-stream", action="store_true", help="non-streamed requests (no TTFT measured)")
+    p.add_argument("--hints", choices=HINT_STYLES, default="job_id", metavar="STYLE",
+                   help="how calls name their job: job_id (job_id, is_last_step, DELETE at the end), none "
+                        "(no hint: the server infers the job), or a client's session field: "
+                        f"{', '.join(s for s in HINT_STYLES if s not in ('job_id', 'none'))} (default: job_id)")
     p.add_argument("--job-id-prefix", default=None,
                    help="job ids are PREFIX<index> (default: agent-<random>-)")
     p.add_argument("--allow-network", action="store_true",
@@ -70,7 +81,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_agent(args: argparse.Namespace) -> int:
     """Run the jobs described by ``args``, write the files, print the summary; returns the exit status."""
     from agent_engine.agent.loop import AgentConfig
-    from agent_engine.agent.runner import AgentTask, RunOptions, load_tasks, run_agent_jobs_sync
+    from agent_engine.agent.runner import RunOptions, run_agent_jobs_sync
     from agent_engine.workloads.replay.records import write_records
     from agent_engine.workloads.traces.format import write_jobs
 
@@ -83,24 +94,19 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         print(f"cannot read the API key: {e}", file=sys.stderr)
         return 2
-    tasks = [AgentTask(args.task, args.repo)] if args.task is not None else load_tasks(args.tasks, args.repo)
-    if not tasks:
-        print("no tasks", file=sys.stderr)
+    try:
+        jobs = _jobs(args)
+        agent = AgentConfig(step_limit=args.step_limit, max_tokens=args.max_tokens,
+                            temperature=args.temperature, model=args.model, stream=not args.no_stream,
+                            hints=args.hints)
+        options = RunOptions(args.base_url, agent, concurrency=args.concurrency,
+                             command_timeout=args.command_timeout,
+                             max_output_chars=args.max_output_chars, api_key=api_key,
+                             job_id_prefix=args.job_id_prefix, progress=not args.no_progress,
+                             allow_network=args.allow_network, isolation=args.isolation)
+    except (OSError, ValueError) as e:
+        print(f"agent: {e}", file=sys.stderr)
         return 2
-    n = args.jobs if args.jobs is not None else len(tasks)
-    if n < 1:
-        print("--jobs must be >= 1", file=sys.stderr)
-        return 2
-    jobs = [tasks[i % len(tasks)] for i in range(n)]
-    if args.jobs is not None and len(tasks) < n:
-        jobs = [AgentTask(t.task, t.repo) for t in jobs]  # cycled copies cannot share a fixed job id
-    agent = AgentConfig(step_limit=args.step_limit, max_tokens=args.max_tokens, temperature=args.temperature,
-                        model=args.model, stream=not args.no_stream)
-    options = RunOptions(args.base_url, agent, concurrency=args.concurrency,
-                         command_timeout=args.command_timeout,
-                         max_output_chars=args.max_output_chars, api_key=api_key,
-                         job_id_prefix=args.job_id_prefix, progress=not args.no_progress,
-                         allow_network=args.allow_network, isolation=args.isolation)
     try:
         result = run_agent_jobs_sync(jobs, options)
     except ValueError as e:  # e.g. --isolation namespaces on a machine without them
@@ -111,6 +117,22 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         write_jobs(args.save_trace, result.trace_jobs)
     print(json.dumps(_printable(result.summary), indent=2))
     return 0 if all(r.job.error is None for r in result.results) else 1
+
+
+def _jobs(args: argparse.Namespace) -> list[Any]:
+    """The ``AgentTask`` of every job: ``--task``/``--tasks``, cycled to ``--jobs``; ValueError on bad input."""
+    from agent_engine.agent.task_set import AgentTask, resolve_tasks
+
+    tasks = [AgentTask(args.task, args.repo)] if args.task is not None else resolve_tasks(args.tasks, args.repo)
+    if not tasks:
+        raise ValueError("no tasks")
+    n = args.jobs if args.jobs is not None else len(tasks)
+    if n < 1:
+        raise ValueError("--jobs must be >= 1")
+    jobs = [tasks[i % len(tasks)] for i in range(n)]
+    if args.jobs is not None and len(tasks) < n:
+        jobs = [dataclasses.replace(t, job_id=None) for t in jobs]  # cycled copies cannot share a job id
+    return jobs
 
 
 def read_api_key(path: str | None) -> str | None:

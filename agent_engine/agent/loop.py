@@ -9,9 +9,12 @@ command runs in the job's ``Sandbox``. The job ends when a command's first outpu
 error's class name, ``JobRecord.error`` set). One model call is ``agent_engine.agent.chat.stream_chat``.
 
 Invariants:
-- Every model call carries ``job_id``; ``is_last_step`` is true exactly on the call with index
-  ``step_limit - 1`` (the last one the job may make). The job gets ``DELETE /v1/jobs/{job_id}`` when it
-  ends, whatever the reason.
+- ``AgentConfig.hints`` is a style of ``agent_engine.workloads.hint_styles`` and every model call
+  carries exactly that style's fields (body and headers), nothing else of the job. ``job_id`` (the
+  default): every call carries ``job_id`` and ``is_last_step``, true exactly on the call with index
+  ``step_limit - 1`` (the last one the job may make), and the job gets ``DELETE /v1/jobs/{job_id}``
+  when it ends, whatever the reason. ``none``: no hint at all and no DELETE (like mini-swe-agent; the
+  server infers the job from the prefix chain). A client style carries only its session id.
 - One ``AgentTurnRecord`` per model call, in order, then one ``AgentJobRecord``; times are seconds from
   the runner's clock origin ``t0`` (``time.perf_counter`` based), as in
   ``agent_engine.workloads.replay.records``.
@@ -35,6 +38,7 @@ import httpx
 
 from agent_engine.agent.chat import ChatReply, stream_chat
 from agent_engine.agent.sandbox import CommandResult, Sandbox
+from agent_engine.workloads.hint_styles import HINT_STYLES, hint_fields, releases_jobs
 from agent_engine.workloads.replay.records import JobRecord, TurnRecord
 from agent_engine.workloads.sse_client import release_job
 from estimator.tool_parser import parse_shell
@@ -50,6 +54,7 @@ __all__ = [
     "is_submission",
     "observation_message",
     "parse_actions",
+    "request_hints",
     "run_agent_job",
     "tool_name_of",
 ]
@@ -78,8 +83,11 @@ class AgentConfig:
     model: str | None = None
     system_prompt: str = SYSTEM_PROMPT
     stream: bool = True
+    hints: str = "job_id"  # a style of agent_engine.workloads.hint_styles
 
     def __post_init__(self) -> None:
+        if self.hints not in HINT_STYLES:
+            raise ValueError(f"unknown hint style {self.hints!r}; known: {', '.join(HINT_STYLES)}")
         if self.step_limit < 1:
             raise ValueError(f"step_limit must be >= 1, got {self.step_limit}")
         if self.max_tokens is not None and self.max_tokens < 1:
@@ -106,13 +114,16 @@ class AgentTurnRecord(TurnRecord):
 
 @dataclass
 class AgentJobRecord(JobRecord):
-    """A ``JobRecord`` plus the agent's exit status, step count and submission."""
+    """A ``JobRecord`` plus the agent's exit status, step count, submission and whether its task's check
+    passed afterwards (``solved``; None when the task has no check)."""
 
     exit_status: str = ""
     steps: int = 0
     format_errors: int = 0
     task: str = ""
     submission: str | None = None
+    solved: bool | None = None
+    task_name: str | None = None
 
 
 @dataclass
@@ -170,11 +181,18 @@ def tool_name_of(command: str) -> str:
 # --------------------------------------------------------------------------- the job
 
 
+def request_hints(config: AgentConfig, job_id: str, last: bool) -> tuple[dict[str, Any], dict[str, str]]:
+    """``(body fields, headers)`` of the job's hint style for one call; fields without a value are left out
+    (the agent does not know the call's tool before the answer)."""
+    body, headers = hint_fields(config.hints, job_id, last, None)
+    return {k: v for k, v in body.items() if v is not None}, headers
+
+
 def _request_body(
     config: AgentConfig, messages: list[dict[str, str]], job_id: str, last: bool
 ) -> dict[str, Any]:
-    body: dict[str, Any] = {"messages": messages, "temperature": config.temperature, "job_id": job_id,
-                            "is_last_step": last, "stream": config.stream}
+    body: dict[str, Any] = {"messages": messages, "temperature": config.temperature,
+                            **request_hints(config, job_id, last)[0], "stream": config.stream}
     if config.stream:
         body["stream_options"] = {"include_usage": True}
     if config.max_tokens is not None:
@@ -221,7 +239,8 @@ class _Job:
             job.start_at = rec.sent_at
         try:
             body = _request_body(self.config, self.messages, job.job_id, last)
-            reply = await stream_chat(self.client, body, sent)
+            headers = request_hints(self.config, job.job_id, last)[1]
+            reply = await stream_chat(self.client, body, sent, headers)
         except Exception as e:  # a failed call ends the job, and is recorded
             rec.error = job.error = f"{type(e).__name__}: {e}"
             job.exit_status = type(e).__name__
@@ -266,7 +285,8 @@ async def run_agent_job(client: httpx.AsyncClient, task: str, sandbox: Sandbox, 
         else:
             record.exit_status, record.truncated = "LimitsExceeded", True
     finally:
-        await release_job(client, job_id)
+        if releases_jobs(config.hints):
+            await release_job(client, job_id)
     record.trace_turns = record.turns
     if record.error is None and record.start_at is not None and record.end_at is not None:
         record.jct = record.end_at - record.start_at

@@ -4,6 +4,10 @@ Invariants:
 - At most ``concurrency`` jobs are in flight; each job gets its own fresh ``Sandbox`` (a temp copy of
   its repo), removed when the job ends; sandbox commands run on a thread pool of ``concurrency``
   threads, so one job's command never waits for another job's command.
+- A task with a ``check`` has it run in the job's own sandbox after the job ended (its last answer
+  and command done, its job released) and before the sandbox is closed; ``AgentJobRecord.solved`` is
+  whether it exited 0 (False when the sandbox never started), None for a task without a check.
+  ``summary["solved"]`` counts the solved jobs and ``summary["checked"]`` the jobs that had a check.
 - ``job_ids`` are unique within a run: ``{prefix}{index}`` unless a task names its own id.
 - ``AgentRunResult.records`` holds, per job in task order, its ``AgentTurnRecord``s then its
   ``AgentJobRecord``; ``agent_engine.workloads.replay.records.write_records``/``summarize`` work on
@@ -23,14 +27,12 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -39,6 +41,7 @@ from tqdm import tqdm
 from agent_engine.agent.loop import AgentConfig, AgentJobRecord, AgentJobResult, run_agent_job
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.sandbox.confine import resolve
+from agent_engine.agent.task_set import AgentTask, load_tasks
 from agent_engine.workloads.replay.records import Record, summarize
 from agent_engine.workloads.traces.format import TraceJob, TraceTurn
 
@@ -47,15 +50,6 @@ __all__ = ["AgentRunResult", "AgentTask", "RunOptions", "load_tasks", "run_agent
 
 TRACE_SOURCE = "agent-engine-agent"
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class AgentTask:
-    """One job to run: the task text, the repo to copy (None: an empty folder) and an optional job id."""
-
-    task: str
-    repo: str | None = None
-    job_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +67,7 @@ class RunOptions:
     progress: bool = True
     allow_network: bool = False
     isolation: str = "auto"  # see agent_engine.agent.sandbox.ISOLATION_MODES
+    transport: httpx.AsyncBaseTransport | None = None  # tests: an in-process fake server
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -87,20 +82,6 @@ class AgentRunResult:
     records: list[Record]
     trace_jobs: list[TraceJob]
     summary: dict[str, Any]
-
-
-def load_tasks(path: str | Path, default_repo: str | None = None) -> list[AgentTask]:
-    """Tasks from a JSONL file: one ``{"task": ..., "repo"?: ..., "job_id"?: ...}`` object a line."""
-    tasks: list[AgentTask] = []
-    with Path(path).open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            d = json.loads(line)
-            if not isinstance(d, dict) or not isinstance(d.get("task"), str):
-                raise ValueError(f"{path}:{lineno}: a task line needs a string 'task'")
-            tasks.append(AgentTask(d["task"], d.get("repo", default_repo), d.get("job_id")))
-    return tasks
 
 
 def to_trace_job(result: AgentJobResult, model: str | None = None) -> TraceJob | None:
@@ -123,6 +104,8 @@ def to_trace_job(result: AgentJobResult, model: str | None = None) -> TraceJob |
         floor = prompt + t.output_tokens
     meta: dict[str, Any] = {"source": TRACE_SOURCE, "model": model, "exit_status": result.job.exit_status,
                             "task": result.job.task}
+    if result.job.solved is not None:
+        meta["solved"] = result.job.solved
     return TraceJob(result.job.job_id, turns, meta)
 
 
@@ -142,7 +125,7 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
     bar = tqdm(total=len(tasks), desc="agent jobs", unit="job", disable=not options.progress)
     with ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="agent-sandbox") as pool:
         async with httpx.AsyncClient(base_url=options.base_url, headers=headers, timeout=timeout,
-                                     limits=limits) as client:
+                                     limits=limits, transport=options.transport) as client:
 
             async def one(task: AgentTask, job_id: str) -> AgentJobResult:
                 async with gate:
@@ -155,8 +138,11 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
                         bar.update(1)
                         return _failed_job(task, job_id, time.perf_counter() - t0, e)
                     try:
-                        return await run_agent_job(client, task.task, sandbox, job_id, options.agent,
-                                                   t0=t0, executor=pool)
+                        result = await run_agent_job(client, task.task, sandbox, job_id, options.agent,
+                                                     t0=t0, executor=pool)
+                        result.job.task_name = task.name
+                        result.job.solved = await _run_check(sandbox, task.check, pool)
+                        return result
                     finally:
                         sandbox.close()
                         bar.update(1)
@@ -172,8 +158,20 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
     summary = summarize(records)
     summary["exit_statuses"] = dict(Counter(r.job.exit_status for r in results))
     summary["steps_mean"] = sum(r.job.steps for r in results) / len(results) if results else None
+    summary["solved"] = sum(1 for r in results if r.job.solved)
+    summary["checked"] = sum(1 for t in tasks if t.check is not None)
     summary["sandbox"] = enforced
     return AgentRunResult(results, records, trace_jobs, summary)
+
+
+async def _run_check(sandbox: Sandbox, check: str | None, pool: ThreadPoolExecutor) -> bool | None:
+    """Whether the task's check exits 0 in the job's sandbox (None without a check)."""
+    if check is None:
+        return None
+    result = await asyncio.get_running_loop().run_in_executor(pool, sandbox.run, check)
+    if result.exit_code != 0:
+        log.debug("check %r exited %d: %s", check, result.exit_code, result.output[-500:])
+    return result.exit_code == 0
 
 
 def _new_sandbox(task: AgentTask, options: RunOptions) -> Sandbox:
@@ -194,7 +192,8 @@ def _report(sandbox: Sandbox) -> dict[str, bool]:
 
 def _failed_job(task: AgentTask, job_id: str, now: float, error: Exception) -> AgentJobResult:
     job = AgentJobRecord(job_id, job_id, now, task=task.task, exit_status=type(error).__name__,
-                         error=f"{type(error).__name__}: {error}")
+                         error=f"{type(error).__name__}: {error}", solved=False if task.check is not None else None,
+                         task_name=task.name)
     return AgentJobResult([], job, [])
 
 

@@ -1,0 +1,202 @@
+"""``bench agent-tasks``: live shell agents on a task set, per policy x hint style: solved, steps, JCT.
+
+For every pair of ``--policies`` x ``--hints`` a fresh server subprocess (``start_engine_server``:
+127.0.0.1, bounded waits, always stopped) serves ``--model``; ``agent_engine.agent.runner`` runs every
+task of ``--tasks`` (default: the shipped set, whose checks say which jobs solved their task) as one
+live agent job, ``--concurrency`` at once; then the server's ``/metrics`` is scraped. A row: solved /
+jobs, mean steps, mean and p90 JCT, the prefix hit ratio (cached / prompt tokens the server reported),
+pins created and hit, preemptions. Prints a table and writes JSON (rows and every job's outcome).
+
+Invariants: every pair runs the identical job list with identical agent settings; only the server's
+policy flags and the client's hint style (``agent_engine.workloads.hint_styles``: ``job_id`` sends
+our hints and a DELETE per job, ``none`` nothing) differ. The model is resolved once
+(``agent_engine.model.sources.resolve_model``: a folder, a ``.gguf`` file or a known name such as
+``smollm2``; default: the embedded model) before any server starts. A pair whose server fails leaves a
+row with ``error`` and the others still run. The exit status is 1 when any job failed (an HTTP error or
+a server that never started), else 0, however many tasks were solved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agent_engine.reporting import machine_info, print_table, write_json
+from agent_engine.server.launcher import ServerProcess, scrape_metrics, start_engine_server
+from agent_engine.workloads.hint_styles import HINT_STYLES
+from benchmarks.cli import run_standalone
+from benchmarks.jct_config import policy_engine_args, run_name
+
+HELP = "live shell agents on the shipped task set: solved, steps and JCT per policy x hint style"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags of ``bench agent-tasks``."""
+    p.add_argument("--model", default=None,
+                   help="model folder, .gguf file or known name, e.g. smollm2 (default: the embedded model)")
+    p.add_argument("--tasks", default="builtin", help="builtin (the shipped task set) or a task JSONL file")
+    p.add_argument("--policies", default="fcfs,continuum", help="comma list of policies (default fcfs,continuum)")
+    p.add_argument("--hints", default="job_id,none",
+                   help=f"comma list of client hint styles, each policy runs under each: {', '.join(HINT_STYLES)} "
+                        "(default job_id,none)")
+    p.add_argument("--jobs", type=int, default=None, help="jobs per row, cycling over the tasks (default: one each)")
+    p.add_argument("--concurrency", type=int, default=3, help="jobs in flight at once (default 3)")
+    p.add_argument("--step-limit", type=int, default=8, help="model calls per job at most (default 8)")
+    p.add_argument("--max-tokens", type=int, default=96, help="max tokens per answer (default 96)")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0)")
+    p.add_argument("--command-timeout", type=float, default=20.0, help="seconds per command (default 20)")
+    p.add_argument("--num-kv-blocks", type=int, default=192, help="KV pool in blocks (default 192)")
+    p.add_argument("--block-size", type=int, default=16, help="tokens per KV block (default 16)")
+    p.add_argument("--max-model-len", type=int, default=2048, help="context limit (default 2048)")
+    p.add_argument("--seed", type=int, default=0, help="server seed (default 0)")
+    p.add_argument("--engine-arg", action="append", default=[], help="extra flag passed to every server")
+    p.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for each server")
+    p.add_argument("--log-dir", default="out/agent_tasks_logs", help="server logs go here")
+    p.add_argument("--records-dir", default=None, help="write each row's agent records here (JSONL)")
+    p.add_argument("--json", default="out/agent_tasks.json", help="results JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Every policy x hint style in turn, one server each; prints the table, writes the JSON."""
+    load0 = list(os.getloadavg())
+    try:
+        pairs = _pairs(args)
+        tasks = _tasks(args)
+        model = _model_dir(args.model)
+    except (OSError, ValueError) as e:
+        print(f"bench agent-tasks: {e}", file=sys.stderr)
+        return 2
+    rows: dict[str, dict[str, Any]] = {}
+    for policy, hints in pairs:
+        name = run_name(policy, hints)
+        rows[name] = run_pair(policy, hints, model, tasks, args)
+    _report(args, model, tasks, rows, load0)
+    return 1 if any(r.get("jobs_failed") for r in rows.values()) else 0
+
+
+def _pairs(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(policy, hint style) of every row; ValueError on an unknown name, before any server starts."""
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    styles = [h.strip() for h in args.hints.split(",") if h.strip()]
+    bad = [h for h in styles if h not in HINT_STYLES]
+    if bad or not styles:
+        raise ValueError(f"--hints: unknown style(s) {bad}; known: {', '.join(HINT_STYLES)}")
+    if not policies:
+        raise ValueError("--policies: no policy given")
+    for policy in policies:
+        policy_engine_args(policy)
+    for flag in ("concurrency", "step_limit", "max_tokens"):
+        if getattr(args, flag) < 1:
+            raise ValueError(f"--{flag.replace('_', '-')} must be >= 1")
+    return [(p, h) for p in policies for h in styles]
+
+
+def _tasks(args: argparse.Namespace) -> list[Any]:
+    from agent_engine.agent.task_set import resolve_tasks
+
+    tasks = resolve_tasks(args.tasks)
+    if not tasks:
+        raise ValueError(f"no tasks in {args.tasks}")
+    n = len(tasks) if args.jobs is None else args.jobs
+    if n < 1:
+        raise ValueError("--jobs must be >= 1")
+    return [dataclasses.replace(tasks[i % len(tasks)], job_id=None) for i in range(n)]
+
+
+def _model_dir(spec: str | None) -> str:
+    """The local folder the servers load: the embedded model by default, else ``resolve_model(spec)``."""
+    if spec is None:
+        from agent_engine.model.default_model import default_model_dir
+
+        return str(default_model_dir())
+    from agent_engine.model.sources import resolve_model
+
+    return str(resolve_model(spec))
+
+
+def _start(policy: str, model: str, args: argparse.Namespace, log: Path) -> ServerProcess:
+    engine_args = [*policy_engine_args(policy), "--model", model, "--num-kv-blocks", str(args.num_kv_blocks),
+                   "--block-size", str(args.block_size), "--max-model-len", str(args.max_model_len),
+                   "--max-num-seqs", str(max(4, args.concurrency)), "--seed", str(args.seed), *args.engine_arg]
+    return start_engine_server(engine_args, log, name=policy, startup_timeout=args.startup_timeout)
+
+
+def run_pair(policy: str, hints: str, model: str, tasks: Sequence[Any], args: argparse.Namespace
+             ) -> dict[str, Any]:
+    """Start ``policy``'s server, run the jobs with hint style ``hints``, scrape, stop; the table row."""
+    from agent_engine.agent.loop import AgentConfig
+    from agent_engine.agent.runner import RunOptions, run_agent_jobs_sync
+    from agent_engine.workloads.replay.records import write_records
+
+    name, t0 = run_name(policy, hints), time.perf_counter()
+    agent = AgentConfig(step_limit=args.step_limit, max_tokens=args.max_tokens, temperature=args.temperature,
+                        hints=hints)
+    print(f"[{name}] starting server ...", flush=True)
+    try:
+        with _start(policy, model, args, Path(args.log_dir) / f"{name}.log") as srv:
+            options = RunOptions(srv.base_url, agent, concurrency=args.concurrency,
+                                 command_timeout=args.command_timeout, job_id_prefix=f"{policy}-{hints}-",
+                                 progress=not args.no_progress)
+            result = run_agent_jobs_sync(list(tasks), options)
+            metrics = scrape_metrics(srv.base_url)
+    except (RuntimeError, OSError) as e:  # the server failed: a row saying why; the other rows still run
+        print(f"[{name}] FAILED: {e}", flush=True)
+        return {"policy": policy, "hints": hints, "jobs": len(tasks), "jobs_failed": len(tasks),
+                "error": str(e)[:2000]}
+    if args.records_dir:
+        write_records(Path(args.records_dir) / f"{name}.jsonl", result.records)
+    row = _row(policy, hints, result, metrics, time.perf_counter() - t0)
+    print(f"[{name}] solved {row['solved']}/{row['jobs']}, mean JCT {row['mean_jct_s'] or float('nan'):.2f} s, "
+          f"{row['wall_s']:.0f} s", flush=True)
+    return row
+
+
+def _row(policy: str, hints: str, result: Any, metrics: dict[str, float], wall_s: float) -> dict[str, Any]:
+    s = result.summary
+
+    def metric(name: str) -> int | None:
+        v = metrics.get(name)
+        return None if v is None else int(v)
+
+    jobs = [{"task": r.job.task_name, "job_id": r.job.job_id, "solved": r.job.solved, "steps": r.job.steps,
+             "exit_status": r.job.exit_status, "jct_s": r.job.jct, "error": r.job.error} for r in result.results]
+    return {
+        "policy": policy, "hints": hints, "solved": s["solved"], "checked": s["checked"], "jobs": s["jobs"],
+        "jobs_failed": s["jobs_failed"], "mean_steps": s["steps_mean"], "mean_jct_s": s["jct_mean"],
+        "p90_jct_s": s["jct_p90"], "prefix_hit_ratio": s["prefix_hit_ratio"],
+        "prompt_tokens": s["prompt_tokens"], "cached_tokens": s["cached_tokens"],
+        "output_tokens": s["output_tokens"], "pins_created": metric("agent_engine_pins_created_total"),
+        "pins_hit": metric("agent_engine_pins_hit_total"),
+        "preemptions": metric("agent_engine_preemptions_total"),
+        "exit_statuses": s["exit_statuses"], "wall_s": round(wall_s, 1), "job_outcomes": jobs,
+    }
+
+
+def _report(args: argparse.Namespace, model: str, tasks: Sequence[Any], rows: dict[str, dict[str, Any]],
+            load0: list[float]) -> None:
+    headers = ["run", "solved", "mean steps", "mean JCT s", "p90 JCT s", "prefix hit", "pins hit", "preempt",
+               "wall s"]
+    table = [[name, f"{r.get('solved', 0)}/{r['jobs']}", r.get("mean_steps"), r.get("mean_jct_s"),
+              r.get("p90_jct_s"), r.get("prefix_hit_ratio"), r.get("pins_hit"), r.get("preemptions"),
+              r.get("wall_s")] for name, r in rows.items()]
+    print_table(headers, table)
+    config = {k: v for k, v in vars(args).items() if k != "func"}
+    config.update(model_dir=model, tasks_run=[t.name or t.task for t in tasks], machine=machine_info(),
+                  loadavg_start=load0, loadavg_end=list(os.getloadavg()))
+    write_json(args.json, {"config": config, "rows": rows})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.agent_tasks``: the flags and run of ``agent-engine bench agent-tasks``."""
+    return run_standalone("agent-tasks", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
