@@ -171,9 +171,9 @@ def test_job_hints_headers_and_release(srv):
     r = httpx.post(url + "/v1/completions", json={**body, "job_id": "body-wins"}, headers={"X-Job-Id": "hdr"},
                    timeout=60)
     assert r.json()["job_id"] == "body-wins"
-    for _ in range(2):  # idempotent
-        r = httpx.delete(url + "/v1/jobs/job-h", timeout=30)
-        assert r.status_code == 200 and r.json()["id"] == "job-h"
+    r = httpx.delete(url + "/v1/jobs/job-h", timeout=30)
+    assert r.status_code == 200 and r.json()["id"] == "job-h"
+    assert httpx.delete(url + "/v1/jobs/job-h", timeout=30).status_code == 404  # over: unknown now
     metrics = httpx.get(url + "/metrics", timeout=30).text
     assert "agent_engine_jobs_released_total" in metrics
 
