@@ -1,8 +1,9 @@
 """Scheduler overhead: microseconds per ``schedule()`` + ``update()`` step with a fake runner.
 
 Drives the real Scheduler at 64, 256 and 1024 running requests in steady decode (prefix caching on,
-requests sharing a system prompt). Target: <= 1 ms per step at 256 running requests (the Continuum
-paper reports 0.96 ms per step for vLLM's scheduler).
+requests sharing a system prompt). Only the scheduler's own calls are timed (the fake runner's time,
+which stands in for the model, is not). Target: <= 1 ms per step at 1024 running requests (the
+Continuum paper reports 0.96 ms per step for vLLM's scheduler at far fewer).
 
     agent-engine bench scheduler          (or python -m benchmarks.scheduler_overhead)
 
@@ -13,6 +14,7 @@ and no request finishes while they are timed.
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -23,7 +25,8 @@ from agent_engine.config import POLICY_NAMES
 from agent_engine.reporting import machine_info, print_table, write_json
 from benchmarks.cli import run_standalone
 
-TARGET_US_AT_256 = 1000.0
+TARGET_US = 1000.0
+TARGET_AT = 1024  # running requests
 SYSTEM_PROMPT_LEN = 128  # tokens every request shares (they hit the prefix cache)
 HELP = "scheduler time per step with a fake runner"
 
@@ -50,13 +53,19 @@ def _steady_decode_scheduler(num_running: int, max_tokens: int, policy: str, blo
     return sched, clock
 
 
-def _step(sched: Any, runner: Any) -> None:
+def _step(sched: Any, runner: Any) -> float:
+    """One step; returns the seconds spent in the scheduler (``schedule`` + ``update``)."""
+    t0 = time.perf_counter()
     out = sched.schedule()
-    sched.update(out, runner.execute(out))
+    t1 = time.perf_counter()
+    res = runner.execute(out)
+    t2 = time.perf_counter()
+    sched.update(out, res)
+    return (t1 - t0) + (time.perf_counter() - t2)
 
 
 def measure(num_running: int, steps: int, policy: str = "fcfs", block_size: int = 16,
-            prompt_len: int = 256) -> float:
+            prompt_len: int = 256, gc_freeze: bool = False) -> float:
     """Mean microseconds per decode step with ``num_running`` requests all running.
 
     Invariant: no request finishes during the timed steps (``max_tokens`` exceeds them), so every
@@ -69,11 +78,15 @@ def measure(num_running: int, steps: int, policy: str = "fcfs", block_size: int 
     while len(sched.running) < num_running or any(
             r.num_computed_tokens < r.num_prompt_tokens for r in sched.running):
         _step(sched, runner)  # admission and prefill, untimed
-    t0 = time.perf_counter()
+    if gc_freeze:  # as a long-running engine does after start-up: old objects leave the GC scans
+        gc.collect()
+        gc.freeze()
+    dt = 0.0
     for _ in range(steps):
-        _step(sched, runner)
+        dt += _step(sched, runner)
         clock.advance(0.01)
-    dt = time.perf_counter() - t0
+    if gc_freeze:
+        gc.unfreeze()
     assert len(sched.running) == num_running, "requests finished during the measurement"
     return dt / steps * 1e6
 
@@ -92,6 +105,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--sizes", default="64,256,1024", help="running requests per measurement")
     ap.add_argument("--steps", type=int, default=200, help="decode steps timed per measurement")
     ap.add_argument("--policies", default="fcfs,continuum", help=f"comma list of {', '.join(POLICY_NAMES)}")
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="gc.freeze() once the requests run (as a long-running engine would after start-up)")
     ap.add_argument("--json", default="out/scheduler_overhead.json", help="results JSON")
     ap.add_argument("--plot", default="out/scheduler_overhead.png", help="PNG: us per step vs running requests")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -101,8 +116,10 @@ def run(args: argparse.Namespace) -> int:
     """Measure every (policy, size), print the table and the target, write JSON and the plot."""
     sizes = [int(x) for x in args.sizes.split(",")]
     points = [(p, n) for p in parse_policies(args.policies) for n in sizes]
-    results = {f"{policy}@{n}": {"policy": policy, "num_running": n, "us_per_step": measure(n, args.steps, policy)}
-               for policy, n in tqdm(points, desc="scheduler overhead", disable=args.no_progress)}
+    results = {}
+    for policy, n in tqdm(points, desc="scheduler overhead", disable=args.no_progress):
+        us = measure(n, args.steps, policy, gc_freeze=args.gc_freeze)
+        results[f"{policy}@{n}"] = {"policy": policy, "num_running": n, "us_per_step": us}
     payload = _report(results)
     write_json(args.json, payload)
     if args.plot:
@@ -117,12 +134,15 @@ def _report(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     rows = [[v["policy"], v["num_running"], v["us_per_step"], v["us_per_step"] / v["num_running"]]
             for v in results.values()]
     print_table(["policy", "running", "us/step", "us/req"], rows)
-    worst_256 = max((v["us_per_step"] for v in results.values() if v["num_running"] == 256), default=None)
-    ok = worst_256 is not None and worst_256 <= TARGET_US_AT_256
-    if worst_256 is not None:
-        print(f"target <= {TARGET_US_AT_256:.0f} us/step at 256 running: {'PASS' if ok else 'FAIL'} "
-              f"({worst_256:.0f} us)")
-    return {"results": results, "target_us_at_256": TARGET_US_AT_256, "pass": ok, "machine": machine_info()}
+    worst = max((v["us_per_step"] for v in results.values() if v["num_running"] == TARGET_AT), default=None)
+    ok = worst is not None and worst <= TARGET_US
+    if worst is not None:
+        print(f"target <= {TARGET_US:.0f} us/step at {TARGET_AT} running: {'PASS' if ok else 'FAIL'} "
+              f"({worst:.0f} us)")
+    # ``target_us_at_256`` is the key the plot reads for its target line (the same 1 ms).
+    return {"results": results, "target_us": TARGET_US, "target_running": TARGET_AT, "pass": ok,
+            "target_us_at_256": TARGET_US,
+            "machine": machine_info()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

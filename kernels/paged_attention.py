@@ -15,6 +15,10 @@ Three implementations share this contract:
   cached context, otherwise a causal mask offset by its context length).
 * :func:`paged_attention_flash`: flash-attn's ``flash_attn_varlen_func`` with ``block_table`` (CUDA,
   fp16/bf16, block sizes that are multiples of 256 as flash-attn 2 requires).
+* :func:`paged_attention_cpp`: the C++ CPU kernel (``kernels/csrc/cpu_ops.cpp``) reads keys and
+  values straight from the paged caches for every decode and every chunk over cached context; a
+  fresh prompt chunk of at least ``SDPA_MIN_FRESH_QUERY`` tokens goes to SDPA's causal kernel on this
+  step's contiguous keys (nothing to gather there, and SDPA's blocked kernel wins on long queries).
 
 :func:`paged_attention` picks one.
 """
@@ -28,6 +32,11 @@ import torch
 import torch.nn.functional as F
 
 from kernels.attention_metadata import AttentionMetadata, AttentionWorkspace
+from kernels.cpu_ops import paged_attention_cpu, use_cpp
+from kernels.torch_plan import torch_plan
+
+SDPA_MIN_FRESH_QUERY = 64
+_CPP_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def paged_attention_reference(
@@ -90,44 +99,94 @@ def paged_attention_torch(
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = num_q_heads // num_kv_heads
     workspace = metadata.workspace if metadata.workspace is not None else AttentionWorkspace()
+    plan = torch_plan(metadata)
     out: torch.Tensor | None = None
     if not metadata.all_decode:
         out = query.new_empty(num_tokens, num_q_heads, head_dim)
 
-    if metadata.decode_token_idx is not None:
-        assert metadata.decode_block_idx is not None and metadata.decode_mask is not None
-        num_decodes = metadata.decode_token_idx.numel()
-        q = query if metadata.all_decode else query.index_select(0, metadata.decode_token_idx)
+    if plan.decode_token_idx is not None:
+        assert plan.decode_block_idx is not None and plan.decode_mask is not None
+        num_decodes = plan.decode_token_idx.numel()
+        q = query if metadata.all_decode else query.index_select(0, plan.decode_token_idx)
         # GQA packing: the group's query heads become G query rows of one KV head, no repeat_kv.
         q = q.reshape(num_decodes, num_kv_heads, group, head_dim)
-        width = metadata.decode_num_blocks * block_size
-        k = _gather_blocks(k_cache, metadata.decode_block_idx, workspace, "decode_k")
-        v = _gather_blocks(v_cache, metadata.decode_block_idx, workspace, "decode_v")
+        width = plan.decode_num_blocks * block_size
+        k = _gather_blocks(k_cache, plan.decode_block_idx, workspace, "decode_k")
+        v = _gather_blocks(v_cache, plan.decode_block_idx, workspace, "decode_v")
         k = k.view(num_decodes, width, num_kv_heads, head_dim).transpose(1, 2)
         v = v.view(num_decodes, width, num_kv_heads, head_dim).transpose(1, 2)
-        mask = metadata.additive_mask(-1, metadata.decode_mask, query.dtype)
+        mask = metadata.additive_mask(-1, plan.decode_mask, query.dtype)
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
         o = o.reshape(num_decodes, num_q_heads, head_dim)
         if out is None:
             return o
-        out.index_copy_(0, metadata.decode_token_idx, o)
+        out.index_copy_(0, plan.decode_token_idx, o)
 
     assert out is not None
-    for chunk in metadata.prefills:
-        q = query[chunk.q_start : chunk.q_end].transpose(0, 1).unsqueeze(0)  # [1, Hq, q, D]
+    for chunk in plan.prefills:
         if chunk.context_len == 0:
-            k = key[chunk.q_start : chunk.q_end].transpose(0, 1).unsqueeze(0)
-            v = value[chunk.q_start : chunk.q_end].transpose(0, 1).unsqueeze(0)
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=group > 1)
-        else:
-            assert chunk.block_idx is not None and chunk.mask is not None
-            k = _gather_blocks(k_cache, chunk.block_idx, workspace, "prefill_k")
-            v = _gather_blocks(v_cache, chunk.block_idx, workspace, "prefill_v")
-            k = k.view(1, -1, num_kv_heads, head_dim).transpose(1, 2)
-            v = v.view(1, -1, num_kv_heads, head_dim).transpose(1, 2)
-            mask = metadata.additive_mask(chunk.req_idx, chunk.mask, query.dtype)
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=group > 1)
+            out[chunk.q_start : chunk.q_end] = _fresh_causal(query, key, value, chunk.q_start, chunk.q_end,
+                                                            scale, group)
+            continue
+        assert chunk.block_idx is not None and chunk.mask is not None
+        q = query[chunk.q_start : chunk.q_end].transpose(0, 1).unsqueeze(0)  # [1, Hq, q, D]
+        k = _gather_blocks(k_cache, chunk.block_idx, workspace, "prefill_k")
+        v = _gather_blocks(v_cache, chunk.block_idx, workspace, "prefill_v")
+        k = k.view(1, -1, num_kv_heads, head_dim).transpose(1, 2)
+        v = v.view(1, -1, num_kv_heads, head_dim).transpose(1, 2)
+        mask = metadata.additive_mask(chunk.req_idx, chunk.mask, query.dtype)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=group > 1)
         out[chunk.q_start : chunk.q_end] = o[0].transpose(0, 1)
+    return out
+
+
+def _fresh_causal(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, start: int, end: int,
+                  scale: float, group: int) -> torch.Tensor:
+    """Plain causal SDPA of one chunk with no cached context over this step's keys: ``[q, Hq, D]``."""
+    q = query[start:end].transpose(0, 1).unsqueeze(0)
+    k = key[start:end].transpose(0, 1).unsqueeze(0)
+    v = value[start:end].transpose(0, 1).unsqueeze(0)
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=group > 1)
+    return o[0].transpose(0, 1)
+
+
+def _cpp_plan(metadata: AttentionMetadata) -> tuple[torch.Tensor | None, list[tuple[int, int]]]:
+    """``(requests for the C++ kernel as int32 or None, fresh long chunks as (q_start, q_end))``, cached."""
+    plan = metadata.cache.get("cpp_plan")
+    if plan is None:
+        starts, ctx = metadata.query_start_loc_list, metadata.context_lens_list
+        fresh = [i for i in range(metadata.num_reqs)
+                 if ctx[i] == 0 and starts[i + 1] - starts[i] >= SDPA_MIN_FRESH_QUERY]
+        if not fresh:
+            idx = torch.arange(metadata.num_reqs, dtype=torch.int32)
+        else:
+            skip = set(fresh)
+            rest = [i for i in range(metadata.num_reqs) if i not in skip]
+            idx = torch.tensor(rest, dtype=torch.int32) if rest else None
+        plan = (idx, [(starts[i], starts[i + 1]) for i in fresh])
+        metadata.cache["cpp_plan"] = plan
+    return plan
+
+
+def paged_attention_cpp(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    metadata: AttentionMetadata,
+    scale: float,
+) -> torch.Tensor:
+    """The C++ CPU path (needs ``kernels.cpu_ops.use_cpp``); same contract as the module docstring.
+    ``query`` may be a row-strided view (e.g. into a fused QKV projection); ``key``/``value`` are only
+    read for fresh long chunks."""
+    idx, fresh = _cpp_plan(metadata)
+    out = query.new_empty(query.shape[0], query.shape[1], query.shape[2])
+    if idx is not None:
+        paged_attention_cpu(query, k_cache, v_cache, metadata, scale, idx, out)
+    group = query.shape[1] // k_cache.shape[2]
+    for start, end in fresh:
+        out[start:end] = _fresh_causal(query, key, value, start, end, scale, group)
     return out
 
 
@@ -191,4 +250,6 @@ def paged_attention(
         and flash_attn_available()
     ):
         return paged_attention_flash(query, k_cache, v_cache, metadata, scale)
+    if use_cpp(query.device) and query.dtype in _CPP_DTYPES:
+        return paged_attention_cpp(query, key, value, k_cache, v_cache, metadata, scale)
     return paged_attention_torch(query, key, value, k_cache, v_cache, metadata, scale)

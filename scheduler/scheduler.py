@@ -122,16 +122,16 @@ class Scheduler:
 
     def _schedule_running(self, step: _Step) -> None:
         """Each running request's next chunk, in admission order, while the budget lasts (the budget
-        lives in a local on this hot path; ``_make_room`` works on ``step.budget``)."""
-        running = self.running
-        scheduled = step.scheduled
-        allocate = self.kv.allocate_slots
+        lives in a local on this hot path; ``_make_room`` works on ``step.budget``). A chunk that fits
+        in the blocks already held (all decode steps but one per block) skips the KV manager."""
+        running, scheduled, allocate = self.running, step.scheduled, self.kv.allocate_slots
+        block_ids, bs, budget = self.kv.req_block_ids, self.config.block_size, step.budget
         threshold = self.config.long_prefill_token_threshold
-        budget = step.budget
         i = 0
         while i < len(running) and budget > 0:
             req = running[i]
-            num_new = len(req.all_token_ids) - req.num_computed_tokens
+            toks, start = req.all_token_ids, req.num_computed_tokens
+            num_new = len(toks) - start
             if threshold and num_new > threshold:
                 num_new = threshold
             if num_new > budget:
@@ -139,13 +139,18 @@ class Scheduler:
             if num_new <= 0:
                 i += 1
                 continue
-            if allocate(req, num_new) is None:
+            ids = block_ids.get(rid := req.request_id)
+            if (ids is None or start + num_new > len(ids) * bs) and allocate(req, num_new) is None:
                 step.budget = budget
                 i = self._make_room(step, req, num_new, i)
                 budget = step.budget
                 if req.status is not RequestStatus.RUNNING:
                     continue  # ``req`` itself was preempted; index i now names the next request.
-            scheduled[req.request_id] = self._make_scheduled(req, num_new)
+            end = start + num_new
+            scheduled[rid] = ScheduledRequest(
+                rid, toks[start:end], start, block_ids[rid], req.sampling_params, end == len(toks),
+                len(req.output_token_ids), req.eos_token_id,
+            )
             budget -= num_new
             i += 1
         step.budget = budget
@@ -205,7 +210,11 @@ class Scheduler:
             req.first_scheduled_time = step.now
         self.policy.on_admitted(req, step.now)
         (step.resumed_ids if resumed else step.new_ids).append(req.request_id)
-        step.scheduled[req.request_id] = self._make_scheduled(req, num_new)
+        rid, toks, start = req.request_id, req.all_token_ids, req.num_computed_tokens
+        end = start + num_new
+        step.scheduled[rid] = ScheduledRequest(rid, toks[start:end], start, self.kv.req_block_ids[rid],
+                                               req.sampling_params, end == len(toks), len(req.output_token_ids),
+                                               req.eos_token_id)
         step.budget -= num_new
         if self.trace_sink is not None:
             self.trace_sink(admit_event(self, step.now, req, num_hit, resumed))
@@ -219,37 +228,37 @@ class Scheduler:
         return out
 
     def update(self, out: SchedulerOutput, result: ModelRunnerOutput) -> list[EngineCoreOutput]:
-        """Advance computed tokens, append sampled tokens, apply stop rules, finish requests.
-
-        The hot path of every step: one pass, with lookups hoisted into locals on purpose.
-        """
+        """Advance computed tokens, append sampled tokens, apply stop rules, finish requests (the hot
+        path of every step: one pass, lookups hoisted into locals on purpose)."""
         now = self.clock.now()
         outputs: list[EngineCoreOutput] = []
         sampled, logprobs, top_logprobs = result.sampled_token_ids, result.logprobs, result.top_logprobs
         requests, running, max_len = self.requests, RequestStatus.RUNNING, self.config.max_model_len
         caching, num_cached, bs = self.kv.enable_caching, self.kv.num_cached, self.config.block_size
         for s in out.scheduled:
-            rid = s.request_id
-            req = requests.get(rid)
+            req = requests.get(rid := s.request_id)
             if req is None or req.status is not running:
                 continue  # aborted while the step ran
-            req.num_computed_tokens += len(s.token_ids)
-            if caching and req.num_computed_tokens // bs > num_cached.get(rid, 0):
+            n = len(s.token_ids)
+            computed = req.num_computed_tokens = req.num_computed_tokens + n
+            # A block can only have filled up if this chunk crossed a block boundary.
+            if caching and (n >= bs or computed % bs < n) and computed // bs > num_cached.get(rid, 0):
                 self.kv.cache_computed_blocks(req)
             tok = sampled.get(rid) if s.do_sample else None
             if tok is None:
                 continue
-            req.append_output_token(tok)
+            (out_ids := req.output_token_ids).append(tok)
+            (all_ids := req.all_token_ids).append(tok)
+            if len(all_ids) % bs == 0:
+                req._extend_block_hashes()
             if req.first_token_time is None:
                 req.first_token_time = now
             sp = req.sampling_params
-            # Fast path: nothing can stop a request below its limits that sampled neither EOS nor a
-            # stop token; only then is the full rule set consulted.
+            # Only EOS, a stop token or a limit can stop a request: else skip the full rule set.
             status = req.stop_status(tok, max_len) if (
-                tok == req.eos_token_id or sp.stop_token_ids or len(req.output_token_ids) >= sp.max_tokens
-                or len(req.all_token_ids) >= max_len) else None
-            cached = req.num_cached_tokens
-            o = EngineCoreOutput(rid, [tok], None, (), (), cached if cached > 0 else 0)
+                tok == req.eos_token_id or sp.stop_token_ids or len(out_ids) >= sp.max_tokens
+                or len(all_ids) >= max_len) else None
+            o = EngineCoreOutput(rid, [tok], None, (), (), req.num_cached_tokens if req.num_cached_tokens > 0 else 0)
             if logprobs or top_logprobs:
                 o.attach_logprobs(logprobs, top_logprobs)
             if status is not None:
@@ -259,14 +268,6 @@ class Scheduler:
         return outputs
 
     # ---- internals ---------------------------------------------------------------------------
-    def _make_scheduled(self, req: Request, num_new: int) -> ScheduledRequest:
-        start = req.num_computed_tokens
-        toks = req.all_token_ids
-        return ScheduledRequest(
-            req.request_id, toks[start : start + num_new], start, self.kv.req_block_ids[req.request_id],
-            req.sampling_params, start + num_new == len(toks), len(req.output_token_ids), req.eos_token_id,
-        )
-
     def _preempt(self, req: Request) -> None:
         self.running.remove(req)
         self.kv.free(req)

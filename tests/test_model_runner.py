@@ -167,3 +167,34 @@ def test_finished_ids_drop_sampler_state_and_helpers(llama: torch.nn.Module) -> 
     assert len(times) == 2 and all(t > 0 for t in times)
     with pytest.raises(ValueError):
         runner.profile_prefill([16 * BLOCK])
+
+
+@pytest.mark.parametrize("path", ["hf_modules", "torch_ops"])
+def test_lean_decoder_equals_other_paths(llama: torch.nn.Module, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lean decoder (fused projections, C++ ops when built) == the HF modules with our attention, and
+    == the lean decoder on the torch fallback ops; chunked prefill, a prefix hit and decodes alike."""
+    import importlib
+
+    paged = importlib.import_module("kernels.paged_attention")  # the module, not the function of that name
+    gen = torch.Generator().manual_seed(4)
+    prompts = [torch.randint(0, 128, (n,), generator=gen).tolist() for n in (19, 7)]
+
+    def run(variant: str) -> list[torch.Tensor]:
+        runner = ModelRunner(copy.deepcopy(llama), num_kv_blocks=16, block_size=BLOCK)
+        assert runner.lean is not None  # Llama on CPU takes the lean path by default
+        if variant == "hf_modules":
+            runner.lean = None
+        elif variant == "torch_ops":
+            runner.lean.cpp = False
+            monkeypatch.setattr(paged, "use_cpp", lambda _device: False)
+        a, b = Seq("a", prompts[0], [3, 7, 1, 12, 9, 2]), Seq("b", prompts[1], [5, 4, 10])
+        logits = [_step(runner, [(a, 10), (b, 7)])[1][0]]
+        logits.append(_step(runner, [(a, 9), (b, 1)])[1])
+        for _ in range(3):
+            logits.append(_step(runner, [(a, 1), (b, 1)])[1])
+        monkeypatch.undo()
+        return logits
+
+    lean, other = run("lean"), run(path)
+    for x, y in zip(lean, other, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-4)

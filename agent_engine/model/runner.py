@@ -6,7 +6,9 @@ Invariants:
   holds positions ``[j * block_size, (j + 1) * block_size)``); ids are in ``[1, num_kv_blocks)``, 0 is
   the reserved null block. Its tokens are computed at positions ``num_computed_tokens + arange(n)``.
 * One decoder forward per step over the packed batch ``[1, T]``; logits are computed only at the last
-  token of requests with ``do_sample`` (never ``[T, V]``).
+  token of requests with ``do_sample`` (never ``[T, V]``). On CPU, Llama-family models run through
+  ``LeanDecoder`` (fused projections, C++ kernels); anything else through the HF modules with our
+  paged attention plugged in. Both compute the same function on the same weights.
 * Per-request sampler state is dropped for ``finished_req_ids`` before the step runs.
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 import torch
 
 from agent_engine.model.attention import KV_CACHES_KWARG, METADATA_KWARG, use_paged_attention
+from agent_engine.model.lean_decoder import LeanDecoder
 from agent_engine.model.sampler import Sampler, SamplerOutput
 from kernels import AttentionWorkspace, allocate_kv_caches, build_attention_metadata
 from scheduler.outputs import ModelRunnerOutput, SchedulerOutput
@@ -65,6 +68,7 @@ class ModelRunner:
         self.kv_caches = allocate_kv_caches(
             self.num_layers, num_kv_blocks, block_size, self.num_kv_heads, self.head_dim, self.dtype, self.device
         )
+        self.lean = LeanDecoder.build(model) if self.device.type == "cpu" else None
         self.sampler = Sampler(self.device, seed)
         self.workspace = AttentionWorkspace()
         self.last_logits: torch.Tensor | None = None
@@ -79,7 +83,6 @@ class ModelRunner:
     def _forward(
         self,
         token_ids: list[int],
-        positions: list[int],
         query_lens: list[int],
         context_lens: list[int],
         block_tables: list[list[int]],
@@ -89,17 +92,20 @@ class ModelRunner:
         metadata = build_attention_metadata(
             query_lens, context_lens, block_tables, self.block_size, self.device, self.workspace
         )
-        input_ids = torch.tensor(token_ids, dtype=torch.int64, device=self.device).view(1, -1)
-        position_ids = torch.tensor(positions, dtype=torch.int64, device=self.device).view(1, -1)
-        kwargs = {METADATA_KWARG: metadata, KV_CACHES_KWARG: self.kv_caches}
+        input_ids = torch.tensor(token_ids, dtype=torch.int64, device=self.device)
+        rows = torch.tensor(sample_rows, dtype=torch.int64, device=self.device)
         with torch.inference_mode():
-            hidden = self._decoder(
-                input_ids=input_ids, position_ids=position_ids, use_cache=False, **kwargs
-            ).last_hidden_state
+            if self.lean is not None:
+                hidden = self.lean.forward(input_ids, metadata, self.kv_caches, rows)
+            else:
+                kwargs = {METADATA_KWARG: metadata, KV_CACHES_KWARG: self.kv_caches}
+                hidden = self._decoder(
+                    input_ids=input_ids.view(1, -1), position_ids=metadata.positions.view(1, -1),
+                    use_cache=False, **kwargs,
+                ).last_hidden_state[0].index_select(0, rows)
             if not sample_rows:
                 return hidden.new_empty(0, 0, dtype=torch.float32)
-            rows = torch.tensor(sample_rows, dtype=torch.int64, device=self.device)
-            return self._lm_head(hidden[0].index_select(0, rows)).float()
+            return self._lm_head(hidden).float()
 
     def execute(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
         """Compute every scheduled chunk and sample one token for each request with ``do_sample``."""
@@ -108,23 +114,20 @@ class ModelRunner:
         if not scheduler_output.scheduled:
             return ModelRunnerOutput()
         token_ids: list[int] = []
-        positions: list[int] = []
         query_lens: list[int] = []
         context_lens: list[int] = []
         tables: list[list[int]] = []
         sample_rows: list[int] = []
         sampled = []
         for req in scheduler_output.scheduled:
-            n, start = len(req.token_ids), req.num_computed_tokens
-            token_ids.extend(req.token_ids)
-            positions.extend(range(start, start + n))
-            query_lens.append(n)
-            context_lens.append(start)
+            token_ids += req.token_ids
+            query_lens.append(len(req.token_ids))
+            context_lens.append(req.num_computed_tokens)
             tables.append(req.block_ids)
             if req.do_sample:
                 sample_rows.append(len(token_ids) - 1)
                 sampled.append(req)
-        logits = self._forward(token_ids, positions, query_lens, context_lens, tables, sample_rows)
+        logits = self._forward(token_ids, query_lens, context_lens, tables, sample_rows)
         self.last_logits = logits
         out = ModelRunnerOutput()
         if not sampled:
@@ -184,7 +187,7 @@ class ModelRunner:
             if length < 1 or num_blocks > max_blocks:
                 raise ValueError(f"cannot profile length {length}: needs {num_blocks} of {max_blocks} blocks")
             tokens = torch.randint(0, vocab, (length,), generator=gen).tolist()
-            args = (tokens, list(range(length)), [length], [0], [list(range(1, num_blocks + 1))], [length - 1])
+            args = (tokens, [length], [0], [list(range(1, num_blocks + 1))], [length - 1])
             if not warmed:
                 self._forward(*args)
                 warmed = True

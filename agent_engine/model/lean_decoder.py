@@ -1,0 +1,174 @@
+"""A lean decoder forward for Llama-family checkpoints (Llama, Mistral, Qwen2) on CPU.
+
+It runs the same math as transformers' modules on the same weights, without their per-layer Python
+machinery, and with the projections fused: one QKV matmul and one gate/up matmul per layer. Per layer:
+``rms_norm(+residual) -> QKV -> rotary + KV write -> paged attention -> o_proj -> rms_norm(+residual)
+-> gate/up -> silu*up -> down``; the fused elementwise ops are ``kernels.cpu_ops`` (C++ when built).
+
+Invariants:
+- The fused weights are the model's own storage: each ``q/k/v_proj`` and ``gate/up_proj`` weight is
+  re-pointed to a view of the fused tensor, so memory is not doubled and the HF modules (used by
+  tests and as the fallback path) keep computing the same function.
+- :meth:`LeanDecoder.build` returns None (the runner then uses the HF modules with our attention) for
+  anything it does not reproduce exactly: another architecture, an activation other than SiLU, MLP or
+  o_proj biases, per-head norms, a non-CPU device.
+- Rotary cos/sin come from the model's own ``rotary_emb`` (any rope scaling type); for the static types
+  a table over positions is computed once and grown on demand.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from kernels import AttentionMetadata, paged_attention
+from kernels.cpu_ops import rms_norm, rotary_and_cache, silu_and_mul, use_cpp
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
+_STATIC_ROPE = ("default", "linear", "llama3", "yarn")
+
+
+@dataclass
+class _Layer:
+    ln1: torch.Tensor
+    ln2: torch.Tensor
+    qkv_w: torch.Tensor
+    qkv_b: torch.Tensor | None
+    o_w: torch.Tensor
+    gate_up_w: torch.Tensor
+    down_w: torch.Tensor
+    eps1: float
+    eps2: float
+
+
+def _unsupported_reason(model: torch.nn.Module) -> str | None:
+    config = model.config
+    if getattr(config, "model_type", None) not in SUPPORTED_MODEL_TYPES:
+        return f"model type {getattr(config, 'model_type', None)!r}"
+    if getattr(config, "hidden_act", "silu") != "silu":
+        return f"activation {config.hidden_act!r}"
+    if next(model.parameters()).device.type != "cpu":
+        return "not on CPU"
+    for layer in model.get_decoder().layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        if attn.o_proj.bias is not None or any(getattr(mlp, n).bias is not None for n in
+                                               ("gate_proj", "up_proj", "down_proj")):
+            return "o_proj or MLP biases"
+        if hasattr(attn, "q_norm") or hasattr(attn, "k_norm"):
+            return "per-head q/k norms"
+        if (attn.q_proj.bias is None) != (attn.k_proj.bias is None) or \
+                (attn.k_proj.bias is None) != (attn.v_proj.bias is None):
+            return "partial QKV biases"
+    return None
+
+
+def _fuse(modules: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Concatenate the weights (and biases) along the output dim; re-point each module at its view."""
+    with torch.no_grad():
+        weight = torch.cat([m.weight for m in modules]).contiguous()
+        bias = None if modules[0].bias is None else torch.cat([m.bias for m in modules]).contiguous()
+        row = 0
+        for m in modules:
+            n = m.weight.shape[0]
+            m.weight.data = weight[row : row + n]
+            if bias is not None:
+                m.bias.data = bias[row : row + n]
+            row += n
+    return weight, bias
+
+
+class LeanDecoder:
+    """Use :meth:`build`; then :meth:`forward` per step."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        decoder = model.get_decoder()
+        config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        attn0 = decoder.layers[0].self_attn
+        self.num_q_heads = config.num_attention_heads
+        self.num_kv_heads = getattr(config, "num_key_value_heads", None) or self.num_q_heads
+        self.head_dim = attn0.head_dim
+        self.scale = float(attn0.scaling)
+        self.embed = decoder.embed_tokens.weight
+        self.norm_w, self.norm_eps = decoder.norm.weight, float(decoder.norm.variance_epsilon)
+        self.rotary = decoder.rotary_emb
+        self.static_rope = getattr(self.rotary, "rope_type", "default") in _STATIC_ROPE
+        self._cos_sin: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.sliding_window = self._min_window(model, decoder)
+        self.layers = [self._layer(layer) for layer in decoder.layers]
+        self.cpp = use_cpp(self.embed.device)
+
+    @classmethod
+    def build(cls, model: torch.nn.Module) -> LeanDecoder | None:
+        """The lean decoder of ``model``, or None (with the reason logged) when it is not supported."""
+        reason = _unsupported_reason(model)
+        if reason is not None:
+            logger.info("lean decoder off (%s): using the transformers modules", reason)
+            return None
+        return cls(model)
+
+    @staticmethod
+    def _min_window(model: torch.nn.Module, decoder: Any) -> int | None:
+        windows = [getattr(layer.self_attn, "sliding_window", None) for layer in decoder.layers]
+        if model.config.model_type == "mistral":
+            windows.append(getattr(model.config, "sliding_window", None))
+        return min((w for w in windows if w), default=None)
+
+    @staticmethod
+    def _layer(layer: Any) -> _Layer:
+        attn, mlp = layer.self_attn, layer.mlp
+        qkv_w, qkv_b = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
+        gate_up_w, _ = _fuse([mlp.gate_proj, mlp.up_proj])
+        return _Layer(layer.input_layernorm.weight, layer.post_attention_layernorm.weight, qkv_w, qkv_b,
+                      attn.o_proj.weight, gate_up_w, mlp.down_proj.weight,
+                      float(layer.input_layernorm.variance_epsilon),
+                      float(layer.post_attention_layernorm.variance_epsilon))
+
+    def _rotary(self, positions: torch.Tensor, max_pos: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin ``[T, D]`` in the model dtype for ``positions``."""
+        if not self.static_rope:
+            cos, sin = self.rotary(self.embed[:1], positions.view(1, -1))
+            return cos[0].contiguous(), sin[0].contiguous()
+        if self._cos_sin is None or self._cos_sin[0].shape[0] <= max_pos:
+            n = max(1024, 2 * (max_pos + 1))
+            cos, sin = self.rotary(self.embed[:1], torch.arange(n, device=positions.device).view(1, -1))
+            self._cos_sin = (cos[0].contiguous(), sin[0].contiguous())
+        cos_t, sin_t = self._cos_sin
+        return cos_t.index_select(0, positions), sin_t.index_select(0, positions)
+
+    def forward(self, input_ids: torch.Tensor, metadata: AttentionMetadata,
+                kv_caches: list[tuple[torch.Tensor, torch.Tensor]], rows: torch.Tensor) -> torch.Tensor:
+        """Final-normed hidden states ``[len(rows), H]`` at query rows ``rows`` of the packed batch."""
+        if self.sliding_window is not None and metadata.max_seq_len > self.sliding_window:
+            raise NotImplementedError(f"sliding window {self.sliding_window} shorter than a sequence "
+                                      f"({metadata.max_seq_len}) is not supported")
+        cos, sin = self._rotary(metadata.positions, metadata.max_seq_len)
+        residual = F.embedding(input_ids, self.embed)
+        delta: torch.Tensor | None = None
+        for layer, (k_cache, v_cache) in zip(self.layers, kv_caches, strict=True):
+            h = rms_norm(residual if delta is None else delta, layer.ln1, layer.eps1,
+                         None if delta is None else residual, self.cpp)
+            attn = self._attention(layer, h, cos, sin, k_cache, v_cache, metadata)
+            delta = F.linear(attn, layer.o_w)
+            h = rms_norm(delta, layer.ln2, layer.eps2, residual, self.cpp)
+            delta = F.linear(silu_and_mul(F.linear(h, layer.gate_up_w), self.cpp), layer.down_w)
+        assert delta is not None
+        if rows.numel() != residual.shape[0]:
+            residual, delta = residual.index_select(0, rows), delta.index_select(0, rows)
+        return rms_norm(delta, self.norm_w, self.norm_eps, residual, self.cpp)
+
+    def _attention(self, layer: _Layer, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                   k_cache: torch.Tensor, v_cache: torch.Tensor, metadata: AttentionMetadata) -> torch.Tensor:
+        """QKV, rotary, KV write and paged attention: ``[T, Hq * D]``."""
+        hq, hk, d = self.num_q_heads, self.num_kv_heads, self.head_dim
+        qkv = F.linear(h, layer.qkv_w, layer.qkv_b)
+        rotary_and_cache(qkv, cos, sin, k_cache, v_cache, metadata.slot_mapping, hq, hk, self.cpp)
+        tokens = qkv.shape[0]
+        heads = qkv.view(tokens, hq + 2 * hk, d)
+        q, k, v = heads[:, :hq], heads[:, hq : hq + hk], heads[:, hq + hk :]
+        return paged_attention(q, k, v, k_cache, v_cache, metadata, self.scale).reshape(tokens, hq * d)

@@ -1,0 +1,85 @@
+"""The fused ops of a decoder step, each as the C++ kernel when loaded and as plain torch otherwise.
+
+Both implementations share one contract per function (the tests compare them):
+
+* :func:`rms_norm` ``(x, weight, eps, residual=None)``: with ``residual``, first ``residual += x`` in
+  place, then normalise ``residual``; returns ``rms_norm(...) * weight`` as a new tensor (HF's
+  ``LlamaRMSNorm``: float32 statistics, the normalised value cast to the dtype before the weight).
+* :func:`silu_and_mul` ``(gate_up [T, 2I]) -> [T, I]``: ``silu(gate) * up``.
+* :func:`rotary_and_cache` ``(qkv [T, (Hq + 2Hk) D], cos, sin [T, D], k_cache, v_cache, slots, Hq, Hk)``:
+  rotates q and k in place (HF ``rotate_half`` convention) and writes k, v into the caches.
+* :func:`paged_attention_cpu` ``(query [T, Hq, D], k_cache, v_cache, metadata, scale, req_indices,
+  out)``: attention of the listed requests' rows, read straight from the paged caches.
+
+``use_cpp()`` says which one runs: the C++ ops on CPU tensors when ``kernels.cpp_build`` loaded them.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from kernels.attention_metadata import AttentionMetadata
+from kernels.cpp_build import load_cpu_ops
+
+
+def use_cpp(device: torch.device) -> bool:
+    """True when the C++ kernels serve tensors on ``device`` (CPU only; built and loaded on first call)."""
+    return device.type == "cpu" and load_cpu_ops()
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None,
+             cpp: bool = False) -> torch.Tensor:
+    """See the module docstring; ``x`` and ``residual`` are contiguous ``[T, H]``."""
+    if cpp:
+        src = residual if residual is not None else x
+        out = torch.empty_like(src)
+        torch.ops.agent_engine.rms_norm(out, src, x if residual is not None else None, weight, eps)
+        return out
+    if residual is not None:
+        residual.add_(x)
+        x = residual
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+def silu_and_mul(gate_up: torch.Tensor, cpp: bool = False) -> torch.Tensor:
+    """See the module docstring."""
+    inter = gate_up.shape[-1] // 2
+    if cpp:
+        out = gate_up.new_empty(*gate_up.shape[:-1], inter)
+        torch.ops.agent_engine.silu_and_mul(out, gate_up)
+        return out
+    return F.silu(gate_up[..., :inter]) * gate_up[..., inter:]
+
+
+def rotary_and_cache(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_cache: torch.Tensor,
+                     v_cache: torch.Tensor, slot_mapping: torch.Tensor, num_q_heads: int, num_kv_heads: int,
+                     cpp: bool = False) -> None:
+    """See the module docstring; ``slot_mapping`` is int64 ``[T]``."""
+    if cpp:
+        torch.ops.agent_engine.rotary_and_cache(qkv, cos, sin, k_cache, v_cache, slot_mapping,
+                                                num_q_heads, num_kv_heads)
+        return
+    tokens, head_dim = qkv.shape[0], k_cache.shape[3]
+    heads = qkv.view(tokens, num_q_heads + 2 * num_kv_heads, head_dim)
+    qk = heads[:, : num_q_heads + num_kv_heads]
+    half = head_dim // 2
+    c, s = cos[:, None, :], sin[:, None, :]
+    rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
+    qk.copy_(qk * c + rotated * s)
+    k = heads[:, num_q_heads : num_q_heads + num_kv_heads]
+    v = heads[:, num_q_heads + num_kv_heads :]
+    k_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, k)
+    v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, v)
+
+
+def paged_attention_cpu(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                        metadata: AttentionMetadata, scale: float, req_indices: torch.Tensor,
+                        out: torch.Tensor) -> torch.Tensor:
+    """The C++ paged attention (no torch fallback here: ``kernels.paged_attention`` has it); writes and
+    returns ``out`` ``[T, Hq, D]`` (rows of requests not in ``req_indices`` are left as they were)."""
+    torch.ops.agent_engine.paged_attention(out, query, k_cache, v_cache, metadata.block_tables,
+                                           metadata.query_start_loc, metadata.seq_lens, req_indices, scale)
+    return out

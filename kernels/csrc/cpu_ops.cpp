@@ -1,0 +1,157 @@
+// CPU kernels of the engine's decoder step, registered as torch ops ``agent_engine::*`` (the
+// elementwise ones here; paged attention in paged_attention.cpp).
+//
+// Built at first use by kernels/cpp_build.py (the system g++, torch's headers); every op has a torch
+// fallback in kernels/cpu_ops.py with the same contract, which the tests compare against.
+//
+// Layouts (see kernels/kv_cache.py and kernels/attention_metadata.py):
+//   k_cache, v_cache: [num_blocks, block_size, Hk, D], contiguous; block 0 is the null block.
+//   query: [T, Hq, D] with any row stride (rows may be views into a fused QKV projection); the last
+//   two dims must be packed (head stride D, element stride 1).
+//   block_tables int32 [B, max_blocks]; query_start_loc int32 [B + 1]; seq_lens int32 [B].
+// Query row t of request i sits at position seq_lens[i] - (query_start_loc[i+1] - t) and attends to
+// every key position <= its own (causal inside the request). Math is in float32 whatever the dtype.
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "vec_math.h"
+
+namespace {
+
+// Elements of elementwise work below which an op stays on the calling thread: waking the pool costs
+// more than it saves on small batches (and far more when the cores are oversubscribed).
+constexpr int64_t kParallelElems = 1 << 15;
+
+inline int64_t grain_rows(int64_t row_elems) {
+  return std::max<int64_t>(1, kParallelElems / std::max<int64_t>(1, row_elems));
+}
+
+// residual += delta (when given); out = rms_norm(residual) * weight. Rows in parallel.
+template <typename T>
+void rms_norm_rows(T* out, T* residual, const T* delta, const T* weight, int64_t rows, int64_t h,
+                   float eps) {
+  at::parallel_for(0, rows, grain_rows(h), [&](int64_t begin, int64_t end) {
+    std::vector<float> x(h);
+    for (int64_t r = begin; r < end; ++r) {
+      T* res = residual + r * h;
+      float ss = 0.f;
+      for (int64_t c = 0; c < h; ++c) {
+        float v = static_cast<float>(res[c]);
+        if (delta != nullptr) {
+          v = static_cast<float>(static_cast<T>(v + static_cast<float>(delta[r * h + c])));
+          res[c] = static_cast<T>(v);
+        }
+        x[c] = v;
+        ss += v * v;
+      }
+      const float inv = 1.f / std::sqrt(ss / static_cast<float>(h) + eps);
+      T* o = out + r * h;
+      for (int64_t c = 0; c < h; ++c) o[c] = static_cast<T>(static_cast<float>(weight[c]) *
+                                                             static_cast<float>(static_cast<T>(x[c] * inv)));
+    }
+  });
+}
+
+void rms_norm(at::Tensor out, at::Tensor residual, const std::optional<at::Tensor>& delta,
+              const at::Tensor& weight, double eps) {
+  TORCH_CHECK(out.is_contiguous() && residual.is_contiguous() && weight.is_contiguous(),
+              "rms_norm needs contiguous tensors");
+  TORCH_CHECK(!delta.has_value() || delta->is_contiguous(), "delta must be contiguous");
+  const int64_t h = residual.size(-1), rows = residual.numel() / h;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, residual.scalar_type(), "rms_norm", [&] {
+    rms_norm_rows<scalar_t>(out.data_ptr<scalar_t>(), residual.data_ptr<scalar_t>(),
+                            delta.has_value() ? delta->data_ptr<scalar_t>() : nullptr,
+                            weight.data_ptr<scalar_t>(), rows, h, static_cast<float>(eps));
+  });
+}
+
+template <typename T>
+void silu_mul_row(T* out, const T* g, int64_t inter) {
+  const T* u = g + inter;
+  for (int64_t c = 0; c < inter; ++c) {
+    const float gv = static_cast<float>(g[c]);
+    const T act = static_cast<T>(gv / (1.f + std::exp(-gv)));
+    out[c] = static_cast<T>(static_cast<float>(act) * static_cast<float>(u[c]));
+  }
+}
+
+template <>
+void silu_mul_row<float>(float* out, const float* g, int64_t inter) {
+  ae::silu_mul_row(out, g, g + inter, inter);
+}
+
+// out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:].
+void silu_and_mul(at::Tensor out, const at::Tensor& gate_up) {
+  TORCH_CHECK(out.is_contiguous() && gate_up.is_contiguous(), "silu_and_mul needs contiguous tensors");
+  const int64_t inter = out.size(-1), rows = out.numel() / inter;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, out.scalar_type(), "silu_and_mul", [&] {
+    scalar_t* o = out.data_ptr<scalar_t>();
+    const scalar_t* gu = gate_up.data_ptr<scalar_t>();
+    at::parallel_for(0, rows, grain_rows(2 * inter), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) silu_mul_row(o + r * inter, gu + r * 2 * inter, inter);
+    });
+  });
+}
+
+// In place on qkv [T, (Hq + 2 Hk) * D]: rotate q and k (HF rotate_half convention with cos/sin
+// [T, D]); then write k and v of token t to slot slot_mapping[t] of the caches.
+void rotary_and_cache(at::Tensor qkv, const at::Tensor& cos, const at::Tensor& sin, at::Tensor k_cache,
+                      at::Tensor v_cache, const at::Tensor& slot_mapping, int64_t hq, int64_t hk) {
+  TORCH_CHECK(qkv.is_contiguous() && cos.is_contiguous() && sin.is_contiguous(), "contiguous inputs");
+  TORCH_CHECK(slot_mapping.scalar_type() == at::kLong, "slot_mapping must be int64");
+  const int64_t tokens = qkv.size(0), d = k_cache.size(3);
+  TORCH_CHECK(qkv.size(1) == (hq + 2 * hk) * d && cos.size(-1) == d, "bad qkv / rotary shapes");
+  const int64_t half = d / 2;
+  const int64_t* slots = slot_mapping.contiguous().data_ptr<int64_t>();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, qkv.scalar_type(), "rotary_and_cache", [&] {
+    scalar_t* base = qkv.data_ptr<scalar_t>();
+    const scalar_t* cs = cos.data_ptr<scalar_t>();
+    const scalar_t* sn = sin.data_ptr<scalar_t>();
+    scalar_t* kc = k_cache.data_ptr<scalar_t>();
+    scalar_t* vc = v_cache.data_ptr<scalar_t>();
+    at::parallel_for(0, tokens, grain_rows((hq + 2 * hk) * d), [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        scalar_t* row = base + t * (hq + 2 * hk) * d;
+        const scalar_t* c = cs + t * d;
+        const scalar_t* s = sn + t * d;
+        for (int64_t h = 0; h < hq + hk; ++h) {
+          scalar_t* x = row + h * d;
+          for (int64_t i = 0; i < half; ++i) {
+            const scalar_t a = x[i], b = x[i + half];
+            // HF: x * cos + rotate_half(x) * sin, each product rounded to the dtype.
+            x[i] = static_cast<scalar_t>(static_cast<scalar_t>(a * c[i]) + static_cast<scalar_t>(-b * s[i]));
+            x[i + half] = static_cast<scalar_t>(static_cast<scalar_t>(b * c[i + half]) +
+                                                static_cast<scalar_t>(a * s[i + half]));
+          }
+        }
+        const int64_t dst = slots[t] * hk * d;
+        std::copy(row + hq * d, row + (hq + hk) * d, kc + dst);
+        std::copy(row + (hq + hk) * d, row + (hq + 2 * hk) * d, vc + dst);
+      }
+    });
+  });
+}
+
+}  // namespace
+
+TORCH_LIBRARY(agent_engine, m) {
+  m.def("paged_attention(Tensor(a!) out, Tensor query, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
+        "Tensor query_start_loc, Tensor seq_lens, Tensor req_indices, float scale) -> ()");
+  m.def("rms_norm(Tensor(a!) out, Tensor(b!) residual, Tensor? delta, Tensor weight, float eps) -> ()");
+  m.def("silu_and_mul(Tensor(a!) out, Tensor gate_up) -> ()");
+  m.def("rotary_and_cache(Tensor(a!) qkv, Tensor cos, Tensor sin, Tensor(b!) k_cache, Tensor(c!) v_cache, "
+        "Tensor slot_mapping, int hq, int hk) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(agent_engine, CPU, m) {
+  m.impl("rms_norm", &rms_norm);
+  m.impl("silu_and_mul", &silu_and_mul);
+  m.impl("rotary_and_cache", &rotary_and_cache);
+}

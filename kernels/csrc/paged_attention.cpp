@@ -1,0 +1,202 @@
+// Paged attention on CPU, registered as ``agent_engine::paged_attention`` (declared in cpu_ops.cpp).
+//
+// Layouts: see cpu_ops.cpp. Query row t of request i sits at position
+// seq_lens[i] - (query_start_loc[i+1] - t) and attends to every key position <= its own.
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "vec_math.h"
+
+namespace {
+
+using ae::dot;
+using ae::load_row;
+
+constexpr int64_t kTileRows = 16;    // query rows of one request handled together (reuse of each key)
+constexpr int64_t kMaxHeadDim = 256;
+// Work (query vectors x keys x head dim) below which a call stays on the calling thread.
+constexpr int64_t kParallelElems = 1 << 15;
+
+#ifdef AE_AVX2
+// out[i] = dot(q + i * d, k) for i < 4 (four query vectors against one key: the key is loaded once).
+inline void dot4(const float* q, const float* k, int64_t d, float* out) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t x = 0;
+  for (; x + 8 <= d; x += 8) {
+    const __m256 kv = _mm256_loadu_ps(k + x);
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + x), kv, a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + x), kv, a1);
+    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 2 * d + x), kv, a2);
+    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 3 * d + x), kv, a3);
+  }
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  for (; x < d; ++x)
+    for (int i = 0; i < 4; ++i) out[i] += q[i * d + x] * k[x];
+}
+#endif
+
+// p[0..n) = exp(p - max); returns the sum.
+inline float exp_and_sum(float* p, int64_t n, float mx) {
+  float sum = 0.f;
+  int64_t t = 0;
+#ifdef AE_AVX2
+  __m256 acc = _mm256_setzero_ps();
+  const __m256 m8 = _mm256_set1_ps(mx);
+  for (; t + 8 <= n; t += 8) {
+    const __m256 e = ae::exp8(_mm256_sub_ps(_mm256_loadu_ps(p + t), m8));
+    _mm256_storeu_ps(p + t, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  for (float v : lanes) sum += v;
+#endif
+  for (; t < n; ++t) {
+    p[t] = std::exp(p[t] - mx);
+    sum += p[t];
+  }
+  return sum;
+}
+
+struct WorkItem {
+  int32_t req, kv_head;
+  int32_t row_begin, row_end;  // absolute query rows
+};
+
+// One work item: rows [row_begin, row_end) of one request, all query heads of one KV head. Three
+// passes over the keys: scores (Q K^T), softmax, then P V. Query vector qi sees keys [0, nk[qi]);
+// nk is non-decreasing in qi, so the vectors that see key j are a suffix [first(j), nq).
+template <typename T>
+void attend_tile(const WorkItem& w, T* out, int64_t out_row_stride, const T* query, int64_t q_row_stride,
+                 const T* k_cache, const T* v_cache, const int32_t* table, int64_t block_size, int64_t hk,
+                 int64_t group, int64_t d, int64_t seq_len, int64_t q_end, float scale) {
+  const int64_t nrows = w.row_end - w.row_begin;
+  const int64_t nq = nrows * group;
+  std::vector<int64_t> nk(nq);
+  std::vector<float> q(nq * d), acc(nq * d, 0.f), kbuf(d);
+  for (int64_t r = 0; r < nrows; ++r) {
+    const int64_t row = w.row_begin + r;
+    for (int64_t g = 0; g < group; ++g) {
+      const int64_t qi = r * group + g;
+      load_row(&q[qi * d], query + row * q_row_stride + (w.kv_head * group + g) * d, d, scale);
+      nk[qi] = seq_len - (q_end - row) + 1;
+    }
+  }
+  const int64_t max_keys = nk[nq - 1];
+  const int64_t token_stride = hk * d;
+  std::vector<float> s(nq * max_keys);
+  auto key_row = [&](const T* cache, int64_t j) -> const float* {
+    const T* p = cache + (static_cast<int64_t>(table[j / block_size]) * block_size + j % block_size) *
+                             token_stride + w.kv_head * d;
+    if constexpr (std::is_same_v<T, float>) {
+      return p;
+    } else {
+      load_row(kbuf.data(), p, d);
+      return kbuf.data();
+    }
+  };
+  int64_t first = 0;
+  for (int64_t j = 0; j < max_keys; ++j) {
+    while (nk[first] <= j) ++first;
+    const float* kf = key_row(k_cache, j);
+    int64_t qi = first;
+#ifdef AE_AVX2
+    float four[4];
+    for (; qi + 4 <= nq; qi += 4) {
+      dot4(&q[qi * d], kf, d, four);
+      for (int i = 0; i < 4; ++i) s[(qi + i) * max_keys + j] = four[i];
+    }
+#endif
+    for (; qi < nq; ++qi) s[qi * max_keys + j] = dot(&q[qi * d], kf, d);
+  }
+  std::vector<float> inv_l(nq);
+  for (int64_t qi = 0; qi < nq; ++qi) {
+    float* sp = &s[qi * max_keys];
+    float mx = sp[0];
+    for (int64_t j = 1; j < nk[qi]; ++j) mx = std::max(mx, sp[j]);
+    inv_l[qi] = 1.f / exp_and_sum(sp, nk[qi], mx);
+  }
+  first = 0;
+  for (int64_t j = 0; j < max_keys; ++j) {
+    while (nk[first] <= j) ++first;
+    const float* vf = key_row(v_cache, j);
+    for (int64_t qi = first; qi < nq; ++qi) {
+      const float p = s[qi * max_keys + j];
+      float* a = &acc[qi * d];
+#pragma omp simd
+      for (int64_t x = 0; x < d; ++x) a[x] += p * vf[x];
+    }
+  }
+  for (int64_t r = 0; r < nrows; ++r) {
+    for (int64_t g = 0; g < group; ++g) {
+      const int64_t qi = r * group + g;
+      T* o = out + (w.row_begin + r) * out_row_stride + (w.kv_head * group + g) * d;
+      for (int64_t x = 0; x < d; ++x) o[x] = static_cast<T>(acc[qi * d + x] * inv_l[qi]);
+    }
+  }
+}
+
+// out[T, Hq, D] (only the rows of the listed requests are written).
+void paged_attention(at::Tensor out, const at::Tensor& query, const at::Tensor& k_cache,
+                     const at::Tensor& v_cache, const at::Tensor& block_tables,
+                     const at::Tensor& query_start_loc, const at::Tensor& seq_lens,
+                     const at::Tensor& req_indices, double scale) {
+  TORCH_CHECK(query.dim() == 3 && query.stride(2) == 1 && query.stride(1) == query.size(2),
+              "query must be [T, Hq, D] with packed heads");
+  TORCH_CHECK(out.is_contiguous() && k_cache.is_contiguous() && v_cache.is_contiguous(),
+              "out and the caches must be contiguous");
+  TORCH_CHECK(block_tables.scalar_type() == at::kInt && query_start_loc.scalar_type() == at::kInt &&
+                  seq_lens.scalar_type() == at::kInt && req_indices.scalar_type() == at::kInt,
+              "metadata tensors must be int32");
+  TORCH_CHECK(query.scalar_type() == k_cache.scalar_type() && out.scalar_type() == query.scalar_type(),
+              "query, out and caches must share a dtype");
+  const int64_t hq = query.size(1), d = query.size(2);
+  const int64_t block_size = k_cache.size(1), hk = k_cache.size(2);
+  TORCH_CHECK(hq % hk == 0 && d <= kMaxHeadDim && k_cache.size(3) == d, "bad head shapes");
+  const int64_t group = hq / hk;
+  auto bt = block_tables.contiguous();
+  const int32_t* tables = bt.data_ptr<int32_t>();
+  const int64_t max_blocks = bt.size(1);
+  const int32_t* qsl = query_start_loc.contiguous().data_ptr<int32_t>();
+  const int32_t* sl = seq_lens.contiguous().data_ptr<int32_t>();
+  auto reqs = req_indices.contiguous();
+  const int32_t* ri = reqs.data_ptr<int32_t>();
+  std::vector<WorkItem> items;
+  for (int64_t k = 0; k < reqs.numel(); ++k) {
+    const int32_t i = ri[k];
+    for (int32_t r0 = qsl[i]; r0 < qsl[i + 1]; r0 += kTileRows) {
+      const int32_t r1 = std::min<int32_t>(qsl[i + 1], r0 + kTileRows);
+      for (int32_t h = 0; h < hk; ++h) items.push_back({i, h, r0, r1});
+    }
+  }
+  // Work estimate (query vectors x keys x head dim): small steps stay on the calling thread.
+  int64_t work = 0;
+  for (const WorkItem& w : items) work += (w.row_end - w.row_begin) * group * sl[w.req] * d;
+  const int64_t grain = work < 8 * kParallelElems ? static_cast<int64_t>(items.size()) + 1 : 1;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, query.scalar_type(), "paged_attention", [&] {
+    scalar_t* o = out.data_ptr<scalar_t>();
+    const scalar_t* q = query.data_ptr<scalar_t>();
+    const scalar_t* kc = k_cache.data_ptr<scalar_t>();
+    const scalar_t* vc = v_cache.data_ptr<scalar_t>();
+    const int64_t q_stride = query.stride(0);
+    const int64_t o_stride = hq * d;
+    at::parallel_for(0, static_cast<int64_t>(items.size()), grain, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) {
+        const WorkItem& w = items[k];
+        attend_tile<scalar_t>(w, o, o_stride, q, q_stride, kc, vc, tables + w.req * max_blocks, block_size,
+                              hk, group, d, sl[w.req], qsl[w.req + 1], static_cast<float>(scale));
+      }
+    });
+  });
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(agent_engine, CPU, m) { m.impl("paged_attention", &paged_attention); }

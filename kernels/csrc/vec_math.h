@@ -1,0 +1,61 @@
+// Small vector helpers shared by the CPU kernels: AVX2 exp, row loads, dot products.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define AE_AVX2 1
+#endif
+
+namespace ae {
+
+template <typename T>
+inline void load_row(float* dst, const T* src, int64_t n, float mul = 1.f) {
+  for (int64_t d = 0; d < n; ++d) dst[d] = static_cast<float>(src[d]) * mul;
+}
+
+inline float dot(const float* a, const float* b, int64_t n) {
+  float s = 0.f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t d = 0; d < n; ++d) s += a[d] * b[d];
+  return s;
+}
+
+#ifdef AE_AVX2
+// exp(x) for 8 floats (Cephes' expf polynomial, relative error ~1e-7); x below -87 gives ~0.
+inline __m256 exp8(__m256 x) {
+  x = _mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f));
+  x = _mm256_max_ps(x, _mm256_set1_ps(-88.3762626647949f));
+  __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
+  fx = _mm256_floor_ps(fx);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+  __m256 y = _mm256_set1_ps(1.9875691500E-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.f)));
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+#endif
+
+// out[c] = silu(g[c]) * u[c] for float rows.
+inline void silu_mul_row(float* out, const float* g, const float* u, int64_t n) {
+  int64_t c = 0;
+#ifdef AE_AVX2
+  const __m256 one = _mm256_set1_ps(1.f);
+  for (; c + 8 <= n; c += 8) {
+    const __m256 gv = _mm256_loadu_ps(g + c);
+    const __m256 act = _mm256_div_ps(gv, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), gv))));
+    _mm256_storeu_ps(out + c, _mm256_mul_ps(act, _mm256_loadu_ps(u + c)));
+  }
+#endif
+  for (; c < n; ++c) out[c] = g[c] / (1.f + std::exp(-g[c])) * u[c];
+}
+
+}  // namespace ae

@@ -1,0 +1,135 @@
+"""The C++ CPU kernels (kernels/csrc/cpu_ops.cpp) == their torch fallbacks == the float64 reference.
+
+The library is built at first use (about 40 s on 2 cores, once per machine; cached afterwards). If it
+cannot build here, the kernel tests skip and the fallback test still checks the warning path.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from kernels import (
+    build_attention_metadata,
+    cpp_build,
+    load_cpu_ops,
+    paged_attention_cpp,
+    paged_attention_reference,
+    paged_attention_torch,
+    write_kv_cache,
+)
+from kernels.cpu_ops import rms_norm, rotary_and_cache, silu_and_mul
+
+pytestmark = pytest.mark.core
+
+needs_cpp = pytest.mark.skipif(not load_cpu_ops(), reason=f"C++ kernels unavailable: {cpp_build.load_error()}")
+
+
+def _case(reqs: list[tuple[int, int]], block_size: int, hq: int, hk: int, d: int, dtype: torch.dtype,
+          seed: int) -> dict:
+    """Random paged caches; request i has ``reqs[i] = (context_len, query_len)``; blocks shuffled."""
+    gen = torch.Generator().manual_seed(seed)
+    need = sum(-(-(c + q) // block_size) for c, q in reqs)
+    free = list(range(1, need + 3))
+    random.Random(seed).shuffle(free)
+    k_cache = torch.randn(need + 3, block_size, hk, d, generator=gen).to(dtype)
+    v_cache = torch.randn(need + 3, block_size, hk, d, generator=gen).to(dtype)
+    tables = [[free.pop() for _ in range(-(-(c + q) // block_size))] for c, q in reqs]
+    meta = build_attention_metadata([q for _, q in reqs], [c for c, _ in reqs], tables, block_size)
+    tokens = meta.num_tokens
+    # A fused-QKV-like buffer: the query is a row-strided view, as the lean decoder passes it.
+    qkv = torch.randn(tokens, hq + 2 * hk, d, generator=gen).to(dtype)
+    query, key, value = qkv[:, :hq], qkv[:, hq : hq + hk], qkv[:, hq + hk :]
+    write_kv_cache(key, value, k_cache, v_cache, meta.slot_mapping)
+    return dict(query=query, key=key, value=value, k_cache=k_cache, v_cache=v_cache, meta=meta)
+
+
+CASES = [
+    [(0, 1)],  # one token, no context
+    [(37, 1), (0, 1), (5, 1), (130, 1)],  # decodes only
+    [(0, 9), (13, 1), (20, 7), (3, 1)],  # short fresh prompt, decodes, a chunk over context
+    [(0, 80), (33, 70), (64, 1)],  # a long fresh prompt (SDPA) next to a long chunk over context
+]
+
+
+@needs_cpp
+@pytest.mark.parametrize("reqs", CASES)
+@pytest.mark.parametrize("block_size,hq,hk,d", [(16, 8, 2, 64), (4, 4, 4, 16), (32, 9, 3, 64), (1, 2, 1, 8)])
+def test_cpp_attention_matches_reference(reqs: list[tuple[int, int]], block_size: int, hq: int, hk: int,
+                                         d: int) -> None:
+    case = _case(reqs, block_size, hq, hk, d, torch.float32, seed=block_size + hq)
+    args = (case["k_cache"], case["v_cache"], case["meta"], 0.125)
+    ref = paged_attention_reference(case["query"].contiguous(), *args)
+    out = paged_attention_cpp(case["query"], case["key"], case["value"], *args)
+    torch.testing.assert_close(out, ref, rtol=2e-5, atol=2e-5)
+    fallback = paged_attention_torch(case["query"], case["key"], case["value"], *args)
+    torch.testing.assert_close(out, fallback, rtol=2e-5, atol=2e-5)
+
+
+@needs_cpp
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_cpp_attention_half_precision(dtype: torch.dtype) -> None:
+    case = _case(CASES[2], 16, 8, 2, 64, dtype, seed=5)
+    args = (case["k_cache"], case["v_cache"], case["meta"], 0.125)
+    ref = paged_attention_reference(case["query"].contiguous(), *args).float()
+    out = paged_attention_cpp(case["query"], case["key"], case["value"], *args)
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2)
+
+
+@needs_cpp
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_ops_match_torch(dtype: torch.dtype) -> None:
+    gen = torch.Generator().manual_seed(0)
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    x, res = (torch.randn(5, 48, generator=gen).to(dtype) for _ in range(2))
+    w = torch.randn(48, generator=gen).to(dtype)
+    res_cpp, res_torch = res.clone(), res.clone()
+    torch.testing.assert_close(rms_norm(x, w, 1e-6, res_cpp, cpp=True), rms_norm(x, w, 1e-6, res_torch), **tol)
+    torch.testing.assert_close(res_cpp, res_torch, **tol)  # both added x into the residual
+    torch.testing.assert_close(rms_norm(x, w, 1e-6, cpp=True), rms_norm(x, w, 1e-6), **tol)
+    gate_up = torch.randn(5, 2 * 24, generator=gen).to(dtype)
+    torch.testing.assert_close(silu_and_mul(gate_up, cpp=True), silu_and_mul(gate_up), **tol)
+    hq, hk, d, tokens = 4, 2, 16, 6
+    qkv = torch.randn(tokens, (hq + 2 * hk) * d, generator=gen).to(dtype)
+    pos = torch.tensor([0, 5, 9, 1, 2, 40], dtype=torch.float32)
+    freqs = pos[:, None] * (1.0 / 10000 ** (torch.arange(0, d, 2) / d))[None, :]
+    cos, sin = torch.cat([freqs, freqs], -1).cos().to(dtype), torch.cat([freqs, freqs], -1).sin().to(dtype)
+    slots = torch.tensor([7, 17, 8, 9, 30, 21])  # block 0 (slots 0-3) is the null block
+    results = []
+    for cpp in (True, False):
+        kc, vc, buf = torch.zeros(8, 4, hk, d, dtype=dtype), torch.zeros(8, 4, hk, d, dtype=dtype), qkv.clone()
+        rotary_and_cache(buf, cos, sin, kc, vc, slots, hq, hk, cpp=cpp)
+        results.append((buf, kc, vc))
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, **tol)
+    buf, kc, vc = results[0]
+    heads = buf.view(tokens, hq + 2 * hk, d)
+    assert torch.equal(kc.view(-1, hk, d)[slots], heads[:, hq : hq + hk])  # the rotated keys
+    assert torch.equal(vc.view(-1, hk, d)[slots], heads[:, hq + hk :])
+    assert torch.equal(heads[:, hq + hk :], qkv.view(tokens, hq + 2 * hk, d)[:, hq + hk :])  # v not rotated
+    assert kc[0].abs().sum() == 0
+
+
+def test_build_failure_falls_back_with_a_warning(monkeypatch: pytest.MonkeyPatch, tmp_path,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """No compiler: load_cpu_ops warns once and returns False; nothing raises."""
+    monkeypatch.setattr(cpp_build, "_state", {})
+    monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setattr(cpp_build.shutil, "which", lambda _name: None)
+    with caplog.at_level("WARNING", logger="kernels.cpp_build"):
+        assert cpp_build.load_cpu_ops() is False
+        assert cpp_build.load_cpu_ops() is False
+    warnings = [r for r in caplog.records if "unavailable" in r.getMessage()]
+    assert len(warnings) == 1
+    assert cpp_build.load_error() is not None
+
+
+def test_env_switch_turns_kernels_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpp_build, "_state", {})
+    monkeypatch.setenv(cpp_build.ENV_SWITCH, "0")
+    assert cpp_build.load_cpu_ops() is False
+    assert cpp_build.load_error() is None
