@@ -26,7 +26,7 @@ from typing import Any
 
 from agent_engine.reporting import machine_info, print_table, write_json
 from benchmarks.omp_env import set_passive_wait
-from benchmarks.throughput import make_prompts
+from benchmarks.throughput import make_prompts, resolve_bench_model
 
 OP_GROUPS = (  # (group, substrings of a profiler op name), first match wins
     ("matmul (linear)", ("aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::bmm")),
@@ -83,9 +83,8 @@ def offline_profile(args: argparse.Namespace) -> dict[str, Any]:
     from transformers import AutoConfig
 
     from agent_engine import LLM, SamplingParams
-    from agent_engine.model.default_model import default_model_dir
 
-    model_dir = args.model or str(default_model_dir())
+    model_dir = resolve_bench_model(args.model)
     prompts = make_prompts(args.num_prompts, args.min_len, args.max_len,
                            AutoConfig.from_pretrained(model_dir).vocab_size, args.seed)
     llm = LLM(model=model_dir, dtype=args.dtype, max_num_seqs=len(prompts), num_kv_blocks=2048,
@@ -138,7 +137,7 @@ def _report_offline(res: dict[str, Any]) -> None:
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--mode", choices=("offline", "serve", "both"), default="both")
-    ap.add_argument("--model", default=None, help="HF folder (default: the embedded model)")
+    ap.add_argument("--model", default=None, help="HF folder, .gguf file or named model (default: embedded)")
     ap.add_argument("--num-prompts", type=int, default=32)
     ap.add_argument("--min-len", type=int, default=16)
     ap.add_argument("--max-len", type=int, default=512)
