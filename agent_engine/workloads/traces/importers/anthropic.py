@@ -19,7 +19,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_engine.workloads.traces.importers.calls import Call, first_int, make_call, tool_name_of
+from agent_engine.workloads.traces.importers.calls import (
+    Call,
+    first_int,
+    make_call,
+    split_call,
+    tool_name_of,
+    usage_of,
+)
 from agent_engine.workloads.traces.importers.report import LineError, Place
 
 __all__ = ["SHAPE", "matches", "parse"]
@@ -28,18 +35,7 @@ SHAPE = "anthropic"
 
 
 def _split(obj: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    request = obj["request"] if isinstance(obj.get("request"), dict) else obj
-    response = obj.get("response")
-    if response is None and isinstance(obj.get("content"), list):
-        response = obj
-    return request, response
-
-
-def _usage(obj: dict[str, Any], response: Any) -> dict[str, Any]:
-    for scope in (response, obj):
-        if isinstance(scope, dict) and isinstance(scope.get("usage"), dict):
-            return scope["usage"]
-    return {}
+    return split_call(obj, "content")
 
 
 def matches(obj: dict[str, Any]) -> bool:
@@ -48,7 +44,7 @@ def matches(obj: dict[str, Any]) -> bool:
     request, response = _split(obj)
     if not isinstance(request.get("messages"), list):
         return False
-    usage = _usage(obj, response)
+    usage = usage_of(obj, response)
     response = response if isinstance(response, dict) else {}
     if "choices" in response or "prompt_tokens" in usage:
         return False
@@ -86,4 +82,4 @@ def parse(place: Place, obj: dict[str, Any]) -> Call:
         "answer": {"role": "assistant", "content": response["content"]},
         "tool_name": tool_name_of(text, calls or None), "extra_chars": len(json.dumps(tools)) if tools else 0,
     }
-    return make_call(place, obj, parts, _tokens(_usage(obj, response)), SHAPE)
+    return make_call(place, obj, parts, _tokens(usage_of(obj, response)), SHAPE)

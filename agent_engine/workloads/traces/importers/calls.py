@@ -243,3 +243,22 @@ def make_call(
         estimated=estimated, tool_name=parts["tool_name"], msg_keys=tuple(k for _, k in keys),
         roles=tuple(r for r, _ in keys), answer_key=message_key(answer)[1], model=model, shape=shape,
     )
+
+
+def split_call(obj: dict[str, Any], flat_key: str) -> tuple[dict[str, Any], Any]:
+    """``(request, response)`` of a logged call, nested (``request`` / ``response``) or flat (the
+    response's ``flat_key``, ``choices`` or ``content``, at the top level)."""
+    request = obj["request"] if isinstance(obj.get("request"), dict) else obj
+    response = obj.get("response")
+    if response is None and isinstance(obj.get(flat_key), list):
+        response = obj
+    return request, response
+
+
+def usage_of(obj: dict[str, Any], response: Any) -> dict[str, Any]:
+    """The call's ``usage`` object: the response's, else the line's, else empty."""
+    for scope in (response, obj):
+        if isinstance(scope, dict) and isinstance(scope.get("usage"), dict):
+            return scope["usage"]
+    return {}
+

@@ -19,7 +19,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_engine.workloads.traces.importers.calls import Call, first_int, make_call, tool_name_of
+from agent_engine.workloads.traces.importers.calls import (
+    Call,
+    first_int,
+    make_call,
+    split_call,
+    tool_name_of,
+    usage_of,
+)
 from agent_engine.workloads.traces.importers.report import LineError, Place
 
 __all__ = ["SHAPE", "matches", "parse"]
@@ -28,19 +35,7 @@ SHAPE = "openai"
 
 
 def _split(obj: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    """``(request, response)`` of the nested or the flat form."""
-    request = obj["request"] if isinstance(obj.get("request"), dict) else obj
-    response = obj.get("response")
-    if response is None and isinstance(obj.get("choices"), list):
-        response = obj
-    return request, response
-
-
-def _usage(obj: dict[str, Any], response: Any) -> dict[str, Any]:
-    for scope in (response, obj):
-        if isinstance(scope, dict) and isinstance(scope.get("usage"), dict):
-            return scope["usage"]
-    return {}
+    return split_call(obj, "choices")
 
 
 def matches(obj: dict[str, Any]) -> bool:
@@ -48,7 +43,7 @@ def matches(obj: dict[str, Any]) -> bool:
     request, response = _split(obj)
     if not isinstance(request.get("messages"), list):
         return False
-    usage = _usage(obj, response)
+    usage = usage_of(obj, response)
     return (isinstance(response, dict) and (isinstance(response.get("choices"), list) or "role" in response)) \
         or isinstance(response, str) or "prompt_tokens" in usage or "completion_tokens" in usage
 
@@ -88,7 +83,7 @@ def parse(place: Place, obj: dict[str, Any]) -> Call:
         raise LineError("no request messages")
     answer = _answer(response)
     calls = answer.get("tool_calls") or ([answer["function_call"]] if answer.get("function_call") else None)
-    usage = _usage(obj, response)
+    usage = usage_of(obj, response)
     prompt = first_int(usage, "prompt_tokens") or None
     output = first_int(usage, "completion_tokens")
     cached = first_int(usage.get("prompt_tokens_details"), "cached_tokens")
