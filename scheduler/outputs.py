@@ -1,14 +1,16 @@
 """Data that crosses the scheduler <-> runner <-> engine boundaries.
 
-The model runner sees integer block ids only, never block objects. ``block_ids`` lists are the
-scheduler's own lists, valid for the duration of one ``execute`` call: the runner must copy what it
-keeps.
+The model runner sees integer block ids only, never block objects. A ``ScheduledRequest`` is the
+scheduler's own object for that request, refreshed in place by the next ``schedule()`` (as are its
+``block_ids`` lists): it is valid for one step (``execute`` then ``update``); whoever keeps anything
+longer must copy it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from scheduler.sampling_params import SamplingParams
 
@@ -70,9 +72,12 @@ class ModelRunnerOutput:
     failed: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(slots=True)
-class EngineCoreOutput:
-    """Per request per step, from ``Scheduler.update``: new tokens and, if it finished, why."""
+class EngineCoreOutput(NamedTuple):
+    """Per request per step, from ``Scheduler.update``: new tokens and, if it finished, why.
+
+    A named tuple: the scheduler builds one per request per step with ``tuple.__new__`` (no
+    Python-level constructor on that path), and nothing changes it afterwards.
+    """
 
     request_id: str
     new_token_ids: list[int]
@@ -86,13 +91,13 @@ class EngineCoreOutput:
     def finished(self) -> bool:
         return self.finish_reason is not None
 
-    def attach_logprobs(
-        self, logprobs: dict[str, float], top_logprobs: dict[str, list[tuple[int, float]]]
-    ) -> None:
-        """Take this request's sampled-token logprob and top-k alternatives from a runner's output."""
-        lp = logprobs.get(self.request_id)
-        if lp is not None:
-            self.new_logprobs = [lp]
-        top = top_logprobs.get(self.request_id)
-        if top is not None:
-            self.new_top_logprobs = [top]
+
+NO_LOGPROBS: tuple[tuple, tuple] = ((), ())  # (new_logprobs, new_top_logprobs) of a request without them
+
+
+def logprobs_of(request_id: str, logprobs: dict[str, float],
+                top_logprobs: dict[str, list[tuple[int, float]]]) -> tuple[Sequence[float], Sequence]:
+    """This request's ``(new_logprobs, new_top_logprobs)`` from a runner's output (empty if absent)."""
+    lp = logprobs.get(request_id)
+    top = top_logprobs.get(request_id)
+    return ([lp] if lp is not None else ()), ([top] if top is not None else ())

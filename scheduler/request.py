@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from scheduler.block_hash import hash_block_tokens
 from scheduler.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from scheduler.outputs import ScheduledRequest
 
 
 class RequestStatus(enum.IntEnum):
@@ -78,6 +82,11 @@ class Request:
         self.tenant = tenant  # whose pin budget and estimator this request's job uses (None: the default)
         # The job was inferred from the prefix chain, not declared: its pins are cheap (wholly soft).
         self.job_inferred = False
+        # Tokens after which ``stop_status`` must look (EOS and the stop tokens), and the token count
+        # at which a length limit may end the request (the scheduler lowers it to max_model_len).
+        self.stop_candidates = frozenset(sampling_params.stop_token_ids) | (
+            {eos_token_id} if eos_token_id is not None else set())
+        self.length_limit = len(self.prompt_token_ids) + sampling_params.max_tokens
         self._init_progress()
 
     def _init_progress(self) -> None:
@@ -94,6 +103,9 @@ class Request:
         self.pin_hit = False
         # True when this turn's blocks were pinned for its job as it finished.
         self.pinned = False
+        # This request's chunk in the step being run (a ScheduledRequest the scheduler refreshes in
+        # place each step; a new one at each admission). None until first admitted.
+        self.scheduled_view: ScheduledRequest | None = None
         self.first_scheduled_time: float | None = None
         self.first_token_time: float | None = None
         self.finished_time: float | None = None

@@ -28,7 +28,14 @@ from scheduler.clock import Clock, MonotonicClock
 from scheduler.config import SchedulerConfig
 from scheduler.kv_cache_manager import KVCacheManager
 from scheduler.observability import SchedulerStats, admit_event, stats_snapshot, step_event
-from scheduler.outputs import EngineCoreOutput, ModelRunnerOutput, ScheduledRequest, SchedulerOutput
+from scheduler.outputs import (
+    NO_LOGPROBS,
+    EngineCoreOutput,
+    ModelRunnerOutput,
+    ScheduledRequest,
+    SchedulerOutput,
+    logprobs_of,
+)
 from scheduler.policy import PinTTLFn, make_policy
 from scheduler.request import Request, RequestStatus
 from scheduler.waiting_queue import WaitingQueue
@@ -75,6 +82,7 @@ class Scheduler:
             raise ValueError(
                 f"prompt has {request.num_tokens} tokens; max_model_len is {self.config.max_model_len}"
             )
+        request.length_limit = min(request.length_limit, self.config.max_model_len)
         self.requests[request.request_id] = request
         self.waiting.add(request)
         self.policy.on_arrival(request)
@@ -112,13 +120,38 @@ class Scheduler:
         step = _Step(now=self.clock.now(), budget=self.config.max_num_batched_tokens)
         self.num_steps += 1
         self._sweep_time(step)
-        self._schedule_running(step)
+        if not self._schedule_steady_decode(step):
+            self._schedule_running(step)
         if not step.preempted:
             self._admit_waiting(step)
         return self._emit_output(step)
 
     def _sweep_time(self, step: _Step) -> None:  # leases whose time ran out end or turn soft
         self.policy.on_time(step.now)
+
+    def _schedule_steady_decode(self, step: _Step) -> bool:
+        """Every running request's decode token at once, when each has exactly one token to compute
+        and the budget covers them all (the common step of a busy engine). Each request's
+        ``ScheduledRequest`` is its own, refreshed in place. Returns False, having scheduled nothing,
+        when the step is not steady decode or an allocation fails: ``_schedule_running`` then does
+        the step, and the blocks allocated here are what it would have allocated first, in order."""
+        running, bs = self.running, self.config.block_size
+        if not running or len(running) > step.budget:
+            return False
+        allocate = self.kv.allocate_slots
+        for req in running:
+            start, toks, view = req.num_computed_tokens, req.all_token_ids, req.scheduled_view
+            if len(toks) - start != 1:
+                return False
+            if start >= len(view.block_ids) * bs and allocate(req, 1) is None:
+                return False
+            view.token_ids = toks[start:]
+            view.num_computed_tokens = start
+            view.do_sample = True
+            view.num_output_tokens = len(req.output_token_ids)
+        step.scheduled = {req.request_id: req.scheduled_view for req in running}
+        step.budget -= len(running)
+        return True
 
     def _schedule_running(self, step: _Step) -> None:
         """Each running request's next chunk, in admission order, while the budget lasts (the budget
@@ -147,10 +180,11 @@ class Scheduler:
                 if req.status is not RequestStatus.RUNNING:
                     continue  # ``req`` itself was preempted; index i now names the next request.
             end = start + num_new
-            scheduled[rid] = ScheduledRequest(
-                rid, toks[start:end], start, block_ids[rid], req.sampling_params, end == len(toks),
-                len(req.output_token_ids), req.eos_token_id,
-            )
+            view = scheduled[rid] = req.scheduled_view
+            view.token_ids = toks[start:end]
+            view.num_computed_tokens = start
+            view.do_sample = end == len(toks)
+            view.num_output_tokens = len(req.output_token_ids)
             budget -= num_new
             i += 1
         step.budget = budget
@@ -212,9 +246,10 @@ class Scheduler:
         (step.resumed_ids if resumed else step.new_ids).append(req.request_id)
         rid, toks, start = req.request_id, req.all_token_ids, req.num_computed_tokens
         end = start + num_new
-        step.scheduled[rid] = ScheduledRequest(rid, toks[start:end], start, self.kv.req_block_ids[rid],
-                                               req.sampling_params, end == len(toks), len(req.output_token_ids),
-                                               req.eos_token_id)
+        # The request's own view for as long as it holds these blocks (refreshed each step it runs).
+        req.scheduled_view = step.scheduled[rid] = ScheduledRequest(
+            rid, toks[start:end], start, self.kv.req_block_ids[rid], req.sampling_params, end == len(toks),
+            len(req.output_token_ids), req.eos_token_id)
         step.budget -= num_new
         if self.trace_sink is not None:
             self.trace_sink(admit_event(self, step.now, req, num_hit, resumed))
@@ -235,6 +270,7 @@ class Scheduler:
         sampled, logprobs, top_logprobs = result.sampled_token_ids, result.logprobs, result.top_logprobs
         requests, running, max_len = self.requests, RequestStatus.RUNNING, self.config.max_model_len
         caching, num_cached, bs = self.kv.enable_caching, self.kv.num_cached, self.config.block_size
+        new_tuple = tuple.__new__  # EngineCoreOutput without its Python-level constructor
         for s in out.scheduled:
             req = requests.get(rid := s.request_id)
             if req is None or req.status is not running:
@@ -244,27 +280,23 @@ class Scheduler:
             # A block can only have filled up if this chunk crossed a block boundary.
             if caching and (n >= bs or computed % bs < n) and computed // bs > num_cached.get(rid, 0):
                 self.kv.cache_computed_blocks(req)
-            tok = sampled.get(rid) if s.do_sample else None
-            if tok is None:
+            if not s.do_sample or (tok := sampled.get(rid)) is None:
                 continue
-            (out_ids := req.output_token_ids).append(tok)
+            req.output_token_ids.append(tok)
             (all_ids := req.all_token_ids).append(tok)
-            if len(all_ids) % bs == 0:
+            if (total := len(all_ids)) % bs == 0:
                 req._extend_block_hashes()
             if req.first_token_time is None:
                 req.first_token_time = now
-            sp = req.sampling_params
-            # Only EOS, a stop token or a limit can stop a request: else skip the full rule set.
-            status = req.stop_status(tok, max_len) if (
-                tok == req.eos_token_id or sp.stop_token_ids or len(out_ids) >= sp.max_tokens
-                or len(all_ids) >= max_len) else None
-            o = EngineCoreOutput(rid, [tok], None, (), (), req.num_cached_tokens if req.num_cached_tokens > 0 else 0)
-            if logprobs or top_logprobs:
-                o.attach_logprobs(logprobs, top_logprobs)
-            if status is not None:
+            reason = None
+            # Only EOS, a stop token or a length limit can stop a request: else skip the full rule set.
+            if (tok in req.stop_candidates or total >= req.length_limit) and (
+                    status := req.stop_status(tok, max_len)) is not None:
                 self._finish(req, status, now)
-                o.finish_reason = status.finish_reason()
-            outputs.append(o)
+                reason = status.finish_reason()
+            lp, top = logprobs_of(rid, logprobs, top_logprobs) if logprobs or top_logprobs else NO_LOGPROBS
+            cached = req.num_cached_tokens
+            outputs.append(new_tuple(EngineCoreOutput, (rid, [tok], reason, lp, top, cached if cached > 0 else 0)))
         return outputs
 
     # ---- internals ---------------------------------------------------------------------------

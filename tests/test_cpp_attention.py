@@ -51,12 +51,14 @@ CASES = [
     [(37, 1), (0, 1), (5, 1), (130, 1)],  # decodes only
     [(0, 9), (13, 1), (20, 7), (3, 1)],  # short fresh prompt, decodes, a chunk over context
     [(0, 80), (33, 70), (64, 1)],  # a long fresh prompt (SDPA) next to a long chunk over context
+    [(300, 1), (7, 1), (250, 1)],  # decodes over more than eight keys a block: the prefetching loops
 ]
 
 
 @needs_cpp
 @pytest.mark.parametrize("reqs", CASES)
-@pytest.mark.parametrize("block_size,hq,hk,d", [(16, 8, 2, 64), (4, 4, 4, 16), (32, 9, 3, 64), (1, 2, 1, 8)])
+@pytest.mark.parametrize("block_size,hq,hk,d", [(16, 8, 2, 64), (4, 4, 4, 16), (32, 9, 3, 64), (1, 2, 1, 8),
+                                               (8, 4, 2, 128)])  # d 64 and 128: the float32 AVX2 path
 def test_cpp_attention_matches_reference(reqs: list[tuple[int, int]], block_size: int, hq: int, hk: int,
                                          d: int) -> None:
     case = _case(reqs, block_size, hq, hk, d, torch.float32, seed=block_size + hq)

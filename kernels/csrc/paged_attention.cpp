@@ -11,6 +11,7 @@
 #include <cmath>
 #include <vector>
 
+#include "attend_f32.h"
 #include "vec_math.h"
 
 namespace {
@@ -143,6 +144,40 @@ void attend_tile(const WorkItem& w, T* out, int64_t out_row_stride, const T* que
   }
 }
 
+#ifdef AE_AVX2
+// float32 with head dim D (64 or 128): each query vector of the tile in turn over row pointers
+// (attend_f32.h). Same contract as attend_tile.
+template <int D>
+void attend_tile_f32(const WorkItem& w, float* out, int64_t out_row_stride, const float* query,
+                     int64_t q_row_stride, const float* k_cache, const float* v_cache, const int32_t* table,
+                     int64_t block_size, int64_t hk, int64_t group, int64_t seq_len, int64_t q_end, float scale) {
+  thread_local std::vector<const float*> krow, vrow;
+  thread_local std::vector<float> s;
+  alignas(32) float q[D];
+  const int64_t max_keys = seq_len - q_end + w.row_end;  // what the tile's last row sees
+  const int64_t token_stride = hk * D;
+  krow.resize(max_keys);
+  vrow.resize(max_keys);
+  s.resize(max_keys);
+  for (int64_t b = 0; b * block_size < max_keys; ++b) {
+    const int64_t base = static_cast<int64_t>(table[b]) * block_size * token_stride + w.kv_head * D;
+    const int64_t n = std::min(block_size, max_keys - b * block_size);
+    for (int64_t t = 0; t < n; ++t) {
+      krow[b * block_size + t] = k_cache + base + t * token_stride;
+      vrow[b * block_size + t] = v_cache + base + t * token_stride;
+    }
+  }
+  for (int64_t row = w.row_begin; row < w.row_end; ++row) {
+    const int64_t nk = seq_len - (q_end - row) + 1;
+    for (int64_t g = 0; g < group; ++g) {
+      const int64_t head = w.kv_head * group + g;
+      load_row(q, query + row * q_row_stride + head * D, D, scale);
+      ae::attend_one_f32<D>(q, krow.data(), vrow.data(), nk, s.data(), out + row * out_row_stride + head * D);
+    }
+  }
+}
+#endif
+
 // out[T, Hq, D] (only the rows of the listed requests are written).
 void paged_attention(at::Tensor out, const at::Tensor& query, const at::Tensor& k_cache,
                      const at::Tensor& v_cache, const at::Tensor& block_tables,
@@ -190,6 +225,19 @@ void paged_attention(at::Tensor out, const at::Tensor& query, const at::Tensor& 
     at::parallel_for(0, static_cast<int64_t>(items.size()), grain, [&](int64_t begin, int64_t end) {
       for (int64_t k = begin; k < end; ++k) {
         const WorkItem& w = items[k];
+#ifdef AE_AVX2
+        if constexpr (std::is_same_v<scalar_t, float>) {
+          if (d == 64 || d == 128) {
+            auto tile = d == 64 ? &attend_tile_f32<64> : &attend_tile_f32<128>;
+            // (a plain lambda, not a template: the casts only run when scalar_t is float)
+            tile(w, reinterpret_cast<float*>(o), o_stride, reinterpret_cast<const float*>(q), q_stride,
+                 reinterpret_cast<const float*>(kc), reinterpret_cast<const float*>(vc),
+                 tables + w.req * max_blocks, block_size, hk, group, sl[w.req], qsl[w.req + 1],
+                 static_cast<float>(scale));
+            continue;
+          }
+        }
+#endif
         attend_tile<scalar_t>(w, o, o_stride, q, q_stride, kc, vc, tables + w.req * max_blocks, block_size,
                               hk, group, d, sl[w.req], qsl[w.req + 1], static_cast<float>(scale));
       }
