@@ -3,7 +3,8 @@
 Every request has ``num_computed_tokens`` catching up with ``num_tokens``; chunked prefill, prefix
 hits and decode are one mechanism. A step (``schedule``) is four named steps:
 1. ``_sweep_time``: the policy lets time-bound holdings (CONTINUUM leases) run out.
-2. ``_schedule_running``: running requests in admission order, each its next chunk. If an allocation
+2. ``_schedule_running``: running requests in admission order, each its next chunk (all-decode
+   steps in bulk: ``scheduler.steady_decode``). If an allocation
    fails, the policy may free what it holds (``on_allocation_failed``); otherwise its victim is
    preempted (all its blocks freed; it is recomputed later).
 3. ``_admit_waiting``: only when nothing was preempted in this step, waiting requests in policy
@@ -29,15 +30,15 @@ from scheduler.config import SchedulerConfig
 from scheduler.kv_cache_manager import KVCacheManager
 from scheduler.observability import SchedulerStats, admit_event, stats_snapshot, step_event
 from scheduler.outputs import (
-    NO_LOGPROBS,
     EngineCoreOutput,
     ModelRunnerOutput,
     ScheduledRequest,
     SchedulerOutput,
-    logprobs_of,
 )
 from scheduler.policy import PinTTLFn, make_policy
 from scheduler.request import Request, RequestStatus
+from scheduler.steady_decode import schedule_steady_decode
+from scheduler.step_update import apply_runner_output
 from scheduler.waiting_queue import WaitingQueue
 
 # Receives one JSON-able dict per event (step snapshots, admissions); None = tracing off.
@@ -120,38 +121,17 @@ class Scheduler:
         step = _Step(now=self.clock.now(), budget=self.config.max_num_batched_tokens)
         self.num_steps += 1
         self._sweep_time(step)
-        if not self._schedule_steady_decode(step):
+        decodes = schedule_steady_decode(self.running, self.kv, step.budget)
+        if decodes is None:
             self._schedule_running(step)
+        else:
+            step.scheduled, step.budget = decodes, step.budget - len(decodes)
         if not step.preempted:
             self._admit_waiting(step)
         return self._emit_output(step)
 
     def _sweep_time(self, step: _Step) -> None:  # leases whose time ran out end or turn soft
         self.policy.on_time(step.now)
-
-    def _schedule_steady_decode(self, step: _Step) -> bool:
-        """Every running request's decode token at once, when each has exactly one token to compute
-        and the budget covers them all (the common step of a busy engine). Each request's
-        ``ScheduledRequest`` is its own, refreshed in place. Returns False, having scheduled nothing,
-        when the step is not steady decode or an allocation fails: ``_schedule_running`` then does
-        the step, and the blocks allocated here are what it would have allocated first, in order."""
-        running, bs = self.running, self.config.block_size
-        if not running or len(running) > step.budget:
-            return False
-        allocate = self.kv.allocate_slots
-        for req in running:
-            start, toks, view = req.num_computed_tokens, req.all_token_ids, req.scheduled_view
-            if len(toks) - start != 1:
-                return False
-            if start >= len(view.block_ids) * bs and allocate(req, 1) is None:
-                return False
-            view.token_ids = toks[start:]
-            view.num_computed_tokens = start
-            view.do_sample = True
-            view.num_output_tokens = len(req.output_token_ids)
-        step.scheduled = {req.request_id: req.scheduled_view for req in running}
-        step.budget -= len(running)
-        return True
 
     def _schedule_running(self, step: _Step) -> None:
         """Each running request's next chunk, in admission order, while the budget lasts (the budget
@@ -263,41 +243,8 @@ class Scheduler:
         return out
 
     def update(self, out: SchedulerOutput, result: ModelRunnerOutput) -> list[EngineCoreOutput]:
-        """Advance computed tokens, append sampled tokens, apply stop rules, finish requests (the hot
-        path of every step: one pass, lookups hoisted into locals on purpose)."""
-        now = self.clock.now()
-        outputs: list[EngineCoreOutput] = []
-        sampled, logprobs, top_logprobs = result.sampled_token_ids, result.logprobs, result.top_logprobs
-        requests, running, max_len = self.requests, RequestStatus.RUNNING, self.config.max_model_len
-        caching, num_cached, bs = self.kv.enable_caching, self.kv.num_cached, self.config.block_size
-        new_tuple = tuple.__new__  # EngineCoreOutput without its Python-level constructor
-        for s in out.scheduled:
-            req = requests.get(rid := s.request_id)
-            if req is None or req.status is not running:
-                continue  # aborted while the step ran
-            n = len(s.token_ids)
-            computed = req.num_computed_tokens = req.num_computed_tokens + n
-            # A block can only have filled up if this chunk crossed a block boundary.
-            if caching and (n >= bs or computed % bs < n) and computed // bs > num_cached.get(rid, 0):
-                self.kv.cache_computed_blocks(req)
-            if not s.do_sample or (tok := sampled.get(rid)) is None:
-                continue
-            req.output_token_ids.append(tok)
-            (all_ids := req.all_token_ids).append(tok)
-            if (total := len(all_ids)) % bs == 0:
-                req._extend_block_hashes()
-            if req.first_token_time is None:
-                req.first_token_time = now
-            reason = None
-            # Only EOS, a stop token or a length limit can stop a request: else skip the full rule set.
-            if (tok in req.stop_candidates or total >= req.length_limit) and (
-                    status := req.stop_status(tok, max_len)) is not None:
-                self._finish(req, status, now)
-                reason = status.finish_reason()
-            lp, top = logprobs_of(rid, logprobs, top_logprobs) if logprobs or top_logprobs else NO_LOGPROBS
-            cached = req.num_cached_tokens
-            outputs.append(new_tuple(EngineCoreOutput, (rid, [tok], reason, lp, top, cached if cached > 0 else 0)))
-        return outputs
+        """Take a finished model step in: see ``scheduler.step_update.apply_runner_output``."""
+        return apply_runner_output(self, out, result)
 
     # ---- internals ---------------------------------------------------------------------------
     def _preempt(self, req: Request) -> None:
