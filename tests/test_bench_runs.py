@@ -19,10 +19,11 @@ def test_throughput_tiny_run(tmp_path: Path) -> None:
     from benchmarks.throughput import main
 
     out_json, out_png = tmp_path / "t.json", tmp_path / "t.png"
-    assert main(["--num-prompts", "4", "--min-len", "8", "--max-len", "16", "--max-tokens", "4",
+    assert main(["--num-prompts", "4", "--min-len", "8", "--max-len", "16", "--max-tokens", "4", "--repeats", "2",
                  "--json", str(out_json), "--plot", str(out_png), "--no-progress"]) == 0
     data = json.loads(out_json.read_text())
     assert set(data["tok_s"]) == {"agent-engine", "transformers"} and data["engine_tok_s"] > 0
+    assert len(data["samples"]["agent-engine"]) == 2 and len(data["samples"]["transformers"]) == 1
     assert _is_png(out_png)
 
 
