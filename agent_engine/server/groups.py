@@ -115,6 +115,12 @@ def post(group: RequestGroup, fn: Callable[..., None], *args: Any) -> None:
         pass
 
 
+def _on_events(batch: list[tuple[RequestGroup, GroupEvent]]) -> None:
+    """On the event loop: one step's events, in the engine's order."""
+    for group, ev in batch:
+        group.on_event(ev)
+
+
 def reject(group: RequestGroup, err: BaseException) -> None:
     """Fail the group's acceptance with ``err`` (none of its requests runs)."""
     post(group, group.on_accepted, err)
@@ -138,15 +144,26 @@ class LiveRequests:
             self._live[rid] = (group, i)
         post(group, group.on_accepted, None)
 
-    def deliver(self, out: RequestOutput) -> None:
-        """Post ``out`` to its group (ignored for untracked ids); a finished output ends the request."""
-        entry = self._live.get(out.request_id)
-        if entry is None:
-            return
-        if out.finished:
-            del self._live[out.request_id]
-        group, idx = entry
-        post(group, group.on_event, GroupEvent(idx, out.request_id, out, finished=out.finished))
+    def deliver(self, outs: list[RequestOutput]) -> None:
+        """Post each output to its group (untracked ids are ignored; a finished output ends its
+        request): one hand-off per event loop per step, not one per output (each hand-off wakes the
+        loop through its self-pipe)."""
+        batches: dict[asyncio.AbstractEventLoop, list[tuple[RequestGroup, GroupEvent]]] = {}
+        live = self._live
+        for out in outs:
+            entry = live.get(out.request_id)
+            if entry is None:
+                continue
+            if out.finished:
+                del live[out.request_id]
+            group, idx = entry
+            batches.setdefault(group.loop, []).append(
+                (group, GroupEvent(idx, out.request_id, out, finished=out.finished)))
+        for loop, batch in batches.items():
+            try:
+                loop.call_soon_threadsafe(_on_events, batch)
+            except RuntimeError:  # the event loop is closed: nobody is listening any more
+                pass
 
     def end_aborted(self, request_id: str) -> None:
         """Post the abort event of a tracked request and stop tracking it."""
