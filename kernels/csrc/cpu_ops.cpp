@@ -146,6 +146,7 @@ TORCH_LIBRARY(agent_engine, m) {
         "Tensor query_start_loc, Tensor seq_lens, Tensor req_indices, float scale) -> ()");
   m.def("rms_norm(Tensor(a!) out, Tensor(b!) residual, Tensor? delta, Tensor weight, float eps) -> ()");
   m.def("silu_and_mul(Tensor(a!) out, Tensor gate_up) -> ()");
+  m.def("small_linear(Tensor(a!) out, Tensor x, Tensor w) -> ()");
   m.def("rotary_and_cache(Tensor(a!) qkv, Tensor cos, Tensor sin, Tensor(b!) k_cache, Tensor(c!) v_cache, "
         "Tensor slot_mapping, int hq, int hk) -> ()");
 }
