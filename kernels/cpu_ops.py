@@ -46,19 +46,28 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
     return weight * h.to(x.dtype)
 
 
-SMALL_LINEAR_MAX_ROWS = 16  # above this, MKL's GEMM is as fast (benchmarks/profile_step.py --mode linear)
+SMALL_LINEAR_MAX_ROWS = 16  # up to here the C++ small_linear is fastest (docs/performance.md)
+ONEDNN_LINEAR_MAX_ROWS = 64  # up to here oneDNN's matmul beats MKL's; prompt-sized GEMMs stay on MKL
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, cpp: bool = False) -> torch.Tensor:
-    """``F.linear(x, weight, bias)`` for a 2-D ``x``. With ``cpp``, a decode step's few rows (at most
-    ``SMALL_LINEAR_MAX_ROWS``) of float32 go to the C++ ``small_linear``, which streams the weight
-    from memory once at close to the memory bandwidth (MKL's GEMM is far from it at so few rows)."""
-    if (cpp and x.shape[0] <= SMALL_LINEAR_MAX_ROWS and x.dtype == torch.float32 and weight.dtype == torch.float32
-            and x.shape[1] % 8 == 0 and x.is_contiguous() and weight.is_contiguous()):
-        out = x.new_empty(x.shape[0], weight.shape[0])
-        torch.ops.agent_engine.small_linear(out, x, weight)
-        return out if bias is None else out.add_(bias)
+    """``F.linear(x, weight, bias)`` for a 2-D ``x``, by the fastest kernel for its row count on CPU
+    float32 with ``cpp``: a decode step's few rows (at most ``SMALL_LINEAR_MAX_ROWS``) go to the C++
+    ``small_linear``, which streams the weight from memory once at close to the memory bandwidth;
+    up to ``ONEDNN_LINEAR_MAX_ROWS`` rows go to oneDNN; more rows to MKL (``F.linear``)."""
+    if cpp and x.dtype == torch.float32 and weight.dtype == torch.float32 and x.is_contiguous() \
+            and weight.is_contiguous():
+        rows = x.shape[0]
+        if rows <= SMALL_LINEAR_MAX_ROWS and x.shape[1] % 8 == 0:
+            out = x.new_empty(rows, weight.shape[0])
+            torch.ops.agent_engine.small_linear(out, x, weight)
+            return out if bias is None else out.add_(bias)
+        if rows <= ONEDNN_LINEAR_MAX_ROWS and _ONEDNN:
+            return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
+
+
+_ONEDNN = torch.backends.mkldnn.is_available()
 
 
 def silu_and_mul(gate_up: torch.Tensor, cpp: bool = False) -> torch.Tensor:

@@ -86,8 +86,8 @@ def test_cpp_attention_half_precision(dtype: torch.dtype) -> None:
 @pytest.mark.parametrize("rows", [1, 3, 8, 9, 16, 17])
 @pytest.mark.parametrize("k,n", [(24, 40), (512, 1408)])
 def test_small_linear_matches_torch(rows: int, k: int, n: int) -> None:
-    """Up to SMALL_LINEAR_MAX_ROWS rows go to the C++ op (in groups of eight rows, any remainder);
-    more rows, another dtype or a bias take the torch path: all equal F.linear."""
+    """Up to SMALL_LINEAR_MAX_ROWS rows go to the C++ op (in groups of eight rows, any remainder),
+    more to oneDNN, bfloat16 to F.linear itself: all equal F.linear (a bias too)."""
     gen = torch.Generator().manual_seed(rows + k)
     x, w, b = torch.randn(rows, k, generator=gen), torch.randn(n, k, generator=gen), torch.randn(n, generator=gen)
     torch.testing.assert_close(linear(x, w, cpp=True), F.linear(x, w), rtol=1e-4, atol=1e-4)
