@@ -12,12 +12,13 @@ import argparse
 import importlib
 from collections.abc import Sequence
 
-HELP = "benchmarks: throughput, scheduler overhead, serving load, JCT, TTL sweeps, simulator slices"
+HELP = "benchmarks: throughput, scheduler overhead, kernels, serving load, JCT, TTL sweeps, simulator slices"
 
 # Subcommand name -> module; each module's ``HELP`` is its one-line help.
 BENCHMARKS: dict[str, str] = {
     "throughput": "benchmarks.throughput",
     "scheduler": "benchmarks.scheduler_overhead",
+    "kernels": "benchmarks.kernels_bench",
     "serve": "benchmarks.serve_load",
     "jct": "benchmarks.jct",
     "jct-load": "benchmarks.jct_load",

@@ -62,13 +62,24 @@ class VllmOffline:
                                       stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env,
                                       start_new_session=True)
         self._read_until("READY")
+        self._signal(signal.SIGSTOP)
 
     def run(self, set_index: int) -> float:
-        """Generated tokens/s of one timed run on prompt set ``set_index``."""
+        """Generated tokens/s of one timed run on prompt set ``set_index``; the child is stopped
+        (SIGSTOP, its whole process group) outside its runs, so its idle polling takes no CPU from
+        the other engine's runs."""
         assert self._proc.stdin is not None
-        self._proc.stdin.write(f"{set_index}\n")
-        self._proc.stdin.flush()
-        return float(json.loads(self._read_until("RESULT ")[len("RESULT "):])["tok_s"])
+        self._signal(signal.SIGCONT)
+        try:
+            self._proc.stdin.write(f"{set_index}\n")
+            self._proc.stdin.flush()
+            return float(json.loads(self._read_until("RESULT ")[len("RESULT "):])["tok_s"])
+        finally:
+            self._signal(signal.SIGSTOP)
+
+    def _signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, sig)
 
     def _read_until(self, prefix: str) -> str:
         assert self._proc.stdout is not None
@@ -81,7 +92,6 @@ class VllmOffline:
 
     def close(self) -> None:
         """End the child and every process it started (its whole process group)."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self._proc.pid, signal.SIGKILL)
+        self._signal(signal.SIGKILL)
         self._proc.wait()
         self._stderr.close()

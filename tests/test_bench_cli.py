@@ -26,6 +26,8 @@ MINIMAL: dict[str, tuple[list[str], dict[str, object]]] = {
                         "json": "out/throughput.json", "plot": "out/throughput.png", "no_progress": False}),
     "scheduler": ([], {"sizes": "64,256,1024", "steps": 200, "policies": "fcfs,continuum",
                        "json": "out/scheduler_overhead.json", "plot": "out/scheduler_overhead.png"}),
+    "kernels": ([], {"threads": "1,2", "rows": "1,4,8,16,32,64", "layers": 8, "context": 350,
+                     "json": "out/kernels_bench.json"}),
     "serve": ([], {"concurrency": [1, 8, 32], "max_tokens": 32, "vllm_python": None,
                    "json": "out/serve_load.json", "plot": "out/serve_load.png"}),
     "jct": ([], {"trace": None, "policies": "fcfs,continuum,continuum-fixed,unlimited", "jobs": 16,

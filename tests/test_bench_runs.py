@@ -41,3 +41,17 @@ def test_serve_load_tiny_run(tmp_path: Path) -> None:
     assert all(len(lv["runs"]) == 2 and min(r["tokens_per_s"] for r in lv["runs"]) <= lv["tokens_per_s"]
                for lv in res["levels"])
     assert _is_png(out_png)
+
+
+def test_kernels_tiny_run(tmp_path: Path) -> None:
+    from benchmarks.kernels_bench import main
+    from kernels import load_cpu_ops
+
+    if not load_cpu_ops():
+        pytest.skip("C++ kernels unavailable")
+    out_json = tmp_path / "k.json"
+    assert main(["--threads", "1", "--rows", "1,17", "--layers", "1", "--context", "40", "--repeats", "1",
+                 "--json", str(out_json)]) == 0
+    data = json.loads(out_json.read_text())
+    assert [r["rows"] for r in data["linear"]] == [1, 17] and len(data["attention"]) == 2
+    assert all(ms > 0 for r in data["linear"] for ms in r["ms"].values())

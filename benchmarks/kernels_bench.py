@@ -1,0 +1,142 @@
+"""Kernel micro-benchmarks: the decode step's matmuls and paged attention, each against its torch path.
+
+    agent-engine bench kernels [--threads 1,2] [--rows 1,4,8,16,32,64]
+
+* linear: the weights of ``--layers`` layers of the embedded model's shape (QKV, O, gate/up, down:
+  together larger than the CPU caches, as a real step finds them), times one pass over all of them
+  for each row count: MKL (``F.linear``), oneDNN, the C++ ``small_linear``, and ``kernels.cpu_ops.linear``
+  (what the engine runs: the fastest of them by row count).
+* attention: 32 decoding requests with ``--context`` keys each in a KV pool of 2,048 blocks (as big as
+  the engine's default), GQA 8/2 (the embedded model) and 9/3 (SmolLM2): the C++ kernel against the
+  torch path (gather + SDPA), ms per layer.
+
+Prints both tables, writes JSON. Invariant: every variant computes the same result (checked once per
+shape before timing, within float32 tolerance).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agent_engine.reporting import machine_info, print_table, write_json
+from benchmarks.cli import run_standalone
+
+HELP = "kernel micro-benchmarks: decode matmuls and paged attention vs their torch paths"
+
+
+def _best_ms(fn: Callable[[], object], repeats: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best * 1e3
+
+
+def _linear_variants() -> dict[str, Callable[[Any, Any], Any]]:
+    import torch
+    import torch.nn.functional as F
+
+    from kernels.cpu_ops import linear
+
+    def small(x: Any, w: Any) -> Any:
+        out = x.new_empty(x.shape[0], w.shape[0])
+        torch.ops.agent_engine.small_linear(out, x, w)
+        return out
+
+    return {"mkl": F.linear, "onednn": lambda x, w: torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], ""),
+            "small_linear": small, "engine": lambda x, w: linear(x, w, cpp=True)}
+
+
+def bench_linear(rows: list[int], layers: int, repeats: int) -> list[dict[str, Any]]:
+    """ms per pass over ``layers`` layers' weights for each row count and variant."""
+    import torch
+
+    shapes = [(768, 512), (512, 512), (2816, 512), (512, 1408)]  # QKV, O, gate/up, down
+    weights = [torch.randn(n, k) for _ in range(layers) for n, k in shapes]
+    out = []
+    for m in rows:
+        xs = {k: torch.randn(m, k) for _, k in shapes}
+        variants = _linear_variants()
+        for w in weights[:len(shapes)]:
+            ref = variants["mkl"](xs[w.shape[1]], w)
+            for fn in variants.values():
+                torch.testing.assert_close(fn(xs[w.shape[1]], w), ref, rtol=1e-3, atol=1e-3)
+        times = {name: _best_ms(lambda f=fn, xs=xs: [f(xs[w.shape[1]], w) for w in weights], repeats)
+                 for name, fn in variants.items()}
+        out.append({"rows": m, "ms": times, "weight_mb": sum(w.numel() * 4 for w in weights) / 1e6})
+    return out
+
+
+def bench_attention(context: int, repeats: int) -> list[dict[str, Any]]:
+    """ms per layer of 32 decodes, C++ kernel and torch path, for two GQA shapes."""
+    import torch
+
+    from kernels import build_attention_metadata, paged_attention_cpp, paged_attention_torch
+
+    out = []
+    for hq, hk in ((8, 2), (9, 3)):
+        gen = torch.Generator().manual_seed(hq)
+        k_cache, v_cache = (torch.randn(2048, 16, hk, 64, generator=gen) for _ in range(2))
+        nb = -(-(context + 1) // 16)
+        perm = (torch.randperm(2047, generator=gen)[: 32 * nb] + 1).view(32, nb).tolist()
+        meta = build_attention_metadata([1] * 32, [context] * 32, perm, 16)
+        q, k, v = (torch.randn(32, h, 64, generator=gen) for h in (hq, hk, hk))
+        args = (q, k, v, k_cache, v_cache, meta, 0.125)
+        torch.testing.assert_close(paged_attention_cpp(*args), paged_attention_torch(*args), rtol=1e-4, atol=1e-4)
+        out.append({"heads": f"{hq}/{hk}", "context": context,
+                    "ms": {"cpp": _best_ms(lambda a=args: paged_attention_cpp(*a), repeats),
+                           "torch": _best_ms(lambda a=args: paged_attention_torch(*a), repeats)}})
+    return out
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """Flags of ``bench kernels``."""
+    ap.add_argument("--threads", default="1,2", help="comma list of torch thread counts")
+    ap.add_argument("--rows", default="1,4,8,16,32,64", help="comma list of matmul row counts")
+    ap.add_argument("--layers", type=int, default=8, help="layers of weights per matmul pass (default 8)")
+    ap.add_argument("--context", type=int, default=350, help="keys per decoding request (default 350)")
+    ap.add_argument("--repeats", type=int, default=5, help="timed repeats; the best is reported")
+    ap.add_argument("--json", default="out/kernels_bench.json", help="results JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Both micro-benchmarks at each thread count; print the tables, write the JSON."""
+    from benchmarks.omp_env import set_passive_wait
+
+    set_passive_wait()
+    import torch
+
+    from kernels.cpp_build import load_cpu_ops, load_error
+
+    if not load_cpu_ops():
+        raise ValueError(f"the C++ kernels are unavailable here: {load_error()}")
+    results: dict[str, Any] = {"linear": [], "attention": []}
+    for threads in (int(t) for t in args.threads.split(",")):
+        torch.set_num_threads(threads)
+        for r in bench_linear([int(x) for x in args.rows.split(",")], args.layers, args.repeats):
+            results["linear"].append({"threads": threads, **r})
+        for r in bench_attention(args.context, args.repeats):
+            results["attention"].append({"threads": threads, **r})
+    names = list(results["linear"][0]["ms"])
+    print_table(["threads", "rows", *[f"{n} ms" for n in names], "engine / mkl"],
+                [[r["threads"], r["rows"], *r["ms"].values(), r["ms"]["engine"] / r["ms"]["mkl"]]
+                 for r in results["linear"]])
+    print_table(["threads", "heads q/kv", "context", "C++ ms/layer", "torch ms/layer", "torch / C++"],
+                [[r["threads"], r["heads"], r["context"], r["ms"]["cpp"], r["ms"]["torch"],
+                  r["ms"]["torch"] / r["ms"]["cpp"]] for r in results["attention"]])
+    write_json(args.json, {**results, "machine": machine_info()})
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.kernels_bench``: the flags and run of ``agent-engine bench kernels``."""
+    return run_standalone("kernels", argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
