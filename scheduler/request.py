@@ -82,12 +82,15 @@ class Request:
         self.tenant = tenant  # whose pin budget and estimator this request's job uses (None: the default)
         # The job was inferred from the prefix chain, not declared: its pins are cheap (wholly soft).
         self.job_inferred = False
-        # Tokens after which ``stop_status`` must look (EOS and the stop tokens), and the token count
-        # at which a length limit may end the request (the scheduler lowers it to max_model_len).
-        self.stop_candidates = frozenset(sampling_params.stop_token_ids) | (
-            {eos_token_id} if eos_token_id is not None else set())
-        self.length_limit = len(self.prompt_token_ids) + sampling_params.max_tokens
+        self._init_stop_rules()
         self._init_progress()
+
+    def _init_stop_rules(self) -> None:
+        """The tokens after which ``stop_status`` must look (EOS and the stop tokens), and the token
+        count at which a length limit may end the request (the scheduler lowers it to max_model_len)."""
+        sp, eos = self.sampling_params, self.eos_token_id
+        self.stop_candidates = frozenset(sp.stop_token_ids) | ({eos} if eos is not None else set())
+        self.length_limit = len(self.prompt_token_ids) + sp.max_tokens
 
     def _init_progress(self) -> None:
         """The state the scheduler advances: tokens, progress, status, block hashes, timestamps."""
