@@ -46,8 +46,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
     return weight * h.to(x.dtype)
 
 
-SMALL_LINEAR_MAX_ROWS = 16  # up to here the C++ small_linear is fastest (docs/performance.md)
+SMALL_LINEAR_MAX_ROWS = 16  # up to here the C++ small_linear is fastest (benchmarks/kernels_bench.py)
 ONEDNN_LINEAR_MAX_ROWS = 64  # up to here oneDNN's matmul beats MKL's; prompt-sized GEMMs stay on MKL
+_ONEDNN = torch.backends.mkldnn.is_available()
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, cpp: bool = False) -> torch.Tensor:
@@ -65,9 +66,6 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         if rows <= ONEDNN_LINEAR_MAX_ROWS and _ONEDNN:
             return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
-
-
-_ONEDNN = torch.backends.mkldnn.is_available()
 
 
 def silu_and_mul(gate_up: torch.Tensor, cpp: bool = False) -> torch.Tensor:

@@ -20,6 +20,11 @@ def schedule_steady_decode(running: list[Request], kv: KVCacheManager,
     the ones it would have allocated first, in the same order, so nothing needs undoing)."""
     if not running or len(running) > budget:
         return None
+    # Admission appends, so a request still prefilling is most likely last: look there first, so a
+    # step that is not steady decode is told apart before any view is touched.
+    last = running[-1]
+    if len(last.all_token_ids) - last.num_computed_tokens != 1:
+        return None
     bs, allocate = kv.block_size, kv.allocate_slots
     for req in running:
         start, toks, view = req.num_computed_tokens, req.all_token_ids, req.scheduled_view

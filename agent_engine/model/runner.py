@@ -106,7 +106,7 @@ class ModelRunner:
                 ).last_hidden_state[0].index_select(0, rows)
             if not sample_rows:
                 return hidden.new_empty(0, 0, dtype=torch.float32)
-            if self.lean is not None:  # a decode step's few rows: the C++ small_linear (see kernels.cpu_ops)
+            if self.lean is not None:  # the matmul kernel for this many rows (kernels.cpu_ops.linear)
                 head = self._lm_head
                 return linear(hidden, head.weight, getattr(head, "bias", None), self.lean.cpp).float()
             return self._lm_head(hidden).float()

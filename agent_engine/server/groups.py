@@ -109,8 +109,12 @@ class RequestGroup:
 
 def post(group: RequestGroup, fn: Callable[..., None], *args: Any) -> None:
     """Run ``fn(*args)`` on the group's event loop (thread-safe); dropped if that loop is closed."""
+    _post_on(group.loop, fn, *args)
+
+
+def _post_on(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
     try:
-        group.loop.call_soon_threadsafe(fn, *args)
+        loop.call_soon_threadsafe(fn, *args)
     except RuntimeError:  # the event loop is closed: nobody is listening any more
         pass
 
@@ -160,10 +164,7 @@ class LiveRequests:
             batches.setdefault(group.loop, []).append(
                 (group, GroupEvent(idx, out.request_id, out, finished=out.finished)))
         for loop, batch in batches.items():
-            try:
-                loop.call_soon_threadsafe(_on_events, batch)
-            except RuntimeError:  # the event loop is closed: nobody is listening any more
-                pass
+            _post_on(loop, _on_events, batch)
 
     def end_aborted(self, request_id: str) -> None:
         """Post the abort event of a tracked request and stop tracking it."""
