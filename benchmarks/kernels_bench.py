@@ -4,8 +4,9 @@
 
 * linear: the weights of ``--layers`` layers of the embedded model's shape (QKV, O, gate/up, down:
   together larger than the CPU caches, as a real step finds them), times one pass over all of them
-  for each row count: MKL (``F.linear``), oneDNN, the C++ ``small_linear``, and ``kernels.cpu_ops.linear``
-  (what the engine runs: the fastest of them by row count).
+  for each row count: MKL (``F.linear``), oneDNN on the plain and on the packed weight
+  (``kernels.prepack``), the C++ ``small_linear``, and ``kernels.cpu_ops.linear`` (what the engine runs:
+  the fastest of them by row count).
 * attention: 32 decoding requests with ``--context`` keys each in a KV pool of 2,048 blocks (as big as
   the engine's default), GQA 8/2 (the embedded model) and 9/3 (SmolLM2): the C++ kernel against the
   torch path (gather + SDPA), ms per layer.
@@ -37,7 +38,8 @@ def _best_ms(fn: Callable[[], object], repeats: int) -> float:
     return best * 1e3
 
 
-def _linear_variants() -> dict[str, Callable[[Any, Any], Any]]:
+def _linear_variants(packs: dict[int, Any]) -> dict[str, Callable[[Any, Any], Any]]:
+    """Each variant as ``fn(x, w)``; ``packs`` maps ``id(w)`` to its oneDNN-packed copy."""
     import torch
     import torch.nn.functional as F
 
@@ -48,8 +50,11 @@ def _linear_variants() -> dict[str, Callable[[Any, Any], Any]]:
         torch.ops.agent_engine.small_linear(out, x, w)
         return out
 
-    return {"mkl": F.linear, "onednn": lambda x, w: torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], ""),
-            "small_linear": small, "engine": lambda x, w: linear(x, w, cpp=True)}
+    def onednn(x: Any, w: Any) -> Any:
+        return torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
+
+    return {"mkl": F.linear, "onednn": onednn, "onednn_packed": lambda x, w: onednn(x, packs[id(w)]),
+            "small_linear": small, "engine": lambda x, w: linear(x, w, None, True, packs[id(w)])}
 
 
 def bench_linear(rows: list[int], layers: int, repeats: int) -> list[dict[str, Any]]:
@@ -57,11 +62,14 @@ def bench_linear(rows: list[int], layers: int, repeats: int) -> list[dict[str, A
     import torch
 
     shapes = [(768, 512), (512, 512), (2816, 512), (512, 1408)]  # QKV, O, gate/up, down
+    from kernels.prepack import pack_weight
+
     weights = [torch.randn(n, k) for _ in range(layers) for n, k in shapes]
+    packs = {id(w): pack_weight(w) for w in weights}
     out = []
     for m in rows:
         xs = {k: torch.randn(m, k) for _, k in shapes}
-        variants = _linear_variants()
+        variants = _linear_variants(packs)
         for w in weights[:len(shapes)]:
             ref = variants["mkl"](xs[w.shape[1]], w)
             for fn in variants.values():

@@ -12,6 +12,8 @@ Invariants:
 - :meth:`LeanDecoder.build` returns None (the runner then uses the HF modules with our attention) for
   anything it does not reproduce exactly: another architecture, an activation other than SiLU, MLP or
   o_proj biases, per-head norms, a non-CPU device.
+- With the C++ kernels on, every matmul weight (LM head included) also gets a oneDNN-packed copy
+  (``kernels.prepack``) when memory allows; steps of more than a decode's few rows multiply by it.
 - Rotary cos/sin come from the model's own ``rotary_emb`` (any rope scaling type); for the static types
   a table over positions is computed once and grown on demand.
 """
@@ -19,7 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -27,6 +29,7 @@ import torch.nn.functional as F
 
 from kernels import AttentionMetadata, paged_attention
 from kernels.cpu_ops import linear, rms_norm, rotary_and_cache, silu_and_mul, use_cpp
+from kernels.prepack import pack_weight, prepack_allowed
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +48,9 @@ class _Layer:
     down_w: torch.Tensor
     eps1: float
     eps2: float
+    packed: dict[str, torch.Tensor] = field(default_factory=dict)  # oneDNN copies by weight name
+
+    MATMULS = ("qkv_w", "o_w", "gate_up_w", "down_w")
 
 
 def _unsupported_reason(model: torch.nn.Module) -> str | None:
@@ -101,7 +107,24 @@ class LeanDecoder:
         self._cos_sin: tuple[torch.Tensor, torch.Tensor] | None = None
         self.sliding_window = self._min_window(model, decoder)
         self.layers = [self._layer(layer) for layer in decoder.layers]
+        head = model.get_output_embeddings()
+        self.head_w, self.head_b = head.weight, getattr(head, "bias", None)
+        self.head_packed: torch.Tensor | None = None
         self.cpp = use_cpp(self.embed.device)
+        if self.cpp:
+            self._prepack()
+
+    def _prepack(self) -> None:
+        """oneDNN-packed copies of every matmul weight (LM head included) when memory allows."""
+        weights = [getattr(layer, name) for layer in self.layers for name in _Layer.MATMULS] + [self.head_w]
+        if not prepack_allowed(sum(w.numel() * w.element_size() for w in weights)):
+            return
+        for layer in self.layers:
+            for name in _Layer.MATMULS:
+                packed = pack_weight(getattr(layer, name))
+                if packed is not None:
+                    layer.packed[name] = packed
+        self.head_packed = pack_weight(self.head_w)
 
     @classmethod
     def build(cls, model: torch.nn.Module) -> LeanDecoder | None:
@@ -154,10 +177,11 @@ class LeanDecoder:
             h = rms_norm(residual if delta is None else delta, layer.ln1, layer.eps1,
                          None if delta is None else residual, self.cpp)
             attn = self._attention(layer, h, cos, sin, k_cache, v_cache, metadata)
-            delta = linear(attn, layer.o_w, cpp=self.cpp)
+            packed = layer.packed
+            delta = linear(attn, layer.o_w, None, self.cpp, packed.get("o_w"))
             h = rms_norm(delta, layer.ln2, layer.eps2, residual, self.cpp)
-            gate_up = linear(h, layer.gate_up_w, cpp=self.cpp)
-            delta = linear(silu_and_mul(gate_up, self.cpp), layer.down_w, cpp=self.cpp)
+            gate_up = linear(h, layer.gate_up_w, None, self.cpp, packed.get("gate_up_w"))
+            delta = linear(silu_and_mul(gate_up, self.cpp), layer.down_w, None, self.cpp, packed.get("down_w"))
         assert delta is not None
         if rows.numel() != residual.shape[0]:
             residual, delta = residual.index_select(0, rows), delta.index_select(0, rows)
@@ -167,9 +191,13 @@ class LeanDecoder:
                    k_cache: torch.Tensor, v_cache: torch.Tensor, metadata: AttentionMetadata) -> torch.Tensor:
         """QKV, rotary, KV write and paged attention: ``[T, Hq * D]``."""
         hq, hk, d = self.num_q_heads, self.num_kv_heads, self.head_dim
-        qkv = linear(h, layer.qkv_w, layer.qkv_b, self.cpp)
+        qkv = linear(h, layer.qkv_w, layer.qkv_b, self.cpp, layer.packed.get("qkv_w"))
         rotary_and_cache(qkv, cos, sin, k_cache, v_cache, metadata.slot_mapping, hq, hk, self.cpp)
         tokens = qkv.shape[0]
         heads = qkv.view(tokens, hq + 2 * hk, d)
         q, k, v = heads[:, :hq], heads[:, hq : hq + hk], heads[:, hq + hk :]
         return paged_attention(q, k, v, k_cache, v_cache, metadata, self.scale).reshape(tokens, hq * d)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The LM head on final-normed ``hidden`` ``[R, H]``: ``[R, V]`` in the model dtype."""
+        return linear(hidden, self.head_w, self.head_b, self.cpp, self.head_packed)

@@ -24,7 +24,6 @@ from agent_engine.model.attention import KV_CACHES_KWARG, METADATA_KWARG, use_pa
 from agent_engine.model.lean_decoder import LeanDecoder
 from agent_engine.model.sampler import Sampler, SamplerOutput
 from kernels import AttentionWorkspace, allocate_kv_caches, build_attention_metadata
-from kernels.cpu_ops import linear
 from scheduler.outputs import ModelRunnerOutput, SchedulerOutput
 
 
@@ -107,8 +106,7 @@ class ModelRunner:
             if not sample_rows:
                 return hidden.new_empty(0, 0, dtype=torch.float32)
             if self.lean is not None:  # the matmul kernel for this many rows (kernels.cpu_ops.linear)
-                head = self._lm_head
-                return linear(hidden, head.weight, getattr(head, "bias", None), self.lean.cpp).float()
+                return self.lean.logits(hidden).float()
             return self._lm_head(hidden).float()
 
     def execute(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
