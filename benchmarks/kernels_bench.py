@@ -4,9 +4,9 @@
 
 * linear: the weights of ``--layers`` layers of the embedded model's shape (QKV, O, gate/up, down:
   together larger than the CPU caches, as a real step finds them), times one pass over all of them
-  for each row count: MKL (``F.linear``), oneDNN on the plain and on the packed weight
-  (``kernels.prepack``), the C++ ``small_linear``, and ``kernels.cpu_ops.linear`` (what the engine runs:
-  the fastest of them by row count).
+  for each row count: MKL (``F.linear``), oneDNN, the C++ ``small_linear`` (plain weights), the C++
+  ``panel_linear`` (weights packed in column panels, ``kernels.prepack``), and ``kernels.cpu_ops.linear``
+  on a packed model (what the engine runs).
 * attention: 32 decoding requests with ``--context`` keys each in a KV pool of 2,048 blocks (as big as
   the engine's default), GQA 8/2 (the embedded model) and 9/3 (SmolLM2): the C++ kernel against the
   torch path (gather + SDPA), ms per layer.
@@ -39,7 +39,7 @@ def _best_ms(fn: Callable[[], object], repeats: int) -> float:
 
 
 def _linear_variants(packs: dict[int, Any]) -> dict[str, Callable[[Any, Any], Any]]:
-    """Each variant as ``fn(x, w)``; ``packs`` maps ``id(w)`` to its oneDNN-packed copy."""
+    """Each variant as ``fn(x, w)``; ``packs`` maps ``id(w)`` to its panels (``kernels.prepack``)."""
     import torch
     import torch.nn.functional as F
 
@@ -53,8 +53,13 @@ def _linear_variants(packs: dict[int, Any]) -> dict[str, Callable[[Any, Any], An
     def onednn(x: Any, w: Any) -> Any:
         return torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
 
-    return {"mkl": F.linear, "onednn": onednn, "onednn_packed": lambda x, w: onednn(x, packs[id(w)]),
-            "small_linear": small, "engine": lambda x, w: linear(x, w, None, True, packs[id(w)])}
+    def panel(x: Any, w: Any) -> Any:
+        out = x.new_empty(x.shape[0], w.shape[0])
+        torch.ops.agent_engine.panel_linear(out, x, packs[id(w)])
+        return out
+
+    return {"mkl": F.linear, "onednn": onednn, "small_linear": small, "panel_linear": panel,
+            "engine": lambda x, w: linear(x, w, None, True, packs[id(w)])}
 
 
 def bench_linear(rows: list[int], layers: int, repeats: int) -> list[dict[str, Any]]:

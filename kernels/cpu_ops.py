@@ -7,8 +7,8 @@ Both implementations share one contract per function (the tests compare them):
   ``LlamaRMSNorm``: float32 statistics, the normalised value cast to the dtype before the weight).
 * :func:`silu_and_mul` ``(gate_up [T, 2I]) -> [T, I]``: ``silu(gate) * up``.
 * :func:`linear` ``(x [T, K], weight [N, K], bias=None, packed=None) -> [T, N]``: ``F.linear``; the
-  C++ op takes float32 steps of at most ``SMALL_LINEAR_MAX_ROWS`` rows, oneDNN on ``packed`` (the same
-  weight in its blocked layout) the larger ones.
+  C++ ``panel_linear`` takes float32 steps on ``packed`` (the same weight in column panels), else
+  ``small_linear`` those of at most ``SMALL_LINEAR_MAX_ROWS`` rows.
 * :func:`rotary_and_cache` ``(qkv [T, (Hq + 2Hk) D], cos, sin [T, D], k_cache, v_cache, slots, Hq, Hk)``:
   rotates q and k in place (HF ``rotate_half`` convention) and writes k, v into the caches.
 * :func:`paged_attention_cpu` ``(query [T, Hq, D], k_cache, v_cache, metadata, scale, req_indices,
@@ -47,27 +47,29 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
     return weight * h.to(x.dtype)
 
 
-SMALL_LINEAR_MAX_ROWS = 16  # up to here the C++ small_linear is fastest (benchmarks/kernels_bench.py)
-ONEDNN_LINEAR_MAX_ROWS = 64  # without a packed weight: up to here oneDNN's matmul beats MKL's
+SMALL_LINEAR_MAX_ROWS = 16  # without panels: up to here the C++ small_linear is fastest (bench kernels)
+ONEDNN_LINEAR_MAX_ROWS = 64  # without panels: up to here oneDNN's matmul beats MKL's
 _ONEDNN = torch.backends.mkldnn.is_available()
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, cpp: bool = False,
            packed: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear(x, weight, bias)`` for a 2-D ``x``, by the fastest kernel for its row count on CPU
-    float32 with ``cpp``: a decode step's few rows (at most ``SMALL_LINEAR_MAX_ROWS``) go to the C++
-    ``small_linear``, which streams the weight from memory once at close to the memory bandwidth;
-    more rows go to oneDNN on ``packed`` (``kernels.prepack.pack_weight(weight)``) when given, else
-    to oneDNN up to ``ONEDNN_LINEAR_MAX_ROWS`` rows and to MKL (``F.linear``) above."""
+    """``F.linear(x, weight, bias)`` for a 2-D ``x``, by the fastest kernel on CPU float32 with ``cpp``:
+    the C++ ``panel_linear`` on ``packed`` (``kernels.prepack.pack_weight(weight)``) when given, at any
+    row count; else by row count: the C++ ``small_linear`` for a decode step's few rows (at most
+    ``SMALL_LINEAR_MAX_ROWS``), which streams the weight from memory once, oneDNN up to
+    ``ONEDNN_LINEAR_MAX_ROWS`` rows, and MKL (``F.linear``) above."""
     if cpp and x.dtype == torch.float32 and weight.dtype == torch.float32 and x.is_contiguous() \
             and weight.is_contiguous():
         rows = x.shape[0]
+        if packed is not None:
+            out = x.new_empty(rows, weight.shape[0])
+            torch.ops.agent_engine.panel_linear(out, x, packed)
+            return out if bias is None else out.add_(bias)
         if rows <= SMALL_LINEAR_MAX_ROWS and x.shape[1] % 8 == 0:
             out = x.new_empty(rows, weight.shape[0])
             torch.ops.agent_engine.small_linear(out, x, weight)
             return out if bias is None else out.add_(bias)
-        if packed is not None:
-            return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
         if rows <= ONEDNN_LINEAR_MAX_ROWS and _ONEDNN:
             return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)

@@ -1,14 +1,17 @@
-"""Weights pre-packed in oneDNN's blocked layout, for the matmuls of more than a decode's few rows.
+"""Weights packed in column panels for the C++ ``panel_linear`` matmul (CPU, float32).
 
-On CPU float32, oneDNN's matmul on a weight reordered once into its blocked layout runs 6-20% faster
-than MKL's GEMM (and than oneDNN on the plain weight, which it repacks on every call) from about 24
-rows up, a step with prompt chunks or a large decode batch (``python -m benchmarks.kernels_bench``).
-The plain weight stays too: the C++ ``small_linear`` (decode steps of few rows) streams it, and the
-transformers modules use it; so packing costs one more copy of every packed weight.
+``pack_weight(w)`` lays a ``[N, K]`` weight out as ``[ceil(N / 16), K, 16]``: panel p holds output
+columns 16p .. 16p + 15, one row of 16 weights per k, zero past N. ``panel_linear``'s 6 x 16
+register-blocked micro-kernel walks a panel with two aligned loads per k; on this project's 2-core
+AVX2 machine it runs a decode step's matmuls at the memory bandwidth (1 row) and at 75-145 GFLOP/s
+from 16 rows up, ahead of the plain-weight kernels (``small_linear``, oneDNN, MKL) at every row
+count up to about 128 rows and level above (``python -m benchmarks.kernels_bench``). The plain
+weight stays: the transformers modules and the fallbacks use it, so packing costs one more copy of
+every packed weight.
 
 Invariants:
-- :func:`pack_weight` never raises: it returns None when oneDNN is missing, the tensor is not a
-  float32 CPU matrix, or the reorder fails; callers then use the plain weight alone.
+- :func:`pack_weight` returns None when the weight is not a float32 CPU matrix (callers then use the
+  plain weight alone); it never changes the weight.
 - A packed weight is computed from the plain weight once and never updated: pack after loading,
   before serving, and do not pack weights that will change.
 - :func:`prepack_allowed` decides once per model: ``AGENT_ENGINE_PREPACK=1`` packs, ``=0`` never;
@@ -26,21 +29,18 @@ logger = logging.getLogger(__name__)
 
 ENV_SWITCH = "AGENT_ENGINE_PREPACK"  # "1" always pack, "0" never; unset: when memory allows
 MEMORY_SHARE = 0.25  # most of the available memory the packed copies may take (unset switch)
-_PACK_ROWS_HINT = 32  # the row count oneDNN picks the layout for; it serves every row count
+PANEL = 16  # output columns per panel (two AVX2 registers; kPanel in csrc/panel_linear.cpp)
 
 
 def pack_weight(weight: torch.Tensor) -> torch.Tensor | None:
-    """The oneDNN-packed copy of a float32 CPU ``[N, K]`` weight for ``torch.ops.mkldnn._linear_pointwise``,
-    or None when it cannot be made."""
-    if weight.dim() != 2 or weight.dtype != torch.float32 or weight.device.type != "cpu" \
-            or not torch.backends.mkldnn.is_available():
+    """The ``[ceil(N / 16), K, 16]`` panels of a float32 CPU ``[N, K]`` weight, or None."""
+    if weight.dim() != 2 or weight.dtype != torch.float32 or weight.device.type != "cpu":
         return None
-    try:
-        with torch.no_grad():
-            return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), _PACK_ROWS_HINT)
-    except (RuntimeError, AttributeError) as exc:  # an op missing from this torch build
-        logger.info("oneDNN weight packing unavailable (%s): using the plain weights", exc)
-        return None
+    n, k = weight.shape
+    with torch.no_grad():
+        padded = weight.new_zeros((n + PANEL - 1) // PANEL * PANEL, k)
+        padded[:n] = weight
+        return padded.view(-1, PANEL, k).transpose(1, 2).contiguous()
 
 
 def prepack_allowed(total_bytes: int) -> bool:
@@ -51,7 +51,7 @@ def prepack_allowed(total_bytes: int) -> bool:
     available = _available_memory_bytes()
     allowed = available is not None and total_bytes <= MEMORY_SHARE * available
     if not allowed:
-        logger.info("not packing %.0f MB of weights for oneDNN (available memory %s); set %s=1 to force",
+        logger.info("not packing %.0f MB of weights in panels (available memory %s); set %s=1 to force",
                     total_bytes / 2**20, "unknown" if available is None else f"{available / 2**20:.0f} MB",
                     ENV_SWITCH)
     return allowed

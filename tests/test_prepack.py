@@ -1,4 +1,4 @@
-"""oneDNN-packed weights: the same products as ``F.linear`` at every row count, and the memory switch."""
+"""Panel-packed weights: the same products as ``F.linear`` at every row count, and the memory switch."""
 
 from __future__ import annotations
 
@@ -7,25 +7,33 @@ import torch
 import torch.nn.functional as F
 
 from kernels import load_cpu_ops, prepack
-from kernels.cpu_ops import SMALL_LINEAR_MAX_ROWS, linear
+from kernels.cpu_ops import linear
 
 pytestmark = pytest.mark.core
 
-needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch")
 
-
-@needs_onednn
-@pytest.mark.parametrize("rows", [1, SMALL_LINEAR_MAX_ROWS + 1, 64, 300])
-def test_packed_linear_matches_torch(rows: int) -> None:
-    """Above the small-row kernel's range the packed weight serves the product (bias too); below it
-    the plain weight does; either way the result is ``F.linear``'s."""
-    gen = torch.Generator().manual_seed(rows)
-    x, w, b = torch.randn(rows, 96, generator=gen), torch.randn(200, 96, generator=gen), torch.randn(200, generator=gen)
+@pytest.mark.parametrize("rows", [1, 2, 5, 6, 7, 13, 32, 97, 300])
+@pytest.mark.parametrize("k,n", [(96, 200), (40, 16), (8, 33)])
+def test_panel_linear_matches_torch(rows: int, k: int, n: int) -> None:
+    """Any row count (whole and partial 6-row blocks, several row chunks at 300 x 96) and any N (a
+    partial last panel) gives ``F.linear``'s result, with a bias too; without the C++ kernels the
+    plain weight serves."""
+    gen = torch.Generator().manual_seed(rows * n + k)
+    x, w, b = torch.randn(rows, k, generator=gen), torch.randn(n, k, generator=gen), torch.randn(n, generator=gen)
     packed = prepack.pack_weight(w)
-    assert packed is not None
+    assert packed is not None and packed.shape == ((n + 15) // 16, k, 16)
     cpp = load_cpu_ops()
     torch.testing.assert_close(linear(x, w, None, cpp, packed), F.linear(x, w), rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(linear(x, w, b, cpp, packed), F.linear(x, w, b), rtol=1e-4, atol=1e-4)
+
+
+def test_panel_linear_row_chunks() -> None:
+    """A K large enough that the rows go in several L2-sized chunks (200 rows x 1,408)."""
+    if not load_cpu_ops():
+        pytest.skip("C++ kernels unavailable")
+    gen = torch.Generator().manual_seed(7)
+    x, w = torch.randn(200, 1408, generator=gen), torch.randn(40, 1408, generator=gen)
+    torch.testing.assert_close(linear(x, w, None, True, prepack.pack_weight(w)), F.linear(x, w), rtol=1e-4, atol=1e-3)
 
 
 def test_pack_weight_refuses_what_it_cannot_pack() -> None:

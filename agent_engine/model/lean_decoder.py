@@ -12,8 +12,8 @@ Invariants:
 - :meth:`LeanDecoder.build` returns None (the runner then uses the HF modules with our attention) for
   anything it does not reproduce exactly: another architecture, an activation other than SiLU, MLP or
   o_proj biases, per-head norms, a non-CPU device.
-- With the C++ kernels on, every matmul weight (LM head included) also gets a oneDNN-packed copy
-  (``kernels.prepack``) when memory allows; steps of more than a decode's few rows multiply by it.
+- With the C++ kernels on, every matmul weight (LM head included) also gets a copy packed in column
+  panels (``kernels.prepack``) when memory allows, and every step multiplies by that copy.
 - Rotary cos/sin come from the model's own ``rotary_emb`` (any rope scaling type); for the static types
   a table over positions is computed once and grown on demand.
 """
@@ -48,7 +48,7 @@ class _Layer:
     down_w: torch.Tensor
     eps1: float
     eps2: float
-    packed: dict[str, torch.Tensor] = field(default_factory=dict)  # oneDNN copies by weight name
+    packed: dict[str, torch.Tensor] = field(default_factory=dict)  # panel-packed copies by weight name
 
     MATMULS = ("qkv_w", "o_w", "gate_up_w", "down_w")
 
@@ -115,7 +115,7 @@ class LeanDecoder:
             self._prepack()
 
     def _prepack(self) -> None:
-        """oneDNN-packed copies of every matmul weight (LM head included) when memory allows."""
+        """Panel-packed copies of every matmul weight (LM head included) when memory allows."""
         weights = [getattr(layer, name) for layer in self.layers for name in _Layer.MATMULS] + [self.head_w]
         if not prepack_allowed(sum(w.numel() * w.element_size() for w in weights)):
             return

@@ -147,6 +147,7 @@ TORCH_LIBRARY(agent_engine, m) {
   m.def("rms_norm(Tensor(a!) out, Tensor(b!) residual, Tensor? delta, Tensor weight, float eps) -> ()");
   m.def("silu_and_mul(Tensor(a!) out, Tensor gate_up) -> ()");
   m.def("small_linear(Tensor(a!) out, Tensor x, Tensor w) -> ()");
+  m.def("panel_linear(Tensor(a!) out, Tensor x, Tensor panels) -> ()");
   m.def("rotary_and_cache(Tensor(a!) qkv, Tensor cos, Tensor sin, Tensor(b!) k_cache, Tensor(c!) v_cache, "
         "Tensor slot_mapping, int hq, int hk) -> ()");
 }
