@@ -65,6 +65,19 @@ def _step(sched: Any, runner: Any) -> tuple[float, float]:
     return t1 - t0, time.perf_counter() - t2
 
 
+def steady_decode_ready(num_running: int, max_tokens: int, policy: str, block_size: int = 16,
+                        prompt_len: int = 256) -> tuple[Any, Any, Any]:
+    """``(scheduler, clock, fake runner)`` with every request admitted and prefilled (untimed)."""
+    from scheduler import FakeRunner
+
+    sched, clock = _steady_decode_scheduler(num_running, max_tokens, policy, block_size, prompt_len)
+    runner = FakeRunner()
+    while len(sched.running) < num_running or any(
+            r.num_computed_tokens < r.num_prompt_tokens for r in sched.running):
+        _step(sched, runner)
+    return sched, clock, runner
+
+
 def measure(num_running: int, steps: int, policy: str = "fcfs", block_size: int = 16,
             prompt_len: int = 256, gc_freeze: bool = True) -> dict[str, float]:
     """Microseconds per decode step with ``num_running`` requests all running: ``mean`` and ``median``
@@ -76,13 +89,7 @@ def measure(num_running: int, steps: int, policy: str = "fcfs", block_size: int 
     timed step schedules exactly ``num_running`` decodes. ``gc_freeze`` does what ``LLMEngine`` does
     after start-up (``gc.freeze()``), so the objects alive before the steps leave the GC's scans.
     """
-    from scheduler import FakeRunner
-
-    sched, clock = _steady_decode_scheduler(num_running, steps + 64, policy, block_size, prompt_len)
-    runner = FakeRunner()
-    while len(sched.running) < num_running or any(
-            r.num_computed_tokens < r.num_prompt_tokens for r in sched.running):
-        _step(sched, runner)  # admission and prefill, untimed
+    sched, clock, runner = steady_decode_ready(num_running, steps + 64, policy, block_size, prompt_len)
     if gc_freeze:
         gc.collect()
         gc.freeze()
@@ -115,6 +122,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--policies", default="fcfs,continuum", help=f"comma list of {', '.join(POLICY_NAMES)}")
     ap.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
                     help="leave every object in the GC's scans (the engine freezes its start-up heap)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also split update's time at the largest size (benchmarks/scheduler_breakdown.py)")
     ap.add_argument("--json", default="out/scheduler_overhead.json", help="results JSON")
     ap.add_argument("--plot", default="out/scheduler_overhead.png", help="PNG: us per step vs running requests")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -131,12 +140,25 @@ def run(args: argparse.Namespace) -> int:
                                     "us_per_step_mean": us["mean"], "us_schedule": us["schedule"],
                                     "us_update": us["update"]}
     payload = _report(results)
+    if args.breakdown:
+        payload["breakdown"] = _breakdown(max(sizes), args.steps, points[0][0])
     write_json(args.json, payload)
     if args.plot:
         from benchmarks.plots_perf import plot_scheduler
 
         print(f"wrote {plot_scheduler(payload, args.plot)}")
     return 0
+
+
+def _breakdown(num_running: int, steps: int, policy: str) -> dict[str, Any]:
+    """Print and return the split of ``update`` (see ``benchmarks.scheduler_breakdown``)."""
+    from benchmarks.scheduler_breakdown import VARIANTS, breakdown
+
+    sched, clock, runner = steady_decode_ready(num_running, steps * len(VARIANTS) + 64, policy)
+    us = breakdown(sched, clock, runner, steps)
+    print(f"update's per-request work at {num_running} running ({policy}), variants alternating step by step:")
+    print_table(["part", "us/step (median)", "us/req"], [[k, v, v / num_running] for k, v in us.items()])
+    return {"policy": policy, "num_running": num_running, "us": us}
 
 
 def _report(results: dict[str, dict[str, Any]]) -> dict[str, Any]:

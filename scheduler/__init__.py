@@ -9,7 +9,13 @@ from scheduler.config import SchedulerConfig
 from scheduler.fake_runner import FakeRunner
 from scheduler.kv_cache_manager import KVCacheManager
 from scheduler.observability import SchedulerStats
-from scheduler.outputs import EngineCoreOutput, ModelRunnerOutput, ScheduledRequest, SchedulerOutput
+from scheduler.outputs import (
+    EngineCoreOutput,
+    ModelRunnerOutput,
+    ScheduledRequest,
+    SchedulerOutput,
+    StepOutputs,
+)
 from scheduler.policy import (
     POLICY_NAMES,
     ContinuumPolicy,
@@ -32,5 +38,5 @@ __all__ = [
     "FakeRunner", "FcfsPolicy", "FreeBlockQueue", "KVCacheBlock", "KVCacheManager", "Lease", "LeaseCounters",
     "LeaseState", "LeaseTable", "ModelRunnerOutput", "MonotonicClock", "PinStats", "PriorityPolicy",
     "Request", "RequestStatus", "SamplingParams", "ScheduledRequest", "Scheduler", "SchedulerConfig",
-    "SchedulerOutput", "SchedulerStats", "SchedulingPolicy",
+    "SchedulerOutput", "StepOutputs", "SchedulerStats", "SchedulingPolicy",
 ]

@@ -29,12 +29,7 @@ from scheduler.clock import Clock, MonotonicClock
 from scheduler.config import SchedulerConfig
 from scheduler.kv_cache_manager import KVCacheManager
 from scheduler.observability import SchedulerStats, admit_event, stats_snapshot, step_event
-from scheduler.outputs import (
-    EngineCoreOutput,
-    ModelRunnerOutput,
-    ScheduledRequest,
-    SchedulerOutput,
-)
+from scheduler.outputs import ModelRunnerOutput, ScheduledRequest, SchedulerOutput, StepOutputs
 from scheduler.policy import PinTTLFn, make_policy
 from scheduler.request import Request, RequestStatus
 from scheduler.steady_decode import schedule_steady_decode
@@ -242,7 +237,7 @@ class Scheduler:
             self.trace_sink(step_event(self, step.now, out))
         return out
 
-    def update(self, out: SchedulerOutput, result: ModelRunnerOutput) -> list[EngineCoreOutput]:
+    def update(self, out: SchedulerOutput, result: ModelRunnerOutput) -> StepOutputs:
         """Take a finished model step in: see ``scheduler.step_update.apply_runner_output``."""
         return apply_runner_output(self, out, result)
 

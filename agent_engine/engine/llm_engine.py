@@ -28,6 +28,7 @@ from scheduler import (
     Scheduler,
     SchedulerConfig,
 )
+from scheduler.outputs import NO_LOGPROBS, logprobs_of
 
 logger = logging.getLogger(__name__)
 
@@ -178,16 +179,18 @@ class LLMEngine:
             return self._fail_batch([s.request_id for s in out.scheduled])
         t1 = time.perf_counter()
         results = self._fail_requests(res.failed) if res.failed else []
-        for co in self.scheduler.update(out, res):
-            st = self._states.get(co.request_id)
+        step = self.scheduler.update(out, res)
+        reasons, lps, tops = step.finish_reasons, step.logprobs, step.top_logprobs
+        for rid, tok in zip(step.request_ids, step.token_ids, strict=True):
+            st = self._states.get(rid)
             if st is None:
                 continue
+            lp, top = logprobs_of(rid, lps, tops) if lps or tops else NO_LOGPROBS
             try:
-                results.append(self._process(st, co.new_token_ids, co.finish_reason, co.new_logprobs,
-                                             co.new_top_logprobs))
+                results.append(self._process(st, [tok], reasons.get(rid), lp, top))
             except Exception:  # one request's detokenization or stop check fails: only it ends
-                logger.exception("output processing failed for %s", co.request_id)
-                results.extend(self._fail_requests({co.request_id: "output processing failed"}))
+                logger.exception("output processing failed for %s", rid)
+                results.extend(self._fail_requests({rid: "output processing failed"}))
         if self.step_listeners:
             info = {"step_seconds": time.perf_counter() - t0, "model_seconds": t1 - t0,
                     "num_tokens": float(out.total_num_scheduled_tokens), "num_reqs": float(len(out.scheduled))}
