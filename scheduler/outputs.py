@@ -1,9 +1,9 @@
 """Data that crosses the scheduler <-> runner <-> engine boundaries.
 
 The model runner sees integer block ids only, never block objects. A ``ScheduledRequest`` is the
-scheduler's own object for that request, refreshed in place by the next ``schedule()`` (as are its
-``block_ids`` lists): it is valid for one step (``execute`` then ``update``); whoever keeps anything
-longer must copy it.
+scheduler's own object for that request, refreshed in place (as are its ``block_ids`` lists) by
+``update`` once the request has its next token, and by the next ``schedule()``: it is valid from
+``schedule`` through ``execute``; whoever needs it during or after ``update`` reads it first.
 """
 
 from __future__ import annotations

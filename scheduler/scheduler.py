@@ -32,7 +32,7 @@ from scheduler.observability import SchedulerStats, admit_event, stats_snapshot,
 from scheduler.outputs import ModelRunnerOutput, ScheduledRequest, SchedulerOutput, StepOutputs
 from scheduler.policy import PinTTLFn, make_policy
 from scheduler.request import Request, RequestStatus
-from scheduler.steady_decode import schedule_steady_decode
+from scheduler.steady_decode import DecodeStreak, schedule_steady_decode
 from scheduler.step_update import apply_runner_output
 from scheduler.waiting_queue import WaitingQueue
 
@@ -58,6 +58,7 @@ class Scheduler:
         self.config = config
         self.clock = clock or MonotonicClock()
         self.trace_sink = trace_sink
+        self.decode_streak: DecodeStreak | None = None  # left by update for the next schedule
         self.kv = KVCacheManager(config.num_blocks, config.block_size, config.enable_prefix_caching)
         self.policy = make_policy(config, self.kv, pin_ttl_fn)
         self.waiting = WaitingQueue(self.policy.waiting_key, self.policy.state_version)
@@ -116,7 +117,8 @@ class Scheduler:
         step = _Step(now=self.clock.now(), budget=self.config.max_num_batched_tokens)
         self.num_steps += 1
         self._sweep_time(step)
-        decodes = schedule_steady_decode(self.running, self.kv, step.budget)
+        streak, self.decode_streak = self.decode_streak, None
+        decodes = schedule_steady_decode(self.running, self.kv, step.budget, streak)
         if decodes is None:
             self._schedule_running(step)
         else:
@@ -243,6 +245,7 @@ class Scheduler:
 
     # ---- internals ---------------------------------------------------------------------------
     def _preempt(self, req: Request) -> None:
+        self.decode_streak = None
         self.running.remove(req)
         self.kv.free(req)
         req.status = RequestStatus.PREEMPTED
@@ -255,6 +258,7 @@ class Scheduler:
         """Take ``req`` out of its queue; its blocks are freed (aborted) or handed to the policy."""
         if req.status is RequestStatus.RUNNING:
             self.running.remove(req)
+            self.decode_streak = None
         elif req in self.waiting:
             self.waiting.remove(req)
         req.status = status

@@ -32,9 +32,10 @@ def test_decode_grows_one_block_at_boundary_and_frees_tail_first() -> None:
     s.add_request(make_request("a", list(range(8)), max_tokens=3))
     out, _ = run_step(s, runner)  # prefill 8 tokens (2 full blocks), sample the 9th
     assert out.scheduled[0].block_ids == [1, 2]
-    out, _ = run_step(s, runner)  # compute position 8 -> needs block 3
+    out = s.schedule()  # compute position 8 -> needs block 3 (the view is this step's until update)
     assert out.scheduled[0].token_ids == [1000 + 8 % 7] and out.scheduled[0].num_computed_tokens == 8
     assert out.scheduled[0].block_ids == [1, 2, 3]
+    s.update(out, runner.execute(out))
     out, outs = run_step(s, runner)
     assert outs[0].finish_reason == "length"
     # Freed in reverse: 3, 2, 1 appended after the untouched empties 4..8.
@@ -78,15 +79,16 @@ def test_chunked_prefill_respects_threshold_and_budget() -> None:
     runner = FakeRunner()
     s.add_request(make_request("a", list(range(13)), max_tokens=2))
     s.add_request(make_request("b", list(range(100, 103)), max_tokens=2))
-    out, _ = run_step(s, runner)
-    chunks = {r.request_id: (r.num_computed_tokens, len(r.token_ids), r.do_sample) for r in out.scheduled}
-    assert chunks == {"a": (0, 5, False), "b": (0, 3, True)}
-    out, _ = run_step(s, runner)
-    chunks = {r.request_id: (r.num_computed_tokens, len(r.token_ids), r.do_sample) for r in out.scheduled}
-    assert chunks == {"a": (5, 5, False), "b": (3, 1, True)}
-    out, _ = run_step(s, runner)
-    chunks = {r.request_id: (r.num_computed_tokens, len(r.token_ids), r.do_sample) for r in out.scheduled}
-    assert chunks["a"] == (10, 3, True)
+
+    def step_chunks() -> dict[str, tuple[int, int, bool]]:
+        out = s.schedule()  # read the views before update refreshes them to the next token
+        chunks = {r.request_id: (r.num_computed_tokens, len(r.token_ids), r.do_sample) for r in out.scheduled}
+        s.update(out, runner.execute(out))
+        return chunks
+
+    assert step_chunks() == {"a": (0, 5, False), "b": (0, 3, True)}
+    assert step_chunks() == {"a": (5, 5, False), "b": (3, 1, True)}
+    assert step_chunks()["a"] == (10, 3, True)
 
 
 def test_max_num_seqs_limits_admission() -> None:

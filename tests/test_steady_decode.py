@@ -15,15 +15,17 @@ pytestmark = pytest.mark.core
 REAL_BULK_PATH = scheduler_module.schedule_steady_decode
 
 
-def _trace(bulk: bool, monkeypatch: pytest.MonkeyPatch, seed: int) -> tuple[list[tuple], int]:
+def _trace(bulk: bool, monkeypatch: pytest.MonkeyPatch, seed: int) -> tuple[list[tuple], int, int]:
     """Every step's (id, position, tokens, block ids, do_sample) chunks on a pool tight enough to
-    preempt, with staggered arrivals; and how many steps the bulk path took."""
-    taken = 0
+    preempt, with staggered arrivals; how many steps the bulk path took, and how many of those on
+    the streak ``update`` left (no per-request checks)."""
+    taken = on_streak = 0
 
     def counting(*args):
-        nonlocal taken
+        nonlocal taken, on_streak
         res = REAL_BULK_PATH(*args) if bulk else None
         taken += res is not None
+        on_streak += res is not None and args[3] is not None
         return res
 
     monkeypatch.setattr(scheduler_module, "schedule_steady_decode", counting)
@@ -43,13 +45,14 @@ def _trace(bulk: bool, monkeypatch: pytest.MonkeyPatch, seed: int) -> tuple[list
                       list(c.block_ids), c.do_sample) for c in out.scheduled]))
         s.update(out, runner.execute(out))
     assert not s.has_unfinished_requests()
-    return steps, taken
+    return steps, taken, on_streak
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_bulk_decode_matches_the_general_loop(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    general, none_taken = _trace(False, monkeypatch, seed)
-    bulk, taken = _trace(True, monkeypatch, seed)
+    general, none_taken, _ = _trace(False, monkeypatch, seed)
+    bulk, taken, on_streak = _trace(True, monkeypatch, seed)
     assert none_taken == 0 and taken > 0  # the bulk path ran, and only in the second trace
+    assert on_streak > 0  # some of it on the streak left by update
     assert bulk == general
     assert any(pre for pre, _ in general)  # the pool is tight enough to preempt

@@ -178,6 +178,8 @@ class LLMEngine:
             self.num_failed_steps += 1
             return self._fail_batch([s.request_id for s in out.scheduled])
         t1 = time.perf_counter()
+        # Read before ``update``, which refreshes the views of requests that go on to their next token.
+        num_tokens = out.total_num_scheduled_tokens if self.step_listeners else 0
         results = self._fail_requests(res.failed) if res.failed else []
         step = self.scheduler.update(out, res)
         reasons, lps, tops = step.finish_reasons, step.logprobs, step.top_logprobs
@@ -193,7 +195,7 @@ class LLMEngine:
                 results.extend(self._fail_requests({rid: "output processing failed"}))
         if self.step_listeners:
             info = {"step_seconds": time.perf_counter() - t0, "model_seconds": t1 - t0,
-                    "num_tokens": float(out.total_num_scheduled_tokens), "num_reqs": float(len(out.scheduled))}
+                    "num_tokens": float(num_tokens), "num_reqs": float(len(out.scheduled))}
             for fn in self.step_listeners:
                 fn(info)
         return results
