@@ -46,6 +46,16 @@ class Request:
     ``len(block_hashes) == num_tokens // block_size`` at all times.
     """
 
+    # Slots: the scheduler's per-step loops read these attributes for every running request.
+    __slots__ = (
+        "all_token_ids", "arrival_time", "block_hashes", "block_size", "cache_salt", "eos_token_id",
+        "finished_time", "first_scheduled_time", "first_token_time", "is_last_step", "job_arrival_time",
+        "job_id", "job_inferred", "length_limit", "num_cached_tokens", "num_computed_tokens",
+        "num_preemptions", "output_token_ids", "pin_hit", "pinned", "priority", "prompt_token_ids",
+        "request_id", "sampling_params", "scheduled_view", "status", "stop_candidates", "tenant",
+        "tool_name", "tool_ttl_hint",
+    )
+
     def __init__(
         self,
         request_id: str,
