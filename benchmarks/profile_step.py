@@ -30,7 +30,7 @@ from benchmarks.throughput import make_prompts, resolve_bench_model
 
 OP_GROUPS = (  # (group, substrings of a profiler op name), first match wins
     ("matmul (linear)", ("aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::bmm", "small_linear",
-                         "_linear_pointwise")),
+                         "panel_linear", "_linear_pointwise")),
     ("paged attention", ("paged_attention", "scaled_dot_product", "_softmax", "index_select")),
     ("rms_norm", ("rms_norm", "aten::rsqrt", "aten::pow", "aten::mean")),
     ("silu * up", ("silu", "aten::mul")),
