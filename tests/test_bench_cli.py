@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -113,8 +114,12 @@ def test_scheduler_benchmark_tiny_run(tmp_path: Path) -> None:
         parse_policies("fcfs,nope")
     out_json, out_png = tmp_path / "s.json", tmp_path / "s.png"
     assert main(["--sizes", "4,8", "--steps", "3", "--policies", "fcfs,continuum", "--json", str(out_json),
-                 "--plot", str(out_png), "--no-progress"]) == 0
-    assert out_json.stat().st_size > 0 and out_png.read_bytes()[:4] == b"\x89PNG"
+                 "--plot", str(out_png), "--no-progress", "--breakdown"]) == 0
+    assert out_png.read_bytes()[:4] == b"\x89PNG"
+    payload = json.loads(out_json.read_text())
+    assert all(r["us_schedule"] > 0 and r["us_update"] > 0 for r in payload["results"].values())
+    parts = payload["breakdown"]["us"]  # every variant of update was timed at the largest size
+    assert payload["breakdown"]["num_running"] == 8 and len(parts) == 6 and min(parts.values()) > 0
 
 
 def test_sim_validate_compare() -> None:
