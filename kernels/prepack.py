@@ -2,7 +2,7 @@
 
 ``pack_weight(w)`` lays a ``[N, K]`` weight out as ``[ceil(N / 16), K, 16]``: panel p holds output
 columns 16p .. 16p + 15, one row of 16 weights per k, zero past N. ``panel_linear``'s 6 x 16
-register-blocked micro-kernel walks a panel with two aligned loads per k; on this project's 2-core
+register-blocked micro-kernel walks a panel with two vector loads per k; on this project's 2-core
 AVX2 machine it runs a decode step's matmuls at the memory bandwidth (1 row) and at 75-145 GFLOP/s
 from 16 rows up, ahead of the plain-weight kernels (``small_linear``, oneDNN, MKL) at every row
 count up to about 128 rows and level above (``python -m benchmarks.kernels_bench``). The plain

@@ -183,11 +183,12 @@ class LLMEngine:
         results = self._fail_requests(res.failed) if res.failed else []
         step = self.scheduler.update(out, res)
         reasons, lps, tops = step.finish_reasons, step.logprobs, step.top_logprobs
+        with_logprobs = bool(lps or tops)
         for rid, tok in zip(step.request_ids, step.token_ids, strict=True):
             st = self._states.get(rid)
             if st is None:
                 continue
-            lp, top = logprobs_of(rid, lps, tops) if lps or tops else NO_LOGPROBS
+            lp, top = logprobs_of(rid, lps, tops) if with_logprobs else NO_LOGPROBS
             try:
                 results.append(self._process(st, [tok], reasons.get(rid), lp, top))
             except Exception:  # one request's detokenization or stop check fails: only it ends
