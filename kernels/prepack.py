@@ -38,9 +38,10 @@ def pack_weight(weight: torch.Tensor) -> torch.Tensor | None:
         return None
     n, k = weight.shape
     with torch.no_grad():
-        padded = weight.new_zeros((n + PANEL - 1) // PANEL * PANEL, k)
+        panels = (n + PANEL - 1) // PANEL
+        padded = weight.new_zeros(panels * PANEL, k)
         padded[:n] = weight
-        return padded.view(-1, PANEL, k).transpose(1, 2).contiguous()
+        return padded.view(panels, PANEL, k).transpose(1, 2).contiguous()
 
 
 def prepack_allowed(total_bytes: int) -> bool:

@@ -52,3 +52,14 @@ def test_prepack_switch_and_memory_share(monkeypatch: pytest.MonkeyPatch) -> Non
     assert prepack.prepack_allowed(1000) and not prepack.prepack_allowed(1001)
     monkeypatch.setattr(prepack, "_available_memory_bytes", lambda: None)
     assert not prepack.prepack_allowed(1)
+
+
+def test_panel_linear_empty_shapes() -> None:
+    """No rows, or an empty inner dimension, are products too (nothing to compute, zeros)."""
+    if not load_cpu_ops():
+        pytest.skip("C++ kernels unavailable")
+    w = torch.randn(40, 24)
+    assert linear(torch.randn(0, 24), w, None, True, prepack.pack_weight(w)).shape == (0, 40)
+    empty_w = torch.randn(40, 0)
+    out = linear(torch.randn(3, 0), empty_w, None, True, prepack.pack_weight(empty_w))
+    assert torch.equal(out, torch.zeros(3, 40))

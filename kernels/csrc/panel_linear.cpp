@@ -68,6 +68,11 @@ void panel_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& panels)
   const int64_t m_dim = x.size(0), k_dim = x.size(1), n_dim = out.size(1), n_panels = panels.size(0);
   TORCH_CHECK(panels.size(1) == k_dim && panels.size(2) == kPanel && out.size(0) == m_dim &&
                   (n_dim + kPanel - 1) / kPanel == n_panels, "panel_linear: bad shapes");
+  if (m_dim == 0 || n_dim == 0) return;
+  if (k_dim == 0) {  // an empty sum
+    out.zero_();
+    return;
+  }
 #ifdef AE_AVX2
   const float* xp = x.data_ptr<float>();
   const float* pp = panels.data_ptr<float>();
