@@ -13,7 +13,9 @@ only part of its per-request work, each a superset of the one before:
 * ``real update``: ``scheduler.step_update.apply_runner_output`` (columns).
 
 Printed by ``agent-engine bench scheduler --breakdown``: the median microseconds of each at the same
-machine state (the variants alternate step by step). Invariant: no request finishes during the
+machine state (the variants alternate step by step). Its ``schedule`` row is mostly the checking
+path: only the real update leaves the decode streak, so the main table's ``schedule`` column is the
+one to quote. Invariant: no request finishes during the
 timed steps, so every variant leaves the scheduler as the real update would for the fields the next
 ``schedule`` reads.
 """

@@ -38,5 +38,5 @@ __all__ = [
     "FakeRunner", "FcfsPolicy", "FreeBlockQueue", "KVCacheBlock", "KVCacheManager", "Lease", "LeaseCounters",
     "LeaseState", "LeaseTable", "ModelRunnerOutput", "MonotonicClock", "PinStats", "PriorityPolicy",
     "Request", "RequestStatus", "SamplingParams", "ScheduledRequest", "Scheduler", "SchedulerConfig",
-    "SchedulerOutput", "StepOutputs", "SchedulerStats", "SchedulingPolicy",
+    "SchedulerOutput", "SchedulerStats", "SchedulingPolicy", "StepOutputs",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from scheduler.sampling_params import SamplingParams
 
@@ -104,7 +104,9 @@ class StepOutputs(Sequence[EngineCoreOutput]):
     def __len__(self) -> int:
         return len(self.request_ids)
 
-    def __getitem__(self, i: int) -> EngineCoreOutput:  # type: ignore[override]
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self.request_ids)))]
         rid = self.request_ids[i]
         lp, top = logprobs_of(rid, self.logprobs, self.top_logprobs)
         return EngineCoreOutput(rid, [self.token_ids[i]], self.finish_reasons.get(rid), lp, top)

@@ -56,3 +56,13 @@ def test_bulk_decode_matches_the_general_loop(seed: int, monkeypatch: pytest.Mon
     assert on_streak > 0  # some of it on the streak left by update
     assert bulk == general
     assert any(pre for pre, _ in general)  # the pool is tight enough to preempt
+
+
+def test_step_outputs_read_as_a_sequence() -> None:
+    """The columns ``update`` returns hand out per-request outputs by index, slice and iteration."""
+    from scheduler import StepOutputs
+
+    outs = StepOutputs(["a", "b"], [7, 9], {"b": "length"}, {"a": -0.5}, {})
+    assert len(outs) == 2 and [o.request_id for o in outs] == ["a", "b"]
+    assert outs[0].new_token_ids == [7] and list(outs[0].new_logprobs) == [-0.5] and not outs[0].finished
+    assert outs[-1].finish_reason == "length" and [o.request_id for o in outs[1:]] == ["b"]
