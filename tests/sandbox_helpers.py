@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_engine.agent.sandbox import TIMEOUT_EXIT_CODE, Limits, Sandbox
-from agent_engine.agent.sandbox.confine import resolve
+from agent_engine.agent.sandbox.confine import SANDBOX_UID, resolve
+from agent_engine.agent.sandbox.limits import count_tasks
 
 __all__ = ["MODES", "check_fork_bomb", "check_timeouts", "live_pids", "namespaces_error", "token"]
 
@@ -41,8 +42,19 @@ def live_pids(token: str) -> list[int]:
     return found
 
 
+def wait_for_zombies_reaped(uid: int, timeout: float = 10.0) -> None:
+    """Until no zombie of ``uid`` is left (or ``timeout``): an earlier test's, which a lazy init reaps late.
+
+    Under the RLIMIT_NPROC fallback each lingering zombie takes one of the command's slots.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and count_tasks(uid, zombies=True) > count_tasks(uid):
+        time.sleep(0.05)
+
+
 def check_fork_bomb(repo: Path, mode: dict[str, Any]) -> None:
     """200 background sleeps under a 40-process limit: refused forks, at most 40 alive, none after."""
+    wait_for_zombies_reaped(SANDBOX_UID if os.geteuid() == 0 else os.getuid())
     tok, seen = token(), [0]
     stop = threading.Event()
 

@@ -6,10 +6,14 @@ Invariants:
   step, so no Python code runs between fork and exec (safe with the agent's threads).
 - The process count is bounded by a pids cgroup (``cgroup.py``) when the machine offers one: the
   sandbox's tasks, threads included, and nothing else. Otherwise by RLIMIT_NPROC, which is per *user*:
-  the kernel counts every task (threads included) of the command's real uid, inside and outside the
-  sandbox, and does not apply it to uid 0. The limit is set to the tasks that uid has when the command
-  starts plus ``max_processes``, so the command adds at most that many (fewer when other processes of
-  the uid start meanwhile); for a command running as uid 0 no process limit is enforceable.
+  the kernel counts every task (threads included, zombies too) of the command's real uid, inside and
+  outside the sandbox, and does not apply it to uid 0. The limit is set to the uid's live tasks when
+  the command starts plus ``max_processes``. Zombies are left out of that count: an init that reaps
+  lazily (earlier commands' killed processes are its children) would otherwise free slots beyond
+  ``max_processes`` mid-command; while they linger the command gets fewer. With a dedicated uid (the
+  agent running as root) only sandbox commands count, so the command adds at most ``max_processes``;
+  under the agent's own uid, its other processes that exit meanwhile free slots too. For a command
+  running as uid 0 no process limit is enforceable.
 - CPU seconds default to the command timeout times the CPU count (plus one): a backstop for a
   process that escaped the wall-clock kill, not a second timeout.
 """
@@ -48,8 +52,12 @@ class Limits:
         return math.ceil(timeout) * (os.cpu_count() or 1) + 1
 
 
-def count_tasks(uid: int, proc: Path = Path("/proc")) -> int:
-    """The tasks (threads included) whose real uid is ``uid``: what RLIMIT_NPROC counts."""
+def count_tasks(uid: int, proc: Path = Path("/proc"), zombies: bool = False) -> int:
+    """The tasks (threads included) whose real uid is ``uid``: live ones, and zombies when ``zombies``.
+
+    RLIMIT_NPROC counts both; leaving zombies out keeps a limit set from this count from loosening
+    when they are reaped.
+    """
     total = 0
     for entry in proc.iterdir():
         if not entry.name.isdigit():
@@ -58,14 +66,10 @@ def count_tasks(uid: int, proc: Path = Path("/proc")) -> int:
             status = (entry / "status").read_text()
         except OSError:  # gone meanwhile, or unreadable
             continue
-        real_uid, threads = -1, 1
-        for line in status.splitlines():
-            if line.startswith("Uid:"):
-                real_uid = int(line.split()[1])
-            elif line.startswith("Threads:"):
-                threads = int(line.split()[1])
-        if real_uid == uid:
-            total += threads
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        zombie = fields.get("State", "?").split()[0] in ("Z", "X")
+        if (zombies or not zombie) and int(fields.get("Uid", "-1").split()[0]) == uid:
+            total += int(fields.get("Threads", "1"))
     return total
 
 
