@@ -20,6 +20,10 @@ from scheduler import SchedulerConfig
 from scheduler.policy import POLICY_NAMES  # the one list of scheduling-policy names
 
 _DTYPES = ("float32", "bfloat16", "float16", "auto")
+DEFAULT_TOKEN_BUDGET = 2048  # tokens per step when unset: offline, and serving on CUDA
+# Serving on CPU: the matmuls already run at full speed at 64-128 rows (``bench kernels``), so a
+# step of more tokens only makes a burst's prompts wait for each other (``bench serve --budgets``).
+SERVING_CPU_TOKEN_BUDGET = 256
 
 
 
@@ -35,7 +39,8 @@ _HELP = {
     "kv_cache_memory": "KV pool size in GiB (default 1 GiB on CPU, a fraction of free memory on CUDA)",
     "gpu_memory_utilization": "fraction of GPU memory the engine may use (CUDA only)",
     "max_num_seqs": "most requests running at once",
-    "max_num_batched_tokens": "token budget per step (prefill chunks + decodes)",
+    "max_num_batched_tokens": f"token budget per step (prefill chunks + decodes); unset: {DEFAULT_TOKEN_BUDGET}, "
+                              f"and for a server on CPU {SERVING_CPU_TOKEN_BUDGET} or max_num_seqs if larger",
     "max_model_len": "longest prompt + output (default: model limit, capped by the KV pool)",
     "long_prefill_token_threshold": "most prompt tokens one request may prefill per step (0 = no cap)",
     "enable_prefix_caching": "reuse KV blocks of identical prefixes",
@@ -81,7 +86,7 @@ class EngineConfig:
     kv_cache_memory: float | None = None
     gpu_memory_utilization: float = 0.9
     max_num_seqs: int = 64
-    max_num_batched_tokens: int = 2048
+    max_num_batched_tokens: int | None = None
     max_model_len: int | None = None
     long_prefill_token_threshold: int = 0
     enable_prefix_caching: bool = True
@@ -109,7 +114,7 @@ class EngineConfig:
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"device must be auto, cpu or cuda[:N], got {self.device!r}")
         for name in ("block_size", "max_num_seqs", "max_num_batched_tokens"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         if self.num_kv_blocks is not None and self.num_kv_blocks < 2:
             raise ValueError("num_kv_blocks must be >= 2")
@@ -137,13 +142,27 @@ class EngineConfig:
             raise ValueError(f"unknown engine option(s) {unknown}; known: {sorted(known)}")
         return cls(**kwargs)  # type: ignore[arg-type]
 
+    @property
+    def token_budget(self) -> int:
+        """Tokens per step: ``max_num_batched_tokens`` when set, else ``DEFAULT_TOKEN_BUDGET``."""
+        return self.max_num_batched_tokens or DEFAULT_TOKEN_BUDGET
+
+    def for_serving(self, device: str) -> EngineConfig:
+        """This config as a server on ``device`` ("cpu", "cuda[:N]") runs it: an unset token budget
+        becomes ``SERVING_CPU_TOKEN_BUDGET`` on CPU (``max_num_seqs`` if larger, so every running
+        request can decode in one step) and ``DEFAULT_TOKEN_BUDGET`` elsewhere; a set one is kept."""
+        if self.max_num_batched_tokens is not None:
+            return self
+        budget = max(SERVING_CPU_TOKEN_BUDGET, self.max_num_seqs) if device == "cpu" else DEFAULT_TOKEN_BUDGET
+        return dataclasses.replace(self, max_num_batched_tokens=budget)
+
     def scheduler_config(self, num_blocks: int, max_model_len: int) -> SchedulerConfig:
         """The scheduler's limits: this config's options over a pool of ``num_blocks`` (null block included)."""
         return SchedulerConfig(
             num_blocks=num_blocks,
             block_size=self.block_size,
             max_num_seqs=self.max_num_seqs,
-            max_num_batched_tokens=self.max_num_batched_tokens,
+            max_num_batched_tokens=self.token_budget,
             max_model_len=max_model_len,
             long_prefill_token_threshold=self.long_prefill_token_threshold,
             policy=self.policy,

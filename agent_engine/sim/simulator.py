@@ -84,7 +84,7 @@ def build_tracker(engine: EngineConfig, cost: CostModel, clock: FakeClock, max_m
     )
     if engine.policy == "continuum" and engine.ttl_policy != "fixed":
         lengths = [n for n in _RELOAD_LENGTHS if n < max_model_len]
-        seconds = [cost.prefill_time(n, engine.max_num_batched_tokens) for n in lengths]
+        seconds = [cost.prefill_time(n, engine.token_budget) for n in lengths]
         est.set_reload_cost(ReloadCostModel.fit(lengths, seconds))
     return JobHooks(est, _NoText(), clock)
 
