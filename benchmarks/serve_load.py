@@ -135,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
     set_passive_wait()
     if args.repeats < 1:
         raise ValueError("--repeats must be >= 1")
+    if args.settle < 0:
+        raise ValueError("--settle must be >= 0 seconds")
     args.model = resolve_bench_model(args.model)
     with contextlib.ExitStack() as stack:
         servers = {name: stack.enter_context(_start_ours(args, budget, name))

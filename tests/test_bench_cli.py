@@ -137,6 +137,11 @@ def test_serve_budgets_name_one_server_each() -> None:
     assert _our_servers([256, 2048]) == {"agent-engine@256": 256, "agent-engine@2048": 2048}
     with pytest.raises(ValueError, match="budgets"):
         _our_servers([0])
+    from benchmarks.serve_load import run
+
+    for bad, match in ((["--settle", "-1"], "settle"), (["--repeats", "0"], "repeats")):
+        with pytest.raises(ValueError, match=match):  # before any server starts
+            run(ap.parse_args(["--model", "m", *bad]))
 
 
 def test_sim_validate_compare() -> None:
