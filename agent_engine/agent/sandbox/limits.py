@@ -11,9 +11,10 @@ Invariants:
   the command starts plus ``max_processes``. Zombies are left out of that count: an init that reaps
   lazily (earlier commands' killed processes are its children) would otherwise free slots beyond
   ``max_processes`` mid-command; while they linger the command gets fewer. With a dedicated uid (the
-  agent running as root) only sandbox commands count, so the command adds at most ``max_processes``;
-  under the agent's own uid, its other processes that exit meanwhile free slots too. For a command
-  running as uid 0 no process limit is enforceable.
+  agent running as root) only sandbox commands count, so a command running alone adds at most
+  ``max_processes``; live processes of the uid that exit meanwhile (other sandboxes' commands, or
+  under the agent's own uid its other processes) free slots too. For a command running as uid 0 no
+  process limit is enforceable.
 - CPU seconds default to the command timeout times the CPU count (plus one): a backstop for a
   process that escaped the wall-clock kill, not a second timeout.
 """
