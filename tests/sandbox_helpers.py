@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_engine.agent.sandbox import TIMEOUT_EXIT_CODE, Limits, Sandbox
-from agent_engine.agent.sandbox.confine import SANDBOX_UID, resolve
+from agent_engine.agent.sandbox.confine import resolve
 from agent_engine.agent.sandbox.limits import count_tasks
 
 __all__ = ["MODES", "check_fork_bomb", "check_timeouts", "live_pids", "namespaces_error", "token"]
@@ -54,7 +54,6 @@ def wait_for_zombies_reaped(uid: int, timeout: float = 10.0) -> None:
 
 def check_fork_bomb(repo: Path, mode: dict[str, Any]) -> None:
     """200 background sleeps under a 40-process limit: refused forks, at most 40 alive, none after."""
-    wait_for_zombies_reaped(SANDBOX_UID if os.geteuid() == 0 else os.getuid())
     tok, seen = token(), [0]
     stop = threading.Event()
 
@@ -65,6 +64,7 @@ def check_fork_bomb(repo: Path, mode: dict[str, Any]) -> None:
 
     watcher = threading.Thread(target=watch, daemon=True)
     with Sandbox.create(repo, timeout=1.0, limits=Limits(max_processes=40), **mode) as sb:
+        wait_for_zombies_reaped(sb.confinement.command_uid)
         watcher.start()
         try:
             res = sb.run(f"for i in $(seq 200); do sleep {tok} & done; wait")

@@ -105,6 +105,11 @@ class Confinement:
     run_as: int | None  # uid (and gid) of the commands; None: the agent's own
     namespace_error: str | None = None  # why namespaces are not used, when they are not
 
+    @property
+    def command_uid(self) -> int:
+        """The real uid the commands run as: ``run_as``, else the agent's own."""
+        return self.run_as if self.run_as is not None else os.getuid()
+
     def argv(self, command: str, root: Path, workdir: Path, limits_argv: list[str],
              cgroup_procs: Path | None) -> list[str]:
         """The whole exec chain that runs ``command`` (steps 1-5 of the module docstring)."""

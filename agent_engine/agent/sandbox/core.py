@@ -147,11 +147,10 @@ class Sandbox:
     def enforced(self) -> dict[str, bool]:
         """Which protections hold for this sandbox (documented in docs/sandbox.md)."""
         c = self.confinement
-        command_uid = c.run_as if c.run_as is not None else os.getuid()
         return {
             "scrubbed_environment": True,
             "rlimits": True,
-            "process_limit": self.cgroups is not None or command_uid != 0,
+            "process_limit": self.cgroups is not None or c.command_uid != 0,
             "pids_cgroup": self.cgroups is not None,
             "kill_tree_on_exit_and_timeout": True,
             "separate_uid": c.run_as is not None,
@@ -189,8 +188,7 @@ class Sandbox:
                                  capture.total_bytes)
 
     def _spawn(self, command: str, group: PidsCgroup | None) -> subprocess.Popen[bytes]:
-        c = self.confinement
-        uid = c.run_as if c.run_as is not None else os.getuid()
+        c, uid = self.confinement, self.confinement.command_uid
         nproc = None if group is not None or uid == 0 else count_tasks(uid) + self.limits.max_processes
         limits = prlimit_argv(tool_path("prlimit"), self.limits, self.timeout, nproc)
         argv = c.argv(command, self.root, self.workdir, limits, group.procs_file if group is not None else None)
