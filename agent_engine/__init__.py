@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from scheduler.job_hints import JobHints
 from scheduler.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
@@ -16,7 +17,9 @@ if TYPE_CHECKING:
     from agent_engine.engine.llm_engine import LLMEngine
     from agent_engine.engine.outputs import CompletionOutput, RequestOutput
 
-__all__ = ["LLM", "CompletionOutput", "EngineConfig", "LLMEngine", "RequestOutput", "SamplingParams"]
+__all__ = [
+    "LLM", "CompletionOutput", "EngineConfig", "JobHints", "LLMEngine", "RequestOutput", "SamplingParams",
+]
 
 _LAZY = {
     "LLM": "agent_engine.engine.llm",

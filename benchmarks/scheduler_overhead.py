@@ -35,7 +35,7 @@ HELP = "scheduler time per step with a fake runner"
 def _steady_decode_scheduler(num_running: int, max_tokens: int, policy: str, block_size: int,
                              prompt_len: int) -> tuple[Any, Any]:
     """``(scheduler, clock)`` with ``num_running`` requests admitted, each with room for ``max_tokens``."""
-    from scheduler import FakeClock, Request, SamplingParams, Scheduler, SchedulerConfig
+    from scheduler import FakeClock, JobHints, Request, SamplingParams, Scheduler, SchedulerConfig
 
     blocks_per_req = (prompt_len + max_tokens) // block_size + 2
     cfg = SchedulerConfig(
@@ -50,7 +50,7 @@ def _steady_decode_scheduler(num_running: int, max_tokens: int, policy: str, blo
     for i in range(num_running):
         user = [(i * 7919 + k) % 30000 + 200 for k in range(prompt_len - len(system))]
         sched.add_request(Request(f"r{i}", system + user, sp, block_size=block_size, arrival_time=0.0,
-                                  job_id=f"j{i}", job_arrival_time=0.0))
+                                  hints=JobHints.for_job(f"j{i}"), job_arrival_time=0.0))
     return sched, clock
 
 

@@ -7,6 +7,7 @@ from scheduler.block_pool import BlockPool, FreeBlockQueue, KVCacheBlock
 from scheduler.clock import Clock, FakeClock, MonotonicClock
 from scheduler.config import SchedulerConfig
 from scheduler.fake_runner import FakeRunner
+from scheduler.job_hints import NO_HINTS, JobHints
 from scheduler.kv_cache_manager import KVCacheManager
 from scheduler.observability import SchedulerStats
 from scheduler.outputs import (
@@ -34,8 +35,8 @@ from scheduler.sampling_params import SamplingParams
 from scheduler.scheduler import Scheduler
 
 __all__ = [
-    "POLICY_NAMES", "BlockPool", "Clock", "ContinuumPolicy", "EndReason", "EngineCoreOutput", "FakeClock",
-    "FakeRunner", "FcfsPolicy", "FreeBlockQueue", "KVCacheBlock", "KVCacheManager", "Lease", "LeaseCounters",
+    "NO_HINTS", "POLICY_NAMES", "BlockPool", "Clock", "ContinuumPolicy", "EndReason", "EngineCoreOutput", "FakeClock",
+    "FakeRunner", "FcfsPolicy", "FreeBlockQueue", "JobHints", "KVCacheBlock", "KVCacheManager", "Lease", "LeaseCounters",
     "LeaseState", "LeaseTable", "ModelRunnerOutput", "MonotonicClock", "PinStats", "PriorityPolicy",
     "Request", "RequestStatus", "SamplingParams", "ScheduledRequest", "Scheduler", "SchedulerConfig",
     "SchedulerOutput", "SchedulerStats", "SchedulingPolicy", "StepOutputs",

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from scheduler.block_hash import hash_block_tokens
+from scheduler.job_hints import INFERRED, NO_HINTS, JobHints
 from scheduler.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
@@ -48,12 +49,11 @@ class Request:
 
     # Slots: the scheduler's per-step loops read these attributes for every running request.
     __slots__ = (
-        "all_token_ids", "arrival_time", "block_hashes", "block_size", "cache_salt", "eos_token_id",
-        "finished_time", "first_scheduled_time", "first_token_time", "is_last_step", "job_arrival_time",
-        "job_id", "job_inferred", "length_limit", "num_cached_tokens", "num_computed_tokens",
-        "num_preemptions", "output_token_ids", "pin_hit", "pinned", "priority", "prompt_token_ids",
-        "request_id", "sampling_params", "scheduled_view", "status", "stop_candidates", "tenant",
-        "tool_name", "tool_ttl_hint",
+        "all_token_ids", "arrival_time", "block_hashes", "block_size", "eos_token_id", "finished_time",
+        "first_scheduled_time", "first_token_time", "hints", "job_arrival_time", "length_limit",
+        "num_cached_tokens", "num_computed_tokens", "num_preemptions", "output_token_ids", "pin_hit",
+        "pinned", "prompt_token_ids", "request_id", "sampling_params", "scheduled_view", "status",
+        "stop_candidates",
     )
 
     def __init__(
@@ -65,14 +65,8 @@ class Request:
         block_size: int,
         arrival_time: float,
         eos_token_id: int | None = None,
-        priority: int = 0,
-        cache_salt: str | None = None,
-        job_id: str | None = None,
-        is_last_step: bool = False,
+        hints: JobHints = NO_HINTS,
         job_arrival_time: float | None = None,
-        tool_name: str | None = None,
-        tool_ttl_hint: float | None = None,
-        tenant: str | None = None,
     ) -> None:
         if not prompt_token_ids:
             raise ValueError("prompt must contain at least one token")
@@ -82,16 +76,8 @@ class Request:
         self.block_size = block_size
         self.arrival_time = arrival_time
         self.eos_token_id = eos_token_id
-        self.priority = priority
-        self.cache_salt = cache_salt
-        self.job_id = job_id
-        self.is_last_step = is_last_step
+        self.hints = hints  # whole, as the client (or the engine's job inference) gave them
         self.job_arrival_time = arrival_time if job_arrival_time is None else job_arrival_time
-        self.tool_name = tool_name
-        self.tool_ttl_hint = tool_ttl_hint
-        self.tenant = tenant  # whose pin budget and estimator this request's job uses (None: the default)
-        # The job was inferred from the prefix chain, not declared: its pins are cheap (wholly soft).
-        self.job_inferred = False
         self._init_stop_rules()
         self._init_progress()
 
@@ -123,6 +109,47 @@ class Request:
         self.first_token_time: float | None = None
         self.finished_time: float | None = None
         self._extend_block_hashes()
+
+    # ---- the hints, as the policy and the estimator read them ------------------------------------
+    @property
+    def job_id(self) -> str | None:
+        return self.hints.job_id
+
+    @property
+    def priority(self) -> int:
+        return self.hints.priority
+
+    @property
+    def cache_salt(self) -> str | None:
+        return self.hints.cache_salt
+
+    @property
+    def is_last_step(self) -> bool:
+        return self.hints.is_last_step
+
+    @property
+    def tenant(self) -> str | None:
+        """Whose pin budget and estimator this request's job uses (None: the default tenant)."""
+        return self.hints.tenant
+
+    @property
+    def tool_name(self) -> str | None:
+        return self.hints.tool_name
+
+    @property
+    def tool_ttl_hint(self) -> float | None:
+        return self.hints.tool_ttl_hint
+
+    @property
+    def job_inferred(self) -> bool:
+        """The job was inferred from the prefix chain, not declared: its pins are cheap (wholly soft)."""
+        return self.hints.hint_source == INFERRED
+
+    def join_inferred_job(self, job_id: str) -> None:
+        """Give this request (which came without a job) the job the engine inferred for it."""
+        if self.hints.job_id is not None:
+            raise ValueError(f"request {self.request_id!r} already belongs to job {self.hints.job_id!r}")
+        self.hints = self.hints.inferred(job_id)
 
     # ---- sizes -------------------------------------------------------------------------------
     @property

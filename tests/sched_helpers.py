@@ -5,6 +5,7 @@ from __future__ import annotations
 from scheduler import (
     FakeClock,
     FakeRunner,
+    JobHints,
     Request,
     SamplingParams,
     Scheduler,
@@ -19,10 +20,13 @@ def make_request(
     *,
     block_size: int = 4,
     t: float = 0.0,
-    **kw,
+    job_arrival_time: float | None = None,
+    **hints,
 ) -> Request:
+    """A greedy request; ``hints`` are ``JobHints`` fields (``job_id``, ``tenant``, ``priority``, ...)."""
     sp = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
-    return Request(rid, prompt, sp, block_size=block_size, arrival_time=t, **kw)
+    return Request(rid, prompt, sp, block_size=block_size, arrival_time=t, job_arrival_time=job_arrival_time,
+                   hints=JobHints.for_job(hints.pop("job_id", None), **hints))
 
 
 def make_scheduler(

@@ -20,6 +20,7 @@ from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, Reques
 from agent_engine.engine.prompts import TokenizedPrompt
 from agent_engine.server.config import ServerConfig
 from agent_engine.server.launcher import ServerProcess, start_engine_server
+from scheduler import NO_HINTS, JobHints
 
 # Small pool and context keep the embedded model fast on 2 CPU cores.
 ENGINE_KW: dict[str, Any] = {"num_kv_blocks": 512, "max_model_len": 1024, "max_num_seqs": 64}
@@ -228,8 +229,7 @@ class FakeEngine:
             return prompt, self.tokenizer.encode(prompt)
         return None, list(prompt)
 
-    def add_request(self, request_id: str, prompt: Any, params: Any, *, job_id: str | None = None,
-                    is_last_step: bool = False, **_: Any) -> None:
+    def add_request(self, request_id: str, prompt: Any, params: Any, hints: JobHints = NO_HINTS) -> None:
         text, ids = self.tokenize_prompt(prompt)
         if not ids:
             raise ValueError("the prompt is empty")
@@ -238,7 +238,7 @@ class FakeEngine:
         if len(ids) + params.max_tokens > self.max_model_len:
             raise ValueError(f"prompt ({len(ids)} tokens) + max_tokens ({params.max_tokens}) exceeds "
                              f"max_model_len ({self.max_model_len})")
-        self.reqs[request_id] = _FakeRequest(request_id, text, ids, params, job_id, is_last_step,
+        self.reqs[request_id] = _FakeRequest(request_id, text, ids, params, hints.job_id, hints.is_last_step,
                                              time.monotonic())
 
     def has_unfinished_requests(self) -> bool:

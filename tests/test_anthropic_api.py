@@ -8,6 +8,7 @@ official SDK on real models.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from server_fixtures import FakeEngine, ThreadServer, post_api, start_thread_server
 
 from agent_engine.server import AsyncEngine
+from scheduler import NO_HINTS, JobHints
 
 pytestmark = [pytest.mark.core, pytest.mark.timeout(60)]
 
@@ -27,15 +29,15 @@ TOOL = {"name": "get_weather", "description": "Weather of a city",
 
 
 class RecordingEngine(FakeEngine):
-    """A FakeEngine that keeps the keyword arguments (job hints) of every request it was given."""
+    """A FakeEngine that keeps the job hints (as a dict) of every request it was given."""
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.added: list[dict[str, Any]] = []
 
-    def add_request(self, request_id: str, prompt: Any, params: Any, **kw: Any) -> None:
-        super().add_request(request_id, prompt, params, **kw)
-        self.added.append({"prompt": prompt, "params": params, **kw})
+    def add_request(self, request_id: str, prompt: Any, params: Any, hints: JobHints = NO_HINTS) -> None:
+        super().add_request(request_id, prompt, params, hints)
+        self.added.append({"prompt": prompt, "params": params, **dataclasses.asdict(hints)})
 
 
 @pytest.fixture(scope="module")

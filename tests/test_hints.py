@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -13,6 +14,7 @@ from agent_engine.server.hints import (
     resolve_job,
     session_of_user_id,
 )
+from scheduler import JobHints
 
 pytestmark = pytest.mark.core
 
@@ -85,12 +87,27 @@ def test_foreign_ids_are_hashed_not_refused_and_stay_stable():
     assert resolve_job({"prompt_cache_key": "with space"}, {})[0].startswith("h-")
 
 
-def test_request_hints_carries_every_spec_field():
+def test_request_hints_carries_every_field():
     hints = request_hints({"session_id": "s", "is_last_step": True, "priority": 2, "cache_salt": "salt",
                            "tool_name": "bash:ls", "tool_ttl_hint": 3}, {})
-    assert hints == {"job_id": "s", "hint_source": "session_id", "tenant": None, "is_last_step": True,
-                     "priority": 2, "cache_salt": "salt", "tool_name": "bash:ls", "tool_ttl_hint": 3.0}
-    assert request_hints({}, {}, tenant="t-1")["tenant"] == "t-1"
+    assert hints == JobHints(job_id="s", hint_source="session_id", tenant=None, is_last_step=True,
+                             priority=2, cache_salt="salt", tool_name="bash:ls", tool_ttl_hint=3.0)
+    assert request_hints({}, {}, tenant="t-1").tenant == "t-1"
+
+
+def test_scoped_hints_put_a_tenant_in_its_namespace():
+    hints = JobHints.for_job("j", tenant="t-1", cache_salt="s")
+    assert hints.scoped() == replace(hints, job_id="t-1/j", cache_salt="t-1\x1fs")
+    assert hints.scoped(share_prefix_cache=True) == replace(hints, job_id="t-1/j")
+    assert JobHints.for_job("j").scoped() == JobHints.for_job("j")  # the default tenant: unchanged
+    assert JobHints(tenant="t").scoped().job_id is None
+
+
+@pytest.mark.parametrize("bad", [{"tool_ttl_hint": -1.0}, {"tool_ttl_hint": float("nan")}, {"priority": True},
+                                 {"job_id": ""}])
+def test_job_hints_refuse_bad_values(bad):
+    with pytest.raises(ValueError):
+        JobHints(**bad)
 
 
 def test_user_id_forms():

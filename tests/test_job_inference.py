@@ -111,8 +111,7 @@ def test_an_inferred_job_is_pinned_as_a_cheap_wholly_soft_lease():
     cfg = SchedulerConfig(num_blocks=33, block_size=BS, max_model_len=64, policy="continuum", soft_pins=False)
     s = Scheduler(cfg, clock=clock, pin_ttl_fn=lambda r: 5.0)
     runner = FakeRunner()
-    req = make_request("t1", list(range(12)), 4, job_id="inferred-0")
-    req.job_inferred = True
+    req = make_request("t1", list(range(12)), 4, job_id="inferred-0", hint_source="inferred")
     s.add_request(req)
     run_to_completion(s, runner)
     lease = s.policy.leases.leases["inferred-0"]

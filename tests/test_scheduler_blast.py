@@ -4,12 +4,14 @@ step."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
 from scheduler import (
     ContinuumPolicy,
     FakeClock,
+    JobHints,
     Lease,
     ModelRunnerOutput,
     Request,
@@ -19,6 +21,7 @@ from scheduler import (
     SchedulerOutput,
 )
 from scheduler.invariants import check_invariants
+from scheduler.job_hints import INFERRED
 
 pytestmark = pytest.mark.core
 
@@ -125,15 +128,13 @@ def _blast(policy: str, seed: int, steps: int = 3000, cap: float | None = None) 
             prompt = (base + [rng.randrange(5) for _ in range(rng.randint(1, 6))])[-(cfg.max_model_len - 8) :]
             jobs[job] = prompt
             sp = SamplingParams(temperature=0, max_tokens=rng.randint(1, 8), ignore_eos=rng.random() < 0.5)
-            s.add_request(
-                Request(
-                    f"r{n}", prompt, sp, block_size=bs, arrival_time=clock.now(), eos_token_id=0,
-                    priority=rng.randrange(3), job_id=job, is_last_step=rng.random() < 0.2,
-                    job_arrival_time=float(int(job[1:])), tenant=f"t{int(job[1:]) % 2}",
-                )
-            )
-            if cap is None:  # some cheap (wholly soft) leases, from a stream of their own
-                s.requests[f"r{n}"].job_inferred = cheap_rng.random() < 0.2
+            hints = JobHints.for_job(job, priority=rng.randrange(3), is_last_step=rng.random() < 0.2,
+                                     tenant=f"t{int(job[1:]) % 2}")
+            # Some cheap (wholly soft) leases, as inferred jobs have, from a stream of their own.
+            if cap is None and cheap_rng.random() < 0.2:
+                hints = replace(hints, hint_source=INFERRED)
+            s.add_request(Request(f"r{n}", prompt, sp, block_size=bs, arrival_time=clock.now(), eos_token_id=0,
+                                  hints=hints, job_arrival_time=float(int(job[1:]))))
             n += 1
         if s.requests and rng.random() < 0.05:
             s.abort_requests([rng.choice(list(s.requests))])
@@ -219,9 +220,9 @@ def test_no_stale_kv_under_heavy_preemption(policy: str) -> None:
                 prompt = base[: rng.randint(0, size)]
                 prompt += [rng.randrange(50) for _ in range(size - len(prompt))]
                 sp = SamplingParams(max_tokens=rng.randint(1, 10))
-                s.add_request(Request(f"r{n}", prompt, sp, block_size=4,
-                                      arrival_time=clock.now(), priority=rng.randrange(5),
-                                      job_id=f"j{rng.randrange(3)}",
+                priority = rng.randrange(5)
+                hints = JobHints.for_job(f"j{rng.randrange(3)}", priority=priority)
+                s.add_request(Request(f"r{n}", prompt, sp, block_size=4, arrival_time=clock.now(), hints=hints,
                                       job_arrival_time=clock.now() - rng.random() * 10))
             out = s.schedule()
             s.update(out, runner.execute(out))

@@ -107,7 +107,7 @@ class _DyingEngine:
     def tokenize_prompt(self, prompt: Any) -> tuple[str | None, list[int]]:
         return (prompt, [1]) if isinstance(prompt, str) else (None, list(prompt))
 
-    def add_request(self, request_id: str, prompt: Any, params: Any, **_: Any) -> None:
+    def add_request(self, request_id: str, prompt: Any, params: Any, hints: Any = None) -> None:
         self.reqs.append(request_id)
 
     def has_unfinished_requests(self) -> bool:

@@ -190,13 +190,13 @@ def test_sigterm_past_the_drain_timeout_ends_every_call_cleanly(tmp_path):
 def test_shutdown_releases_and_counts_every_pin():
     from agent_engine.server.async_engine import AsyncEngine
     from agent_engine.server.groups import RequestSpec
-    from scheduler import SamplingParams
+    from scheduler import JobHints, SamplingParams
 
     engine = AsyncEngine(build_engine(policy="continuum", ttl_policy="fixed", pin_threshold=600.0)).start()
 
     async def pin_one() -> None:
-        group = engine.submit([RequestSpec("t1", "a pinned turn " * 20, SamplingParams(max_tokens=2), job_id="j",
-                                           tool_name="bash:ls")])
+        group = engine.submit([RequestSpec("t1", "a pinned turn " * 20, SamplingParams(max_tokens=2),
+                                           hints=JobHints.for_job("j", tool_name="bash:ls"))])
         await group.accepted()
         assert [ev async for ev in group.events() if ev.finished]
 

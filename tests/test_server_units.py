@@ -129,8 +129,7 @@ def test_completion_prompt_forms():
 
 def test_hints_and_usage_flags():
     req = CompletionRequest(prompt="x", session_id="s", stream=True, stream_options={"include_usage": True})
-    assert req.hinted_job_id() == "s" and req.include_usage()
-    assert CompletionRequest(prompt="x", job_id="j", session_id="s").hinted_job_id() == "j"
+    assert req.include_usage()
     assert not CompletionRequest(prompt="x").include_usage()
     with pytest.raises(ValidationError):
         CompletionRequest(prompt="x", tool_ttl_hint=-1)

@@ -19,7 +19,6 @@ from typing import Any
 from scheduler import Request, RequestStatus
 from scheduler.job_inference import JobIndex
 
-INFERRED = "inferred"
 # A hint-less job not continued for this long is over: its JCT ends at its last turn's finish.
 MAX_IDLE_S = 600.0
 
@@ -37,8 +36,7 @@ class JobInference:
         """Give ``req`` (no client job) the job it continues, or a new one; marks it inferred."""
         self._end(self.index.expire(req.arrival_time - self.max_idle_s))
         match = self.index.match(req.prompt_token_ids, req.block_hashes, owner=req.tenant)
-        req.job_id = match.job_id if match is not None else self.index.new_job_id()
-        req.job_inferred = True
+        req.join_inferred_job(match.job_id if match is not None else self.index.new_job_id())
 
     def on_finished(self, req: Request) -> None:
         """Index a finished turn of an inferred job so its next turn finds it (aborted turns are not)."""

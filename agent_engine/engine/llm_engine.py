@@ -16,11 +16,13 @@ from typing import Any
 
 from agent_engine.config import EngineConfig
 from agent_engine.engine.detokenizer import IncrementalDetokenizer, find_stop
-from agent_engine.engine.job_inference import INFERRED, JobInference
+from agent_engine.engine.job_inference import JobInference
 from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from agent_engine.engine.prompts import PromptType, tokenize_prompt
 from scheduler import (
+    NO_HINTS,
     Clock,
+    JobHints,
     MonotonicClock,
     Request,
     RequestStatus,
@@ -39,7 +41,6 @@ class _RequestState:
     detokenizer: Any
     stop: tuple[str, ...]
     include_stop: bool
-    hint_source: str = "none"
     text: str = ""
     # Characters of ``text`` already reported to the caller (a held-back tail may hide a stop string).
     num_reported_chars: int = 0
@@ -89,21 +90,13 @@ class LLMEngine:
         request_id: str,
         prompt: PromptType,
         params: SamplingParams | None = None,
+        hints: JobHints = NO_HINTS,
         *,
-        priority: int = 0,
-        cache_salt: str | None = None,
-        job_id: str | None = None,
-        hint_source: str | None = None,
-        is_last_step: bool = False,
-        tool_name: str | None = None,
-        tool_ttl_hint: float | None = None,
         arrival_time: float | None = None,
-        tenant: str | None = None,
     ) -> Request:
-        """Queue a request. Raises ValueError for bad input (nothing is queued then).
-
-        ``hint_source`` names where the client's ``job_id`` came from (reported on the output); a
-        request without a job may get an inferred one (``job_inference``)."""
+        """Queue a request with its job ``hints`` (as the engine keys them: tenant-scoped). Raises
+        ValueError for bad input (nothing is queued then). A request without a job may get an
+        inferred one (``job_inference``); its output reports where its job came from."""
         params = params or SamplingParams()
         if request_id in self._states:
             raise ValueError(f"duplicate request id {request_id!r}")
@@ -113,31 +106,25 @@ class LLMEngine:
                 f"prompt ({len(ids)} tokens) plus max_tokens ({params.max_tokens}) exceeds "
                 f"max_model_len ({self.max_model_len})"
             )
-        if tool_ttl_hint is not None and tool_ttl_hint < 0:
-            raise ValueError("tool_ttl_hint must be >= 0 seconds")
-        eos = self.eos_token_ids[0] if self.eos_token_ids else None
-        extra_eos = tuple(t for t in self.eos_token_ids[1:] if t not in params.stop_token_ids)
-        internal = params
-        if extra_eos and not params.ignore_eos:
-            internal = replace(params, stop_token_ids=params.stop_token_ids + extra_eos)
         now = self.clock.now() if arrival_time is None else arrival_time
-        req = Request(
-            request_id, ids, internal, block_size=self.sched_config.block_size, arrival_time=now,
-            eos_token_id=eos, priority=priority, cache_salt=cache_salt, job_id=job_id,
-            is_last_step=is_last_step, tool_name=tool_name, tool_ttl_hint=tool_ttl_hint, tenant=tenant,
-        )
-        source = hint_source or ("none" if job_id is None else "job_id")
-        if job_id is None and self.job_inference is not None:
+        req = Request(request_id, ids, self._with_extra_eos(params), block_size=self.sched_config.block_size,
+                      arrival_time=now, eos_token_id=self.eos_token_ids[0] if self.eos_token_ids else None,
+                      hints=hints)
+        if req.job_id is None and self.job_inference is not None:
             self.job_inference.assign(req)
-            source = INFERRED
         if req.job_id is not None:
-            req.job_arrival_time = self.job_hooks.on_arrival(req.job_id, now, tenant)
+            req.job_arrival_time = self.job_hooks.on_arrival(req.job_id, now, req.tenant)
         detok = IncrementalDetokenizer(self.tokenizer, ids, skip_special_tokens=True)
         self.scheduler.add_request(req)
-        self._states[request_id] = _RequestState(
-            req, text, detok, params.stop, params.include_stop_str_in_output, source
-        )
+        self._states[request_id] = _RequestState(req, text, detok, params.stop, params.include_stop_str_in_output)
         return req
+
+    def _with_extra_eos(self, params: SamplingParams) -> SamplingParams:
+        """``params`` as the scheduler sees them: the model's further eos tokens are stop tokens."""
+        extra_eos = tuple(t for t in self.eos_token_ids[1:] if t not in params.stop_token_ids)
+        if extra_eos and not params.ignore_eos:
+            return replace(params, stop_token_ids=params.stop_token_ids + extra_eos)
+        return params
 
     def abort(self, request_ids: str | Iterable[str]) -> None:
         """Abort requests (unknown or finished ids are ignored); their blocks are freed now."""
@@ -250,7 +237,7 @@ class LLMEngine:
             metrics=RequestMetrics(req.arrival_time, req.first_scheduled_time, req.first_token_time,
                                    req.finished_time),
             job_id=req.job_id,
-            hint_source=st.hint_source,
+            hint_source=req.hints.hint_source,
             pin_hit=req.pin_hit,
             pinned=req.pinned,
         )

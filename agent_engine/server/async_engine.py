@@ -29,7 +29,6 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_engine.engine.outputs import RequestOutput
-from agent_engine.server.auth import tenant_job_id
 from agent_engine.server.engine_account import release_and_account
 from agent_engine.server.engine_commands import (
     AbortRequests,
@@ -245,17 +244,9 @@ class AsyncEngine:
         self._live.accept(group, added)
 
     def _add_one(self, spec: RequestSpec) -> None:
-        """Add one prepared request; a tenant's job id lives in its namespace and, unless prefixes are
-        shared, its cache salt walls its blocks off from other tenants'."""
-        job_id, salt = spec.job_id, spec.cache_salt
-        if spec.tenant is not None:
-            job_id = None if job_id is None else tenant_job_id(spec.tenant, job_id)
-            if not self.share_prefix_cache:
-                salt = f"{spec.tenant}\x1f{salt or ''}"
-        self.engine.add_request(
-            spec.request_id, spec.prompt, spec.params, priority=spec.priority, cache_salt=salt,
-            job_id=job_id, hint_source=spec.hint_source, is_last_step=spec.is_last_step,
-            tool_name=spec.tool_name, tool_ttl_hint=spec.tool_ttl_hint, tenant=spec.tenant)
+        """Add one prepared request with its hints scoped to its tenant (``JobHints.scoped``)."""
+        self.engine.add_request(spec.request_id, spec.prompt, spec.params,
+                                spec.hints.scoped(self.share_prefix_cache))
 
     def _abort_ids(self, ids: list[str]) -> None:
         live = [rid for rid in ids if rid in self._live]

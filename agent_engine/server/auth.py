@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse
 
 from agent_engine.server.errors import APIError
 
-__all__ = ["AuthMiddleware", "Tenants", "load_keys_file", "tenant_job_id", "tenant_of_scope"]
+__all__ = ["AuthMiddleware", "Tenants", "load_keys_file", "tenant_of_scope"]
 
 DOC_PATHS = ("/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json")
 _ANTHROPIC_PREFIX = "/v1/messages"
@@ -80,11 +80,6 @@ def load_keys_file(path: str | Path) -> list[str]:
     if any(any(c.isspace() for c in k) for k in keys):
         raise ValueError(f"the API keys file {path} has a key with whitespace inside")
     return keys
-
-
-def tenant_job_id(tenant: str, job_id: str) -> str:
-    """The engine's id of a tenant's job: tenants never see (or release) each other's jobs."""
-    return f"{tenant}/{job_id}"
 
 
 def tenant_of_scope(scope: dict[str, Any]) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import TokenizedPrompt
-from scheduler import SamplingParams
+from scheduler import NO_HINTS, JobHints, SamplingParams
 
 AbortFn = Callable[[list[str]], None]
 
@@ -30,20 +30,14 @@ class RequestSpec:
 
     With ``fill_max_tokens`` the prompt is tokenized first and ``max_tokens`` becomes
     ``max_model_len - prompt_len`` (vLLM's behaviour when a client leaves max_tokens unset).
+    ``hints`` are the client's, unscoped: the engine thread applies the tenant's namespace.
     """
 
     request_id: str
     prompt: Any
     params: SamplingParams
     fill_max_tokens: bool = False
-    priority: int = 0
-    cache_salt: str | None = None
-    job_id: str | None = None
-    hint_source: str = "none"
-    tenant: str | None = None
-    is_last_step: bool = False
-    tool_name: str | None = None
-    tool_ttl_hint: float | None = None
+    hints: JobHints = NO_HINTS
 
 
 @dataclass

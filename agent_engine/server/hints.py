@@ -1,8 +1,9 @@
 """Which agent job does a request belong to? Every session convention real clients send, in one order.
 
-``request_hints(body, headers)`` returns the keyword arguments a ``RequestSpec`` takes for the job
-(``job_id``, ``hint_source``, ``is_last_step``, ``priority``, ``cache_salt``, ``tool_name``,
-``tool_ttl_hint``). The job id is the first one found, in this precedence (``hint_source`` names it):
+``request_hints(body, headers, tenant)`` builds the request's one ``JobHints`` value (job id, where it
+came from, tenant, ``is_last_step``, ``priority``, ``cache_salt``, ``tool_name``, ``tool_ttl_hint``),
+carried whole to the engine. The job id is the first one found, in this precedence (``hint_source``
+names it):
 
 ==  =========================  ===========================================================
  1  ``job_id``                 JSON body (our hint; the OpenAI SDK sends it via ``extra_body``)
@@ -37,6 +38,8 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from scheduler import JobHints
 
 __all__ = ["HINT_SOURCES", "MAX_JOB_ID_CHARS", "request_hints", "resolve_job"]
 
@@ -114,8 +117,8 @@ def resolve_job(body: Mapping[str, Any], headers: Mapping[str, str]) -> tuple[st
 
 
 def request_hints(body: Mapping[str, Any], headers: Mapping[str, str],
-                  tenant: str | None = None) -> dict[str, Any]:
-    """The ``RequestSpec`` keyword arguments for a request's job and scheduling hints.
+                  tenant: str | None = None) -> JobHints:
+    """The request's job and scheduling hints, as the client gave them (not yet tenant-scoped).
 
     ``body`` is the parsed JSON body (a dict); ``headers`` a case-insensitive mapping (Starlette's
     ``request.headers``) or a dict with lower-case keys; ``tenant`` the caller's (``server.auth``),
@@ -123,16 +126,16 @@ def request_hints(body: Mapping[str, Any], headers: Mapping[str, str],
     if not isinstance(body, Mapping):
         raise ValueError("the request body must be a JSON object")
     job_id, source = resolve_job(body, headers)
-    return {
-        "job_id": job_id,
-        "hint_source": source,
-        "tenant": tenant,
-        "is_last_step": _typed(body, "is_last_step", bool, False),
-        "priority": _typed(body, "priority", int, 0),
-        "cache_salt": _typed(body, "cache_salt", str, None),
-        "tool_name": _typed(body, "tool_name", str, None),
-        "tool_ttl_hint": _ttl_hint(body.get("tool_ttl_hint")),
-    }
+    return JobHints(
+        job_id=job_id,
+        hint_source=source,
+        tenant=tenant,
+        is_last_step=_typed(body, "is_last_step", bool, False),
+        priority=_typed(body, "priority", int, 0),
+        cache_salt=_typed(body, "cache_salt", str, None),
+        tool_name=_typed(body, "tool_name", str, None),
+        tool_ttl_hint=_ttl_hint(body.get("tool_ttl_hint")),
+    )
 
 
 def _object(body: Mapping[str, Any], key: str) -> Mapping[str, Any]:

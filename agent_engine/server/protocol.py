@@ -70,9 +70,6 @@ class _CommonRequest(BaseModel):
 
     _utf8 = model_validator(mode="before")(reject_lone_surrogates)
 
-    def hinted_job_id(self) -> str | None:
-        return self.job_id or self.session_id
-
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
 

@@ -30,7 +30,7 @@ from agent_engine.server.state import ServerState, server_state
 from agent_engine.server.streaming import sse_stream
 from agent_engine.server.tools import parse_tool_choice
 from agent_engine.server.tools.plan import ToolPlan, configured_family
-from scheduler import SamplingParams
+from scheduler import JobHints, SamplingParams
 
 DEFAULT_COMPLETION_MAX_TOKENS = 16
 PROMETHEUS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -77,9 +77,9 @@ async def completions(req: CompletionRequest, request: Request, state: State) ->
     hints = await _hints(request)
     base = f"cmpl-{uuid.uuid4().hex}"
     ids = [base] if len(prompts) == 1 else [f"{base}-{i}" for i in range(len(prompts))]
-    specs = [RequestSpec(rid, p, params, **hints) for rid, p in zip(ids, prompts, strict=True)]
+    specs = [RequestSpec(rid, p, params, hints=hints) for rid, p in zip(ids, prompts, strict=True)]
     group = await state.submit(specs)
-    call = ApiCall(base, state, req, hints["job_id"], int(time.time()), chat=False)
+    call = ApiCall(base, state, req, hints.job_id, int(time.time()), chat=False)
     return await _reply(call, group, request)
 
 
@@ -97,9 +97,9 @@ async def chat(req: ChatCompletionRequest, request: Request, state: State) -> Re
     hints = await _hints(request)
     base = f"chatcmpl-{uuid.uuid4().hex}"
     spec = RequestSpec(base, _chat_prompt(messages, plan, base), params, fill_max_tokens=requested is None,
-                       **hints)
+                       hints=hints)
     group = await state.submit([spec])
-    call = ApiCall(base, state, req, hints["job_id"], int(time.time()), chat=True, tools=plan.parser)
+    call = ApiCall(base, state, req, hints.job_id, int(time.time()), chat=True, tools=plan.parser)
     return await _reply(call, group, request)
 
 
@@ -144,7 +144,7 @@ def _chat_prompt(messages: list[dict[str, Any]], plan: ToolPlan, request_id: str
     return render
 
 
-async def _hints(request: Request) -> dict[str, Any]:
+async def _hints(request: Request) -> JobHints:
     """The job and scheduling hints of a request, by the precedence in ``server.hints`` (400 on a bad one)."""
     try:
         return request_hints(await request.json(), request.headers, tenant_of_scope(request.scope))

@@ -43,7 +43,7 @@ from agent_engine.sim.simulator import (
 )
 from agent_engine.workloads.replay.plan import arrival_times, job_header, plan_job
 from agent_engine.workloads.traces.format import TraceJob
-from scheduler import FakeClock, FakeRunner, SamplingParams, SchedulerOutput
+from scheduler import FakeClock, FakeRunner, JobHints, SamplingParams, SchedulerOutput
 
 __all__ = ["ClusterSimResult", "simulate_cluster"]
 
@@ -173,9 +173,9 @@ class _ClusterSimulation:
         req = _SimRequest(
             f"{job.plan.job_id}-{job.next_turn}", prompt,
             SamplingParams(temperature=0.0, max_tokens=tp.max_tokens, ignore_eos=True),
-            block_size=self.cfg.engine.block_size, arrival_time=t, job_id=job.plan.job_id,
-            is_last_step=tp.is_last_step, job_arrival_time=r.tracker.on_arrival(job.plan.job_id, t),
-            tool_name=tp.tool_name, inherited_hashes=hashes,
+            block_size=self.cfg.engine.block_size, arrival_time=t,
+            job_arrival_time=r.tracker.on_arrival(job.plan.job_id, t), inherited_hashes=hashes,
+            hints=JobHints.for_job(job.plan.job_id, is_last_step=tp.is_last_step, tool_name=tp.tool_name),
         )
         self.live[req.request_id] = (job, req, r)
         r.inbox.append(req)

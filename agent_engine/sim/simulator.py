@@ -38,7 +38,7 @@ from agent_engine.sim.result import SimResult
 from agent_engine.workloads.replay.plan import JobPlan, arrival_times, job_header, plan_job
 from agent_engine.workloads.traces.format import TraceJob
 from estimator import Estimator, EstimatorConfig, ReloadCostModel
-from scheduler import FakeClock, FakeRunner, Request, SamplingParams, Scheduler, SchedulerOutput
+from scheduler import FakeClock, FakeRunner, JobHints, Request, SamplingParams, Scheduler, SchedulerOutput
 
 __all__ = ["build_scheduler", "build_tracker", "simulate"]
 
@@ -164,8 +164,8 @@ class _Simulation:
         req = _SimRequest(
             f"{job.plan.job_id}-{job.next_turn}", prompt,
             SamplingParams(temperature=0.0, max_tokens=tp.max_tokens, ignore_eos=True),
-            block_size=self.cfg.engine.block_size, arrival_time=t, job_id=job.plan.job_id,
-            is_last_step=tp.is_last_step, job_arrival_time=job_arrival, tool_name=tp.tool_name,
+            block_size=self.cfg.engine.block_size, arrival_time=t, job_arrival_time=job_arrival,
+            hints=JobHints.for_job(job.plan.job_id, is_last_step=tp.is_last_step, tool_name=tp.tool_name),
             inherited_hashes=hashes,
         )
         self.sched.add_request(req)

@@ -15,7 +15,8 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from dataclasses import replace
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
@@ -38,6 +39,7 @@ from agent_engine.server.groups import RequestGroup, RequestSpec
 from agent_engine.server.hints import request_hints
 from agent_engine.server.state import ServerState, server_state
 from agent_engine.server.tools.plan import ToolPlan, configured_family
+from scheduler import JobHints
 
 State = Annotated[ServerState, Depends(server_state)]
 router = APIRouter()
@@ -84,17 +86,17 @@ def _plan(form: ChatForm, request: Request) -> ToolPlan:
         raise bad_request(str(exc), param="tool_choice") from exc
 
 
-async def _hints(request: Request, req: MessagesRequest) -> dict[str, Any]:
+async def _hints(request: Request, req: MessagesRequest) -> JobHints:
     try:
         hints = request_hints(await request.json(), request.headers, tenant_of_scope(request.scope))
     except ValueError as exc:
         raise bad_request(str(exc), code="invalid_hint") from exc
-    if hints.get("tool_ttl_hint") is None:
-        hints["tool_ttl_hint"] = cache_ttl_hint(req)
+    if hints.tool_ttl_hint is None:
+        hints = replace(hints, tool_ttl_hint=cache_ttl_hint(req))
     return hints
 
 
-async def _submit(state: ServerState, call: MessagesCall, plan: ToolPlan, hints: dict[str, Any]) -> RequestGroup:
+async def _submit(state: ServerState, call: MessagesCall, plan: ToolPlan, hints: JobHints) -> RequestGroup:
     """Submit with the requested ``max_tokens``, or capped at the room left when that does not fit."""
     fill = call.req.max_tokens >= state.max_model_len  # can never fit: cap at once
     try:
@@ -105,9 +107,9 @@ async def _submit(state: ServerState, call: MessagesCall, plan: ToolPlan, hints:
     return await state.submit([_spec(call, plan, hints, fill=True)])
 
 
-def _spec(call: MessagesCall, plan: ToolPlan, hints: dict[str, Any], fill: bool) -> RequestSpec:
+def _spec(call: MessagesCall, plan: ToolPlan, hints: JobHints, fill: bool) -> RequestSpec:
     try:
         params = sampling_params(call.req, call.req.max_tokens)
     except ValueError as exc:
         raise bad_request(str(exc)) from exc
-    return RequestSpec(call.id, prompt_of(call.form, plan, call.id), params, fill_max_tokens=fill, **hints)
+    return RequestSpec(call.id, prompt_of(call.form, plan, call.id), params, fill_max_tokens=fill, hints=hints)
