@@ -1,6 +1,6 @@
 """Tool-latency estimator: parse a finished turn's tool call, learn tool durations, choose pin TTLs.
 
-Also the project's one per-job table (first arrival, turn count, pending turn; see ``estimator.jobs``).
+Also the project's one per-job table (first arrival, turn count, pending turn; see ``estimator.job_tracker``).
 Imports neither torch, transformers, fastapi nor ``agent_engine`` (a test checks the first three in a
 fresh interpreter); trace files are read by ``agent_engine``, whose trace turns satisfy ``ToolTurn``.
 """
@@ -9,7 +9,7 @@ from estimator.config import TTL_POLICIES, EstimatorConfig, TurnDecision
 from estimator.durations import DurationHistory, EmpiricalCDF, EtaTracker, SlidingMean
 from estimator.estimator import Estimator
 from estimator.fitting import ToolTurn, fit_learned_model, holdout_mae, is_holdout, trace_dataset
-from estimator.jobs import JobState, JobTracker, PendingTurn
+from estimator.job_tracker import JobState, JobTracker, PendingTurn
 from estimator.reload_cost import ReloadCostModel
 from estimator.tool_parser import ToolCall, normalize_tool_name, parse_tool, parse_tool_call
 from estimator.ttl_fixed import FixedTTLPolicy

@@ -1,6 +1,6 @@
 """Measured tool durations: per-tool history, their distributions, eta and the unpinned queue delay.
 
-A tool's duration is measured per job (``estimator.jobs``) as the next turn's arrival minus the
+A tool's duration is measured per job (``estimator.job_tracker``) as the next turn's arrival minus the
 previous turn's finish.
 
 Invariants:

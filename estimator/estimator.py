@@ -17,7 +17,7 @@ from typing import Any
 
 from estimator.config import TTL_POLICIES, EstimatorConfig, TurnDecision
 from estimator.durations import DurationHistory, EmpiricalCDF, EtaTracker, SlidingMean
-from estimator.jobs import JobTracker, PendingTurn
+from estimator.job_tracker import JobTracker, PendingTurn
 from estimator.reload_cost import ReloadCostModel
 from estimator.tool_parser import ToolCall, normalize_tool_name, parse_tool, parse_tool_call
 from estimator.ttl_fixed import FixedTTLPolicy

@@ -7,7 +7,7 @@ from sched_helpers import make_request, run_to_completion
 
 from scheduler import FakeClock, FakeRunner, LeaseState, Scheduler, SchedulerConfig
 from scheduler.invariants import check_invariants
-from scheduler.job_inference import JobIndex
+from scheduler.job_index import JobIndex
 
 pytestmark = pytest.mark.core
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from server_fixtures import FakeEngine, ThreadServer, assert_error, post_api, start_thread_server
 
-from agent_engine.engine.jobs import JobHooks
+from agent_engine.engine.job_hooks import JobHooks
 from agent_engine.server import AsyncEngine
 from agent_engine.server.protocol import ChatMessage
 from agent_engine.server.tools import NO_TOOLS, ToolChoice, make_tool_parser, render_chat_prompt

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_engine.engine.jobs import JobHooks
+from agent_engine.engine.job_hooks import JobHooks
 from estimator import Estimator, EstimatorConfig
 from scheduler import FakeClock
 

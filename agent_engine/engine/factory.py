@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_engine.config import EngineConfig
-from agent_engine.engine.jobs import JobHooks
+from agent_engine.engine.job_hooks import JobHooks
 from scheduler import Clock, SchedulerConfig
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The engine's side of job inference: give every hint-less request a job, from the prefix chain.
 
 Under CONTINUUM (and ``EngineConfig.infer_jobs``), a request that arrives without a job joins the job
-whose last finished turn its prompt extends (``scheduler.job_inference.JobIndex``), or starts a new
+whose last finished turn its prompt extends (``scheduler.job_index.JobIndex``), or starts a new
 inferred job. Its turns are then scheduled as a job's (program-level FCFS, pins), with two
 differences that come from nobody having said what the job is: a finished turn is pinned as a cheap,
 wholly soft lease (``Request.job_inferred``), and a turn whose output issued no tool call is taken
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler import Request, RequestStatus
-from scheduler.job_inference import JobIndex
+from scheduler.job_index import JobIndex
 
 # A hint-less job not continued for this long is over: its JCT ends at its last turn's finish.
 MAX_IDLE_S = 600.0

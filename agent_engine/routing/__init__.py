@@ -9,7 +9,7 @@ Invariant: standard library only. Nothing here imports Ray, torch or the engine,
 the server's flags and the unit tests use it without either.
 """
 
-from agent_engine.routing.config import ClusterConfig
+from agent_engine.routing.cluster_config import ClusterConfig
 from agent_engine.routing.policies import (
     ROUTERS,
     AffinityPolicy,

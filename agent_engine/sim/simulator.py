@@ -1,7 +1,7 @@
 """Discrete-event simulation of agent jobs on the real scheduler, timed by a cost model.
 
 The REAL ``Scheduler`` (KV cache manager, prefix cache, pins, waiting order, preemption) and the REAL
-estimator (through ``agent_engine.engine.jobs.JobHooks``, wired as the engine wires it) run on a
+estimator (through ``agent_engine.engine.job_hooks.JobHooks``, wired as the engine wires it) run on a
 ``FakeClock``; the scheduler's limits come from the run's ``EngineConfig``
 (``SimConfig.scheduler_config``). The runner samples a fixed token id and the clock advances by the
 cost model's time of the scheduled batch. Jobs follow the replay plans of
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_engine.config import EngineConfig
-from agent_engine.engine.jobs import PROFILE_LENGTHS, JobHooks
+from agent_engine.engine.job_hooks import PROFILE_LENGTHS, JobHooks
 from agent_engine.sim.config import SimConfig
 from agent_engine.sim.cost_model import CostModel, chunks_of
 from agent_engine.sim.result import SimResult
