@@ -39,6 +39,14 @@ SDPA_MIN_FRESH_QUERY = 64
 _CPP_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
+def _layout(query: torch.Tensor, k_cache: torch.Tensor) -> tuple[int, int, int, int, int]:
+    """``(num_q_heads, num_kv_heads, head_dim, block_size, group)`` of a query ``[T, Hq, D]`` against a
+    cache ``[blocks, block_size, Hk, D]``; ``group = Hq // Hk`` query heads share one KV head."""
+    _, num_q_heads, head_dim = query.shape
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    return num_q_heads, num_kv_heads, head_dim, block_size, num_q_heads // num_kv_heads
+
+
 def paged_attention_reference(
     query: torch.Tensor,
     k_cache: torch.Tensor,
@@ -47,9 +55,7 @@ def paged_attention_reference(
     scale: float,
 ) -> torch.Tensor:
     """Oracle: every key/value is read from the caches slot by slot; math in float64."""
-    num_tokens, num_q_heads, head_dim = query.shape
-    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
-    group = num_q_heads // num_kv_heads
+    _, num_kv_heads, head_dim, block_size, group = _layout(query, k_cache)
     k_flat = k_cache.reshape(-1, num_kv_heads, head_dim)
     v_flat = v_cache.reshape(-1, num_kv_heads, head_dim)
     out = torch.empty_like(query)
@@ -95,9 +101,8 @@ def paged_attention_torch(
     scale: float,
 ) -> torch.Tensor:
     """Fast torch path (CPU or CUDA); see the module docstring for the contract."""
-    num_tokens, num_q_heads, head_dim = query.shape
-    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
-    group = num_q_heads // num_kv_heads
+    num_q_heads, num_kv_heads, head_dim, block_size, group = _layout(query, k_cache)
+    num_tokens = query.shape[0]
     workspace = metadata.workspace if metadata.workspace is not None else AttentionWorkspace()
     plan = torch_plan(metadata)
     out: torch.Tensor | None = None

@@ -19,14 +19,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_engine.workloads.traces.importers.calls import (
-    Call,
-    first_int,
-    make_call,
-    split_call,
-    tool_name_of,
-    usage_of,
-)
+import agent_engine.workloads.traces.importers.calls as call_parts
+from agent_engine.workloads.traces.importers.calls import Call
 from agent_engine.workloads.traces.importers.report import LineError, Place
 
 __all__ = ["SHAPE", "matches", "parse"]
@@ -35,7 +29,7 @@ SHAPE = "anthropic"
 
 
 def _split(obj: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    return split_call(obj, "content")
+    return call_parts.split_call(obj, "content")
 
 
 def matches(obj: dict[str, Any]) -> bool:
@@ -44,7 +38,7 @@ def matches(obj: dict[str, Any]) -> bool:
     request, response = _split(obj)
     if not isinstance(request.get("messages"), list):
         return False
-    usage = usage_of(obj, response)
+    usage = call_parts.usage_of(obj, response)
     response = response if isinstance(response, dict) else {}
     if "choices" in response or "prompt_tokens" in usage:
         return False
@@ -55,11 +49,11 @@ def matches(obj: dict[str, Any]) -> bool:
 
 
 def _tokens(usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
-    fresh = first_int(usage, "input_tokens")
-    read = first_int(usage, "cache_read_input_tokens")
-    created = first_int(usage, "cache_creation_input_tokens")
+    fresh = call_parts.first_int(usage, "input_tokens")
+    read = call_parts.first_int(usage, "cache_read_input_tokens")
+    created = call_parts.first_int(usage, "cache_creation_input_tokens")
     prompt = None if fresh is None else (fresh + (read or 0) + (created or 0)) or None
-    return prompt, first_int(usage, "output_tokens"), read
+    return prompt, call_parts.first_int(usage, "output_tokens"), read
 
 
 def parse(place: Place, obj: dict[str, Any]) -> Call:
@@ -80,6 +74,6 @@ def parse(place: Place, obj: dict[str, Any]) -> Call:
     parts = {
         "request": request, "response": response, "messages": prompt_msgs,
         "answer": {"role": "assistant", "content": response["content"]},
-        "tool_name": tool_name_of(text, calls or None), "extra_chars": len(json.dumps(tools)) if tools else 0,
+        "tool_name": call_parts.tool_name_of(text, calls or None), "extra_chars": len(json.dumps(tools)) if tools else 0,
     }
-    return make_call(place, obj, parts, _tokens(usage_of(obj, response)), SHAPE)
+    return call_parts.make_call(place, obj, parts, _tokens(call_parts.usage_of(obj, response)), SHAPE)

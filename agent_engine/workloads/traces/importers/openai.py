@@ -19,14 +19,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_engine.workloads.traces.importers.calls import (
-    Call,
-    first_int,
-    make_call,
-    split_call,
-    tool_name_of,
-    usage_of,
-)
+import agent_engine.workloads.traces.importers.calls as call_parts
+from agent_engine.workloads.traces.importers.calls import Call
 from agent_engine.workloads.traces.importers.report import LineError, Place
 
 __all__ = ["SHAPE", "matches", "parse"]
@@ -35,7 +29,7 @@ SHAPE = "openai"
 
 
 def _split(obj: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    return split_call(obj, "choices")
+    return call_parts.split_call(obj, "choices")
 
 
 def matches(obj: dict[str, Any]) -> bool:
@@ -43,7 +37,7 @@ def matches(obj: dict[str, Any]) -> bool:
     request, response = _split(obj)
     if not isinstance(request.get("messages"), list):
         return False
-    usage = usage_of(obj, response)
+    usage = call_parts.usage_of(obj, response)
     return (isinstance(response, dict) and (isinstance(response.get("choices"), list) or "role" in response)) \
         or isinstance(response, str) or "prompt_tokens" in usage or "completion_tokens" in usage
 
@@ -83,14 +77,14 @@ def parse(place: Place, obj: dict[str, Any]) -> Call:
         raise LineError("no request messages")
     answer = _answer(response)
     calls = answer.get("tool_calls") or ([answer["function_call"]] if answer.get("function_call") else None)
-    usage = usage_of(obj, response)
-    prompt = first_int(usage, "prompt_tokens") or None
-    output = first_int(usage, "completion_tokens")
-    cached = first_int(usage.get("prompt_tokens_details"), "cached_tokens")
+    usage = call_parts.usage_of(obj, response)
+    prompt = call_parts.first_int(usage, "prompt_tokens") or None
+    output = call_parts.first_int(usage, "completion_tokens")
+    cached = call_parts.first_int(usage.get("prompt_tokens_details"), "cached_tokens")
     tools = request.get("tools")
     parts = {
         "request": request, "response": response if isinstance(response, dict) else None,
-        "messages": messages, "answer": answer, "tool_name": tool_name_of(_text(answer), calls),
+        "messages": messages, "answer": answer, "tool_name": call_parts.tool_name_of(_text(answer), calls),
         "extra_chars": len(json.dumps(tools)) if tools else 0,
     }
-    return make_call(place, obj, parts, (prompt, output, cached), SHAPE)
+    return call_parts.make_call(place, obj, parts, (prompt, output, cached), SHAPE)
