@@ -1,14 +1,15 @@
-"""``bench agent-tasks``: live shell agents on a task set, per policy x hint style: solved, steps, JCT.
+"""``bench agent-tasks``: live shell agents on a task set, per interface x policy x hint style.
 
-For every pair of ``--policies`` x ``--hints`` a fresh server subprocess (``start_engine_server``:
+For every triple of ``--interfaces`` (our agent's ``tools`` or ``text`` interface) x ``--policies`` x
+``--hints`` a fresh server subprocess (``start_engine_server``:
 127.0.0.1, bounded waits, always stopped) serves ``--model``; ``agent_engine.agent.runner`` runs every
 task of ``--tasks`` (default: the shipped set, whose checks say which jobs solved their task) as one
 live agent job, ``--concurrency`` at once; then the server's ``/metrics`` is scraped. A row: solved /
-jobs, mean steps, mean and p90 JCT, the prefix hit ratio (cached / prompt tokens the server reported),
+jobs, mean steps, format errors, mean and p90 JCT, the prefix hit ratio (cached / prompt tokens the server reported),
 pins created and hit, preemptions. Prints a table and writes JSON (rows and every job's outcome).
 
-Invariants: every pair runs the identical job list with identical agent settings; only the server's
-policy flags and the client's hint style (``agent_engine.workloads.hint_styles``: ``job_id`` sends
+Invariants: every row runs the identical job list with identical agent settings; only the agent's
+interface, the server's policy flags and the client's hint style (``agent_engine.workloads.hint_styles``: ``job_id`` sends
 our hints and a DELETE per job, ``none`` nothing) differ. The model is resolved once
 (``agent_engine.model.sources.resolve_model``: a folder, a ``.gguf`` file or a known name such as
 ``smollm2``; default: the embedded model) before any server starts. A pair whose server fails leaves a
@@ -33,7 +34,7 @@ from agent_engine.workloads.hint_styles import HINT_STYLES
 from benchmarks.cli import run_standalone
 from benchmarks.jct_config import policy_engine_args, run_name
 
-HELP = "live shell agents on the shipped task set: solved, steps and JCT per policy x hint style"
+HELP = "live shell agents on the shipped task set: solved, steps and JCT per interface x policy x hint style"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,6 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None,
                    help="model folder, .gguf file or known name, e.g. smollm2 (default: the embedded model)")
     p.add_argument("--tasks", default="builtin", help="builtin (the shipped task set) or a task JSONL file")
+    p.add_argument("--interfaces", default="tools",
+                   help="comma list of agent interfaces: tools (tool calls), text (one bash block) (default tools)")
     p.add_argument("--policies", default="fcfs,continuum", help="comma list of policies (default fcfs,continuum)")
     p.add_argument("--hints", default="job_id,none",
                    help=f"comma list of client hint styles, each policy runs under each: {', '.join(HINT_STYLES)} "
@@ -74,15 +77,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"bench agent-tasks: {e}", file=sys.stderr)
         return 2
     rows: dict[str, dict[str, Any]] = {}
-    for policy, hints in pairs:
-        name = run_name(policy, hints)
-        rows[name] = run_pair(policy, hints, model, tasks, args)
+    for interface, policy, hints in pairs:
+        rows[_row_name(interface, policy, hints)] = run_pair(policy, hints, model, tasks, args, interface)
     _report(args, model, tasks, rows, load0)
     return 1 if any(r.get("jobs_failed") for r in rows.values()) else 0
 
 
-def _pairs(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """(policy, hint style) of every row; ValueError on an unknown name, before any server starts."""
+def _row_name(interface: str, policy: str, hints: str) -> str:
+    return f"{interface}/{run_name(policy, hints)}"
+
+
+def _pairs(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    """(interface, policy, hint style) of every row; ValueError on an unknown name, before any server starts."""
+    from agent_engine.agent.loop import INTERFACES
+
+    interfaces = [i.strip() for i in args.interfaces.split(",") if i.strip()]
+    if not interfaces or any(i not in INTERFACES for i in interfaces):
+        raise ValueError(f"--interfaces: known: {', '.join(INTERFACES)}")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     styles = [h.strip() for h in args.hints.split(",") if h.strip()]
     bad = [h for h in styles if h not in HINT_STYLES]
@@ -95,7 +106,7 @@ def _pairs(args: argparse.Namespace) -> list[tuple[str, str]]:
     for flag in ("concurrency", "step_limit", "max_tokens"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 1")
-    return [(p, h) for p in policies for h in styles]
+    return [(i, p, h) for i in interfaces for p in policies for h in styles]
 
 
 def _tasks(args: argparse.Namespace) -> list[Any]:
@@ -128,19 +139,20 @@ def _start(policy: str, model: str, args: argparse.Namespace, log: Path) -> Serv
     return start_engine_server(engine_args, log, name=policy, startup_timeout=args.startup_timeout)
 
 
-def run_pair(policy: str, hints: str, model: str, tasks: Sequence[Any], args: argparse.Namespace
-             ) -> dict[str, Any]:
-    """Start ``policy``'s server, run the jobs with hint style ``hints``, scrape, stop; the table row."""
+def run_pair(policy: str, hints: str, model: str, tasks: Sequence[Any], args: argparse.Namespace,
+             interface: str = "tools") -> dict[str, Any]:
+    """Start ``policy``'s server, run the jobs with hint style ``hints`` through ``interface``, scrape,
+    stop; the table row."""
     from agent_engine.agent.loop import AgentConfig
     from agent_engine.agent.runner import RunOptions, run_agent_jobs_sync
     from agent_engine.workloads.replay.records import write_records
 
-    name, t0 = run_name(policy, hints), time.perf_counter()
+    name, t0 = _row_name(interface, policy, hints), time.perf_counter()
     agent = AgentConfig(step_limit=args.step_limit, max_tokens=args.max_tokens, temperature=args.temperature,
-                        hints=hints)
+                        hints=hints, interface=interface)
     print(f"[{name}] starting server ...", flush=True)
     try:
-        with _start(policy, model, args, Path(args.log_dir) / f"{name}.log") as srv:
+        with _start(policy, model, args, Path(args.log_dir) / f"{name.replace('/', '-')}.log") as srv:
             options = RunOptions(srv.base_url, agent, concurrency=args.concurrency,
                                  command_timeout=args.command_timeout, job_id_prefix=f"{policy}-{hints}-",
                                  progress=not args.no_progress)
@@ -148,11 +160,11 @@ def run_pair(policy: str, hints: str, model: str, tasks: Sequence[Any], args: ar
             metrics = scrape_metrics(srv.base_url)
     except (RuntimeError, OSError) as e:  # the server failed: a row saying why; the other rows still run
         print(f"[{name}] FAILED: {e}", flush=True)
-        return {"policy": policy, "hints": hints, "jobs": len(tasks), "jobs_failed": len(tasks),
+        return {"interface": interface, "policy": policy, "hints": hints, "jobs": len(tasks), "jobs_failed": len(tasks),
                 "error": str(e)[:2000]}
     if args.records_dir:
-        write_records(Path(args.records_dir) / f"{name}.jsonl", result.records)
-    row = _row(policy, hints, result, metrics, time.perf_counter() - t0)
+        write_records(Path(args.records_dir) / f"{name.replace('/', '-')}.jsonl", result.records)
+    row = {"interface": interface, **_row(policy, hints, result, metrics, time.perf_counter() - t0)}
     print(f"[{name}] solved {row['solved']}/{row['jobs']}, mean JCT {row['mean_jct_s'] or float('nan'):.2f} s, "
           f"{row['wall_s']:.0f} s", flush=True)
     return row
@@ -169,7 +181,8 @@ def _row(policy: str, hints: str, result: Any, metrics: dict[str, float], wall_s
              "exit_status": r.job.exit_status, "jct_s": r.job.jct, "error": r.job.error} for r in result.results]
     return {
         "policy": policy, "hints": hints, "solved": s["solved"], "checked": s["checked"], "jobs": s["jobs"],
-        "jobs_failed": s["jobs_failed"], "mean_steps": s["steps_mean"], "mean_jct_s": s["jct_mean"],
+        "jobs_failed": s["jobs_failed"], "mean_steps": s["steps_mean"], "format_errors": s["format_errors"],
+        "mean_jct_s": s["jct_mean"],
         "p90_jct_s": s["jct_p90"], "prefix_hit_ratio": s["prefix_hit_ratio"],
         "prompt_tokens": s["prompt_tokens"], "cached_tokens": s["cached_tokens"],
         "output_tokens": s["output_tokens"], "pins_created": metric("agent_engine_pins_created_total"),
@@ -181,9 +194,10 @@ def _row(policy: str, hints: str, result: Any, metrics: dict[str, float], wall_s
 
 def _report(args: argparse.Namespace, model: str, tasks: Sequence[Any], rows: dict[str, dict[str, Any]],
             load0: list[float]) -> None:
-    headers = ["run", "solved", "mean steps", "mean JCT s", "p90 JCT s", "prefix hit", "pins hit", "preempt",
+    headers = ["run", "solved", "mean steps", "format errors", "output tokens", "mean JCT s", "p90 JCT s", "prefix hit", "pins hit", "preempt",
                "wall s"]
-    table = [[name, f"{r.get('solved', 0)}/{r['jobs']}", r.get("mean_steps"), r.get("mean_jct_s"),
+    table = [[name, f"{r.get('solved', 0)}/{r['jobs']}", r.get("mean_steps"), r.get("format_errors"),
+              r.get("output_tokens"), r.get("mean_jct_s"),
               r.get("p90_jct_s"), r.get("prefix_hit_ratio"), r.get("pins_hit"), r.get("preemptions"),
               r.get("wall_s")] for name, r in rows.items()]
     print_table(headers, table)

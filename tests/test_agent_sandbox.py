@@ -19,9 +19,9 @@ import pytest
 from sandbox_helpers import MODES, check_fork_bomb, check_timeouts, live_pids, namespaces_error, token
 
 from agent_engine.agent.cli import API_KEY_ENV, read_api_key
-from agent_engine.agent.loop import SUBMIT_MARKER, is_submission, parse_actions, tool_name_of
 from agent_engine.agent.sandbox import TIMEOUT_EXIT_CODE, Limits, Sandbox, truncate_output
 from agent_engine.agent.sandbox.output import OutputCapture
+from agent_engine.agent.text_interface import SUBMIT_MARKER, is_submission, parse_actions, tool_name_of
 from agent_engine.cli.main import main as cli_main
 
 pytestmark = [pytest.mark.core, pytest.mark.timeout(60)]

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_engine.agent.loop import SUBMIT_COMMAND, AgentConfig, run_agent_job
+from agent_engine.agent.loop import AgentConfig, run_agent_job
 from agent_engine.agent.runner import RunOptions, run_agent_jobs_sync
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.task_set import (
@@ -29,6 +29,7 @@ from agent_engine.agent.task_set import (
     load_tasks,
     resolve_tasks,
 )
+from agent_engine.agent.text_interface import SUBMIT_COMMAND
 from agent_engine.cli.main import main as cli_main
 from agent_engine.workloads.hint_styles import HINT_STYLES
 

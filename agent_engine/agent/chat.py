@@ -2,13 +2,14 @@
 
 Invariants: ``stream_chat`` raises on any failure (HTTP status, in-stream error); ``ttft`` is set only
 when streamed, from the first non-empty content delta; ``queue_delay`` is the server's own figure
-when it reports one; ``job_id`` is what the server echoed (None when it echoed none).
+when it reports one; ``job_id`` is what the server echoed (None when it echoed none);
+``tool_calls`` are the answer's calls as OpenAI dicts (streamed fragments joined by their index).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -30,6 +31,7 @@ class ChatReply:
     queue_delay: float | None = None
     finish_reason: str | None = None
     job_id: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _take_usage(reply: ChatReply, usage: dict[str, Any] | None) -> None:
@@ -52,12 +54,14 @@ async def stream_chat(client: httpx.AsyncClient, body: dict[str, Any], sent: flo
             raise RuntimeError(f"HTTP {resp.status_code}: {resp.text[:300]}")
         data = resp.json()
         choice = (data.get("choices") or [{}])[0]
-        reply.text = (choice.get("message") or {}).get("content") or ""
+        message = choice.get("message") or {}
+        reply.text, reply.tool_calls = message.get("content") or "", list(message.get("tool_calls") or [])
         reply.finish_reason, reply.job_id = choice.get("finish_reason"), data.get("job_id")
         _take_usage(reply, data.get("usage"))
         reply.queue_delay = server_queue_delay(data)
         return reply
     parts: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
     async with client.stream("POST", "/v1/chat/completions", json=body, headers=headers) as resp:
         async for chunk in iter_sse_chunks(resp):
             reply.job_id = chunk.get("job_id", reply.job_id)
@@ -66,10 +70,23 @@ async def stream_chat(client: httpx.AsyncClient, body: dict[str, Any], sent: flo
                 if text and reply.ttft is None:
                     reply.ttft = time.perf_counter() - sent
                 parts.append(text)
+                _join_call_deltas(calls, (choice.get("delta") or {}).get("tool_calls") or [])
                 reply.finish_reason = choice.get("finish_reason") or reply.finish_reason
             _take_usage(reply, chunk.get("usage"))
             q = server_queue_delay(chunk)
             if q is not None:
                 reply.queue_delay = q
     reply.text = "".join(parts)
+    reply.tool_calls = [calls[i] for i in sorted(calls)]
     return reply
+
+
+def _join_call_deltas(calls: dict[int, dict[str, Any]], deltas: list[dict[str, Any]]) -> None:
+    """Add streamed tool-call fragments: the first names the call, later ones extend its arguments."""
+    for d in deltas:
+        call = calls.setdefault(int(d.get("index", len(calls))),
+                                {"id": None, "type": "function", "function": {"name": None, "arguments": ""}})
+        call["id"] = d.get("id") or call["id"]
+        fn = d.get("function") or {}
+        call["function"]["name"] = fn.get("name") or call["function"]["name"]
+        call["function"]["arguments"] += fn.get("arguments") or ""

@@ -37,7 +37,7 @@ HELP = "run live shell-agent jobs against a server and record them"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``agent`` command: mini-swe-agent style jobs (one bash command per turn) against a server."""
+    """The ``agent`` command: shell-agent jobs (one tool call or bash command per turn) against a server."""
     from agent_engine.workloads.hint_styles import HINT_STYLES  # a module without imports of its own
 
     p.add_argument("--base-url", required=True, help="server URL, e.g. http://127.0.0.1:8000")
@@ -65,6 +65,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how calls name their job: job_id (job_id, is_last_step, DELETE at the end), none "
                         "(no hint: the server infers the job), or a client's session field: "
                         f"{', '.join(s for s in HINT_STYLES if s not in ('job_id', 'none'))} (default: job_id)")
+    p.add_argument("--interface", choices=("tools", "text"), default="tools",
+                   help="tools: bash, view_file, edit_file and submit as tool calls (tool_choice required); "
+                        "text: one ```bash block per answer, mini-swe-agent style (default: tools)")
     p.add_argument("--job-id-prefix", default=None,
                    help="job ids are PREFIX<index> (default: agent-<random>-)")
     p.add_argument("--allow-network", action="store_true",
@@ -98,7 +101,7 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         jobs = _jobs(args)
         agent = AgentConfig(step_limit=args.step_limit, max_tokens=args.max_tokens,
                             temperature=args.temperature, model=args.model, stream=not args.no_stream,
-                            hints=args.hints)
+                            hints=args.hints, interface=args.interface)
         options = RunOptions(args.base_url, agent, concurrency=args.concurrency,
                              command_timeout=args.command_timeout,
                              max_output_chars=args.max_output_chars, api_key=api_key,

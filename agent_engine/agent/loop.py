@@ -1,10 +1,13 @@
-"""One agent job against an OpenAI-compatible chat endpoint, mini-swe-agent style.
+"""One agent job against an OpenAI-compatible chat endpoint, in one of two interfaces.
 
 The conversation is: a system prompt, the task (``TASK_TEMPLATE``), then per step the model's answer
-(assistant) and the observation of the command it issued (user). Each answer must hold exactly ONE
-fenced ```bash block; zero or several blocks get a format-error observation instead of a run. The
-command runs in the job's ``Sandbox``. The job ends when a command's first output line is
-``SUBMIT_MARKER`` (exit status "Submitted"; the rest of the output is the submission), when
+(assistant) and the observation of the action it took. ``interface="text"`` (mini-swe-agent style):
+each answer must hold exactly ONE fenced ```bash block, run in the job's ``Sandbox``; zero or several
+blocks get a format-error observation instead of a run. ``interface="tools"``: the model calls one of
+``agent_engine.agent.aci``'s tools (``tool_choice`` "required", so a grammar-constrained server always
+returns a call), the observation is a ``tool`` message; an answer without a call is a format error.
+The job ends when a command's first output line is ``SUBMIT_MARKER`` or the ``submit`` tool is called
+(exit status "Submitted"; the rest of the output is the submission), when
 ``step_limit`` model calls were made ("LimitsExceeded"), or on a failed model call (exit status the
 error's class name, ``JobRecord.error`` set). One model call is ``agent_engine.agent.chat.stream_chat``.
 
@@ -27,7 +30,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -36,56 +38,54 @@ from typing import Any
 
 import httpx
 
+from agent_engine.agent.aci import SYSTEM_PROMPT_TOOLS, TOOLS, ToolOutcome, run_tool_call
 from agent_engine.agent.chat import ChatReply, stream_chat
-from agent_engine.agent.sandbox import CommandResult, Sandbox
+from agent_engine.agent.sandbox import Sandbox
+from agent_engine.agent.text_interface import (
+    SYSTEM_PROMPT,
+    format_error_message,
+    initial_messages,
+    is_submission,
+    observation_message,
+    parse_actions,
+    submission_of,
+    tool_name_of,
+)
 from agent_engine.workloads.hint_styles import HINT_STYLES, hint_fields, releases_jobs
 from agent_engine.workloads.replay.records import JobRecord, TurnRecord
 from agent_engine.workloads.sse_client import release_job
-from estimator.tool_parser import parse_shell
 
-__all__ = [
-    "SUBMIT_MARKER",
-    "AgentConfig",
-    "AgentJobRecord",
-    "AgentJobResult",
-    "AgentTurnRecord",
-    "format_error_message",
-    "initial_messages",
-    "is_submission",
-    "observation_message",
-    "parse_actions",
-    "request_hints",
-    "run_agent_job",
-    "tool_name_of",
-]
+__all__ = ["INTERFACES", "AgentConfig", "AgentJobRecord", "AgentJobResult", "AgentTurnRecord", "client_hints",
+           "run_agent_job"]
 
-SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-SUBMIT_COMMAND = f"echo {SUBMIT_MARKER}"
-
-SYSTEM_PROMPT = (
-    "You are an agent that solves tasks in a shell. Reply with exactly one ```bash block holding one "
-    f"command. When done, run `{SUBMIT_COMMAND}`."
-)
-TASK_TEMPLATE = "Task: {task}"
-OBSERVATION_TEMPLATE = "<returncode>{exit_code}</returncode>\n<output>\n{output}</output>"
-FORMAT_ERROR_TEMPLATE = "Format error: reply with EXACTLY ONE ```bash block; found {n}."
-
-_ACTION = re.compile(r"```bash[ \t]*\r?\n(.*?)\r?\n?```", re.S)
+NO_CALL_MESSAGE = "Format error: call exactly one tool (bash, view_file, edit_file or submit)."
+INTERFACES = ("text", "tools")
 
 
 @dataclass(frozen=True)
 class AgentConfig:
-    """Knobs of one agent job; ``max_tokens=None`` lets the server fill up to the context."""
+    """Knobs of one agent job; ``max_tokens=None`` lets the server fill up to the context;
+    ``system_prompt=None`` is the interface's own."""
 
     step_limit: int = 30
     max_tokens: int | None = None
     temperature: float = 0.0
     model: str | None = None
-    system_prompt: str = SYSTEM_PROMPT
+    system_prompt: str | None = None
     stream: bool = True
     hints: str = "job_id"  # a style of agent_engine.workloads.hint_styles
+    interface: str = "text"  # one of INTERFACES
+
+    @property
+    def prompt(self) -> str:
+        """The system prompt this job sends."""
+        if self.system_prompt is not None:
+            return self.system_prompt
+        return SYSTEM_PROMPT_TOOLS if self.interface == "tools" else SYSTEM_PROMPT
 
     def __post_init__(self) -> None:
+        if self.interface not in INTERFACES:
+            raise ValueError(f"unknown interface {self.interface!r}; known: {', '.join(INTERFACES)}")
         if self.hints not in HINT_STYLES:
             raise ValueError(f"unknown hint style {self.hints!r}; known: {', '.join(HINT_STYLES)}")
         if self.step_limit < 1:
@@ -135,53 +135,10 @@ class AgentJobResult:
     messages: list[dict[str, str]]
 
 
-# --------------------------------------------------------------------------- prompts and parsing
-
-
-def initial_messages(task: str, system_prompt: str = SYSTEM_PROMPT) -> list[dict[str, str]]:
-    """The system prompt and the task message that open every job."""
-    return [{"role": "system", "content": system_prompt},
-            {"role": "user", "content": TASK_TEMPLATE.format(task=task)}]
-
-
-def observation_message(result: CommandResult) -> dict[str, str]:
-    """The user message reporting a command's result."""
-    content = OBSERVATION_TEMPLATE.format(exit_code=result.exit_code, output=result.output)
-    return {"role": "user", "content": content}
-
-
-def format_error_message(n_actions: int) -> dict[str, str]:
-    """The user message sent back when an answer holds ``n_actions != 1`` bash blocks."""
-    return {"role": "user", "content": FORMAT_ERROR_TEMPLATE.format(n=n_actions)}
-
-
-def parse_actions(text: str) -> list[str]:
-    """The bodies of all fenced ```bash blocks of ``text``, in order."""
-    return [m.group(1) for m in _ACTION.finditer(text)]
-
-
-def is_submission(command: str, output: str) -> bool:
-    """True when the command submits: its output's first line is the marker (or it is the echo itself)."""
-    lines = output.lstrip().splitlines()
-    return (bool(lines) and lines[0].strip() == SUBMIT_MARKER) or command.strip() == SUBMIT_COMMAND
-
-
-def submission_of(output: str) -> str:
-    """What the job submitted: the output after the marker line."""
-    lines = output.lstrip().splitlines(keepends=True)
-    return "".join(lines[1:])
-
-
-def tool_name_of(command: str) -> str:
-    """The trace name of a command (``bash:<program>``), ``bash`` when no program can be named."""
-    call = parse_shell(command)
-    return call.name if call is not None else "bash"
-
-
 # --------------------------------------------------------------------------- the job
 
 
-def request_hints(config: AgentConfig, job_id: str, last: bool) -> tuple[dict[str, Any], dict[str, str]]:
+def client_hints(config: AgentConfig, job_id: str, last: bool) -> tuple[dict[str, Any], dict[str, str]]:
     """``(body fields, headers)`` of the job's hint style for one call; fields without a value are left out
     (the agent does not know the call's tool before the answer)."""
     body, headers = hint_fields(config.hints, job_id, last, None)
@@ -192,9 +149,11 @@ def _request_body(
     config: AgentConfig, messages: list[dict[str, str]], job_id: str, last: bool
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"messages": messages, "temperature": config.temperature,
-                            **request_hints(config, job_id, last)[0], "stream": config.stream}
+                            **client_hints(config, job_id, last)[0], "stream": config.stream}
     if config.stream:
         body["stream_options"] = {"include_usage": True}
+    if config.interface == "tools":
+        body["tools"], body["tool_choice"] = TOOLS, "required"
     if config.max_tokens is not None:
         body["max_tokens"] = config.max_tokens
     if config.model is not None:
@@ -222,7 +181,7 @@ class _Job:
     sandbox: Sandbox
     config: AgentConfig
     record: AgentJobRecord
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     t0: float
     executor: Executor | None
     on_turn: Callable[[AgentTurnRecord], None] | None
@@ -239,15 +198,18 @@ class _Job:
             job.start_at = rec.sent_at
         try:
             body = _request_body(self.config, self.messages, job.job_id, last)
-            headers = request_hints(self.config, job.job_id, last)[1]
+            headers = client_hints(self.config, job.job_id, last)[1]
             reply = await stream_chat(self.client, body, sent, headers)
         except Exception as e:  # a failed call ends the job, and is recorded
             rec.error = job.error = f"{type(e).__name__}: {e}"
             job.exit_status = type(e).__name__
             return True
         done = _take_reply(rec, job, reply, sent, self.t0)
-        self.messages.append({"role": "assistant", "content": reply.text})
-        submitted = await self._act(rec, parse_actions(reply.text))
+        if self.config.interface == "tools":
+            submitted = await self._call_tool(rec, reply)
+        else:
+            self.messages.append({"role": "assistant", "content": reply.text})
+            submitted = await self._act(rec, parse_actions(reply.text))
         rec.tool_seconds = rec.tool_sleep = time.perf_counter() - done
         if self.on_turn is not None:
             self.on_turn(rec)
@@ -271,12 +233,36 @@ class _Job:
         return rec.submitted
 
 
+    async def _call_tool(self, rec: AgentTurnRecord, reply: ChatReply) -> bool:
+        """Run the answer's first tool call (or report that it made none); returns True on submit."""
+        calls = reply.tool_calls[:1]
+        self.messages.append({"role": "assistant", "content": reply.text or None, "tool_calls": calls}
+                             if calls else {"role": "assistant", "content": reply.text})
+        rec.n_actions = len(reply.tool_calls)
+        if not calls:
+            self.record.format_errors += 1
+            self.messages.append({"role": "user", "content": NO_CALL_MESSAGE})
+            return False
+        call = {**calls[0], "id": calls[0].get("id") or f"call_{rec.turn}"}
+        outcome: ToolOutcome = await asyncio.get_running_loop().run_in_executor(
+            self.executor, run_tool_call, self.sandbox, call)
+        self.record.format_errors += outcome.format_error
+        rec.command, rec.exit_code, rec.timed_out = outcome.command or None, outcome.exit_code, outcome.timed_out
+        rec.tool_name = tool_name_of(outcome.command) if outcome.tool_name == "bash" else outcome.tool_name or None
+        rec.submitted = outcome.submitted
+        if outcome.submitted:
+            self.record.exit_status, self.record.submission = "Submitted", ""
+        else:
+            self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": outcome.observation})
+        return outcome.submitted
+
+
 async def run_agent_job(client: httpx.AsyncClient, task: str, sandbox: Sandbox, job_id: str,
                         config: AgentConfig, *, t0: float, executor: Executor | None = None,
                         on_turn: Callable[[AgentTurnRecord], None] | None = None) -> AgentJobResult:
     """Run one job to its end (see the module docstring); commands run on ``executor`` threads."""
     record = AgentJobRecord(job_id, job_id, time.perf_counter() - t0, task=task)
-    messages = initial_messages(task, config.system_prompt)
+    messages: list[dict[str, Any]] = list(initial_messages(task, config.prompt))
     job = _Job(client, sandbox, config, record, messages, t0, executor, on_turn)
     try:
         for step in range(config.step_limit):

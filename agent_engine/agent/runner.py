@@ -158,6 +158,7 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
     summary = summarize(records)
     summary["exit_statuses"] = dict(Counter(r.job.exit_status for r in results))
     summary["steps_mean"] = sum(r.job.steps for r in results) / len(results) if results else None
+    summary["format_errors"] = sum(r.job.format_errors for r in results)
     summary["solved"] = sum(1 for r in results if r.job.solved)
     summary["checked"] = sum(1 for t in tasks if t.check is not None)
     summary["sandbox"] = enforced

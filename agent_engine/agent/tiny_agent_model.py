@@ -5,7 +5,7 @@ the next command of its script, in the loop's exact format (one ```bash block), 
 observations say. It has the embedded default model's tokenizer and chat template.
 
 Invariants:
-- Transcripts are rendered with ``agent_engine.agent.loop``'s own prompt functions and the tokenizer's
+- Transcripts are rendered with ``agent_engine.agent.text_interface``'s own prompt functions and the tokenizer's
   chat template, so training prompts are token-for-token what the loop sends to the server.
 - The loss covers only assistant tokens (the answer and its ``<|im_end|>``), never the prompt; each
   answer's first command token (the step decision) weighs ``DECISION_WEIGHT`` times more.
@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from agent_engine.agent.loop import OBSERVATION_TEMPLATE, SUBMIT_COMMAND, initial_messages
+from agent_engine.agent.text_interface import OBSERVATION_TEMPLATE, SUBMIT_COMMAND, initial_messages
 
 __all__ = [
     "SCRIPTS",

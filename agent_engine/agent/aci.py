@@ -1,0 +1,173 @@
+"""The tool-calling agent's computer interface: four tools a small model can drive.
+
+``bash(command)`` runs a shell command; ``view_file(path)`` shows a file with line numbers (a folder:
+its files); ``edit_file(path, old_text, new_text)`` replaces one exact piece of a file and answers with
+the edited lines in context; ``submit()`` ends the job. As in SWE-agent's interface, every observation
+says what happened and what changed, and a failed edit says why and that nothing changed.
+
+Invariants:
+- Every tool runs inside the job's ``Sandbox``: view and edit are a short ``python3`` program given
+  its arguments as base64 JSON, so the sandbox's confinement (its folder, limits, no network) covers
+  them exactly as it covers ``bash``; nothing here touches the host's files.
+- ``edit_file`` changes the file only when ``old_text`` occurs exactly once, either verbatim or, failing
+  that, line by line with leading and trailing blanks ignored (then ``new_text`` is re-indented to the
+  first matched line's indentation); otherwise the file is unchanged and the observation says so.
+- ``run_tool_call`` never raises for a bad call: an unknown tool, arguments that are not a JSON object
+  or a missing argument give ``ToolOutcome.format_error`` with an observation naming the problem.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from agent_engine.agent.sandbox import Sandbox
+
+__all__ = ["SYSTEM_PROMPT_TOOLS", "TOOLS", "ToolOutcome", "run_tool_call"]
+
+SYSTEM_PROMPT_TOOLS = (
+    "You are a careful software engineer fixing a bug in a small Python repository. Call exactly one tool "
+    "per reply. Work in this order:\n"
+    "1. view_file the files the task names (view_file \".\" lists the files).\n"
+    "2. Run the check with bash to see how it fails.\n"
+    "3. Fix the bug with edit_file: old_text is the exact wrong code, new_text the corrected code.\n"
+    "4. Run the check again. If it still fails, read its output and fix again.\n"
+    "5. When the check passes, call submit."
+)
+
+
+def _function(name: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": {
+        "name": name, "description": description, "strict": True,
+        "parameters": {"type": "object", "properties": properties, "required": list(properties),
+                       "additionalProperties": False}}}
+
+
+_STRING = {"type": "string"}
+TOOLS: list[dict[str, Any]] = [
+    _function("bash", "Run one shell command in the repository and see its exit code and output.",
+              {"command": _STRING}),
+    _function("view_file", "Show a file with line numbers (a folder: the files in it).", {"path": _STRING}),
+    _function("edit_file", "Replace the exact text old_text in a file by new_text.",
+              {"path": _STRING, "old_text": _STRING, "new_text": _STRING}),
+    _function("submit", "Finish: the bug is fixed and the check passes.", {}),
+]
+_REQUIRED = {t["function"]["name"]: t["function"]["parameters"]["required"] for t in TOOLS}
+
+# Runs inside the sandbox: argv[1] is base64 JSON {"op": "view"|"edit", "path", "old", "new"}.
+_FILE_PROGRAM = r'''
+import base64, json, os, sys
+a = json.loads(base64.b64decode(sys.argv[1]))
+path = a["path"]
+
+def numbered(lines, start=1):
+    return "".join(f"{n:4d}| {line}" for n, line in enumerate(lines, start))
+
+def locate(text, old):
+    if text.count(old) == 1:
+        i = text.index(old)
+        return i, i + len(old), None
+    lines, want = text.splitlines(keepends=True), [w.strip() for w in old.strip("\n").splitlines()]
+    hits = [k for k in range(len(lines) - len(want) + 1)
+            if want and [x.strip() for x in lines[k:k + len(want)]] == want]
+    if len(hits) != 1:
+        return None, text.count(old) or len(hits), None
+    k = hits[0]
+    start = sum(len(x) for x in lines[:k])
+    end = start + sum(len(x) for x in lines[k:k + len(want)])
+    indent = lines[k][: len(lines[k]) - len(lines[k].lstrip())]
+    return start, end, indent
+
+if os.path.isdir(path):
+    names = sorted(os.path.join(r, f)[len(path):].lstrip("/") for r, _, fs in os.walk(path) for f in fs)
+    print(f"{path} holds: " + ", ".join(n for n in names if "__pycache__" not in n))
+    sys.exit(0)
+if not os.path.isfile(path):
+    here = sorted(f for f in os.listdir(".") if not f.startswith("."))
+    print(f"No file {path!r}. Files here: {', '.join(here)}. Nothing changed.")
+    sys.exit(1)
+text = open(path, encoding="utf-8").read()
+if a["op"] == "view":
+    print(numbered(text.splitlines(keepends=True)[:400]), end="")
+    sys.exit(0)
+old, new = a["old"], a["new"]
+start, end, indent = locate(text, old) if old.strip() else (None, 0, None)
+if start is None:
+    why = "was not found" if not end else f"occurs {end} times (give more lines)"
+    print(f"old_text {why} in {path}. Nothing changed. view_file shows the exact text.")
+    sys.exit(1)
+if indent is not None:
+    body = new.strip("\n").splitlines()
+    base = min((len(x) - len(x.lstrip()) for x in body if x.strip()), default=0)
+    new = "".join(indent + x[base:] + "\n" if x.strip() else "\n" for x in body)
+text = text[:start] + new + text[end:]
+open(path, "w", encoding="utf-8").write(text)
+lines = text.splitlines(keepends=True)
+first = text[:start].count("\n")
+last = first + max(1, new.count("\n") + (0 if new.endswith("\n") else 1))
+lo = max(0, first - 2)
+print(f"Edited {path}. Lines {lo + 1}-{min(len(lines), last + 2)} now read:")
+print(numbered(lines[lo:last + 2], lo + 1), end="")
+'''
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What one tool call did: the observation sent back, the command as the trace names it, and flags."""
+
+    observation: str
+    command: str
+    tool_name: str
+    exit_code: int | None = None
+    timed_out: bool = False
+    submitted: bool = False
+    format_error: bool = False
+
+
+def run_tool_call(sandbox: Sandbox, call: dict[str, Any]) -> ToolOutcome:
+    """Run one OpenAI-style tool call (``{"function": {"name", "arguments"}}``) in ``sandbox``."""
+    function = call.get("function") or {}
+    name, args = function.get("name"), _arguments(function.get("arguments"))
+    if name not in _REQUIRED:
+        return _format_error(f"There is no tool {name!r}. Call one of: {', '.join(_REQUIRED)}.")
+    if args is None:
+        return _format_error(f"The arguments of {name} must be a JSON object.")
+    missing = [k for k in _REQUIRED[name] if not isinstance(args.get(k), str)]
+    if missing:
+        return _format_error(f"{name} needs the string argument(s) {', '.join(missing)}.")
+    if name == "submit":
+        return ToolOutcome("Submitted.", "submit", "submit", submitted=True)
+    if name == "bash":
+        command = args["command"]
+        tool = "bash"
+    else:
+        command = _file_command(name, args)
+        tool = name
+    result = sandbox.run(command)
+    observation = result.output if name != "bash" else f"exit code {result.exit_code}\n{result.output}"
+    shown = args["command"] if name == "bash" else f"{name} {args['path']}"
+    return ToolOutcome(observation.rstrip("\n") or "(no output)", shown, tool, result.exit_code, result.timed_out)
+
+
+def _arguments(raw: Any) -> dict[str, Any] | None:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _file_command(name: str, args: dict[str, Any]) -> str:
+    op = {"op": "view" if name == "view_file" else "edit", "path": args["path"],
+          "old": args.get("old_text", ""), "new": args.get("new_text", "")}
+    encoded = base64.b64encode(json.dumps(op).encode()).decode()
+    return f"python3 -c {shlex.quote(_FILE_PROGRAM)} {encoded}"
+
+
+def _format_error(message: str) -> ToolOutcome:
+    return ToolOutcome(message, "", "", format_error=True)

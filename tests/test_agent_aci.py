@@ -1,0 +1,149 @@
+"""The tool-calling agent's interface: each tool in a real sandbox, bad calls, and a whole job.
+
+A fake OpenAI server (``httpx.MockTransport``) answers each step with a scripted tool call, streamed in
+fragments as a real server streams ``delta.tool_calls``, so the loop's joining of fragments, its
+``tool`` messages and its submission are checked end to end on a shipped task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agent_engine.agent.aci import TOOLS, run_tool_call
+from agent_engine.agent.loop import AgentConfig, run_agent_job
+from agent_engine.agent.sandbox import Sandbox
+from agent_engine.agent.task_set import builtin_tasks
+
+pytestmark = pytest.mark.core
+
+SOURCE = "def add(a, b):\n    return a - b\n\n\ndef double(x):\n    return add(x, x)\n"
+
+
+def _call(name: str, **args: Any) -> dict[str, Any]:
+    return {"id": "call_1", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    (tmp_path / "calc.py").write_text(SOURCE)
+    with Sandbox.create(str(tmp_path), timeout=20, isolation="process") as sb:
+        yield sb
+
+
+def _file(sb: Sandbox) -> str:
+    return sb.run("cat calc.py").output
+
+
+def test_every_tool_is_a_strict_function_with_required_strings() -> None:
+    assert [t["function"]["name"] for t in TOOLS] == ["bash", "view_file", "edit_file", "submit"]
+    for t in TOOLS:
+        params = t["function"]["parameters"]
+        assert params["additionalProperties"] is False and set(params["required"]) == set(params["properties"])
+
+
+def test_view_numbers_lines_and_lists_folders(sandbox: Sandbox) -> None:
+    out = run_tool_call(sandbox, _call("view_file", path="calc.py"))
+    assert out.exit_code == 0 and "   2|     return a - b" in out.observation
+    assert "calc.py" in run_tool_call(sandbox, _call("view_file", path=".")).observation
+    missing = run_tool_call(sandbox, _call("view_file", path="nope.py"))
+    assert missing.exit_code == 1 and "No file 'nope.py'" in missing.observation and "calc.py" in missing.observation
+
+
+def test_edit_replaces_once_and_shows_the_changed_lines(sandbox: Sandbox) -> None:
+    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b"))
+    assert out.exit_code == 0 and out.observation.startswith("Edited calc.py.")
+    assert "   2|     return a + b" in out.observation
+    assert _file(sandbox) == SOURCE.replace("a - b", "a + b")
+
+
+def test_edit_tolerates_indentation_and_reindents(sandbox: Sandbox) -> None:
+    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="return a - b\n",
+                                       new_text="return a + b\n"))
+    assert out.exit_code == 0
+    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="def double(x):\nreturn add(x, x)",
+                                       new_text="def double(x):\n    return 2 * x"))
+    assert out.exit_code == 0, out.observation
+    assert _file(sandbox).endswith("def double(x):\n    return 2 * x\n")
+
+
+@pytest.mark.parametrize(("old", "why"), [("return a * b", "was not found"), ("return", "occurs 2 times"),
+                                          ("   ", "was not found")])
+def test_a_failed_edit_changes_nothing_and_says_why(sandbox: Sandbox, old: str, why: str) -> None:
+    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text=old, new_text="x"))
+    assert out.exit_code == 1 and why in out.observation and "Nothing changed" in out.observation
+    assert _file(sandbox) == SOURCE
+
+
+@pytest.mark.parametrize(("call", "says"), [
+    ({"function": {"name": "rm_rf", "arguments": "{}"}}, "There is no tool 'rm_rf'"),
+    ({"function": {"name": "bash", "arguments": "1}"}}, "must be a JSON object"),
+    ({"function": {"name": "bash", "arguments": "[]"}}, "must be a JSON object"),
+    ({"function": {"name": "edit_file", "arguments": '{"path": "calc.py"}'}}, "old_text, new_text"),
+])
+def test_bad_calls_are_format_errors_not_crashes(sandbox: Sandbox, call: dict[str, Any], says: str) -> None:
+    out = run_tool_call(sandbox, call)
+    assert out.format_error and says in out.observation and not out.submitted
+    assert _file(sandbox) == SOURCE
+
+
+def test_bash_and_submit(sandbox: Sandbox) -> None:
+    out = run_tool_call(sandbox, _call("bash", command="python3 -c 'import calc; print(calc.add(2, 3))'"))
+    assert out.observation == "exit code 0\n-1" and out.tool_name == "bash"
+    assert run_tool_call(sandbox, _call("submit")).submitted
+
+
+# --------------------------------------------------------------------------- a whole job
+
+
+class ToolServer:
+    """Step ``i`` (assistant messages so far) answers ``script[i]`` as one streamed tool call."""
+
+    def __init__(self, script: list[dict[str, Any]]) -> None:
+        self.script, self.bodies = script, []
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "DELETE":
+            return httpx.Response(200, json={})
+        body = json.loads(request.content)
+        self.bodies.append(body)
+        step = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        fn = self.script[min(step, len(self.script) - 1)]["function"]
+        args = fn["arguments"]
+        first = {"index": 0, "id": f"call_{step}", "type": "function", "function": {"name": fn["name"],
+                                                                                    "arguments": args[:5]}}
+        rest = {"index": 0, "function": {"arguments": args[5:]}}
+        chunks = [{"choices": [{"delta": {"tool_calls": [first]}}]},
+                  {"choices": [{"delta": {"tool_calls": [rest]}, "finish_reason": "tool_calls"}]},
+                  {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5}}]
+        sse = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+        return httpx.Response(200, text=sse, headers={"content-type": "text/event-stream"})
+
+
+def test_a_tool_calling_job_solves_a_shipped_task() -> None:
+    task = next(t for t in builtin_tasks() if t.name == "add_operator")
+    server = ToolServer([_call("view_file", path="calc.py"), {"function": {"name": "bash", "arguments": "oops"}},
+                         _call("edit_file", path="calc.py", old_text="a - b", new_text="a + b"),
+                         _call("bash", command="python3 check.py"), _call("submit")])
+
+    async def go() -> Any:
+        async with httpx.AsyncClient(base_url="http://fake", transport=httpx.MockTransport(server.handle)) as c:
+            with Sandbox.create(task.repo, timeout=20, isolation="process") as sb:
+                result = await run_agent_job(c, task.task, sb, "job-1", AgentConfig(step_limit=8, interface="tools"),
+                                             t0=0.0)
+                return result, sb.run(task.check or "").exit_code
+
+    result, check = asyncio.run(go())
+    assert check == 0 and result.job.exit_status == "Submitted" and result.job.steps == 5
+    assert result.job.format_errors == 1
+    assert server.bodies[0]["tool_choice"] == "required" and server.bodies[0]["tools"] == TOOLS
+    tool_msgs = [m for m in result.messages if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_msgs] == ["call_0", "call_1", "call_2", "call_3"]
+    assert "must be a JSON object" in tool_msgs[1]["content"] and "exit code 0\nOK" in tool_msgs[3]["content"]
+    assert [t.tool_name for t in result.turns] == ["view_file", None, "edit_file", "bash:python", "submit"]
