@@ -226,3 +226,20 @@ def test_metrics_render_stats_and_listeners():
     again = m.render({}).decode()
     assert "agent_engine_requests_running" not in again
     assert parse_prometheus(again)["agent_engine_job_turns_at_release_count"] == 1
+
+
+def test_llm_engine_and_the_fake_engine_have_every_member_the_server_uses():
+    import inspect
+
+    from server_fixtures import FakeEngine
+
+    from agent_engine.engine.llm_engine import LLMEngine
+    from agent_engine.server.engine_like import EngineLike
+
+    members = set(EngineLike.__annotations__) | {
+        name for name, value in vars(EngineLike).items() if inspect.isfunction(value) and not name.startswith("_")}
+    assert {"add_request", "step", "knows_job", "release_all_jobs", "job_hooks", "config"} <= members
+    assert isinstance(FakeEngine(), EngineLike)
+    init = inspect.getsource(LLMEngine.__init__)  # no model here: data members are the ones __init__ sets
+    missing = [m for m in members if not callable(getattr(LLMEngine, m, None)) and f"self.{m} =" not in init]
+    assert missing == []

@@ -69,9 +69,7 @@ def _attach_metrics(async_engine: AsyncEngine) -> ServerMetrics:
     metrics = ServerMetrics()
     async_engine.output_listeners.append(metrics.on_output)
     async_engine.abort_listeners.append(metrics.on_abort)
-    job_hooks = getattr(async_engine.engine, "job_hooks", None)
-    if job_hooks is not None:
-        job_hooks.job_listeners.append(metrics.on_job_finished)
+    async_engine.engine.job_hooks.job_listeners.append(metrics.on_job_finished)
     return metrics
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from typing import Any
+
+from agent_engine.server.engine_like import EngineLike
 
 logger = logging.getLogger("agent_engine.server.async_engine")
 
@@ -18,12 +19,10 @@ FINAL_STATS_PREFIX = "final engine stats:"
 FINAL_STATS_KEYS = ("num_running", "num_waiting", "blocks_in_use", "num_pinned_jobs", "pins", "num_failed_steps")
 
 
-def release_and_account(engine: Any) -> None:
-    """Release every pin the engine holds (if it can), then log the final account; never raises."""
-    release_all = getattr(engine, "release_all_jobs", None)
+def release_and_account(engine: EngineLike) -> None:
+    """Release every pin the engine holds, then log the final account; never raises."""
     with contextlib.suppress(Exception):
-        if release_all is not None:
-            logger.info("released %d pins at shutdown", release_all())
+        logger.info("released %d pins at shutdown", engine.release_all_jobs())
         stats = engine.stats()
         final = {k: stats.get(k) for k in FINAL_STATS_KEYS}
         logger.info("%s %s", FINAL_STATS_PREFIX, json.dumps(final, default=str))

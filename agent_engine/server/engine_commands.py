@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.groups import RequestGroup, RequestSpec
 
 __all__ = ["Command", "EngineDeadError", "EngineStoppedError", "AbortRequests", "AddGroup", "EngineCall"]
@@ -37,7 +38,7 @@ class AbortRequests:
 
 @dataclass(frozen=True)
 class EngineCall:
-    fn: Callable[[Any], Any]
+    fn: Callable[[EngineLike], Any]
     future: concurrent.futures.Future[Any]
 
 

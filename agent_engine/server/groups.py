@@ -19,6 +19,7 @@ from typing import Any
 
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import TokenizedPrompt
+from agent_engine.server.engine_like import EngineLike
 from scheduler import NO_HINTS, JobHints, SamplingParams
 
 AbortFn = Callable[[list[str]], None]
@@ -172,14 +173,14 @@ class LiveRequests:
         self._live.clear()
 
 
-def prepare_specs(engine: Any, specs: list[RequestSpec]) -> list[RequestSpec]:
+def prepare_specs(engine: EngineLike, specs: list[RequestSpec]) -> list[RequestSpec]:
     """The specs with prompts ready for the engine thread: a callable prompt rendered, the text
     tokenized and checked (a ``TokenizedPrompt``), ``fill_max_tokens`` resolved. Runs on the tokenizer
     thread; reads only the engine's tokenizer and limits. Raises ValueError for a bad prompt."""
     return [_prepare(engine, spec) for spec in specs]
 
 
-def _prepare(engine: Any, spec: RequestSpec) -> RequestSpec:
+def _prepare(engine: EngineLike, spec: RequestSpec) -> RequestSpec:
     prompt = spec.prompt(engine) if callable(spec.prompt) else spec.prompt
     text, ids = engine.tokenize_prompt(prompt)
     params = spec.params

@@ -19,13 +19,15 @@ from typing import Any
 
 import uvicorn
 
+from agent_engine.server.async_engine import AsyncEngine
+
 GRACE_MARGIN_S = 5.0
 
 
 class DrainingServer(uvicorn.Server):
     """A uvicorn server whose SIGTERM/SIGINT first starts the engine's drain."""
 
-    def __init__(self, config: uvicorn.Config, async_engine: Any, drain_timeout: float) -> None:
+    def __init__(self, config: uvicorn.Config, async_engine: AsyncEngine, drain_timeout: float) -> None:
         super().__init__(config)
         self.async_engine = async_engine
         self.drain_timeout = drain_timeout
@@ -35,7 +37,7 @@ class DrainingServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def draining_server(app: Any, async_engine: Any, host: str, port: int, log_level: str,
+def draining_server(app: Any, async_engine: AsyncEngine, host: str, port: int, log_level: str,
                     drain_timeout: float) -> DrainingServer:
     """A ``DrainingServer`` for ``app`` whose graceful period covers the drain plus a margin."""
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,

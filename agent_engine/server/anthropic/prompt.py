@@ -15,9 +15,9 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from agent_engine.server.anthropic.convert import ChatForm
+from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.tools import parse_tool_choice
 from agent_engine.server.tools.plan import ToolPlan
 
@@ -27,15 +27,14 @@ def tool_plan(form: ChatForm, family: str | None) -> ToolPlan:
     return ToolPlan(form.tools, parse_tool_choice(form.tool_choice, form.tools), family)
 
 
-def prompt_of(form: ChatForm, plan: ToolPlan, request_id: str | None = None) -> Callable[[Any], str]:
+def prompt_of(form: ChatForm, plan: ToolPlan, request_id: str | None = None) -> Callable[[EngineLike], str]:
     """The prompt as a function of the engine (run where its tokenizer lives); sets ``plan.parser``."""
 
-    def render(engine: Any) -> str:
+    def render(engine: EngineLike) -> str:
         text = plan.render(engine.tokenizer, form.messages) + form.prefill
         reader = plan.output_reader()
-        hooks = getattr(engine, "job_hooks", None)
-        if request_id is not None and reader is not None and hooks is not None:
-            hooks.read_output_with(request_id, reader)
+        if request_id is not None and reader is not None:
+            engine.job_hooks.read_output_with(request_id, reader)
         return text
 
     return render
