@@ -9,7 +9,8 @@ Invariants:
   finished ``RequestOutput``, an abort, or an error (the engine failed the step, or the loop died);
   the per-request side of this lives in ``groups``. If the engine thread dies, ``healthy`` turns
   False, every pending request and call fails with ``EngineDeadError``, later submissions at once.
-- ``shutdown`` stops intake, lets running requests finish until a deadline, aborts the rest, then joins.
+- ``shutdown`` stops intake, lets running requests finish until a deadline, aborts the rest, then joins;
+  the loop's last act is ``release_and_account`` (every pin released, the final account logged).
 - Prompts are prepared (chat template, tokenization, ``max_tokens`` fill) on one tokenizer thread, off
   both the event loop and the engine thread: a huge prompt never stalls other requests' steps. The
   engine thread gets ``TokenizedPrompt``s; a group's specs reach it together, in submission order per
@@ -29,17 +30,20 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from agent_engine.engine.outputs import RequestOutput
-from agent_engine.server.engine_account import release_and_account
-from agent_engine.server.engine_commands import (
+from agent_engine.server.engine_like import EngineLike, release_and_account
+from agent_engine.server.groups import (
     AbortRequests,
     AddGroup,
     Command,
     EngineCall,
     EngineDeadError,
     EngineStoppedError,
+    LiveRequests,
+    RequestGroup,
+    RequestSpec,
+    prepare_specs,
+    reject,
 )
-from agent_engine.server.engine_like import EngineLike
-from agent_engine.server.groups import LiveRequests, RequestGroup, RequestSpec, prepare_specs, reject
 
 logger = logging.getLogger(__name__)
 

@@ -8,10 +8,18 @@ Invariants: ``add_request`` and everything that changes the engine run on the en
 (``AsyncEngine``); ``tokenize_prompt``, ``tokenizer``, ``max_model_len`` and ``vocab_size`` only read
 the engine and may also be used on the tokenizer thread. Job ids given to ``knows_job`` and
 ``release_job`` are the engine's (tenant-scoped).
+
+``release_and_account`` is the engine's last act when the loop ends: release every pin (each counted)
+and log the final account (INFO, ``FINAL_STATS_PREFIX`` then JSON), which says what was still running,
+waiting or held and every pin counter, so an operator (and the fault benchmark) can check that nothing
+was lost: no block in use, every pin created ended exactly once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
@@ -19,6 +27,11 @@ from agent_engine.config import EngineConfig
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import PromptType
 from scheduler import JobHints, SamplingParams
+
+logger = logging.getLogger("agent_engine.server.async_engine")  # the engine loop's log
+
+FINAL_STATS_PREFIX = "final engine stats:"
+FINAL_STATS_KEYS = ("num_running", "num_waiting", "blocks_in_use", "num_pinned_jobs", "pins", "num_failed_steps")
 
 JobListener = Callable[[str, int, float], None]  # (job_id, turns, jct_seconds)
 OutputReader = Callable[[str], list[dict[str, Any]]]  # decoded output -> OpenAI-style tool_calls
@@ -61,3 +74,12 @@ class EngineLike(Protocol):
     def release_all_jobs(self) -> int: ...
 
     def stats(self) -> dict[str, Any]: ...
+
+
+def release_and_account(engine: EngineLike) -> None:
+    """Release every pin the engine holds, then log the final account; never raises."""
+    with contextlib.suppress(Exception):
+        logger.info("released %d pins at shutdown", engine.release_all_jobs())
+        stats = engine.stats()
+        final = {k: stats.get(k) for k in FINAL_STATS_KEYS}
+        logger.info("%s %s", FINAL_STATS_PREFIX, json.dumps(final, default=str))
