@@ -19,8 +19,8 @@ from typing import Any
 from agent_engine.config import EngineConfig
 from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from agent_engine.engine.prompts import TokenizedPrompt
-from agent_engine.server.config import ServerConfig
 from agent_engine.server.launcher import ServerProcess, start_engine_server
+from agent_engine.server.server_config import ServerConfig
 from scheduler import NO_HINTS, JobHints
 
 # Small pool and context keep the embedded model fast on 2 CPU cores.

@@ -16,7 +16,7 @@ from server_fixtures import FakeEngine, ThreadServer, assert_error, post_api, st
 
 from agent_engine.engine.jobs import JobHooks
 from agent_engine.server import AsyncEngine
-from agent_engine.server.protocol import ChatMessage
+from agent_engine.server.openai_schema import ChatMessage
 from agent_engine.server.tools import NO_TOOLS, ToolChoice, make_tool_parser, render_chat_prompt
 from agent_engine.server.tools.plan import ToolPlan
 from estimator import Estimator, EstimatorConfig

@@ -10,17 +10,24 @@ import pytest
 from pydantic import ValidationError
 
 from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
-from agent_engine.server.config import LOG_LEVELS, ServerConfig
 from agent_engine.server.errors import APIError, bad_request, error_body
 from agent_engine.server.launcher import parse_prometheus
 from agent_engine.server.metrics import PIN_COUNTER_NAMES, ServerMetrics
-from agent_engine.server.protocol import (
+from agent_engine.server.openai_call import (
+    DONE,
+    chat_logprobs,
+    completion_logprobs,
+    logprob_slice,
+    sse,
+    usage,
+)
+from agent_engine.server.openai_schema import (
     ChatCompletionRequest,
     ChatMessage,
     CompletionRequest,
     sampling_params,
 )
-from agent_engine.server.responses import DONE, chat_logprobs, completion_logprobs, logprob_slice, sse, usage
+from agent_engine.server.server_config import LOG_LEVELS, ServerConfig
 
 pytestmark = pytest.mark.core
 

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 
 from agent_engine.config import EngineConfig
 from agent_engine.routing import ClusterConfig
-from agent_engine.server.config import ServerConfig
+from agent_engine.server.server_config import ServerConfig
 
 logger = logging.getLogger(__name__)
 

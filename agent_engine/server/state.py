@@ -19,11 +19,11 @@ from fastapi import Request
 
 from agent_engine.server.async_engine import AsyncEngine, EngineDeadError, EngineStoppedError
 from agent_engine.server.auth import Tenants
-from agent_engine.server.config import DEFAULT_MAX_BODY_BYTES
 from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.errors import APIError, bad_request
 from agent_engine.server.groups import RequestGroup, RequestSpec
 from agent_engine.server.metrics import ServerMetrics
+from agent_engine.server.server_config import DEFAULT_MAX_BODY_BYTES
 from scheduler.job_hints import tenant_job_id
 
 RETRY_AFTER_S = "1"

@@ -20,15 +20,14 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from agent_engine.server.auth import tenant_of_scope
-from agent_engine.server.call import ApiCall
 from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.errors import bad_request, error_body
 from agent_engine.server.groups import RequestGroup, RequestSpec
 from agent_engine.server.hints import request_hints
-from agent_engine.server.protocol import ChatCompletionRequest, CompletionRequest, sampling_params
-from agent_engine.server.respond import respond
+from agent_engine.server.openai_call import ApiCall
+from agent_engine.server.openai_reply import respond, sse_stream
+from agent_engine.server.openai_schema import ChatCompletionRequest, CompletionRequest, sampling_params
 from agent_engine.server.state import ServerState, server_state
-from agent_engine.server.streaming import sse_stream
 from agent_engine.server.tools import parse_tool_choice
 from agent_engine.server.tools.plan import ToolPlan, configured_family
 from scheduler import JobHints, SamplingParams
