@@ -54,7 +54,7 @@ __all__ = [
     "is_submission",
     "observation_message",
     "parse_actions",
-    "request_hints",
+    "client_hints",
     "run_agent_job",
     "tool_name_of",
 ]
@@ -181,9 +181,10 @@ def tool_name_of(command: str) -> str:
 # --------------------------------------------------------------------------- the job
 
 
-def request_hints(config: AgentConfig, job_id: str, last: bool) -> tuple[dict[str, Any], dict[str, str]]:
-    """``(body fields, headers)`` of the job's hint style for one call; fields without a value are left out
-    (the agent does not know the call's tool before the answer)."""
+def client_hints(config: AgentConfig, job_id: str, last: bool) -> tuple[dict[str, Any], dict[str, str]]:
+    """``(body fields, headers)`` this client sends for one call of the job, in its hint style (what the
+    server's ``hints.request_hints`` reads back); fields without a value are left out (the agent does
+    not know the call's tool before the answer)."""
     body, headers = hint_fields(config.hints, job_id, last, None)
     return {k: v for k, v in body.items() if v is not None}, headers
 
@@ -192,7 +193,7 @@ def _request_body(
     config: AgentConfig, messages: list[dict[str, str]], job_id: str, last: bool
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"messages": messages, "temperature": config.temperature,
-                            **request_hints(config, job_id, last)[0], "stream": config.stream}
+                            **client_hints(config, job_id, last)[0], "stream": config.stream}
     if config.stream:
         body["stream_options"] = {"include_usage": True}
     if config.max_tokens is not None:
@@ -239,7 +240,7 @@ class _Job:
             job.start_at = rec.sent_at
         try:
             body = _request_body(self.config, self.messages, job.job_id, last)
-            headers = request_hints(self.config, job.job_id, last)[1]
+            headers = client_hints(self.config, job.job_id, last)[1]
             reply = await stream_chat(self.client, body, sent, headers)
         except Exception as e:  # a failed call ends the job, and is recorded
             rec.error = job.error = f"{type(e).__name__}: {e}"
