@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 
 from agent_engine.reporting import machine_info, print_table, write_json
-from agent_engine.server.engine_account import FINAL_STATS_PREFIX
+from agent_engine.server.engine_like import FINAL_STATS_PREFIX
 from agent_engine.server.launcher import ServerProcess, start_engine_server
 from benchmarks.bad_inputs import BAD_INPUTS, send_bad_input
 from benchmarks.cli import run_standalone

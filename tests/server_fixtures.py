@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_engine.config import EngineConfig
 from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from agent_engine.engine.prompts import TokenizedPrompt
-from agent_engine.server.config import ServerConfig
 from agent_engine.server.launcher import ServerProcess, start_engine_server
+from agent_engine.server.server_config import ServerConfig
 from scheduler import NO_HINTS, JobHints
 
 # Small pool and context keep the embedded model fast on 2 CPU cores.
@@ -199,8 +200,20 @@ class _FakeRequest:
     first_token_time: float | None = None
 
 
+@dataclass
+class FakeJobHooks:
+    """The job hooks of a ``FakeEngine``: listeners nobody calls, and the output readers it was given."""
+
+    job_listeners: list[Any] = field(default_factory=list)
+    readers: list[tuple[str, Any]] = field(default_factory=list)
+
+    def read_output_with(self, request_id: str, reader: Any) -> None:
+        self.readers.append((request_id, reader))
+
+
 class FakeEngine:
-    """A pure-Python stand-in for ``LLMEngine`` (no model): every step adds one token to every request,
+    """A pure-Python stand-in for ``LLMEngine`` (no model), with every member of the server's
+    ``EngineLike``: every step adds one token to every request,
     the token after its last one (mod 26), so a request's text is ``FakeEngine.expected_text`` and it
     ends with "length" after ``max_tokens``. A prompt containing ``FAIL`` ends with finish reason "error"
     (a failed model step). A job whose last request was not its last step holds a "pin" until released.
@@ -213,7 +226,9 @@ class FakeEngine:
     def __init__(self, max_model_len: int = 4096, step_delay: float = 0.0) -> None:
         self.max_model_len = max_model_len
         self.step_delay = step_delay
+        self.config = EngineConfig()
         self.tokenizer = FakeTokenizer()
+        self.job_hooks = FakeJobHooks()
         self.reqs: dict[str, _FakeRequest] = {}
         self.pinned_jobs: set[str] = set()
         self.num_failed_steps = 0
@@ -255,6 +270,11 @@ class FakeEngine:
         held = job_id in self.pinned_jobs
         self.pinned_jobs.discard(job_id)
         return held
+
+    def release_all_jobs(self) -> int:
+        n = len(self.pinned_jobs)
+        self.pinned_jobs.clear()
+        return n
 
     def step(self) -> list[RequestOutput]:
         if self.step_delay and self.reqs:

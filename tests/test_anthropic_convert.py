@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from agent_engine.engine.outputs import CompletionOutput, RequestOutput
-from agent_engine.server.anthropic.call import MessagesCall
 from agent_engine.server.anthropic.convert import (
     reply_blocks,
     split_stop,
@@ -22,8 +21,8 @@ from agent_engine.server.anthropic.convert import (
     to_openai_id,
     usage,
 )
-from agent_engine.server.anthropic.protocol import MessagesRequest, cache_ttl_hint
-from agent_engine.server.anthropic.reply import message_body
+from agent_engine.server.anthropic.reply import MessagesCall, message_body
+from agent_engine.server.anthropic.schema import MessagesRequest, cache_ttl_hint
 from agent_engine.server.anthropic.streaming import BlockWriter, StreamProgress, stream_events
 from agent_engine.server.tools import ToolChoice, make_tool_parser
 

@@ -17,8 +17,8 @@ from model_fixtures import SMOLLM2_NAME, smollm2_dir
 from server_fixtures import shared_server, start_subprocess_server
 
 from agent_engine.server.anthropic.convert import ChatForm, to_chat_form
-from agent_engine.server.anthropic.prompt import prompt_of, tool_plan
-from agent_engine.server.anthropic.protocol import MessagesRequest
+from agent_engine.server.anthropic.routes import prompt_of, tool_plan
+from agent_engine.server.anthropic.schema import MessagesRequest
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -10,7 +10,7 @@ import pytest
 from server_fixtures import build_engine, start_thread_server
 
 from agent_engine.server.async_engine import AsyncEngine
-from agent_engine.server.config import ServerConfig
+from agent_engine.server.server_config import ServerConfig
 from benchmarks.bad_inputs import BAD_INPUTS, send_bad_input
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]

@@ -94,36 +94,17 @@ def test_prompts_are_prepared_on_the_tokenizer_thread_not_the_engine_thread():
         engine.shutdown(drain_timeout=0)
 
 
-class _DyingEngine:
-    """Stand-in engine whose loop crashes on the first step that has work (tests the dead-loop path)."""
-
-    model_name = "stand-in"
-    max_model_len = 64
-    vocab_size = 10
+class _DyingEngine(FakeEngine):
+    """A ``FakeEngine`` whose loop crashes on the first step that has work (tests the dead-loop path)."""
 
     def __init__(self) -> None:
-        self.reqs: list[str] = []
-
-    def tokenize_prompt(self, prompt: Any) -> tuple[str | None, list[int]]:
-        return (prompt, [1]) if isinstance(prompt, str) else (None, list(prompt))
-
-    def add_request(self, request_id: str, prompt: Any, params: Any, hints: Any = None) -> None:
-        self.reqs.append(request_id)
-
-    def has_unfinished_requests(self) -> bool:
-        return bool(self.reqs)
+        super().__init__(max_model_len=64)
 
     def step(self) -> list[Any]:
         if self.reqs:
             time.sleep(0.2)
             raise SystemError("the engine loop crashed")
         return []
-
-    def abort(self, ids: Any) -> None:
-        self.reqs = [r for r in self.reqs if r not in set(ids)]
-
-    def stats(self) -> dict[str, Any]:
-        return {"num_running": len(self.reqs), "num_waiting": 0}
 
 
 def test_dead_loop_fails_pending_and_health_503():

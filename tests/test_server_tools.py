@@ -16,7 +16,7 @@ from server_fixtures import FakeEngine, ThreadServer, assert_error, post_api, st
 
 from agent_engine.engine.job_hooks import JobHooks
 from agent_engine.server import AsyncEngine
-from agent_engine.server.protocol import ChatMessage
+from agent_engine.server.openai_schema import ChatMessage
 from agent_engine.server.tools import NO_TOOLS, ToolChoice, make_tool_parser, render_chat_prompt
 from agent_engine.server.tools.plan import ToolPlan
 from estimator import Estimator, EstimatorConfig
@@ -42,9 +42,6 @@ class ScriptedEngine(FakeEngine):
         self.script = ""
         self.chunk = 3
         self.prompts: list[str] = []
-        self.readers: list[tuple[str, Any]] = []
-        self.job_hooks = SimpleNamespace(job_listeners=[],
-                                         read_output_with=lambda rid, reader: self.readers.append((rid, reader)))
 
     def _advance(self, r: Any, now: float) -> Any:
         if not r.tokens:
@@ -161,12 +158,12 @@ def test_named_tool_choice_forces_the_call_opening(srv: ThreadServer) -> None:
 def test_the_engine_gets_the_output_reader(srv: ThreadServer) -> None:
     named = {"type": "function", "function": {"name": "bash"}}
     body, _ = chat(srv, '{"command": "ls"}}</tool_call>', tool_choice=named)
-    rid, reader = srv.engine.readers[-1]
+    rid, reader = srv.engine.job_hooks.readers[-1]
     assert rid == body["id"]
     assert [c["function"] for c in reader('{"command": "ls"}}')] == [{"name": "bash", "arguments": '{"command": "ls"}'}]
-    n = len(srv.engine.readers)
+    n = len(srv.engine.job_hooks.readers)
     chat(srv, CALL, tool_choice="none")
-    assert len(srv.engine.readers) == n  # not read for calls: nothing registered
+    assert len(srv.engine.job_hooks.readers) == n  # not read for calls: nothing registered
 
 
 def test_multi_turn_conversation_renders_calls_and_results(srv: ThreadServer) -> None:

@@ -10,17 +10,24 @@ import pytest
 from pydantic import ValidationError
 
 from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
-from agent_engine.server.config import LOG_LEVELS, ServerConfig
 from agent_engine.server.errors import APIError, bad_request, error_body
 from agent_engine.server.launcher import parse_prometheus
 from agent_engine.server.metrics import PIN_COUNTER_NAMES, ServerMetrics
-from agent_engine.server.protocol import (
+from agent_engine.server.openai_call import (
+    DONE,
+    chat_logprobs,
+    completion_logprobs,
+    logprob_slice,
+    sse,
+    usage,
+)
+from agent_engine.server.openai_schema import (
     ChatCompletionRequest,
     ChatMessage,
     CompletionRequest,
     sampling_params,
 )
-from agent_engine.server.responses import DONE, chat_logprobs, completion_logprobs, logprob_slice, sse, usage
+from agent_engine.server.server_config import LOG_LEVELS, ServerConfig
 
 pytestmark = pytest.mark.core
 
@@ -226,3 +233,20 @@ def test_metrics_render_stats_and_listeners():
     again = m.render({}).decode()
     assert "agent_engine_requests_running" not in again
     assert parse_prometheus(again)["agent_engine_job_turns_at_release_count"] == 1
+
+
+def test_llm_engine_and_the_fake_engine_have_every_member_the_server_uses():
+    import inspect
+
+    from server_fixtures import FakeEngine
+
+    from agent_engine.engine.llm_engine import LLMEngine
+    from agent_engine.server.engine_like import EngineLike
+
+    members = set(EngineLike.__annotations__) | {
+        name for name, value in vars(EngineLike).items() if inspect.isfunction(value) and not name.startswith("_")}
+    assert {"add_request", "step", "knows_job", "release_all_jobs", "job_hooks", "config"} <= members
+    assert isinstance(FakeEngine(), EngineLike)
+    init = inspect.getsource(LLMEngine.__init__)  # no model here: data members are the ones __init__ sets
+    missing = [m for m in members if not callable(getattr(LLMEngine, m, None)) and f"self.{m} =" not in init]
+    assert missing == []

@@ -8,7 +8,7 @@ import pytest
 from server_fixtures import build_engine, start_thread_server
 
 from agent_engine.server.async_engine import AsyncEngine
-from agent_engine.server.config import ServerConfig
+from agent_engine.server.server_config import ServerConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

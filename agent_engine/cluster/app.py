@@ -28,7 +28,7 @@ from agent_engine.cluster.replica import EngineReplica
 from agent_engine.cluster.routers import ROUTER_CLASSES
 from agent_engine.config import EngineConfig
 from agent_engine.routing import ClusterConfig
-from agent_engine.server.config import ServerConfig
+from agent_engine.server.server_config import ServerConfig
 
 __all__ = ["ENGINE_DEPLOYMENT", "INGRESS_DEPLOYMENT", "app_builder", "build_application",
            "local_replica_threads", "parse_flags"]

@@ -36,7 +36,7 @@ from agent_engine.cluster.bridge import (
 )
 from agent_engine.config import EngineConfig
 from agent_engine.routing import RouteKey
-from agent_engine.server.config import ServerConfig
+from agent_engine.server.server_config import ServerConfig
 
 
 def routing_snapshot(engine: Any) -> dict[str, Any]:

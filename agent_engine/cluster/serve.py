@@ -25,7 +25,7 @@ from contextlib import contextmanager, suppress
 
 from agent_engine.config import EngineConfig
 from agent_engine.routing import ClusterConfig
-from agent_engine.server.config import ServerConfig
+from agent_engine.server.server_config import ServerConfig
 
 logger = logging.getLogger(__name__)
 

@@ -1,23 +1,29 @@
 """OpenAI-compatible HTTP server around one ``LLMEngine`` (FastAPI + uvicorn).
 
 Layout, from the engine up:
-- ``groups``: request specs, request groups (asyncio side) and the live-request table (engine side).
-- ``async_engine``: the single engine thread and its command queue.
-- ``config``: ``ServerConfig``, the start-up options and their flags.
-- ``protocol`` (request models), ``responses`` (pure response formatting), ``errors`` (OpenAI-style
-  error bodies), ``metrics`` (Prometheus).
-- ``state`` (what handlers share), ``call`` (one API call), ``respond`` (non-streamed answers),
-  ``streaming`` (SSE), ``routes`` (the handlers), ``app`` (``build_app`` and the API-key middleware).
-- ``serve``: the ``agent-engine serve`` command; ``launcher``: start a server subprocess and scrape it.
+- ``engine_like``: ``EngineLike``, exactly what the server uses of the engine, and its final account.
+- ``groups``: request specs, request groups and the engine thread's commands (asyncio side), the
+  live-request table (engine side); ``async_engine``: the single engine thread and its command queue.
+- ``server_config``: ``ServerConfig``, the start-up options and their flags.
+- ``hints`` (a request's job and scheduling hints), ``auth`` (API keys and tenants), ``limits`` (body
+  size and value checks at the edge), ``errors`` (OpenAI and Anthropic error bodies), ``metrics``
+  (Prometheus), ``state`` (what handlers share).
+- The OpenAI API: ``openai_schema`` (request models), ``openai_call`` (one call and its body
+  formatting), ``openai_reply`` (one JSON body or SSE), ``openai_routes`` (the handlers, also health,
+  metrics, models and job release). ``anthropic/`` is the Messages API; ``tools/`` tool calling.
+- ``app`` (``build_app``, the middlewares and the SIGTERM drain), ``serve`` (the ``agent-engine serve``
+  command), ``launcher`` (start a server subprocess and scrape it).
 
-Importing the package, ``config`` or ``serve`` is light; fastapi loads with ``app``, torch only when an
-engine is built.
+Importing the package, ``server_config`` or ``serve`` is light; fastapi loads with ``app``, torch only
+when an engine is built.
 """
 
 from agent_engine.server.async_engine import AsyncEngine, EngineDeadError, EngineStoppedError
-from agent_engine.server.config import ServerConfig
+from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.groups import RequestGroup, RequestSpec
+from agent_engine.server.server_config import ServerConfig
 
 __all__ = [
-    "AsyncEngine", "EngineDeadError", "EngineStoppedError", "RequestGroup", "RequestSpec", "ServerConfig",
+    "AsyncEngine", "EngineDeadError", "EngineLike", "EngineStoppedError", "RequestGroup", "RequestSpec",
+    "ServerConfig",
 ]

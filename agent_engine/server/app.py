@@ -1,4 +1,4 @@
-"""The app factory: ``build_app(async_engine, server_config) -> FastAPI``.
+"""The app factory, ``build_app(async_engine, server_config) -> FastAPI``, and its lifecycle.
 
 Invariants:
 - Route handlers (``routes``) run on the event loop and never touch the engine: they submit
@@ -12,6 +12,14 @@ Invariants:
 - With API keys set, every ``/v1/*`` request (and ``/metrics`` and the docs, unless ``open_metrics``)
   without a known key is a 401 before any handler runs; each key is a tenant (``auth``). Bodies over
   ``max_body_bytes`` are a 413 before anything parses them (``limits``); ``/health`` stays open.
+- Graceful shutdown (``draining_server``): SIGTERM starts the engine's drain at once, and uvicorn waits
+  for it. uvicorn alone would, on SIGTERM, wait ``timeout_graceful_shutdown`` for connections, cancel
+  them and only then run the app's shutdown (where the engine drains): long streams would be cut
+  without a ``finish_reason`` or ``[DONE]`` and plain requests would get a bare 500.
+  ``DrainingServer`` reverses the order: its exit handler first tells the ``AsyncEngine`` to drain
+  (``begin_drain``: non-blocking and idempotent, so safe from the signal handler), and uvicorn's own
+  graceful period is longer than the drain by ``GRACE_MARGIN_S``, so it only ever closes connections
+  whose responses are complete.
 - Errors are OpenAI-style bodies, Anthropic-style on ``/v1/messages*`` (see ``errors``); failed engine
   steps map to 500 / an error event.
 """
@@ -20,23 +28,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
+import uvicorn
 from fastapi import FastAPI
 
 from agent_engine.server.anthropic.routes import router as anthropic_router
 from agent_engine.server.async_engine import AsyncEngine
 from agent_engine.server.auth import AuthMiddleware, Tenants
-from agent_engine.server.config import ServerConfig
 from agent_engine.server.errors import install_error_handlers
 from agent_engine.server.limits import BodyLimitMiddleware
 from agent_engine.server.metrics import HttpCounterMiddleware, ServerMetrics
-from agent_engine.server.routes import router
+from agent_engine.server.openai_routes import router
+from agent_engine.server.server_config import ServerConfig
 from agent_engine.server.state import ServerState
 
 _SHUTDOWN_POLL_S = 0.02
+GRACE_MARGIN_S = 5.0
 
 
 def build_app(async_engine: AsyncEngine, server_config: ServerConfig | None = None) -> FastAPI:
@@ -69,9 +81,7 @@ def _attach_metrics(async_engine: AsyncEngine) -> ServerMetrics:
     metrics = ServerMetrics()
     async_engine.output_listeners.append(metrics.on_output)
     async_engine.abort_listeners.append(metrics.on_abort)
-    job_hooks = getattr(async_engine.engine, "job_hooks", None)
-    if job_hooks is not None:
-        job_hooks.job_listeners.append(metrics.on_job_finished)
+    async_engine.engine.job_hooks.job_listeners.append(metrics.on_job_finished)
     return metrics
 
 
@@ -93,3 +103,24 @@ async def _shutdown(async_engine: AsyncEngine, drain_timeout: float) -> None:
     stopper.start()
     while stopper.is_alive():
         await asyncio.sleep(_SHUTDOWN_POLL_S)
+
+
+class DrainingServer(uvicorn.Server):
+    """A uvicorn server whose SIGTERM/SIGINT first starts the engine's drain."""
+
+    def __init__(self, config: uvicorn.Config, async_engine: AsyncEngine, drain_timeout: float) -> None:
+        super().__init__(config)
+        self.async_engine = async_engine
+        self.drain_timeout = drain_timeout
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        self.async_engine.begin_drain(self.drain_timeout)
+        super().handle_exit(sig, frame)
+
+
+def draining_server(app: FastAPI, async_engine: AsyncEngine, host: str, port: int, log_level: str,
+                    drain_timeout: float) -> DrainingServer:
+    """A ``DrainingServer`` for ``app`` whose graceful period covers the drain plus a margin."""
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                            timeout_graceful_shutdown=math.ceil(drain_timeout + GRACE_MARGIN_S))
+    return DrainingServer(config, async_engine, drain_timeout)

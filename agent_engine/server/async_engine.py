@@ -9,7 +9,8 @@ Invariants:
   finished ``RequestOutput``, an abort, or an error (the engine failed the step, or the loop died);
   the per-request side of this lives in ``groups``. If the engine thread dies, ``healthy`` turns
   False, every pending request and call fails with ``EngineDeadError``, later submissions at once.
-- ``shutdown`` stops intake, lets running requests finish until a deadline, aborts the rest, then joins.
+- ``shutdown`` stops intake, lets running requests finish until a deadline, aborts the rest, then joins;
+  the loop's last act is ``release_and_account`` (every pin released, the final account logged).
 - Prompts are prepared (chat template, tokenization, ``max_tokens`` fill) on one tokenizer thread, off
   both the event loop and the engine thread: a huge prompt never stalls other requests' steps. The
   engine thread gets ``TokenizedPrompt``s; a group's specs reach it together, in submission order per
@@ -26,19 +27,23 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from agent_engine.engine.outputs import RequestOutput
-from agent_engine.server.engine_account import release_and_account
-from agent_engine.server.engine_commands import (
+from agent_engine.server.engine_like import EngineLike, release_and_account
+from agent_engine.server.groups import (
     AbortRequests,
     AddGroup,
     Command,
     EngineCall,
     EngineDeadError,
     EngineStoppedError,
+    LiveRequests,
+    RequestGroup,
+    RequestSpec,
+    prepare_specs,
+    reject,
 )
-from agent_engine.server.groups import LiveRequests, RequestGroup, RequestSpec, prepare_specs, reject
 
 logger = logging.getLogger(__name__)
 
@@ -46,11 +51,13 @@ OutputListener = Callable[[RequestOutput, float], None]
 
 AbortListener = Callable[[str], None]
 
+T = TypeVar("T")
+
 
 class AsyncEngine:
     """Owns the engine thread. Construct, ``start()``, then submit from an asyncio event loop."""
 
-    def __init__(self, engine: Any, *, idle_tick: float = 0.5, share_prefix_cache: bool = False) -> None:
+    def __init__(self, engine: EngineLike, *, idle_tick: float = 0.5, share_prefix_cache: bool = False) -> None:
         self.engine = engine
         self.idle_tick = idle_tick
         self.share_prefix_cache = share_prefix_cache
@@ -131,18 +138,15 @@ class AsyncEngine:
         except (EngineDeadError, EngineStoppedError):
             pass
 
-    async def call(self, fn: Callable[[Any], Any]) -> Any:
+    async def call(self, fn: Callable[[EngineLike], T]) -> T:
         """Run ``fn(engine)`` on the engine thread and return its result (or raise its exception)."""
         return await asyncio.wrap_future(self._call_future(fn))
 
-    def call_sync(self, fn: Callable[[Any], Any], timeout: float = 30.0) -> Any:
+    def call_sync(self, fn: Callable[[EngineLike], T], timeout: float = 30.0) -> T:
         """``call`` for plain threads (tests, shutdown code)."""
         return self._call_future(fn).result(timeout)
 
-    async def release_job(self, job_id: str) -> bool:
-        return bool(await self.call(lambda eng: eng.release_job(job_id)))
-
-    async def tokenize(self, fn: Callable[[Any], Any]) -> Any:
+    async def tokenize(self, fn: Callable[[EngineLike], T]) -> T:
         """Run ``fn(engine)`` on the tokenizer thread (for work that only reads the tokenizer)."""
         self._check_intake(intake=False)
         try:  # a RuntimeError: the pool was shut down meanwhile
@@ -155,8 +159,8 @@ class AsyncEngine:
         return dict(await self.call(lambda eng: eng.stats()))
 
     # ---- the command queue (any thread) ----------------------------------------------------------
-    def _call_future(self, fn: Callable[[Any], Any]) -> concurrent.futures.Future[Any]:
-        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    def _call_future(self, fn: Callable[[EngineLike], T]) -> concurrent.futures.Future[T]:
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._enqueue(EngineCall(fn, fut), intake=False)
         return fut
 

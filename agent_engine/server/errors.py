@@ -1,9 +1,12 @@
-"""OpenAI-style error bodies: ``{"error": {"message", "type", "param", "code"}}`` for every failure.
+"""Error bodies for every failure: OpenAI's ``{"error": {"message", "type", "param", "code"}}``, and
+Anthropic's ``{"type": "error", "error": {"type": ..., "message": ...}}`` on the Messages API.
 
-Invariant: every non-2xx response of the app (our own errors, validation errors, unknown routes,
-unexpected exceptions) has exactly this shape, except on the Anthropic Messages API (``/v1/messages``
-and below), where the same failures take Anthropic's shape (``anthropic.errors``); FastAPI's default
-422 body never escapes.
+Invariants: every non-2xx response of the app (our own errors, validation errors, unknown routes,
+unexpected exceptions) has the OpenAI shape, except on the Anthropic Messages API (``/v1/messages`` and
+below), where the same failures take Anthropic's shape; FastAPI's default 422 body never escapes. The
+Anthropic error ``type`` follows the HTTP status the way Anthropic's API does (400
+invalid_request_error, 401 authentication_error, 404 not_found_error, 503/529 overloaded_error, other
+5xx api_error).
 """
 
 from __future__ import annotations
@@ -16,8 +19,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from agent_engine.server.anthropic.errors import anthropic_error_body, is_anthropic_path
-
 logger = logging.getLogger(__name__)
 
 _TYPES = {
@@ -27,6 +28,20 @@ _TYPES = {
     405: "invalid_request_error",
     500: "internal_server_error",
     503: "service_unavailable_error",
+}
+
+
+ANTHROPIC_PREFIX = "/v1/messages"
+
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
 }
 
 
@@ -62,6 +77,23 @@ def error_body_for(err: APIError, path: str) -> dict[str, Any]:
     if is_anthropic_path(path):
         return anthropic_error_body(err.status_code, err.message)
     return err.body()
+
+
+def is_anthropic_path(path: str) -> bool:
+    """Whether ``path`` belongs to the Messages API (``/v1/messages`` and everything under it)."""
+    return path == ANTHROPIC_PREFIX or path.startswith(ANTHROPIC_PREFIX + "/")
+
+
+def anthropic_error_type(status: int) -> str:
+    """Anthropic's error type for an HTTP status."""
+    if status in _ANTHROPIC_TYPES:
+        return _ANTHROPIC_TYPES[status]
+    return "api_error" if status >= 500 else "invalid_request_error"
+
+
+def anthropic_error_body(status: int, message: str) -> dict[str, Any]:
+    """The Anthropic error body for a failure with HTTP ``status``."""
+    return {"type": "error", "error": {"type": anthropic_error_type(status), "message": message}}
 
 
 def bad_request(message: str, param: str | None = None, code: str | None = None) -> APIError:

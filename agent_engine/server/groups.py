@@ -1,6 +1,10 @@
-"""Per-request bookkeeping between the event loop and the engine thread: specs, groups, the live table.
+"""Per-request bookkeeping between the event loop and the engine thread: specs, groups, the commands
+the event loop hands the engine thread, and the live table.
 
 Invariants:
+- The engine thread is the only consumer of commands (``AddGroup``, ``AbortRequests``, ``EngineCall``):
+  ``EngineCall`` futures are resolved there (result or exception), ``AddGroup`` groups are accepted or
+  rejected there; callers see ``EngineDeadError`` / ``EngineStoppedError`` once it died or stopped.
 - A ``RequestGroup`` belongs to one event loop. Only callbacks that the engine thread posts to that loop
   (``post``) touch its acceptance future and its event queue; consumers await ``accepted`` / ``events``.
 - ``LiveRequests`` is touched by the engine thread only. It maps each accepted, unfinished request id to
@@ -13,12 +17,14 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import TokenizedPrompt
+from agent_engine.server.engine_like import EngineLike
 from scheduler import NO_HINTS, JobHints, SamplingParams
 
 AbortFn = Callable[[list[str]], None]
@@ -38,6 +44,14 @@ class RequestSpec:
     params: SamplingParams
     fill_max_tokens: bool = False
     hints: JobHints = NO_HINTS
+
+
+class EngineDeadError(RuntimeError):
+    """The engine loop has died; nothing can be served any more."""
+
+
+class EngineStoppedError(RuntimeError):
+    """The engine is shutting down and accepts no new requests."""
 
 
 @dataclass
@@ -99,6 +113,26 @@ class RequestGroup:
         """Abort every request of the group that has not ended (harmless if all ended)."""
         if self._open:
             self._abort(list(self._open))
+
+
+@dataclass(frozen=True)
+class AddGroup:
+    group: RequestGroup
+    specs: list[RequestSpec]
+
+
+@dataclass(frozen=True)
+class AbortRequests:
+    request_ids: list[str]
+
+
+@dataclass(frozen=True)
+class EngineCall:
+    fn: Callable[[EngineLike], Any]
+    future: concurrent.futures.Future[Any]
+
+
+Command = AddGroup | AbortRequests | EngineCall
 
 
 def post(group: RequestGroup, fn: Callable[..., None], *args: Any) -> None:
@@ -172,14 +206,14 @@ class LiveRequests:
         self._live.clear()
 
 
-def prepare_specs(engine: Any, specs: list[RequestSpec]) -> list[RequestSpec]:
+def prepare_specs(engine: EngineLike, specs: list[RequestSpec]) -> list[RequestSpec]:
     """The specs with prompts ready for the engine thread: a callable prompt rendered, the text
     tokenized and checked (a ``TokenizedPrompt``), ``fill_max_tokens`` resolved. Runs on the tokenizer
     thread; reads only the engine's tokenizer and limits. Raises ValueError for a bad prompt."""
     return [_prepare(engine, spec) for spec in specs]
 
 
-def _prepare(engine: Any, spec: RequestSpec) -> RequestSpec:
+def _prepare(engine: EngineLike, spec: RequestSpec) -> RequestSpec:
     prompt = spec.prompt(engine) if callable(spec.prompt) else spec.prompt
     text, ids = engine.tokenize_prompt(prompt)
     params = spec.params

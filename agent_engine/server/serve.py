@@ -9,7 +9,7 @@ Invariants:
 - On SIGTERM the engine stops admitting (503), lets in-flight requests finish for up to
   ``--drain-timeout`` seconds, then aborts them (streams end with ``finish_reason: "abort"`` and
   ``[DONE]``, plain requests with a JSON error), releases every pin, and the process returns 0
-  (``server.shutdown``).
+  (``server.app.draining_server``).
 - Importing this module is light (no torch, fastapi or uvicorn): they load in ``run_serve``.
 """
 
@@ -26,7 +26,7 @@ from contextlib import contextmanager
 
 from agent_engine.config import EngineConfig
 from agent_engine.routing import ClusterConfig
-from agent_engine.server.config import ServerConfig
+from agent_engine.server.server_config import ServerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +53,8 @@ def run_serve(args: argparse.Namespace) -> int:
         return int(importlib.import_module(CLUSTER_MODULE).run_cluster(args))
     from agent_engine.engine.factory import serving_config
     from agent_engine.engine.llm_engine import LLMEngine
-    from agent_engine.server.app import build_app
+    from agent_engine.server.app import build_app, draining_server
     from agent_engine.server.async_engine import AsyncEngine
-    from agent_engine.server.shutdown import draining_server
 
     server_config = ServerConfig.from_args(args)
     logging.basicConfig(level=server_config.log_level.upper(), format=_LOG_FORMAT)

@@ -19,10 +19,11 @@ from fastapi import Request
 
 from agent_engine.server.async_engine import AsyncEngine, EngineDeadError, EngineStoppedError
 from agent_engine.server.auth import Tenants
-from agent_engine.server.config import DEFAULT_MAX_BODY_BYTES
+from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.errors import APIError, bad_request
 from agent_engine.server.groups import RequestGroup, RequestSpec
 from agent_engine.server.metrics import ServerMetrics
+from agent_engine.server.server_config import DEFAULT_MAX_BODY_BYTES
 from scheduler.job_hints import tenant_job_id
 
 RETRY_AFTER_S = "1"
@@ -55,7 +56,7 @@ class ServerState:
 
     def check_model(self, model: str | None) -> None:
         """404 unless ``model`` is unset, the served model's name, or the ``--model`` it was started with."""
-        started_as = getattr(getattr(self.engine.engine, "config", None), "model", None)
+        started_as = self.engine.engine.config.model
         if model and model not in (self.model_name, started_as):
             raise APIError(404, f"the model '{model}' does not exist; this server serves '{self.model_name}'",
                            param="model", code="model_not_found")
@@ -83,9 +84,8 @@ class ServerState:
         seen, already over, or another tenant's)."""
         engine_job = job_id if tenant is None else tenant_job_id(tenant, job_id)
 
-        def release(eng: Any) -> bool | None:
-            known = getattr(eng, "knows_job", None)
-            if known is not None and not known(engine_job):
+        def release(eng: EngineLike) -> bool | None:
+            if not eng.knows_job(engine_job):
                 return None
             return bool(eng.release_job(engine_job))
 
@@ -116,8 +116,8 @@ class ServerState:
         return self.token_strs
 
     def _check_top_k(self, specs: list[RequestSpec]) -> None:
-        vocab = getattr(self.engine.engine, "vocab_size", None)
-        if vocab is not None and any(spec.params.top_k > vocab for spec in specs):
+        vocab = self.engine.engine.vocab_size
+        if any(spec.params.top_k > vocab for spec in specs):
             raise bad_request(f"top_k must be -1, 0 or at most the vocabulary size ({vocab})", param="top_k")
 
     def _check_admission(self, n_new: int) -> None:

@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent_engine.server.anthropic.protocol import (
+from agent_engine.server.anthropic.schema import (
     CountTokensRequest,
     InputMessage,
     TextBlock,

@@ -9,35 +9,43 @@ Invariants:
   on these paths as an Anthropic body.
 - ``max_tokens`` is an upper bound: it is capped at the room the prompt leaves under the model's
   context (Claude Code asks for more than small models hold); a prompt that leaves no room is a 400.
+- A request is rendered through ``prompt_of`` for both routes, so the counted tokens are the tokens the
+  model sees. Tools, tool calls and tool results are rendered exactly as for ``/v1/chat/completions``
+  (``ToolPlan``: the server's ``--tool-call-parser`` family, else the chat template's); a forcing
+  ``tool_choice`` ends the prompt with the opening of a call, and the plan's parser reads it back. An
+  assistant prefill is appended after the generation prompt, so the reply continues it (never together
+  with a forced call: ``convert`` refuses that). When the output is read for tool calls, the engine's
+  job hooks get the reader, so the estimator sees the calls the API returns.
 - Job hints come from ``server.hints`` (``metadata.user_id``, ``X-Claude-Code-Session-Id``, ...); an
   explicit ``cache_control.ttl`` is the TTL hint when the body gives no ``tool_ttl_hint``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 
-from agent_engine.server.anthropic.call import MessagesCall
 from agent_engine.server.anthropic.convert import ChatForm, to_chat_form
-from agent_engine.server.anthropic.prompt import prompt_of, tool_plan
-from agent_engine.server.anthropic.protocol import (
+from agent_engine.server.anthropic.reply import MessagesCall, reply
+from agent_engine.server.anthropic.schema import (
     CountTokensRequest,
     MessagesRequest,
     cache_ttl_hint,
     sampling_params,
 )
-from agent_engine.server.anthropic.reply import reply
 from agent_engine.server.anthropic.streaming import message_stream
 from agent_engine.server.async_engine import EngineDeadError, EngineStoppedError
 from agent_engine.server.auth import tenant_of_scope
+from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.errors import APIError, bad_request
 from agent_engine.server.groups import RequestGroup, RequestSpec
 from agent_engine.server.hints import request_hints
 from agent_engine.server.state import ServerState, server_state
+from agent_engine.server.tools import parse_tool_choice
 from agent_engine.server.tools.plan import ToolPlan, configured_family
 from scheduler import JobHints
 
@@ -113,3 +121,21 @@ def _spec(call: MessagesCall, plan: ToolPlan, hints: JobHints, fill: bool) -> Re
     except ValueError as exc:
         raise bad_request(str(exc)) from exc
     return RequestSpec(call.id, prompt_of(call.form, plan, call.id), params, fill_max_tokens=fill, hints=hints)
+
+
+def tool_plan(form: ChatForm, family: str | None) -> ToolPlan:
+    """The request's tool plan (``family`` None: the chat template's). Raises ValueError."""
+    return ToolPlan(form.tools, parse_tool_choice(form.tool_choice, form.tools), family)
+
+
+def prompt_of(form: ChatForm, plan: ToolPlan, request_id: str | None = None) -> Callable[[EngineLike], str]:
+    """The prompt as a function of the engine (run where its tokenizer lives); sets ``plan.parser``."""
+
+    def render(engine: EngineLike) -> str:
+        text = plan.render(engine.tokenizer, form.messages) + form.prefill
+        reader = plan.output_reader()
+        if request_id is not None and reader is not None:
+            engine.job_hooks.read_output_with(request_id, reader)
+        return text
+
+    return render

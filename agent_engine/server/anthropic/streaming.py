@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_engine.engine.outputs import RequestOutput
-from agent_engine.server.anthropic.call import MessagesCall, output_usage
 from agent_engine.server.anthropic.convert import json_object, stop_reason, to_anthropic_id
-from agent_engine.server.anthropic.errors import anthropic_error_body
+from agent_engine.server.anthropic.reply import MessagesCall, output_usage
+from agent_engine.server.errors import anthropic_error_body
 from agent_engine.server.groups import GroupEvent, RequestGroup
 from agent_engine.server.tools import DeltaEvent, StreamingToolParser
 

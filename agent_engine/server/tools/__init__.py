@@ -12,12 +12,23 @@ Public interface (the OpenAI chat route and the Anthropic Messages route both us
   Make it with the request's ``tool_choice`` so it reads a forced opening the prompt ended with.
 - Families: hermes (default), llama3_json, mistral, pythonic (``FAMILIES``).
 
+Layout: ``tool_schema`` (request models of tools), ``choice`` (``tool_choice``), ``plan`` (``ToolPlan``
+and the prompt rendering), ``parser`` (``ToolParser``) over ``splitter`` and the families (``families``,
+``pythonic``), ``parsed`` (what parsers produce, and its OpenAI wire form).
+
 Invariants: parsing never raises and never loses text (what is not a call is content); a streamed
 parse adds up to the whole-text parse, however the text is cut.
 """
 
 from agent_engine.server.tools.choice import NO_TOOLS, ToolChoice, parse_tool_choice, tool_names
-from agent_engine.server.tools.openai_wire import chunk_delta, openai_tool_calls
+from agent_engine.server.tools.parsed import (
+    DeltaEvent,
+    ParsedOutput,
+    ParsedToolCall,
+    chunk_delta,
+    new_call_id,
+    openai_tool_calls,
+)
 from agent_engine.server.tools.parser import (
     DEFAULT_FAMILY,
     FAMILIES,
@@ -28,8 +39,7 @@ from agent_engine.server.tools.parser import (
     family_name,
     make_tool_parser,
 )
-from agent_engine.server.tools.render import render_chat_prompt
-from agent_engine.server.tools.types import DeltaEvent, ParsedOutput, ParsedToolCall, new_call_id
+from agent_engine.server.tools.plan import render_chat_prompt
 
 __all__ = [
     "DEFAULT_FAMILY",

@@ -19,9 +19,9 @@ from typing import Any
 
 from agent_engine.server.tools.choice import ToolChoice
 from agent_engine.server.tools.families import Family, Hermes, Llama3Json, Mistral, dumps
+from agent_engine.server.tools.parsed import DeltaEvent, ParsedOutput, ParsedToolCall, new_call_id
 from agent_engine.server.tools.pythonic import Pythonic
 from agent_engine.server.tools.splitter import Splitter
-from agent_engine.server.tools.types import DeltaEvent, ParsedOutput, ParsedToolCall, new_call_id
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (Hermes(), Llama3Json(), Mistral(), Pythonic())}
 DEFAULT_FAMILY = "hermes"

@@ -1,17 +1,22 @@
-"""The values the tool-call parsers produce: parsed calls, parsed outputs and streaming delta events.
+"""The values the tool-call parsers produce (parsed calls, parsed outputs, streaming delta events) and
+their OpenAI chat wire format (``message.tool_calls``, chunk deltas).
 
 Invariants:
 - A call id is ``call_`` + 24 lowercase hex characters, fresh for every parsed call.
 - ``ParsedOutput.content`` is None, never "", when no text is left outside the calls.
 - Joining the ``content`` events of a stream gives the parsed ``content`` (or "" for None); the
   ``tool_start`` / ``tool_args`` events of call ``index`` give its name and its full ``arguments``.
+- On the wire, a streamed call's first delta entry carries its ``id``, ``type`` and ``function.name``
+  (with ``arguments`` ""), later entries only ``index`` and ``function.arguments`` fragments; the
+  events of one call within one chunk are merged into one entry, so a client that concatenates by
+  ``index`` rebuilds exactly the non-streamed ``tool_calls``.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 CALL_ID_PREFIX = "call_"
 
@@ -59,3 +64,24 @@ class DeltaEvent:
     id: str = ""
     name: str = ""
 
+
+def openai_tool_calls(calls: list[ParsedToolCall]) -> list[dict[str, Any]]:
+    """The calls as OpenAI ``message.tool_calls`` objects."""
+    return [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in calls]
+
+
+def chunk_delta(events: list[DeltaEvent]) -> tuple[str, list[dict[str, Any]]]:
+    """The content text and the ``delta.tool_calls`` entries of one chunk's events."""
+    text = "".join(e.text for e in events if e.kind == "content")
+    entries: list[dict[str, Any]] = []
+    for e in events:
+        if e.kind == "tool_start":
+            entries.append({"index": e.index, "id": e.id, "type": "function",
+                            "function": {"name": e.name, "arguments": ""}})
+        elif e.kind == "tool_args":
+            if entries and entries[-1]["index"] == e.index:
+                entries[-1]["function"]["arguments"] += e.text
+            else:
+                entries.append({"index": e.index, "function": {"arguments": e.text}})
+    return text, entries

@@ -24,8 +24,8 @@ from pydantic import (
     model_validator,
 )
 
-from agent_engine.server.tools.protocol import MessageToolCall, ToolDef, arguments_value
-from agent_engine.server.validation import FiniteFloat, reject_lone_surrogates
+from agent_engine.server.limits import FiniteFloat, reject_lone_surrogates
+from agent_engine.server.tools.tool_schema import MessageToolCall, ToolDef, arguments_value
 from scheduler import SamplingParams
 
 TokenIds = list[StrictInt]

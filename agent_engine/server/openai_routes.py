@@ -20,14 +20,14 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from agent_engine.server.auth import tenant_of_scope
-from agent_engine.server.call import ApiCall
+from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.errors import bad_request, error_body
 from agent_engine.server.groups import RequestGroup, RequestSpec
 from agent_engine.server.hints import request_hints
-from agent_engine.server.protocol import ChatCompletionRequest, CompletionRequest, sampling_params
-from agent_engine.server.respond import respond
+from agent_engine.server.openai_call import ApiCall
+from agent_engine.server.openai_reply import respond, sse_stream
+from agent_engine.server.openai_schema import ChatCompletionRequest, CompletionRequest, sampling_params
 from agent_engine.server.state import ServerState, server_state
-from agent_engine.server.streaming import sse_stream
 from agent_engine.server.tools import parse_tool_choice
 from agent_engine.server.tools.plan import ToolPlan, configured_family
 from scheduler import JobHints, SamplingParams
@@ -128,17 +128,16 @@ def _template_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
         raise bad_request(str(exc), param="messages") from exc
 
 
-def _chat_prompt(messages: list[dict[str, Any]], plan: ToolPlan, request_id: str) -> Callable[[Any], str]:
+def _chat_prompt(messages: list[dict[str, Any]], plan: ToolPlan, request_id: str) -> Callable[[EngineLike], str]:
     """The prompt as a function of the engine: the chat template (with the request's tools) is applied on
     the engine thread. When the output is read for tool calls, the engine's job hooks get that reader,
     so the estimator sees the calls the API returns."""
 
-    def render(engine: Any) -> str:
+    def render(engine: EngineLike) -> str:
         text = plan.render(engine.tokenizer, messages)
         reader = plan.output_reader()
-        hooks = getattr(engine, "job_hooks", None)
-        if reader is not None and hooks is not None:
-            hooks.read_output_with(request_id, reader)
+        if reader is not None:
+            engine.job_hooks.read_output_with(request_id, reader)
         return text
 
     return render

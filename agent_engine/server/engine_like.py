@@ -1,0 +1,85 @@
+"""``EngineLike``: exactly what the server uses of the engine it serves (``LLMEngine``, or a test fake).
+
+The server reaches the engine only through these members, never by probing for others: a fake engine
+implements all of them. The engine layer does not know this Protocol (the server depends on the engine,
+not the other way), so ``LLMEngine`` matches it structurally.
+
+Invariants: ``add_request`` and everything that changes the engine run on the engine thread only
+(``AsyncEngine``); ``tokenize_prompt``, ``tokenizer``, ``max_model_len`` and ``vocab_size`` only read
+the engine and may also be used on the tokenizer thread. Job ids given to ``knows_job`` and
+``release_job`` are the engine's (tenant-scoped).
+
+``release_and_account`` is the engine's last act when the loop ends: release every pin (each counted)
+and log the final account (INFO, ``FINAL_STATS_PREFIX`` then JSON), which says what was still running,
+waiting or held and every pin counter, so an operator (and the fault benchmark) can check that nothing
+was lost: no block in use, every pin created ended exactly once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, runtime_checkable
+
+from agent_engine.config import EngineConfig
+from agent_engine.engine.outputs import RequestOutput
+from agent_engine.engine.prompts import PromptType
+from scheduler import JobHints, SamplingParams
+
+logger = logging.getLogger("agent_engine.server.async_engine")  # the engine loop's log
+
+FINAL_STATS_PREFIX = "final engine stats:"
+FINAL_STATS_KEYS = ("num_running", "num_waiting", "blocks_in_use", "num_pinned_jobs", "pins", "num_failed_steps")
+
+JobListener = Callable[[str, int, float], None]  # (job_id, turns, jct_seconds)
+OutputReader = Callable[[str], list[dict[str, Any]]]  # decoded output -> OpenAI-style tool_calls
+
+
+class JobHooksLike(Protocol):
+    """The engine's agent-job hooks as the server uses them: metrics listen to finished jobs, and a
+    request whose output the API reads for tool calls hands its reader to the estimator."""
+
+    job_listeners: list[JobListener]
+
+    def read_output_with(self, request_id: str, reader: OutputReader) -> None: ...
+
+
+@runtime_checkable
+class EngineLike(Protocol):
+    """The engine as the server sees it."""
+
+    config: EngineConfig  # ``config.model``: the ``--model`` it was started with (also a valid model name)
+    model_name: str
+    max_model_len: int
+    vocab_size: int
+    tokenizer: Any
+    job_hooks: JobHooksLike
+
+    def tokenize_prompt(self, prompt: PromptType) -> tuple[str | None, list[int]]: ...
+
+    def add_request(self, request_id: str, prompt: PromptType, params: SamplingParams, hints: JobHints) -> object: ...
+
+    def abort(self, request_ids: Iterable[str]) -> None: ...
+
+    def step(self) -> list[RequestOutput]: ...
+
+    def has_unfinished_requests(self) -> bool: ...
+
+    def knows_job(self, job_id: str) -> bool: ...
+
+    def release_job(self, job_id: str) -> bool: ...
+
+    def release_all_jobs(self) -> int: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+
+def release_and_account(engine: EngineLike) -> None:
+    """Release every pin the engine holds, then log the final account; never raises."""
+    with contextlib.suppress(Exception):
+        logger.info("released %d pins at shutdown", engine.release_all_jobs())
+        stats = engine.stats()
+        final = {k: stats.get(k) for k in FINAL_STATS_KEYS}
+        logger.info("%s %s", FINAL_STATS_PREFIX, json.dumps(final, default=str))
