@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from scheduler.sampling_params import SamplingParams
+from scheduler.structured import StructuredSpec
 
 if TYPE_CHECKING:
     from agent_engine.config import EngineConfig
@@ -16,7 +17,8 @@ if TYPE_CHECKING:
     from agent_engine.engine.llm_engine import LLMEngine
     from agent_engine.engine.outputs import CompletionOutput, RequestOutput
 
-__all__ = ["LLM", "CompletionOutput", "EngineConfig", "LLMEngine", "RequestOutput", "SamplingParams"]
+__all__ = ["LLM", "CompletionOutput", "EngineConfig", "LLMEngine", "RequestOutput", "SamplingParams",
+           "StructuredSpec"]
 
 _LAZY = {
     "LLM": "agent_engine.engine.llm",
