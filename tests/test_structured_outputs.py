@@ -198,17 +198,21 @@ def test_regex_choice_and_grammar_outputs_match(llm: LLM) -> None:
 
 
 @pytest.mark.core
-def test_unconstrained_neighbours_are_untouched(llm: LLM) -> None:
+def test_unconstrained_neighbours_are_untouched(llm: LLM, monkeypatch: pytest.MonkeyPatch) -> None:
     prompts = ["def fib(n):", "import os", "hello world"]
     plain = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+    calls: list[int] = []
+    real = llm.engine.structured.bitmask_for
+    monkeypatch.setattr(llm.engine.structured, "bitmask_for", lambda s: calls.append(1) or real(s))
     alone = [o.outputs[0].token_ids for o in llm.generate(prompts, plain, use_tqdm=False)]
+    assert not calls  # no constrained request: no grammar work at all
     mixed_params = [plain, SamplingParams(max_tokens=12, temperature=1.0, seed=3,
                                           structured=StructuredSpec.json(RECORD)),
                     plain, SamplingParams(max_tokens=12, temperature=0.0, structured=StructuredSpec.regex("[a-z]+")),
                     plain]
     mixed = llm.generate([prompts[0], "x", prompts[1], "y", prompts[2]], mixed_params, use_tqdm=False)
     assert [mixed[i].outputs[0].token_ids for i in (0, 2, 4)] == alone
-    assert not llm.engine.structured.active
+    assert calls and not llm.engine.structured.active
 
 
 @pytest.mark.core
