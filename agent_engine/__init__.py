@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler.job_hints import JobHints
 from scheduler.sampling_params import SamplingParams
+from scheduler.structured import StructuredSpec
 
 if TYPE_CHECKING:
     from agent_engine.config import EngineConfig
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LLM", "CompletionOutput", "EngineConfig", "JobHints", "LLMEngine", "RequestOutput", "SamplingParams",
+    "StructuredSpec",
 ]
 
 _LAZY = {

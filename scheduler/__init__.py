@@ -33,11 +33,12 @@ from scheduler.policy import (
 from scheduler.request import Request, RequestStatus
 from scheduler.sampling_params import SamplingParams
 from scheduler.scheduler import Scheduler
+from scheduler.structured import StructuredSpec
 
 __all__ = [
     "NO_HINTS", "POLICY_NAMES", "BlockPool", "Clock", "ContinuumPolicy", "EndReason", "EngineCoreOutput", "FakeClock",
     "FakeRunner", "FcfsPolicy", "FreeBlockQueue", "JobHints", "KVCacheBlock", "KVCacheManager", "Lease", "LeaseCounters",
     "LeaseState", "LeaseTable", "ModelRunnerOutput", "MonotonicClock", "PinStats", "PriorityPolicy",
     "Request", "RequestStatus", "SamplingParams", "ScheduledRequest", "Scheduler", "SchedulerConfig",
-    "SchedulerOutput", "SchedulerStats", "SchedulingPolicy", "StepOutputs",
+    "SchedulerOutput", "SchedulerStats", "SchedulingPolicy", "StepOutputs", "StructuredSpec",
 ]

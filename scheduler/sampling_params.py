@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from scheduler.structured import StructuredSpec
+
 # No vocabulary is larger; the server also bounds top_k by the served model's vocabulary.
 MAX_TOP_K = 1 << 24
 
@@ -16,6 +18,8 @@ class SamplingParams:
     Invariants (checked in ``__post_init__``, violations raise ``ValueError``):
     temperature >= 0 (0 means greedy), 0 < top_p <= 1, top_k == 0 (off) or >= 1,
     max_tokens >= 1, 0 <= min_tokens <= max_tokens, logprobs is None or 0..20.
+    ``structured`` (a ``StructuredSpec`` or None) constrains the output to a JSON schema, regex, choice
+    or grammar; the engine enforces it, the scheduler never looks inside.
     """
 
     temperature: float = 1.0
@@ -29,6 +33,7 @@ class SamplingParams:
     seed: int | None = None
     logprobs: int | None = None
     include_stop_str_in_output: bool = False
+    structured: StructuredSpec | None = None
 
     def __post_init__(self) -> None:
         # Accept lists/strings from callers, store tuples so the object stays hashable and frozen.
@@ -59,6 +64,8 @@ class SamplingParams:
             raise ValueError(f"seed must be a 64-bit integer, got {self.seed!r}")
         if self.logprobs is not None and (not isinstance(self.logprobs, int) or not 0 <= self.logprobs <= 20):
             raise ValueError(f"logprobs must be an integer in [0, 20], got {self.logprobs!r}")
+        if self.structured is not None and not isinstance(self.structured, StructuredSpec):
+            raise ValueError(f"structured must be a StructuredSpec or None, got {type(self.structured).__name__}")
 
     @property
     def greedy(self) -> bool:

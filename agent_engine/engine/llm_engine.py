@@ -19,6 +19,7 @@ from agent_engine.engine.detokenizer import IncrementalDetokenizer, find_stop
 from agent_engine.engine.job_inference import JobInference
 from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from agent_engine.engine.prompts import PromptType, tokenize_prompt
+from agent_engine.engine.structured_outputs import StructuredOutputManager
 from scheduler import (
     NO_HINTS,
     Clock,
@@ -75,6 +76,7 @@ class LLMEngine:
                               if config.policy == "continuum" and config.infer_jobs else None)
         self.num_failed_steps = 0
         self.step_listeners: list[Callable[[dict[str, float]], None]] = []
+        self.structured = StructuredOutputManager(self.tokenizer, self.vocab_size, self.eos_token_ids)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> LLMEngine:
@@ -106,6 +108,7 @@ class LLMEngine:
                 f"prompt ({len(ids)} tokens) plus max_tokens ({params.max_tokens}) exceeds "
                 f"max_model_len ({self.max_model_len})"
             )
+        self.structured.add(request_id, params)  # compiles params.structured; ValueError if bad
         now = self.clock.now() if arrival_time is None else arrival_time
         req = Request(request_id, ids, self._with_extra_eos(params), block_size=self.sched_config.block_size,
                       arrival_time=now, eos_token_id=self.eos_token_ids[0] if self.eos_token_ids else None,
@@ -115,7 +118,11 @@ class LLMEngine:
         if req.job_id is not None:
             req.job_arrival_time = self.job_hooks.on_arrival(req.job_id, now, req.tenant)
         detok = IncrementalDetokenizer(self.tokenizer, ids, skip_special_tokens=True)
-        self.scheduler.add_request(req)
+        try:
+            self.scheduler.add_request(req)
+        except BaseException:
+            self.structured.remove(request_id)
+            raise
         self._states[request_id] = _RequestState(req, text, detok, params.stop, params.include_stop_str_in_output)
         return req
 
@@ -131,6 +138,7 @@ class LLMEngine:
         ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
         for req in self.scheduler.abort_requests(ids):
             self._states.pop(req.request_id, None)
+            self.structured.remove(req.request_id)
             self.job_hooks.on_finished(req, "")
 
     def release_job(self, job_id: str) -> bool:
@@ -159,7 +167,8 @@ class LLMEngine:
         if out.is_empty and not out.finished_req_ids:
             return []
         try:
-            res = self.runner.execute(out)
+            grammar = self.structured.bitmask_for(out.scheduled) if self.structured.active else None
+            res = self.runner.execute(out) if grammar is None else self.runner.execute(out, grammar=grammar)
         except Exception:  # One bad batch must not kill the engine: fail its requests, keep serving.
             logger.exception("model step failed; failing %d requests", len(out.scheduled))
             self.num_failed_steps += 1
@@ -170,6 +179,8 @@ class LLMEngine:
         results = self._fail_requests(res.failed) if res.failed else []
         step = self.scheduler.update(out, res)
         reasons, lps, tops = step.finish_reasons, step.logprobs, step.top_logprobs
+        if self.structured.active:
+            results += self._advance_grammars(step.request_ids, step.token_ids, reasons)
         with_logprobs = bool(lps or tops)
         for rid, tok in zip(step.request_ids, step.token_ids, strict=True):
             st = self._states.get(rid)
@@ -242,8 +253,20 @@ class LLMEngine:
             pinned=req.pinned,
         )
 
+    def _advance_grammars(self, request_ids: list[str], token_ids: list[int],
+                          reasons: dict[str, str]) -> list[RequestOutput]:
+        """Feed constrained requests their new tokens; finish those whose output is complete (reason
+        ``stop``) and fail those whose token broke the grammar."""
+        complete, failed = self.structured.advance(request_ids, token_ids)
+        done = [rid for rid in complete if rid not in reasons]
+        if done:
+            self.scheduler.finish_requests(done, RequestStatus.FINISHED_STOPPED)
+            reasons.update(dict.fromkeys(done, "stop"))
+        return self._fail_requests(failed) if failed else []
+
     def _on_request_finished(self, st: _RequestState) -> None:
         self._states.pop(st.request.request_id, None)
+        self.structured.remove(st.request.request_id)
         self.job_hooks.on_finished(st.request, st.text)
         if self.job_inference is not None:
             self.job_inference.on_finished(st.request)
@@ -261,6 +284,7 @@ class LLMEngine:
         for st in filter(None, states):
             req = st.request
             self._states.pop(req.request_id, None)
+            self.structured.remove(req.request_id)
             self.job_hooks.on_finished(req, st.text)
             outs.append(RequestOutput(
                 request_id=req.request_id, prompt=st.prompt, prompt_token_ids=req.prompt_token_ids,
@@ -277,6 +301,7 @@ class LLMEngine:
         d["max_model_len"] = self.max_model_len
         d["block_size"] = self.sched_config.block_size
         d.update(self.job_hooks.stats())
+        d["structured_outputs"] = self.structured.stats()
         if self.job_inference is not None:
             d["job_inference"] = self.job_inference.stats()
         return d

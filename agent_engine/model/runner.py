@@ -10,6 +10,8 @@ Invariants:
   ``LeanDecoder`` (fused projections, C++ kernels); anything else through the HF modules with our
   paged attention plugged in. Both compute the same function on the same weights.
 * Per-request sampler state is dropped for ``finished_req_ids`` before the step runs.
+* ``execute(out, grammar=TokenBitmask)`` limits the constrained requests' sampled tokens to their
+  bitmask rows (structured outputs); without it (the default) sampling does no grammar work.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import torch
 
 from agent_engine.model.attention import KV_CACHES_KWARG, METADATA_KWARG, use_paged_attention
 from agent_engine.model.lean_decoder import LeanDecoder
-from agent_engine.model.sampler import Sampler, SamplerOutput
+from agent_engine.model.sampler import Sampler, SamplerOutput, TokenBitmask
 from kernels import AttentionWorkspace, allocate_kv_caches, build_attention_metadata
 from scheduler.outputs import ModelRunnerOutput, SchedulerOutput
 
@@ -109,8 +111,9 @@ class ModelRunner:
                 return self.lean.logits(hidden).float()
             return self._lm_head(hidden).float()
 
-    def execute(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
-        """Compute every scheduled chunk and sample one token for each request with ``do_sample``."""
+    def execute(self, scheduler_output: SchedulerOutput, grammar: TokenBitmask | None = None) -> ModelRunnerOutput:
+        """Compute every scheduled chunk and sample one token for each request with ``do_sample``
+        (requests in ``grammar`` only among the tokens their bitmask allows)."""
         if scheduler_output.finished_req_ids:
             self.sampler.drop(scheduler_output.finished_req_ids)
         if not scheduler_output.scheduled:
@@ -134,7 +137,7 @@ class ModelRunner:
         out = ModelRunnerOutput()
         if not sampled:
             return out
-        result = self._sample_isolated(logits, sampled, out)
+        result = self._sample_isolated(logits, sampled, out, grammar)
         for i, req in enumerate(sampled):
             if result.token_ids[i] is None:
                 continue
@@ -146,19 +149,20 @@ class ModelRunner:
                 out.top_logprobs[req.request_id] = top
         return out
 
-    def _sample_isolated(self, logits: torch.Tensor, sampled: list[Any], out: ModelRunnerOutput) -> Any:
+    def _sample_isolated(self, logits: torch.Tensor, sampled: list[Any], out: ModelRunnerOutput,
+                         grammar: TokenBitmask | None = None) -> Any:
         """Sample the batch; if that fails, sample row by row so only the requests whose own sampling
         fails are marked in ``out.failed`` (their token is None) and every other request goes on."""
         with torch.inference_mode():
             try:
-                return self.sampler.sample(logits, sampled)
+                return self._sample(logits, sampled, grammar)
             except Exception:  # noqa: BLE001 - find the culprit rows below
                 pass
             merged = SamplerOutput([], [], [])
             any_logprobs = False
             for i, req in enumerate(sampled):
                 try:
-                    one = self.sampler.sample(logits[i : i + 1], [req])
+                    one = self._sample(logits[i : i + 1], [req], grammar)
                 except Exception as exc:  # noqa: BLE001 - this request fails, not the batch
                     out.failed[req.request_id] = f"sampling failed: {type(exc).__name__}: {exc}"
                     merged.token_ids.append(None)
@@ -172,6 +176,11 @@ class ModelRunner:
             if not any_logprobs:
                 merged.logprobs = []  # as the batched sampler reports: none asked for logprobs
             return merged
+
+    def _sample(self, logits: torch.Tensor, requests: list[Any], grammar: TokenBitmask | None) -> SamplerOutput:
+        if grammar is None:  # the unconstrained call, unchanged
+            return self.sampler.sample(logits, requests)
+        return self.sampler.sample(logits, requests, grammar)
 
     def profile_prefill(self, lengths: Sequence[int], repeats: int = 1) -> list[float]:
         """Seconds to prefill a fresh context of each length (best of ``repeats``, after one warm-up).

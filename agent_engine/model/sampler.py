@@ -10,6 +10,13 @@ Randomness: a request with ``seed`` draws from its own generator, reseeded every
 ``(seed, num_output_tokens)``; its tokens therefore depend only on its own logits and seed, not on
 batch composition, step count or preemption. Other requests share the engine generator.
 Draws use the exponential race ``argmax(p / E)``, ``E ~ Exp(1)``, which samples exactly from ``p``.
+
+Structured outputs: ``sample(..., grammar=TokenBitmask)`` masks the constrained rows (after min_tokens,
+before greedy/temperature/top-k/top-p) with their packed allowed-token bitmask; tokens past the
+bitmask's width (a logits vocabulary padded beyond the tokenizer's) are disallowed. If min_tokens
+masked every token the grammar allows (the grammar is complete: only a stop token may follow), the
+grammar wins. A row the grammar leaves no token raises. Without constrained rows nothing is done.
+Logprobs stay those of the raw logits.
 """
 
 from __future__ import annotations
@@ -43,6 +50,39 @@ class SamplerOutput:
     top_logprobs: list[list[tuple[int, float]] | None]
 
 
+@dataclass
+class TokenBitmask:
+    """Allowed tokens of the constrained rows of one step: ``bitmask[rows[request_id]]`` is that request's
+    packed mask (int32 ``[k, ceil(V / 32)]``, bit ``t % 32`` of word ``t // 32`` set = token ``t`` allowed;
+    xgrammar's layout). Requests not in ``rows`` are unconstrained."""
+
+    bitmask: torch.Tensor
+    rows: dict[str, int]
+
+    def select(self, request_ids: Sequence[str]) -> tuple[list[int], torch.Tensor] | None:
+        """``(logit rows, their bitmask rows)`` for a batch whose row ``i`` is ``request_ids[i]``; None if
+        no row is constrained."""
+        idx = [i for i, rid in enumerate(request_ids) if rid in self.rows]
+        if not idx:
+            return None
+        bm_rows = [self.rows[request_ids[i]] for i in idx]
+        if bm_rows == list(range(self.bitmask.shape[0])):
+            return idx, self.bitmask
+        return idx, self.bitmask[torch.tensor(bm_rows, dtype=torch.int64)]
+
+
+def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
+    """Set disallowed tokens of ``logits`` ``[k, V]`` to -inf in place (``bitmask`` ``[k, W]`` int32)."""
+    import xgrammar
+
+    bitmask = bitmask.to(logits.device, non_blocking=True)
+    covered = bitmask.shape[1] * 32
+    vocab = logits.shape[1]
+    xgrammar.apply_token_bitmask_inplace(logits, bitmask, vocab_size=min(vocab, covered))
+    if vocab > covered:
+        logits[:, covered:] = float("-inf")
+
+
 class Sampler:
     """Stateless apart from the shared generator and cached per-request generators."""
 
@@ -67,13 +107,17 @@ class Sampler:
         gen.manual_seed((seed * _SEED_STRIDE + req.num_output_tokens) & 0xFFFF_FFFF_FFFF_FFFF)
         return gen
 
-    def sample(self, logits: torch.Tensor, requests: Sequence[SamplingRequest]) -> SamplerOutput:
-        """Sample one token per row of ``logits`` (float32 ``[B, V]``, row ``i`` belongs to ``requests[i]``)."""
+    def sample(self, logits: torch.Tensor, requests: Sequence[SamplingRequest],
+               grammar: TokenBitmask | None = None) -> SamplerOutput:
+        """Sample one token per row of ``logits`` (float32 ``[B, V]``, row ``i`` belongs to ``requests[i]``);
+        rows of requests in ``grammar`` sample only tokens their bitmask allows."""
         if logits.shape[0] != len(requests):
             raise ValueError(f"{logits.shape[0]} logit rows for {len(requests)} requests")
         logits = logits.float()
         params = [r.sampling_params for r in requests]
         masked = self._apply_min_tokens(logits, requests)
+        if grammar is not None and (sel := grammar.select([r.request_id for r in requests])) is not None:
+            masked = self._apply_grammar(logits, masked, *sel)
         if all(p.greedy for p in params):
             token_ids = masked.argmax(dim=-1)
         else:
@@ -116,6 +160,26 @@ class Sampler:
         out = logits.clone()
         out[torch.tensor(rows, device=logits.device), torch.tensor(cols, device=logits.device)] = float("-inf")
         return out
+
+    @staticmethod
+    def _apply_grammar(raw: torch.Tensor, masked: torch.Tensor, idx: list[int],
+                       bitmask: torch.Tensor) -> torch.Tensor:
+        """``masked`` with rows ``idx`` limited to their bitmask (a copy; ``raw`` is never written)."""
+        if masked is raw:
+            masked = raw.clone()
+        rows = torch.tensor(idx, dtype=torch.int64, device=raw.device)
+        sub = masked.index_select(0, rows)
+        apply_token_bitmask(sub, bitmask)
+        dead = torch.isneginf(sub).all(dim=-1)
+        if bool(dead.any()):
+            # min_tokens masked the only tokens the grammar allows (it is complete): the grammar wins.
+            redo = raw.index_select(0, rows[dead])
+            apply_token_bitmask(redo, bitmask.to(raw.device)[dead])
+            if bool(torch.isneginf(redo).all(dim=-1).any()):
+                raise ValueError("the output grammar allows no token")
+            sub[dead] = redo
+        masked[rows] = sub
+        return masked
 
     def _sample_mixed(self, logits: torch.Tensor, requests: Sequence[SamplingRequest]) -> torch.Tensor:
         """Sample a batch where at least one row is not greedy."""
