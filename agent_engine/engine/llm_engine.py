@@ -11,14 +11,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from agent_engine.config import EngineConfig
-from agent_engine.engine.detokenizer import IncrementalDetokenizer, find_stop
+from agent_engine.engine.detokenizer import IncrementalDetokenizer
 from agent_engine.engine.job_inference import JobInference
-from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import PromptType, tokenize_prompt
+from agent_engine.engine.request_state import RequestState
 from agent_engine.engine.structured_outputs import StructuredOutputManager
 from scheduler import (
     NO_HINTS,
@@ -34,20 +35,6 @@ from scheduler import (
 from scheduler.outputs import NO_LOGPROBS, logprobs_of
 
 logger = logging.getLogger(__name__)
-
-@dataclass
-class _RequestState:
-    request: Request
-    prompt: str | None
-    detokenizer: Any
-    stop: tuple[str, ...]
-    include_stop: bool
-    text: str = ""
-    # Characters of ``text`` already reported to the caller (a held-back tail may hide a stop string).
-    num_reported_chars: int = 0
-    logprobs: list[float] = field(default_factory=list)
-    top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
-
 
 class LLMEngine:
     """The offline/online engine core. See ``add_request``, ``step``, ``abort``, ``release_job``."""
@@ -71,7 +58,7 @@ class LLMEngine:
             parts.sched_config, clock=self.clock, pin_ttl_fn=parts.pin_ttl_fn, trace_sink=parts.trace_sink
         )
         self._close_trace: Callable[[], None] | None = parts.close_trace
-        self._states: dict[str, _RequestState] = {}
+        self._states: dict[str, RequestState] = {}
         self.job_inference = (JobInference(parts.sched_config.block_size, self.job_hooks, tokenizer=self.tokenizer)
                               if config.policy == "continuum" and config.infer_jobs else None)
         self.num_failed_steps = 0
@@ -123,7 +110,7 @@ class LLMEngine:
         except BaseException:
             self.structured.remove(request_id)
             raise
-        self._states[request_id] = _RequestState(req, text, detok, params.stop, params.include_stop_str_in_output)
+        self._states[request_id] = RequestState(req, text, detok, params.stop, params.include_stop_str_in_output)
         return req
 
     def _with_extra_eos(self, params: SamplingParams) -> SamplingParams:
@@ -199,59 +186,15 @@ class LLMEngine:
                 fn(info)
         return results
 
-    def _process(
-        self,
-        st: _RequestState,
-        new_ids: list[int],
-        finish_reason: str | None,
-        new_logprobs: Sequence[float],
-        new_top: Sequence[list[tuple[int, float]]],
-    ) -> RequestOutput:
-        req = st.request
-        st.text += st.detokenizer.push(new_ids)
+    def _process(self, st: RequestState, new_ids: list[int], finish_reason: str | None,
+                 new_logprobs: Sequence[float], new_top: Sequence[list[tuple[int, float]]]) -> RequestOutput:
+        """Take a request's new tokens: text, stop strings (which finish it), its output for the caller."""
+        finish_reason, stop_string_hit = st.take(new_ids, finish_reason, new_logprobs, new_top)
+        if stop_string_hit and not st.request.is_finished:
+            self.scheduler.finish_requests([st.request.request_id], RequestStatus.FINISHED_STOPPED)
         if finish_reason is not None:
-            st.text += st.detokenizer.flush()
-        st.logprobs.extend(new_logprobs)
-        st.top_logprobs.extend(new_top)
-        if st.stop:
-            # A stop string may straddle deltas: search from where an unreported one could begin.
-            start = max(0, st.num_reported_chars - max(len(s) for s in st.stop) + 1)
-            idx = find_stop(st.text, st.stop, start)
-            if idx is not None:
-                stop_str = next(s for s in st.stop if st.text.startswith(s, idx))
-                st.text = st.text[: idx + len(stop_str)] if st.include_stop else st.text[:idx]
-                if not req.is_finished:
-                    self.scheduler.finish_requests([req.request_id], RequestStatus.FINISHED_STOPPED)
-                finish_reason = "stop"
-        finished = finish_reason is not None
-        if finished:
             self._on_request_finished(st)
-            report_upto = len(st.text)
-        else:
-            # Hold back a tail that could still grow into a stop string.
-            hold = max((len(s) - 1 for s in st.stop), default=0)
-            report_upto = max(st.num_reported_chars, len(st.text) - hold)
-        delta = st.text[st.num_reported_chars : report_upto]
-        st.num_reported_chars = report_upto
-        return RequestOutput(
-            request_id=req.request_id, prompt=st.prompt, prompt_token_ids=req.prompt_token_ids,
-            outputs=[CompletionOutput(
-                index=0, text=st.text[:report_upto], token_ids=list(req.output_token_ids),
-                finish_reason=finish_reason,
-                logprobs=list(st.logprobs) if req.sampling_params.logprobs is not None else None,
-                top_logprobs=list(st.top_logprobs) if req.sampling_params.logprobs else None,
-            )],
-            finished=finished,
-            num_cached_tokens=max(0, req.num_cached_tokens),
-            new_token_ids=list(new_ids),
-            new_text=delta,
-            metrics=RequestMetrics(req.arrival_time, req.first_scheduled_time, req.first_token_time,
-                                   req.finished_time),
-            job_id=req.job_id,
-            hint_source=req.hints.hint_source,
-            pin_hit=req.pin_hit,
-            pinned=req.pinned,
-        )
+        return st.output(new_ids, finish_reason)
 
     def _advance_grammars(self, request_ids: list[str], token_ids: list[int],
                           reasons: dict[str, str]) -> list[RequestOutput]:
@@ -264,7 +207,7 @@ class LLMEngine:
             reasons.update(dict.fromkeys(done, "stop"))
         return self._fail_requests(failed) if failed else []
 
-    def _on_request_finished(self, st: _RequestState) -> None:
+    def _on_request_finished(self, st: RequestState) -> None:
         self._states.pop(st.request.request_id, None)
         self.structured.remove(st.request.request_id)
         self.job_hooks.on_finished(st.request, st.text)
@@ -286,10 +229,7 @@ class LLMEngine:
             self._states.pop(req.request_id, None)
             self.structured.remove(req.request_id)
             self.job_hooks.on_finished(req, st.text)
-            outs.append(RequestOutput(
-                request_id=req.request_id, prompt=st.prompt, prompt_token_ids=req.prompt_token_ids,
-                outputs=[CompletionOutput(0, st.text, list(req.output_token_ids), "error")], finished=True,
-                num_cached_tokens=max(0, req.num_cached_tokens), job_id=req.job_id))
+            outs.append(st.error_output())
         return outs
 
     # ---- observability -----------------------------------------------------------------------
