@@ -71,8 +71,8 @@ def _metric(text: str, name: str) -> float:
 def test_agent_cli_end_to_end(server: ServerProcess, repo: Path, tmp_path: Path) -> None:
     out, trace = tmp_path / "records.jsonl", tmp_path / "trace.jsonl"
     t = time.perf_counter()
-    rc = cli_main(["agent", "--base-url", server.base_url, "--repo", str(repo), "--task", SCRIPT.task,
-                   "--jobs", "2", "--concurrency", "2", "--step-limit", "3", "--max-tokens", "64",
+    rc = cli_main(["agent", "--interface", "text", "--base-url", server.base_url, "--repo", str(repo),
+                   "--task", SCRIPT.task, "--jobs", "2", "--concurrency", "2", "--step-limit", "3", "--max-tokens", "64",
                    "--temperature", "0", "--command-timeout", "10", "--job-id-prefix", "e2e-",
                    "--out", str(out), "--save-trace", str(trace), "--no-progress"])
     assert rc == 0
@@ -159,15 +159,16 @@ def test_agent_tasks_benchmark_end_to_end(tmp_path: Path) -> None:
     print(f"\nbench agent-tasks: {time.perf_counter() - t:.1f} s")
     assert rc == 0
     rows = json.loads(out.read_text())["rows"]
-    assert sorted(rows) == ["continuum+hints=none", "fcfs+hints=none"]
+    assert sorted(rows) == ["tools/continuum+hints=none", "tools/fcfs+hints=none"]
     for row in rows.values():
         assert (row["jobs"], row["checked"], row["jobs_failed"]) == (1, 1, 0)
         (job,) = row["job_outcomes"]
         assert job["task"] == "add_operator" and isinstance(job["solved"], bool)
         assert row["solved"] == int(job["solved"]) and 1 <= row["mean_steps"] <= 2
+        assert row["interface"] == "tools" and row["format_errors"] >= 0 and row["output_tokens"] > 0
         assert row["mean_jct_s"] > 0 and row["p90_jct_s"] >= row["mean_jct_s"] * 0.999
         assert row["pins_hit"] is not None and row["prompt_tokens"] > 0
-    assert rows["fcfs+hints=none"]["pins_created"] == 0
-    if rows["continuum+hints=none"]["mean_steps"] == 2:  # a second turn: the first one was pinned
-        assert rows["continuum+hints=none"]["pins_created"] >= 1
-    assert (tmp_path / "records" / "fcfs+hints=none.jsonl").is_file()
+    assert rows["tools/fcfs+hints=none"]["pins_created"] == 0
+    if rows["tools/continuum+hints=none"]["mean_steps"] == 2:  # a second turn: the first one was pinned
+        assert rows["tools/continuum+hints=none"]["pins_created"] >= 1
+    assert (tmp_path / "records" / "tools-fcfs+hints=none.jsonl").is_file()
