@@ -17,7 +17,9 @@ from dataclasses import dataclass, fields
 
 from estimator import TTL_POLICIES as TTL_POLICY_NAMES  # the one list of TTL-policy names
 from scheduler import SchedulerConfig
-from scheduler.policy import POLICY_NAMES  # the one list of scheduling-policy names
+from scheduler.policy import POLICY_NAMES, policy_class  # the registry of scheduling policies
+
+__all__ = ["DEFAULT_TOKEN_BUDGET", "POLICY_NAMES", "SERVING_CPU_TOKEN_BUDGET", "TTL_POLICY_NAMES", "EngineConfig"]
 
 _DTYPES = ("float32", "bfloat16", "float16", "auto")
 DEFAULT_TOKEN_BUDGET = 2048  # tokens per step when unset: offline, and serving on CUDA
@@ -107,8 +109,7 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
-        if self.policy not in POLICY_NAMES:
-            raise ValueError(f"policy must be one of {POLICY_NAMES}, got {self.policy!r}")
+        policy_class(self.policy)  # ValueError naming the known policies
         if self.ttl_policy not in TTL_POLICY_NAMES:
             raise ValueError(f"ttl_policy must be one of {TTL_POLICY_NAMES}, got {self.ttl_policy!r}")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):

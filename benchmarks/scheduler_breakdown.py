@@ -10,7 +10,7 @@ only part of its per-request work, each a superset of the one before:
 * ``+ stop rules``: first-token time and the stop test;
 * ``+ output objects``: one ``EngineCoreOutput`` per request instead of one pair (what ``update``
   returned before its outputs became the ``StepOutputs`` columns);
-* ``real update``: ``scheduler.step_update.apply_runner_output`` (columns).
+* ``real update``: ``Scheduler.update`` (columns).
 
 Printed by ``agent-engine bench scheduler --breakdown``: the median microseconds of each at the same
 machine state (the variants alternate step by step). Its ``schedule`` row is mostly the checking
@@ -30,7 +30,6 @@ from typing import Any
 
 from scheduler.outputs import NO_LOGPROBS, EngineCoreOutput
 from scheduler.request import RequestStatus
-from scheduler.step_update import apply_runner_output
 
 Update = Callable[[Any, Any, Any], list[Any]]
 
@@ -77,7 +76,7 @@ def _stripped(level: int) -> Update:
 
 
 VARIANTS: dict[str, Update] = {"append": _stripped(0), "+ lookups": _stripped(1), "+ stop rules": _stripped(2),
-                               "+ output objects": _stripped(3), "real update": apply_runner_output}
+                               "+ output objects": _stripped(3), "real update": lambda sched, out, result: sched.update(out, result)}
 
 
 def breakdown(sched: Any, clock: Any, runner: Any, steps: int) -> dict[str, float]:

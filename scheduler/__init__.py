@@ -29,6 +29,7 @@ from scheduler.policy import (
     PinStats,
     PriorityPolicy,
     SchedulingPolicy,
+    policy_class,
 )
 from scheduler.request import Request, RequestStatus
 from scheduler.sampling_params import SamplingParams
@@ -40,5 +41,5 @@ __all__ = [
     "FakeRunner", "FcfsPolicy", "FreeBlockQueue", "JobHints", "KVCacheBlock", "KVCacheManager", "Lease", "LeaseCounters",
     "LeaseState", "LeaseTable", "ModelRunnerOutput", "MonotonicClock", "PinStats", "PriorityPolicy",
     "Request", "RequestStatus", "SamplingParams", "ScheduledRequest", "Scheduler", "SchedulerConfig",
-    "SchedulerOutput", "SchedulerStats", "SchedulingPolicy", "StepOutputs", "StructuredSpec",
+    "SchedulerOutput", "SchedulerStats", "SchedulingPolicy", "StepOutputs", "policy_class", "StructuredSpec",
 ]

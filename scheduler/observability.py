@@ -1,19 +1,27 @@
-"""Read-only views of a ``Scheduler``: the ``stats()`` snapshot and the trace events.
+"""Read-only views of a scheduler's state: the ``stats()`` snapshot and the trace events.
 
-Nothing here changes scheduler state; pin figures come from the policy's ``stats`` (all zero
-without pins), so callers never reach into the policy.
+Built from plain values the scheduler hands over (its queue counts and KV manager, the policy's
+``PinStats``, all zero without pins): nothing here holds or changes scheduler state.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
+from scheduler.kv_cache_manager import KVCacheManager
 from scheduler.outputs import SchedulerOutput
+from scheduler.policy.base import PinStats
 from scheduler.request import Request
 
-if TYPE_CHECKING:
-    from scheduler.scheduler import Scheduler
+
+class QueueCounts(NamedTuple):
+    """A scheduler's queues now, and its KV manager (read, never changed)."""
+
+    num_running: int
+    num_waiting: int
+    num_preemptions: int
+    kv: KVCacheManager
 
 
 @dataclass
@@ -38,12 +46,11 @@ class SchedulerStats:
     soft_block_seconds: float = 0.0
 
 
-def stats_snapshot(s: Scheduler, now: float) -> SchedulerStats:
+def stats_snapshot(s: QueueCounts, pins: PinStats) -> SchedulerStats:
     pool = s.kv.pool
-    pins = s.policy.stats(now)
     return SchedulerStats(
-        num_running=len(s.running),
-        num_waiting=len(s.waiting),
+        num_running=s.num_running,
+        num_waiting=s.num_waiting,
         num_blocks=pool.num_blocks - 1,
         blocks_in_use=pool.num_used_blocks,
         blocks_cached_free=pool.num_cached_free,
@@ -60,17 +67,16 @@ def stats_snapshot(s: Scheduler, now: float) -> SchedulerStats:
     )
 
 
-def admit_event(s: Scheduler, now: float, req: Request, num_hit: int, resumed: bool) -> dict:
-    return {"event": "admit", "t": now, "step": s.num_steps, "request_id": req.request_id,
+def admit_event(step: int, now: float, req: Request, num_hit: int, resumed: bool) -> dict:
+    return {"event": "admit", "t": now, "step": step, "request_id": req.request_id,
             "job_id": req.job_id, "prompt_tokens": req.num_tokens, "hit_tokens": num_hit, "resumed": resumed}
 
 
-def step_event(s: Scheduler, now: float, out: SchedulerOutput) -> dict:
+def step_event(s: QueueCounts, pins: PinStats, step: int, now: float, out: SchedulerOutput) -> dict:
     pool = s.kv.pool
-    pins = s.policy.stats(now)
     return {
-        "event": "step", "t": now, "step": s.num_steps,
-        "waiting": len(s.waiting), "running": len(s.running),
+        "event": "step", "t": now, "step": step,
+        "waiting": s.num_waiting, "running": s.num_running,
         "blocks_empty": pool.num_empty_blocks, "blocks_cached_free": pool.num_cached_free,
         "blocks_in_use": pool.num_used_blocks, "blocks_pinned": pins.blocks_pinned,
         "blocks_soft": pins.blocks_soft, "pinned_jobs": pins.pinned_jobs,

@@ -2,7 +2,7 @@
 
 Every request has ``num_computed_tokens`` catching up with ``num_tokens``; chunked prefill, prefix
 hits and decode are one mechanism. A step (``schedule``) is four named steps:
-1. ``_sweep_time``: the policy lets time-bound holdings (CONTINUUM leases) run out.
+1. ``policy.on_time``: the policy lets time-bound holdings (CONTINUUM leases) run out.
 2. ``_schedule_running``: running requests in admission order, each its next chunk (all-decode
    steps in bulk: ``scheduler.steady_decode``). If an allocation
    fails, the policy may free what it holds (``on_allocation_failed``); otherwise its victim is
@@ -28,12 +28,11 @@ from scheduler.admission_memo import BlockedAdmissionMemo
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.config import SchedulerConfig
 from scheduler.kv_cache_manager import KVCacheManager
-from scheduler.observability import SchedulerStats, admit_event, stats_snapshot, step_event
+from scheduler.observability import QueueCounts, SchedulerStats, admit_event, stats_snapshot, step_event
 from scheduler.outputs import ModelRunnerOutput, ScheduledRequest, SchedulerOutput, StepOutputs
 from scheduler.policy import PinTTLFn, make_policy
 from scheduler.request import Request, RequestStatus
 from scheduler.steady_decode import DecodeStreak, schedule_steady_decode
-from scheduler.step_update import apply_runner_output
 from scheduler.waiting_queue import WaitingQueue
 
 # Receives one JSON-able dict per event (step snapshots, admissions); None = tracing off.
@@ -116,7 +115,7 @@ class Scheduler:
     def schedule(self) -> SchedulerOutput:
         step = _Step(now=self.clock.now(), budget=self.config.max_num_batched_tokens)
         self.num_steps += 1
-        self._sweep_time(step)
+        self.policy.on_time(step.now)  # leases whose time ran out end or turn soft
         streak, self.decode_streak = self.decode_streak, None
         decodes = schedule_steady_decode(self.running, self.kv, step.budget, streak)
         if decodes is None:
@@ -126,9 +125,6 @@ class Scheduler:
         if not step.preempted:
             self._admit_waiting(step)
         return self._emit_output(step)
-
-    def _sweep_time(self, step: _Step) -> None:  # leases whose time ran out end or turn soft
-        self.policy.on_time(step.now)
 
     def _schedule_running(self, step: _Step) -> None:
         """Each running request's next chunk, in admission order, while the budget lasts (the budget
@@ -229,19 +225,59 @@ class Scheduler:
             len(req.output_token_ids), req.eos_token_id)
         step.budget -= num_new
         if self.trace_sink is not None:
-            self.trace_sink(admit_event(self, step.now, req, num_hit, resumed))
+            self.trace_sink(admit_event(self.num_steps, step.now, req, num_hit, resumed))
 
     def _emit_output(self, step: _Step) -> SchedulerOutput:
         out = SchedulerOutput(list(step.scheduled.values()), self._finished_ids,
                               {r.request_id for r in step.preempted}, step.new_ids, step.resumed_ids)
         self._finished_ids = set()
         if self.trace_sink is not None:
-            self.trace_sink(step_event(self, step.now, out))
+            self.trace_sink(step_event(self._counts(), self.policy.stats(step.now), self.num_steps, step.now, out))
         return out
 
     def update(self, out: SchedulerOutput, result: ModelRunnerOutput) -> StepOutputs:
-        """Take a finished model step in: see ``scheduler.step_update.apply_runner_output``."""
-        return apply_runner_output(self, out, result)
+        """Take a finished model step in. Per scheduled request: advance ``num_computed_tokens``,
+        register blocks the step filled (a block can only have filled up if the chunk crossed a block
+        boundary), append the sampled token, apply the stop rules (only EOS, a stop token or a length
+        limit can stop a request, so the full rule set runs only for those), finish what stopped, and add
+        the token to the step's ``StepOutputs`` columns. A request that goes on gets its view refreshed
+        to its next decode token and, when that token opens a block, a place in the ``DecodeStreak``
+        (left in ``decode_streak`` when every running request was sampled and goes on). This is the
+        per-request hot path of every step: one pass, lookups hoisted into locals on purpose, no object
+        built per request."""
+        now, ids, toks, reasons, opening_block, going_on = self.clock.now(), [], [], {}, [], 0
+        add_id, add_tok, sampled = ids.append, toks.append, result.sampled_token_ids
+        requests, running, max_len = self.requests, RequestStatus.RUNNING, self.config.max_model_len
+        caching, num_cached, bs = self.kv.enable_caching, self.kv.num_cached, self.config.block_size
+        for s in out.scheduled:
+            req = requests.get(rid := s.request_id)
+            if req is None or req.status is not running:
+                continue  # aborted while the step ran
+            n = len(s.token_ids)
+            computed = req.num_computed_tokens = req.num_computed_tokens + n
+            if caching and (n >= bs or computed % bs < n) and computed // bs > num_cached.get(rid, 0):
+                self.kv.cache_computed_blocks(req)
+            if not s.do_sample or (tok := sampled.get(rid)) is None:
+                continue
+            (out_ids := req.output_token_ids).append(tok)
+            (all_ids := req.all_token_ids).append(tok)
+            if (total := len(all_ids)) % bs == 0:
+                req._extend_block_hashes()
+            if req.first_token_time is None:
+                req.first_token_time = now
+            if (tok in req.stop_candidates or total >= req.length_limit) and (
+                    status := req.stop_status(tok, max_len)) is not None:
+                self._finish(req, status, now)
+                reasons[rid] = status.finish_reason()
+            else:
+                s.token_ids, s.num_computed_tokens, s.do_sample, s.num_output_tokens = [tok], computed, True, len(out_ids)
+                going_on += 1
+                if computed >= len(s.block_ids) * bs:
+                    opening_block.append(req)
+            add_id(rid)
+            add_tok(tok)
+        self.decode_streak = DecodeStreak(going_on, opening_block) if going_on == len(self.running) else None
+        return StepOutputs(ids, toks, reasons, result.logprobs, result.top_logprobs)
 
     # ---- internals ---------------------------------------------------------------------------
     def _preempt(self, req: Request) -> None:
@@ -274,5 +310,8 @@ class Scheduler:
     # ---- observability -----------------------------------------------------------------------
     def stats(self) -> SchedulerStats:
         """Queue, pool and pin figures now (pin block-seconds live, up to now)."""
-        return stats_snapshot(self, self.clock.now())
+        return stats_snapshot(self._counts(), self.policy.stats(self.clock.now()))
+
+    def _counts(self) -> QueueCounts:
+        return QueueCounts(len(self.running), len(self.waiting), self.num_preemptions, self.kv)
 

@@ -16,7 +16,7 @@ from scheduler import (
     SchedulerConfig,
     SchedulingPolicy,
 )
-from scheduler.policy import PIN_COUNTER_NAMES, POLICIES
+from scheduler.policy import PIN_COUNTER_NAMES, POLICIES, policy_class
 
 pytestmark = pytest.mark.core
 
@@ -27,8 +27,21 @@ def test_registry_names_classes_and_config_validation() -> None:
     for name, cls in POLICIES.items():
         s = make_scheduler(policy=name)
         assert type(s.policy) is cls and isinstance(s.policy, SchedulingPolicy) and s.config.policy == name
-    with pytest.raises(ValueError, match="policy must be one of"):
-        SchedulerConfig(num_blocks=17, block_size=4, max_model_len=64, policy="lifo")
+    with pytest.raises(ValueError, match="policy must be one of"):  # the registry, not the config, validates
+        Scheduler(SchedulerConfig(num_blocks=17, block_size=4, max_model_len=64, policy="lifo"))
+    assert [policy_class(n).uses_pins for n in POLICY_NAMES] == [False, False, True]
+
+
+def test_policies_answer_for_themselves() -> None:
+    s = make_scheduler(policy="continuum")
+    assert not s.policy.holds_job("job") and not make_scheduler(policy="fcfs").policy.holds_job("job")
+    s.policy.pin_ttl_fn = lambda r: 10.0
+    s.add_request(make_request("t1", list(range(10)), job_id="job"))
+    runner = FakeRunner()
+    while s.has_unfinished_requests():
+        out = s.schedule()
+        s.update(out, runner.execute(out))
+    assert s.policy.holds_job("job") and not s.policy.holds_job("other")
 
 
 @pytest.mark.parametrize("policy", ["fcfs", "priority"])

@@ -20,9 +20,10 @@ from agent_engine.sim.calibrate import SMALL_SHAPES, errors, fit, simulate_like_
 from agent_engine.sim.cli import add_arguments, build_cost_model, engine_options, resolve_pool
 from agent_engine.sim.config import POLICIES, SimConfig, engine_for_policy, parse_policy, policy_label
 from agent_engine.sim.cost_model import CostConstants, CostModel, kv_pool_blocks
-from agent_engine.sim.simulator import _SimRequest, simulate
+from agent_engine.sim.simulator import simulate
 from agent_engine.sim.specs import get_gpu, get_model
 from agent_engine.sim.sweep import ratio_at_2x_unloaded, run_sweep
+from agent_engine.sim.turns import SimRequest
 from agent_engine.workloads.traces import load_trace
 from agent_engine.workloads.traces.format import TraceJob, TraceTurn
 from scheduler import Request, SamplingParams
@@ -112,7 +113,7 @@ def test_inherited_hashes_equal_fresh_hashes() -> None:
         prev.append_output_token(t)
     prompt = prev.all_token_ids + [100] * 30
     fresh = Request("b", prompt, sp, block_size=16, arrival_time=0.0)
-    fast = _SimRequest("c", prompt, sp, block_size=16, arrival_time=0.0, inherited_hashes=prev.block_hashes)
+    fast = SimRequest("c", prompt, sp, block_size=16, arrival_time=0.0, inherited_hashes=prev.block_hashes)
     assert fast.block_hashes == fresh.block_hashes
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from agent_engine.config import EngineConfig
 from agent_engine.engine.job_hooks import JobHooks
-from scheduler import Clock, SchedulerConfig
+from scheduler import Clock, SchedulerConfig, policy_class
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
                          seed=config.seed)
     sched_config = config.scheduler_config(num_blocks, max_len)
     tracker = JobHooks.build(config, clock, loaded.tokenizer, runner)
-    pin_fn = tracker.pin_ttl if config.policy == "continuum" else None
+    pin_fn = tracker.pin_ttl if policy_class(config.policy).uses_pins else None
     sink, close = _trace_writer(config.sched_trace)
     logger.info("engine: model=%s device=%s dtype=%s kv_blocks=%d block_size=%d max_model_len=%d "
                 "tokens_per_step=%d policy=%s", loaded.name, device, config.dtype, num_blocks, config.block_size,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from estimator import Estimator, EstimatorConfig, ReloadCostModel
-from scheduler import Clock, Request, RequestStatus
+from scheduler import Clock, Request, RequestStatus, policy_class
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,8 @@ class JobHooks:
             clock=clock,
         )
         wants_profile = (
-            config.policy == "continuum" and config.ttl_policy != "fixed" and config.reload_cost_profile is None
+            policy_class(config.policy).uses_pins and config.ttl_policy != "fixed"
+            and config.reload_cost_profile is None
             and config.profile_reload_cost
         )
         if wants_profile:

@@ -60,7 +60,7 @@ class LLMEngine:
         self._close_trace: Callable[[], None] | None = parts.close_trace
         self._states: dict[str, RequestState] = {}
         self.job_inference = (JobInference(parts.sched_config.block_size, self.job_hooks, tokenizer=self.tokenizer)
-                              if config.policy == "continuum" and config.infer_jobs else None)
+                              if self.scheduler.policy.uses_pins and config.infer_jobs else None)
         self.num_failed_steps = 0
         self.step_listeners: list[Callable[[dict[str, float]], None]] = []
         self.structured = StructuredOutputManager(self.tokenizer, self.vocab_size, self.eos_token_ids)
@@ -136,8 +136,7 @@ class LLMEngine:
 
     def knows_job(self, job_id: str) -> bool:
         """Whether ``job_id`` is a live job here: tracked by an estimator or holding a pin."""
-        leases = getattr(self.scheduler.policy, "leases", None)
-        return self.job_hooks.knows_job(job_id) or (leases is not None and leases.has_lease(job_id))
+        return self.job_hooks.knows_job(job_id) or self.scheduler.policy.holds_job(job_id)
 
     def release_all_jobs(self) -> int:
         """End every pin (shutdown); each is counted as released. Returns how many there were."""

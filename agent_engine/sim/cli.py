@@ -20,7 +20,7 @@ from typing import Any
 
 from agent_engine.config import EngineConfig
 from agent_engine.sim.cluster_cli import add_cluster_args, cmd_cluster
-from agent_engine.sim.config import POLICIES, SimConfig
+from agent_engine.sim.config import POLICIES, SimConfig, SweepSetup
 from agent_engine.sim.cost_model import CostConstants, CostModel, kv_pool_blocks
 from agent_engine.sim.specs import GPUS, MODELS, get_gpu, get_model
 
@@ -94,11 +94,8 @@ def _print_results(sweep: dict[str, list[dict[str, Any]]], at2: dict[str, Any]) 
                   f"{at2[name]['fcfs_over_policy']:.2f}x")
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    if args.replicas > 1:
-        return cmd_cluster(args)
-    from agent_engine.reporting import write_json
-    from agent_engine.sim.sweep import plot, ratio_at_2x_unloaded, run_sweep
+def _setup(args: argparse.Namespace) -> SweepSetup:
+    """The sweep the flags describe: policies, loads, the engine and pool, the cost model, the jobs."""
     from agent_engine.workloads.traces.source import load_trace, trace_label
 
     policies = _policies(args.policies)
@@ -108,24 +105,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
     num_blocks, max_len = resolve_pool(engine, cost, None if args.constants else args.gpu)
     base = SimConfig(engine, num_blocks, max_len, max_jobs=args.jobs, max_turns=args.max_turns,
                      token_scale=args.token_scale, time_scale=args.time_scale, seed=args.seed)
-    jobs = load_trace(args.trace, max_jobs=args.jobs, seed=args.seed)
+    jobs = list(load_trace(args.trace, max_jobs=args.jobs, seed=args.seed))
+    return SweepSetup(policies, loads, base, cost, jobs, trace_label(args.trace))
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    run = _setup(args)
+    if args.replicas > 1:
+        machine = "cpu" if args.constants else args.gpu
+        out = args.json or str(OUT_DIR / f"sim_cluster_{machine}_{args.model}_x{args.replicas}.json")
+        return cmd_cluster(args, run, out)
+    from agent_engine.reporting import write_json
+    from agent_engine.sim.sweep import plot, ratio_at_2x_unloaded, run_sweep
+
+    num_blocks, max_len = run.base.num_blocks, run.base.max_model_len
     print(f"sim: {args.model} on {args.constants or args.gpu} tp={args.tp}: {num_blocks} KV blocks "
           f"({(num_blocks - 1) * args.block_size:,} tokens), max_model_len {max_len}; "
-          f"{len(jobs)} jobs of {trace_label(args.trace)}")
-    res = run_sweep(jobs, cost, base, policies, loads, workers=args.workers, progress=not args.no_progress)
+          f"{len(run.jobs)} jobs of {run.trace}")
+    res = run_sweep(run.jobs, run.cost, run.base, run.policies, run.loads, workers=args.workers,
+                    progress=not args.no_progress)
     sweep, unloaded = res["sweep"], res["unloaded"]
     at2 = ratio_at_2x_unloaded(sweep, unloaded["mean_jct_s"])
     _print_results(sweep, at2)
     setup = {k: v for k, v in vars(args).items() if k != "func"}
     payload = {
         "policies": {name: {k: v for k, v in pts[0].items() if k != "jps"} for name, pts in sweep.items()},
-        "jps": loads[0], "sweep": sweep, "unloaded": unloaded, "at_2x_unloaded": at2,
-        "setup": setup | {"num_kv_blocks": num_blocks, "max_model_len": max_len,
-                          "trace": trace_label(args.trace)},
+        "jps": run.loads[0], "sweep": sweep, "unloaded": unloaded, "at_2x_unloaded": at2,
+        "setup": setup | {"num_kv_blocks": num_blocks, "max_model_len": max_len, "trace": run.trace},
     }
     write_json(args.json or default_output(args, "json"), payload)
     plot(sweep, unloaded["mean_jct_s"], f"{args.model} / {args.constants or args.gpu} tp={args.tp}, "
-         f"{len(jobs)} jobs", args.plot or default_output(args, "png"))
+         f"{len(run.jobs)} jobs", args.plot or default_output(args, "png"))
     return 0
 
 

@@ -33,17 +33,19 @@ from agent_engine.routing.policies import DEFAULT_MAX_IMBALANCE, RoutingPolicy
 from agent_engine.sim.config import SimConfig
 from agent_engine.sim.cost_model import CostModel, chunks_of
 from agent_engine.sim.result import SimResult
-from agent_engine.sim.simulator import (
-    _FILL_TOKEN,
-    _OUT_TOKEN,
-    _Job,
-    _SimRequest,
-    build_scheduler,
-    build_tracker,
+from agent_engine.sim.simulator import build_scheduler, build_tracker
+from agent_engine.sim.turns import (
+    OUT_TOKEN,
+    SimJob,
+    SimRequest,
+    finish_turn,
+    plan_jobs,
+    turn_context,
+    turn_request,
 )
-from agent_engine.workloads.replay.plan import arrival_times, job_header, plan_job
+from agent_engine.workloads.replay.plan import arrival_times
 from agent_engine.workloads.traces.format import TraceJob
-from scheduler import FakeClock, FakeRunner, JobHints, SamplingParams, SchedulerOutput
+from scheduler import FakeClock, FakeRunner, SchedulerOutput
 
 __all__ = ["ClusterSimResult", "simulate_cluster"]
 
@@ -76,7 +78,7 @@ class _Replica:
         self.clock = FakeClock()
         self.tracker = build_tracker(cfg.engine, cost, self.clock, cfg.max_model_len)
         self.sched = build_scheduler(cfg, self.clock, self.tracker)
-        self.inbox: list[_SimRequest] = []
+        self.inbox: list[SimRequest] = []
         self.step: SchedulerOutput | None = None
         self.turns = 0
 
@@ -98,16 +100,15 @@ class _ClusterSimulation:
         self.cost, self.cfg, self.policy, self.prefix_every = cost, cfg, policy, max(1, prefix_every)
         self.replicas = [_Replica(i, cfg, cost) for i in range(replicas)]
         self.by_id = {r.rid: r for r in self.replicas}
-        self.runner = FakeRunner(lambda s: _OUT_TOKEN)
+        self.runner = FakeRunner(lambda s: OUT_TOKEN)
         self.opts = cfg.replay_options()
-        picked = list(jobs)[: self.opts.max_jobs] if self.opts.max_jobs is not None else list(jobs)
-        self.jobs = [_Job(i, plan_job(j, i, self.opts)) for i, j in enumerate(picked)]
+        self.jobs = plan_jobs(jobs, self.opts)
         self.events: list[tuple[float, int, int, int]] = []
         self.seq = 0
         for i, t in enumerate(arrival_times(len(self.jobs), self.opts)):
             if self.jobs[i].plan.turns:
                 self._push(t, _SEND, i)
-        self.live: dict[str, tuple[_Job, _SimRequest, _Replica]] = {}
+        self.live: dict[str, tuple[SimJob, SimRequest, _Replica]] = {}
         self.res = ClusterSimResult(cfg.label, router=policy.name, replicas=replicas)
 
     def _push(self, t: float, kind: int, index: int) -> None:
@@ -156,55 +157,31 @@ class _ClusterSimulation:
                 job, req, _ = self.live.pop(o.request_id)
                 self._finished(job, req, r, t)
 
-    def _send(self, job: _Job, t: float) -> None:
+    def _send(self, job: SimJob, t: float) -> None:
         """Route the job's next turn and hand it to the chosen replica (now if idle, else at its step end)."""
-        tp = job.plan.turns[job.next_turn]
-        prev = job.last_req
-        if prev is None:
-            prompt = (job_header(job.index, self.opts) + [_FILL_TOKEN] * tp.prompt_len)[: tp.prompt_len]
-            hashes: Sequence[int] = ()
-            job.start_at = t
-        else:
-            prompt = prev.all_token_ids + [_FILL_TOKEN] * (tp.prompt_len - prev.num_tokens)
-            hashes = prev.block_hashes
+        prompt, hashes = turn_context(job, t, self.opts)
         key = RouteKey(job.plan.job_id, tuple(hashes[self.prefix_every - 1::self.prefix_every]))
         r = self.by_id[self.policy.rank(key, [x.view(t) for x in self.replicas], t)[0]]
         r.turns += 1
-        req = _SimRequest(
-            f"{job.plan.job_id}-{job.next_turn}", prompt,
-            SamplingParams(temperature=0.0, max_tokens=tp.max_tokens, ignore_eos=True),
-            block_size=self.cfg.engine.block_size, arrival_time=t,
-            job_arrival_time=r.tracker.on_arrival(job.plan.job_id, t), inherited_hashes=hashes,
-            hints=JobHints.for_job(job.plan.job_id, is_last_step=tp.is_last_step, tool_name=tp.tool_name),
-        )
+        job_arrival = r.tracker.on_arrival(job.plan.job_id, t)
+        req = turn_request(job, prompt, hashes, t, self.cfg.engine.block_size, job_arrival)
         self.live[req.request_id] = (job, req, r)
         r.inbox.append(req)
         if r.step is None:
             self._start(r, t)
 
-    def _finished(self, job: _Job, req: _SimRequest, r: _Replica, now: float) -> None:
+    def _finished(self, job: SimJob, req: SimRequest, r: _Replica, now: float) -> None:
         """Account a finished turn; end the job (release it everywhere) or schedule its tool return."""
         r.tracker.on_finished(req, "")
-        res = self.res
-        res.prompt_tokens += req.num_prompt_tokens
-        res.cached_tokens += max(0, req.num_cached_tokens)
-        res.output_tokens += req.num_output_tokens
-        res.turns.setdefault(job.plan.job_id, []).append(
+        self.res.turns.setdefault(job.plan.job_id, []).append(
             (req.num_prompt_tokens, req.num_output_tokens, max(0, req.num_cached_tokens)))
-        if req.first_scheduled_time is not None:
-            res.queue_delays.append(req.first_scheduled_time - req.arrival_time)
-        tp = job.plan.turns[job.next_turn]
-        job.next_turn += 1
-        job.last_req = req
-        if tp.is_last_step or job.next_turn >= len(job.plan.turns):
+        wait = finish_turn(self.res, job, req, now)
+        if wait is None:
             for x in self.replicas:
                 x.sched.release_job(job.plan.job_id)
                 x.tracker.on_job_released(job.plan.job_id)
-            res.jcts.append(now - job.start_at)
-            res.job_spans.append((job.start_at, now))
-            job.last_req = None
         else:
-            self._push(now + tp.sleep_s, _SEND, job.index)
+            self._push(now + wait, _SEND, job.index)
 
     def _read_counters(self) -> None:
         res = self.res

@@ -19,6 +19,7 @@ from typing import Any
 
 from agent_engine.routing import ROUTERS
 from agent_engine.routing.policies import DEFAULT_MAX_IMBALANCE
+from agent_engine.sim.config import SweepSetup, engine_for_policy
 
 __all__ = ["add_cluster_args", "cmd_cluster"]
 
@@ -82,31 +83,21 @@ def _print(points: list[dict[str, Any]]) -> None:
     print_table(headers, rows)
 
 
-def cmd_cluster(args: argparse.Namespace) -> int:
-    """The cluster run of ``agent-engine sim`` (called by ``sim``'s run when ``--replicas > 1``)."""
+def cmd_cluster(args: argparse.Namespace, run: SweepSetup, out: str) -> int:
+    """The cluster run of ``agent-engine sim`` (``sim``'s run when ``--replicas > 1``): every policy x
+    load x router of ``run``; prints the table and writes the JSON to ``out``."""
     from agent_engine.reporting import write_json
-    from agent_engine.sim.cli import OUT_DIR, _policies, build_cost_model, engine_options, resolve_pool
-    from agent_engine.sim.config import SimConfig, engine_for_policy
-    from agent_engine.workloads.traces.source import load_trace, trace_label
 
-    routers, policies = _routers(args.routers), _policies(args.policies)
-    loads = [float(x) for x in args.jps_list.split(",")] if args.jps_list else [args.jps]
-    engine = engine_options(args)
-    cost = build_cost_model(args)
-    num_blocks, max_len = resolve_pool(engine, cost, None if args.constants else args.gpu)
-    base = SimConfig(engine, num_blocks, max_len, max_jobs=args.jobs, max_turns=args.max_turns,
-                     token_scale=args.token_scale, time_scale=args.time_scale, seed=args.seed)
-    jobs = load_trace(args.trace, max_jobs=args.jobs, seed=args.seed)
+    routers = _routers(args.routers)
+    base = run.base
     print(f"sim cluster: {args.replicas} x {args.model} on {args.constants or args.gpu} tp={args.tp}, "
-          f"{num_blocks} KV blocks each; {len(jobs)} jobs of {trace_label(args.trace)}; routers {routers}")
+          f"{base.num_blocks} KV blocks each; {len(run.jobs)} jobs of {run.trace}; routers {routers}")
     tasks = [(dataclasses.replace(base, engine=engine_for_policy(p, base.engine), jps=jps), args.replicas,
-              router, args.max_imbalance) for p in policies for jps in loads for router in routers]
-    points = _run_points(list(jobs), cost, tasks, args.workers)
+              router, args.max_imbalance) for p in run.policies for jps in run.loads for router in routers]
+    points = _run_points(run.jobs, run.cost, tasks, args.workers)
     _print(points)
     setup = {k: v for k, v in vars(args).items() if k != "func"}
-    machine = "cpu" if args.constants else args.gpu
-    out = args.json or str(OUT_DIR / f"sim_cluster_{machine}_{args.model}_x{args.replicas}.json")
     write_json(out, {"replicas": args.replicas, "points": points,
-                     "setup": setup | {"num_kv_blocks": num_blocks, "max_model_len": max_len,
-                                       "trace": trace_label(args.trace)}})
+                     "setup": setup | {"num_kv_blocks": base.num_blocks, "max_model_len": base.max_model_len,
+                                       "trace": run.trace}})
     return 0

@@ -20,28 +20,35 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from agent_engine.config import POLICY_NAMES, TTL_POLICY_NAMES, EngineConfig
 from agent_engine.workloads.replay.plan import ReplayOptions
-from scheduler import SchedulerConfig
+from scheduler import SchedulerConfig, policy_class
 
-__all__ = ["POLICIES", "SimConfig", "engine_for_policy", "parse_policy", "policy_label"]
+__all__ = ["POLICIES", "SimConfig", "SweepSetup", "engine_for_policy", "parse_policy", "policy_label"]
 
 _PAPER = "paper"
-POLICIES: tuple[str, ...] = (
-    *(p for p in POLICY_NAMES if p != "continuum"),
-    "continuum",
-    *(f"continuum-{t}" for t in TTL_POLICY_NAMES if t != _PAPER),
-)
+
+
+def _labels(name: str) -> tuple[str, ...]:
+    """A policy's labels: its name, and for a policy that pins, ``<name>-<ttl policy>`` per other TTL rule."""
+    if not policy_class(name).uses_pins:
+        return (name,)
+    return (name, *(f"{name}-{t}" for t in TTL_POLICY_NAMES if t != _PAPER))
+
+
+POLICIES: tuple[str, ...] = tuple(label for name in POLICY_NAMES for label in _labels(name))
 
 
 def parse_policy(label: str) -> tuple[str, str]:
-    """``(scheduling policy, ttl policy)`` of a policy label; non-CONTINUUM policies get ``fixed``."""
+    """``(scheduling policy, ttl policy)`` of a policy label; policies without pins get ``fixed``."""
     if label not in POLICIES:
         raise ValueError(f"unknown policy {label!r}; known: {POLICIES}")
-    if not label.startswith("continuum"):
-        return label, "fixed"
-    return "continuum", (label.split("-", 1)[1] if "-" in label else _PAPER)
+    name, _, ttl = label.partition("-")
+    if not policy_class(name).uses_pins:
+        return name, "fixed"
+    return name, ttl or _PAPER
 
 
 def engine_for_policy(label: str, base: EngineConfig | None = None) -> EngineConfig:
@@ -52,9 +59,9 @@ def engine_for_policy(label: str, base: EngineConfig | None = None) -> EngineCon
 
 def policy_label(engine: EngineConfig) -> str:
     """The label of an engine's policy (inverse of ``engine_for_policy``)."""
-    if engine.policy != "continuum":
+    if not policy_class(engine.policy).uses_pins or engine.ttl_policy == _PAPER:
         return engine.policy
-    return "continuum" if engine.ttl_policy == _PAPER else f"continuum-{engine.ttl_policy}"
+    return f"{engine.policy}-{engine.ttl_policy}"
 
 
 @dataclass(frozen=True)
@@ -91,3 +98,16 @@ class SimConfig:
             jps=self.jps, max_jobs=self.max_jobs, max_turns=self.max_turns, token_scale=self.token_scale,
             time_scale=self.time_scale, seed=self.seed, max_model_len=self.max_model_len - 1, progress=False,
         )
+
+
+@dataclass(frozen=True)
+class SweepSetup:
+    """What one ``agent-engine sim`` run sweeps: policy labels x loads over ``base``, on ``jobs``, timed by
+    ``cost`` (a ``CostModel``); ``trace`` is the trace's label for the printout and the JSON."""
+
+    policies: list[str]
+    loads: list[float]
+    base: SimConfig
+    cost: Any
+    jobs: list[Any]
+    trace: str

@@ -27,23 +27,34 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from agent_engine.config import EngineConfig
 from agent_engine.engine.job_hooks import PROFILE_LENGTHS, JobHooks
 from agent_engine.sim.config import SimConfig
 from agent_engine.sim.cost_model import CostModel, chunks_of
 from agent_engine.sim.result import SimResult
-from agent_engine.workloads.replay.plan import JobPlan, arrival_times, job_header, plan_job
+from agent_engine.sim.turns import (
+    OUT_TOKEN,
+    SimJob,
+    SimRequest,
+    finish_turn,
+    plan_jobs,
+    turn_context,
+    turn_request,
+)
+from agent_engine.workloads.replay.plan import arrival_times
 from agent_engine.workloads.traces.format import TraceJob
 from estimator import Estimator, EstimatorConfig, ReloadCostModel
-from scheduler import FakeClock, FakeRunner, JobHints, Request, SamplingParams, Scheduler, SchedulerOutput
+from scheduler import (
+    FakeClock,
+    FakeRunner,
+    Scheduler,
+    SchedulerOutput,
+    policy_class,
+)
 
 __all__ = ["build_scheduler", "build_tracker", "simulate"]
 
-_FILL_TOKEN = 100  # the "fresh" tokens standing for tool output (the job header keeps chains unique)
-_OUT_TOKEN = 7  # every sampled token
 _RELOAD_LENGTHS = (*PROFILE_LENGTHS, 4096, 8192, 16384, 32768, 65536)
 
 
@@ -55,24 +66,6 @@ class _NoText:
         return ""
 
 
-class _SimRequest(Request):
-    """A ``Request`` that starts from the previous turn's block hashes (its tokens are a prefix).
-
-    The chained hashes are a pure function of the tokens, so inheriting them is exact; it spares
-    re-hashing a whole growing context every turn.
-    """
-
-    def __init__(self, *args: Any, inherited_hashes: Sequence[int] = (), **kwargs: Any) -> None:
-        self._inherited = inherited_hashes
-        super().__init__(*args, **kwargs)
-
-    def _extend_block_hashes(self) -> None:
-        if self._inherited:
-            self.block_hashes = list(self._inherited)
-            self._inherited = ()
-        super()._extend_block_hashes()
-
-
 def build_tracker(engine: EngineConfig, cost: CostModel, clock: FakeClock, max_model_len: int) -> JobHooks:
     """The engine's job hooks and estimator for ``engine``'s TTL policy; CONTINUUM's reload cost R(ctx)
     is fitted to the cost model's prefill times (where the engine would time its own prefills)."""
@@ -82,7 +75,7 @@ def build_tracker(engine: EngineConfig, cost: CostModel, clock: FakeClock, max_m
                         learned_refit_in_background=False),
         clock=clock,
     )
-    if engine.policy == "continuum" and engine.ttl_policy != "fixed":
+    if policy_class(engine.policy).uses_pins and engine.ttl_policy != "fixed":
         lengths = [n for n in _RELOAD_LENGTHS if n < max_model_len]
         seconds = [cost.prefill_time(n, engine.token_budget) for n in lengths]
         est.set_reload_cost(ReloadCostModel.fit(lengths, seconds))
@@ -91,19 +84,8 @@ def build_tracker(engine: EngineConfig, cost: CostModel, clock: FakeClock, max_m
 
 def build_scheduler(cfg: SimConfig, clock: FakeClock, tracker: JobHooks) -> Scheduler:
     """The real scheduler under ``cfg``'s limits; CONTINUUM asks ``tracker`` for pin TTLs."""
-    pin_ttl = tracker.pin_ttl if cfg.engine.policy == "continuum" else None
+    pin_ttl = tracker.pin_ttl if policy_class(cfg.engine.policy).uses_pins else None
     return Scheduler(cfg.scheduler_config(), clock=clock, pin_ttl_fn=pin_ttl)
-
-
-@dataclass
-class _Job:
-    """A job's progress: its plan, the next turn to send, its last finished request, its first send."""
-
-    index: int
-    plan: JobPlan
-    next_turn: int = 0
-    last_req: _SimRequest | None = None
-    start_at: float = 0.0
 
 
 class _Simulation:
@@ -114,15 +96,14 @@ class _Simulation:
         self.clock = FakeClock()
         self.tracker = build_tracker(cfg.engine, cost, self.clock, cfg.max_model_len)
         self.sched = build_scheduler(cfg, self.clock, self.tracker)
-        self.runner = FakeRunner(lambda s: _OUT_TOKEN)
+        self.runner = FakeRunner(lambda s: OUT_TOKEN)
         self.opts = cfg.replay_options()
-        picked = list(jobs)[: self.opts.max_jobs] if self.opts.max_jobs is not None else list(jobs)
-        self.jobs = [_Job(i, plan_job(j, i, self.opts)) for i, j in enumerate(picked)]
+        self.jobs = plan_jobs(jobs, self.opts)
         arrivals = arrival_times(len(self.jobs), self.opts)
         self.events = [(t, i, i) for i, t in enumerate(arrivals) if self.jobs[i].plan.turns]
         heapq.heapify(self.events)
         self.seq = len(self.jobs)
-        self.live: dict[str, tuple[_Job, _SimRequest]] = {}
+        self.live: dict[str, tuple[SimJob, SimRequest]] = {}
         self.res = SimResult(cfg.label)
 
     def run(self) -> SimResult:
@@ -149,25 +130,11 @@ class _Simulation:
             t, _, i = heapq.heappop(self.events)
             self._send(self.jobs[i], t)
 
-    def _send(self, job: _Job, t: float) -> None:
+    def _send(self, job: SimJob, t: float) -> None:
         """Add the job's next turn to the scheduler: the previous context plus fresh tool tokens."""
-        tp = job.plan.turns[job.next_turn]
-        prev = job.last_req
-        if prev is None:
-            prompt = (job_header(job.index, self.opts) + [_FILL_TOKEN] * tp.prompt_len)[: tp.prompt_len]
-            hashes: Sequence[int] = ()
-            job.start_at = t
-        else:
-            prompt = prev.all_token_ids + [_FILL_TOKEN] * (tp.prompt_len - prev.num_tokens)
-            hashes = prev.block_hashes
+        prompt, hashes = turn_context(job, t, self.opts)
         job_arrival = self.tracker.on_arrival(job.plan.job_id, t)
-        req = _SimRequest(
-            f"{job.plan.job_id}-{job.next_turn}", prompt,
-            SamplingParams(temperature=0.0, max_tokens=tp.max_tokens, ignore_eos=True),
-            block_size=self.cfg.engine.block_size, arrival_time=t, job_arrival_time=job_arrival,
-            hints=JobHints.for_job(job.plan.job_id, is_last_step=tp.is_last_step, tool_name=tp.tool_name),
-            inherited_hashes=hashes,
-        )
+        req = turn_request(job, prompt, hashes, t, self.cfg.engine.block_size, job_arrival)
         self.sched.add_request(req)
         self.live[req.request_id] = (job, req)
 
@@ -185,27 +152,16 @@ class _Simulation:
                 job, req = self.live.pop(o.request_id)
                 self._finished(job, req, self.clock.now())
 
-    def _finished(self, job: _Job, req: _SimRequest, now: float) -> None:
+    def _finished(self, job: SimJob, req: SimRequest, now: float) -> None:
         """Account a finished turn; end the job (release its pin) or schedule its tool return."""
         self.tracker.on_finished(req, "")
-        res = self.res
-        res.prompt_tokens += req.num_prompt_tokens
-        res.cached_tokens += max(0, req.num_cached_tokens)
-        res.output_tokens += req.num_output_tokens
-        if req.first_scheduled_time is not None:
-            res.queue_delays.append(req.first_scheduled_time - req.arrival_time)
-        tp = job.plan.turns[job.next_turn]
-        job.next_turn += 1
-        job.last_req = req
-        if tp.is_last_step or job.next_turn >= len(job.plan.turns):
+        wait = finish_turn(self.res, job, req, now)
+        if wait is None:
             self.sched.release_job(job.plan.job_id)
             self.tracker.on_job_released(job.plan.job_id)
-            res.jcts.append(now - job.start_at)
-            res.job_spans.append((job.start_at, now))
-            job.last_req = None
         else:
             self.seq += 1
-            heapq.heappush(self.events, (now + tp.sleep_s, self.seq, job.index))
+            heapq.heappush(self.events, (now + wait, self.seq, job.index))
 
     def _read_counters(self) -> None:
         st = self.sched.stats()

@@ -1,7 +1,8 @@
 """Scheduling policies: the registry of policy names and the one factory the scheduler uses.
 
-``SchedulerConfig.policy`` is validated against ``POLICY_NAMES``; adding a policy means adding its
-class here (built as ``cls(config, kv, pin_ttl_fn)``, see ``scheduler.policy.base``).
+The registry validates names (``policy_class``: a ``ValueError`` naming the known ones), so
+``SchedulerConfig`` stays a leaf; adding a policy means adding its class here (built as
+``cls(config, kv)``, with ``pin_ttl_fn`` when it ``uses_pins``; see ``scheduler.policy.base``).
 """
 
 from __future__ import annotations
@@ -27,15 +28,25 @@ POLICIES: dict[str, type[SchedulingPolicy]] = {
 POLICY_NAMES: tuple[str, ...] = tuple(POLICIES)
 
 
+def policy_class(name: str) -> type[SchedulingPolicy]:
+    """The policy class registered as ``name``; ``ValueError`` for an unknown name."""
+    cls = POLICIES.get(name)
+    if cls is None:
+        raise ValueError(f"policy must be one of {POLICY_NAMES}, got {name!r}")
+    return cls
+
+
 def make_policy(
     config: SchedulerConfig, kv: KVCacheManager, pin_ttl_fn: PinTTLFn | None = None
 ) -> SchedulingPolicy:
-    """The policy named by ``config.policy``, deciding over ``kv``'s blocks."""
-    return POLICIES[config.policy](config, kv, pin_ttl_fn)
+    """The policy named by ``config.policy``, deciding over ``kv``'s blocks; ``pin_ttl_fn`` reaches
+    only a policy that ``uses_pins``."""
+    cls = policy_class(config.policy)
+    return cls(config, kv, pin_ttl_fn) if cls.uses_pins else cls(config, kv)  # type: ignore[call-arg]
 
 
 __all__ = [
     "PIN_COUNTER_NAMES", "POLICIES", "POLICY_NAMES", "ContinuumPolicy", "EndReason", "FcfsPolicy", "Lease",
     "LeaseCounters", "LeaseState", "LeaseTable", "NoPinsPolicy", "PinStats", "PinTTLFn", "PriorityPolicy",
-    "SchedulingPolicy", "make_policy",
+    "SchedulingPolicy", "make_policy", "policy_class",
 ]

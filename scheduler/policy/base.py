@@ -12,7 +12,12 @@ step. Contract:
 - A pressure hook (``on_allocation_failed``, ``on_admission_blocked``) returns True only when it gave
   blocks back to the pool: the caller retries. False: nothing changed, and the caller goes on
   (preemption, or the admission stays blocked for this step).
-- Every policy class is built as ``cls(config, kv, pin_ttl_fn)`` (see ``scheduler.policy.make_policy``).
+- A policy answers for itself: ``uses_pins`` (class-level) says whether it holds finished turns'
+  blocks for their jobs (and so wants a pin-TTL callback, a reload-cost profile and job inference),
+  ``holds_job`` whether it holds something for a job now. Nothing outside ``scheduler.policy``
+  compares a policy's name.
+- Every policy class is built as ``cls(config, kv)``, plus ``pin_ttl_fn`` when it ``uses_pins``
+  (see ``scheduler.policy.make_policy``).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from scheduler.block_pool import KVCacheBlock
 from scheduler.kv_cache_manager import KVCacheManager
@@ -49,12 +54,15 @@ class PinStats:
 class SchedulingPolicy(abc.ABC):
     """Decisions of one scheduler; see the module docstring for the contract."""
 
-    name: str
+    name: ClassVar[str]
+    uses_pins: ClassVar[bool] = False
 
-    def __init__(
-        self, config: SchedulerConfig, kv: KVCacheManager, pin_ttl_fn: PinTTLFn | None = None
-    ) -> None:
+    def __init__(self, config: SchedulerConfig, kv: KVCacheManager) -> None:
         self.kv = kv
+
+    def holds_job(self, job_id: str) -> bool:
+        """Whether this policy holds something (a lease) for ``job_id`` now."""
+        return False
 
     # ---- order ---------------------------------------------------------------------------------
     @abc.abstractmethod

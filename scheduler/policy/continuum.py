@@ -32,16 +32,20 @@ if TYPE_CHECKING:
 
 class ContinuumPolicy(SchedulingPolicy):
     name = "continuum"
+    uses_pins = True
 
     def __init__(
         self, config: SchedulerConfig, kv: KVCacheManager, pin_ttl_fn: PinTTLFn | None = None
     ) -> None:
-        super().__init__(config, kv, pin_ttl_fn)
+        super().__init__(config, kv)
         self.pin_ttl_fn = pin_ttl_fn
         max_pinned = int(config.max_pinned_fraction * (config.num_blocks - 1))
         self.leases = LeaseTable(max_pinned, kv.free_block_list, soft=config.soft_pins,
                                  soft_grace=config.soft_pin_grace,
                                  max_pinned_blocks_per_tenant=int(config.max_pinned_fraction_per_tenant * max_pinned))
+
+    def holds_job(self, job_id: str) -> bool:
+        return self.leases.has_lease(job_id)
 
     # ---- order ---------------------------------------------------------------------------------
     def waiting_key(self, req: Request) -> tuple:
