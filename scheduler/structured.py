@@ -13,6 +13,10 @@ Kinds and ``value``:
 * ``"regex"``: a regular expression the whole output must match (the library's regex dialect).
 * ``"choice"``: a tuple of strings; the output is exactly one of them.
 * ``"grammar"``: an EBNF grammar (GBNF / xgrammar syntax, start symbol ``root``).
+* ``"structural_tag"``: a structural tag (xgrammar's format: ``{"type": "structural_tag", "format":
+  {...}}``, sequences, alternatives, constant strings, JSON schemas and triggered tags), stored as
+  canonical JSON text. The server describes tool calls with it: the text before and after a call's
+  arguments is constant and the arguments follow the tool's schema.
 
 ``any_whitespace`` (json only): allow any JSON whitespace between tokens. Off by default: the output is
 one line with ``", "`` / ``": "`` separators, which keeps a model from padding with whitespace.
@@ -25,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("json", "regex", "choice", "grammar")
+KINDS = ("json", "regex", "choice", "grammar", "structural_tag")
 ANY_OBJECT_SCHEMA = '{"type":"object"}'
 
 
@@ -48,6 +52,22 @@ def canonical_schema(schema: Mapping[str, Any] | str | bool | None) -> str:
         raise ValueError(f"json schema is not serialisable as JSON: {exc}") from None
 
 
+def canonical_structural_tag(tag: Mapping[str, Any] | str) -> str:
+    """The canonical JSON text of a structural tag; ValueError unless it is an object of type
+    "structural_tag" with a ``format`` object (the library checks the rest when compiling)."""
+    if isinstance(tag, str):
+        try:
+            tag = json.loads(tag)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"structural tag is not valid JSON: {exc}") from None
+    if not isinstance(tag, Mapping) or tag.get("type") != "structural_tag" or not isinstance(tag.get("format"), Mapping):
+        raise ValueError('a structural tag must be an object {"type": "structural_tag", "format": {...}}')
+    try:
+        return json.dumps(tag, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"structural tag is not serialisable as JSON: {exc}") from None
+
+
 @dataclass(frozen=True)
 class StructuredSpec:
     """One request's output constraint; build it with ``json`` / ``regex`` / ``choice`` / ``grammar``."""
@@ -65,6 +85,8 @@ class StructuredSpec:
             raise ValueError("any_whitespace applies to json only")
         if self.kind == "json":
             object.__setattr__(self, "value", canonical_schema(self.value))  # type: ignore[arg-type]
+        elif self.kind == "structural_tag":
+            object.__setattr__(self, "value", canonical_structural_tag(self.value))  # type: ignore[arg-type]
         elif self.kind == "choice":
             opts = (self.value,) if isinstance(self.value, str) else self.value
             try:
@@ -94,6 +116,11 @@ class StructuredSpec:
     @classmethod
     def grammar(cls, ebnf: str) -> StructuredSpec:
         return cls("grammar", ebnf)
+
+    @classmethod
+    def structural_tag(cls, tag: Mapping[str, Any] | str) -> StructuredSpec:
+        """Output matches a structural tag (a dict or JSON text with ``type`` "structural_tag")."""
+        return cls("structural_tag", canonical_structural_tag(tag))
 
     @property
     def schema(self) -> dict[str, Any]:

@@ -124,7 +124,7 @@ def test_reply_blocks_ids_and_stop_reasons():
     assert stop_reason("length", None, False) == "max_tokens"
     assert stop_reason("stop", None, False) == "end_turn"
     assert stop_reason("stop", "END", False) == "stop_sequence"
-    assert stop_reason("length", None, True) == "tool_use"
+    assert stop_reason("length", None, True) == "max_tokens"  # cut short, even after a whole call
     assert split_stop("abcEND", "stop", ["D", "END"]) == ("abc", "END")
     assert split_stop("abcEND", "length", ["END"]) == ("abcEND", None)
     assert usage(100, 64, 7) == {"input_tokens": 36, "output_tokens": 7, "cache_read_input_tokens": 64,

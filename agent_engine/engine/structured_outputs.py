@@ -118,6 +118,8 @@ class StructuredOutputManager:
                 return compiler.compile_regex(spec.value)
             if spec.kind == "choice":
                 return compiler.compile_grammar(choice_grammar(spec.value))
+            if spec.kind == "structural_tag":
+                return compiler.compile_structural_tag(spec.value)
             return compiler.compile_grammar(spec.value)
         except (RuntimeError, ValueError, TypeError) as exc:
             raise ValueError(f"invalid {spec.kind} for structured output: {_first_line(exc)}") from None

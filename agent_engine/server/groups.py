@@ -25,7 +25,7 @@ from typing import Any
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import TokenizedPrompt
 from agent_engine.server.engine_like import EngineLike
-from scheduler import NO_HINTS, JobHints, SamplingParams
+from scheduler import NO_HINTS, JobHints, SamplingParams, StructuredSpec
 
 AbortFn = Callable[[list[str]], None]
 
@@ -37,6 +37,8 @@ class RequestSpec:
     With ``fill_max_tokens`` the prompt is tokenized first and ``max_tokens`` becomes
     ``max_model_len - prompt_len`` (vLLM's behaviour when a client leaves max_tokens unset).
     ``hints`` are the client's, unscoped: the engine thread applies the tenant's namespace.
+    ``constraint``, when given, is called after the prompt is rendered (it may depend on what rendering
+    chose, e.g. the tool-call family); a spec it returns becomes ``params.structured``.
     """
 
     request_id: str
@@ -44,6 +46,7 @@ class RequestSpec:
     params: SamplingParams
     fill_max_tokens: bool = False
     hints: JobHints = NO_HINTS
+    constraint: Callable[[], StructuredSpec | None] | None = None
 
 
 class EngineDeadError(RuntimeError):
@@ -217,10 +220,13 @@ def _prepare(engine: EngineLike, spec: RequestSpec) -> RequestSpec:
     prompt = spec.prompt(engine) if callable(spec.prompt) else spec.prompt
     text, ids = engine.tokenize_prompt(prompt)
     params = spec.params
+    structured = spec.constraint() if spec.constraint is not None else None
+    if structured is not None:
+        params = replace(params, structured=structured)
     if spec.fill_max_tokens:
         room = engine.max_model_len - len(ids)
         if room < 1:
             raise ValueError(f"prompt ({len(ids)} tokens) leaves no room under max_model_len "
                              f"({engine.max_model_len})")
         params = replace(params, max_tokens=max(room, params.min_tokens))
-    return replace(spec, prompt=TokenizedPrompt(text, ids), params=params, fill_max_tokens=False)
+    return replace(spec, prompt=TokenizedPrompt(text, ids), params=params, fill_max_tokens=False, constraint=None)

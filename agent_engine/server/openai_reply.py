@@ -117,8 +117,9 @@ async def _choice(call: ApiCall, index: int, out: RequestOutput) -> dict[str, An
     choice: dict[str, Any] = {"index": index, "finish_reason": comp.finish_reason,
                               "logprobs": await call.logprobs(out, 0)}
     if call.chat:
-        choice["message"] = _chat_message(call, comp.text)
-        if "tool_calls" in choice["message"]:
+        cut = comp.finish_reason == "length"
+        choice["message"] = _chat_message(call, comp.text, cut)
+        if "tool_calls" in choice["message"] and not cut:
             choice["finish_reason"] = "tool_calls"
     else:
         choice["text"] = comp.text
@@ -129,10 +130,10 @@ async def _choice(call: ApiCall, index: int, out: RequestOutput) -> dict[str, An
     return choice
 
 
-def _chat_message(call: ApiCall, text: str) -> dict[str, Any]:
+def _chat_message(call: ApiCall, text: str, cut: bool) -> dict[str, Any]:
     if call.tools is None:
         return {"role": "assistant", "content": text}
-    parsed = call.tools.parse(text)
+    parsed = call.tools.parse(text, truncated=cut)
     if not parsed.tool_calls:
         return {"role": "assistant", "content": parsed.content or ""}
     return {"role": "assistant", "content": parsed.content, "tool_calls": openai_tool_calls(parsed.tool_calls)}
@@ -198,9 +199,9 @@ async def _event_chunk(call: ApiCall, ev: GroupEvent, p: _Progress) -> dict[str,
     else:
         delta_text, new_ids = await _advance(call, out, p, choice)
         finish = out.outputs[0].finish_reason
-    text, tool_calls = _visible(p, delta_text, finish is not None)
+    text, tool_calls = _visible(p, delta_text, finish)
     _add_text(call, choice, text, tool_calls, first=not p.started)
-    choice["finish_reason"] = "tool_calls" if p.called and finish not in (None, "abort") else finish
+    choice["finish_reason"] = "tool_calls" if p.called and finish not in (None, "abort", "length") else finish
     if not (delta_text or new_ids or finish or not p.started):
         return None
     p.started = True
@@ -227,13 +228,13 @@ async def _advance(call: ApiCall, out: RequestOutput, p: _Progress,
     return out.new_text, new_ids
 
 
-def _visible(p: _Progress, delta_text: str, finished: bool) -> tuple[str, list[dict[str, Any]]]:
+def _visible(p: _Progress, delta_text: str, finish: str | None) -> tuple[str, list[dict[str, Any]]]:
     """The text and tool-call delta entries this chunk shows (all the text when there is no parser)."""
     if p.parser is None:
         return delta_text, []
     events = p.parser.feed(delta_text)
-    if finished:
-        events += p.parser.finish()
+    if finish is not None:
+        events += p.parser.finish(truncated=finish == "length")
     text, tool_calls = chunk_delta(events)
     p.called = p.called or bool(tool_calls)
     return text, tool_calls

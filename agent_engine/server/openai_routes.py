@@ -89,15 +89,18 @@ async def chat(req: ChatCompletionRequest, request: Request, state: State) -> Re
     messages = _template_messages(req)
     try:
         plan = ToolPlan(req.tool_dicts(), parse_tool_choice(req.tool_choice, req.tools),
-                        configured_family(request.app.state))
+                        configured_family(request.app.state), parallel=req.parallel_tool_calls is not False)
     except ValueError as exc:
         raise bad_request(str(exc), param="tool_choice") from exc
     requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     params = _params(req, requested if requested is not None else max(1, req.min_tokens))
+    if params.structured is not None and plan.choice.parses:
+        raise bad_request('an output format cannot be combined with tools unless tool_choice is "none"',
+                          param="response_format", code="unsupported_parameter")
     hints = await _hints(request)
     base = f"chatcmpl-{uuid.uuid4().hex}"
     spec = RequestSpec(base, _chat_prompt(messages, plan, base), params, fill_max_tokens=requested is None,
-                       hints=hints)
+                       hints=hints, constraint=plan.constraint)
     group = await state.submit([spec])
     call = ApiCall(base, state, req, hints.job_id, int(time.time()), chat=True, tools=plan.parser)
     return await _reply(call, group, request)

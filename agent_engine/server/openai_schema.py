@@ -3,8 +3,9 @@
 Invariants: unknown fields are ignored (clients send many we do not use); a wrong type is a
 validation error (-> 400 via the app's handler); values the sampler cannot honour raise ``ValueError``
 in ``sampling_params`` (-> 400). Agent hints: ``job_id`` with ``session_id`` as an alias.
-Chat fields the server knows but cannot honour (``response_format`` other than text, legacy
-``functions``, ``logit_bias``, audio, ...) are never dropped silently: ``unsupported_fields`` names them
+Output formats (``response_format``, ``structured_outputs``, ``guided_*``) become
+``SamplingParams.structured``. Chat fields the server knows but cannot honour (legacy ``functions``,
+``logit_bias``, audio, ...) are never dropped silently: ``unsupported_fields`` names them
 (-> 400). Tools: function tools only, names ``[a-zA-Z0-9_-]{1,64}`` and unique, ``parameters`` an
 object; ``tool_choice`` is checked against them by ``server.tools.parse_tool_choice``.
 """
@@ -25,8 +26,9 @@ from pydantic import (
 )
 
 from agent_engine.server.limits import FiniteFloat, reject_lone_surrogates
+from agent_engine.server.structured_request import ResponseFormat, StructuredOutputs, requested_structure
 from agent_engine.server.tools.tool_schema import MessageToolCall, ToolDef, arguments_value
-from scheduler import SamplingParams
+from scheduler import SamplingParams, StructuredSpec
 
 TokenIds = list[StrictInt]
 
@@ -67,11 +69,24 @@ class _CommonRequest(BaseModel):
     is_last_step: StrictBool = False
     tool_name: StrictStr | None = None
     tool_ttl_hint: FiniteFloat | None = Field(default=None, ge=0)
+    # Output formats (``server.structured_request``): at most one of them.
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputs | None = None
+    guided_json: dict[str, Any] | StrictStr | None = None
+    guided_regex: StrictStr | None = None
+    guided_choice: list[StrictStr] | None = None
+    guided_grammar: StrictStr | None = None
 
     _utf8 = model_validator(mode="before")(reject_lone_surrogates)
 
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
+
+    def structure(self) -> StructuredSpec | None:
+        """The output format asked for (None: free text). Raises ValueError."""
+        guided = {name: getattr(self, name) for name in ("guided_json", "guided_regex", "guided_choice",
+                                                        "guided_grammar")}
+        return requested_structure(self.response_format, self.structured_outputs, guided)
 
 
 class CompletionRequest(_CommonRequest):
@@ -156,7 +171,6 @@ class ChatCompletionRequest(_CommonRequest):
     tool_choice: StrictStr | dict[str, Any] | None = None
     parallel_tool_calls: StrictBool | None = None
     # Known fields the server cannot honour; ``unsupported_fields`` turns them into 400s.
-    response_format: dict[str, Any] | None = None
     functions: list[Any] | None = None
     function_call: Any = None
     logit_bias: dict[str, Any] | None = None
@@ -183,9 +197,6 @@ class ChatCompletionRequest(_CommonRequest):
     def unsupported_fields(self) -> list[tuple[str, str]]:
         """``(field, reason)`` for every field set to something the server cannot honour."""
         out = []
-        fmt = (self.response_format or {}).get("type", "text")
-        if fmt != "text":
-            out.append(("response_format", f"response_format {fmt!r} is not supported (only 'text')"))
         for name in ("functions", "function_call"):
             if getattr(self, name) is not None:
                 out.append((name, f"{name} is not supported; use tools and tool_choice"))
@@ -229,4 +240,5 @@ def sampling_params(req: CompletionRequest | ChatCompletionRequest, max_tokens: 
         seed=req.seed,
         logprobs=logprobs,
         include_stop_str_in_output=req.include_stop_str_in_output,
+        structured=req.structure(),
     )

@@ -54,6 +54,7 @@ class ChatForm:
     tools: list[dict[str, Any]] | None
     tool_choice: str | dict[str, Any] | None
     prefill: str = ""
+    parallel: bool = True  # more than one tool call per reply (``disable_parallel_tool_use`` unset)
 
 
 def to_openai_id(tool_use_id: str) -> str:
@@ -90,7 +91,8 @@ def to_chat_form(req: CountTokensRequest) -> ChatForm:
     choice = tool_choice_to_openai(req.tool_choice)
     if prefill and (choice == "required" or isinstance(choice, dict)):
         raise ValueError('an assistant prefill cannot be combined with tool_choice "any" or "tool"')
-    return ChatForm(messages, tools_to_openai(req), choice, prefill)
+    parallel = req.tool_choice is None or not req.tool_choice.disable_parallel_tool_use
+    return ChatForm(messages, tools_to_openai(req), choice, prefill, parallel)
 
 
 def tools_to_openai(req: CountTokensRequest) -> list[dict[str, Any]] | None:
@@ -197,10 +199,10 @@ def split_stop(text: str, finish_reason: str | None, stops: list[str] | None) ->
 
 def stop_reason(finish_reason: str | None, stop_sequence: str | None, has_tool_use: bool) -> str:
     """Anthropic's ``stop_reason`` for an engine finish reason."""
+    if finish_reason == "length":
+        return "max_tokens"  # even after a whole call: the reply was cut short
     if has_tool_use:
         return "tool_use"
-    if finish_reason == "length":
-        return "max_tokens"
     return "stop_sequence" if stop_sequence is not None else "end_turn"
 
 

@@ -46,11 +46,11 @@ class MessagesCall:
         comp = out.outputs[0]
         return split_stop(comp.text, comp.finish_reason, self.req.stop_sequences)
 
-    def parse(self, text: str) -> tuple[str | None, list[Any]]:
-        """``(content, tool calls)`` of a finished text."""
+    def parse(self, text: str, truncated: bool = False) -> tuple[str | None, list[Any]]:
+        """``(content, tool calls)`` of a finished text (``truncated``: cut by ``max_tokens``)."""
         if self.parser is None:
             return text, []
-        parsed = self.parser.parse(text)
+        parsed = self.parser.parse(text, truncated)
         return parsed.content, list(parsed.tool_calls)
 
 
@@ -70,7 +70,7 @@ async def reply(call: MessagesCall, group: RequestGroup, request: Request) -> Re
 def message_body(call: MessagesCall, out: RequestOutput) -> dict[str, Any]:
     """The full Anthropic ``message`` for a finished output."""
     text, stop_sequence = call.visible_text(out)
-    content, tool_calls = call.parse(text)
+    content, tool_calls = call.parse(text, out.outputs[0].finish_reason == "length")
     blocks = reply_blocks(content, tool_calls)
     has_tool_use = any(b["type"] == "tool_use" for b in blocks)
     body = call.head()

@@ -120,12 +120,13 @@ def _spec(call: MessagesCall, plan: ToolPlan, hints: JobHints, fill: bool) -> Re
         params = sampling_params(call.req, call.req.max_tokens)
     except ValueError as exc:
         raise bad_request(str(exc)) from exc
-    return RequestSpec(call.id, prompt_of(call.form, plan, call.id), params, fill_max_tokens=fill, hints=hints)
+    return RequestSpec(call.id, prompt_of(call.form, plan, call.id), params, fill_max_tokens=fill, hints=hints,
+                       constraint=plan.constraint)
 
 
 def tool_plan(form: ChatForm, family: str | None) -> ToolPlan:
     """The request's tool plan (``family`` None: the chat template's). Raises ValueError."""
-    return ToolPlan(form.tools, parse_tool_choice(form.tool_choice, form.tools), family)
+    return ToolPlan(form.tools, parse_tool_choice(form.tool_choice, form.tools), family, parallel=form.parallel)
 
 
 def prompt_of(form: ChatForm, plan: ToolPlan, request_id: str | None = None) -> Callable[[EngineLike], str]:

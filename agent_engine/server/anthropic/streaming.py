@@ -127,7 +127,7 @@ def stream_events(call: MessagesCall, out: RequestOutput, p: StreamProgress) -> 
     _feed(p, text[p.sent_chars:])
     p.sent_chars = len(text)
     if out.finished:
-        _finish(p)
+        _finish(p, truncated=out.outputs[0].finish_reason == "length")
     events += p.writer.take()
     if out.finished:
         events.append(("message_delta", _message_delta(out, stop_sequence, p.writer.tool_use)))
@@ -142,9 +142,9 @@ def _feed(p: StreamProgress, delta: str) -> None:
     _apply(p.writer, p.parser.feed(delta))
 
 
-def _finish(p: StreamProgress) -> None:
+def _finish(p: StreamProgress, truncated: bool) -> None:
     if p.parser is not None:
-        _apply(p.writer, p.parser.finish())
+        _apply(p.writer, p.parser.finish(truncated))
     p.writer.close()
 
 

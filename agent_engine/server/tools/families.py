@@ -79,6 +79,13 @@ class Family:
     markers = Markers()
     call_example = ""  # how one call looks, for the description
     closers = ""  # what may follow a forced call's arguments (closing brackets)
+    trigger = ""  # the text every call opens with (a prefix of ``call_begin``); "" : no call grammar
+    call_end = ""  # the text that closes a call after its arguments
+
+    def call_begin(self, name: str) -> str | None:
+        """The text of a call of ``name`` up to its arguments, for the call grammar (``call_begin`` +
+        arguments + ``call_end`` is one whole call); None when the family's calls are not JSON."""
+        return None
 
     def parse_block(self, block: str) -> list[Call] | None:
         raise NotImplementedError
@@ -108,6 +115,11 @@ class Hermes(Family):
     markers = Markers(anywhere=("<tool_call>",), end="</tool_call>")
     call_example = '<tool_call>\n{"name": <function-name>, "arguments": <arguments-json-object>}\n</tool_call>'
     closers = "}"
+    trigger = "<tool_call>"
+    call_end = "}\n</tool_call>"
+
+    def call_begin(self, name: str) -> str | None:
+        return f'<tool_call>\n{{"name": {dumps(name)}, "arguments": '
 
     def parse_block(self, block: str) -> list[Call] | None:
         inner = block[len("<tool_call>"):]
@@ -116,7 +128,7 @@ class Hermes(Family):
         return calls_of(loads(inner.strip()))
 
     def forced_prefix(self, name: str | None) -> str:
-        return "<tool_call>\n" if name is None else f'<tool_call>\n{{"name": {dumps(name)}, "arguments": '
+        return "<tool_call>\n" if name is None else self.call_begin(name) or ""
 
     def format_calls(self, calls: Sequence[tuple[str, Any]]) -> str:
         return "\n".join(f"<tool_call>\n{dumps({'name': n, 'arguments': args_value(a)})}\n</tool_call>"
@@ -130,6 +142,11 @@ class Llama3Json(Family):
     markers = Markers(at_start=("{", "<|python_tag|>"))
     call_example = '{"name": <function-name>, "parameters": <arguments-json-object>}'
     closers = "}"
+    trigger = '{"name": '
+    call_end = "}"
+
+    def call_begin(self, name: str) -> str | None:
+        return f'{{"name": {dumps(name)}, "parameters": '
 
     def parse_block(self, block: str) -> list[Call] | None:
         text = block.strip()
@@ -152,7 +169,7 @@ class Llama3Json(Family):
             calls.append(call)
 
     def forced_prefix(self, name: str | None) -> str:
-        return '{"name": "' if name is None else f'{{"name": {dumps(name)}, "parameters": '
+        return '{"name": "' if name is None else self.call_begin(name) or ""
 
     def format_calls(self, calls: Sequence[tuple[str, Any]]) -> str:
         return "; ".join(dumps({"name": n, "parameters": args_value(a)}) for n, a in calls)
@@ -168,6 +185,11 @@ class Mistral(Family):
     markers = Markers(anywhere=("[TOOL_CALLS]",), at_start=("[",))
     call_example = '[TOOL_CALLS][{"name": <function-name>, "arguments": <arguments-json-object>}]'
     closers = "}]"
+    trigger = "[TOOL_CALLS]"
+    call_end = "}]"
+
+    def call_begin(self, name: str) -> str | None:
+        return f'[TOOL_CALLS][{{"name": {dumps(name)}, "arguments": '
 
     def parse_block(self, block: str) -> list[Call] | None:
         text = block.strip()
@@ -176,7 +198,7 @@ class Mistral(Family):
         return calls_of(loads(text))
 
     def forced_prefix(self, name: str | None) -> str:
-        return "[TOOL_CALLS]" if name is None else f'[TOOL_CALLS][{{"name": {dumps(name)}, "arguments": '
+        return "[TOOL_CALLS]" if name is None else self.call_begin(name) or ""
 
     def format_calls(self, calls: Sequence[tuple[str, Any]]) -> str:
         return "[TOOL_CALLS]" + dumps([{"name": n, "arguments": args_value(a)} for n, a in calls])

@@ -10,6 +10,9 @@ Invariants:
 - Content is the text outside the calls with leading and trailing blanks removed (None if empty);
   streamed content holds back blanks until more text follows them.
 - A parser made for a forcing ``ToolChoice`` reads the forced opening (``prefix``) before the output.
+- An output cut short (``finish(truncated=True)``, the request hit ``max_tokens``) never ends in a
+  call: a last block that its family's end marker did not close is content (without the forced
+  opening, which the model did not write), whether or not it would parse.
 """
 
 from __future__ import annotations
@@ -46,11 +49,12 @@ class StreamingToolParser:
         self._buf += delta
         return self._drain(final=False)
 
-    def finish(self) -> list[DeltaEvent]:
-        """The events of whatever was held back; trailing blanks are dropped."""
-        return self._drain(final=True)
+    def finish(self, truncated: bool = False) -> list[DeltaEvent]:
+        """The events of whatever was held back; trailing blanks are dropped. ``truncated``: the output
+        was cut short, so an unclosed last block is content, not a call."""
+        return self._drain(final=True, truncated=truncated)
 
-    def _drain(self, final: bool) -> list[DeltaEvent]:
+    def _drain(self, final: bool, truncated: bool = False) -> list[DeltaEvent]:
         events: list[DeltaEvent] = []
         while self._buf:
             seg = self._split.next(self._buf, final)
@@ -58,9 +62,24 @@ class StreamingToolParser:
                 break
             kind, n = seg
             piece, self._buf = self._buf[:n], self._buf[n:]
-            events += self._text(piece) if kind == "text" else self._block(piece)
+            if kind == "text":
+                events += self._text(piece)
+            elif truncated and not self._buf and not self._closed(piece):
+                events += self._text(self._written(piece))
+            else:
+                events += self._block(piece)
             self._first = False
         return events
+
+    def _closed(self, block: str) -> bool:
+        end = self._family.markers.end
+        return end is not None and block.endswith(end)
+
+    def _written(self, block: str) -> str:
+        """What the model itself wrote of a block: without the forced opening from the prompt."""
+        if self._first and self._prefix and block.startswith(self._prefix):
+            return block[len(self._prefix):]
+        return block
 
     def _block(self, block: str) -> list[DeltaEvent]:
         calls = self._family.parse_block(block)
@@ -133,9 +152,10 @@ class ToolParser:
     def stream(self) -> StreamingToolParser:
         return StreamingToolParser(self.family, self.prefix, self.forced_name)
 
-    def parse(self, text: str) -> ParsedOutput:
+    def parse(self, text: str, truncated: bool = False) -> ParsedOutput:
+        """The content and calls of a whole output (``truncated``: it was cut by ``max_tokens``)."""
         s = self.stream()
-        return assemble(s.feed(text) + s.finish())
+        return assemble(s.feed(text) + s.finish(truncated))
 
 
 def assemble(events: list[DeltaEvent]) -> ParsedOutput:

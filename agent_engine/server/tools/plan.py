@@ -7,6 +7,8 @@ Plan invariants:
   prompt and for ``parser``, so what the prompt asks for is what gets parsed.
 - ``parser`` is None until rendered, and stays None when the output is not read for calls (no tools,
   or ``tool_choice: "none"``).
+- ``constraint`` (after ``render``) is the grammar of the calls in the parser's family
+  (``tools.constrain``), so the calls the engine decodes are the calls the parser reads.
 
 ``render_chat_prompt`` turns OpenAI-format messages and tools into the prompt text the model sees, in
 one of two ways, chosen by the chat template:
@@ -34,9 +36,11 @@ from typing import Any
 
 from agent_engine.server.engine_like import OutputReader
 from agent_engine.server.tools.choice import ToolChoice
+from agent_engine.server.tools.constrain import call_constraint
 from agent_engine.server.tools.families import Family, args_value
 from agent_engine.server.tools.parsed import openai_tool_calls
 from agent_engine.server.tools.parser import ToolParser, make_tool_parser, template_source
+from scheduler import StructuredSpec
 
 
 @dataclass
@@ -47,12 +51,19 @@ class ToolPlan:
     choice: ToolChoice
     family: str | None = None
     parser: ToolParser | None = None
+    parallel: bool = True  # more than one call per output (``parallel_tool_calls``)
 
     def render(self, tokenizer: Any, messages: list[dict[str, Any]]) -> str:
         """The prompt text; sets ``parser`` when the output is to be read for calls."""
         parser = make_tool_parser(self.family, tokenizer, self.choice)
         self.parser = parser if self.choice.parses else None
         return render_chat_prompt(tokenizer, messages, self.tools, self.choice, family=parser.name)
+
+    def constraint(self) -> StructuredSpec | None:
+        """The grammar the output's calls are decoded under (None: unconstrained); call after ``render``."""
+        if self.parser is None:
+            return None
+        return call_constraint(self.parser.family, self.tools, self.choice, self.parallel)
 
     def output_reader(self) -> OutputReader | None:
         """Decoded output -> its OpenAI ``tool_calls`` (for the estimator); None when not parsing."""

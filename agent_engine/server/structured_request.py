@@ -1,0 +1,111 @@
+"""What output format a request asks for: OpenAI's ``response_format`` and vLLM's ``structured_outputs``.
+
+``requested_structure(body)`` reads the three spellings clients use and returns one ``StructuredSpec``
+(or None for free text):
+
+- ``response_format``: ``{"type": "text"}`` (free), ``{"type": "json_object"}`` (any JSON object),
+  ``{"type": "json_schema", "json_schema": {"name": ..., "schema": {...}, "strict": ...}}`` (a JSON
+  value under the schema; no schema: any object) and ``{"type": "structural_tag", "format": {...}}``.
+- vLLM's ``structured_outputs``: exactly one of ``json`` (a schema, dict or text), ``regex``, ``choice``
+  (a list of strings), ``grammar`` (EBNF), ``json_object`` (true), ``structural_tag`` (JSON text).
+- vLLM's older ``guided_json`` / ``guided_regex`` / ``guided_choice`` / ``guided_grammar`` fields.
+
+Invariants: at most one of these may be set, else ``ValueError`` (a 400); a malformed value is a
+``ValueError`` naming it; whether a schema, regex or grammar compiles is the engine's check (also a 400).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+
+from scheduler import StructuredSpec
+
+__all__ = ["JsonSchemaFormat", "ResponseFormat", "StructuredOutputs", "requested_structure"]
+
+
+class JsonSchemaFormat(BaseModel):
+    """``response_format.json_schema``: the schema and its name (``strict`` is always honoured)."""
+
+    model_config = ConfigDict(extra="ignore")
+    name: StrictStr = "response"
+    description: StrictStr | None = None
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")  # ``schema`` is BaseModel's
+    strict: StrictBool | None = None
+
+
+class ResponseFormat(BaseModel):
+    """OpenAI's ``response_format``."""
+
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["text", "json_object", "json_schema", "structural_tag"]
+    json_schema: JsonSchemaFormat | None = None
+    format: dict[str, Any] | None = None
+
+    def spec(self) -> StructuredSpec | None:
+        if self.type == "text":
+            return None
+        if self.type == "json_object":
+            return StructuredSpec.json()
+        if self.type == "structural_tag":
+            if self.format is None:
+                raise ValueError('response_format "structural_tag" needs a format')
+            return StructuredSpec.structural_tag({"type": "structural_tag", "format": self.format})
+        if self.json_schema is None:
+            raise ValueError('response_format "json_schema" needs a json_schema object')
+        return StructuredSpec.json(self.json_schema.json_schema)
+
+
+class StructuredOutputs(BaseModel):
+    """vLLM's ``structured_outputs``: exactly one constraint."""
+
+    model_config = ConfigDict(extra="forbid")
+    json_: dict[str, Any] | StrictStr | None = Field(default=None, alias="json")  # ``json`` is BaseModel's
+    regex: StrictStr | None = None
+    choice: list[StrictStr] | None = None
+    grammar: StrictStr | None = None
+    json_object: StrictBool | None = None
+    structural_tag: StrictStr | None = None
+    disable_any_whitespace: StrictBool | None = None  # our JSON has no free whitespace either way
+
+    def spec(self) -> StructuredSpec:
+        given = {name: value for name, value in (("json", self.json_), ("regex", self.regex),
+                                                  ("choice", self.choice), ("grammar", self.grammar),
+                                                  ("structural_tag", self.structural_tag))
+                 if value is not None}
+        if self.json_object:
+            given["json_object"] = True
+        if len(given) != 1:
+            raise ValueError("structured_outputs needs exactly one of json, regex, choice, grammar, "
+                             f"json_object, structural_tag (got {', '.join(given) or 'none'})")
+        (kind, value), = given.items()
+        if kind == "json_object":
+            return StructuredSpec.json()
+        if kind == "json":
+            return StructuredSpec.json(value)
+        return getattr(StructuredSpec, kind)(value)
+
+
+_GUIDED = {"guided_json": "json", "guided_regex": "regex", "guided_choice": "choice",
+           "guided_grammar": "grammar"}
+
+
+def requested_structure(response_format: ResponseFormat | None, structured_outputs: StructuredOutputs | None,
+                        guided: dict[str, Any]) -> StructuredSpec | None:
+    """The one output constraint a request asks for (None: free text). Raises ValueError."""
+    legacy = {k: v for k, v in guided.items() if k in _GUIDED and v is not None}
+    asked = [name for name, given in (("response_format", response_format is not None and
+                                       response_format.type != "text"),
+                                      ("structured_outputs", structured_outputs is not None))
+             if given] + sorted(legacy)
+    if len(asked) > 1:
+        raise ValueError(f"only one output format may be given, got {', '.join(asked)}")
+    if response_format is not None:
+        return response_format.spec()
+    if structured_outputs is not None:
+        return structured_outputs.spec()
+    if legacy:
+        (name, value), = legacy.items()
+        return StructuredOutputs(**{_GUIDED[name]: value}).spec()
+    return None
