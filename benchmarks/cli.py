@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
     "sim-validate": "benchmarks.sim_validate",
     "agent-tasks": "benchmarks.agent_tasks",
     "reliability": "benchmarks.reliability",
+    "structured": "benchmarks.structured_bench",
 }
 
 

@@ -9,13 +9,18 @@ Lifecycle (driven by ``LLMEngine``):
   ``cache_size`` compiled grammars per manager, i.e. per tokenizer, keyed by the frozen
   ``StructuredSpec``) and creates the request's matcher. A bad schema / regex / grammar raises
   ``ValueError`` and nothing is kept. Requests without a spec are not tracked at all.
-* ``bitmask_for(scheduled)`` before the model step fills one int32 bitmask with a row per constrained
-  request that samples this step (None when there is none: unconstrained batches do no work).
+* ``bitmask_for(scheduled)`` before the model step starts filling one int32 bitmask with a row per
+  constrained request that samples this step (None when there is none: unconstrained batches do no
+  work). The fill is one batched library call (its own threads) on a worker thread, so it overlaps the
+  model's forward; the sampler waits for it (``TokenBitmask.ready``) just before masking.
 * ``advance(request_ids, token_ids)`` after the step feeds each constrained request its new token.
   It returns the requests whose grammar is complete (the matcher accepted a stop token, which the mask
   allows only where the grammar may end): the engine finishes them with reason ``stop``. A token the matcher rejects (it cannot
   happen with the mask applied unless sampling is bypassed) fails that request.
 * ``remove(request_id)`` when the request finishes, is aborted or fails.
+
+Threads: matchers are touched by one fill at a time; every other use of them (``add``, ``advance``,
+``remove``, the next fill) first waits for the fill in flight (``_settle``).
 
 Stop tokens: the matcher allows the engine's EOS ids and the request's ``stop_token_ids`` only where the
 grammar may end, and nowhere else, so a constrained request ends exactly when its output is complete
@@ -33,6 +38,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from agent_engine.model.sampler import TokenBitmask
@@ -95,6 +101,9 @@ class StructuredOutputManager:
         self._xgr: Any = None
         self._compiler: Any = None
         self._bitmask: Any = None  # reused int32 buffer, grown on demand
+        self._batch: Any = None  # xgrammar's BatchGrammarMatcher: one call fills every row
+        self._filler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grammar-mask")
+        self._pending: Future[None] | None = None
 
     # ---- compiling -----------------------------------------------------------------------------
     def _ensure_compiler(self) -> Any:
@@ -105,6 +114,7 @@ class StructuredOutputManager:
                 self.tokenizer, vocab_size=self.vocab_size, stop_token_ids=list(self.eos_token_ids) or None)
             # Our LRU is the cache: the compiler's own would hold a second, differently bounded copy.
             self._compiler = xgrammar.GrammarCompiler(info, max_threads=COMPILER_THREADS, cache_enabled=False)
+            self._batch = xgrammar.BatchGrammarMatcher(max_threads=COMPILER_THREADS)
             self._xgr = xgrammar
         return self._compiler
 
@@ -142,6 +152,7 @@ class StructuredOutputManager:
         spec = params.structured
         if spec is None:
             return
+        self._settle()
         if request_id in self._matchers:
             raise ValueError(f"duplicate request id {request_id!r}")
         compiled = self.compile(spec)
@@ -151,7 +162,15 @@ class StructuredOutputManager:
         self._matchers[request_id] = self._xgr.GrammarMatcher(compiled, override_stop_tokens=override)
 
     def remove(self, request_id: str) -> None:
-        self._matchers.pop(request_id, None)
+        if request_id in self._matchers:
+            self._settle()
+            del self._matchers[request_id]
+
+    def _settle(self) -> None:
+        """Wait for the fill in flight (if any): after this no other thread touches the matchers."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
 
     def bitmask_for(self, scheduled: Sequence[Any]) -> TokenBitmask | None:
         """The allowed tokens of every constrained request that samples this step, or None if none does."""
@@ -161,20 +180,21 @@ class StructuredOutputManager:
                 if s.do_sample and (m := self._matchers.get(s.request_id)) is not None]
         if not todo:
             return None
-        xgr = self._xgr
+        self._settle()
         if self._bitmask is None or self._bitmask.shape[0] < len(todo):
-            self._bitmask = xgr.allocate_token_bitmask(max(len(todo), 8), self.vocab_size)
-        rows: dict[str, int] = {}
-        for i, (rid, matcher) in enumerate(todo):
-            matcher.fill_next_token_bitmask(self._bitmask, i)
-            rows[rid] = i
-        return TokenBitmask(self._bitmask[: len(todo)], rows)
+            self._bitmask = self._xgr.allocate_token_bitmask(max(len(todo), 8), self.vocab_size)
+        rows = {rid: i for i, (rid, _) in enumerate(todo)}
+        view = self._bitmask[: len(todo)]
+        matchers = [m for _, m in todo]
+        self._pending = self._filler.submit(self._batch.batch_fill_next_token_bitmask, matchers, view)
+        return TokenBitmask(view, rows, self._pending)
 
     def advance(self, request_ids: Sequence[str], token_ids: Sequence[int]) -> tuple[list[str], dict[str, str]]:
         """Feed each constrained request its new token. Returns ``(complete, failed)``: the requests whose
         grammar is complete (the engine finishes them) and those whose token was rejected (id -> why)."""
         complete: list[str] = []
         failed: dict[str, str] = {}
+        self._settle()
         matchers = self._matchers
         for rid, tok in zip(request_ids, token_ids, strict=True):
             m = matchers.get(rid)

@@ -22,6 +22,7 @@ Logprobs stay those of the raw logits.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -54,10 +55,14 @@ class SamplerOutput:
 class TokenBitmask:
     """Allowed tokens of the constrained rows of one step: ``bitmask[rows[request_id]]`` is that request's
     packed mask (int32 ``[k, ceil(V / 32)]``, bit ``t % 32`` of word ``t // 32`` set = token ``t`` allowed;
-    xgrammar's layout). Requests not in ``rows`` are unconstrained."""
+    xgrammar's layout). Requests not in ``rows`` are unconstrained.
+
+    ``ready`` (optional) is the future of the fill that writes ``bitmask``: it may still run while the
+    model computes the logits; ``select`` waits for it before the bitmask is read."""
 
     bitmask: torch.Tensor
     rows: dict[str, int]
+    ready: Future[None] | None = None
 
     def select(self, request_ids: Sequence[str]) -> tuple[list[int], torch.Tensor] | None:
         """``(logit rows, their bitmask rows)`` for a batch whose row ``i`` is ``request_ids[i]``; None if
@@ -65,6 +70,8 @@ class TokenBitmask:
         idx = [i for i, rid in enumerate(request_ids) if rid in self.rows]
         if not idx:
             return None
+        if self.ready is not None:
+            self.ready.result()
         bm_rows = [self.rows[request_ids[i]] for i in idx]
         if bm_rows == list(range(self.bitmask.shape[0])):
             return idx, self.bitmask

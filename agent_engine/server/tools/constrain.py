@@ -15,6 +15,7 @@ engine decodes a request's output under, or None when its calls are not constrai
 Invariants:
 - Every tool's arguments follow its ``parameters`` schema (no schema: any JSON object), ``strict`` or
   not; a schema the grammar library cannot compile is the request's 400, never a crash.
+- Arguments have at most ``MAX_WHITESPACE`` blanks in a row (no padding until ``max_tokens``).
 - The constant text around the arguments is the family's own (``call_begin`` / ``call_end``), the
   same text its parser reads back, so a constrained call always parses as that call.
 - The spec depends only on its inputs, so equal requests share one compiled grammar in the engine.
@@ -30,6 +31,9 @@ from agent_engine.server.tools.families import Family
 from scheduler import StructuredSpec
 
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
+# At most one blank between JSON tokens: enough for the ``{"a": 1, "b": 2}`` that models write, and a
+# model can never pad a call with whitespace until ``max_tokens``.
+MAX_WHITESPACE = 1
 
 
 def call_constraint(family: Family, tools: Sequence[Mapping[str, Any]] | None, choice: ToolChoice,
@@ -78,7 +82,7 @@ def _triggered_calls(family: Family, schemas: dict[str, dict[str, Any]], paralle
 
 
 def _arguments(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "json_schema", "json_schema": schema}
+    return {"type": "json_schema", "json_schema": schema, "max_whitespace_cnt": MAX_WHITESPACE}
 
 
 def _const(text: str) -> dict[str, Any] | None:
