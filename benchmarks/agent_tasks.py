@@ -1,6 +1,7 @@
 """``bench agent-tasks``: live shell agents on a task set, per interface x policy x hint style.
 
-For every triple of ``--interfaces`` (our agent's ``tools`` or ``text`` interface) x ``--policies`` x
+For every triple of ``--interfaces`` (our agent's ``tools`` or ``text`` interface, or ``mini``: mini-swe-agent
+unmodified, ``benchmarks.mini_swe``, hint-free rows only) x ``--policies`` x
 ``--hints`` a fresh server subprocess (``start_engine_server``:
 127.0.0.1, bounded waits, always stopped) serves ``--model``; ``agent_engine.agent.runner`` runs every
 task of ``--tasks`` (default: the shipped set, whose checks say which jobs solved their task) as one
@@ -34,6 +35,7 @@ from agent_engine.workloads.hint_styles import HINT_STYLES
 from benchmarks.cli import run_standalone
 from benchmarks.jct_config import policy_engine_args, run_name
 
+MINI_INTERFACE = "mini"  # unmodified mini-swe-agent (``benchmarks.mini_swe``), beside our agent's interfaces
 HELP = "live shell agents on the shipped task set: solved, steps and JCT per interface x policy x hint style"
 
 
@@ -43,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="model folder, .gguf file or known name, e.g. smollm2 (default: the embedded model)")
     p.add_argument("--tasks", default="builtin", help="builtin (the shipped task set) or a task JSONL file")
     p.add_argument("--interfaces", default="tools",
-                   help="comma list of agent interfaces: tools (tool calls), text (one bash block) (default tools)")
+                   help="comma list of agents: tools (our agent, tool calls), text (our agent, one bash block), "
+                        "mini (mini-swe-agent, unmodified; runs commands outside our sandbox) (default tools)")
     p.add_argument("--policies", default="fcfs,continuum", help="comma list of policies (default fcfs,continuum)")
     p.add_argument("--hints", default="job_id,none",
                    help=f"comma list of client hint styles, each policy runs under each: {', '.join(HINT_STYLES)} "
@@ -58,6 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-size", type=int, default=16, help="tokens per KV block (default 16)")
     p.add_argument("--max-model-len", type=int, default=2048, help="context limit (default 2048)")
     p.add_argument("--seed", type=int, default=0, help="server seed (default 0)")
+    p.add_argument("--mini-tool-choice", choices=("auto", "required"), default="auto",
+                   help="tool_choice mini-swe-agent's calls send (default auto: mini-swe-agent as shipped)")
     p.add_argument("--engine-arg", action="append", default=[], help="extra flag passed to every server")
     p.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for each server")
     p.add_argument("--log-dir", default="out/agent_tasks_logs", help="server logs go here")
@@ -92,8 +97,9 @@ def _pairs(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     from agent_engine.agent.loop import INTERFACES
 
     interfaces = [i.strip() for i in args.interfaces.split(",") if i.strip()]
-    if not interfaces or any(i not in INTERFACES for i in interfaces):
-        raise ValueError(f"--interfaces: known: {', '.join(INTERFACES)}")
+    known = (*INTERFACES, MINI_INTERFACE)
+    if not interfaces or any(i not in known for i in interfaces):
+        raise ValueError(f"--interfaces: known: {', '.join(known)}")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     styles = [h.strip() for h in args.hints.split(",") if h.strip()]
     bad = [h for h in styles if h not in HINT_STYLES]
@@ -106,7 +112,8 @@ def _pairs(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     for flag in ("concurrency", "step_limit", "max_tokens"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 1")
-    return [(i, p, h) for i in interfaces for p in policies for h in styles]
+    # mini-swe-agent sends no job hint: its rows run hint-free only.
+    return [(i, p, h) for i in interfaces for p in policies for h in styles if i != MINI_INTERFACE or h == "none"]
 
 
 def _tasks(args: argparse.Namespace) -> list[Any]:
@@ -147,6 +154,8 @@ def run_pair(policy: str, hints: str, model: str, tasks: Sequence[Any], args: ar
     from agent_engine.agent.runner import RunOptions, run_agent_jobs_sync
     from agent_engine.workloads.replay.records import write_records
 
+    if interface == MINI_INTERFACE:
+        return run_mini_row(policy, model, tasks, args)
     name, t0 = _row_name(interface, policy, hints), time.perf_counter()
     agent = AgentConfig(step_limit=args.step_limit, max_tokens=args.max_tokens, temperature=args.temperature,
                         hints=hints, interface=interface)
@@ -170,12 +179,45 @@ def run_pair(policy: str, hints: str, model: str, tasks: Sequence[Any], args: ar
     return row
 
 
+def run_mini_row(policy: str, model: str, tasks: Sequence[Any], args: argparse.Namespace) -> dict[str, Any]:
+    """mini-swe-agent's row: ``policy``'s server, every task as one unmodified mini-swe-agent job."""
+    import httpx
+
+    from benchmarks.mini_swe import run_mini_jobs
+
+    name, t0 = _row_name(MINI_INTERFACE, policy, "none"), time.perf_counter()
+    print(f"[{name}] starting server ...", flush=True)
+    try:
+        with _start(policy, model, args, Path(args.log_dir) / f"{name.replace('/', '-')}.log") as srv:
+            served = httpx.get(srv.base_url + "/v1/models", timeout=30).json()["data"][0]["id"]
+            result = run_mini_jobs(srv.base_url, served, list(tasks), args)
+            metrics = scrape_metrics(srv.base_url)
+    except (RuntimeError, OSError) as e:
+        print(f"[{name}] FAILED: {e}", flush=True)
+        return {"interface": MINI_INTERFACE, "policy": policy, "hints": "none", "jobs": len(tasks),
+                "jobs_failed": len(tasks), "error": str(e)[:2000]}
+    s = result["summary"]
+    row = {"interface": MINI_INTERFACE, "policy": policy, "hints": "none", "solved": s["solved"],
+           "checked": s["checked"], "jobs": s["jobs"], "jobs_failed": s["jobs_failed"], "mean_steps": s["steps_mean"],
+           "format_errors": s["format_errors"], "mean_jct_s": s["jct_mean"], "p90_jct_s": s["jct_p90"],
+           "pins_created": _metric(metrics, "agent_engine_pins_created_total"),
+           "pins_hit": _metric(metrics, "agent_engine_pins_hit_total"),
+           "preemptions": _metric(metrics, "agent_engine_preemptions_total"), "exit_statuses": s["exit_statuses"],
+           "wall_s": round(time.perf_counter() - t0, 1), "job_outcomes": result["outcomes"]}
+    print(f"[{name}] solved {row['solved']}/{row['jobs']}, {row['wall_s']:.0f} s", flush=True)
+    return row
+
+
+def _metric(metrics: dict[str, float], name: str) -> int | None:
+    v = metrics.get(name)
+    return None if v is None else int(v)
+
+
 def _row(policy: str, hints: str, result: Any, metrics: dict[str, float], wall_s: float) -> dict[str, Any]:
     s = result.summary
 
     def metric(name: str) -> int | None:
-        v = metrics.get(name)
-        return None if v is None else int(v)
+        return _metric(metrics, name)
 
     jobs = [{"task": r.job.task_name, "job_id": r.job.job_id, "solved": r.job.solved, "steps": r.job.steps,
              "exit_status": r.job.exit_status, "jct_s": r.job.jct, "error": r.job.error} for r in result.results]
