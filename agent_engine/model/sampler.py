@@ -78,14 +78,28 @@ class TokenBitmask:
         return idx, self.bitmask[torch.tensor(bm_rows, dtype=torch.int64)]
 
 
-def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
-    """Set disallowed tokens of ``logits`` ``[k, V]`` to -inf in place (``bitmask`` ``[k, W]`` int32)."""
-    import xgrammar
+_BIT_SHIFTS: dict[torch.device, torch.Tensor] = {}
 
+
+def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
+    """Set disallowed tokens of ``logits`` ``[k, V]`` to -inf in place (``bitmask`` ``[k, W]`` int32).
+
+    On CUDA: xgrammar's kernel. Elsewhere: the bits unpacked with torch (a shift, an and, one masked
+    fill), several times faster on CPU than the library's CPU kernel. Columns past ``32 * W`` (a
+    vocabulary padded beyond the tokenizer's) are disallowed too."""
     bitmask = bitmask.to(logits.device, non_blocking=True)
     covered = bitmask.shape[1] * 32
     vocab = logits.shape[1]
-    xgrammar.apply_token_bitmask_inplace(logits, bitmask, vocab_size=min(vocab, covered))
+    if logits.device.type == "cuda":
+        import xgrammar
+
+        xgrammar.apply_token_bitmask_inplace(logits, bitmask, vocab_size=min(vocab, covered))
+    else:
+        shifts = _BIT_SHIFTS.get(logits.device)
+        if shifts is None:
+            shifts = _BIT_SHIFTS[logits.device] = torch.arange(32, dtype=torch.int32, device=logits.device)
+        allowed = ((bitmask.unsqueeze(-1) >> shifts) & 1).view(bitmask.shape[0], covered)[:, :vocab]
+        logits[:, : allowed.shape[1]].masked_fill_(allowed == 0, float("-inf"))
     if vocab > covered:
         logits[:, covered:] = float("-inf")
 
