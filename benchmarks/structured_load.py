@@ -23,14 +23,17 @@ from tqdm import tqdm
 
 from agent_engine.server.launcher import start_engine_server
 
+# Positive character classes: xgrammar 0.2.8 lets free strings and negated classes ([^\n]) take
+# UTF-8-encoded surrogates, which decode to U+FFFD (a random model emits them; see docs/structured-outputs.md).
+TEXT = "[A-Za-z0-9 ,.:;_()+=*/<>'-]"
 CMD = {"type": "object", "properties": {"command": {"type": "string", "pattern": "^[a-z0-9 ./_-]{1,40}$"}},
        "required": ["command"], "additionalProperties": False}
 VIEW = {"type": "object", "properties": {"path": {"type": "string", "pattern": "^[a-z_/]{1,20}[.]py$"},
                                          "line": {"type": "integer", "minimum": 1, "maximum": 9999}},
         "required": ["path"], "additionalProperties": False}
 EDIT = {"type": "object", "properties": {"path": {"type": "string", "pattern": "^[a-z_/]{1,20}[.]py$"},
-                                         "old": {"type": "string", "pattern": "^[^\\n]{1,40}$"},
-                                         "new": {"type": "string", "pattern": "^[^\\n]{0,40}$"}},
+                                         "old": {"type": "string", "pattern": f"^{TEXT}{{1,40}}$"},
+                                         "new": {"type": "string", "pattern": f"^{TEXT}{{0,40}}$"}},
         "required": ["path", "old", "new"], "additionalProperties": False}
 SCHEMAS = {"bash": CMD, "view_file": VIEW, "edit_file": EDIT}
 TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a shell command.", "parameters": CMD}},
@@ -38,7 +41,7 @@ TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a
          {"type": "function", "function": {"name": "edit_file", "description": "Replace text in a file.",
                                            "parameters": EDIT, "strict": True}}]
 VERDICT = {"type": "object", "properties": {"solved": {"type": "boolean"},
-                                            "reason": {"type": "string", "pattern": "^[^\\n]{1,60}$"},
+                                            "reason": {"type": "string", "pattern": f"^{TEXT}{{1,60}}$"},
                                             "next": {"enum": ["test", "edit", "submit"]}},
            "required": ["solved", "reason", "next"], "additionalProperties": False}
 PROMPTS = ["calc.py: add(a, b) returns a - b. Fix it.", "Run the tests and show me what fails.",

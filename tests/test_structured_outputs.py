@@ -138,6 +138,17 @@ def test_length_bounded_strings_reject_control_characters() -> None:
 
 
 @pytest.mark.core
+@pytest.mark.xfail(strict=True, reason="xgrammar 0.2.8: JSON strings admit UTF-8-encoded surrogates (ED A0 80), "
+                   "which decode to U+FFFD; passes once the library is fixed")
+def test_strings_reject_encoded_surrogates() -> None:
+    import xgrammar
+
+    schema = '{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}'
+    grammar = xgrammar.Grammar.from_json_schema(schema, any_whitespace=False, strict_mode=False)
+    assert not xgrammar.testing._is_grammar_accept_string(grammar, b'{"a": "\xed\xa0\x80"}')
+
+
+@pytest.mark.core
 def test_choice_grammar_escapes() -> None:
     assert choice_grammar(['a"b', "c\\d\n", "é"]) == 'root ::= "a\\"b" | "c\\\\d\\n" | "é"'
 

