@@ -20,7 +20,13 @@ from gguf_helpers import CHAT_TEMPLATE, EOS_ID, truncate, write_tiny_llama_gguf
 from agent_engine.model import gguf as gguf_mod
 from agent_engine.model import sources
 from agent_engine.model.loader import load_model
-from agent_engine.model.sources import KNOWN_MODELS, KnownModel, ModelUnavailableError, WheelPart, resolve_model
+from agent_engine.model.sources import (
+    KNOWN_MODELS,
+    KnownModel,
+    ModelUnavailableError,
+    WheelPart,
+    resolve_model,
+)
 
 pytestmark = pytest.mark.core
 
