@@ -27,6 +27,7 @@ from agent_engine.agent.task_set import (
     builtin_solutions,
     builtin_tasks,
     load_tasks,
+    read_task_lines,
     resolve_tasks,
 )
 from agent_engine.agent.text_interface import SUBMIT_COMMAND
@@ -87,7 +88,11 @@ class FakeServer:
 
 def test_builtin_set_is_complete() -> None:
     names = [t.name for t in TASKS]
-    assert 5 <= len(TASKS) <= 6 and len(set(names)) == len(names)
+    assert len(TASKS) >= 20 and len(set(names)) == len(names)
+    lines = {d["name"]: d for d in read_task_lines(TASKS_DIR / "tasks.jsonl")}
+    kinds = {d["kind"] for d in lines.values()}
+    assert kinds == {"one-line bug", "failing test output", "two files", "missing function", "config error"}
+    assert {d["difficulty"] for d in lines.values()} == {"easy", "medium", "hard"}
     solutions = builtin_solutions()
     assert set(solutions) == set(names)
     for t in TASKS:
@@ -100,11 +105,12 @@ def test_builtin_set_is_complete() -> None:
 def test_check_fails_as_shipped_and_passes_after_the_known_fix(task: AgentTask, tmp_path: Path) -> None:
     assert task.repo is not None and task.check is not None and task.name is not None
     repo = Path(shutil.copytree(task.repo, tmp_path / "repo"))
-    before = {p.name: p.read_text() for p in repo.glob("*.py")}
+    before = {p.name: p.read_text() for p in repo.iterdir() if p.is_file()}
     assert _bash(task.check, repo) != 0, "the shipped repo already passes its check"
     assert _bash(builtin_solutions()[task.name], repo) == 0
-    changed = [n for n, text in before.items() if (repo / n).read_text() != text]
-    assert len(changed) == 1 and changed[0] != "check.py", changed  # one fix, in the code, not the check
+    changed = sorted(n for n, text in before.items() if (repo / n).read_text() != text)
+    two_files = read_task_lines(TASKS_DIR / "tasks.jsonl")[[t.name for t in TASKS].index(task.name)]["kind"] == "two files"
+    assert len(changed) == (2 if two_files else 1) and "check.py" not in changed, changed  # the code, not the check
     assert _bash(task.check, repo) == 0, "the known fix does not pass the check"
 
 

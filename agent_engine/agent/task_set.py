@@ -2,12 +2,15 @@
 
 A task file holds one JSON object a line: ``task`` (the text the agent gets; required), ``repo`` (the
 folder copied into the job's sandbox), ``job_id``, ``name``, ``check`` (a shell command run in the
-job's sandbox after the job ends: exit status 0 exactly when the task is solved) and ``solution`` (a
-shell command that applies the known fix; read by the tests, never sent to the agent).
+job's sandbox after the job ends: exit status 0 exactly when the task is solved), ``solution`` (a
+shell command that applies the known fix; read by the tests, never sent to the agent), and ``kind``
+and ``difficulty`` (labels for reports).
 
 The shipped set (``tasks/tasks.jsonl`` and one tiny repository per task under ``tasks/``, package
-data): each repository has ONE simple bug (a wrong operator, an off-by-one, a misspelled key, a missing
-return, a wrong constant, a wrong comparison) and a ``check.py`` that needs nothing but ``python3``.
+data), SWE-style tasks of graded difficulty: a one-line bug the task names (easy), a bug found only
+by reading the failing check's output, a missing function to write, a wrong config file (medium), a
+fix across two files (hard). Each repository's ``check.py`` needs nothing but ``python3`` and says
+what fails.
 
 Invariants:
 - Every shipped check exits non-zero on its shipped repository and 0 once its ``solution`` ran there
@@ -29,7 +32,7 @@ __all__ = ["BUILTIN", "TASKS_DIR", "AgentTask", "builtin_solutions", "builtin_ta
 
 BUILTIN = "builtin"  # the ``--tasks`` value that selects the shipped set
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
-_STRING_FIELDS = ("repo", "job_id", "name", "check", "solution")
+_STRING_FIELDS = ("repo", "job_id", "name", "check", "solution", "kind", "difficulty")
 
 
 @dataclass(frozen=True)

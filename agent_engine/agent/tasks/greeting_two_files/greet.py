@@ -1,0 +1,6 @@
+import names
+
+
+def greet(first, last):
+    """'Hello First Last'."""
+    return "Hello " + names.full_name(last, first)

@@ -1,0 +1,3 @@
+def full_name(first, last):
+    """'First Last'."""
+    return first + last

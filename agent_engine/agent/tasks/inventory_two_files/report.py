@@ -1,0 +1,3 @@
+def total_units(stock):
+    """All units in the stock dict (name -> units)."""
+    return len(stock)

@@ -1,0 +1,3 @@
+def fizzbuzz(n):
+    """'Fizz', 'Buzz', 'FizzBuzz' or str(n)."""
+    pass

@@ -1,0 +1,3 @@
+def with_tax(price):
+    """The price including 20% tax."""
+    return price + 1.2
