@@ -4,6 +4,7 @@ import sys
 
 from app import load
 
+
 def _ok():
     try:
         return load() == ("agent", False, 4)

@@ -4,6 +4,7 @@ import sys
 
 from server import settings
 
+
 def _ok():
     try:
         return settings() == ("127.0.0.1", 8080, 2)

@@ -4,6 +4,7 @@ import sys
 
 from cart import can_add
 
+
 def _ok():
     try:
         return can_add([1, 2]) and not can_add([1, 2, 3])
