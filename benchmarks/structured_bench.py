@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -125,5 +126,10 @@ def run(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.structured_bench``: the same flags as ``agent-engine bench structured``."""
+    return run_standalone("structured", argv)
+
+
 if __name__ == "__main__":
-    raise SystemExit(run_standalone("structured"))
+    raise SystemExit(main())

@@ -93,7 +93,8 @@ def test_errors_are_sdk_exceptions(client, srv):
 
 
 WEATHER = {"name": "get_weather", "description": "The weather in a city",
-           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+           "input_schema": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Oslo", "Paris", "Lima"]}},
+                            "required": ["city"]}}  # an enum: even a random model's forced call ends in budget
 
 
 def test_tool_conversation_renders_with_the_chat_renderer(srv):

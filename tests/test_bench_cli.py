@@ -43,6 +43,8 @@ MINIMAL: dict[str, tuple[list[str], dict[str, object]]] = {
                           "json": "out/sim_validate.json", "plot": "out/sim_validate.png"}),
     "agent-tasks": ([], {"model": None, "tasks": "builtin", "policies": "fcfs,continuum", "hints": "job_id,none",
                          "json": "out/agent_tasks.json"}),
+    "structured": ([], {"model": None, "requests": 1000, "batch": 16, "companions": 8, "repeats": 3,
+                        "json": "out/structured_bench.json"}),
     "reliability": ([], {"policies": "fcfs,priority,continuum,continuum-fixed", "jobs": 12, "turns": 6,
                          "sigterm_after": 40, "json": "out/reliability.json"}),
 }
