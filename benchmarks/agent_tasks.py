@@ -3,7 +3,7 @@
 For every triple of ``--interfaces`` (our agent's ``tools`` or ``text`` interface, or ``mini``: mini-swe-agent
 unmodified, ``benchmarks.mini_swe``, hint-free rows only) x ``--policies`` x
 ``--hints`` a fresh server subprocess (``start_engine_server``:
-127.0.0.1, bounded waits, always stopped) serves ``--model``; ``agent_engine.agent.runner`` runs every
+127.0.0.1, bounded waits, always stopped) serves ``--model``; ``agent_engine.agent.job_runner`` runs every
 task of ``--tasks`` (default: the shipped set, whose checks say which jobs solved their task) as one
 live agent job, ``--concurrency`` at once; then the server's ``/metrics`` is scraped. A row: solved /
 jobs, mean steps, format errors, mean and p90 JCT, the prefix hit ratio (cached / prompt tokens the server reported),
@@ -150,8 +150,8 @@ def run_pair(policy: str, hints: str, model: str, tasks: Sequence[Any], args: ar
              interface: str = "tools") -> dict[str, Any]:
     """Start ``policy``'s server, run the jobs with hint style ``hints`` through ``interface``, scrape,
     stop; the table row."""
+    from agent_engine.agent.job_runner import RunOptions, run_agent_jobs_sync
     from agent_engine.agent.loop import AgentConfig
-    from agent_engine.agent.runner import RunOptions, run_agent_jobs_sync
     from agent_engine.workloads.replay.records import write_records
 
     if interface == MINI_INTERFACE:

@@ -26,8 +26,8 @@ from typing import Any
 
 from agent_engine.config import EngineConfig
 from agent_engine.reporting import machine_info
-from agent_engine.sim.config import POLICIES as POLICY_LABELS
-from agent_engine.sim.config import parse_policy
+from agent_engine.sim.sim_config import POLICIES as POLICY_LABELS
+from agent_engine.sim.sim_config import parse_policy
 from agent_engine.workloads.hint_styles import HINT_STYLES
 from agent_engine.workloads.replay.client import ReplayOptions, plan_job
 from agent_engine.workloads.traces import TraceJob, load_trace, trace_label

@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.outputs import NO_LOGPROBS, EngineCoreOutput
 from scheduler.request import RequestStatus
+from scheduler.step_io import NO_LOGPROBS, EngineCoreOutput
 
 Update = Callable[[Any, Any, Any], list[Any]]
 

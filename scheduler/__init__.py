@@ -10,13 +10,6 @@ from scheduler.fake_runner import FakeRunner
 from scheduler.job_hints import NO_HINTS, JobHints
 from scheduler.kv_cache_manager import KVCacheManager
 from scheduler.observability import SchedulerStats
-from scheduler.outputs import (
-    EngineCoreOutput,
-    ModelRunnerOutput,
-    ScheduledRequest,
-    SchedulerOutput,
-    StepOutputs,
-)
 from scheduler.policy import (
     POLICY_NAMES,
     ContinuumPolicy,
@@ -34,6 +27,13 @@ from scheduler.policy import (
 from scheduler.request import Request, RequestStatus
 from scheduler.sampling_params import SamplingParams
 from scheduler.scheduler import Scheduler
+from scheduler.step_io import (
+    EngineCoreOutput,
+    ModelRunnerOutput,
+    ScheduledRequest,
+    SchedulerOutput,
+    StepOutputs,
+)
 from scheduler.structured import StructuredSpec
 
 __all__ = [

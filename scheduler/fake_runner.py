@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from scheduler.outputs import ModelRunnerOutput, ScheduledRequest, SchedulerOutput
+from scheduler.step_io import ModelRunnerOutput, ScheduledRequest, SchedulerOutput
 
 TokenFn = Callable[[ScheduledRequest], int]
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from scheduler.kv_cache_manager import KVCacheManager
-from scheduler.outputs import SchedulerOutput
 from scheduler.policy.base import PinStats
 from scheduler.request import Request
+from scheduler.step_io import SchedulerOutput
 
 
 class QueueCounts(NamedTuple):

@@ -11,7 +11,7 @@ from scheduler.job_hints import INFERRED, NO_HINTS, JobHints
 from scheduler.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
-    from scheduler.outputs import ScheduledRequest
+    from scheduler.step_io import ScheduledRequest
 
 
 class RequestStatus(enum.IntEnum):

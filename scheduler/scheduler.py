@@ -29,10 +29,10 @@ from scheduler.clock import Clock, MonotonicClock
 from scheduler.config import SchedulerConfig
 from scheduler.kv_cache_manager import KVCacheManager
 from scheduler.observability import QueueCounts, SchedulerStats, admit_event, stats_snapshot, step_event
-from scheduler.outputs import ModelRunnerOutput, ScheduledRequest, SchedulerOutput, StepOutputs
 from scheduler.policy import PinTTLFn, make_policy
 from scheduler.request import Request, RequestStatus
 from scheduler.steady_decode import DecodeStreak, schedule_steady_decode
+from scheduler.step_io import ModelRunnerOutput, ScheduledRequest, SchedulerOutput, StepOutputs
 from scheduler.waiting_queue import WaitingQueue
 
 # Receives one JSON-able dict per event (step snapshots, admissions); None = tracing off.

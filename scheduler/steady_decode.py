@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.kv_cache_manager import KVCacheManager
-from scheduler.outputs import ScheduledRequest
 from scheduler.request import Request
+from scheduler.step_io import ScheduledRequest
 
 
 @dataclass(slots=True)

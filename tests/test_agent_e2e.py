@@ -15,8 +15,8 @@ import httpx
 import pytest
 from server_fixtures import start_subprocess_server
 
+from agent_engine.agent.job_runner import AgentTask, RunOptions, run_agent_jobs_sync
 from agent_engine.agent.loop import AgentConfig, AgentJobRecord, AgentTurnRecord
-from agent_engine.agent.runner import AgentTask, RunOptions, run_agent_jobs_sync
 from agent_engine.agent.text_interface import SUBMIT_COMMAND
 from agent_engine.agent.tiny_agent_model import SCRIPTS, build_tiny_agent_model
 from agent_engine.cli.main import main as cli_main

@@ -158,7 +158,7 @@ def test_cli_key_from_file_or_environment(stub_server: tuple[str, list[str | Non
 
 
 def test_agent_client_imports_no_heavy_modules() -> None:
-    probe = ("import sys, agent_engine.agent.cli, agent_engine.agent.runner; "
+    probe = ("import sys, agent_engine.agent.cli, agent_engine.agent.job_runner; "
              "print(sorted(m for m in sys.modules"
              " if m.split('.')[0] in ('torch', 'transformers', 'fastapi')))")
     res = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)

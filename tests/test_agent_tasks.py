@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
+from agent_engine.agent.job_runner import RunOptions, run_agent_jobs_sync
 from agent_engine.agent.loop import AgentConfig, run_agent_job
-from agent_engine.agent.runner import RunOptions, run_agent_jobs_sync
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.task_set import (
     TASKS_DIR,

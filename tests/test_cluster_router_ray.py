@@ -115,7 +115,7 @@ def test_a_dead_replica_is_forgotten_and_its_jobs_move() -> None:
 
 
 def test_the_serve_application_builder_takes_the_serve_flags() -> None:
-    from agent_engine.cluster.app import app_builder, args_to_flags, parse_flags
+    from agent_engine.cluster.ray_app import app_builder, args_to_flags, parse_flags
 
     flags = args_to_flags({"replicas": 3, "router": "pow2", "num_kv_blocks": 64, "soft-pins": False,
                            "infer_jobs": "true"})

@@ -9,8 +9,8 @@ import pytest
 
 from agent_engine.config import EngineConfig
 from agent_engine.sim.cluster import simulate_cluster
-from agent_engine.sim.config import SimConfig
 from agent_engine.sim.cost_model import CostConstants, CostModel
+from agent_engine.sim.sim_config import SimConfig
 from agent_engine.sim.simulator import simulate
 from agent_engine.sim.specs import get_gpu, get_model
 from agent_engine.workloads.traces.source import load_trace

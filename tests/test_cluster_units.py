@@ -9,7 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent_engine.cluster.bridge import ProxiedRequest, ResponseStart, collect, stream_asgi
-from agent_engine.cluster.metrics import ClusterMetrics, merge_expositions
+from agent_engine.cluster.cluster_metrics import ClusterMetrics, merge_expositions
 from agent_engine.cluster.route_key import prompt_text, route_key
 from agent_engine.routing import text_chain
 
@@ -122,7 +122,7 @@ def test_serve_replicas_without_ray_is_a_clean_error(monkeypatch: pytest.MonkeyP
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from agent_engine.cluster import serve as cluster_serve
+    from agent_engine.cluster import serve_cluster as cluster_serve
     from agent_engine.server.serve import add_arguments, run_serve
 
     monkeypatch.setattr(cluster_serve, "ray_available", lambda: False)

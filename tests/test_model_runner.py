@@ -16,8 +16,8 @@ from transformers import (
 )
 
 from agent_engine.model.runner import ModelRunner
-from scheduler.outputs import ScheduledRequest, SchedulerOutput
 from scheduler.sampling_params import SamplingParams
+from scheduler.step_io import ScheduledRequest, SchedulerOutput
 
 pytestmark = pytest.mark.core
 

@@ -18,8 +18,8 @@ from agent_engine.cli.main import main as cli_main
 from agent_engine.config import EngineConfig
 from agent_engine.sim.calibrate import SMALL_SHAPES, errors, fit, simulate_like_bench
 from agent_engine.sim.cli import add_arguments, build_cost_model, engine_options, resolve_pool
-from agent_engine.sim.config import POLICIES, SimConfig, engine_for_policy, parse_policy, policy_label
 from agent_engine.sim.cost_model import CostConstants, CostModel, kv_pool_blocks
+from agent_engine.sim.sim_config import POLICIES, SimConfig, engine_for_policy, parse_policy, policy_label
 from agent_engine.sim.simulator import simulate
 from agent_engine.sim.specs import get_gpu, get_model
 from agent_engine.sim.sweep import ratio_at_2x_unloaded, run_sweep

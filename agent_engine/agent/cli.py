@@ -83,8 +83,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _cmd_agent(args: argparse.Namespace) -> int:
     """Run the jobs described by ``args``, write the files, print the summary; returns the exit status."""
+    from agent_engine.agent.job_runner import RunOptions, run_agent_jobs_sync
     from agent_engine.agent.loop import AgentConfig
-    from agent_engine.agent.runner import RunOptions, run_agent_jobs_sync
     from agent_engine.workloads.replay.records import write_records
     from agent_engine.workloads.traces.format import write_jobs
 

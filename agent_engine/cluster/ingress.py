@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from agent_engine.cluster.bridge import ProxiedRequest, ResponseStart
-from agent_engine.cluster.metrics import ClusterMetrics
+from agent_engine.cluster.cluster_metrics import ClusterMetrics
 from agent_engine.cluster.registry import routers_of
 from agent_engine.cluster.relay import RETRYABLE, error_response, relay
 

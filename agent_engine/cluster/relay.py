@@ -30,7 +30,7 @@ from ray.serve.exceptions import DeploymentUnavailableError
 from starlette.responses import Response
 
 from agent_engine.cluster.bridge import ProxiedRequest, ResponseStart, error_start_and_body
-from agent_engine.cluster.metrics import ClusterMetrics
+from agent_engine.cluster.cluster_metrics import ClusterMetrics
 from agent_engine.cluster.route_key import route_key
 
 logger = logging.getLogger(__name__)

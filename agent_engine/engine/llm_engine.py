@@ -32,7 +32,7 @@ from scheduler import (
     Scheduler,
     SchedulerConfig,
 )
-from scheduler.outputs import NO_LOGPROBS, logprobs_of
+from scheduler.step_io import NO_LOGPROBS, logprobs_of
 
 logger = logging.getLogger(__name__)
 

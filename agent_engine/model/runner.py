@@ -26,7 +26,7 @@ from agent_engine.model.attention import KV_CACHES_KWARG, METADATA_KWARG, use_pa
 from agent_engine.model.lean_decoder import LeanDecoder
 from agent_engine.model.sampler import Sampler, SamplerOutput, TokenBitmask
 from kernels import AttentionWorkspace, allocate_kv_caches, build_attention_metadata
-from scheduler.outputs import ModelRunnerOutput, SchedulerOutput
+from scheduler.step_io import ModelRunnerOutput, SchedulerOutput
 
 
 def kv_shape_from_config(config: Any) -> tuple[int, int, int]:

@@ -41,9 +41,9 @@ from agent_engine.server.anthropic.routes import router as anthropic_router
 from agent_engine.server.async_engine import AsyncEngine
 from agent_engine.server.auth import AuthMiddleware, Tenants
 from agent_engine.server.errors import install_error_handlers
-from agent_engine.server.limits import BodyLimitMiddleware
 from agent_engine.server.metrics import HttpCounterMiddleware, ServerMetrics
 from agent_engine.server.openai_routes import router
+from agent_engine.server.request_limits import BodyLimitMiddleware
 from agent_engine.server.server_config import ServerConfig
 from agent_engine.server.state import ServerState
 

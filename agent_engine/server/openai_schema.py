@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from agent_engine.server.limits import FiniteFloat, reject_lone_surrogates
+from agent_engine.server.request_limits import FiniteFloat, reject_lone_surrogates
 from agent_engine.server.structured_request import ResponseFormat, StructuredOutputs, requested_structure
 from agent_engine.server.tools.tool_schema import MessageToolCall, ToolDef, arguments_value
 from scheduler import SamplingParams, StructuredSpec

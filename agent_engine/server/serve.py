@@ -31,7 +31,7 @@ from agent_engine.server.server_config import ServerConfig
 logger = logging.getLogger(__name__)
 
 HELP = "OpenAI-compatible HTTP server"
-CLUSTER_MODULE = "agent_engine.cluster.serve"  # --replicas N > 1: Ray Serve (the optional extra ``ray``)
+CLUSTER_MODULE = "agent_engine.cluster.serve_cluster"  # --replicas N > 1: Ray Serve (the optional extra ``ray``)
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from agent_engine.config import EngineConfig
 from agent_engine.sim.cluster_cli import add_cluster_args, cmd_cluster
-from agent_engine.sim.config import POLICIES, SimConfig, SweepSetup
 from agent_engine.sim.cost_model import CostConstants, CostModel, kv_pool_blocks
+from agent_engine.sim.sim_config import POLICIES, SimConfig, SweepSetup
 from agent_engine.sim.specs import GPUS, MODELS, get_gpu, get_model
 
 __all__ = ["HELP", "add_arguments", "build_cost_model", "default_output", "engine_options", "resolve_pool"]

@@ -30,9 +30,9 @@ from typing import Any
 
 from agent_engine.routing import ReplicaView, RouteKey, make_policy, next_turn_reuse
 from agent_engine.routing.policies import DEFAULT_MAX_IMBALANCE, RoutingPolicy
-from agent_engine.sim.config import SimConfig
 from agent_engine.sim.cost_model import CostModel, chunks_of
 from agent_engine.sim.result import SimResult
+from agent_engine.sim.sim_config import SimConfig
 from agent_engine.sim.simulator import build_scheduler, build_tracker
 from agent_engine.sim.turns import (
     OUT_TOKEN,

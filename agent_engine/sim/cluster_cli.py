@@ -19,7 +19,7 @@ from typing import Any
 
 from agent_engine.routing import ROUTERS
 from agent_engine.routing.policies import DEFAULT_MAX_IMBALANCE
-from agent_engine.sim.config import SweepSetup, engine_for_policy
+from agent_engine.sim.sim_config import SweepSetup, engine_for_policy
 
 __all__ = ["add_cluster_args", "cmd_cluster"]
 

@@ -30,9 +30,9 @@ from collections.abc import Sequence
 
 from agent_engine.config import EngineConfig
 from agent_engine.engine.job_hooks import PROFILE_LENGTHS, JobHooks
-from agent_engine.sim.config import SimConfig
 from agent_engine.sim.cost_model import CostModel, chunks_of
 from agent_engine.sim.result import SimResult
+from agent_engine.sim.sim_config import SimConfig
 from agent_engine.sim.turns import (
     OUT_TOKEN,
     SimJob,

@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from agent_engine.server.limits import FiniteFloat, reject_lone_surrogates
+from agent_engine.server.request_limits import FiniteFloat, reject_lone_surrogates
 from scheduler import SamplingParams
 
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,128}$"

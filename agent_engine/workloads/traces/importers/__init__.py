@@ -25,8 +25,8 @@ from agent_engine.workloads.traces.format import TraceJob
 from agent_engine.workloads.traces.importers import anthropic, openai, ours
 from agent_engine.workloads.traces.importers.calls import Call
 from agent_engine.workloads.traces.importers.grouping import group_calls
+from agent_engine.workloads.traces.importers.log_lines import read_records
 from agent_engine.workloads.traces.importers.raw import RawJob
-from agent_engine.workloads.traces.importers.records import read_records
 from agent_engine.workloads.traces.importers.repair import repair
 from agent_engine.workloads.traces.importers.report import ImportReport, LineError, Place
 

@@ -4,7 +4,7 @@
 --replicas N`` runs; ``app_builder(args)`` is the same application for Ray's own tools, taking the
 ``serve`` flags as a dict (names with ``-`` or ``_``; ``true``/``false`` for on/off flags)::
 
-    serve run agent_engine.cluster.app:app_builder replicas=2 policy=continuum num-kv-blocks=512
+    serve run agent_engine.cluster.ray_app:app_builder replicas=2 policy=continuum num-kv-blocks=512
     serve deploy agent_engine/cluster/serve_config.yaml
 
 Invariants:

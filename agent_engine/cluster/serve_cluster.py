@@ -94,7 +94,7 @@ def _serve_until_signal(engine_config: EngineConfig, server_config: ServerConfig
                         cluster: ClusterConfig) -> int:
     from ray import serve
 
-    from agent_engine.cluster.app import build_application, local_replica_threads
+    from agent_engine.cluster.ray_app import build_application, local_replica_threads
 
     stop = threading.Event()
     threads = None if cluster.ray_address else local_replica_threads(cluster)
