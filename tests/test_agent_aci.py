@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_engine.agent.aci import TOOLS, run_tool_call
+from agent_engine.agent.aci import TOOLS, Progress, run_tool_call
 from agent_engine.agent.loop import AgentConfig, run_agent_job
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.task_set import builtin_tasks
@@ -97,6 +97,44 @@ def test_bash_and_submit(sandbox: Sandbox) -> None:
     out = run_tool_call(sandbox, _call("bash", command="python3 -c 'import calc; print(calc.add(2, 3))'"))
     assert out.observation == "exit code 0\n-1" and out.tool_name == "bash"
     assert run_tool_call(sandbox, _call("submit")).submitted
+
+
+def test_a_tool_typed_as_a_shell_command_runs_that_tool(sandbox: Sandbox) -> None:
+    view = run_tool_call(sandbox, _call("bash", command="view_file calc.py"))
+    assert view.tool_name == "view_file" and "   2|     return a - b" in view.observation
+    edit = run_tool_call(sandbox, _call("bash", command="edit_file calc.py 'return a - b' 'return a + b'"))
+    assert edit.tool_name == "edit_file" and "return a + b" in _file(sandbox)
+    assert run_tool_call(sandbox, _call("bash", command="submit")).submitted
+    # Any other shape stays a shell command: a tool name with the wrong number of words is bash's.
+    wrong = run_tool_call(sandbox, _call("bash", command="view_file calc.py extra"))
+    assert wrong.tool_name == "bash" and wrong.exit_code != 0
+
+
+def test_editing_a_folder_changes_nothing(sandbox: Sandbox) -> None:
+    out = run_tool_call(sandbox, _call("edit_file", path=".", old_text="a", new_text="b"))
+    assert out.exit_code == 1 and "is a folder" in out.observation and _file(sandbox) == SOURCE
+
+
+def test_old_text_copied_with_line_numbers_still_edits(sandbox: Sandbox) -> None:
+    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="   2|     return a - b",
+                                       new_text="    return a + b"))
+    assert out.exit_code == 0 and "return a + b" in _file(sandbox)
+
+
+def test_advice_follows_what_the_job_did(sandbox: Sandbox) -> None:
+    progress = Progress(check="python3 -c 'import calc; assert calc.add(2, 3) == 5'")
+    check = _call("bash", command=progress.check)
+
+    def advise(call: dict[str, Any]) -> str:
+        return progress.advice(call, run_tool_call(sandbox, call))
+
+    assert "view_file" in advise(check)  # failing, nothing seen yet
+    assert advise(check).startswith("You made this same call just before.")
+    assert "edit_file" in advise(_call("view_file", path="calc.py"))
+    assert "run the check" in advise(_call("edit_file", path="calc.py", old_text="return a - b",
+                                            new_text="return a + b"))
+    assert advise(check) == "The check passes. Next: call submit."
+    assert advise(_call("submit")) == "" and advise(_call("nope")) == ""
 
 
 # --------------------------------------------------------------------------- a whole job

@@ -239,7 +239,7 @@ def test_environment_scrubbed(repo: Path, monkeypatch: pytest.MonkeyPatch, mode:
     assert "s3cr3t-value" not in res.output and "AGENT_TEST_SECRET_TOKEN" not in res.output
     names = {line.split("=", 1)[0] for line in res.output.splitlines() if "=" in line}
     assert {"PATH", "HOME", "LANG", "TMPDIR", "AGENT_SANDBOX_ID"} <= names
-    assert names <= {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "AGENT_SANDBOX_ID", "PWD", "SHLVL", "_"}
+    assert names <= {"PATH", "HOME", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE", "TMPDIR", "AGENT_SANDBOX_ID", "PWD", "SHLVL", "_"}
 
 
 def test_exit_code_and_stderr(repo: Path) -> None:

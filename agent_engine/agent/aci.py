@@ -14,6 +14,13 @@ Invariants:
   first matched line's indentation); otherwise the file is unchanged and the observation says so.
 - ``run_tool_call`` never raises for a bad call: an unknown tool, arguments that are not a JSON object
   or a missing argument give ``ToolOutcome.format_error`` with an observation naming the problem.
+- A ``bash`` command whose words are another tool and exactly its arguments (``view_file calc.py``)
+  runs that tool: small models often type the tools as shell commands.
+- ``edit_file`` also takes ``old_text`` copied from ``view_file`` with its line numbers (``  4| ``): when
+  every line carries one and the text is not found as given, the numbers are dropped and it is tried
+  again.
+- ``Progress.advice`` only adds a line after the observation, read from what the job did (viewed,
+  edited, the same call twice, the check's exit code); it never changes what a tool did.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from typing import Any
 
 from agent_engine.agent.sandbox import Sandbox
 
-__all__ = ["SYSTEM_PROMPT_TOOLS", "TOOLS", "ToolOutcome", "run_tool_call"]
+__all__ = ["SYSTEM_PROMPT_TOOLS", "TOOLS", "Progress", "ToolOutcome", "run_tool_call"]
 
 SYSTEM_PROMPT_TOOLS = (
     "You are a careful software engineer fixing a bug in a small Python repository. Call exactly one tool "
@@ -59,14 +66,23 @@ _REQUIRED = {t["function"]["name"]: t["function"]["parameters"]["required"] for 
 
 # Runs inside the sandbox: argv[1] is base64 JSON {"op": "view"|"edit", "path", "old", "new"}.
 _FILE_PROGRAM = r'''
-import base64, json, os, sys
+import base64, json, os, re, sys
 a = json.loads(base64.b64decode(sys.argv[1]))
 path = a["path"]
 
 def numbered(lines, start=1):
     return "".join(f"{n:4d}| {line}" for n, line in enumerate(lines, start))
 
+NUMBERED = re.compile(r"^ *[0-9]+[|] ?")
+
 def locate(text, old):
+    found = locate_as_given(text, old)
+    lines = old.strip("\n").splitlines()
+    if found[0] is None and lines and all(NUMBERED.match(x) for x in lines):
+        return locate_as_given(text, "\n".join(NUMBERED.sub("", x, count=1) for x in lines))
+    return found
+
+def locate_as_given(text, old):
     if text.count(old) == 1:
         i = text.index(old)
         return i, i + len(old), None
@@ -81,6 +97,9 @@ def locate(text, old):
     indent = lines[k][: len(lines[k]) - len(lines[k].lstrip())]
     return start, end, indent
 
+if os.path.isdir(path) and a["op"] != "view":
+    print(f"{path} is a folder, not a file. Nothing changed.")
+    sys.exit(1)
 if os.path.isdir(path):
     names = sorted(os.path.join(r, f)[len(path):].lstrip("/") for r, _, fs in os.walk(path) for f in fs)
     print(f"{path} holds: " + ", ".join(n for n in names if "__pycache__" not in n))
@@ -138,6 +157,8 @@ def run_tool_call(sandbox: Sandbox, call: dict[str, Any]) -> ToolOutcome:
     missing = [k for k in _REQUIRED[name] if not isinstance(args.get(k), str)]
     if missing:
         return _format_error(f"{name} needs the string argument(s) {', '.join(missing)}.")
+    if name == "bash":
+        name, args = _as_tool_command(args)
     if name == "submit":
         return ToolOutcome("Submitted.", "submit", "submit", submitted=True)
     if name == "bash":
@@ -150,6 +171,65 @@ def run_tool_call(sandbox: Sandbox, call: dict[str, Any]) -> ToolOutcome:
     observation = result.output if name != "bash" else f"exit code {result.exit_code}\n{result.output}"
     shown = args["command"] if name == "bash" else f"{name} {args['path']}"
     return ToolOutcome(observation.rstrip("\n") or "(no output)", shown, tool, result.exit_code, result.timed_out)
+
+
+@dataclass
+class Progress:
+    """What a job has done so far, read for the one line of advice after each observation (after
+    SWE-agent's interface: a small model that repeats itself or stalls is told the next step)."""
+
+    check: str | None = None  # the task's check command, when the task names one
+    viewed: bool = False
+    edited: bool = False
+    last_call: str | None = None
+
+    def advice(self, call: dict[str, Any], outcome: ToolOutcome) -> str:
+        """The line to append to ``outcome``'s observation ("" for none); records the call."""
+        function = call.get("function") or {}
+        key = json.dumps([function.get("name"), _arguments(function.get("arguments"))], sort_keys=True)
+        repeated, self.last_call = key == self.last_call, key
+        if outcome.format_error or outcome.submitted:
+            return ""
+        if outcome.exit_code == 0 and (outcome.tool_name == "view_file" or _reads_a_file(outcome.command)):
+            self.viewed = True
+        if outcome.tool_name == "edit_file" and outcome.exit_code == 0:
+            self.edited = True
+            return f"Next: run the check ({self.check or 'the test'}) with bash."
+        return self._next_step(outcome, repeated)
+
+    def _next_step(self, outcome: ToolOutcome, repeated: bool) -> str:
+        is_check = self.check is not None and self.check in outcome.command
+        if is_check and outcome.exit_code == 0:
+            return "The check passes. Next: call submit."
+        again = "You made this same call just before. " if repeated else ""
+        if not self.viewed:
+            return again + "Next: view_file the file the task names, to find the wrong code."
+        if not self.edited or repeated:
+            return again + ("Next: edit_file with old_text the wrong lines exactly as the file shows them and "
+                            "new_text the corrected lines.")
+        if is_check:
+            return "The check still fails: read its output above, then edit_file again."
+        return ""
+
+
+def _reads_a_file(command: str) -> bool:
+    """Whether a shell command shows a file (``cat``, ``head``, ``tail``, ``less``, ``more``)."""
+    words = command.split()
+    return len(words) >= 2 and words[0] in ("cat", "head", "tail", "less", "more")
+
+
+def _as_tool_command(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A ``bash`` command that names another tool (``view_file PATH``, ``edit_file PATH OLD NEW``,
+    ``submit``) runs that tool, as SWE-agent's interface commands run in its shell; any other
+    command stays ``bash``."""
+    try:
+        words = shlex.split(args["command"])
+    except ValueError:
+        return "bash", args
+    shapes = {"view_file": ["path"], "edit_file": ["path", "old_text", "new_text"], "submit": []}
+    if not words or words[0] not in shapes or len(words) - 1 != len(shapes[words[0]]):
+        return "bash", args
+    return words[0], dict(zip(shapes[words[0]], words[1:], strict=True))
 
 
 def _arguments(raw: Any) -> dict[str, Any] | None:

@@ -139,7 +139,7 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
                         return _failed_job(task, job_id, time.perf_counter() - t0, e)
                     try:
                         result = await run_agent_job(client, task.task, sandbox, job_id, options.agent,
-                                                     t0=t0, executor=pool)
+                                                     t0=t0, executor=pool, check=task.check)
                         result.job.task_name = task.name
                         result.job.solved = await _run_check(sandbox, task.check, pool)
                         return result

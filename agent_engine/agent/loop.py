@@ -38,7 +38,7 @@ from typing import Any
 
 import httpx
 
-from agent_engine.agent.aci import SYSTEM_PROMPT_TOOLS, TOOLS, ToolOutcome, run_tool_call
+from agent_engine.agent.aci import SYSTEM_PROMPT_TOOLS, TOOLS, Progress, ToolOutcome, run_tool_call
 from agent_engine.agent.chat import ChatReply, stream_chat
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.text_interface import (
@@ -186,6 +186,7 @@ class _Job:
     executor: Executor | None
     on_turn: Callable[[AgentTurnRecord], None] | None
     turns: list[AgentTurnRecord] = field(default_factory=list)
+    progress: Progress = field(default_factory=Progress)
 
     async def step(self, step: int) -> bool:
         """One model call and the command it issued; returns True when the job is over."""
@@ -253,17 +254,21 @@ class _Job:
         if outcome.submitted:
             self.record.exit_status, self.record.submission = "Submitted", ""
         else:
-            self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": outcome.observation})
+            advice = self.progress.advice(call, outcome)
+            observation = f"{outcome.observation}\n\n{advice}" if advice else outcome.observation
+            self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": observation})
         return outcome.submitted
 
 
 async def run_agent_job(client: httpx.AsyncClient, task: str, sandbox: Sandbox, job_id: str,
                         config: AgentConfig, *, t0: float, executor: Executor | None = None,
-                        on_turn: Callable[[AgentTurnRecord], None] | None = None) -> AgentJobResult:
-    """Run one job to its end (see the module docstring); commands run on ``executor`` threads."""
+                        on_turn: Callable[[AgentTurnRecord], None] | None = None,
+                        check: str | None = None) -> AgentJobResult:
+    """Run one job to its end (see the module docstring); commands run on ``executor`` threads.
+    ``check`` is the task's check command, which the tool interface's advice names."""
     record = AgentJobRecord(job_id, job_id, time.perf_counter() - t0, task=task)
     messages: list[dict[str, Any]] = list(initial_messages(task, config.prompt))
-    job = _Job(client, sandbox, config, record, messages, t0, executor, on_turn)
+    job = _Job(client, sandbox, config, record, messages, t0, executor, on_turn, progress=Progress(check))
     try:
         for step in range(config.step_limit):
             if await job.step(step):

@@ -62,8 +62,10 @@ class CommandResult:
 
 
 def minimal_env(home: str | os.PathLike[str], tmpdir: str | os.PathLike[str] | None = None) -> dict[str, str]:
-    """The scrubbed environment of a sandboxed command (nothing from ``os.environ``)."""
-    env = {"PATH": SANDBOX_PATH, "HOME": str(home), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+    """The scrubbed environment of a sandboxed command (nothing from ``os.environ``). No ``.pyc`` is
+    written: an agent's same-size edit within the second of an earlier import would run stale bytecode."""
+    env = {"PATH": SANDBOX_PATH, "HOME": str(home), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+           "PYTHONDONTWRITEBYTECODE": "1"}
     if tmpdir is not None:
         env["TMPDIR"] = str(tmpdir)
     return env
