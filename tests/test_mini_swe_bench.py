@@ -43,3 +43,13 @@ def test_mini_rows_are_hint_free_only() -> None:
     assert len(rows) == 4 + 2
     with pytest.raises(ValueError, match="known"):
         _pairs(p.parse_args(["--interfaces", "swe-agent"]))
+
+
+def test_vllm_rows_are_added_hint_free_per_interface() -> None:
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["--interfaces", "tools,mini", "--policies", "fcfs,continuum", "--hints", "job_id",
+                         "--vllm", "/usr/bin/python3"])
+    rows = _pairs(args)
+    assert rows == [("tools", "fcfs", "job_id"), ("tools", "continuum", "job_id"), ("tools", "vllm-cpu", "none")]
+    assert ("tools", "vllm-cpu", "none") not in _pairs(p.parse_args(["--policies", "fcfs"]))
