@@ -5,15 +5,18 @@ previous turn's finish.
 
 Invariants:
 - Every recorded duration is finite and >= 0 (negative gaps are clamped to 0, NaN/inf dropped).
-- ``DurationHistory.count(None)`` is the number of samples over all tools, so
-  ``sum(count(f) for f in tools) == count(None)`` (a turn without a tool counts only in the total).
-- Each window is bounded: memory does not grow with uptime.
+- ``DurationHistory.count(None)`` is the number of samples over all tools, so until a window fills or
+  a tool is forgotten ``sum(count(f) for f in tools) == count(None)`` (a turn without a tool counts
+  only in the total).
+- Each window is bounded, and so is the number of tools with a window (``max_tools``; the tool
+  recorded least recently is forgotten first): memory grows neither with uptime nor with the
+  number of distinct tool names clients send.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -77,9 +80,10 @@ class EmpiricalCDF:
 class DurationHistory:
     """Per-tool sliding windows of durations plus one window over all tools."""
 
-    def __init__(self, window: int = 4096, all_window: int = 16384) -> None:
+    def __init__(self, window: int = 4096, all_window: int = 16384, max_tools: int = 1024) -> None:
         self.window = window
-        self._per_tool: dict[str, deque[float]] = {}
+        self.max_tools = max_tools
+        self._per_tool: OrderedDict[str, deque[float]] = OrderedDict()
         self._all: deque[float] = deque(maxlen=all_window)
         self._cache: dict[str | None, EmpiricalCDF] = {}
 
@@ -90,7 +94,10 @@ class DurationHistory:
         seconds = max(0.0, float(seconds))
         if tool is not None:
             self._per_tool.setdefault(tool, deque(maxlen=self.window)).append(seconds)
+            self._per_tool.move_to_end(tool)
             self._cache.pop(tool, None)
+            while len(self._per_tool) > self.max_tools:
+                self._cache.pop(self._per_tool.popitem(last=False)[0], None)
         self._all.append(seconds)
         self._cache.pop(None, None)
         return True

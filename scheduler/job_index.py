@@ -20,12 +20,14 @@ Invariants:
 - At most ``max_jobs`` jobs are remembered; the least recently finished is forgotten first and
   reported by ``record`` so the caller can end it; ``expire`` forgets jobs idle too long the same way.
 - Prompts shorter than one block are never matched nor indexed (nothing to key them by).
+- New job ids are unguessable (``inferred-`` + 64 random bits from ``secrets``): a client cannot name,
+  and so cannot release, a job inferred for another client.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
+import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -76,7 +78,6 @@ class JobIndex:
     stats: JobInferenceStats = field(default_factory=JobInferenceStats)
     _turns: OrderedDict[str, _Turn] = field(default_factory=OrderedDict)
     _by_key: dict[int, list[str]] = field(default_factory=dict)
-    _ids: itertools.count = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
         if self.block_size < 1:
@@ -115,7 +116,10 @@ class JobIndex:
     def new_job_id(self) -> str:
         """A fresh id for a hint-less request that continues no job."""
         self.stats.new_jobs += 1
-        return f"inferred-{next(self._ids)}"
+        while True:
+            job_id = f"inferred-{secrets.token_hex(8)}"
+            if job_id not in self._turns:
+                return job_id
 
     def record(self, job_id: str, prompt_block_hashes: Sequence[int], tokens: Sequence[int],
                num_prompt_tokens: int, finished_at: float = 0.0,

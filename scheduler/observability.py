@@ -34,6 +34,7 @@ class SchedulerStats:
     blocks_empty: int
     blocks_pinned: int
     blocks_soft: int
+    pin_block_refs: int
     prefix_query_tokens: int
     prefix_hit_tokens: int
     num_preemptions: int
@@ -57,6 +58,7 @@ def stats_snapshot(s: QueueCounts, pins: PinStats) -> SchedulerStats:
         blocks_empty=pool.num_empty_blocks,
         blocks_pinned=pins.blocks_pinned,
         blocks_soft=pins.blocks_soft,
+        pin_block_refs=pins.pin_block_refs,
         prefix_query_tokens=s.kv.prefix_query_tokens,
         prefix_hit_tokens=s.kv.prefix_hit_tokens,
         num_preemptions=s.num_preemptions,

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from scheduler.structured import StructuredSpec
 
+# Temperatures below this are greedy (as in vLLM): dividing logits by less overflows float32.
+MIN_TEMPERATURE = 1e-5
 # No vocabulary is larger; the server also bounds top_k by the served model's vocabulary.
 MAX_TOP_K = 1 << 24
 
@@ -16,7 +18,7 @@ class SamplingParams:
     """How to sample one request's output.
 
     Invariants (checked in ``__post_init__``, violations raise ``ValueError``):
-    temperature >= 0 (0 means greedy), 0 < top_p <= 1, top_k == 0 (off) or >= 1,
+    temperature >= 0 (0 means greedy; one below ``MIN_TEMPERATURE`` is stored as 0), 0 < top_p <= 1, top_k == 0 (off) or >= 1,
     max_tokens >= 1, 0 <= min_tokens <= max_tokens, logprobs is None or 0..20.
     ``structured`` (a ``StructuredSpec`` or None) constrains the output to a JSON schema, regex, choice
     or grammar; the engine enforces it, the scheduler never looks inside.
@@ -45,6 +47,8 @@ class SamplingParams:
             object.__setattr__(self, "stop_token_ids", tuple(self.stop_token_ids or ()))
         if not isinstance(self.temperature, (int, float)) or not 0 <= self.temperature < math.inf:
             raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature!r}")
+        if self.temperature < MIN_TEMPERATURE:
+            object.__setattr__(self, "temperature", 0.0)
         if not isinstance(self.top_p, (int, float)) or not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if not isinstance(self.top_k, int) or self.top_k == -1:

@@ -75,6 +75,7 @@ def start_thread_server(async_engine: Any, server_config: ServerConfig = TEST_SE
     import uvicorn
 
     from agent_engine.server.app import build_app
+    from agent_engine.server.request_limits import header_deadline_protocol
 
     app = build_app(async_engine, server_config)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -82,7 +83,8 @@ def start_thread_server(async_engine: Any, server_config: ServerConfig = TEST_SE
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level=server_config.log_level, access_log=False,
-                            timeout_graceful_shutdown=max(1, int(server_config.drain_timeout)))
+                            timeout_graceful_shutdown=max(1, int(server_config.drain_timeout)),
+                            http=header_deadline_protocol(server_config.header_timeout))
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="uvicorn-test")
     thread.start()

@@ -68,8 +68,9 @@ def test_paths_need_a_key_and_requests_carry_their_tenant():
     anthropic = client.post("/v1/messages", headers={"x-api-key": "wrong"})
     assert anthropic.status_code == 401 and anthropic.json()["error"]["type"] == "authentication_error"
     text = metrics.render({}).decode()
-    assert 'route="/v1/whoami",status="2xx"} 2.0' in text
-    assert 'route="other",status="4xx"} 5.0' in text  # refused before routing: no route template
+    assert f'route="/v1/whoami",status="2xx",tenant="{alpha}"}} 1.0' in text
+    assert f'route="/v1/whoami",status="2xx",tenant="{beta}"}} 1.0' in text
+    assert 'route="other",status="4xx",tenant="default"} 5.0' in text  # refused before routing or a tenant
 
 
 def test_open_metrics_and_no_keys():

@@ -13,6 +13,7 @@ import openai
 import pytest
 from server_fixtures import engine_generate, reference_engine, shared_server
 
+from agent_engine.server.launcher import parse_prometheus
 from scheduler import SamplingParams
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -200,12 +201,9 @@ def test_metrics_exposition(srv, client):
                  "agent_engine_pins_early_released_total", "agent_engine_pinned_block_seconds_total",
                  "agent_engine_kv_blocks_soft_pinned", "agent_engine_pins_soft_yielded_total",
                  "agent_engine_pins_late_hit_total", "agent_engine_soft_pinned_block_seconds_total",
-                 'agent_engine_job_turns_by_hint_total{hint_source="job_id"}'):
+                 'agent_engine_job_turns_by_hint_total{hint_source="job_id",tenant="default"}'):
         assert name in text, name
 
 
 def _metric_value(text: str, name: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return 0.0
+    return parse_prometheus(text).get(name, 0.0)

@@ -77,7 +77,11 @@ def test_server_flags_are_unchanged_and_match_the_config_defaults():
         ["--host"], ["--port"], ["--max-waiting"], ["--drain-timeout"], ["--log-level"]]
     security = next(g for g in parser._action_groups if g.title == "security options")
     assert [a.option_strings for a in security._group_actions] == [
-        ["--api-key"], ["--api-keys-file"], ["--open-metrics"], ["--share-prefix-cache"], ["--max-body-bytes"]]
+        ["--api-key"], ["--api-keys-file"], ["--open-metrics"], ["--share-prefix-cache"], ["--max-body-bytes"],
+        ["--admin-key"], ["--header-timeout"], ["--body-timeout"]]
+    fairness = next(g for g in parser._action_groups if g.title == "fairness options")
+    assert [a.option_strings for a in fairness._group_actions] == [
+        ["--tenant-max-requests"], ["--max-prompts-per-request"], ["--max-request-tokens"], ["--tokenizer-workers"]]
     defaults = ServerConfig()
     assert {k: getattr(defaults, k) for k in SERVER_FLAGS} == {k: v[0] for k, v in SERVER_FLAGS.items()}
     assert parser.get_default("func").__name__ == "run_serve"
@@ -87,10 +91,18 @@ def test_server_config_from_args():
     parser = _serve_parser()
     args = parser.parse_args(["--host", "0.0.0.0", "--port", "9001", "--api-key", "k", "--api-key", "k2",
                               "--max-waiting", "3", "--drain-timeout", "2.5", "--log-level", "debug",
-                              "--open-metrics", "--max-body-bytes", "4096"])
+                              "--open-metrics", "--max-body-bytes", "4096", "--admin-key", "adm",
+                              "--tenant-max-requests", "5", "--max-prompts-per-request", "7",
+                              "--max-request-tokens", "900", "--tokenizer-workers", "3",
+                              "--header-timeout", "4", "--body-timeout", "6"])
     cfg = ServerConfig.from_args(args)
     assert cfg == ServerConfig(host="0.0.0.0", port=9001, api_keys=("k", "k2"), max_waiting=3, drain_timeout=2.5,
-                               log_level="debug", open_metrics=True, max_body_bytes=4096)
+                               log_level="debug", open_metrics=True, max_body_bytes=4096, admin_keys=("adm",),
+                               tenant_max_requests=5, max_prompts=7, max_request_tokens=900,
+                               tokenizer_workers=3, header_timeout=4.0, body_timeout=6.0)
+    for bad in ({"tenant_max_requests": 0}, {"max_prompts": 0}, {"tokenizer_workers": 0}, {"body_timeout": 0}):
+        with pytest.raises(ValueError):
+            ServerConfig(**bad)
     with pytest.raises(ValueError, match="max_body_bytes"):
         ServerConfig(max_body_bytes=10)
     assert ServerConfig.from_args(parser.parse_args([])) == ServerConfig()
@@ -227,12 +239,31 @@ def test_metrics_render_stats_and_listeners():
     assert got["agent_engine_requests_finished_total"] == 3 and got["agent_engine_prompt_tokens_total"] == 4
     assert got["agent_engine_time_to_first_token_seconds_count"] == 1
     assert "job_id=" not in text  # job ids are client data: never a label
-    assert 'agent_engine_job_turns_by_hint_total{hint_source="none"} 2.0' in text
+    assert 'agent_engine_job_turns_by_hint_total{hint_source="none",tenant="default"} 2.0' in text
     m.on_job_released("j1")  # evicted (max_tracked_jobs=1): nothing to observe
     m.on_job_released("j2")
     again = m.render({}).decode()
     assert "agent_engine_requests_running" not in again
     assert parse_prometheus(again)["agent_engine_job_turns_at_release_count"] == 1
+
+
+def test_a_tenant_reads_only_its_own_series():
+    m = ServerMetrics()
+    comp = CompletionOutput(0, "ab", [1, 2], "stop")
+    for rid, tenant, n in (("a", "t-aaa", 2), ("b", "t-bbb", 3)):
+        m.on_output(RequestOutput(rid, "p", [7] * n, [comp], True, new_token_ids=[1], tenant=tenant), 1.0)
+    m.on_abort("c", "t-bbb")
+    m.on_job_finished("t-aaa/job", 2, 5.0)
+    stats = {"num_running": 3}
+    everything = parse_prometheus(m.render(stats).decode())
+    assert everything["agent_engine_prompt_tokens_total"] == 5 and everything["agent_engine_requests_running"] == 3
+    own = m.render(stats, "t-aaa", sees_all=False).decode()
+    got = parse_prometheus(own)
+    assert got["agent_engine_prompt_tokens_total"] == 2 and got["agent_engine_requests_finished_total"] == 1
+    assert got["agent_engine_job_completion_seconds_count"] == 1
+    assert "t-bbb" not in own and "agent_engine_requests_running" not in own  # engine-wide: admins only
+    other = parse_prometheus(m.render(stats, "t-bbb", sees_all=False).decode())
+    assert other["agent_engine_requests_finished_total"] == 2 and "agent_engine_job_completion_seconds_count" not in other
 
 
 def test_llm_engine_and_the_fake_engine_have_every_member_the_server_uses():

@@ -3,6 +3,8 @@ shared, observations in their own estimator."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 from server_fixtures import build_engine, start_thread_server
@@ -18,7 +20,7 @@ PROMPT = "the same long shared prompt of a tenant " * 12
 
 def _server(share: bool):
     config = ServerConfig(api_keys=("key-a", "key-b"), drain_timeout=2.0, log_level="warning",
-                          share_prefix_cache=share)
+                          share_prefix_cache=share, admin_keys=("key-admin",))
     engine = build_engine(policy="continuum", ttl_policy="fixed", pin_threshold=60.0)
     return start_thread_server(AsyncEngine(engine), config)
 
@@ -58,10 +60,17 @@ def test_jobs_live_in_the_tenant_namespace(walled):
     assert walled.engine.job_hooks.stats()["estimator_tenants"] == 2
 
 
-def test_metrics_need_a_key(walled):
+def test_metrics_need_a_key_and_show_a_tenant_its_own_series(walled):
     assert httpx.get(walled.base_url + "/metrics", timeout=30).status_code == 401
+    assert _cached(walled, A) >= 0 and _cached(walled, B) >= 0  # both tenants have traffic
     text = httpx.get(walled.base_url + "/metrics", headers=B, timeout=30).text
-    assert "agent_engine_requests_running" in text and "shared-name" not in text and "key-" not in text
+    tenants = set(re.findall(r'tenant="([^"]+)"', text))
+    assert len(tenants) == 1 and "agent_engine_prompt_tokens_total" in text  # B's own, nobody else's
+    assert "agent_engine_requests_running" not in text and "shared-name" not in text and "key-" not in text
+    admin = httpx.get(walled.base_url + "/metrics", headers={"Authorization": "Bearer key-admin"}, timeout=30)
+    assert "agent_engine_requests_running" in admin.text and len(set(re.findall(r'tenant="(t-[^"]+)"', admin.text))) == 2
+    assert httpx.post(walled.base_url + "/v1/completions", headers={"Authorization": "Bearer key-admin"},
+                      json={"prompt": "x", "max_tokens": 1}, timeout=30).status_code == 401  # not a tenant
 
 
 def test_shared_prefix_cache_when_configured():

@@ -8,6 +8,7 @@ batch fails in the model step.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -18,7 +19,7 @@ from agent_engine.config import EngineConfig
 from agent_engine.engine.detokenizer import IncrementalDetokenizer
 from agent_engine.engine.job_inference import JobInference
 from agent_engine.engine.outputs import RequestOutput
-from agent_engine.engine.prompts import PromptType, tokenize_prompt
+from agent_engine.engine.prompts import PromptType, longest_token_bytes, tokenize_prompt
 from agent_engine.engine.request_state import RequestState
 from agent_engine.engine.structured_outputs import StructuredOutputManager
 from scheduler import (
@@ -71,8 +72,14 @@ class LLMEngine:
 
     # ---- intake ------------------------------------------------------------------------------
     def tokenize_prompt(self, prompt: PromptType) -> tuple[str | None, list[int]]:
-        """Turn a prompt (text, token ids, or ``{"prompt_token_ids": [...]}``) into ids; ValueError if bad."""
-        return tokenize_prompt(self.tokenizer, self.vocab_size, prompt)
+        """Turn a prompt (text, token ids, or ``{"prompt_token_ids": [...]}``) into ids; ValueError if bad
+        (a text too long for ``max_model_len`` is refused before it is tokenized)."""
+        return tokenize_prompt(self.tokenizer, self.vocab_size, prompt, self.max_model_len, self.max_token_bytes)
+
+    @functools.cached_property
+    def max_token_bytes(self) -> int:
+        """The longest token's UTF-8 bytes (measured once, on first use)."""
+        return longest_token_bytes(self.tokenizer, self.vocab_size)
 
     def add_request(
         self,

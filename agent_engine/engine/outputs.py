@@ -46,5 +46,6 @@ class RequestOutput:
     # Where the job came from (``server.hints`` source names, "inferred" or "none"), whether this
     # turn found its job's pin on admission, and whether its blocks were pinned when it finished.
     hint_source: str = "none"
+    tenant: str | None = None  # whose request (the server's API-key tenant; None: the default one)
     pin_hit: bool = False
     pinned: bool = False

@@ -82,7 +82,7 @@ class RequestState:
             metrics=RequestMetrics(req.arrival_time, req.first_scheduled_time, req.first_token_time,
                                    req.finished_time),
             job_id=req.job_id,
-            hint_source=req.hints.hint_source,
+            hint_source=req.hints.hint_source, tenant=req.hints.tenant,
             pin_hit=req.pin_hit,
             pinned=req.pinned,
         )
@@ -93,4 +93,4 @@ class RequestState:
         return RequestOutput(
             request_id=req.request_id, prompt=self.prompt, prompt_token_ids=req.prompt_token_ids,
             outputs=[CompletionOutput(0, self.text, list(req.output_token_ids), "error")], finished=True,
-            num_cached_tokens=max(0, req.num_cached_tokens), job_id=req.job_id)
+            num_cached_tokens=max(0, req.num_cached_tokens), job_id=req.job_id, tenant=req.hints.tenant)

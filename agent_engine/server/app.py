@@ -43,7 +43,11 @@ from agent_engine.server.auth import AuthMiddleware, Tenants
 from agent_engine.server.errors import install_error_handlers
 from agent_engine.server.metrics import HttpCounterMiddleware, ServerMetrics
 from agent_engine.server.openai_routes import router
-from agent_engine.server.request_limits import BodyLimitMiddleware
+from agent_engine.server.request_limits import (
+    BodyLimitMiddleware,
+    JsonContentTypeMiddleware,
+    header_deadline_protocol,
+)
 from agent_engine.server.server_config import ServerConfig
 from agent_engine.server.state import ServerState
 
@@ -59,21 +63,34 @@ def build_app(async_engine: AsyncEngine, server_config: ServerConfig | None = No
     config = server_config if server_config is not None else ServerConfig()
     metrics = _attach_metrics(async_engine)
     eng = async_engine.engine
+    tenants = Tenants.from_keys(config.api_keys, config.admin_keys)
     state = ServerState(async_engine, metrics, str(eng.model_name), int(eng.max_model_len),
-                        max_waiting=config.max_waiting, tenants=Tenants.from_keys(config.api_keys),
-                        open_metrics=config.open_metrics, max_body_bytes=config.max_body_bytes)
+                        max_waiting=config.max_waiting, tenant_max_requests=_tenant_cap(config, tenants, eng),
+                        max_prompts=config.max_prompts, tenants=tenants,
+                        open_metrics=config.open_metrics, max_body_bytes=config.max_body_bytes,
+                        body_timeout=config.body_timeout)
     async_engine.share_prefix_cache = config.share_prefix_cache
+    async_engine.max_request_tokens = config.max_request_tokens or 8 * int(eng.max_model_len)
     app = FastAPI(title="agent-engine", lifespan=_lifespan(async_engine, config.drain_timeout))
     app.state.server = state
     app.state.server_config = config
     install_error_handlers(app)
-    # Outermost last: count every request, then refuse oversized bodies, then check the key.
+    # Outermost last: count every request, refuse oversized bodies, check the key, then the body type.
+    app.add_middleware(JsonContentTypeMiddleware)
     app.add_middleware(AuthMiddleware, state=state)
     app.add_middleware(BodyLimitMiddleware, state=state)
     app.add_middleware(HttpCounterMiddleware, metrics=metrics)
     app.include_router(router)
     app.include_router(anthropic_router)
     return app
+
+
+def _tenant_cap(config: ServerConfig, tenants: Tenants, engine: Any) -> int | None:
+    """The per-tenant in-flight cap: as configured, else half the running seats when keys make tenants."""
+    if config.tenant_max_requests is not None or not tenants.multi:
+        return config.tenant_max_requests
+    seats = getattr(getattr(engine, "config", None), "max_num_seqs", None)
+    return max(1, int(seats) // 2) if seats else None
 
 
 def _attach_metrics(async_engine: AsyncEngine) -> ServerMetrics:
@@ -119,8 +136,10 @@ class DrainingServer(uvicorn.Server):
 
 
 def draining_server(app: FastAPI, async_engine: AsyncEngine, host: str, port: int, log_level: str,
-                    drain_timeout: float) -> DrainingServer:
-    """A ``DrainingServer`` for ``app`` whose graceful period covers the drain plus a margin."""
+                    drain_timeout: float, header_timeout: float = 10.0) -> DrainingServer:
+    """A ``DrainingServer`` for ``app`` whose graceful period covers the drain plus a margin, and whose
+    connections close when request headers take longer than ``header_timeout`` seconds."""
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                            timeout_graceful_shutdown=math.ceil(drain_timeout + GRACE_MARGIN_S))
+                            timeout_graceful_shutdown=math.ceil(drain_timeout + GRACE_MARGIN_S),
+                            http=header_deadline_protocol(header_timeout))
     return DrainingServer(config, async_engine, drain_timeout)

@@ -11,10 +11,11 @@ Invariants:
   False, every pending request and call fails with ``EngineDeadError``, later submissions at once.
 - ``shutdown`` stops intake, lets running requests finish until a deadline, aborts the rest, then joins;
   the loop's last act is ``release_and_account`` (every pin released, the final account logged).
-- Prompts are prepared (chat template, tokenization, ``max_tokens`` fill) on one tokenizer thread, off
-  both the event loop and the engine thread: a huge prompt never stalls other requests' steps. The
-  engine thread gets ``TokenizedPrompt``s; a group's specs reach it together, in submission order per
-  group (groups may overtake each other only while being prepared).
+- Prompts are prepared (chat template, tokenization, ``max_tokens`` fill) on the tokenizer pool
+  (``tokenizer_pool``), off both the event loop and the engine thread, shared fairly between tenants:
+  a huge prompt never stalls the engine's steps nor another tenant's preparation. The engine thread
+  gets ``TokenizedPrompt``s; a group's specs reach it together, in submission order per group (groups
+  of different tenants may overtake each other while being prepared).
 """
 
 from __future__ import annotations
@@ -44,12 +45,13 @@ from agent_engine.server.groups import (
     prepare_specs,
     reject,
 )
+from agent_engine.server.tokenizer_pool import FairTokenizerPool, PoolClosedError
 
 logger = logging.getLogger(__name__)
 
 OutputListener = Callable[[RequestOutput, float], None]
 
-AbortListener = Callable[[str], None]
+AbortListener = Callable[[str, str | None], None]  # (request id, tenant)
 
 T = TypeVar("T")
 
@@ -57,10 +59,12 @@ T = TypeVar("T")
 class AsyncEngine:
     """Owns the engine thread. Construct, ``start()``, then submit from an asyncio event loop."""
 
-    def __init__(self, engine: EngineLike, *, idle_tick: float = 0.5, share_prefix_cache: bool = False) -> None:
+    def __init__(self, engine: EngineLike, *, idle_tick: float = 0.5, share_prefix_cache: bool = False,
+                 tokenizer_workers: int = 2) -> None:
         self.engine = engine
         self.idle_tick = idle_tick
         self.share_prefix_cache = share_prefix_cache
+        self.max_request_tokens: int | None = None  # prompts + max_tokens of one group (None: unbounded)
         self.output_listeners: list[OutputListener] = []
         self.abort_listeners: list[AbortListener] = []
         self._cond = threading.Condition()
@@ -72,7 +76,7 @@ class AsyncEngine:
         self._stopped = threading.Event()
         self._live = LiveRequests()  # engine thread only
         self._queued: set[str] = set()  # event loop only: submitted, no event yet
-        self._tokenizer_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tokenizer")
+        self._tokenizer_pool = FairTokenizerPool(tokenizer_workers)
         self._preparing: set[asyncio.Future[None]] = set()  # event loop only: keeps tasks alive
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -81,6 +85,8 @@ class AsyncEngine:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="engine-loop", daemon=True)
             self._thread.start()
+            # Measure the longest token now, not on the first long prompt (a second on large vocabularies).
+            threading.Thread(target=getattr, args=(self.engine, "max_token_bytes", None), daemon=True).start()
         return self
 
     @property
@@ -105,7 +111,7 @@ class AsyncEngine:
         self.begin_drain(drain_timeout)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(join_timeout)
-        self._tokenizer_pool.shutdown(wait=False, cancel_futures=True)
+        self._tokenizer_pool.shutdown()
 
     # ---- event-loop API ----------------------------------------------------------------------------
     def num_queued(self) -> int:
@@ -124,10 +130,11 @@ class AsyncEngine:
         return group
 
     async def _prepare_and_enqueue(self, group: RequestGroup, specs: list[RequestSpec]) -> None:
-        loop = asyncio.get_running_loop()
         try:
-            ready = await loop.run_in_executor(self._tokenizer_pool, prepare_specs, self.engine, specs)
+            ready = await self._tokenizer_pool.run(specs[0].hints.tenant, lambda: prepare_specs(self.engine, specs, self.max_request_tokens))
             self._enqueue(AddGroup(group, ready))
+        except PoolClosedError:
+            reject(group, EngineStoppedError("server is shutting down"))
         except Exception as exc:  # a bad prompt, or the engine stopped meanwhile: the group is rejected
             reject(group, exc)
 
@@ -146,12 +153,12 @@ class AsyncEngine:
         """``call`` for plain threads (tests, shutdown code)."""
         return self._call_future(fn).result(timeout)
 
-    async def tokenize(self, fn: Callable[[EngineLike], T]) -> T:
-        """Run ``fn(engine)`` on the tokenizer thread (for work that only reads the tokenizer)."""
+    async def tokenize(self, fn: Callable[[EngineLike], T], tenant: str | None = None) -> T:
+        """Run ``fn(engine)`` on the tokenizer pool in ``tenant``'s turn (work that only reads the tokenizer)."""
         self._check_intake(intake=False)
-        try:  # a RuntimeError: the pool was shut down meanwhile
-            return await asyncio.get_running_loop().run_in_executor(self._tokenizer_pool, fn, self.engine)
-        except RuntimeError as exc:
+        try:
+            return await self._tokenizer_pool.run(tenant, lambda: fn(self.engine))
+        except PoolClosedError as exc:
             raise EngineStoppedError("server is shutting down") from exc
 
     async def stats(self) -> dict[str, Any]:
@@ -258,7 +265,7 @@ class AsyncEngine:
             return
         self.engine.abort(live)
         for rid in live:
-            self._notify_listeners(self.abort_listeners, "abort", rid)
+            self._notify_listeners(self.abort_listeners, "abort", rid, self._live.tenant_of(rid))
             self._live.end_aborted(rid)
 
     def _abort_all(self, reason: str) -> None:

@@ -13,6 +13,9 @@ key is a 401 in the API's own error shape (Anthropic's under ``/v1/messages``). 
 accepted request is put in ``scope["state"]["tenant"]``. Every HTTP request is counted by route
 template and status class (never by raw path).
 
+Admin keys (``--admin-key``) are not tenants: they open ``/metrics`` and the docs only, and read every
+tenant's series there (``scope["state"]["admin"]``); a tenant's key reads only its own series.
+
 Invariants: keys are compared in constant time; a key never appears in a log, a label or a tenant name.
 """
 
@@ -29,7 +32,7 @@ from fastapi.responses import JSONResponse
 
 from agent_engine.server.errors import APIError
 
-__all__ = ["AuthMiddleware", "Tenants", "load_keys_file", "tenant_of_scope"]
+__all__ = ["AuthMiddleware", "Tenants", "load_keys_file", "metrics_viewer", "tenant_of_scope"]
 
 DOC_PATHS = ("/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json")
 _ANTHROPIC_PREFIX = "/v1/messages"
@@ -40,17 +43,25 @@ class Tenants:
     """The accepted keys and their tenants (``None`` = the default tenant)."""
 
     keys: dict[str, str | None] = field(default_factory=dict)
+    admin_keys: tuple[str, ...] = ()
 
     @classmethod
-    def from_keys(cls, keys: Iterable[str]) -> Tenants:
+    def from_keys(cls, keys: Iterable[str], admin_keys: Iterable[str] = ()) -> Tenants:
         unique = list(dict.fromkeys(k for k in keys if k))
+        admins = tuple(dict.fromkeys(k for k in admin_keys if k and k not in unique))
         if len(unique) <= 1:
-            return cls(dict.fromkeys(unique))
-        return cls({k: "t-" + hashlib.sha256(k.encode()).hexdigest()[:12] for k in unique})
+            return cls(dict.fromkeys(unique), admins)
+        return cls({k: "t-" + hashlib.sha256(k.encode()).hexdigest()[:12] for k in unique}, admins)
 
     @property
     def required(self) -> bool:
-        return bool(self.keys)
+        return bool(self.keys) or bool(self.admin_keys)
+
+    def is_admin(self, presented: str | None) -> bool:
+        """Whether ``presented`` is an admin key (constant-time comparison against each)."""
+        if presented is None:
+            return False
+        return any([hmac.compare_digest(k.encode(), presented.encode()) for k in self.admin_keys])
 
     @property
     def multi(self) -> bool:
@@ -87,6 +98,15 @@ def tenant_of_scope(scope: dict[str, Any]) -> str | None:
     return (scope.get("state") or {}).get("tenant")
 
 
+def metrics_viewer(scope: dict[str, Any], tenants: Tenants) -> tuple[bool, str | None]:
+    """``(sees_all, tenant)`` for a ``/metrics`` scrape: an admin key, a server with one tenant, or open
+    metrics without a key see every series; a tenant's key sees only its own."""
+    state = scope.get("state") or {}
+    if state.get("admin") or not tenants.multi or "tenant" not in state:
+        return True, None
+    return False, state["tenant"]
+
+
 class AuthMiddleware:
     """Key check and tenant assignment per request; reads ``state.tenants`` and ``state.open_metrics``
     each time (tests change them at runtime)."""
@@ -102,11 +122,13 @@ class AuthMiddleware:
         path = scope.get("path", "")
         tenants: Tenants = self.state.tenants
         if tenants.required and self._protected(path):
-            accepted, tenant = tenants.authenticate(_presented_key(scope))
-            if not accepted:
+            presented = _presented_key(scope)
+            accepted, tenant = tenants.authenticate(presented)
+            admin = not accepted and not path.startswith("/v1") and tenants.is_admin(presented)
+            if not (accepted or admin):
                 await _unauthorized(path)(scope, receive, send)
                 return
-            scope.setdefault("state", {})["tenant"] = tenant
+            scope.setdefault("state", {}).update(tenant=tenant, admin=admin)
         await self.app(scope, receive, send)
 
     def _protected(self, path: str) -> bool:

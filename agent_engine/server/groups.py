@@ -78,12 +78,16 @@ class RequestGroup:
     def __init__(self, specs: list[RequestSpec], loop: asyncio.AbstractEventLoop, queued: set[str],
                  abort: AbortFn) -> None:
         self.request_ids = [s.request_id for s in specs]
+        self.tenant = specs[0].hints.tenant if specs else None
         self.loop = loop
         self._queued = queued
         self._abort = abort
         self._queue: asyncio.Queue[GroupEvent] = asyncio.Queue()
         self._accepted: asyncio.Future[None] = loop.create_future()
         self._open = set(self.request_ids)
+        # Called on the event loop with how many of the group's requests just ended (finished, aborted,
+        # failed or rejected): once per request in all (the server's per-tenant in-flight count).
+        self.on_end: Callable[[int], None] | None = None
 
     # -- event-loop callbacks, posted by the engine thread --
     def on_accepted(self, err: BaseException | None) -> None:
@@ -94,10 +98,17 @@ class RequestGroup:
             return
         self._accepted.set_exception(err)
         self._queued.difference_update(self.request_ids)
+        self._ended(len(self.request_ids))
 
     def on_event(self, ev: GroupEvent) -> None:
         self._queued.discard(ev.request_id)
         self._queue.put_nowait(ev)
+        if ev.finished:
+            self._ended(1)
+
+    def _ended(self, n: int) -> None:
+        if self.on_end is not None:
+            self.on_end(n)
 
     # -- consumer API --
     async def accepted(self) -> None:
@@ -173,6 +184,10 @@ class LiveRequests:
     def ids(self) -> list[str]:
         return list(self._live)
 
+    def tenant_of(self, request_id: str) -> str | None:
+        entry = self._live.get(request_id)
+        return entry[0].tenant if entry is not None else None
+
     def accept(self, group: RequestGroup, request_ids: list[str]) -> None:
         """Track the group's requests (all were added to the engine) and resolve its acceptance."""
         for i, rid in enumerate(request_ids):
@@ -209,11 +224,20 @@ class LiveRequests:
         self._live.clear()
 
 
-def prepare_specs(engine: EngineLike, specs: list[RequestSpec]) -> list[RequestSpec]:
+def prepare_specs(engine: EngineLike, specs: list[RequestSpec], max_total_tokens: int | None = None) -> list[RequestSpec]:
     """The specs with prompts ready for the engine thread: a callable prompt rendered, the text
     tokenized and checked (a ``TokenizedPrompt``), ``fill_max_tokens`` resolved. Runs on the tokenizer
-    thread; reads only the engine's tokenizer and limits. Raises ValueError for a bad prompt."""
-    return [_prepare(engine, spec) for spec in specs]
+    pool; reads only the engine's tokenizer and limits. Raises ValueError for a bad prompt, or once the
+    prompts and ``max_tokens`` so far pass ``max_total_tokens`` (the rest is not tokenized)."""
+    ready, total = [], 0
+    for spec in specs:
+        done = _prepare(engine, spec)
+        total += len(done.prompt.token_ids) + done.params.max_tokens
+        if max_total_tokens is not None and total > max_total_tokens:
+            raise ValueError(f"the request's prompts and max_tokens come to more than {max_total_tokens} "
+                             f"tokens (--max-request-tokens)")
+        ready.append(done)
+    return ready
 
 
 def _prepare(engine: EngineLike, spec: RequestSpec) -> RequestSpec:

@@ -29,21 +29,26 @@ Invariants:
   unasked, are never refused: an id that is too long or uses other characters is replaced by
   ``"h-" + sha256(id)[:32]`` (stable, so every turn of the session still maps to one job).
 - Empty strings count as absent.
+- Every hint string is bounded: ``tool_name`` and ``cache_salt`` at ``MAX_HINT_CHARS`` (else
+  ``ValueError``), a ``metadata.user_id`` is read as JSON only up to ``MAX_USER_ID_JSON_CHARS`` and
+  ``MAX_JSON_DEPTH`` levels (longer or deeper: an opaque id, hashed like any other).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agent_engine.server.request_limits import loads_bounded
 from scheduler import JobHints
 
-__all__ = ["HINT_SOURCES", "MAX_JOB_ID_CHARS", "request_hints", "resolve_job"]
+__all__ = ["HINT_SOURCES", "MAX_HINT_CHARS", "MAX_JOB_ID_CHARS", "request_hints", "resolve_job"]
 
 MAX_JOB_ID_CHARS = 256
+MAX_HINT_CHARS = 256
+MAX_USER_ID_JSON_CHARS = 4096
 _SAFE_ID = re.compile(r"[A-Za-z0-9._:@/+=\-]{1," + str(MAX_JOB_ID_CHARS) + "}")
 _SESSION_SUFFIX = re.compile(r"_session_([A-Za-z0-9\-]{8,})$")
 
@@ -95,8 +100,8 @@ def session_of_user_id(user_id: str) -> str | None:
     text = user_id.strip()
     if text.startswith("{"):
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError:
+            obj = loads_bounded(text, MAX_USER_ID_JSON_CHARS)
+        except ValueError:
             return text or None
         sid = obj.get("session_id") if isinstance(obj, dict) else None
         return sid if isinstance(sid, str) and sid else None
@@ -132,8 +137,8 @@ def request_hints(body: Mapping[str, Any], headers: Mapping[str, str],
         tenant=tenant,
         is_last_step=_typed(body, "is_last_step", bool, False),
         priority=_typed(body, "priority", int, 0),
-        cache_salt=_typed(body, "cache_salt", str, None),
-        tool_name=_typed(body, "tool_name", str, None),
+        cache_salt=_bounded(_typed(body, "cache_salt", str, None), "cache_salt"),
+        tool_name=_bounded(_typed(body, "tool_name", str, None), "tool_name"),
         tool_ttl_hint=_ttl_hint(body.get("tool_ttl_hint")),
     )
 
@@ -166,6 +171,12 @@ def _typed(body: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
     bad = not isinstance(value, kind) or (kind is int and isinstance(value, bool))
     if bad:
         raise ValueError(f"{key} must be of type {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _bounded(value: str | None, key: str) -> str | None:
+    if value is not None and len(value) > MAX_HINT_CHARS:
+        raise ValueError(f"{key} must be at most {MAX_HINT_CHARS} characters")
     return value
 
 

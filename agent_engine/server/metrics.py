@@ -9,6 +9,9 @@ Invariants:
 - No series carries a job id (ids are client data and unbounded): per-job turn counts are kept
   internally for at most ``max_tracked_jobs`` jobs (oldest dropped first) and observed in a histogram
   when the client releases the job.
+- Every request-level series carries a ``tenant`` label (the API-key tenant's name, ``default``
+  without keys; never a key). ``render(stats, tenant=...)`` shows one tenant only its own series
+  (engine-wide gauges and counters are for admins: ``server.auth.metrics_viewer``).
 - Turns, pins made and pins hit are counted per ``hint_source`` (where the job came from: the
   ``server.hints`` source names, ``inferred`` or ``none``), so a session convention that does not
   reach the scheduler shows as turns without pins.
@@ -39,7 +42,8 @@ _GAUGES = {
     "blocks_in_use": ("kv_blocks_in_use", "KV blocks referenced by requests"),
     "blocks_cached_free": ("kv_blocks_cached_free", "Free KV blocks that still hold a cached prefix"),
     "blocks_empty": ("kv_blocks_empty", "Free KV blocks without cached content"),
-    "blocks_pinned": ("kv_blocks_pinned", "KV blocks held by CONTINUUM pins (counted against the cap)"),
+    "blocks_pinned": ("kv_blocks_pinned", "Distinct KV blocks held by CONTINUUM pins (a shared prefix once)"),
+    "pin_block_refs": ("kv_pin_block_refs", "Pinned blocks as the pin cap counts them (once per job holding one)"),
     "blocks_soft": ("kv_blocks_soft_pinned", "KV blocks held by CONTINUUM soft pin tails (past the cap)"),
     "num_pinned_jobs": ("pinned_jobs", "Jobs holding a pin now"),
     "num_blocks": ("kv_blocks_total", "Usable KV blocks in the pool"),
@@ -92,33 +96,34 @@ class ServerMetrics:
     def __init__(self, max_tracked_jobs: int = 10000) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.ttft = Histogram(f"{PREFIX}_time_to_first_token_seconds", "Arrival to first token",
+        t = ["tenant"]
+        self.ttft = Histogram(f"{PREFIX}_time_to_first_token_seconds", "Arrival to first token", t,
                               buckets=_LATENCY_BUCKETS, registry=r)
-        self.itl = Histogram(f"{PREFIX}_inter_token_latency_seconds", "Gap between consecutive tokens",
+        self.itl = Histogram(f"{PREFIX}_inter_token_latency_seconds", "Gap between consecutive tokens", t,
                              buckets=_LATENCY_BUCKETS, registry=r)
-        self.e2e = Histogram(f"{PREFIX}_e2e_request_latency_seconds", "Arrival to finish",
+        self.e2e = Histogram(f"{PREFIX}_e2e_request_latency_seconds", "Arrival to finish", t,
                              buckets=_LATENCY_BUCKETS, registry=r)
         self.finished = Counter(f"{PREFIX}_requests_finished", "Finished requests by finish reason",
-                                ["finish_reason"], registry=r)
-        self.prompt_tokens = Counter(f"{PREFIX}_prompt_tokens", "Prompt tokens of finished requests",
+                                ["finish_reason", *t], registry=r)
+        self.prompt_tokens = Counter(f"{PREFIX}_prompt_tokens", "Prompt tokens of finished requests", t,
                                      registry=r)
-        self.generation_tokens = Counter(f"{PREFIX}_generation_tokens", "Generated tokens", registry=r)
+        self.generation_tokens = Counter(f"{PREFIX}_generation_tokens", "Generated tokens", t, registry=r)
         self.turns_by_source = Counter(f"{PREFIX}_job_turns_by_hint", "Finished turns of jobs by hint source",
-                                       ["hint_source"], registry=r)
+                                       ["hint_source", *t], registry=r)
         self.pins_by_source = Counter(f"{PREFIX}_pins_made_by_hint", "Finished turns pinned, by hint source",
-                                      ["hint_source"], registry=r)
+                                      ["hint_source", *t], registry=r)
         self.pin_hits_by_source = Counter(f"{PREFIX}_pin_hits_by_hint",
                                           "Turns admitted onto their job's pin, by hint source",
-                                          ["hint_source"], registry=r)
+                                          ["hint_source", *t], registry=r)
         self.job_turns_at_release = Histogram(f"{PREFIX}_job_turns_at_release",
-                                              "Turns of a job when released",
+                                              "Turns of a job when released", t,
                                               buckets=(1, 2, 3, 5, 8, 13, 21, 34, 55, 89), registry=r)
-        self.jobs_released = Counter(f"{PREFIX}_jobs_released", "DELETE /v1/jobs calls", registry=r)
+        self.jobs_released = Counter(f"{PREFIX}_jobs_released", "DELETE /v1/jobs calls", t, registry=r)
         self.job_jct = Histogram(f"{PREFIX}_job_completion_seconds",
-                                 "Job completion time: first turn's arrival to the last step's finish",
+                                 "Job completion time: first turn's arrival to the last step's finish", t,
                                  buckets=_LATENCY_BUCKETS + (160.0, 320.0, 640.0, 1280.0), registry=r)
         self.http_requests = Counter(f"{PREFIX}_http_requests", "HTTP requests by route template and status class",
-                                     ["route", "status"], registry=r)
+                                     ["route", "status", *t], registry=r)
         self._stats = _StatsCollector()
         r.register(self._stats)
         self._lock = threading.Lock()
@@ -128,62 +133,92 @@ class ServerMetrics:
 
     # ---- engine-thread listeners ------------------------------------------------------------------
     def on_output(self, out: RequestOutput, now: float) -> None:
-        rid = out.request_id
+        rid, tenant = out.request_id, tenant_label(out.tenant)
         if out.new_token_ids:
             prev = self._last_token_time.get(rid)
             if prev is not None:
                 gap = (now - prev) / len(out.new_token_ids)
+                itl = self.itl.labels(tenant)
                 for _ in out.new_token_ids:
-                    self.itl.observe(gap)
+                    itl.observe(gap)
             self._last_token_time[rid] = now
-            self.generation_tokens.inc(len(out.new_token_ids))
+            self.generation_tokens.labels(tenant).inc(len(out.new_token_ids))
         if not out.finished:
             return
         self._last_token_time.pop(rid, None)
         reason = out.outputs[0].finish_reason or "unknown"
-        self.finished.labels(reason).inc()
-        self.prompt_tokens.inc(len(out.prompt_token_ids))
+        self.finished.labels(reason, tenant).inc()
+        self.prompt_tokens.labels(tenant).inc(len(out.prompt_token_ids))
         m = out.metrics
         if m is not None:
             if m.first_token_time is not None:
-                self.ttft.observe(max(0.0, m.first_token_time - m.arrival_time))
+                self.ttft.labels(tenant).observe(max(0.0, m.first_token_time - m.arrival_time))
             end = m.finished_time if m.finished_time is not None else now
-            self.e2e.observe(max(0.0, end - m.arrival_time))
+            self.e2e.labels(tenant).observe(max(0.0, end - m.arrival_time))
         if out.job_id is not None:
-            self._count_turn(out.job_id, out)
+            self._count_turn(out.job_id, out, tenant)
 
     def on_job_finished(self, job_id: str, turns: int, jct_seconds: float) -> None:
         """Engine-thread listener: a job's last step finished (or the client released the job)."""
-        self.job_jct.observe(jct_seconds)
+        self.job_jct.labels(tenant_label(self._tenant_of_job(job_id))).observe(jct_seconds)
 
-    def on_abort(self, request_id: str) -> None:
+    def on_abort(self, request_id: str, tenant: str | None = None) -> None:
         self._last_token_time.pop(request_id, None)
-        self.finished.labels("abort").inc()
+        self.finished.labels("abort", tenant_label(tenant)).inc()
 
     # ---- event-loop side --------------------------------------------------------------------------
-    def on_job_released(self, job_id: str) -> None:
-        self.jobs_released.inc()
+    def on_job_released(self, job_id: str, tenant: str | None = None) -> None:
+        self.jobs_released.labels(tenant_label(tenant)).inc()
         with self._lock:
             turns = self._turns.pop(job_id, None)
         if turns is not None:
-            self.job_turns_at_release.observe(turns)
+            self.job_turns_at_release.labels(tenant_label(tenant)).observe(turns)
 
-    def render(self, stats: dict[str, Any]) -> bytes:
-        """Prometheus text exposition with gauges from ``stats`` (a snapshot from the engine thread)."""
+    def render(self, stats: dict[str, Any], tenant: str | None = None, sees_all: bool = True) -> bytes:
+        """Prometheus text exposition with gauges from ``stats`` (a snapshot from the engine thread):
+        every series, or (``sees_all`` False) only ``tenant``'s own."""
         self._stats.stats = stats
-        return generate_latest(self.registry)
+        if sees_all:
+            return generate_latest(self.registry)
+        return generate_latest(_TenantView(self.registry, tenant_label(tenant)))  # type: ignore[arg-type]
 
-    def _count_turn(self, job_id: str, out: RequestOutput) -> None:
+    def _tenant_of_job(self, job_id: str) -> str | None:
+        """The tenant of an engine job id (``tenant/job``, ``scheduler.job_hints.tenant_job_id``)."""
+        head, sep, _ = job_id.partition("/")
+        return head if sep and head.startswith("t-") else None
+
+    def _count_turn(self, job_id: str, out: RequestOutput, tenant: str) -> None:
         source = out.hint_source
-        self.turns_by_source.labels(source).inc()
+        self.turns_by_source.labels(source, tenant).inc()
         if out.pinned:
-            self.pins_by_source.labels(source).inc()
+            self.pins_by_source.labels(source, tenant).inc()
         if out.pin_hit:
-            self.pin_hits_by_source.labels(source).inc()
+            self.pin_hits_by_source.labels(source, tenant).inc()
         with self._lock:
             self._turns[job_id] = self._turns.pop(job_id, 0) + 1
             if len(self._turns) > self._max_jobs:
                 self._turns.popitem(last=False)
+
+
+def tenant_label(tenant: str | None) -> str:
+    """A tenant's label value: its name, or ``default`` for the one tenant of a server without keys."""
+    return tenant or "default"
+
+
+class _TenantView:
+    """A registry view holding only the samples labelled ``tenant``; families without them are left out."""
+
+    def __init__(self, registry: CollectorRegistry, tenant: str) -> None:
+        self.registry = registry
+        self.tenant = tenant
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            samples = [x for x in family.samples if x.labels.get("tenant") == self.tenant]
+            if samples:
+                view = Metric(family.name, family.documentation, family.type, family.unit)
+                view.samples = samples
+                yield view
 
 
 class HttpCounterMiddleware:
@@ -209,4 +244,5 @@ class HttpCounterMiddleware:
             await self.app(scope, receive, counting_send)
         finally:
             route = getattr(scope.get("route"), "path", None) or "other"
-            self.counter.labels(route, f"{status[0] // 100}xx").inc()
+            tenant = (scope.get("state") or {}).get("tenant")
+            self.counter.labels(route, f"{status[0] // 100}xx", tenant_label(tenant)).inc()

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from agent_engine.server.auth import tenant_of_scope
+from agent_engine.server.auth import metrics_viewer, tenant_of_scope
 from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.errors import bad_request, error_body
 from agent_engine.server.groups import RequestGroup, RequestSpec
@@ -50,9 +50,10 @@ async def health(state: State) -> Response:
 
 
 @router.get("/metrics")
-async def prometheus(state: State) -> Response:
+async def prometheus(request: Request, state: State) -> Response:
     stats = await state.refresh_stats()
-    return Response(state.metrics.render(stats), media_type=PROMETHEUS_MEDIA_TYPE)
+    sees_all, tenant = metrics_viewer(request.scope, state.tenants)
+    return Response(state.metrics.render(stats, tenant, sees_all), media_type=PROMETHEUS_MEDIA_TYPE)
 
 
 @router.get("/v1/models")
@@ -63,7 +64,7 @@ async def models(state: State) -> dict[str, Any]:
     }]}
 
 
-@router.delete("/v1/jobs/{job_id}")
+@router.delete("/v1/jobs/{job_id:path}")
 async def release_job(job_id: str, request: Request, state: State) -> dict[str, Any]:
     released = await state.release_job(job_id, tenant_of_scope(request.scope))
     return {"id": job_id, "object": "job", "deleted": True, "released_pin": released}

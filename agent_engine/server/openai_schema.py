@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from agent_engine.server.request_limits import FiniteFloat, reject_lone_surrogates
+from agent_engine.server.request_limits import FiniteFloat, check_json_body
 from agent_engine.server.structured_request import ResponseFormat, StructuredOutputs, requested_structure
 from agent_engine.server.tools.tool_schema import MessageToolCall, ToolDef, arguments_value
 from scheduler import SamplingParams, StructuredSpec
@@ -77,7 +77,7 @@ class _CommonRequest(BaseModel):
     guided_choice: list[StrictStr] | None = None
     guided_grammar: StrictStr | None = None
 
-    _utf8 = model_validator(mode="before")(reject_lone_surrogates)
+    _checked_body = model_validator(mode="before")(check_json_body)
 
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
@@ -95,6 +95,7 @@ class CompletionRequest(_CommonRequest):
     prompt: StrictStr | list[StrictStr] | TokenIds | list[TokenIds]
     logprobs: StrictInt | None = None
     echo: StrictBool = False
+    best_of: StrictInt | None = None
     suffix: str | None = None
 
     def prompts(self) -> list[str | list[int]]:
@@ -134,8 +135,9 @@ class ChatMessage(BaseModel):
     def as_template_dict(self) -> dict[str, Any]:
         """A plain dict for chat templates: text parts joined (other parts rejected with ValueError),
         ``content`` "" when null, tool calls with ``arguments`` as a mapping when they are a JSON object
-        (what tool-aware templates expect), ``tool_call_id`` kept."""
-        d: dict[str, Any] = dict(self.model_extra or {})
+        (what tool-aware templates expect), ``tool_call_id`` kept. Extra keys reach the template only
+        when their values are strings (``reasoning_content`` and the like); others are dropped."""
+        d: dict[str, Any] = {k: v for k, v in (self.model_extra or {}).items() if isinstance(v, str)}
         d.update({"role": self.role, "content": self._text() or ""})
         if self.name is not None:
             d["name"] = self.name
@@ -224,6 +226,8 @@ def sampling_params(req: CompletionRequest | ChatCompletionRequest, max_tokens: 
     else:
         if req.echo:
             raise ValueError("echo is not supported")
+        if req.best_of not in (None, 1):
+            raise ValueError("best_of is not supported (only 1)")
         if req.suffix:
             raise ValueError("suffix is not supported")
         logprobs = req.logprobs

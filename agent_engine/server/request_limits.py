@@ -2,21 +2,38 @@
 
 Every limit of the edge (these, job ids, ``top_k`` against the vocabulary) is listed in docs/limits.md.
 
-Body size (``BodyLimitMiddleware``): a body larger than ``state.max_body_bytes`` is a 413 before anything
-parses it. Pure ASGI. A declared ``Content-Length`` over the limit is refused at once, unread. A body without one
-(chunked) is read up to the limit and refused as soon as it passes it; one that fits is replayed to the
-app, after which ``receive`` is the client's own again, so disconnects still reach the handlers. The
-413 body is the API's own error shape (Anthropic's under ``/v1/messages``).
+Body size and time (``BodyLimitMiddleware``): a body larger than ``state.max_body_bytes`` is a 413
+before anything parses it, and one that has not fully arrived ``state.body_timeout`` seconds after the
+headers is a 408 (a client trickling its body holds no handler). Pure ASGI. A declared
+``Content-Length`` over the limit is refused at once, unread. Any other body is read up to the limit
+and refused as soon as it passes it; one that fits is replayed to the app, after which ``receive`` is
+the client's own again, so disconnects still reach the handlers. The error body is the API's own shape
+(Anthropic's under ``/v1/messages``).
+
+Header time (``header_deadline_protocol``): uvicorn waits for a request's headers without a limit, so a
+client that opens connections and sends headers a byte at a time would hold them forever. The protocol
+it returns closes a connection whose next request's headers are not complete ``timeout`` seconds after
+the connection opened or after its first bytes arrived.
+
+Content type (``JsonContentTypeMiddleware``): a POST under ``/v1/`` whose ``Content-Type`` is set to
+anything but JSON (``application/json`` or ``*/*+json``) is a 400 ``unsupported_content_type`` that names
+it; without a ``Content-Type`` the body is read as JSON.
 
 Values: ``StrictBool``/``StrictInt`` refuse ``"yes"`` for a boolean and ``"5"`` or ``5.0`` for an
 integer; ``FiniteFloat`` refuses NaN and infinities (JSON's ``NaN`` / ``Infinity`` literals, which
-Python's parser accepts). ``reject_lone_surrogates`` is a pydantic ``mode="before"`` model validator: a
+Python's parser accepts). ``check_json_body`` is a pydantic ``mode="before"`` model validator: a
 string anywhere in the body that is not valid Unicode (a lone UTF-16 surrogate such as ``"\\ud800"``)
-is a validation error naming its place, instead of a failure deep in tokenization.
+is a validation error naming its place, instead of a failure deep in tokenization. The same walk
+refuses a body nested deeper than ``MAX_JSON_DEPTH`` (no template, schema compiler or ``json.dumps`` ever
+recurses past it). ``loads_bounded`` is the one way the server parses JSON text a client sent inside a
+field (a tool call's ``arguments``, an Anthropic ``metadata.user_id``): too deep or too long is a
+``ValueError``, never a ``RecursionError``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Annotated, Any
 
 from fastapi.responses import JSONResponse
@@ -24,8 +41,10 @@ from pydantic import Field, StrictBool, StrictInt
 
 from agent_engine.server.errors import APIError
 
-__all__ = ["BodyLimitMiddleware", "FiniteFloat", "StrictBool", "StrictInt", "find_lone_surrogate",
-           "reject_lone_surrogates"]
+__all__ = ["MAX_JSON_DEPTH", "BodyLimitMiddleware", "JsonContentTypeMiddleware", "header_deadline_protocol", "FiniteFloat", "StrictBool", "StrictInt", "check_json_body",
+           "find_bad_value", "loads_bounded"]
+
+MAX_JSON_DEPTH = 64
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 
@@ -43,13 +62,16 @@ class BodyLimitMiddleware:
             return
         limit = int(self.state.max_body_bytes)
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None:
-            if not declared.isdigit() or int(declared) > limit:
-                await _too_large(scope, limit)(scope, receive, send)
-                return
-            await self.app(scope, receive, send)
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+            await _too_large(scope, limit)(scope, receive, send)
             return
-        body, more = await _read_upto(receive, limit)
+        timeout = float(self.state.body_timeout)
+        try:
+            body, more = await asyncio.wait_for(_read_upto(receive, limit), timeout)
+        except TimeoutError:
+            message = f"the request body did not arrive within {timeout:g} s (--body-timeout)"
+            await _error(scope, 408, "request_timeout", "invalid_request_error", message)(scope, receive, send)
+            return
         if body is None:
             await _too_large(scope, limit)(scope, receive, send)
             return
@@ -85,35 +107,122 @@ def _replay(body: bytes, more: bool, receive: Any) -> Any:
     return replay
 
 
+def header_deadline_protocol(timeout: float) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol class, closing connections whose request headers take over ``timeout`` s."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    class HeaderDeadlineProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+        _deadline: asyncio.TimerHandle | None = None
+        _cycle_at_arm: Any = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self._deadline is None and self._between_requests():
+                self._arm()
+            super().data_received(data)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+            super().connection_lost(exc)
+
+        def _between_requests(self) -> bool:
+            return self.cycle is None or self.cycle.response_complete
+
+        def _arm(self) -> None:
+            self._cycle_at_arm = self.cycle
+            self._deadline = self.loop.call_later(timeout, self._expire)
+
+        def _expire(self) -> None:
+            self._deadline = None
+            stalled = self.cycle is self._cycle_at_arm and self._between_requests()
+            if stalled and not self.transport.is_closing():
+                self.transport.close()
+
+    return HeaderDeadlineProtocol
+
+
+class JsonContentTypeMiddleware:
+    """400 for a ``/v1/`` POST whose declared body type is not JSON."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("method") == "POST" and scope.get("path", "").startswith("/v1/"):
+            declared = dict(scope.get("headers") or []).get(b"content-type")
+            media = (declared or b"").split(b";")[0].strip().lower().decode("latin-1")
+            if declared is not None and media != "application/json" and not media.endswith("+json"):
+                await _error(scope, 400, "unsupported_content_type", "invalid_request_error",
+                             f"Content-Type {media or declared.decode('latin-1')!r} is not supported: send the "
+                             f"body as JSON with 'Content-Type: application/json'")(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def _too_large(scope: dict[str, Any], limit: int) -> JSONResponse:
     message = f"the request body is larger than {limit} bytes (--max-body-bytes)"
+    return _error(scope, 413, "request_too_large", "request_too_large", message)
+
+
+def _error(scope: dict[str, Any], status: int, code: str, anthropic_type: str, message: str) -> JSONResponse:
+    """The API's own error body: Anthropic's under ``/v1/messages``, OpenAI's elsewhere."""
     if scope.get("path", "").startswith("/v1/messages"):
-        return JSONResponse({"type": "error", "error": {"type": "request_too_large", "message": message}},
-                            status_code=413)
-    return JSONResponse(APIError(413, message, code="request_too_large").body(), status_code=413)
+        return JSONResponse({"type": "error", "error": {"type": anthropic_type, "message": message}},
+                            status_code=status)
+    return JSONResponse(APIError(status, message, code=code).body(), status_code=status)
 
 
-def find_lone_surrogate(value: Any, path: str = "body") -> str | None:
-    """The path of the first string in ``value`` (nested dicts and lists) that is not valid Unicode."""
-    stack: list[tuple[Any, str]] = [(value, path)]
+def find_bad_value(value: Any, path: str = "body") -> str | None:
+    """What is wrong with ``value`` (nested dicts and lists), or None: the path of the first string
+    that is not valid Unicode, or of the first container nested deeper than ``MAX_JSON_DEPTH``."""
+    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
     while stack:
-        item, where = stack.pop()
+        item, where, depth = stack.pop()
         if isinstance(item, str):
             try:
                 item.encode("utf-8")
             except UnicodeEncodeError:
-                return where
+                return f"{where} is not valid Unicode (a lone surrogate); send UTF-8 text"
+        elif isinstance(item, dict | list) and depth >= MAX_JSON_DEPTH:
+            return f"{where} is nested deeper than {MAX_JSON_DEPTH} levels"
         elif isinstance(item, dict):
-            stack.extend((v, f"{where}.{k}") for k, v in item.items())
-            stack.extend((k, f"{where} key") for k in item if isinstance(k, str))
+            stack.extend((v, _child(where, f".{k}"), depth + 1) for k, v in item.items())
+            stack.extend((k, _child(where, " key"), depth) for k in item if isinstance(k, str))
         elif isinstance(item, list):
-            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+            stack.extend((v, _child(where, f"[{i}]"), depth + 1) for i, v in enumerate(item))
     return None
 
 
-def reject_lone_surrogates(data: Any) -> Any:
-    """``mode="before"`` validator: the data unchanged, or ValueError naming the bad string's place."""
-    where = find_lone_surrogate(data)
-    if where is not None:
-        raise ValueError(f"{where} is not valid Unicode (a lone surrogate); send UTF-8 text")
+def _child(where: str, step: str) -> str:
+    """A child's path for messages: whole while short, then the first 100 characters and ``...``."""
+    if len(where) >= 100:
+        return where if where.endswith("...") else where + "..."
+    return where + step
+
+
+def check_json_body(data: Any) -> Any:
+    """``mode="before"`` validator: the data unchanged, or ValueError naming the bad value's place."""
+    problem = find_bad_value(data)
+    if problem is not None:
+        raise ValueError(problem)
     return data
+
+
+def loads_bounded(text: str, max_chars: int | None = None) -> Any:
+    """``json.loads(text)``, refusing (ValueError) text longer than ``max_chars`` and values nested
+    deeper than ``MAX_JSON_DEPTH``."""
+    if max_chars is not None and len(text) > max_chars:
+        raise ValueError(f"JSON text longer than {max_chars} characters")
+    try:
+        value = json.loads(text)
+    except RecursionError as exc:
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from exc
+    problem = find_bad_value(value, "value")
+    if problem is not None:
+        raise ValueError(problem)
+    return value

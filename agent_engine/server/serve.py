@@ -59,10 +59,10 @@ def run_serve(args: argparse.Namespace) -> int:
     server_config = ServerConfig.from_args(args)
     logging.basicConfig(level=server_config.log_level.upper(), format=_LOG_FORMAT)
     engine = LLMEngine(serving_config(EngineConfig.from_args(args)))
-    async_engine = AsyncEngine(engine)
+    async_engine = AsyncEngine(engine, tokenizer_workers=server_config.tokenizer_workers)
     app = build_app(async_engine, server_config)
     server = draining_server(app, async_engine, server_config.host, server_config.port,
-                             server_config.log_level, server_config.drain_timeout)
+                             server_config.log_level, server_config.drain_timeout, server_config.header_timeout)
     # What start-up built (model, tokenizer, app) lives as long as the process: out of the
     # collector's scans, so a full collection while serving walks only serving's own objects.
     gc.collect()

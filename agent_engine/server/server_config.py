@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_PROMPTS = 64
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,13 @@ class ServerConfig:
     tool-call format read from chat outputs ("auto": the chat template's); ``max_body_bytes`` bounds a
     request body (413 past it); ``open_metrics`` serves ``/metrics`` and the API docs without a key;
     ``share_prefix_cache`` lets tenants share cached prefixes (off: each tenant's salt walls its own).
+
+    Fairness (docs/limits.md): ``tenant_max_requests`` bounds one tenant's requests in flight (None:
+    half of ``max_num_seqs`` when there are several tenants, no bound with one); ``max_prompts`` and
+    ``max_request_tokens`` (None: 8 x ``max_model_len``) bound one request's batch;
+    ``tokenizer_workers`` threads prepare prompts, one tenant using at most all but one;
+    ``header_timeout`` / ``body_timeout`` close connections whose headers, or refuse requests whose
+    body, did not arrive in time; ``admin_keys`` read every tenant's ``/metrics`` series.
     """
 
     host: str = "127.0.0.1"
@@ -39,6 +47,13 @@ class ServerConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     open_metrics: bool = False
     share_prefix_cache: bool = False
+    tenant_max_requests: int | None = None
+    max_prompts: int = DEFAULT_MAX_PROMPTS
+    max_request_tokens: int | None = None
+    tokenizer_workers: int = 2
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    admin_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         from agent_engine.server.tools.parser import family_name
@@ -47,7 +62,14 @@ class ServerConfig:
             raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
         if self.max_body_bytes < 1024:
             raise ValueError("max_body_bytes must be at least 1024")
+        for name in ("tenant_max_requests", "max_prompts", "max_request_tokens", "tokenizer_workers"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if not (self.header_timeout > 0 and self.body_timeout > 0):
+            raise ValueError("header_timeout and body_timeout must be > 0 seconds")
         object.__setattr__(self, "api_keys", tuple(k for k in self.api_keys if k))
+        object.__setattr__(self, "admin_keys", tuple(k for k in self.admin_keys if k))
         object.__setattr__(self, "tool_call_parser", family_name(self.tool_call_parser) or "auto")
 
     @staticmethod
@@ -80,7 +102,11 @@ class ServerConfig:
         return cls(host=args.host, port=args.port, api_keys=tuple(keys), max_waiting=args.max_waiting,
                    drain_timeout=args.drain_timeout, log_level=args.log_level,
                    tool_call_parser=args.tool_call_parser, max_body_bytes=args.max_body_bytes,
-                   open_metrics=args.open_metrics, share_prefix_cache=args.share_prefix_cache)
+                   open_metrics=args.open_metrics, share_prefix_cache=args.share_prefix_cache,
+                   tenant_max_requests=args.tenant_max_requests, max_prompts=args.max_prompts_per_request,
+                   max_request_tokens=args.max_request_tokens, tokenizer_workers=args.tokenizer_workers,
+                   header_timeout=args.header_timeout, body_timeout=args.body_timeout,
+                   admin_keys=tuple(args.admin_key or ()))
 
 
 def _add_security_arguments(parser: argparse.ArgumentParser, d: ServerConfig) -> None:
@@ -97,6 +123,28 @@ def _add_security_arguments(parser: argparse.ArgumentParser, d: ServerConfig) ->
                    help="let tenants share cached prefixes (default: each tenant's cache is its own)")
     g.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes,
                    help=f"largest request body; larger ones get 413 (default: {d.max_body_bytes})")
+    g.add_argument("--admin-key", action="append", default=None, metavar="KEY",
+                   help="a key that reads every tenant's series on /metrics (tenant keys see their own)")
+    g.add_argument("--header-timeout", type=float, default=d.header_timeout,
+                   help=f"close a connection whose request headers take longer (default: {d.header_timeout:g} s)")
+    g.add_argument("--body-timeout", type=float, default=d.body_timeout,
+                   help=f"408 for a request body that takes longer to arrive (default: {d.body_timeout:g} s)")
+    _add_fairness_arguments(parser, d)
+
+
+def _add_fairness_arguments(parser: argparse.ArgumentParser, d: ServerConfig) -> None:
+    """The "fairness options" group: what one tenant and one request may take."""
+    g = parser.add_argument_group("fairness options")
+    g.add_argument("--tenant-max-requests", type=int, default=d.tenant_max_requests, metavar="N",
+                   help="429 + Retry-After for a tenant with N requests queued or running (default: half "
+                        "of --max-num-seqs with several API keys, unbounded with one)")
+    g.add_argument("--max-prompts-per-request", type=int, default=d.max_prompts,
+                   help=f"most prompts in one completions request (default: {d.max_prompts})")
+    g.add_argument("--max-request-tokens", type=int, default=d.max_request_tokens,
+                   help="most prompt plus max_tokens tokens in one request (default: 8 x --max-model-len)")
+    g.add_argument("--tokenizer-workers", type=int, default=d.tokenizer_workers,
+                   help="threads preparing prompts; one tenant uses at most all but one "
+                        f"(default: {d.tokenizer_workers})")
 
 
 def _add_tool_arguments(parser: argparse.ArgumentParser, d: ServerConfig) -> None:

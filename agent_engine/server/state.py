@@ -7,6 +7,12 @@ Invariants:
   may be changed at runtime (tests do; ``api_key`` sets a single key); the middlewares and ``submit``
   read them per request.
 - ``token_strs`` only grows: a token id's decoded text never changes for one tokenizer.
+- Admission, before anything is queued: a request of more than ``max_prompts`` prompts is a 400; one
+  that would put its tenant over ``tenant_max_requests`` requests in flight (queued or running) is a
+  429 with ``Retry-After`` (that tenant only: the others keep their seats); one that would put the
+  server over ``max_waiting`` queued requests is a 503 with ``Retry-After``. ``inflight`` counts each
+  tenant's accepted requests until their terminal event (so a client that stops reading a stream still
+  holds its seat until the engine ends the request).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.errors import APIError, bad_request
 from agent_engine.server.groups import RequestGroup, RequestSpec
 from agent_engine.server.metrics import ServerMetrics
-from agent_engine.server.server_config import DEFAULT_MAX_BODY_BYTES
+from agent_engine.server.server_config import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_PROMPTS
 from scheduler.job_hints import tenant_job_id
 
 RETRY_AFTER_S = "1"
@@ -38,12 +44,16 @@ class ServerState:
     model_name: str
     max_model_len: int
     max_waiting: int | None = None
+    tenant_max_requests: int | None = None
+    max_prompts: int = DEFAULT_MAX_PROMPTS
     tenants: Tenants = field(default_factory=Tenants)
     open_metrics: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    body_timeout: float = 30.0
     created: int = field(default_factory=lambda: int(time.time()))
     token_strs: dict[int, str] = field(default_factory=dict)
     last_stats: dict[str, Any] = field(default_factory=dict)
+    inflight: dict[str | None, int] = field(default_factory=dict)
 
     @property
     def api_key(self) -> str | None:
@@ -63,10 +73,12 @@ class ServerState:
 
     async def submit(self, specs: list[RequestSpec]) -> RequestGroup:
         """Queue the requests and wait for the engine to accept them; maps failures to API errors."""
-        self._check_admission(len(specs))
+        tenant = specs[0].hints.tenant if specs else None
+        self._check_admission(tenant, len(specs))
         self._check_top_k(specs)
         try:
             group = self.engine.submit(specs)
+            self._count_inflight(tenant, group)
             await group.accepted()
         except (EngineDeadError, EngineStoppedError) as exc:
             raise APIError(503, str(exc), code="engine_unavailable") from exc
@@ -95,7 +107,7 @@ class ServerState:
             raise APIError(503, str(exc), code="engine_unavailable") from exc
         if released is None:
             raise APIError(404, f"no live job {job_id!r}", param="job_id", code="job_not_found")
-        self.metrics.on_job_released(engine_job)
+        self.metrics.on_job_released(engine_job, tenant)
         return released
 
     async def refresh_stats(self) -> dict[str, Any]:
@@ -120,10 +132,31 @@ class ServerState:
         if any(spec.params.top_k > vocab for spec in specs):
             raise bad_request(f"top_k must be -1, 0 or at most the vocabulary size ({vocab})", param="top_k")
 
-    def _check_admission(self, n_new: int) -> None:
+    def _check_admission(self, tenant: str | None, n_new: int) -> None:
+        if n_new > self.max_prompts:
+            raise bad_request(f"at most {self.max_prompts} prompts per request (--max-prompts-per-request)",
+                              param="prompt", code="too_many_prompts")
+        cap = self.tenant_max_requests
+        if cap is not None and self.inflight.get(tenant, 0) + n_new > cap:
+            raise APIError(429, f"this key has {self.inflight.get(tenant, 0)} requests in flight "
+                                f"(at most {cap}); retry later", code="rate_limit_exceeded",
+                           headers={"Retry-After": RETRY_AFTER_S})
         if self.max_waiting is not None and self.engine.num_queued() + n_new > self.max_waiting:
             raise APIError(503, f"too many queued requests (max {self.max_waiting}); retry later",
                            code="server_overloaded", headers={"Retry-After": RETRY_AFTER_S})
+
+    def _count_inflight(self, tenant: str | None, group: RequestGroup) -> None:
+        """``inflight[tenant]`` grows by the group's size now and shrinks as its requests end."""
+        self.inflight[tenant] = self.inflight.get(tenant, 0) + len(group.request_ids)
+
+        def ended(n: int) -> None:
+            left = self.inflight.get(tenant, 0) - n
+            if left > 0:
+                self.inflight[tenant] = left
+            else:
+                self.inflight.pop(tenant, None)
+
+        group.on_end = ended
 
 
 def server_state(request: Request) -> ServerState:

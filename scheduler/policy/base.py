@@ -41,7 +41,10 @@ PinTTLFn = Callable[[Request], float]
 
 @dataclass(frozen=True)
 class PinStats:
-    """What a policy holds in the KV pool beyond running requests (all zero without pins)."""
+    """What a policy holds in the KV pool beyond running requests (all zero without pins).
+
+    ``blocks_pinned`` / ``blocks_soft`` count distinct pool blocks; ``pin_block_refs`` is the cap's
+    account, where a prefix block pinned by two jobs counts twice."""
 
     blocks_pinned: int = 0
     blocks_soft: int = 0
@@ -49,6 +52,7 @@ class PinStats:
     counters: dict[str, float] = field(default_factory=lambda: LeaseCounters().as_dict())
     pinned_block_seconds: float = 0.0  # live: ended leases plus the live ones up to ``now``
     soft_block_seconds: float = 0.0  # live, likewise
+    pin_block_refs: int = 0
 
 
 class SchedulingPolicy(abc.ABC):

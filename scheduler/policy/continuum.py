@@ -121,5 +121,6 @@ class ContinuumPolicy(SchedulingPolicy):
     # ---- observability -------------------------------------------------------------------------
     def stats(self, now: float) -> PinStats:
         t = self.leases
-        return PinStats(t.num_pinned_blocks, t.num_soft_blocks, sorted(t.leases), t.counters.as_dict(),
-                        t.pinned_block_seconds(now), t.soft_block_seconds(now))
+        hard, soft = t.distinct_blocks()
+        return PinStats(hard, soft, sorted(t.leases), t.counters.as_dict(),
+                        t.pinned_block_seconds(now), t.soft_block_seconds(now), t.num_pinned_blocks)

@@ -165,6 +165,13 @@ class LeaseTable:
         else:
             self.pinned_by_tenant.pop(tenant, None)
 
+    def distinct_blocks(self) -> tuple[int, int]:
+        """``(hard, soft)``: the distinct pool blocks the leases hold (a prefix block that two jobs'
+        leases share counts once; ``num_pinned_blocks``, the cap's account, counts it per lease)."""
+        hard = {b.block_id for le in self.leases.values() for b in le.blocks[:le.num_hard]}
+        soft = {b.block_id for le in self.leases.values() for b in le.blocks[le.num_hard:]} - hard
+        return len(hard), len(soft)
+
     def mark_job_returned(self, job_id: str | None) -> None:
         """The job's next turn arrived while its lease lived: the lease is no longer subject to expiry."""
         le = self.leases.get(job_id) if job_id is not None else None

@@ -34,6 +34,7 @@ from agent_engine.server.anthropic.schema import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from agent_engine.server.request_limits import loads_bounded
 
 ANTHROPIC_ID_PREFIX = "toolu_"
 OPENAI_ID_PREFIX = "call_"
@@ -182,7 +183,7 @@ def tool_use_block(call: ToolCallLike, args: dict[str, Any]) -> dict[str, Any]:
 def json_object(text: str) -> dict[str, Any] | None:
     """The JSON object ``text`` holds; None if it holds anything else or is not JSON."""
     try:
-        value = json.loads(text)
+        value = loads_bounded(text)
     except (TypeError, ValueError):
         return None
     return value if isinstance(value, dict) else None

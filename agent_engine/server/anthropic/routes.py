@@ -72,11 +72,13 @@ async def count_tokens(req: CountTokensRequest, request: Request, state: State) 
     form = _chat_form(req)
     render = prompt_of(form, _plan(form, request))
     try:
-        n = await state.engine.tokenize(lambda eng: len(eng.tokenize_prompt(render(eng))[1]))  # off the engine thread
+        n = await state.engine.tokenize(lambda eng: len(eng.tokenize_prompt(render(eng))[1]),
+                                        tenant_of_scope(request.scope))  # off the engine thread, in the tenant's turn
     except (EngineDeadError, EngineStoppedError) as exc:
         raise APIError(503, str(exc), code="engine_unavailable") from exc
     except ValueError as exc:
-        raise bad_request(str(exc)) from exc
+        code = "context_length_exceeded" if "max_model_len" in str(exc) else "invalid_request"
+        raise bad_request(str(exc), code=code) from exc
     return {"input_tokens": n}
 
 

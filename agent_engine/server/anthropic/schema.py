@@ -24,11 +24,12 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from agent_engine.server.request_limits import FiniteFloat, reject_lone_surrogates
+from agent_engine.server.request_limits import FiniteFloat, check_json_body
 from scheduler import SamplingParams
 
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,128}$"
@@ -185,7 +186,7 @@ class CountTokensRequest(BaseModel):
     thinking: ThinkingConfig | None = None
 
     _system = field_validator("system", mode="before")(_as_blocks)
-    _utf8 = model_validator(mode="before")(reject_lone_surrogates)
+    _checked_body = model_validator(mode="before")(check_json_body)
 
     @model_validator(mode="after")
     def _choice_names_a_tool(self) -> CountTokensRequest:
@@ -209,6 +210,16 @@ class MessagesRequest(CountTokensRequest):
     metadata: Metadata | None = None
     output_config: OutputConfig | None = None
     cache_control: CacheControl | None = None
+    # Server-side features of Anthropic's platform that this server cannot run: refused, never ignored.
+    mcp_servers: Any = None
+    container: Any = None
+
+    @field_validator("mcp_servers", "container")
+    @classmethod
+    def _unsupported(cls, value: Any, info: ValidationInfo) -> None:
+        if value is not None:
+            raise ValueError(f"{info.field_name} is not supported by this server")
+        return value
 
     @field_validator("max_tokens")
     @classmethod

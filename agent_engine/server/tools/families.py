@@ -17,6 +17,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from agent_engine.server.request_limits import loads_bounded
 from agent_engine.server.tools.splitter import Markers
 
 Call = tuple[str, str]  # (name, arguments as JSON text)
@@ -31,7 +32,7 @@ def args_value(arguments: Any) -> Any:
     """Arguments as a JSON value to write back: a JSON-object text becomes the object."""
     if isinstance(arguments, str):
         try:
-            value = json.loads(arguments)
+            value = loads_bounded(arguments)
         except ValueError:
             return arguments
         return value if isinstance(value, dict) else arguments
@@ -48,7 +49,7 @@ def call_of(obj: Any, arg_keys: tuple[str, ...] = ("arguments", "parameters")) -
     args = next((obj[k] for k in arg_keys if k in obj), {})
     if isinstance(args, str):
         try:
-            args = json.loads(args)
+            args = loads_bounded(args)
         except ValueError:
             return None
     if not isinstance(args, dict):
@@ -67,7 +68,7 @@ def calls_of(value: Any) -> list[Call] | None:
 
 def loads(text: str) -> Any:
     try:
-        return json.loads(text)
+        return loads_bounded(text)
     except ValueError:
         return None
 
@@ -161,7 +162,7 @@ class Llama3Json(Family):
                 return calls or None
             try:
                 obj, pos = _DECODER.raw_decode(text, pos)
-            except ValueError:
+            except (ValueError, RecursionError):
                 return None
             call = call_of(obj, ("parameters", "arguments"))
             if call is None:

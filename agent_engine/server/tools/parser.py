@@ -106,7 +106,7 @@ class StreamingToolParser:
         body = raw.lstrip()
         try:
             obj, pos = _DECODER.raw_decode(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             return [(self._forced_name, raw.strip() or "{}")], ""
         if not isinstance(obj, dict):
             return [(self._forced_name, raw.strip())], ""

@@ -7,11 +7,12 @@ object; a call's ``arguments`` is JSON text (an object is accepted too).
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, field_validator, model_validator
+
+from agent_engine.server.request_limits import loads_bounded
 
 _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
@@ -44,7 +45,7 @@ def arguments_value(fn: CalledFunction) -> Any:
     if isinstance(fn.arguments, dict):
         return fn.arguments
     try:
-        value = json.loads(fn.arguments)
+        value = loads_bounded(fn.arguments)
     except ValueError:
         return fn.arguments
     return value if isinstance(value, dict) else fn.arguments
