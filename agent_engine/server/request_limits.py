@@ -156,7 +156,9 @@ class JsonContentTypeMiddleware:
         if scope["type"] == "http" and scope.get("method") == "POST" and scope.get("path", "").startswith("/v1/"):
             declared = dict(scope.get("headers") or []).get(b"content-type")
             media = (declared or b"").split(b";")[0].strip().lower().decode("latin-1")
-            if declared is not None and media != "application/json" and not media.endswith("+json"):
+            if declared is None:
+                scope["headers"] = [*scope.get("headers", ()), (b"content-type", b"application/json")]
+            elif media != "application/json" and not media.endswith("+json"):
                 await _error(scope, 400, "unsupported_content_type", "invalid_request_error",
                              f"Content-Type {media or declared.decode('latin-1')!r} is not supported: send the "
                              f"body as JSON with 'Content-Type: application/json'")(scope, receive, send)
