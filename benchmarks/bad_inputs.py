@@ -40,6 +40,14 @@ BAD_INPUTS: dict[str, tuple[str, bytes, dict[str, str]]] = {
     "empty_messages": (_CHAT, _json({"messages": [], "max_tokens": 2}), {}),
     "bad_token_id": (_CMPL, _json({"prompt": [1, 2, 10**12], "max_tokens": 2}), {}),
     "anthropic_no_max_tokens": ("/v1/messages", _json({"messages": [{"role": "user", "content": "x"}]}), {}),
+    "prompt_list_20k": (_CMPL, _json({"prompt": ["x"] * 20_000, "max_tokens": 2}), {}),
+    "message_extra_900_deep": (_CHAT, b'{"max_tokens": 2, "messages": [{"role": "user", "content": "x", "e": '
+                               + b'{"a": ' * 900 + b"1" + b"}" * 901 + b"]}", {}),
+    "tool_name_1mb": (_CMPL, _json({"prompt": "x", "max_tokens": 2, "job_id": "j", "tool_name": "t" * 1_000_000}), {}),
+    "best_of": (_CMPL, _json({"prompt": "x", "max_tokens": 2, "best_of": 3}), {}),
+    "anthropic_mcp_servers": ("/v1/messages", _json({"max_tokens": 2, "messages": [{"role": "user", "content": "x"}],
+                                                     "model": "any", "mcp_servers": [{"url": "http://x"}]}), {}),
+    "text_plain_body": (_CMPL, _json({"prompt": "x", "max_tokens": 2}), {"content-type": "text/plain"}),
 }
 
 

@@ -10,6 +10,11 @@ with the API's error body) are interleaved, the poisoned one (a sampling paramet
 sampler) among them. Once ``--sigterm-after`` requests were sent the server gets SIGTERM and the
 clients keep going: later requests must be refused cleanly (503 with a JSON body, or no connection).
 
+With ``--hostile`` a hostile-tenant phase follows (``benchmarks.hostile_tenant``): one tenant sends
+every abusive request we know of while another runs agent jobs; the victim's TTFT and JCT are compared
+with its quiet run, and the server's memory after ``--hostile-requests`` attacker requests with its
+start.
+
 The verdict of a policy is clean when nothing was lost: every accepted request ended with a
 completion or an error it could read (a stream with a ``finish_reason`` and ``[DONE]``, or an error
 event; a JSON body), every bad input got a 4xx, no request got a bare 5xx, the server exited 0, and its
@@ -38,6 +43,7 @@ from agent_engine.server.engine_like import FINAL_STATS_PREFIX
 from agent_engine.server.launcher import ServerProcess, start_engine_server
 from benchmarks.bad_inputs import BAD_INPUTS, send_bad_input
 from benchmarks.cli import run_standalone
+from benchmarks.hostile_tenant import TTFT_P99_LIMIT, run_phase
 from benchmarks.jct_config import policy_engine_args
 
 HELP = "fault load per policy: disconnects, timeouts, bad inputs, a poisoned request, SIGTERM mid-load"
@@ -50,6 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--turns", type=int, default=6, help="turns per job")
     p.add_argument("--sigterm-after", type=int, default=40, help="SIGTERM once this many requests were sent")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--hostile", action="store_true", help="add the hostile-tenant phase")
+    p.add_argument("--hostile-requests", type=int, default=10_000,
+                   help="attacker requests in the hostile-tenant phase (the memory check)")
+    p.add_argument("--hostile-jobs", type=int, default=6, help="the victim's concurrent agent jobs")
     p.add_argument("--log-dir", default="out/reliability_logs")
     p.add_argument("--json", default="out/reliability.json")
 
@@ -159,10 +169,13 @@ def _verdict(load: dict[str, Any], final: dict[str, Any] | None, rc: int | None)
             "pins_ended": ended, "clean": violations == 0 and rc == 0 and account_ok}
 
 
+def _engine_args(policy: str) -> list[str]:
+    return [*policy_engine_args(policy), "--num-kv-blocks", "96", "--max-model-len", "1024"]
+
+
 def run_policy(policy: str, args: argparse.Namespace) -> dict[str, Any]:
     log = Path(args.log_dir) / f"{policy}.log"
-    engine = [*policy_engine_args(policy), "--num-kv-blocks", "96", "--max-model-len", "1024",
-              "--drain-timeout", "2"]
+    engine = [*_engine_args(policy), "--drain-timeout", "2"]
     srv = start_engine_server(engine, log, name=policy, log_level="info")
     try:
         t0 = time.perf_counter()
@@ -187,8 +200,33 @@ def run(args: argparse.Namespace) -> int:
                       f"{r['pins_created']}/{r['pins_ended']}", final.get("blocks_in_use"), r["exit_code"],
                       "yes" if r["clean"] else "NO"])
     print_table(header, table)
-    write_json(args.json, {"policies": rows, "config": {**vars(args), "machine": machine_info()}})
-    return 0 if all(r["clean"] for r in rows.values()) else 1
+    hostile = _hostile_phase(args) if args.hostile else None
+    write_json(args.json, {"policies": rows, "hostile_tenant": hostile,
+                           "config": {**vars(args), "machine": machine_info()}})
+    clean = all(r["clean"] for r in rows.values()) and (hostile is None or hostile["clean"])
+    return 0 if clean else 1
+
+
+def _hostile_phase(args: argparse.Namespace) -> dict[str, Any]:
+    # A pool that holds both tenants' work: the phase measures the edge and the engine's seats, not a KV
+    # pool one tenant can fill (KV blocks are not yet shared out by tenant; see docs/limits.md).
+    model_args = [*policy_engine_args("continuum"), "--num-kv-blocks", "512", "--max-model-len", "1024"]
+    phase = run_phase(model_args, args.log_dir, args.hostile_jobs, args.turns, args.seed,
+                      args.hostile_requests)
+    quiet, attacked = phase["quiet"], phase["attacked"]
+    print_table(["victim", "TTFT p50 ms", "TTFT p99 ms", "mean JCT s", "turns", "lost"], [
+        [name, _ms(run["ttft_p50_s"]), _ms(run["ttft_p99_s"]), round(run["jct_mean_s"] or 0, 2), run["turns"],
+         sum(v for k, v in run["outcomes"].items() if k != "completed")]
+        for name, run in (("quiet", quiet), ("under attack", attacked))])
+    ratio = phase["ttft_p99_ratio"]
+    print(f"p99 TTFT ratio {ratio:.2f} (limit {TTFT_P99_LIMIT:g}); attacker requests "
+          f"{phase['attacker_requests']}: {phase['attacker_answers']}; RSS {phase['rss_start_mb']} -> "
+          f"{phase['rss_end_mb']} MB; clean: {'yes' if phase['clean'] else 'NO'}" if ratio else phase)
+    return phase
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

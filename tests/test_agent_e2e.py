@@ -61,11 +61,14 @@ def repo(tmp_path: Path) -> Path:
     return r
 
 
-def _metric(text: str, name: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"metric {name} missing")
+def _metric(text: str, name: str, label: str = "") -> float:
+    """The sum of ``name``'s samples whose labels include ``label`` (every series carries a tenant)."""
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith(name + "{") and label in line]
+    family = name.removesuffix("_total").removesuffix("_count")
+    if not values and f"# TYPE {family} " not in text:
+        raise AssertionError(f"metric {name} missing")
+    return sum(values)
 
 
 def test_agent_cli_end_to_end(server: ServerProcess, repo: Path, tmp_path: Path) -> None:
@@ -120,7 +123,7 @@ def test_agent_cli_end_to_end(server: ServerProcess, repo: Path, tmp_path: Path)
     assert [json.loads(line) for line in trace.read_text().splitlines()] == [j.to_dict() for j in trace_jobs]
 
     metrics = httpx.get(server.base_url + "/metrics", timeout=10).text  # job hints reached the server
-    assert _metric(metrics, 'agent_engine_job_turns_by_hint_total{hint_source="job_id"}') == 6
+    assert _metric(metrics, "agent_engine_job_turns_by_hint_total", 'hint_source="job_id"') == 6
     assert _metric(metrics, "agent_engine_job_completion_seconds_count") == 2  # ended by is_last_step turns,
     assert _metric(metrics, "agent_engine_jobs_released_total") == 0  # so their DELETEs found no live job
 

@@ -68,7 +68,7 @@ def _replicas_reporting(srv: ServerProcess, n: int) -> bool:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     log = Path(tmp_path_factory.mktemp("cluster")) / "serve.log"
-    with start_engine_server(ENGINE_ARGS, log, name="cluster", startup_timeout=240) as srv:
+    with start_engine_server(ENGINE_ARGS, log, name="cluster", startup_timeout=240, new_session=True) as srv:
         httpx.post(srv.base_url + "/v1/completions", json={"prompt": "warm up", "max_tokens": 1}, timeout=60)
         _wait_for(lambda: _replicas_reporting(srv, 2), 60, "both replicas' routing stats")
         yield srv
@@ -154,3 +154,22 @@ def test_a_replica_killed_under_load_loses_nothing_and_rejoins(cluster: ServerPr
     health = httpx.get(base + "/health", timeout=30).json()
     assert health == {"status": "ok", "replicas": 2, "of": 2}
     assert len(_turns(base, "after-restart", 2)) == 2
+
+
+def test_sigterm_to_the_process_group_drains_and_exits_zero(cluster: ServerProcess) -> None:
+    """What systemd and a container's init do: SIGTERM to every process of the group. The stream in
+    flight ends whole and the command exits 0 (Ray's processes run in a session of their own)."""
+    body = {"prompt": "a long answer " * 4, "max_tokens": 200, "ignore_eos": True, "stream": True}
+    lines: list[str] = []
+    with httpx.Client(timeout=120) as c, c.stream("POST", cluster.base_url + "/v1/completions", json=body) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if not line:
+                continue
+            lines.append(line)
+            if len(lines) == 3:  # the stream is under way: stop the whole group
+                os.killpg(cluster.proc.pid, signal.SIGTERM)
+    assert lines[-1] == "data: [DONE]", lines[-3:]
+    finishes = [json.loads(x[6:])["choices"][0].get("finish_reason") for x in lines if x.startswith("data: {")]
+    assert finishes[-1] in ("length", "abort"), finishes[-3:]
+    assert cluster.proc.wait(90) == 0, cluster.log_tail()

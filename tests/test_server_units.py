@@ -81,7 +81,7 @@ def test_server_flags_are_unchanged_and_match_the_config_defaults():
         ["--admin-key"], ["--header-timeout"], ["--body-timeout"]]
     fairness = next(g for g in parser._action_groups if g.title == "fairness options")
     assert [a.option_strings for a in fairness._group_actions] == [
-        ["--tenant-max-requests"], ["--max-prompts-per-request"], ["--max-request-tokens"], ["--tokenizer-workers"]]
+        ["--tenant-max-requests"], ["--max-prompts-per-request"], ["--max-request-tokens"], ["--tenant-body-rate"], ["--tokenizer-workers"]]
     defaults = ServerConfig()
     assert {k: getattr(defaults, k) for k in SERVER_FLAGS} == {k: v[0] for k, v in SERVER_FLAGS.items()}
     assert parser.get_default("func").__name__ == "run_serve"

@@ -73,6 +73,17 @@ class Ingress:
             return await self._release(req, path[len(JOBS_PREFIX):])
         return await relay(self.engine, req, self.metrics)
 
+    async def drain(self, timeout: float) -> int:
+        """Drain every live replica (``EngineReplica.drain``); how many reported nothing left running.
+        Called by the cluster's stop through the application handle, never over HTTP."""
+        try:
+            response = self.engine.broadcast("drain", timeout)
+            results = await response.results_async(timeout_s=timeout + 10.0, return_exceptions=True)
+        except Exception as exc:  # noqa: BLE001 - a stop goes on whatever a replica did
+            logger.warning("drain broadcast failed: %s", exc)
+            return 0
+        return sum(1 for r in results if r is True)
+
     def router_view(self) -> dict[str, Any]:
         """Every router of the engine deployment in this process: counters and per-replica view."""
         return {"routers": [r.view() for r in routers_of(self.engine_name)]}

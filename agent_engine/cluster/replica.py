@@ -12,7 +12,10 @@ sends it HTTP requests as data (``bridge.ProxiedRequest``):
 - ``record_routing_stats()``: what the routers read (Ray polls it every
   ``request_routing_stats_period_s``): the jobs holding a lease here, the jobs with a request here,
   free and total blocks, waiting and running counts, the replica's wall clock and its pid;
-- ``check_health()``: raises once the engine thread died (Ray then replaces the replica).
+- ``check_health()``: raises once the engine thread died (Ray then replaces the replica);
+- ``drain(timeout)``: stop intake (new requests get 503), let in-flight requests finish for up to
+  ``timeout`` seconds, abort the rest (streams end with ``finish_reason: "abort"`` and ``[DONE]``);
+  returns once nothing runs. The cluster's stop calls it on every replica before Ray tears down.
 
 Invariants: the engine is touched only on its own thread (stats through ``AsyncEngine.call``);
 closing a stream (the client went away) disconnects the app's request, which aborts it in the engine.
@@ -37,6 +40,8 @@ from agent_engine.cluster.bridge import (
 from agent_engine.config import EngineConfig
 from agent_engine.routing import RouteKey
 from agent_engine.server.server_config import ServerConfig
+
+DRAIN_MARGIN_S = 2.0  # past the drain timeout: the aborts' last events reach their streams
 
 
 def routing_snapshot(engine: Any) -> dict[str, Any]:
@@ -93,6 +98,16 @@ class EngineReplica:
         stats = await self.async_engine.call(routing_snapshot) if self.async_engine.healthy else {}
         return {**stats, "at": time.time(), "pid": os.getpid(), "host": socket.gethostname(),
                 "replica": self.replica_id}
+
+    async def drain(self, timeout: float) -> bool:
+        """Drain the engine (see the module docstring); True once nothing runs or waits."""
+        self.async_engine.begin_drain(timeout)
+        deadline = time.monotonic() + timeout + DRAIN_MARGIN_S
+        while time.monotonic() < deadline and self.async_engine.healthy:
+            if not await self.async_engine.call(lambda e: e.has_unfinished_requests()):
+                return True
+            await asyncio.sleep(0.1)
+        return not self.async_engine.healthy
 
     async def check_health(self) -> None:
         if not self.async_engine.healthy:

@@ -45,6 +45,7 @@ from agent_engine.server.metrics import HttpCounterMiddleware, ServerMetrics
 from agent_engine.server.openai_routes import router
 from agent_engine.server.request_limits import (
     BodyLimitMiddleware,
+    ByteBuckets,
     JsonContentTypeMiddleware,
     header_deadline_protocol,
 )
@@ -53,6 +54,7 @@ from agent_engine.server.state import ServerState
 
 _SHUTDOWN_POLL_S = 0.02
 GRACE_MARGIN_S = 5.0
+MIB = 1024 * 1024
 
 
 def build_app(async_engine: AsyncEngine, server_config: ServerConfig | None = None) -> FastAPI:
@@ -75,10 +77,13 @@ def build_app(async_engine: AsyncEngine, server_config: ServerConfig | None = No
     app.state.server = state
     app.state.server_config = config
     install_error_handlers(app)
-    # Outermost last: count every request, refuse oversized bodies, check the key, then the body type.
+    if tenants.multi:
+        state.body_buckets = ByteBuckets(config.tenant_body_rate * MIB, config.max_body_bytes)
+    # Outermost last: count every request, check the key, refuse oversized or too frequent bodies, then
+    # check the body type.
     app.add_middleware(JsonContentTypeMiddleware)
-    app.add_middleware(AuthMiddleware, state=state)
     app.add_middleware(BodyLimitMiddleware, state=state)
+    app.add_middleware(AuthMiddleware, state=state)
     app.add_middleware(HttpCounterMiddleware, metrics=metrics)
     app.include_router(router)
     app.include_router(anthropic_router)

@@ -111,13 +111,13 @@ class ServerProcess:
 
 def _launch(
     cmd: Sequence[str], log_path: Path, name: str, port: int, startup_timeout: float,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None, new_session: bool = False,
 ) -> ServerProcess:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with log_path.open("wb") as log:  # the child keeps its own descriptor
         proc = subprocess.Popen(list(cmd), cwd=_SOURCE_ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                env=full_env)
+                                env=full_env, start_new_session=new_session)
     srv = ServerProcess(proc, f"http://127.0.0.1:{port}", log_path, name)
     deadline = time.monotonic() + startup_timeout
     while True:
@@ -135,12 +135,14 @@ def _launch(
 def start_engine_server(
     engine_args: Sequence[str], log_path: str | os.PathLike[str], *, name: str = "agent-engine",
     python: str | None = None, startup_timeout: float = 180.0, log_level: str = "warning",
+    new_session: bool = False,
 ) -> ServerProcess:
-    """``python -m agent_engine.server.serve <engine_args>`` on a free 127.0.0.1 port, healthy."""
+    """``python -m agent_engine.server.serve <engine_args>`` on a free 127.0.0.1 port, healthy (with
+    ``new_session``, the leader of its own process group, as a service manager starts it)."""
     port = free_port()
     cmd = [python or sys.executable, "-m", "agent_engine.server.serve", "--host", "127.0.0.1",
            "--port", str(port), "--log-level", log_level, *engine_args]
-    return _launch(cmd, Path(log_path), name, port, startup_timeout)
+    return _launch(cmd, Path(log_path), name, port, startup_timeout, new_session=new_session)
 
 
 def vllm_kv_bytes(kv_tokens: int, model_config: Mapping[str, object], dtype_bytes: int = 4) -> int:

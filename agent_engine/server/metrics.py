@@ -124,6 +124,9 @@ class ServerMetrics:
                                  buckets=_LATENCY_BUCKETS + (160.0, 320.0, 640.0, 1280.0), registry=r)
         self.http_requests = Counter(f"{PREFIX}_http_requests", "HTTP requests by route template and status class",
                                      ["route", "status", *t], registry=r)
+        for series in (self.ttft, self.itl, self.e2e, self.prompt_tokens, self.generation_tokens,
+                       self.job_turns_at_release, self.jobs_released, self.job_jct):
+            series.labels(tenant_label(None))  # the default tenant's series exist (at 0) from the start
         self._stats = _StatsCollector()
         r.register(self._stats)
         self._lock = threading.Lock()

@@ -10,6 +10,10 @@ and refused as soon as it passes it; one that fits is replayed to the app, after
 the client's own again, so disconnects still reach the handlers. The error body is the API's own shape
 (Anthropic's under ``/v1/messages``).
 
+Body rate (``ByteBuckets``, with several tenants): each tenant's request bodies draw on a bucket of
+bytes refilled at ``--tenant-body-rate``; a body the bucket cannot pay for is a 429 with
+``Retry-After``, refused before it is read or parsed.
+
 Header time (``header_deadline_protocol``): uvicorn waits for a request's headers without a limit, so a
 client that opens connections and sends headers a byte at a time would hold them forever. The protocol
 it returns closes a connection whose next request's headers are not complete ``timeout`` seconds after
@@ -34,6 +38,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import time
 from typing import Annotated, Any
 
 from fastapi.responses import JSONResponse
@@ -41,7 +47,7 @@ from pydantic import Field, StrictBool, StrictInt
 
 from agent_engine.server.errors import APIError
 
-__all__ = ["MAX_JSON_DEPTH", "BodyLimitMiddleware", "JsonContentTypeMiddleware", "header_deadline_protocol", "FiniteFloat", "StrictBool", "StrictInt", "check_json_body",
+__all__ = ["MAX_JSON_DEPTH", "BodyLimitMiddleware", "ByteBuckets", "JsonContentTypeMiddleware", "header_deadline_protocol", "FiniteFloat", "StrictBool", "StrictInt", "check_json_body",
            "find_bad_value", "loads_bounded"]
 
 MAX_JSON_DEPTH = 64
@@ -65,6 +71,10 @@ class BodyLimitMiddleware:
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
             await _too_large(scope, limit)(scope, receive, send)
             return
+        wait = self._over_byte_rate(scope, int(declared) if declared is not None else 0)
+        if wait is not None:
+            await _slow_down(scope, wait)(scope, receive, send)
+            return
         timeout = float(self.state.body_timeout)
         try:
             body, more = await asyncio.wait_for(_read_upto(receive, limit), timeout)
@@ -72,10 +82,49 @@ class BodyLimitMiddleware:
             message = f"the request body did not arrive within {timeout:g} s (--body-timeout)"
             await _error(scope, 408, "request_timeout", "invalid_request_error", message)(scope, receive, send)
             return
+        wait = None if body is None or declared is not None else self._over_byte_rate(scope, len(body))
+        if wait is not None:
+            await _slow_down(scope, wait)(scope, receive, send)
+            return
         if body is None:
             await _too_large(scope, limit)(scope, receive, send)
             return
         await self.app(scope, _replay(body, more, receive), send)
+
+
+    def _over_byte_rate(self, scope: dict[str, Any], n_bytes: int) -> float | None:
+        """Charge ``n_bytes`` to the tenant's byte bucket; the seconds to wait if it cannot pay (None: paid)."""
+        buckets = getattr(self.state, "body_buckets", None)
+        if buckets is None or not n_bytes:
+            return None
+        return buckets.charge((scope.get("state") or {}).get("tenant"), n_bytes, time.monotonic())
+
+
+class ByteBuckets:
+    """Per-tenant token buckets of request-body bytes: each holds at most ``capacity`` bytes and refills at
+    ``rate`` bytes a second. Parsing a body costs the event loop time in proportion to its bytes, so a
+    tenant sending multi-megabyte bodies in a loop is slowed to ``rate`` while others' small bodies pass."""
+
+    def __init__(self, rate: float, capacity: float) -> None:
+        self.rate, self.capacity = float(rate), float(capacity)
+        self._level: dict[str | None, tuple[float, float]] = {}  # tenant -> (bytes, at)
+
+    def charge(self, tenant: str | None, n_bytes: int, now: float) -> float | None:
+        """Take ``n_bytes`` from ``tenant``'s bucket: None when it had them, else the seconds until it will."""
+        level, at = self._level.get(tenant, (self.capacity, now))
+        level = min(self.capacity, level + (now - at) * self.rate)
+        if level < n_bytes:
+            self._level[tenant] = (level, now)
+            return (min(n_bytes, self.capacity) - level) / self.rate
+        self._level[tenant] = (level - n_bytes, now)
+        return None
+
+
+def _slow_down(scope: dict[str, Any], wait: float) -> JSONResponse:
+    message = "this key is sending request bodies faster than its share (--tenant-body-rate); retry later"
+    response = _error(scope, 429, "rate_limit_exceeded", "rate_limit_error", message)
+    response.headers["Retry-After"] = str(max(1, math.ceil(wait)))
+    return response
 
 
 async def _read_upto(receive: Any, limit: int) -> tuple[bytes | None, bool]:

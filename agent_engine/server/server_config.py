@@ -33,6 +33,7 @@ class ServerConfig:
     half of ``max_num_seqs`` when there are several tenants, no bound with one); ``max_prompts`` and
     ``max_request_tokens`` (None: 8 x ``max_model_len``) bound one request's batch;
     ``tokenizer_workers`` threads prepare prompts, one tenant using at most all but one;
+    ``tenant_body_rate`` (MiB/s) is what one tenant's request bodies may average with several tenants;
     ``header_timeout`` / ``body_timeout`` close connections whose headers, or refuse requests whose
     body, did not arrive in time; ``admin_keys`` read every tenant's ``/metrics`` series.
     """
@@ -51,6 +52,7 @@ class ServerConfig:
     max_prompts: int = DEFAULT_MAX_PROMPTS
     max_request_tokens: int | None = None
     tokenizer_workers: int = 2
+    tenant_body_rate: float = 16.0
     header_timeout: float = 10.0
     body_timeout: float = 30.0
     admin_keys: tuple[str, ...] = ()
@@ -66,8 +68,8 @@ class ServerConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1")
-        if not (self.header_timeout > 0 and self.body_timeout > 0):
-            raise ValueError("header_timeout and body_timeout must be > 0 seconds")
+        if not (self.header_timeout > 0 and self.body_timeout > 0 and self.tenant_body_rate > 0):
+            raise ValueError("header_timeout, body_timeout and tenant_body_rate must be > 0")
         object.__setattr__(self, "api_keys", tuple(k for k in self.api_keys if k))
         object.__setattr__(self, "admin_keys", tuple(k for k in self.admin_keys if k))
         object.__setattr__(self, "tool_call_parser", family_name(self.tool_call_parser) or "auto")
@@ -105,6 +107,7 @@ class ServerConfig:
                    open_metrics=args.open_metrics, share_prefix_cache=args.share_prefix_cache,
                    tenant_max_requests=args.tenant_max_requests, max_prompts=args.max_prompts_per_request,
                    max_request_tokens=args.max_request_tokens, tokenizer_workers=args.tokenizer_workers,
+                   tenant_body_rate=args.tenant_body_rate,
                    header_timeout=args.header_timeout, body_timeout=args.body_timeout,
                    admin_keys=tuple(args.admin_key or ()))
 
@@ -142,6 +145,9 @@ def _add_fairness_arguments(parser: argparse.ArgumentParser, d: ServerConfig) ->
                    help=f"most prompts in one completions request (default: {d.max_prompts})")
     g.add_argument("--max-request-tokens", type=int, default=d.max_request_tokens,
                    help="most prompt plus max_tokens tokens in one request (default: 8 x --max-model-len)")
+    g.add_argument("--tenant-body-rate", type=float, default=d.tenant_body_rate, metavar="MIB_PER_S",
+                   help="with several API keys, request-body MiB a second one tenant may send (bursts up to "
+                        f"--max-body-bytes); faster gets 429 (default: {d.tenant_body_rate:g})")
     g.add_argument("--tokenizer-workers", type=int, default=d.tokenizer_workers,
                    help="threads preparing prompts; one tenant uses at most all but one "
                         f"(default: {d.tokenizer_workers})")
