@@ -39,5 +39,5 @@ def write_json(path: str | os.PathLike[str] | None, payload: dict[str, Any]) -> 
         return
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    p.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
     print(f"wrote {p}")

@@ -33,6 +33,7 @@ from scheduler.policy import PinTTLFn, make_policy
 from scheduler.request import Request, RequestStatus
 from scheduler.steady_decode import DecodeStreak, schedule_steady_decode
 from scheduler.step_io import ModelRunnerOutput, ScheduledRequest, SchedulerOutput, StepOutputs
+from scheduler.tenant_shares import TenantShares
 from scheduler.waiting_queue import WaitingQueue
 
 # Receives one JSON-able dict per event (step snapshots, admissions); None = tracing off.
@@ -64,6 +65,7 @@ class Scheduler:
         self.admission_memo = BlockedAdmissionMemo(self.kv, self.policy)
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
+        self._tenant_requests: dict[str | None, int] = {}  # unfinished requests per tenant
         self._finished_ids: set[str] = set()
         self.num_preemptions = 0
         self.num_steps = 0
@@ -80,6 +82,7 @@ class Scheduler:
             )
         request.length_limit = min(request.length_limit, self.config.max_model_len)
         self.requests[request.request_id] = request
+        self._tenant_requests[request.tenant] = self._tenant_requests.get(request.tenant, 0) + 1
         self.waiting.add(request)
         self.policy.on_arrival(request)
 
@@ -168,13 +171,9 @@ class Scheduler:
         earlier in this step gives its tokens back). Returns ``req``'s index after the preemptions."""
         while True:
             if not self.policy.on_allocation_failed(req, step.now):
-                victim = self.policy.pick_victim(self.running)
+                victim = self._fair_victim(req.tenant, self.running) or self.policy.pick_victim(self.running)
                 vi = self.running.index(victim)
-                self._preempt(victim)
-                step.preempted.append(victim)
-                sr = step.scheduled.pop(victim.request_id, None)
-                if sr is not None:
-                    step.budget += sr.num_scheduled_tokens
+                self._preempt_in_step(step, victim)
                 if vi < i:
                     i -= 1
                 if victim is req:
@@ -191,6 +190,8 @@ class Scheduler:
         while len(waiting) and step.budget > 0 and len(self.running) < self.config.max_num_seqs:
             req = waiting.peek()
             if self.running and self.admission_memo.still_blocked(req, step.budget):
+                if self._admit_past_blocked(step):
+                    continue
                 return
             hits, num_hit = kv.get_computed_blocks(req)
             num_new = req.num_tokens - num_hit
@@ -198,12 +199,71 @@ class Scheduler:
                 num_new = min(num_new, threshold)
             num_new = min(num_new, step.budget)
             if kv.allocate_slots(req, num_new, hits) is None:
-                if self.policy.on_admission_blocked(req, num_new, hits, bool(self.running), step.now):
+                if self.policy.on_admission_blocked(req, num_new, hits, self._running_for(req), step.now):
                     continue
                 self.admission_memo.record(req, hits, step.budget)
+                if self._admit_past_blocked(step):
+                    continue
                 return
             self.admission_memo.clear()
             self._admit(step, waiting.pop(), num_hit, num_new)
+
+    # ---- tenant shares (only with several tenants active; see ``tenant_shares``) ------------------
+    def _shares(self) -> TenantShares | None:
+        if len(self._tenant_requests) <= 1:  # one tenant (every simulation): no work, no change
+            return None
+        return TenantShares.of(self.running, self.waiting, self.kv.req_block_ids, self.kv.pool.num_blocks - 1)
+
+    def _running_for(self, req: Request) -> bool:
+        """Whether anything that will free blocks for ``req`` runs: any request with one tenant; with
+        several, one of ``req``'s own tenant (another tenant's long requests are no reason to wait)."""
+        if len(self._tenant_requests) <= 1:
+            return bool(self.running)
+        return any(r.tenant == req.tenant for r in self.running)
+
+    def _fair_victim(self, tenant: str | None, running: list[Request]) -> Request | None:
+        shares = self._shares()
+        return shares.victim(running, tenant, self.policy.pick_victim) if shares is not None else None
+
+    def _admit_past_blocked(self, step: _Step) -> bool:
+        """With the queue's head blocked for blocks: admit the first waiting request of a tenant within
+        its share, preempting over-share tenants' running requests (none admitted in this step) to
+        make room. False (nothing changed but those preemptions) when there is none or it cannot fit."""
+        shares = self._shares()
+        cand = shares.candidate(self.waiting) if shares is not None else None
+        if cand is None:
+            return False
+        hits, num_hit = self.kv.get_computed_blocks(cand)
+        threshold = self.config.long_prefill_token_threshold or cand.num_tokens
+        num_new = min(cand.num_tokens - num_hit, threshold, step.budget)
+        blocks = -(-(num_hit + num_new) // self.config.block_size)
+        whole = -(-min(cand.length_limit, self.config.max_model_len) // self.config.block_size)
+        if shares.held.get(cand.tenant, 0) + whole > shares.share:
+            return False  # at its longest it would put its tenant over: no preemption on its behalf
+        admitted_now = set(step.new_ids) | set(step.resumed_ids)
+        running = [r for r in self.running if r.request_id not in admitted_now]
+        reclaimable = sum(len(self.kv.req_block_ids.get(r.request_id, ())) for r in running if shares.over(r.tenant))
+        if self.kv.pool.num_free_blocks + reclaimable < blocks - len(hits):
+            return False  # preempting every over-share request would not make room: preempt none
+        while self.kv.allocate_slots(cand, num_new, hits) is None:
+            running = [r for r in self.running if r.request_id not in admitted_now]
+            victim = self._fair_victim(cand.tenant, running)
+            if victim is None:
+                return False
+            self._preempt_in_step(step, victim)
+        self.waiting.remove(cand)
+        self.waiting.order()
+        self.admission_memo.clear()
+        self._admit(step, cand, num_hit, min(num_new, step.budget))
+        return True
+
+    def _preempt_in_step(self, step: _Step, victim: Request) -> None:
+        """Preempt ``victim``; a chunk it was given earlier in this step goes back to the budget."""
+        self._preempt(victim)
+        step.preempted.append(victim)
+        sr = step.scheduled.pop(victim.request_id, None)
+        if sr is not None:
+            step.budget += sr.num_scheduled_tokens
 
     def _admit(self, step: _Step, req: Request, num_hit: int, num_new: int) -> None:
         """``req`` holds its hits and blocks for ``num_new`` tokens after them: it runs from now on."""
@@ -300,6 +360,9 @@ class Scheduler:
         req.status = status
         req.finished_time = now
         del self.requests[req.request_id]
+        left = self._tenant_requests.pop(req.tenant) - 1
+        if left:
+            self._tenant_requests[req.tenant] = left
         self.waiting.forget(req.request_id)
         self._finished_ids.add(req.request_id)
         if aborted:

@@ -220,3 +220,25 @@ def test_a_prefix_shared_by_two_pinned_jobs_counts_once_in_the_pinned_blocks():
     assert stats.num_pinned_jobs == 2 and stats.pin_block_refs == 6  # the cap counts 3 + 3
     assert stats.blocks_pinned == 4 == stats.blocks_in_use  # the pool holds 2 shared + 1 + 1
 
+
+
+def _pool_filled_by_one_tenant(tenants: tuple[str | None, str | None]) -> Scheduler:
+    """Tenant ``tenants[0]``'s four long requests fill the pool; then ``tenants[1]`` sends a short one."""
+    s = Scheduler(SchedulerConfig(num_blocks=33, block_size=4, max_model_len=64, max_num_seqs=8, policy="fcfs"),
+                  clock=FakeClock())
+    runner = FakeRunner()
+    for i in range(4):
+        s.add_request(make_request(f"a{i}", [i * 50 + k for k in range(24)], 24, tenant=tenants[0]))
+    while s.kv.pool.num_free_blocks >= 3:
+        run_step(s, runner)
+    s.add_request(make_request("b0", [900 + k for k in range(10)], 4, tenant=tenants[1]))
+    run_step(s, runner)
+    return s
+
+
+def test_a_tenant_over_its_share_of_the_pool_gives_way_to_one_within_it():
+    fair = _pool_filled_by_one_tenant(("a", "b"))
+    assert "b0" in [r.request_id for r in fair.running] and fair.num_preemptions == 1
+    assert fair.requests["a3"].status.name == "PREEMPTED"  # the over-share tenant's latest request
+    one_tenant = _pool_filled_by_one_tenant((None, None))  # no tenants: first come, first served
+    assert "b0" not in [r.request_id for r in one_tenant.running] and one_tenant.num_preemptions == 0

@@ -110,9 +110,11 @@ class ContinuumPolicy(SchedulingPolicy):
                     return True
         if anything_running or not leases.leases:
             return False
-        return leases.early_release_latest(now, exclude_job=req.job_id) or leases.end(
-            req.job_id, now, EndReason.EARLY_RELEASE
-        )
+        # Nothing of the asking tenant runs: its own pins give way first (another tenant's running work
+        # is no reason for a tenant's turns to wait behind its own pins, nor for it to take others').
+        return (leases.early_release_latest(now, exclude_job=req.job_id, tenant=req.tenant)
+                or leases.early_release_latest(now, exclude_job=req.job_id)
+                or leases.end(req.job_id, now, EndReason.EARLY_RELEASE))
 
     def on_time(self, now: float) -> None:
         if self.leases.leases:
