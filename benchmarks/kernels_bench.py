@@ -12,6 +12,8 @@
   the engine's default), GQA 8/2 (the embedded model) and 9/3 (SmolLM2): the C++ kernel against the
   torch path (gather + SDPA), ms per layer.
 
+With ``--roofline`` it measures only this machine's ceilings instead (``benchmarks.roofline``).
+
 Prints both tables, writes JSON. Invariant: every variant computes the same result (checked once per
 shape before timing, within float32 tolerance).
 """
@@ -23,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agent_engine.machine_load import LoadMonitor
 from agent_engine.reporting import machine_info, print_table, write_json
 from benchmarks.cli import run_standalone
 
@@ -125,6 +128,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--context", type=int, default=350, help="keys per decoding request (default 350)")
     ap.add_argument("--repeats", type=int, default=5, help="timed repeats; the best is reported")
     ap.add_argument("--json", default="out/kernels_bench.json", help="results JSON")
+    ap.add_argument("--roofline", action="store_true",
+                    help="only measure this machine's peaks: matmul GFLOP/s (fp32, bf16, int8) and memory GB/s")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -132,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
     from benchmarks.omp_env import set_passive_wait
 
     set_passive_wait()
+    if args.roofline:
+        return _run_roofline(args)
     import torch
 
     from kernels.cpp_build import load_cpu_ops, load_error
@@ -153,6 +160,18 @@ def run(args: argparse.Namespace) -> int:
                 [[r["threads"], r["heads"], r["context"], r["ms"]["cpp"], r["ms"]["torch"],
                   r["ms"]["torch"] / r["ms"]["cpp"]] for r in results["attention"]])
     write_json(args.json, {**results, "machine": machine_info()})
+    return 0
+
+
+def _run_roofline(args: argparse.Namespace) -> int:
+    from benchmarks import roofline
+
+    with LoadMonitor() as load:
+        results = [roofline.measure(int(t), args.repeats) for t in args.threads.split(",")]
+    print_table(roofline.HEADERS, roofline.rows(results))
+    print(f"machine during the runs: {load.report.label() if load.report else 'not measured'}")
+    write_json(args.json, {"roofline": results, "machine": machine_info(),
+                           "load": load.report.as_dict() if load.report else None})
     return 0
 
 

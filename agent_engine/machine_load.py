@@ -1,0 +1,139 @@
+"""How busy the machine is while a benchmark runs: load average, other processes' CPU, steal.
+
+A benchmark on a loaded machine favours whichever engine spins less, so every timed benchmark records
+the load before and during its run (``LoadMonitor``) and says whether the run was quiet:
+
+- ``load1_before``: the 1-minute load average when the run started;
+- ``other_cores``: CPU time of every process outside this benchmark's own process tree (this process
+  and its descendants: the servers and peers it started), in cores, averaged over the run;
+- ``steal_pct``: the share of CPU time the hypervisor gave to other guests during the run.
+
+A run is noisy when ``load1_before`` is above ``QUIET_LOAD1``, other processes used more than
+``QUIET_OTHER_CORES`` cores, or steal passed ``QUIET_STEAL_PCT``. Linux ``/proc`` only; elsewhere
+every figure is None and the run is not judged.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["QUIET_LOAD1", "LoadMonitor", "LoadReport"]
+
+QUIET_LOAD1 = 0.6
+QUIET_OTHER_CORES = 0.15
+QUIET_STEAL_PCT = 2.0
+_PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    load1_before: float | None
+    other_cores: float | None
+    steal_pct: float | None
+    seconds: float
+
+    @property
+    def noisy(self) -> bool | None:
+        if self.load1_before is None or self.other_cores is None:
+            return None
+        return (self.load1_before > QUIET_LOAD1 or self.other_cores > QUIET_OTHER_CORES
+                or (self.steal_pct or 0.0) > QUIET_STEAL_PCT)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "noisy": self.noisy}
+
+    def label(self) -> str:
+        """One short cell for a table: ``quiet (load 0.31, other 0.02 cores)`` or ``NOISY (...)``."""
+        if self.noisy is None:
+            return "not measured"
+        word = "NOISY" if self.noisy else "quiet"
+        return f"{word} (load {self.load1_before:.2f}, other {self.other_cores:.2f} cores, steal {self.steal_pct:.1f}%)"
+
+
+class LoadMonitor:
+    """``start()`` before the timed part, ``stop()`` after it: a ``LoadReport``. Usable as a context manager
+    (``report`` is set on exit)."""
+
+    def __init__(self) -> None:
+        self.report: LoadReport | None = None
+        self._t0 = 0.0
+        self._load1: float | None = None
+        self._cpu0: tuple[float, float] | None = None
+        self._ours0: float | None = None
+
+    def start(self) -> LoadMonitor:
+        self._t0 = time.monotonic()
+        self._load1 = _load1()
+        self._cpu0 = _system_cpu()
+        self._ours0 = _tree_cpu(os.getpid())
+        return self
+
+    def stop(self) -> LoadReport:
+        seconds = max(1e-9, time.monotonic() - self._t0)
+        cpu1, ours1 = _system_cpu(), _tree_cpu(os.getpid())
+        other = steal = None
+        if self._cpu0 is not None and cpu1 is not None and self._ours0 is not None and ours1 is not None:
+            busy = cpu1[0] - self._cpu0[0]
+            other = max(0.0, (busy - (ours1 - self._ours0)) / seconds)
+            total = busy + (cpu1[2] - self._cpu0[2])
+            steal = 100.0 * (cpu1[1] - self._cpu0[1]) / total if total > 0 else 0.0
+        self.report = LoadReport(self._load1, other, steal, seconds)
+        return self.report
+
+    def __enter__(self) -> LoadMonitor:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _load1() -> float | None:
+    try:
+        return float((_PROC / "loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _system_cpu() -> tuple[float, float, float] | None:
+    """(busy, steal, idle) CPU seconds of the whole machine since boot."""
+    try:
+        fields = [int(x) for x in (_PROC / "stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    user, nice, system, idle, iowait, irq, softirq = fields[:7]
+    steal = fields[7] if len(fields) > 7 else 0
+    return (user + nice + system + irq + softirq) / tick, steal / tick, (idle + iowait) / tick
+
+
+def _tree_cpu(root: int) -> float | None:
+    """CPU seconds of ``root`` and its live descendants, with the reaped children each has waited for."""
+    stats: dict[int, tuple[int, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        entries = list(_PROC.iterdir())
+    except OSError:
+        return None
+    for d in entries:
+        if not d.name.isdigit():
+            continue
+        try:
+            f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            stats[int(d.name)] = (int(f[1]), sum(int(x) for x in f[11:15]) / tick)
+        except (OSError, IndexError, ValueError):
+            continue
+    if root not in stats:
+        return None
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += stats[pid][1]
+        todo += children.get(pid, [])
+    return total
