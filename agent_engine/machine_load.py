@@ -8,22 +8,23 @@ the load before and during its run (``LoadMonitor``) and says whether the run wa
   and its descendants: the servers and peers it started), in cores, averaged over the run;
 - ``steal_pct``: the share of CPU time the hypervisor gave to other guests during the run.
 
-A run is noisy when ``load1_before`` is above ``QUIET_LOAD1``, other processes used more than
-``QUIET_OTHER_CORES`` cores, or steal passed ``QUIET_STEAL_PCT``. Linux ``/proc`` only; elsewhere
+A run is noisy when other processes used more than ``QUIET_OTHER_CORES`` cores during it or steal
+passed ``QUIET_STEAL_PCT``. The load average is reported, not judged: it trails by minutes, so right
+after a previous benchmark it is high while the machine is already quiet. Linux ``/proc`` only; elsewhere
 every figure is None and the run is not judged.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["QUIET_LOAD1", "LoadMonitor", "LoadReport"]
+__all__ = ["LoadMonitor", "LoadReport"]
 
-QUIET_LOAD1 = 0.6
 QUIET_OTHER_CORES = 0.15
 QUIET_STEAL_PCT = 2.0
 _PROC = Path("/proc")
@@ -40,8 +41,7 @@ class LoadReport:
     def noisy(self) -> bool | None:
         if self.load1_before is None or self.other_cores is None:
             return None
-        return (self.load1_before > QUIET_LOAD1 or self.other_cores > QUIET_OTHER_CORES
-                or (self.steal_pct or 0.0) > QUIET_STEAL_PCT)
+        return self.other_cores > QUIET_OTHER_CORES or (self.steal_pct or 0.0) > QUIET_STEAL_PCT
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "noisy": self.noisy}
@@ -56,33 +56,55 @@ class LoadReport:
 
 class LoadMonitor:
     """``start()`` before the timed part, ``stop()`` after it: a ``LoadReport``. Usable as a context manager
-    (``report`` is set on exit)."""
+    (``report`` is set on exit).
 
-    def __init__(self) -> None:
+    Our own tree is sampled every ``interval`` seconds on a thread: each process's own CPU is counted
+    up to its last sample, so a peer killed with its children (whose CPU no parent ever reaps) is still
+    ours, not "other"."""
+
+    def __init__(self, interval: float = 0.25) -> None:
         self.report: LoadReport | None = None
+        self.interval = interval
         self._t0 = 0.0
         self._load1: float | None = None
-        self._cpu0: tuple[float, float] | None = None
-        self._ours0: float | None = None
+        self._cpu0: tuple[float, float, float] | None = None
+        self._base: dict[int, float] = {}
+        self._used: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def start(self) -> LoadMonitor:
         self._t0 = time.monotonic()
         self._load1 = _load1()
         self._cpu0 = _system_cpu()
-        self._ours0 = _tree_cpu(os.getpid())
+        self._base = _tree_cpu(os.getpid()) or {}
+        self._thread = threading.Thread(target=self._sample_until_stopped, name="load-monitor", daemon=True)
+        self._thread.start()
         return self
 
     def stop(self) -> LoadReport:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._sample()
         seconds = max(1e-9, time.monotonic() - self._t0)
-        cpu1, ours1 = _system_cpu(), _tree_cpu(os.getpid())
+        cpu1 = _system_cpu()
         other = steal = None
-        if self._cpu0 is not None and cpu1 is not None and self._ours0 is not None and ours1 is not None:
+        if self._cpu0 is not None and cpu1 is not None and self._base:
             busy = cpu1[0] - self._cpu0[0]
-            other = max(0.0, (busy - (ours1 - self._ours0)) / seconds)
+            other = max(0.0, (busy - sum(self._used.values())) / seconds)
             total = busy + (cpu1[2] - self._cpu0[2])
             steal = 100.0 * (cpu1[1] - self._cpu0[1]) / total if total > 0 else 0.0
         self.report = LoadReport(self._load1, other, steal, seconds)
         return self.report
+
+    def _sample_until_stopped(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def _sample(self) -> None:
+        for pid, cpu in (_tree_cpu(os.getpid()) or {}).items():
+            self._used[pid] = cpu - self._base.get(pid, 0.0)
 
     def __enter__(self) -> LoadMonitor:
         return self.start()
@@ -110,8 +132,8 @@ def _system_cpu() -> tuple[float, float, float] | None:
     return (user + nice + system + irq + softirq) / tick, steal / tick, (idle + iowait) / tick
 
 
-def _tree_cpu(root: int) -> float | None:
-    """CPU seconds of ``root`` and its live descendants, with the reaped children each has waited for."""
+def _tree_cpu(root: int) -> dict[int, float] | None:
+    """Own CPU seconds (user + system, not its reaped children's) of ``root`` and each live descendant."""
     stats: dict[int, tuple[int, float]] = {}
     tick = os.sysconf("SC_CLK_TCK")
     try:
@@ -123,7 +145,7 @@ def _tree_cpu(root: int) -> float | None:
             continue
         try:
             f = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            stats[int(d.name)] = (int(f[1]), sum(int(x) for x in f[11:15]) / tick)
+            stats[int(d.name)] = (int(f[1]), (int(f[11]) + int(f[12])) / tick)
         except (OSError, IndexError, ValueError):
             continue
     if root not in stats:
@@ -131,9 +153,9 @@ def _tree_cpu(root: int) -> float | None:
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
-    total, todo = 0.0, [root]
+    tree, todo = {}, [root]
     while todo:
         pid = todo.pop()
-        total += stats[pid][1]
+        tree[pid] = stats[pid][1]
         todo += children.get(pid, [])
-    return total
+    return tree

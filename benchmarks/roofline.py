@@ -49,15 +49,15 @@ def matmul_gflops(dtype_name: str, n: int = 2048, repeats: int = 5) -> float | N
     return 2 * n**3 / seconds / 1e9
 
 
-def bandwidth_gbs(repeats: int = 5) -> dict[str, float]:
-    """Best GB/s of a large copy (bytes read + written) and a large sum (bytes read)."""
+def bandwidth_gbs(repeats: int = 5, n_bytes: int = COPY_BYTES) -> dict[str, float]:
+    """Best GB/s of a copy of ``n_bytes`` (bytes read + written) and a sum over them (bytes read)."""
     import torch
 
-    src = torch.randn(COPY_BYTES // 4)
+    src = torch.randn(n_bytes // 4)
     dst = torch.empty_like(src)
     copy_s = _best_s(lambda: dst.copy_(src), repeats)
     sum_s = _best_s(lambda: src.sum(), repeats)
-    return {"copy": 2 * COPY_BYTES / copy_s / 1e9, "read": COPY_BYTES / sum_s / 1e9}
+    return {"copy": 2 * n_bytes / copy_s / 1e9, "read": n_bytes / sum_s / 1e9}
 
 
 def measure(threads: int, repeats: int = 5) -> dict[str, Any]:
