@@ -37,7 +37,9 @@ class JobHints:
     ``is_last_step`` says the turn ends its job (nothing is pinned after it); ``priority`` orders the
     priority policy (lower first); ``cache_salt`` walls the request's cached blocks off; ``tool_name``
     names the tool the turn's output calls (wins over parsing the text); ``tool_ttl_hint`` caps the pin's
-    time-to-live in seconds.
+    time-to-live in seconds. ``confirmed`` marks an inferred job whose turns have continued it, output
+    included, at least ``CONFIRMED_JOINS`` times: the prefix chain has vouched for it as often as a
+    client's id would have, so its turns are pinned like a declared job's.
     """
 
     job_id: str | None = None
@@ -48,6 +50,7 @@ class JobHints:
     cache_salt: str | None = None
     tool_name: str | None = None
     tool_ttl_hint: float | None = None
+    confirmed: bool = False
 
     def __post_init__(self) -> None:
         if self.job_id is not None and (not isinstance(self.job_id, str) or not self.job_id):
@@ -74,9 +77,9 @@ class JobHints:
         salt = self.cache_salt if share_prefix_cache else f"{self.tenant}\x1f{self.cache_salt or ''}"
         return replace(self, job_id=job_id, cache_salt=salt)
 
-    def inferred(self, job_id: str) -> JobHints:
-        """These hints with a job the engine inferred from the prefix chain."""
-        return replace(self, job_id=job_id, hint_source=INFERRED)
+    def inferred(self, job_id: str, confirmed: bool = False) -> JobHints:
+        """These hints with a job the engine inferred from the prefix chain (``confirmed``: see above)."""
+        return replace(self, job_id=job_id, hint_source=INFERRED, confirmed=confirmed)
 
 
 NO_HINTS = JobHints()

@@ -20,6 +20,8 @@ Invariants:
 - At most ``max_jobs`` jobs are remembered; the least recently finished is forgotten first and
   reported by ``record`` so the caller can end it; ``expire`` forgets jobs idle too long the same way.
 - Prompts shorter than one block are never matched nor indexed (nothing to key them by).
+- A job's strong joins are counted while it is remembered (``JobMatch.strong_joins``): how often the
+  prefix chain, output included, has vouched for it. The counts are bounded with the index.
 - New job ids are unguessable (``inferred-`` + 64 random bits from ``secrets``): a client cannot name,
   and so cannot release, a job inferred for another client.
 """
@@ -41,6 +43,7 @@ class JobMatch:
 
     job_id: str
     matched_tokens: int
+    strong_joins: int = 0  # this job's strong joins so far, this one included
 
 
 @dataclass
@@ -78,6 +81,7 @@ class JobIndex:
     stats: JobInferenceStats = field(default_factory=JobInferenceStats)
     _turns: OrderedDict[str, _Turn] = field(default_factory=OrderedDict)
     _by_key: dict[int, list[str]] = field(default_factory=dict)
+    _strong_joins: dict[str, int] = field(default_factory=dict)  # per job still remembered or running
 
     def __post_init__(self) -> None:
         if self.block_size < 1:
@@ -111,7 +115,9 @@ class JobIndex:
         self.stats.joins += 1
         self.stats.weak_joins += not strong
         self.stats.matched_tokens += matched
-        return JobMatch(job_id, matched)
+        if strong:
+            self._strong_joins[job_id] = self._strong_joins.get(job_id, 0) + 1
+        return JobMatch(job_id, matched, self._strong_joins.get(job_id, 0))
 
     def new_job_id(self) -> str:
         """A fresh id for a hint-less request that continues no job."""
@@ -134,6 +140,8 @@ class JobIndex:
         key = prompt_block_hashes[n_full - 1]
         self._turns[job_id] = _Turn(key, tuple(tokens), num_prompt_tokens, finished_at, owner)
         self._by_key.setdefault(key, []).append(job_id)
+        if len(self._strong_joins) > 2 * self.max_jobs:  # counts of jobs that ran and never came back
+            self._strong_joins = {j: n for j, n in self._strong_joins.items() if j in self._turns}
         return self._forget_oldest(lambda turn: len(self._turns) > self.max_jobs)
 
     def expire(self, idle_before: float) -> list[tuple[str, float]]:
@@ -147,6 +155,7 @@ class JobIndex:
             if not while_(turn):
                 break
             self._forget(job_id)
+            self._strong_joins.pop(job_id, None)
             self.stats.forgotten += 1
             gone.append((job_id, turn.finished_at))
         return gone
@@ -154,6 +163,7 @@ class JobIndex:
     def forget(self, job_id: str) -> None:
         """Drop ``job_id`` (it ended); a no-op for unknown jobs."""
         self._forget(job_id)
+        self._strong_joins.pop(job_id, None)
 
     def _confirm(self, turn: _Turn, prompt: Sequence[int]) -> tuple[int, bool]:
         """``(tokens of prompt equal to turn's, strong)``: strong when that covers the turn's prompt and

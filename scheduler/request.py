@@ -142,14 +142,20 @@ class Request:
 
     @property
     def job_inferred(self) -> bool:
-        """The job was inferred from the prefix chain, not declared: its pins are cheap (wholly soft)."""
+        """The job was inferred from the prefix chain, not declared: its pins are cheap (wholly soft)
+        until it is confirmed (``job_confirmed``)."""
         return self.hints.hint_source == INFERRED
 
-    def join_inferred_job(self, job_id: str) -> None:
+    @property
+    def job_confirmed(self) -> bool:
+        """An inferred job the prefix chain has vouched for often enough to pin like a declared one."""
+        return self.hints.confirmed
+
+    def join_inferred_job(self, job_id: str, confirmed: bool = False) -> None:
         """Give this request (which came without a job) the job the engine inferred for it."""
         if self.hints.job_id is not None:
             raise ValueError(f"request {self.request_id!r} already belongs to job {self.hints.job_id!r}")
-        self.hints = self.hints.inferred(job_id)
+        self.hints = self.hints.inferred(job_id, confirmed)
 
     # ---- sizes -------------------------------------------------------------------------------
     @property

@@ -148,3 +148,28 @@ def test_a_retry_may_replace_the_generation_prompt_within_the_slack():
     with pytest.raises(ValueError):
         JobIndex(BS, prompt_slack=-1)
 
+
+
+def test_strong_joins_confirm_an_inferred_job_and_confirmed_jobs_pin_hard():
+    index = JobIndex(BS)
+    conversation = list(range(100, 112)) + [1, 2, 3, 4, 5]
+    counts = []
+    for turn in range(3):
+        conversation = _finished_turn(index, "a", conversation, [60 + turn, 70 + turn, 80 + turn])
+        conversation = conversation + [90 + turn, 91, 92, 93]
+        match = index.match(conversation, _hashes(conversation))
+        counts.append(match.strong_joins)
+    assert counts == [1, 2, 3]
+    index.forget("a")
+    assert index.match(conversation, _hashes(conversation)) is None
+
+    clock = FakeClock()
+    cfg = SchedulerConfig(num_blocks=33, block_size=BS, max_model_len=64, policy="continuum", soft_pins=False)
+    s = Scheduler(cfg, clock=clock, pin_ttl_fn=lambda r: 5.0)
+    req = make_request("t1", list(range(12)), 4, job_id="inferred-x", hint_source="inferred", confirmed=True)
+    assert req.job_inferred and req.job_confirmed
+    s.add_request(req)
+    run_to_completion(s, FakeRunner())
+    lease = s.policy.leases.leases["inferred-x"]
+    assert lease.num_hard > 0 and not lease.cheap  # as good as a declared job's
+    check_invariants(s)

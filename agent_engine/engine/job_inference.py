@@ -3,9 +3,10 @@
 Under CONTINUUM (and ``EngineConfig.infer_jobs``), a request that arrives without a job joins the job
 whose last finished turn its prompt extends (``scheduler.job_index.JobIndex``), or starts a new
 inferred job. Its turns are then scheduled as a job's (program-level FCFS, pins), with two
-differences that come from nobody having said what the job is: a finished turn is pinned as a cheap,
-wholly soft lease (``Request.job_inferred``), and a turn whose output issued no tool call is taken
-as probably final (``JobHooks`` gives it only the shortest lease). With no last-step signal an
+differences that come from nobody having said what the job is: until the job is confirmed (its turns
+strongly joined it ``CONFIRMED_JOINS`` times: then it is pinned like a declared job), a finished
+turn is pinned as a cheap, wholly soft lease (``Request.job_inferred``); and a turn whose output
+issued no tool call is taken as probably final (``JobHooks`` gives it only the shortest lease). With no last-step signal an
 inferred job ends when it is forgotten: idle for ``MAX_IDLE_S`` or pushed out of the bounded index.
 
 Invariants: only requests without a client job are touched; an inferred job is in the index only
@@ -21,6 +22,9 @@ from scheduler.job_index import JobIndex
 
 # A hint-less job not continued for this long is over: its JCT ends at its last turn's finish.
 MAX_IDLE_S = 600.0
+# Strong joins (the previous turn's prompt and output both continued) after which an inferred job is
+# pinned like a declared one: two turns that each extended the whole previous conversation.
+CONFIRMED_JOINS = 2
 
 
 class JobInference:
@@ -36,7 +40,10 @@ class JobInference:
         """Give ``req`` (no client job) the job it continues, or a new one; marks it inferred."""
         self._end(self.index.expire(req.arrival_time - self.max_idle_s))
         match = self.index.match(req.prompt_token_ids, req.block_hashes, owner=req.tenant)
-        req.join_inferred_job(match.job_id if match is not None else self.index.new_job_id())
+        if match is None:
+            req.join_inferred_job(self.index.new_job_id())
+            return
+        req.join_inferred_job(match.job_id, confirmed=match.strong_joins >= CONFIRMED_JOINS)
 
     def on_finished(self, req: Request) -> None:
         """Index a finished turn of an inferred job so its next turn finds it (aborted turns are not)."""

@@ -76,7 +76,7 @@ class ContinuumPolicy(SchedulingPolicy):
         if ttl > 0:
             # The lease table takes the blocks over: it keeps the prefix it pins and frees the rest.
             self.leases.pin(req.job_id, req.request_id, self.kv.take_blocks(req.request_id), ttl, now,
-                            job_arrival_time=req.job_arrival_time, hard=not req.job_inferred, tenant=req.tenant)
+                            job_arrival_time=req.job_arrival_time, hard=not req.job_inferred or req.job_confirmed, tenant=req.tenant)
             req.pinned = self.leases.has_lease(req.job_id)
         else:
             self.kv.free(req)
