@@ -37,8 +37,10 @@ field (a tool call's ``arguments``, an Anthropic ``metadata.user_id``): too deep
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import math
+import threading
 import time
 from typing import Annotated, Any
 
@@ -51,6 +53,8 @@ __all__ = ["MAX_JSON_DEPTH", "BodyLimitMiddleware", "ByteBuckets", "JsonContentT
            "find_bad_value", "loads_bounded"]
 
 MAX_JSON_DEPTH = 64
+TRIM_AFTER_BYTES = 1 << 20  # bodies this large are followed by a malloc_trim (see release_freed_memory)
+_LAST_TRIM = [0.0]
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 
@@ -89,7 +93,11 @@ class BodyLimitMiddleware:
         if body is None:
             await _too_large(scope, limit)(scope, receive, send)
             return
-        await self.app(scope, _replay(body, more, receive), send)
+        try:
+            await self.app(scope, _replay(body, more, receive), send)
+        finally:
+            if len(body) >= TRIM_AFTER_BYTES:
+                release_freed_memory()
 
 
     def _over_byte_rate(self, scope: dict[str, Any], n_bytes: int) -> float | None:
@@ -98,6 +106,30 @@ class BodyLimitMiddleware:
         if buckets is None or not n_bytes:
             return None
         return buckets.charge((scope.get("state") or {}).get("tenant"), n_bytes, time.monotonic())
+
+
+def release_freed_memory(min_interval_s: float = 1.0) -> None:
+    """glibc only: hand the heap's free pages back to the system (``malloc_trim``), on a thread, at most
+    once per ``min_interval_s``. A multi-megabyte body leaves its parse's memory free but resident
+    (glibc raises its mmap threshold after freeing big blocks, so later big blocks land in the heap):
+    ten 10 MB prompts left +190 MB, measured. Fixing the threshold instead cost 22-25% of serving
+    tokens/s (every large tensor of a step became its own mmap), so memory is trimmed after big bodies."""
+    now = time.monotonic()
+    if now - _LAST_TRIM[0] < min_interval_s:
+        return
+    _LAST_TRIM[0] = now
+    threading.Thread(target=_malloc_trim, name="malloc-trim", daemon=True).start()
+
+
+def _malloc_trim() -> None:
+    """Trim now and once more a second later (what the request still held when it ended is free by then)."""
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return
+    trim(0)
+    time.sleep(1.0)
+    trim(0)
 
 
 class ByteBuckets:

@@ -16,7 +16,6 @@ Invariants:
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import importlib
 import logging
@@ -33,7 +32,6 @@ logger = logging.getLogger(__name__)
 
 HELP = "OpenAI-compatible HTTP server"
 CLUSTER_MODULE = "agent_engine.cluster.serve_cluster"  # --replicas N > 1: Ray Serve (the optional extra ``ray``)
-_M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -60,7 +58,6 @@ def run_serve(args: argparse.Namespace) -> int:
 
     server_config = ServerConfig.from_args(args)
     logging.basicConfig(level=server_config.log_level.upper(), format=_LOG_FORMAT)
-    _fixed_mmap_threshold()
 
     engine = LLMEngine(serving_config(EngineConfig.from_args(args)))
     async_engine = AsyncEngine(engine, tokenizer_workers=server_config.tokenizer_workers)
@@ -80,18 +77,6 @@ def run_serve(args: argparse.Namespace) -> int:
         async_engine.shutdown(drain_timeout=0.0)
         engine.close()
     return 0 if server.started else 1
-
-
-def _fixed_mmap_threshold(threshold: int = 128 * 1024) -> None:
-    """glibc only: every allocation of ``threshold`` bytes or more is its own mmap, returned to the system
-    when freed. glibc's default raises the threshold to the largest block freed so far, so after a few
-    multi-megabyte request bodies those land in the heap and stay resident (+190 MB after ten 10 MB
-    prompts, measured); a fixed threshold keeps a server's memory where its load puts it."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(_M_MMAP_THRESHOLD, threshold)
-    except (OSError, AttributeError):  # not glibc: its allocator has its own policy
-        pass
 
 
 @contextmanager
