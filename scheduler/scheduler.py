@@ -33,7 +33,7 @@ from scheduler.policy import PinTTLFn, make_policy
 from scheduler.request import Request, RequestStatus
 from scheduler.steady_decode import DecodeStreak, schedule_steady_decode
 from scheduler.step_io import ModelRunnerOutput, ScheduledRequest, SchedulerOutput, StepOutputs
-from scheduler.tenant_shares import TenantShares
+from scheduler.tenant_shares import TenantFairness
 from scheduler.waiting_queue import WaitingQueue
 
 # Receives one JSON-able dict per event (step snapshots, admissions); None = tracing off.
@@ -52,7 +52,7 @@ class _Step:
     resumed_ids: list[str] = field(default_factory=list)
 
 
-class Scheduler:
+class Scheduler(TenantFairness):
     def __init__(self, config: SchedulerConfig, clock: Clock | None = None,
                  pin_ttl_fn: PinTTLFn | None = None, trace_sink: TraceSink | None = None) -> None:
         self.config = config
@@ -207,55 +207,6 @@ class Scheduler:
                 return
             self.admission_memo.clear()
             self._admit(step, waiting.pop(), num_hit, num_new)
-
-    # ---- tenant shares (only with several tenants active; see ``tenant_shares``) ------------------
-    def _shares(self) -> TenantShares | None:
-        if len(self._tenant_requests) <= 1:  # one tenant (every simulation): no work, no change
-            return None
-        return TenantShares.of(self.running, self.waiting, self.kv.req_block_ids, self.kv.pool.num_blocks - 1)
-
-    def _running_for(self, req: Request) -> bool:
-        """Whether anything that will free blocks for ``req`` runs: any request with one tenant; with
-        several, one of ``req``'s own tenant (another tenant's long requests are no reason to wait)."""
-        if len(self._tenant_requests) <= 1:
-            return bool(self.running)
-        return any(r.tenant == req.tenant for r in self.running)
-
-    def _fair_victim(self, tenant: str | None, running: list[Request]) -> Request | None:
-        shares = self._shares()
-        return shares.victim(running, tenant, self.policy.pick_victim) if shares is not None else None
-
-    def _admit_past_blocked(self, step: _Step) -> bool:
-        """With the queue's head blocked for blocks: admit the first waiting request of a tenant within
-        its share, preempting over-share tenants' running requests (none admitted in this step) to
-        make room. False (nothing changed but those preemptions) when there is none or it cannot fit."""
-        shares = self._shares()
-        cand = shares.candidate(self.waiting) if shares is not None else None
-        if cand is None:
-            return False
-        hits, num_hit = self.kv.get_computed_blocks(cand)
-        threshold = self.config.long_prefill_token_threshold or cand.num_tokens
-        num_new = min(cand.num_tokens - num_hit, threshold, step.budget)
-        blocks = -(-(num_hit + num_new) // self.config.block_size)
-        whole = -(-min(cand.length_limit, self.config.max_model_len) // self.config.block_size)
-        if shares.held.get(cand.tenant, 0) + whole > shares.share:
-            return False  # at its longest it would put its tenant over: no preemption on its behalf
-        admitted_now = set(step.new_ids) | set(step.resumed_ids)
-        running = [r for r in self.running if r.request_id not in admitted_now]
-        reclaimable = sum(len(self.kv.req_block_ids.get(r.request_id, ())) for r in running if shares.over(r.tenant))
-        if self.kv.pool.num_free_blocks + reclaimable < blocks - len(hits):
-            return False  # preempting every over-share request would not make room: preempt none
-        while self.kv.allocate_slots(cand, num_new, hits) is None:
-            running = [r for r in self.running if r.request_id not in admitted_now]
-            victim = self._fair_victim(cand.tenant, running)
-            if victim is None:
-                return False
-            self._preempt_in_step(step, victim)
-        self.waiting.remove(cand)
-        self.waiting.order()
-        self.admission_memo.clear()
-        self._admit(step, cand, num_hit, min(num_new, step.budget))
-        return True
 
     def _preempt_in_step(self, step: _Step, victim: Request) -> None:
         """Preempt ``victim``; a chunk it was given earlier in this step goes back to the budget."""
