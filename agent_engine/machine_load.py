@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LoadMonitor", "LoadReport"]
+__all__ = ["LoadMonitor", "LoadReport", "process_tree_cpu"]
 
 QUIET_OTHER_CORES = 0.15
 QUIET_STEAL_PCT = 2.0
@@ -77,7 +77,7 @@ class LoadMonitor:
         self._t0 = time.monotonic()
         self._load1 = _load1()
         self._cpu0 = _system_cpu()
-        self._base = _tree_cpu(os.getpid()) or {}
+        self._base = process_tree_cpu(os.getpid()) or {}
         self._thread = threading.Thread(target=self._sample_until_stopped, name="load-monitor", daemon=True)
         self._thread.start()
         return self
@@ -103,7 +103,7 @@ class LoadMonitor:
             self._sample()
 
     def _sample(self) -> None:
-        for pid, cpu in (_tree_cpu(os.getpid()) or {}).items():
+        for pid, cpu in (process_tree_cpu(os.getpid()) or {}).items():
             self._used[pid] = cpu - self._base.get(pid, 0.0)
 
     def __enter__(self) -> LoadMonitor:
@@ -132,7 +132,7 @@ def _system_cpu() -> tuple[float, float, float] | None:
     return (user + nice + system + irq + softirq) / tick, steal / tick, (idle + iowait) / tick
 
 
-def _tree_cpu(root: int) -> dict[int, float] | None:
+def process_tree_cpu(root: int) -> dict[int, float] | None:
     """Own CPU seconds (user + system, not its reaped children's) of ``root`` and each live descendant."""
     stats: dict[int, tuple[int, float]] = {}
     tick = os.sysconf("SC_CLK_TCK")

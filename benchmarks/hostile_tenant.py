@@ -2,7 +2,7 @@
 
 One server, two API keys. The victim runs agent jobs (turns that extend their own prompt, streamed, so
 time to first token is measured per turn), first alone (the quiet run), then while the attacker, with a
-valid key of its own, sends every probe in ``PROBES`` round-robin from several connections: floods past
+valid key of its own, sends every probe of ``probes()`` round-robin from several connections: floods past
 its in-flight share, a 20,000-prompt batch, 10 MB prompts and token counts, a 5,000-deep session id,
 900-deep message extras, a 1 MB ``tool_name``, unread streams, connections that never finish their
 headers or trickle their bodies, unsupported fields, a wrong Content-Type, guessed job ids, and the
@@ -19,6 +19,7 @@ server idle again). Verdict (a benchmark target, never a timed test): the victim
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import socket
@@ -47,19 +48,22 @@ def _deep(depth: int) -> dict[str, Any]:
     return root
 
 
-_BIG = "word " * 2_000_000  # 10 MB of text
-PROBES: dict[str, tuple[str, dict[str, Any]]] = {
-    "flood": (_CMPL, {"prompt": "flood", "max_tokens": 64, "ignore_eos": True}),
-    "prompt_list_20k": (_CMPL, {"prompt": ["hi"] * 20_000, "max_tokens": 2}),
-    "prompt_10mb": (_CMPL, {"prompt": _BIG, "max_tokens": 2}),
-    "count_tokens_10mb": ("/v1/messages/count_tokens", {"model": "m", "messages": [{"role": "user", "content": _BIG}]}),
-    "user_id_5000_deep": (_CHAT, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+@functools.cache
+def probes() -> dict[str, tuple[str, dict[str, Any]]]:
+    """Each probe's path and body (built on first use: two of them hold 10 MB of text)."""
+    big = "word " * 2_000_000
+    return {
+        "flood": (_CMPL, {"prompt": "flood", "max_tokens": 64, "ignore_eos": True}),
+        "prompt_list_20k": (_CMPL, {"prompt": ["hi"] * 20_000, "max_tokens": 2}),
+        "prompt_10mb": (_CMPL, {"prompt": big, "max_tokens": 2}),
+        "count_tokens_10mb": ("/v1/messages/count_tokens", {"model": "m", "messages": [{"role": "user", "content": big}]}),
+        "user_id_5000_deep": (_CHAT, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
                                   "metadata": {"user_id": "{" + '"a":{' * 5000 + "}" * 5001}}),
-    "message_extra_900_deep": (_CHAT, {"messages": [{"role": "user", "content": "hi", "x": _deep(900)}], "max_tokens": 2}),
-    "tool_name_1mb": (_CMPL, {"prompt": "hi", "max_tokens": 2, "job_id": "j", "tool_name": "x" * 1_000_000}),
-    "best_of": (_CMPL, {"prompt": "hi", "max_tokens": 2, "best_of": 3}),
-    "temperature_tiny": (_CMPL, {"prompt": "hi", "max_tokens": 2, "temperature": 1e-38}),
-}
+        "message_extra_900_deep": (_CHAT, {"messages": [{"role": "user", "content": "hi", "x": _deep(900)}], "max_tokens": 2}),
+        "tool_name_1mb": (_CMPL, {"prompt": "hi", "max_tokens": 2, "job_id": "j", "tool_name": "x" * 1_000_000}),
+        "best_of": (_CMPL, {"prompt": "hi", "max_tokens": 2, "best_of": 3}),
+        "temperature_tiny": (_CMPL, {"prompt": "hi", "max_tokens": 2, "temperature": 1e-38}),
+    }
 
 
 def engine_args(model_args: list[str], tenant_max_requests: int) -> list[str]:
@@ -156,7 +160,7 @@ class Attacker:
             await asyncio.gather(*held, *sockets, return_exceptions=True)
 
     async def _worker(self, client: httpx.AsyncClient, w: int) -> None:
-        names = list(PROBES) + [f"bad:{n}" for n in BAD_INPUTS] + ["content_type", "guess_job"]
+        names = list(probes()) + [f"bad:{n}" for n in BAD_INPUTS] + ["content_type", "guess_job"]
         i = w
         while not self.stop.is_set() and self.sent < self.max_requests:
             self.sent += 1
@@ -182,7 +186,7 @@ class Attacker:
     def _encoded(self, name: str) -> tuple[str, bytes]:
         """A probe's path and body, serialized once (the attacker's own CPU is not what is measured)."""
         if name not in self._bodies:
-            path, body = PROBES[name]
+            path, body = probes()[name]
             self._bodies[name] = (path, json.dumps({**body, "model": self.model} if "model" in body else body).encode())
         return self._bodies[name]
 

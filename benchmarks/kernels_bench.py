@@ -21,25 +21,20 @@ shape before timing, within float32 tolerance).
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent_engine.machine_load import LoadMonitor
 from agent_engine.reporting import machine_info, print_table, write_json
+from benchmarks import roofline
 from benchmarks.cli import run_standalone
+from benchmarks.roofline import best_seconds
 
 HELP = "kernel micro-benchmarks: decode matmuls and paged attention vs their torch paths"
 
 
 def _best_ms(fn: Callable[[], object], repeats: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best * 1e3
+    return best_seconds(fn, repeats) * 1e3
 
 
 def _linear_variants(packs: dict[int, Any], dnn_packs: dict[int, Any]) -> dict[str, Callable[[Any, Any], Any]]:
@@ -164,8 +159,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_roofline(args: argparse.Namespace) -> int:
-    from benchmarks import roofline
-
     with LoadMonitor() as load:
         results = [roofline.measure(int(t), args.repeats) for t in args.threads.split(",")]
     print_table(roofline.HEADERS, roofline.rows(results))

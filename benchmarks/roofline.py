@@ -21,7 +21,8 @@ from typing import Any
 COPY_BYTES = 256 * 1024 * 1024
 
 
-def _best_s(fn: Callable[[], object], repeats: int) -> float:
+def best_seconds(fn: Callable[[], object], repeats: int) -> float:
+    """The best of ``repeats`` timed calls of ``fn``, after one untimed warm-up call."""
     fn()
     best = float("inf")
     for _ in range(repeats):
@@ -39,13 +40,13 @@ def matmul_gflops(dtype_name: str, n: int = 2048, repeats: int = 5) -> float | N
         a = torch.randint(-64, 64, (n, n), dtype=torch.int8)
         b = torch.randint(-64, 64, (n, n), dtype=torch.int8)
         try:
-            seconds = _best_s(lambda: torch._int_mm(a, b), repeats)
+            seconds = best_seconds(lambda: torch._int_mm(a, b), repeats)
         except RuntimeError:
             return None
     else:
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
         a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-        seconds = _best_s(lambda: torch.mm(a, b), repeats)
+        seconds = best_seconds(lambda: torch.mm(a, b), repeats)
     return 2 * n**3 / seconds / 1e9
 
 
@@ -55,8 +56,8 @@ def bandwidth_gbs(repeats: int = 5, n_bytes: int = COPY_BYTES) -> dict[str, floa
 
     src = torch.randn(n_bytes // 4)
     dst = torch.empty_like(src)
-    copy_s = _best_s(lambda: dst.copy_(src), repeats)
-    sum_s = _best_s(lambda: src.sum(), repeats)
+    copy_s = best_seconds(lambda: dst.copy_(src), repeats)
+    sum_s = best_seconds(lambda: src.sum(), repeats)
     return {"copy": 2 * n_bytes / copy_s / 1e9, "read": n_bytes / sum_s / 1e9}
 
 

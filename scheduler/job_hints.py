@@ -29,6 +29,12 @@ def tenant_job_id(tenant: str, job_id: str) -> str:
     return f"{tenant}/{job_id}"
 
 
+def job_tenant(engine_job_id: str) -> str | None:
+    """The tenant of an engine job id made by ``tenant_job_id`` (tenants are ``t-...``); None otherwise."""
+    head, sep, _ = engine_job_id.partition("/")
+    return head if sep and head.startswith("t-") else None
+
+
 @dataclass(frozen=True, slots=True)
 class JobHints:
     """A request's job and scheduling hints (all optional; the defaults mean "nothing said").

@@ -5,12 +5,12 @@ hits and decode are one mechanism. A step (``schedule``) is four named steps:
 1. ``policy.on_time``: the policy lets time-bound holdings (CONTINUUM leases) run out.
 2. ``_schedule_running``: running requests in admission order, each its next chunk (all-decode
    steps in bulk: ``scheduler.steady_decode``). If an allocation
-   fails, the policy may free what it holds (``on_allocation_failed``); otherwise its victim is
-   preempted (all its blocks freed; it is recomputed later).
-3. ``_admit_waiting``: only when nothing was preempted in this step, waiting requests in policy
-   order, stopping at the first that does not fit after the policy had its say
-   (``on_admission_blocked``); no request skips ahead of a blocked one. A head known to be still
-   blocked (``BlockedAdmissionMemo``) is not re-walked.
+   fails, the policy may free what it holds (``on_allocation_failed``); otherwise a victim is
+   preempted (all its blocks freed; it is recomputed later): from the tenant furthest over its KV
+   share when the asking request's tenant is within its own, else the policy's.
+3. ``_admit_waiting`` (``scheduler.admission``): only when nothing was preempted in this step,
+   waiting requests in policy order, stopping at the first that does not fit; with several tenants a
+   request within its tenant's KV share may pass a blocked head (``scheduler.tenant_shares``).
 4. ``_emit_output``: the step's ``SchedulerOutput`` (and a trace event).
 Every policy decision goes through ``scheduler.policy.SchedulingPolicy``; this module knows nothing
 of pins. Invariants, checked by ``scheduler.invariants`` in the blast tests:
@@ -22,37 +22,24 @@ of pins. Invariants, checked by ``scheduler.invariants`` in the blast tests:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
+from scheduler.admission import Admission, StepDraft
 from scheduler.admission_memo import BlockedAdmissionMemo
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.config import SchedulerConfig
 from scheduler.kv_cache_manager import KVCacheManager
-from scheduler.observability import QueueCounts, SchedulerStats, admit_event, stats_snapshot, step_event
+from scheduler.observability import QueueCounts, SchedulerStats, stats_snapshot, step_event
 from scheduler.policy import PinTTLFn, make_policy
 from scheduler.request import Request, RequestStatus
 from scheduler.steady_decode import DecodeStreak, schedule_steady_decode
-from scheduler.step_io import ModelRunnerOutput, ScheduledRequest, SchedulerOutput, StepOutputs
-from scheduler.tenant_shares import TenantFairness
+from scheduler.step_io import ModelRunnerOutput, SchedulerOutput, StepOutputs
 from scheduler.waiting_queue import WaitingQueue
 
 # Receives one JSON-able dict per event (step snapshots, admissions); None = tracing off.
 TraceSink = Callable[[dict], None]
 
 
-@dataclass
-class _Step:
-    """What one ``schedule()`` call decided so far."""
-
-    now: float
-    budget: int
-    scheduled: dict[str, ScheduledRequest] = field(default_factory=dict)
-    preempted: list[Request] = field(default_factory=list)
-    new_ids: list[str] = field(default_factory=list)
-    resumed_ids: list[str] = field(default_factory=list)
-
-
-class Scheduler(TenantFairness):
+class Scheduler(Admission):
     def __init__(self, config: SchedulerConfig, clock: Clock | None = None,
                  pin_ttl_fn: PinTTLFn | None = None, trace_sink: TraceSink | None = None) -> None:
         self.config = config
@@ -116,7 +103,7 @@ class Scheduler(TenantFairness):
 
     # ---- the step ----------------------------------------------------------------------------
     def schedule(self) -> SchedulerOutput:
-        step = _Step(now=self.clock.now(), budget=self.config.max_num_batched_tokens)
+        step = StepDraft(now=self.clock.now(), budget=self.config.max_num_batched_tokens)
         self.num_steps += 1
         self.policy.on_time(step.now)  # leases whose time ran out end or turn soft
         streak, self.decode_streak = self.decode_streak, None
@@ -129,7 +116,7 @@ class Scheduler(TenantFairness):
             self._admit_waiting(step)
         return self._emit_output(step)
 
-    def _schedule_running(self, step: _Step) -> None:
+    def _schedule_running(self, step: StepDraft) -> None:
         """Each running request's next chunk, in admission order, while the budget lasts (the budget
         lives in a local on this hot path; ``_make_room`` works on ``step.budget``). A chunk that fits
         in the blocks already held (all decode steps but one per block) skips the KV manager."""
@@ -165,7 +152,7 @@ class Scheduler(TenantFairness):
             i += 1
         step.budget = budget
 
-    def _make_room(self, step: _Step, req: Request, num_new: int, i: int) -> int:
+    def _make_room(self, step: StepDraft, req: Request, num_new: int, i: int) -> int:
         """Free blocks until ``req`` (``running[i]``) gets its chunk or is itself preempted: the policy
         frees what it holds first, then its victims are preempted (a preempted request scheduled
         earlier in this step gives its tokens back). Returns ``req``'s index after the preemptions."""
@@ -181,64 +168,7 @@ class Scheduler(TenantFairness):
             if self.kv.allocate_slots(req, num_new) is not None:
                 return i
 
-    def _admit_waiting(self, step: _Step) -> None:
-        """Admit waiting requests in policy order until one does not fit, the budget or the seats run out."""
-        waiting = self.waiting
-        kv = self.kv
-        threshold = self.config.long_prefill_token_threshold
-        waiting.order()
-        while len(waiting) and step.budget > 0 and len(self.running) < self.config.max_num_seqs:
-            req = waiting.peek()
-            if self.running and self.admission_memo.still_blocked(req, step.budget):
-                if self._admit_past_blocked(step):
-                    continue
-                return
-            hits, num_hit = kv.get_computed_blocks(req)
-            num_new = req.num_tokens - num_hit
-            if threshold:
-                num_new = min(num_new, threshold)
-            num_new = min(num_new, step.budget)
-            if kv.allocate_slots(req, num_new, hits) is None:
-                if self.policy.on_admission_blocked(req, num_new, hits, self._running_for(req), step.now):
-                    continue
-                self.admission_memo.record(req, hits, step.budget)
-                if self._admit_past_blocked(step):
-                    continue
-                return
-            self.admission_memo.clear()
-            self._admit(step, waiting.pop(), num_hit, num_new)
-
-    def _preempt_in_step(self, step: _Step, victim: Request) -> None:
-        """Preempt ``victim``; a chunk it was given earlier in this step goes back to the budget."""
-        self._preempt(victim)
-        step.preempted.append(victim)
-        sr = step.scheduled.pop(victim.request_id, None)
-        if sr is not None:
-            step.budget += sr.num_scheduled_tokens
-
-    def _admit(self, step: _Step, req: Request, num_hit: int, num_new: int) -> None:
-        """``req`` holds its hits and blocks for ``num_new`` tokens after them: it runs from now on."""
-        resumed = req.status is RequestStatus.PREEMPTED
-        req.status = RequestStatus.RUNNING
-        req.num_computed_tokens = num_hit
-        self.running.append(req)
-        self.kv.record_prefix_query(req.num_tokens, num_hit)
-        if req.num_cached_tokens < 0:
-            req.num_cached_tokens = num_hit
-            req.first_scheduled_time = step.now
-        self.policy.on_admitted(req, step.now)
-        (step.resumed_ids if resumed else step.new_ids).append(req.request_id)
-        rid, toks, start = req.request_id, req.all_token_ids, req.num_computed_tokens
-        end = start + num_new
-        # The request's own view for as long as it holds these blocks (refreshed each step it runs).
-        req.scheduled_view = step.scheduled[rid] = ScheduledRequest(
-            rid, toks[start:end], start, self.kv.req_block_ids[rid], req.sampling_params, end == len(toks),
-            len(req.output_token_ids), req.eos_token_id)
-        step.budget -= num_new
-        if self.trace_sink is not None:
-            self.trace_sink(admit_event(self.num_steps, step.now, req, num_hit, resumed))
-
-    def _emit_output(self, step: _Step) -> SchedulerOutput:
+    def _emit_output(self, step: StepDraft) -> SchedulerOutput:
         out = SchedulerOutput(list(step.scheduled.values()), self._finished_ids,
                               {r.request_id for r in step.preempted}, step.new_ids, step.resumed_ids)
         self._finished_ids = set()
@@ -247,15 +177,11 @@ class Scheduler(TenantFairness):
         return out
 
     def update(self, out: SchedulerOutput, result: ModelRunnerOutput) -> StepOutputs:
-        """Take a finished model step in. Per scheduled request: advance ``num_computed_tokens``,
-        register blocks the step filled (a block can only have filled up if the chunk crossed a block
-        boundary), append the sampled token, apply the stop rules (only EOS, a stop token or a length
-        limit can stop a request, so the full rule set runs only for those), finish what stopped, and add
-        the token to the step's ``StepOutputs`` columns. A request that goes on gets its view refreshed
-        to its next decode token and, when that token opens a block, a place in the ``DecodeStreak``
-        (left in ``decode_streak`` when every running request was sampled and goes on). This is the
-        per-request hot path of every step: one pass, lookups hoisted into locals on purpose, no object
-        built per request."""
+        """Take a finished model step in, per scheduled request: advance ``num_computed_tokens``, register
+        filled blocks, append the sampled token, apply the stop rules (the full set only after EOS, a stop
+        token or the length limit), finish what stopped, add the token to ``StepOutputs``; a request that
+        goes on gets its next decode view and, opening a block, a place in the ``DecodeStreak``. The hot
+        path of every step: one pass, lookups in locals, no object built per request."""
         now, ids, toks, reasons, opening_block, going_on = self.clock.now(), [], [], {}, [], 0
         add_id, add_tok, sampled = ids.append, toks.append, result.sampled_token_ids
         requests, running, max_len = self.requests, RequestStatus.RUNNING, self.config.max_model_len

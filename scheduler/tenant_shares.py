@@ -23,11 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from scheduler.request import Request
 
-__all__ = ["TenantFairness", "TenantShares"]
+__all__ = ["TenantShares"]
 
 
 @dataclass(frozen=True)
@@ -72,71 +71,3 @@ class TenantShares:
             return None
         return next((r for r in waiting if not self.over(r.tenant)), None)
 
-
-class TenantFairness:
-    """The scheduler's side of tenant shares (``Scheduler`` inherits it). It reads the scheduler's
-    ``running``, ``waiting``, ``kv``, ``config``, ``policy``, ``admission_memo`` and ``_tenant_requests``
-    (unfinished requests per tenant), and calls its ``_preempt_in_step`` and ``_admit``. Every method
-    is a no-op answer (None / False / ``bool(running)``) while at most one tenant has requests."""
-
-    running: list[Request]
-    waiting: Any
-    kv: Any
-    config: Any
-    policy: Any
-    admission_memo: Any
-    _tenant_requests: dict[str | None, int]
-
-    def _preempt_in_step(self, step: Any, victim: Request) -> None:  # pragma: no cover - the scheduler's
-        raise NotImplementedError
-
-    def _admit(self, step: Any, req: Request, num_hit: int, num_new: int) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _shares(self) -> TenantShares | None:
-        if len(self._tenant_requests) <= 1:  # one tenant (every simulation): no work, no change
-            return None
-        return TenantShares.of(self.running, self.waiting, self.kv.req_block_ids, self.kv.pool.num_blocks - 1)
-
-    def _running_for(self, req: Request) -> bool:
-        """Whether anything that will free blocks for ``req`` runs: any request with one tenant; with
-        several, one of ``req``'s own tenant (another tenant's long requests are no reason to wait)."""
-        if len(self._tenant_requests) <= 1:
-            return bool(self.running)
-        return any(r.tenant == req.tenant for r in self.running)
-
-    def _fair_victim(self, tenant: str | None, running: list[Request]) -> Request | None:
-        shares = self._shares()
-        return shares.victim(running, tenant, self.policy.pick_victim) if shares is not None else None
-
-    def _admit_past_blocked(self, step: Any) -> bool:
-        """With the queue's head blocked for blocks: admit the first waiting request of a tenant within
-        its share, preempting over-share tenants' running requests (none admitted in this step) to
-        make room. False (nothing changed but those preemptions) when there is none or it cannot fit."""
-        shares = self._shares()
-        cand = shares.candidate(self.waiting) if shares is not None else None
-        if cand is None:
-            return False
-        hits, num_hit = self.kv.get_computed_blocks(cand)
-        threshold = self.config.long_prefill_token_threshold or cand.num_tokens
-        num_new = min(cand.num_tokens - num_hit, threshold, step.budget)
-        blocks = -(-(num_hit + num_new) // self.config.block_size)
-        whole = -(-min(cand.length_limit, self.config.max_model_len) // self.config.block_size)
-        if shares.held.get(cand.tenant, 0) + whole > shares.share:
-            return False  # at its longest it would put its tenant over: no preemption on its behalf
-        admitted_now = set(step.new_ids) | set(step.resumed_ids)
-        running = [r for r in self.running if r.request_id not in admitted_now]
-        reclaimable = sum(len(self.kv.req_block_ids.get(r.request_id, ())) for r in running if shares.over(r.tenant))
-        if self.kv.pool.num_free_blocks + reclaimable < blocks - len(hits):
-            return False  # preempting every over-share request would not make room: preempt none
-        while self.kv.allocate_slots(cand, num_new, hits) is None:
-            running = [r for r in self.running if r.request_id not in admitted_now]
-            victim = self._fair_victim(cand.tenant, running)
-            if victim is None:
-                return False
-            self._preempt_in_step(step, victim)
-        self.waiting.remove(cand)
-        self.waiting.order()
-        self.admission_memo.clear()
-        self._admit(step, cand, num_hit, min(num_new, step.budget))
-        return True

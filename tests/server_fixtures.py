@@ -75,7 +75,7 @@ def start_thread_server(async_engine: Any, server_config: ServerConfig = TEST_SE
     import uvicorn
 
     from agent_engine.server.app import build_app
-    from agent_engine.server.request_limits import header_deadline_protocol
+    from agent_engine.server.edge_middleware import header_deadline_protocol
 
     app = build_app(async_engine, server_config)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

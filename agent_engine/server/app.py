@@ -40,15 +40,15 @@ from fastapi import FastAPI
 from agent_engine.server.anthropic.routes import router as anthropic_router
 from agent_engine.server.async_engine import AsyncEngine
 from agent_engine.server.auth import AuthMiddleware, Tenants
-from agent_engine.server.errors import install_error_handlers
-from agent_engine.server.metrics import HttpCounterMiddleware, ServerMetrics
-from agent_engine.server.openai_routes import router
-from agent_engine.server.request_limits import (
+from agent_engine.server.edge_middleware import (
     BodyLimitMiddleware,
     ByteBuckets,
     JsonContentTypeMiddleware,
     header_deadline_protocol,
 )
+from agent_engine.server.errors import install_error_handlers
+from agent_engine.server.metrics import HttpCounterMiddleware, ServerMetrics
+from agent_engine.server.openai_routes import router
 from agent_engine.server.server_config import ServerConfig
 from agent_engine.server.state import ServerState
 

@@ -11,11 +11,10 @@ Invariants:
   False, every pending request and call fails with ``EngineDeadError``, later submissions at once.
 - ``shutdown`` stops intake, lets running requests finish until a deadline, aborts the rest, then joins;
   the loop's last act is ``release_and_account`` (every pin released, the final account logged).
-- Prompts are prepared (chat template, tokenization, ``max_tokens`` fill) on the tokenizer pool
-  (``tokenizer_pool``), off both the event loop and the engine thread, shared fairly between tenants:
-  a huge prompt never stalls the engine's steps nor another tenant's preparation. The engine thread
-  gets ``TokenizedPrompt``s; a group's specs reach it together, in submission order per group (groups
-  of different tenants may overtake each other while being prepared).
+- Prompts are prepared (chat template, tokenization, ``max_tokens`` fill) off the event loop and the
+  engine thread, on a pool shared fairly by tenants (``tokenizer_pool``): a huge prompt stalls neither
+  the engine's steps nor another tenant's preparation. The engine thread gets ``TokenizedPrompt``s, a
+  group's specs together (different tenants' groups may overtake each other while being prepared).
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ from agent_engine.server.tokenizer_pool import FairTokenizerPool, PoolClosedErro
 logger = logging.getLogger(__name__)
 
 OutputListener = Callable[[RequestOutput, float], None]
-
 AbortListener = Callable[[str, str | None], None]  # (request id, tenant)
 
 T = TypeVar("T")
@@ -81,11 +79,11 @@ class AsyncEngine:
 
     # ---- lifecycle -------------------------------------------------------------------------------
     def start(self) -> AsyncEngine:
-        """Start the engine thread (idempotent)."""
+        """Start the engine thread (idempotent), and measure the tokenizer's longest token on a thread of
+        its own (a second on large vocabularies: not on the first long prompt)."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="engine-loop", daemon=True)
             self._thread.start()
-            # Measure the longest token now, not on the first long prompt (a second on large vocabularies).
             threading.Thread(target=getattr, args=(self.engine, "max_token_bytes", None), daemon=True).start()
         return self
 
@@ -130,9 +128,9 @@ class AsyncEngine:
         return group
 
     async def _prepare_and_enqueue(self, group: RequestGroup, specs: list[RequestSpec]) -> None:
+        prepare = lambda: prepare_specs(self.engine, specs, self.max_request_tokens)  # noqa: E731
         try:
-            ready = await self._tokenizer_pool.run(specs[0].hints.tenant, lambda: prepare_specs(self.engine, specs, self.max_request_tokens))
-            self._enqueue(AddGroup(group, ready))
+            self._enqueue(AddGroup(group, await self._tokenizer_pool.run(group.tenant, prepare)))
         except PoolClosedError:
             reject(group, EngineStoppedError("server is shutting down"))
         except Exception as exc:  # a bad prompt, or the engine stopped meanwhile: the group is rejected

@@ -29,6 +29,8 @@ from types import TracebackType
 
 import httpx
 
+from agent_engine.machine_load import process_tree_cpu
+
 __all__ = [
     "ServerProcess",
     "free_port",
@@ -68,24 +70,8 @@ class ServerProcess:
     def cpu_seconds(self) -> float | None:
         """User + system CPU seconds so far of the server and its live descendants (vLLM runs its engine
         in a child process); Linux ``/proc`` only, None elsewhere."""
-        stats: dict[int, tuple[int, float]] = {}  # pid -> (ppid, cpu seconds)
-        tick = os.sysconf("SC_CLK_TCK")
-        for d in Path("/proc").iterdir():
-            if not d.name.isdigit():
-                continue
-            try:
-                f = (d / "stat").read_text().rsplit(")", 1)[1].split()
-                stats[int(d.name)] = (int(f[1]), (int(f[11]) + int(f[12])) / tick)
-            except (OSError, IndexError, ValueError):
-                continue
-        if self.proc.pid not in stats:
-            return None
-        total, todo = 0.0, [self.proc.pid]
-        while todo:
-            pid = todo.pop()
-            total += stats[pid][1]
-            todo += [c for c, (pp, _) in stats.items() if pp == pid]
-        return total
+        tree = process_tree_cpu(self.proc.pid)
+        return None if tree is None else sum(tree.values())
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM, wait up to ``timeout`` s, then SIGKILL; returns the exit code (idempotent)."""

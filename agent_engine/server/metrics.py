@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 from agent_engine.engine.outputs import RequestOutput
 
 # The server package's only import of the pin counter names: repoint this line when they move.
+from scheduler.job_hints import job_tenant
 from scheduler.policy import PIN_COUNTER_NAMES
 
 PREFIX = "agent_engine"
@@ -163,7 +164,7 @@ class ServerMetrics:
 
     def on_job_finished(self, job_id: str, turns: int, jct_seconds: float) -> None:
         """Engine-thread listener: a job's last step finished (or the client released the job)."""
-        self.job_jct.labels(tenant_label(self._tenant_of_job(job_id))).observe(jct_seconds)
+        self.job_jct.labels(tenant_label(job_tenant(job_id))).observe(jct_seconds)
 
     def on_abort(self, request_id: str, tenant: str | None = None) -> None:
         self._last_token_time.pop(request_id, None)
@@ -184,11 +185,6 @@ class ServerMetrics:
         if sees_all:
             return generate_latest(self.registry)
         return generate_latest(_TenantView(self.registry, tenant_label(tenant)))  # type: ignore[arg-type]
-
-    def _tenant_of_job(self, job_id: str) -> str | None:
-        """The tenant of an engine job id (``tenant/job``, ``scheduler.job_hints.tenant_job_id``)."""
-        head, sep, _ = job_id.partition("/")
-        return head if sep and head.startswith("t-") else None
 
     def _count_turn(self, job_id: str, out: RequestOutput, tenant: str) -> None:
         source = out.hint_source

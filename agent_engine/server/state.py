@@ -50,7 +50,7 @@ class ServerState:
     open_metrics: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     body_timeout: float = 30.0
-    body_buckets: Any = None  # request_limits.ByteBuckets with several tenants
+    body_buckets: Any = None  # edge_middleware.ByteBuckets with several tenants
     created: int = field(default_factory=lambda: int(time.time()))
     token_strs: dict[int, str] = field(default_factory=dict)
     last_stats: dict[str, Any] = field(default_factory=dict)

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator, Sequence
 from scheduler.block_pool import KVCacheBlock
 from scheduler.policy.lease import EndReason, Lease, LeaseCounters, LeaseState
 
-ANY_TENANT = object()  # ``tenant=`` default of the lease queries: every tenant's leases
+_ANY = object()  # ``tenant=`` default of the lease queries: every tenant's leases
 
 # The transitions the state machine allows (the module docstring draws them).
 _NEXT_STATES: dict[LeaseState, frozenset[LeaseState]] = {
@@ -204,8 +204,7 @@ class LeaseTable:
         self._end(le, now, reason)
         return True
 
-    def early_release_latest(self, now: float, exclude_job: str | None = None, *,
-                             tenant: str | None | object = ANY_TENANT) -> bool:
+    def early_release_latest(self, now: float, exclude_job: str | None = None, *, tenant: object = _ANY) -> bool:
         """Pressure: -> ENDED(early_release) for the lease whose job is expected back latest (of
         ``tenant``'s leases only, when one is given)."""
         latest = self._latest(exclude_job, tenant=tenant)
@@ -244,14 +243,13 @@ class LeaseTable:
             else:
                 self._end(latest, now, EndReason.EARLY_RELEASE)
 
-    def _latest(self, exclude_job: str | None, hard_only: bool = False,
-                tenant: str | None | object = ANY_TENANT) -> Lease | None:
+    def _latest(self, exclude_job: str | None, hard_only: bool = False, tenant: object = _ANY) -> Lease | None:
         """The least valuable lease: one whose job has not returned yet, expected back latest."""
         best = None
         for le in self.leases.values():
             if le.job_id == exclude_job or (hard_only and not le.num_hard):
                 continue
-            if tenant is not ANY_TENANT and le.tenant != tenant:
+            if tenant is not _ANY and le.tenant != tenant:
                 continue
             if best is None or (best.job_returned, le.ends_at) > (le.job_returned, best.ends_at):
                 best = le
