@@ -22,6 +22,22 @@ from scheduler.policy import POLICY_NAMES, policy_class  # the registry of sched
 __all__ = ["DEFAULT_TOKEN_BUDGET", "POLICY_NAMES", "SERVING_CPU_TOKEN_BUDGET", "TTL_POLICY_NAMES", "EngineConfig"]
 
 _DTYPES = ("float32", "bfloat16", "float16", "auto")
+OFFLOAD_DTYPES = ("auto", "bfloat16", "int8")  # kernels.kv_offload's forms (config stays torch-free)
+_SIZE_SUFFIXES = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def parse_size(text: str) -> int:
+    """``"512M"`` -> 536870912; a plain number is bytes. ``ValueError`` for anything else or a negative size."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    suffix = t[-1:] if t[-1:] in _SIZE_SUFFIXES else ""
+    number = t[: len(t) - len(suffix)]
+    try:
+        value = float(number) * _SIZE_SUFFIXES[suffix]
+    except ValueError:
+        raise ValueError(f"a size is a number of bytes with an optional K/M/G/T suffix, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"a size must be a finite number >= 0, got {text!r}")
+    return int(value)
 DEFAULT_TOKEN_BUDGET = 2048  # tokens per step when unset: offline, and serving on CUDA
 # Serving on CPU: the matmuls already run at full speed at 64-128 rows (``bench kernels``), so a
 # step of more tokens only makes a burst's prompts wait for each other (``bench serve --budgets``).
@@ -59,6 +75,10 @@ _HELP = {
     "profile_reload_cost": "CONTINUUM paper policy: time prefill at start-up to fit R(ctx)",
     "infer_jobs": "CONTINUUM: a request without a job hint joins the job whose last turn its prompt extends",
     "sched_trace": "write a JSONL scheduler trace to this path (off by default)",
+    "kv_offload_bytes": "bytes of host memory for a second KV tier that evicted blocks move to and load back "
+                        "from (0 = no tier); accepts a suffix: 512M, 2G",
+    "kv_offload_dtype": "second KV tier's form: auto (the pool's dtype, lossless) | bfloat16 | int8 "
+                        "(per-block-and-head scales)",
 }
 
 
@@ -105,6 +125,8 @@ class EngineConfig:
     profile_reload_cost: bool = True
     infer_jobs: bool = True
     sched_trace: str | None = None
+    kv_offload_bytes: str | int = "0"
+    kv_offload_dtype: str = "auto"
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
@@ -133,6 +155,14 @@ class EngineConfig:
             raise ValueError("soft_pin_grace must be >= 0 seconds")
         if self.pin_threshold < 0:
             raise ValueError("pin_threshold must be >= 0")
+        parse_size(str(self.kv_offload_bytes))  # ValueError for a malformed size
+        if self.kv_offload_dtype not in OFFLOAD_DTYPES:
+            raise ValueError(f"kv_offload_dtype must be one of {OFFLOAD_DTYPES}, got {self.kv_offload_dtype!r}")
+
+    @property
+    def offload_bytes(self) -> int:
+        """``kv_offload_bytes`` in bytes (a plain number or with a K, M, G or T suffix, powers of 1024)."""
+        return parse_size(str(self.kv_offload_bytes))
 
     @classmethod
     def from_kwargs(cls, **kwargs: object) -> EngineConfig:
@@ -157,8 +187,9 @@ class EngineConfig:
         budget = max(SERVING_CPU_TOKEN_BUDGET, self.max_num_seqs) if device == "cpu" else DEFAULT_TOKEN_BUDGET
         return dataclasses.replace(self, max_num_batched_tokens=budget)
 
-    def scheduler_config(self, num_blocks: int, max_model_len: int) -> SchedulerConfig:
-        """The scheduler's limits: this config's options over a pool of ``num_blocks`` (null block included)."""
+    def scheduler_config(self, num_blocks: int, max_model_len: int, num_offload_blocks: int = 0) -> SchedulerConfig:
+        """The scheduler's limits: this config's options over a pool of ``num_blocks`` (null block included)
+        and a second tier of ``num_offload_blocks``."""
         return SchedulerConfig(
             num_blocks=num_blocks,
             block_size=self.block_size,
@@ -172,6 +203,7 @@ class EngineConfig:
             max_pinned_fraction_per_tenant=self.max_pinned_fraction_per_tenant,
             soft_pins=self.soft_pins,
             soft_pin_grace=self.soft_pin_grace,
+            num_offload_blocks=num_offload_blocks,
         )
 
     @classmethod

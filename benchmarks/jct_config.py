@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from agent_engine.config import EngineConfig
+from agent_engine.config import EngineConfig, parse_size
 from agent_engine.reporting import machine_info
 from agent_engine.sim.sim_config import POLICIES as POLICY_LABELS
-from agent_engine.sim.sim_config import parse_policy
+from agent_engine.sim.sim_config import parse_policy, split_memory
 from agent_engine.workloads.hint_styles import HINT_STYLES
 from agent_engine.workloads.replay.client import ReplayOptions, plan_job
 from agent_engine.workloads.traces import TraceJob, load_trace, trace_label
@@ -68,6 +68,8 @@ class JCTConfig:
     hints: tuple[str, ...] = ("job_id",)  # client styles (``workloads.hint_styles``); each policy runs under each
     replicas: int = 1  # > 1: every row once per router against N replicas on Ray Serve (``jct_cluster``)
     routers: tuple[str, ...] = ("affinity", "pow2", "rr")
+    kv_offload_bytes: str = "0"  # the second tier a ``+tier`` row gets (a ``+pool`` row: as pool blocks)
+    kv_offload_dtype: str = "auto"
 
     @property
     def kv_tokens(self) -> int:
@@ -139,14 +141,38 @@ def bench_policy_names() -> tuple[str, ...]:
     return (*POLICY_LABELS, UNLIMITED)
 
 
-def policy_engine_args(name: str) -> list[str]:
-    """Server flags of a policy name (without the pool size); ``ValueError`` on an unknown name.
+def tier_engine_args(name: str, cfg: JCTConfig) -> list[str]:
+    """The second tier's flags of a row: ``cfg``'s tier for a ``+tier`` policy, none otherwise."""
+    if split_memory(name)[1] != "tier":
+        return []
+    if not parse_size(cfg.kv_offload_bytes):
+        raise ValueError(f"policy {name!r} needs a second tier: give --kv-offload-bytes")
+    return ["--kv-offload-bytes", cfg.kv_offload_bytes, "--kv-offload-dtype", cfg.kv_offload_dtype]
 
-    ``unlimited`` runs FCFS; ``@X`` (the fixed TTL's pin threshold) is taken by ``continuum-fixed`` only.
+
+def pool_blocks(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], block_bytes: int) -> int:
+    """A row's KV pool in blocks: ``unlimited``'s, or ``--num-kv-blocks`` grown by the tier's bytes for a
+    ``+pool`` policy (the equal-memory reference; ``block_bytes`` is one pool block's size)."""
+    if name == UNLIMITED:
+        return unlimited_blocks(jobs, cfg)
+    if split_memory(name)[1] == "pool":
+        grown = parse_size(cfg.kv_offload_bytes) // block_bytes
+        if not grown:
+            raise ValueError(f"policy {name!r} needs a second tier's bytes: give --kv-offload-bytes")
+        return cfg.num_kv_blocks + grown
+    return cfg.num_kv_blocks
+
+
+def policy_engine_args(name: str) -> list[str]:
+    """Server flags of a policy name (without the pool size and the tier); ``ValueError`` on an
+    unknown name.
+
+    ``unlimited`` runs FCFS; ``@X`` (the fixed TTL's pin threshold) is taken by ``continuum-fixed`` only;
+    a ``+tier`` or ``+pool`` suffix (``tier_engine_args``, ``pool_blocks``) is checked here too.
     """
     if name == UNLIMITED:
         return ["--policy", "fcfs"]
-    label, at, threshold = name.partition("@")
+    label, at, threshold = split_memory(name)[0].partition("@")
     if label not in POLICY_LABELS:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(bench_policy_names())}, "
                          f"continuum-{FIXED_TTL}@X")
@@ -196,6 +222,10 @@ def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> None:
                    help="N > 1: serve N replicas on Ray Serve, each row once per --routers (default 1)")
     p.add_argument("--routers", default=",".join(d.routers),
                    help=f"with --replicas > 1: comma list of routers (default {','.join(d.routers)})")
+    p.add_argument("--kv-offload-bytes", default=d.kv_offload_bytes,
+                   help="second KV tier (512M, 2G) of rows whose policy ends in +tier; +pool rows get a pool "
+                        "grown by the same bytes instead (the equal-memory reference)")
+    p.add_argument("--kv-offload-dtype", default=d.kv_offload_dtype, help="the +tier rows' tier form: auto | bfloat16 | int8")
     p.add_argument("--engine-arg", action="append", default=[], help="extra flag passed to our servers")
     p.add_argument("--log-dir", default=d.log_dir, help="server logs go here")
     p.add_argument("--records-dir", default=None, help="write per-policy replay records here")
@@ -220,6 +250,7 @@ def config_from_args(args: argparse.Namespace) -> JCTConfig:
         sched_trace_dir=args.sched_trace_dir, extra_engine_args=tuple(args.engine_arg),
         progress=not args.no_progress, repeats=args.repeats, hints=_hint_styles(args.hints),
         replicas=max(1, args.replicas), routers=parse_routers(args.routers),
+        kv_offload_bytes=args.kv_offload_bytes, kv_offload_dtype=args.kv_offload_dtype,
     )
 
 

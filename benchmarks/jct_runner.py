@@ -42,10 +42,11 @@ from benchmarks.jct_config import (
     JCTConfig,
     PolicyRun,
     policy_engine_args,
+    pool_blocks,
     replay_options,
     run_names,
     split_run_name,
-    unlimited_blocks,
+    tier_engine_args,
 )
 from scheduler.policy import PIN_COUNTER_NAMES  # the one place benchmarks read the pin counter names
 
@@ -62,8 +63,9 @@ def _start_server(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], log_dir: 
         assert cfg.vllm is not None
         return start_vllm_server(cfg.vllm, model_dir, kv_bytes, cfg.max_model_len, log,
                                  block_size=VLLM_BLOCK_SIZE, startup_timeout=max(cfg.startup_timeout, 420.0))
-    blocks = unlimited_blocks(jobs, cfg) if name == "unlimited" else cfg.num_kv_blocks
-    args = [*policy_engine_args(name), "--num-kv-blocks", str(blocks), "--block-size", str(cfg.block_size),
+    blocks = _pool_blocks(name, cfg, jobs)
+    args = [*policy_engine_args(name), *tier_engine_args(name, cfg), "--num-kv-blocks", str(blocks),
+            "--block-size", str(cfg.block_size),
             "--max-model-len", str(cfg.max_model_len), "--max-num-seqs", str(cfg.max_num_seqs),
             "--seed", str(cfg.seed), *cluster, *cfg.extra_engine_args]
     if cfg.sched_trace_dir:
@@ -71,6 +73,14 @@ def _start_server(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], log_dir: 
         args += ["--sched-trace", str(Path(cfg.sched_trace_dir) / f"{name}.jsonl")]
     timeout = max(cfg.startup_timeout, CLUSTER_STARTUP_TIMEOUT_S) if cluster else cfg.startup_timeout
     return start_engine_server(args, log, name=name, startup_timeout=timeout)
+
+
+def _pool_blocks(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob]) -> int:
+    """The row's pool (``pool_blocks``) with the embedded model's fp32 block size."""
+    from agent_engine.model.default_model import default_model_dir
+
+    model_cfg = json.loads((default_model_dir() / "config.json").read_text())
+    return pool_blocks(name, cfg, jobs, vllm_kv_bytes(cfg.block_size, model_cfg))
 
 
 def _metric(m: dict[str, float], *names: str) -> float | None:
@@ -87,6 +97,9 @@ def _row(name: str, summary: dict[str, Any], metrics: dict[str, float], wall_s: 
     sbs = _metric(metrics, "agent_engine_soft_pinned_block_seconds_total")
     if sbs is not None:
         pins["soft_block_seconds"] = round(sbs, 3)
+    tier = {k: round(v, 3) for k in ("stored", "reloaded", "dropped", "refused", "hit_tokens", "load_seconds",
+                                     "save_seconds", "capacity_blocks")
+            if (v := _metric(metrics, f"agent_engine_kv_tier_{k}_total", f"agent_engine_kv_tier_{k}")) is not None}
     prompt, cached = summary.get("prompt_tokens") or 0, summary.get("cached_tokens") or 0
     return {
         "mean_jct_s": summary.get("jct_mean"), "p50_jct_s": summary.get("jct_p50"),
@@ -96,7 +109,7 @@ def _row(name: str, summary: dict[str, Any], metrics: dict[str, float], wall_s: 
         "prompt_tokens": int(prompt), "preemptions": int(pre) if pre is not None else None,
         "excess_over_unlimited_s": None, "pins": pins, "jobs_completed": summary.get("jobs_completed"),
         "jobs_failed": summary.get("jobs_failed"), "turns": summary.get("turns"),
-        "kv_blocks": blocks, "wall_s": round(wall_s, 1),
+        "kv_blocks": blocks, "tier": tier, "wall_s": round(wall_s, 1),
     }
 
 
@@ -119,8 +132,7 @@ def run_one(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], log_dir: Path) 
         load1, cpu1 = os.getloadavg()[0], srv.cpu_seconds()
     if cfg.records_dir:
         write_records(Path(cfg.records_dir) / f"{name}.jsonl", result.records)
-    blocks = None if policy == "vllm-cpu" else (
-        unlimited_blocks(jobs, cfg) if policy == "unlimited" else cfg.num_kv_blocks)
+    blocks = None if policy == "vllm-cpu" else _pool_blocks(policy, cfg, jobs)
     row = _row(name, result.summary, metrics, time.perf_counter() - t0, blocks)
     row["loadavg_1m"] = [round(load0, 2), round(load1, 2)]  # machine load at replay start / end
     row["server_cpu_s"] = round(cpu1 - cpu0, 1) if cpu0 is not None and cpu1 is not None else None

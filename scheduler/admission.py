@@ -43,7 +43,6 @@ class Admission:
     def _admit_waiting(self, step: StepDraft) -> None:
         """Admit waiting requests in policy order until one does not fit, the budget or the seats run out."""
         waiting = self.waiting
-        kv = self.kv
         threshold = self.config.long_prefill_token_threshold
         waiting.order()
         while len(waiting) and step.budget > 0 and len(self.running) < self.config.max_num_seqs:
@@ -52,20 +51,41 @@ class Admission:
                 if self._admit_past_blocked(step):
                     continue
                 return
-            hits, num_hit = kv.get_computed_blocks(req)
-            num_new = req.num_tokens - num_hit
-            if threshold:
-                num_new = min(num_new, threshold)
-            num_new = min(num_new, step.budget)
-            if kv.allocate_slots(req, num_new, hits) is None:
-                if self.policy.on_admission_blocked(req, num_new, hits, self._running_for(req), step.now):
+            hits, num_hit, num_load, num_new = self._plan(req, threshold, step.budget)
+            if not self._allocate(req, hits, num_load, num_new):
+                if self.policy.on_admission_blocked(req, num_load + num_new, hits, self._running_for(req), step.now):
                     continue
                 self.admission_memo.record(req, hits, step.budget)
                 if self._admit_past_blocked(step):
                     continue
                 return
             self.admission_memo.clear()
-            self._admit(step, waiting.pop(), num_hit, num_new)
+            self._admit(step, waiting.pop(), num_hit + num_load, num_new)
+
+    def _plan(self, req: Request, threshold: int, budget: int) -> tuple[list, int, int, int]:
+        """``(pool hits, their tokens, tokens to load from the second tier, tokens to compute now)``
+        for admitting ``req``: loads cost blocks but no budget, the chunk is capped by both."""
+        kv = self.kv
+        hits, num_hit = kv.get_computed_blocks(req)
+        num_load = kv.tier_hit_blocks(req, len(hits)) * kv.block_size
+        num_new = req.num_tokens - num_hit - num_load
+        if threshold:
+            num_new = min(num_new, threshold)
+        return hits, num_hit, num_load, min(num_new, budget)
+
+    def _allocate(self, req: Request, hits: list, num_load: int, num_new: int) -> bool:
+        """Blocks for ``req``'s tier loads and first chunk after its ``hits``; the loads are listed.
+        False (nothing changed) when the pool is short. The tier entries to load survive the
+        evictions this allocation causes."""
+        kv = self.kv
+        first, count = len(hits), num_load // kv.block_size
+        if not count:
+            return kv.allocate_slots(req, num_new, hits) is not None
+        with kv.tier.protecting(req.block_hashes[first:first + count]):  # type: ignore[union-attr]
+            if kv.allocate_slots(req, num_load + num_new, hits) is None:
+                return False
+        kv.load_from_tier(req, first, count)
+        return True
 
     def _preempt_in_step(self, step: StepDraft, victim: Request) -> None:
         """Preempt ``victim``; a chunk it was given earlier in this step goes back to the budget."""
@@ -121,10 +141,8 @@ class Admission:
         cand = shares.candidate(self.waiting) if shares is not None else None
         if cand is None:
             return False
-        hits, num_hit = self.kv.get_computed_blocks(cand)
-        threshold = self.config.long_prefill_token_threshold or cand.num_tokens
-        num_new = min(cand.num_tokens - num_hit, threshold, step.budget)
-        blocks = -(-(num_hit + num_new) // self.config.block_size)
+        hits, num_hit, num_load, num_new = self._plan(cand, self.config.long_prefill_token_threshold, step.budget)
+        blocks = -(-(num_hit + num_load + num_new) // self.config.block_size)
         whole = -(-min(cand.length_limit, self.config.max_model_len) // self.config.block_size)
         if shares.held.get(cand.tenant, 0) + whole > shares.share:
             return False  # at its longest it would put its tenant over: no preemption on its behalf
@@ -133,7 +151,7 @@ class Admission:
         reclaimable = sum(len(self.kv.req_block_ids.get(r.request_id, ())) for r in running if shares.over(r.tenant))
         if self.kv.pool.num_free_blocks + reclaimable < blocks - len(hits):
             return False  # preempting every over-share request would not make room: preempt none
-        while self.kv.allocate_slots(cand, num_new, hits) is None:
+        while not self._allocate(cand, hits, num_load, num_new):
             running = [r for r in self.running if r.request_id not in admitted_now]
             victim = self._fair_victim(cand.tenant, running)
             if victim is None:
@@ -142,5 +160,5 @@ class Admission:
         self.waiting.remove(cand)
         self.waiting.order()
         self.admission_memo.clear()
-        self._admit(step, cand, num_hit, min(num_new, step.budget))
+        self._admit(step, cand, num_hit + num_load, min(num_new, step.budget))
         return True

@@ -7,22 +7,25 @@ Invariants:
 - A free block may still carry a hash and be findable in the cache map ("cached-free"): it is
   evicted lazily, only when it is popped from the queue head for reuse (LRU from the head).
 - ``cached_block_map[h]`` holds exactly the blocks whose ``block_hash == h``.
+- ``on_evict`` (when set) sees every hashed block just before its hash is forgotten for reuse, while
+  its KV is still intact: the second tier's chance to demote it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 
 class KVCacheBlock:
     """One KV block: id, reference count, optional hash, and intrusive free-queue links."""
 
-    __slots__ = ("block_id", "ref_cnt", "block_hash", "prev_free", "next_free", "is_null")
+    __slots__ = ("block_id", "ref_cnt", "block_hash", "prev_free", "next_free", "is_null", "owner")
 
     def __init__(self, block_id: int) -> None:
         self.block_id = block_id
         self.ref_cnt = 0
         self.block_hash: int | None = None
+        self.owner: str | None = None  # the job whose turn last computed or hit this block
         self.prev_free: KVCacheBlock | None = None
         self.next_free: KVCacheBlock | None = None
         self.is_null = False
@@ -102,6 +105,7 @@ class BlockPool:
         # ``BlockedAdmissionMemo`` watches them: only these events can turn a blocked admission admissible.
         self.num_frees = 0
         self.num_evictions = 0
+        self.on_evict: Callable[[KVCacheBlock], None] | None = None
 
     # ---- counts ------------------------------------------------------------------------------
     @property
@@ -147,6 +151,8 @@ class BlockPool:
             b.prev_free = b.next_free = None  # type: ignore[union-attr]
             h = b.block_hash  # type: ignore[union-attr]
             if h is not None:
+                if self.on_evict is not None:
+                    self.on_evict(b)  # type: ignore[arg-type]
                 self.num_cached_free -= 1
                 if cached.get(h) is b:
                     del cached[h]

@@ -29,6 +29,8 @@ class SchedulerConfig:
     max_pinned_fraction_per_tenant: float = 1.0
     soft_pins: bool = True
     soft_pin_grace: float = 2.0
+    # Blocks the second KV tier holds (0 = no tier): evicted blocks wait there to be loaded back.
+    num_offload_blocks: int = 0
 
     def __post_init__(self) -> None:
         if self.num_blocks < 2:
@@ -52,5 +54,7 @@ class SchedulerConfig:
             raise ValueError("max_pinned_fraction must be in [0, 1]")
         if not 0.0 <= self.max_pinned_fraction_per_tenant <= 1.0:
             raise ValueError("max_pinned_fraction_per_tenant must be in [0, 1]")
+        if self.num_offload_blocks < 0:
+            raise ValueError("num_offload_blocks must be >= 0")
         if not self.soft_pin_grace >= 0.0:
             raise ValueError("soft_pin_grace must be >= 0 seconds")

@@ -7,7 +7,9 @@ O(blocks + requests): call it in tests, not on the serving hot path. Checked:
   with soft pins or in a cheap lease, each tenant within its own cap, and the counters partition
   the ended leases;
 - pool: every block's ``ref_cnt`` equals its holders (running requests plus leases), a block is in
-  the free queue exactly when unreferenced, and the cached-free count and hash map agree.
+  the free queue exactly when unreferenced, and the cached-free count and hash map agree;
+- second tier: no hash in both tiers, slots partitioned between entries and free ones, every entry
+  leaves exactly once (the counters add up).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 
 from scheduler.block_pool import BlockPool
+from scheduler.kv_tier import KVTier
 from scheduler.policy import ContinuumPolicy, LeaseState, LeaseTable
 from scheduler.request import RequestStatus
 from scheduler.scheduler import Scheduler
@@ -27,6 +30,8 @@ def check_invariants(s: Scheduler) -> None:
     if isinstance(s.policy, ContinuumPolicy):
         _check_leases(s.policy.leases, holders)
     _check_pool(s.kv.pool, holders)
+    if s.kv.tier is not None:
+        _check_tier(s.kv.tier, s.kv.pool)
     _check_queues(s)
 
 
@@ -79,6 +84,18 @@ def _check_pool(pool: BlockPool, holders: Counter[int]) -> None:
     assert pool.num_free_blocks + pool.num_used_blocks == pool.num_blocks - 1
     for h, b in pool.cached_block_map.items():
         assert b.block_hash == h, "hash map points at a block with another hash"
+
+
+def _check_tier(tier: KVTier, pool: BlockPool) -> None:
+    assert not tier.entries.keys() & pool.cached_block_map.keys(), "a hash in both the pool and the tier"
+    slots = [e.slot for e in tier.entries.values()]
+    assert len(set(slots)) == len(slots), "two tier entries share a slot"
+    assert not set(slots) & set(tier.free_slots), "a tier slot both used and free"
+    assert len(slots) + len(tier.free_slots) == tier.num_slots, "tier slots drifted"
+    assert sum(len(h) for h in tier.by_job.values()) == len(tier.entries), "tier job index drifted"
+    c = tier.counters
+    assert c.stored == c.reloaded + c.dropped + c.cleared + len(tier.entries), "a tier entry left twice or never"
+    assert not tier.protected, "tier entries still protected after the step"
 
 
 def _check_queues(s: Scheduler) -> None:

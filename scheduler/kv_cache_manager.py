@@ -6,6 +6,9 @@ Invariants:
 - The first ``num_cached[r]`` blocks of ``r`` are registered in the prefix cache (or were hits), and
   only blocks whose KV a finished model step computed are ever registered.
 - A request's blocks are freed tail first, so its tail is evicted before its head.
+- With a second tier (``num_offload_blocks``), a hashed block the pool evicts is offered to the tier
+  (``scheduler.kv_tier``), and a prefix lookup that misses the pool goes on in the tier: those blocks
+  are allocated like new ones, loaded (``load_from_tier``) and count as computed, not as prefill.
 """
 
 from __future__ import annotations
@@ -14,16 +17,25 @@ from collections.abc import Sequence
 from itertools import islice
 
 from scheduler.block_pool import BlockPool, KVCacheBlock
+from scheduler.clock import Clock, MonotonicClock
+from scheduler.kv_tier import KVTier
 from scheduler.request import Request
 
 
 class KVCacheManager:
-    def __init__(self, num_blocks: int, block_size: int, enable_caching: bool = True) -> None:
+    def __init__(self, num_blocks: int, block_size: int, enable_caching: bool = True,
+                 num_offload_blocks: int = 0, clock: Clock | None = None) -> None:
         if block_size < 1:
             raise ValueError("block_size must be >= 1")
+        if num_offload_blocks < 0:
+            raise ValueError("num_offload_blocks must be >= 0")
         self.block_size = block_size
         self.enable_caching = enable_caching
         self.pool = BlockPool(num_blocks, enable_caching)
+        self.clock = clock or MonotonicClock()
+        self.tier = KVTier(num_offload_blocks) if (num_offload_blocks and enable_caching) else None
+        if self.tier is not None:
+            self.pool.on_evict = self._demote
         self.req_blocks: dict[str, list[KVCacheBlock]] = {}
         self.req_block_ids: dict[str, list[int]] = {}
         self.num_cached: dict[str, int] = {}
@@ -45,6 +57,48 @@ class KVCacheManager:
                 break
             hits.append(b)
         return hits, len(hits) * self.block_size
+
+    def tier_hit_blocks(self, request: Request, num_pool_hits: int) -> int:
+        """How many blocks after the pool's ``num_pool_hits`` the tier holds, in chain order (never the
+        whole prompt: >= 1 token is left to compute)."""
+        if self.tier is None:
+            return 0
+        max_blocks = (request.num_tokens - 1) // self.block_size
+        entries, n = self.tier.entries, num_pool_hits
+        hashes = request.block_hashes
+        while n < max_blocks and hashes[n] in entries:
+            n += 1
+        return n - num_pool_hits
+
+    def load_from_tier(self, request: Request, start: int, count: int) -> None:
+        """The request's blocks ``[start, start + count)``, just allocated, take their KV from the tier:
+        the copies are listed for the runner and the blocks are registered as computed."""
+        if not count:
+            return
+        assert self.tier is not None
+        rid = request.request_id
+        blocks, hashes = self.req_blocks[rid], request.block_hashes
+        for i in range(start, start + count):
+            self.tier.load(hashes[i], blocks[i].block_id)
+            self.pool.cache_block(blocks[i], hashes[i])
+            blocks[i].owner = request.job_id
+        self.num_cached[rid] = start + count
+
+    def _demote(self, block: KVCacheBlock) -> None:
+        assert self.tier is not None and block.block_hash is not None
+        self.tier.save(block.block_hash, block.block_id, block.owner, self.clock.now())
+
+    def take_copies(self) -> list[tuple[int, int, int]]:
+        """Tier copies decided since the last call, in order (empty without a tier)."""
+        return self.tier.take_copies() if self.tier is not None and self.tier.copies else []
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached block, in the pool and in the tier; only when no block is in use."""
+        if not self.pool.reset_prefix_cache():
+            return False
+        if self.tier is not None:
+            self.tier.clear()
+        return True
 
     def record_prefix_query(self, num_query_tokens: int, num_hit_tokens: int) -> None:
         self.prefix_query_tokens += num_query_tokens
@@ -99,6 +153,8 @@ class KVCacheManager:
             ids = self.req_block_ids[rid]
         if new_computed_blocks:
             self.pool.touch(new_computed_blocks)
+            for b in new_computed_blocks:
+                b.owner = request.job_id
             blocks.extend(new_computed_blocks)
             ids.extend(b.block_id for b in new_computed_blocks)
             self.num_cached[rid] = len(blocks)
@@ -122,9 +178,13 @@ class KVCacheManager:
             return
         blocks = self.req_blocks[rid]
         hashes = request.block_hashes
-        cache_block = self.pool.cache_block
+        cache_block, job = self.pool.cache_block, request.job_id
         for i in range(start, num_full):
             cache_block(blocks[i], hashes[i])
+            blocks[i].owner = job
+        if self.tier is not None:  # a hash lives in one tier only: a recomputed block's copy leaves
+            for h in hashes[start:num_full]:
+                self.tier.discard(h)
         self.num_cached[rid] = num_full
 
     def free(self, request: Request) -> None:

@@ -45,6 +45,17 @@ class SchedulerStats:
     # Live block-seconds: ended leases plus the live ones up to the snapshot's time.
     pinned_block_seconds: float = 0.0
     soft_block_seconds: float = 0.0
+    # The second KV tier (empty without one): blocks held and capacity, its event counters
+    # (``scheduler.kv_tier.TierCounters``) and the prompt tokens its loads served.
+    tier: dict[str, float] = field(default_factory=dict)
+
+
+def tier_stats(kv: KVCacheManager) -> dict[str, float]:
+    tier = kv.tier
+    if tier is None:
+        return {}
+    return {"blocks": len(tier.entries), "capacity_blocks": tier.num_slots, **tier.counters.as_dict(),
+            "hit_tokens": tier.counters.reloaded * kv.block_size}
 
 
 def stats_snapshot(s: QueueCounts, pins: PinStats) -> SchedulerStats:
@@ -66,6 +77,7 @@ def stats_snapshot(s: QueueCounts, pins: PinStats) -> SchedulerStats:
         pins=pins.counters,
         pinned_block_seconds=pins.pinned_block_seconds,
         soft_block_seconds=pins.soft_block_seconds,
+        tier=tier_stats(s.kv),
     )
 
 
@@ -85,4 +97,6 @@ def step_event(s: QueueCounts, pins: PinStats, step: int, now: float, out: Sched
         "scheduled_new": len(out.new_req_ids), "scheduled_resumed": len(out.resumed_req_ids),
         "scheduled_running": len(out.scheduled) - len(out.new_req_ids) - len(out.resumed_req_ids),
         "preempted": sorted(out.preempted_req_ids), "tokens": out.total_num_scheduled_tokens,
+        **({"tier_blocks": len(s.kv.tier.entries), "tier_saves": sum(c[0] == 0 for c in out.kv_copies),
+            "tier_loads": sum(c[0] == 1 for c in out.kv_copies)} if s.kv.tier is not None else {}),
     }

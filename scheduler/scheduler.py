@@ -46,7 +46,8 @@ class Scheduler(Admission):
         self.clock = clock or MonotonicClock()
         self.trace_sink = trace_sink
         self.decode_streak: DecodeStreak | None = None  # left by update for the next schedule
-        self.kv = KVCacheManager(config.num_blocks, config.block_size, config.enable_prefix_caching)
+        self.kv = KVCacheManager(config.num_blocks, config.block_size, config.enable_prefix_caching,
+                                 config.num_offload_blocks, self.clock)
         self.policy = make_policy(config, self.kv, pin_ttl_fn)
         self.waiting = WaitingQueue(self.policy.waiting_key, self.policy.state_version)
         self.admission_memo = BlockedAdmissionMemo(self.kv, self.policy)
@@ -72,6 +73,8 @@ class Scheduler(Admission):
         self._tenant_requests[request.tenant] = self._tenant_requests.get(request.tenant, 0) + 1
         self.waiting.add(request)
         self.policy.on_arrival(request)
+        if self.kv.tier is not None:
+            self.kv.tier.job_active(request.job_id, self.clock.now())
 
     def abort_requests(self, request_ids: Iterable[str]) -> list[Request]:
         """Abort waiting or running requests (unknown ids are ignored); their jobs' pins end too."""
@@ -96,6 +99,8 @@ class Scheduler(Admission):
 
     def release_job(self, job_id: str) -> bool:
         """End what the policy holds for a job (the client said the job is over). Idempotent."""
+        if self.kv.tier is not None:
+            self.kv.tier.job_done(job_id)
         return self.policy.on_job_released(job_id, self.clock.now())
 
     def has_unfinished_requests(self) -> bool:
@@ -170,7 +175,8 @@ class Scheduler(Admission):
 
     def _emit_output(self, step: StepDraft) -> SchedulerOutput:
         out = SchedulerOutput(list(step.scheduled.values()), self._finished_ids,
-                              {r.request_id for r in step.preempted}, step.new_ids, step.resumed_ids)
+                              {r.request_id for r in step.preempted}, step.new_ids, step.resumed_ids,
+                              self.kv.take_copies())
         self._finished_ids = set()
         if self.trace_sink is not None:
             self.trace_sink(step_event(self._counts(), self.policy.stats(step.now), self.num_steps, step.now, out))
@@ -242,6 +248,9 @@ class Scheduler(Admission):
             self._tenant_requests[req.tenant] = left
         self.waiting.forget(req.request_id)
         self._finished_ids.add(req.request_id)
+        if self.kv.tier is not None and not aborted:
+            tier = self.kv.tier
+            tier.job_done(req.job_id) if req.is_last_step else tier.job_active(req.job_id, now)
         if aborted:
             self.kv.free(req)
         else:

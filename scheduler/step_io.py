@@ -50,6 +50,10 @@ class SchedulerOutput:
     # Requests admitted from the waiting queue this step (new or resumed after preemption).
     new_req_ids: list[str] = field(default_factory=list)
     resumed_req_ids: list[str] = field(default_factory=list)
+    # Second-tier copies, in order, before the forward pass: ``(SAVE, block, slot)`` moves a pool block's
+    # KV into a tier slot, ``(LOAD, slot, block)`` back (``scheduler.kv_tier``). May be non-empty with
+    # nothing scheduled: a runner performs them even then.
+    kv_copies: list[tuple[int, int, int]] = field(default_factory=list)
 
     @property
     def total_num_scheduled_tokens(self) -> int:
@@ -57,6 +61,7 @@ class SchedulerOutput:
 
     @property
     def is_empty(self) -> bool:
+        """Nothing to compute (there may still be ``kv_copies`` to perform)."""
         return not self.scheduled
 
 

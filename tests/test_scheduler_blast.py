@@ -22,6 +22,7 @@ from scheduler import (
 )
 from scheduler.invariants import check_invariants
 from scheduler.job_hints import INFERRED
+from scheduler.kv_tier import SAVE
 
 pytestmark = pytest.mark.core
 
@@ -37,10 +38,19 @@ class TruthRunner:
     def __init__(self, sched: Scheduler, rng: random.Random) -> None:
         self.sched, self.rng = sched, rng
         self.slots: dict[tuple[int, int], int] = {}
+        self.tier: dict[tuple[int, int], int] = {}  # (tier slot, offset) -> token, moved by ``kv_copies``
         self.reads = 0
+        self.copies = 0
 
     def execute(self, out: SchedulerOutput) -> ModelRunnerOutput:
         bs = self.sched.config.block_size
+        for kind, src, dst in out.kv_copies:  # second-tier moves first, in their order
+            store_src, store_dst = (self.slots, self.tier) if kind == SAVE else (self.tier, self.slots)
+            for k in range(bs):
+                store_dst.pop((dst, k), None)
+                if (src, k) in store_src:
+                    store_dst[(dst, k)] = store_src[(src, k)]
+            self.copies += 1
         for sr in out.scheduled:
             for j, tok in enumerate(sr.token_ids):
                 p = sr.num_computed_tokens + j
@@ -71,13 +81,9 @@ def _verify_blocked_shortcut(s: Scheduler) -> None:
     def checked(req, budget: int) -> bool:
         verdict = fast(req, budget)
         if verdict:
-            hits, num_hit = s.kv.get_computed_blocks(req)
-            num_new = req.num_tokens - num_hit
-            if s.config.long_prefill_token_threshold:
-                num_new = min(num_new, s.config.long_prefill_token_threshold)
-            num_new = min(num_new, budget)
+            hits, num_hit, num_load, num_new = s._plan(req, s.config.long_prefill_token_threshold, budget)
             bs = s.config.block_size
-            required = -(-(num_hit + num_new) // bs) - len(hits)
+            required = -(-(num_hit + num_load + num_new) // bs) - len(hits)
             evictable = sum(1 for b in hits if b.ref_cnt == 0)
             yieldable = sum(le.num_soft for le in _leases(s).values()
                             if le.job_id != req.job_id and le.job_arrival_time > req.job_arrival_time)
@@ -91,9 +97,9 @@ def _verify_blocked_shortcut(s: Scheduler) -> None:
     s.admission_memo.still_blocked = checked
 
 
-def _blast(policy: str, seed: int, steps: int = 3000, cap: float | None = None) -> Scheduler:
+def _blast(policy: str, seed: int, steps: int = 3000, cap: float | None = None, tier: bool = False) -> Scheduler:
     """``policy`` may be ``continuum-hard``: CONTINUUM with soft pins off. ``cap`` overrides the
-    drawn ``max_pinned_fraction``."""
+    drawn ``max_pinned_fraction``; ``tier`` adds a second KV tier of a drawn size."""
     soft = policy != "continuum-hard"
     policy = policy.removesuffix("-hard")
     rng = random.Random(seed)
@@ -113,6 +119,7 @@ def _blast(policy: str, seed: int, steps: int = 3000, cap: float | None = None) 
         soft_pins=soft,
         soft_pin_grace=0.0 if seed == 2 else 2.0,
         max_pinned_fraction_per_tenant=rng.choice([1.0, 0.5, 0.25]),
+        num_offload_blocks=rng.choice([1, 3, 8, 40]) if tier else 0,
     )
     s = Scheduler(cfg, clock=clock, pin_ttl_fn=lambda r: rng.choice([0.0, 0.5, 2.0, 10.0]))
     _verify_blocked_shortcut(s)
@@ -171,6 +178,7 @@ def _blast(policy: str, seed: int, steps: int = 3000, cap: float | None = None) 
     pool = s.kv.pool
     assert pool.num_used_blocks == 0 and pool.num_free_blocks == pool.num_blocks - 1
     s._truth_reads = runner.reads
+    s._tier_copies = runner.copies
     return s
 
 
@@ -229,3 +237,15 @@ def test_no_stale_kv_under_heavy_preemption(policy: str) -> None:
             clock.advance(0.1)
         reads += runner.reads
     assert reads > 0
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "continuum"])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_blast_with_second_tier(policy: str, seed: int) -> None:
+    """With a second KV tier: every read after a load sees the KV that was saved (the TruthRunner moves
+    tokens as the copies say), every tier entry leaves exactly once, and hashes never sit in both tiers."""
+    s = _blast(policy, seed, steps=2000, tier=True)
+    c = s.kv.tier.counters
+    assert s._truth_reads > 0 and s._tier_copies > 0
+    assert c.stored > 0 and c.reloaded > 0, c
+    assert c.stored == c.reloaded + c.dropped + c.cleared + len(s.kv.tier.entries)

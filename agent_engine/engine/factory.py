@@ -64,6 +64,23 @@ def num_kv_blocks_for(config: EngineConfig, bytes_per_block: int, device: str) -
     return n
 
 
+def num_offload_blocks_for(config: EngineConfig, model_config: Any, bytes_per_block: int, dtype: Any) -> int:
+    """Blocks the second KV tier holds in ``kv_offload_bytes`` (0: no tier) in its chosen form."""
+    from agent_engine.model.runner import kv_shape_from_config
+    from kernels.kv_offload import store_bytes_per_block
+
+    if not config.offload_bytes:
+        return 0
+    if not config.enable_prefix_caching:
+        raise ValueError("a second KV tier needs prefix caching (its entries are found by block hash)")
+    num_layers, num_kv_heads, _ = kv_shape_from_config(model_config)
+    per_block = store_bytes_per_block(bytes_per_block, dtype, config.kv_offload_dtype, num_layers, num_kv_heads)
+    n = config.offload_bytes // per_block
+    if n < 1:
+        raise ValueError(f"kv_offload_bytes {config.offload_bytes} holds no block ({per_block} bytes each)")
+    return n
+
+
 def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
     import torch
 
@@ -84,15 +101,16 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
         )
     if max_len > loaded.max_position_embeddings:
         raise ValueError(f"max_model_len {max_len} exceeds the model's {loaded.max_position_embeddings} positions")
+    num_offload = num_offload_blocks_for(config, loaded.model.config, bpb, loaded.model.dtype)
     runner = ModelRunner(loaded.model, num_kv_blocks=num_blocks, block_size=config.block_size, device=device,
-                         seed=config.seed)
-    sched_config = config.scheduler_config(num_blocks, max_len)
+                         seed=config.seed, num_offload_blocks=num_offload, offload_dtype=config.kv_offload_dtype)
+    sched_config = config.scheduler_config(num_blocks, max_len, num_offload)
     tracker = JobHooks.build(config, clock, loaded.tokenizer, runner)
     pin_fn = tracker.pin_ttl if policy_class(config.policy).uses_pins else None
     sink, close = _trace_writer(config.sched_trace)
-    logger.info("engine: model=%s device=%s dtype=%s kv_blocks=%d block_size=%d max_model_len=%d "
-                "tokens_per_step=%d policy=%s", loaded.name, device, config.dtype, num_blocks, config.block_size,
-                max_len, config.token_budget, config.policy)
+    logger.info("engine: model=%s device=%s dtype=%s kv_blocks=%d offload_blocks=%d block_size=%d "
+                "max_model_len=%d tokens_per_step=%d policy=%s", loaded.name, device, config.dtype, num_blocks,
+                num_offload, config.block_size, max_len, config.token_budget, config.policy)
     return EngineParts(loaded, runner, sched_config, tracker, pin_fn, sink, close)
 
 

@@ -157,7 +157,7 @@ class LLMEngine:
     def step(self) -> list[RequestOutput]:
         t0 = time.perf_counter()
         out = self.scheduler.schedule()
-        if out.is_empty and not out.finished_req_ids:
+        if out.is_empty and not out.finished_req_ids and not out.kv_copies:
             return []
         try:
             grammar = self.structured.bitmask_for(out.scheduled) if self.structured.active else None
@@ -248,6 +248,10 @@ class LLMEngine:
         d["block_size"] = self.sched_config.block_size
         d.update(self.job_hooks.stats())
         d["structured_outputs"] = self.structured.stats()
+        store = getattr(self.runner, "offload", None)
+        if store is not None:
+            d["tier"] = {**d["tier"], "bytes": store.nbytes, "load_seconds": store.load_seconds,
+                         "save_seconds": store.save_seconds, "dtype": store.kind}
         if self.job_inference is not None:
             d["job_inference"] = self.job_inference.stats()
         return d

@@ -9,7 +9,8 @@ Invariants:
   token of requests with ``do_sample`` (never ``[T, V]``). On CPU, Llama-family models run through
   ``LeanDecoder`` (fused projections, C++ kernels); anything else through the HF modules with our
   paged attention plugged in. Both compute the same function on the same weights.
-* Per-request sampler state is dropped for ``finished_req_ids`` before the step runs.
+* Per-request sampler state is dropped for ``finished_req_ids`` before the step runs, and the
+  second tier's ``kv_copies`` are performed, in order, before the forward pass reads the cache.
 * ``execute(out, grammar=TokenBitmask)`` limits the constrained requests' sampled tokens to their
   bitmask rows (structured outputs); without it (the default) sampling does no grammar work.
 """
@@ -26,6 +27,7 @@ from agent_engine.model.attention import KV_CACHES_KWARG, METADATA_KWARG, use_pa
 from agent_engine.model.lean_decoder import LeanDecoder
 from agent_engine.model.sampler import Sampler, SamplerOutput, TokenBitmask
 from kernels import AttentionWorkspace, allocate_kv_caches, build_attention_metadata
+from kernels.kv_offload import HostKVStore
 from scheduler.step_io import ModelRunnerOutput, SchedulerOutput
 
 
@@ -54,6 +56,8 @@ class ModelRunner:
         block_size: int,
         device: torch.device | str | None = None,
         seed: int = 0,
+        num_offload_blocks: int = 0,
+        offload_dtype: str = "auto",
     ) -> None:
         if num_kv_blocks < 2:
             raise ValueError("num_kv_blocks must be >= 2 (block 0 is reserved)")
@@ -70,6 +74,7 @@ class ModelRunner:
         self.kv_caches = allocate_kv_caches(
             self.num_layers, num_kv_blocks, block_size, self.num_kv_heads, self.head_dim, self.dtype, self.device
         )
+        self.offload = HostKVStore(num_offload_blocks, self.kv_caches, offload_dtype) if num_offload_blocks else None
         self.lean = LeanDecoder.build(model) if self.device.type == "cpu" else None
         self.sampler = Sampler(self.device, seed)
         self.workspace = AttentionWorkspace()
@@ -116,6 +121,10 @@ class ModelRunner:
         (requests in ``grammar`` only among the tokens their bitmask allows)."""
         if scheduler_output.finished_req_ids:
             self.sampler.drop(scheduler_output.finished_req_ids)
+        if scheduler_output.kv_copies:
+            if self.offload is None:
+                raise RuntimeError("second-tier copies scheduled, but this runner has no KV store")
+            self.offload.apply(scheduler_output.kv_copies)
         if not scheduler_output.scheduled:
             return ModelRunnerOutput()
         token_ids: list[int] = []

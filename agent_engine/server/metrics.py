@@ -80,6 +80,7 @@ class _StatsCollector(Collector):
             family = GaugeMetricFamily if key == "indexed_jobs" else CounterMetricFamily
             yield family(f"{PREFIX}_job_inference_{key}", f"Job inference from the prefix chain: {key}",
                          value=float(value))
+        yield from _tier_metrics(s.get("tier") or {})
         pbs = s.get("pinned_block_seconds", pins.get("pinned_block_seconds"))
         if pbs is not None:
             yield CounterMetricFamily(f"{PREFIX}_pinned_block_seconds", "Block-seconds held by pins",
@@ -89,6 +90,26 @@ class _StatsCollector(Collector):
             yield CounterMetricFamily(f"{PREFIX}_soft_pinned_block_seconds",
                                       "Block-seconds held by soft pin tails",
                                       value=float(sbs))
+
+
+_TIER_GAUGES = {"blocks": "KV blocks held in the second tier", "capacity_blocks": "KV blocks the second tier holds at most",
+                "bytes": "Bytes of host memory the second tier takes"}
+_TIER_COUNTERS = {"stored": "Blocks demoted into the second tier", "reloaded": "Blocks loaded back from the second tier",
+                  "dropped": "Second-tier entries evicted (for room, or their job ended)",
+                  "refused": "Evicted blocks not demoted (worthless, or every entry worth more)",
+                  "cleared": "Second-tier entries forgotten by a prefix-cache reset",
+                  "hit_tokens": "Prompt tokens served by loads from the second tier",
+                  "load_seconds": "Seconds spent loading blocks back from the second tier",
+                  "save_seconds": "Seconds spent copying blocks into the second tier"}
+
+
+def _tier_metrics(tier: dict[str, Any]) -> Iterator[Metric]:
+    for key, doc in _TIER_GAUGES.items():
+        if key in tier:
+            yield GaugeMetricFamily(f"{PREFIX}_kv_tier_{key}", doc, value=float(tier[key]))
+    for key, doc in _TIER_COUNTERS.items():
+        if key in tier:
+            yield CounterMetricFamily(f"{PREFIX}_kv_tier_{key}", doc, value=float(tier[key]))
 
 
 class ServerMetrics:

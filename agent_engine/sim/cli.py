@@ -18,10 +18,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from agent_engine.config import EngineConfig
+from agent_engine.config import EngineConfig, parse_size
 from agent_engine.sim.cluster_cli import add_cluster_args, cmd_cluster
 from agent_engine.sim.cost_model import CostConstants, CostModel, kv_pool_blocks
-from agent_engine.sim.sim_config import POLICIES, SimConfig, SweepSetup
+from agent_engine.sim.sim_config import POLICIES, SimConfig, SweepSetup, parse_policy
 from agent_engine.sim.specs import GPUS, MODELS, get_gpu, get_model
 
 __all__ = ["HELP", "add_arguments", "build_cost_model", "default_output", "engine_options", "resolve_pool"]
@@ -74,8 +74,10 @@ def default_output(args: argparse.Namespace, suffix: str) -> str:
 def _policies(text: str) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     for p in names:
-        if p not in POLICIES:
-            raise SystemExit(f"unknown policy {p!r}; known: {POLICIES}")
+        try:
+            parse_policy(p)
+        except ValueError as e:
+            raise SystemExit(f"{e} (a label may end in +tier or +pool)") from None
     return names
 
 
@@ -103,8 +105,10 @@ def _setup(args: argparse.Namespace) -> SweepSetup:
     engine = engine_options(args)
     cost = build_cost_model(args)
     num_blocks, max_len = resolve_pool(engine, cost, None if args.constants else args.gpu)
+    per_block = cost.model.kv_bytes_per_token / cost.tp * engine.block_size
     base = SimConfig(engine, num_blocks, max_len, max_jobs=args.jobs, max_turns=args.max_turns,
-                     token_scale=args.token_scale, time_scale=args.time_scale, seed=args.seed)
+                     token_scale=args.token_scale, time_scale=args.time_scale, seed=args.seed,
+                     tier_blocks=int(parse_size(args.kv_offload_bytes) // per_block))
     jobs = list(load_trace(args.trace, max_jobs=args.jobs, seed=args.seed))
     return SweepSetup(policies, loads, base, cost, jobs, trace_label(args.trace))
 
@@ -155,6 +159,9 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--soft-pin-grace", type=float, default=2.0,
                    help="CONTINUUM with soft pins: seconds an expired pin stays soft (default 2)")
     g.add_argument("--pin-threshold", type=float, default=2.0)
+    g.add_argument("--kv-offload-bytes", default="0",
+                   help="host memory of the second KV tier per GPU (512G, 1T) that policies labelled +tier "
+                        "get, and +pool ones as a bigger pool instead (the equal-memory reference)")
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:

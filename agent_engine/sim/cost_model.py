@@ -49,6 +49,8 @@ class CostConstants:
     combine: Literal["max", "sum"] = "max"
     link_bytes_per_s: float = 0.0
     allreduce_latency_s: float = 0.0
+    # Host memory <-> device copies of the second KV tier (0: free, as on a CPU where both are RAM).
+    host_bytes_per_s: float = 0.0
     source: str = ""
 
     @classmethod
@@ -63,6 +65,7 @@ class CostConstants:
             combine="max",
             link_bytes_per_s=gpu.link_gbps * 1e9,
             allreduce_latency_s=gpu.allreduce_latency_s,
+            host_bytes_per_s=gpu.host_gbps * 1e9,
             source=f"gpu:{gpu.name}",
         )
 
@@ -163,6 +166,12 @@ class CostModel:
     def step_time(self, chunks: Iterable[Chunk]) -> float:
         """Seconds of one step over ``chunks`` ``(n, c, sampled)``."""
         return self.time_of(self.features(chunks))
+
+    def tier_load_time(self, num_blocks: int, block_size: int) -> float:
+        """Seconds to load ``num_blocks`` KV blocks from the host tier (per GPU's shard, before the step:
+        a load is not overlapped with compute; saves run on a copy engine and are not charged)."""
+        rate = self.consts.host_bytes_per_s
+        return num_blocks * block_size * self._kv_per_token / rate if rate > 0 and num_blocks else 0.0
 
     def prefill_time(self, context_tokens: int, chunk_tokens: int = 8192) -> float:
         """Seconds to prefill a fresh context alone, in chunks of ``chunk_tokens`` (the reload cost R)."""

@@ -34,6 +34,7 @@ class SimResult:
     step_times: list[float] = field(default_factory=list)  # only with ``record_steps``
     preemptions: int = 0
     pins: dict[str, float] = field(default_factory=dict)
+    tier: dict[str, float] = field(default_factory=dict)  # second-tier counters (empty without a tier)
 
     def summary(self) -> dict[str, Any]:
         """The keys of ``bench jct``'s per-policy object, plus simulator counters."""
@@ -55,7 +56,7 @@ class SimResult:
             "prefix_hit_ratio": self.cached_tokens / self.prompt_tokens if self.prompt_tokens else None,
             "prefill_tokens": self.computed_tokens - decode,
             "preemptions": self.preemptions,
-            "pins": self.pins,
+            "pins": self.pins, "tier": self.tier,
             "steps": self.steps, "sim_seconds": self.sim_seconds, "busy_seconds": self.busy_seconds,
             "wall_seconds": self.wall_seconds,
         }

@@ -26,7 +26,8 @@ from agent_engine.config import POLICY_NAMES, TTL_POLICY_NAMES, EngineConfig
 from agent_engine.workloads.replay.plan import ReplayOptions
 from scheduler import SchedulerConfig, policy_class
 
-__all__ = ["POLICIES", "SimConfig", "SweepSetup", "engine_for_policy", "parse_policy", "policy_label"]
+__all__ = ["MEMORY_VARIANTS", "POLICIES", "SimConfig", "SweepSetup", "engine_for_policy", "parse_policy",
+           "policy_label", "split_memory"]
 
 _PAPER = "paper"
 
@@ -41,8 +42,22 @@ def _labels(name: str) -> tuple[str, ...]:
 POLICIES: tuple[str, ...] = tuple(label for name in POLICY_NAMES for label in _labels(name))
 
 
+# Memory variants of a label (``continuum+tier``): the run's second KV tier of ``SimConfig.tier_blocks``
+# (``+tier``), or no tier but a pool grown by the same bytes (``+pool``: the equal-memory reference).
+MEMORY_VARIANTS = ("tier", "pool")
+
+
+def split_memory(label: str) -> tuple[str, str]:
+    """``(policy label, memory variant or "")``: ``continuum+tier`` -> ``("continuum", "tier")``."""
+    base, sep, memory = label.partition("+")
+    if sep and memory not in MEMORY_VARIANTS:
+        raise ValueError(f"unknown memory variant {memory!r} in {label!r}; known: {MEMORY_VARIANTS}")
+    return base, memory
+
+
 def parse_policy(label: str) -> tuple[str, str]:
     """``(scheduling policy, ttl policy)`` of a policy label; policies without pins get ``fixed``."""
+    label = split_memory(label)[0]
     if label not in POLICIES:
         raise ValueError(f"unknown policy {label!r}; known: {POLICIES}")
     name, _, ttl = label.partition("-")
@@ -81,15 +96,26 @@ class SimConfig:
     token_scale: float = 1.0
     time_scale: float = 1.0
     seed: int = 0
+    tier_blocks: int = 0  # the second tier a ``+tier`` label gets (a ``+pool`` label: as pool blocks)
+    memory: str = ""  # "" | one of ``MEMORY_VARIANTS``
 
     @property
     def label(self) -> str:
-        """The policy label this run reports (see ``policy_label``)."""
-        return policy_label(self.engine)
+        """The policy label this run reports (see ``policy_label``), with its memory variant."""
+        return policy_label(self.engine) + (f"+{self.memory}" if self.memory else "")
+
+    def for_label(self, label: str, jps: float | None) -> SimConfig:
+        """This config under ``label``'s policy and memory variant, at ``jps``."""
+        if split_memory(label)[1] and not self.tier_blocks:
+            raise ValueError(f"{label!r} needs a second tier: give --kv-offload-bytes")
+        memory = split_memory(label)[1]
+        return dataclasses.replace(self, engine=engine_for_policy(label, self.engine), jps=jps, memory=memory)
 
     def scheduler_config(self) -> SchedulerConfig:
         """The scheduler's limits, built by the engine config as the real engine builds them."""
-        return self.engine.scheduler_config(self.num_blocks, self.max_model_len)
+        grown = self.tier_blocks if self.memory == "pool" else 0
+        tier = self.tier_blocks if self.memory == "tier" else 0
+        return self.engine.scheduler_config(self.num_blocks + grown, self.max_model_len, tier)
 
     def replay_options(self) -> ReplayOptions:
         """The replay plan's knobs. Plans keep ``prompt + max_tokens`` below ``max_model_len`` (the

@@ -52,6 +52,7 @@ from scheduler import (
     SchedulerOutput,
     policy_class,
 )
+from scheduler.kv_tier import LOAD
 
 __all__ = ["build_scheduler", "build_tracker", "simulate"]
 
@@ -140,7 +141,8 @@ class _Simulation:
 
     def _step(self, out: SchedulerOutput) -> None:
         """Run one scheduled batch: advance the clock by its cost, then finish what it finished."""
-        dt = self.cost.step_time(chunks_of(out.scheduled))
+        loads = sum(1 for c in out.kv_copies if c[0] == LOAD)
+        dt = self.cost.step_time(chunks_of(out.scheduled)) + self.cost.tier_load_time(loads, self.cfg.engine.block_size)
         self.res.steps += 1
         self.res.busy_seconds += dt
         self.res.computed_tokens += out.total_num_scheduled_tokens
@@ -167,6 +169,7 @@ class _Simulation:
         st = self.sched.stats()
         self.res.preemptions = st.num_preemptions
         self.res.pins = dict(st.pins)
+        self.res.tier = dict(st.tier)
         self.res.sim_seconds = self.clock.now()
 
 

@@ -65,6 +65,7 @@ class GPUSpec:
     hbm_tbps: float  # peak HBM bandwidth, TB/s (1e12 B/s)
     bf16_tflops: float  # dense BF16 tensor-core peak, TFLOP/s (no 2:4 sparsity)
     link_gbps: float  # NVLink bandwidth per GPU, GB/s (one direction), for the TP all-reduce term
+    host_gbps: float = 50.0  # host link (PCIe 5 x16: 64 GB/s per direction peak), achievable GB/s: KV tier loads
     bw_efficiency: float = 0.80  # achievable share of peak HBM bandwidth (weights + KV streaming)
     flops_efficiency: float = 0.60  # achievable share of peak tensor FLOPs in GEMMs
     attn_efficiency: float = 0.40  # achievable share in attention kernels (FlashAttention-2/3 class)
@@ -96,7 +97,7 @@ MODELS: dict[str, ModelSpec] = {
 GPUS: dict[str, GPUSpec] = {
     g.name: g
     for g in (
-        GPUSpec("a100-80g", 79.2, 2.039, 312.0, 300.0,
+        GPUSpec("a100-80g", 79.2, 2.039, 312.0, 300.0, host_gbps=25.0,
                 source="NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB: 2,039 GB/s, BF16 312 TFLOPS dense, "
                        "NVLink 600 GB/s bidirectional)"),
         GPUSpec("h100", 79.1, 3.35, 989.0, 450.0,

@@ -11,7 +11,6 @@ Invariants:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -21,7 +20,7 @@ from typing import Any
 from tqdm import tqdm
 
 from agent_engine.sim.cost_model import CostModel
-from agent_engine.sim.sim_config import SimConfig, engine_for_policy
+from agent_engine.sim.sim_config import SimConfig
 from agent_engine.sim.simulator import simulate
 from agent_engine.workloads.traces.format import TraceJob
 
@@ -68,8 +67,7 @@ def run_sweep(jobs: Sequence[TraceJob], cost: CostModel, base: SimConfig, polici
     points = [(label, jps, False) for label in policies for jps in loads]
     points.append(("fcfs", UNLOADED_JPS, True))
     points.sort(key=lambda p: -p[1])  # heavy points first: better packing over workers
-    configs = [dataclasses.replace(base, engine=engine_for_policy(label, base.engine), jps=jps)
-               for label, jps, _ in points]
+    configs = [base.for_label(label, jps) for label, jps, _ in points]
     summaries = _run_points(list(jobs), cost, configs, workers, progress)
     sweep: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}
     unloaded: dict[str, Any] = {}

@@ -1,0 +1,120 @@
+"""The second KV tier's bytes: a host-memory store of whole KV blocks, and the copies in and out of it.
+
+The scheduler (``scheduler.kv_tier``) decides every move and lists it in ``SchedulerOutput.kv_copies``
+as ``(SAVE, block, slot)`` or ``(LOAD, slot, block)``; ``HostKVStore.apply`` performs them in that order
+before the step's forward pass. Per layer the store holds ``[num_slots, block_size, num_kv_heads,
+head_dim]`` for K and for V, in one of three forms:
+
+- ``auto``: the pool's dtype, lossless (a reload gives back the exact KV);
+- ``bfloat16``: half the bytes of a float32 pool (rounding to 8 mantissa bits);
+- ``int8``: a quarter of float32, symmetric 8-bit with one float32 scale per (slot, head).
+
+On CUDA the store is pinned host memory and the copies are synchronous, before the forward pass (not
+yet overlapped with compute on a side stream). Invariants: ``apply`` keeps the listed order between
+saves and loads; of several saves into one slot between two loads only the last is kept (the earlier
+entries were evicted before anyone could load them).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import torch
+
+__all__ = ["OFFLOAD_DTYPES", "HostKVStore", "store_bytes_per_block"]
+
+OFFLOAD_DTYPES = ("auto", "bfloat16", "int8")
+_SAVE = 0  # the scheduler's ``scheduler.kv_tier.SAVE`` (kernels does not import the scheduler)
+
+
+def _store_dtype(kind: str, pool_dtype: torch.dtype) -> torch.dtype:
+    if kind not in OFFLOAD_DTYPES:
+        raise ValueError(f"kv offload dtype must be one of {OFFLOAD_DTYPES}, got {kind!r}")
+    return {"auto": pool_dtype, "bfloat16": torch.bfloat16, "int8": torch.int8}[kind]
+
+
+def store_bytes_per_block(pool_bytes_per_block: int, pool_dtype: torch.dtype, kind: str,
+                          num_layers: int, num_kv_heads: int) -> int:
+    """Bytes one block takes in the store (scales included) given its bytes in the pool."""
+    itemsize = torch.empty((), dtype=pool_dtype).element_size()
+    stored = pool_bytes_per_block // itemsize * torch.empty((), dtype=_store_dtype(kind, pool_dtype)).element_size()
+    scales = 2 * num_layers * num_kv_heads * 4 if kind == "int8" else 0
+    return stored + scales
+
+
+class HostKVStore:
+    """``num_slots`` blocks of KV for every layer, in host memory; see the module docstring."""
+
+    def __init__(self, num_slots: int, kv_caches: Sequence[tuple[torch.Tensor, torch.Tensor]], kind: str = "auto") -> None:
+        if num_slots < 1:
+            raise ValueError("a KV store needs at least one slot")
+        self.kind = kind
+        self.kv_caches = kv_caches
+        k0 = kv_caches[0][0]
+        self.pool_dtype = k0.dtype
+        self.dtype = _store_dtype(kind, k0.dtype)
+        pin = k0.device.type == "cuda"
+        shape = (num_slots, *k0.shape[1:])
+        self.data = [(torch.zeros(shape, dtype=self.dtype, pin_memory=pin),
+                      torch.zeros(shape, dtype=self.dtype, pin_memory=pin)) for _ in kv_caches]
+        heads = k0.shape[2]
+        self.scales = ([(torch.ones(num_slots, heads), torch.ones(num_slots, heads)) for _ in kv_caches]
+                       if kind == "int8" else None)
+        self.nbytes = sum(t.numel() * t.element_size() for pair in self.data for t in pair)
+        self.nbytes += sum(t.numel() * 4 for pair in self.scales for t in pair) if self.scales else 0
+        self.save_seconds = 0.0  # time spent copying blocks into the store
+        self.load_seconds = 0.0  # and back into the pool
+
+    def apply(self, copies: Sequence[tuple[int, int, int]]) -> None:
+        """Perform the listed copies in order, a run of saves or loads at a time (timed per kind)."""
+        i = 0
+        while i < len(copies):
+            kind = copies[i][0]
+            j = i
+            while j < len(copies) and copies[j][0] == kind:
+                j += 1
+            t0 = time.perf_counter()
+            if kind == _SAVE:
+                self._save([c[1] for c in copies[i:j]], [c[2] for c in copies[i:j]])
+                self.save_seconds += time.perf_counter() - t0
+            else:
+                self._load([c[1] for c in copies[i:j]], [c[2] for c in copies[i:j]])
+                self.load_seconds += time.perf_counter() - t0
+            i = j
+
+    def _save(self, blocks: list[int], slots: list[int]) -> None:
+        last = {s: b for b, s in zip(blocks, slots, strict=True)}  # a slot written twice: the last wins
+        device = self.kv_caches[0][0].device
+        src = torch.tensor(list(last.values()), dtype=torch.int64, device=device)
+        dst = torch.tensor(list(last), dtype=torch.int64)
+        with torch.inference_mode():
+            for layer, caches in enumerate(self.kv_caches):
+                for part in (0, 1):
+                    kv = caches[part].index_select(0, src).to("cpu")
+                    if self.scales is not None:
+                        kv, scale = _quantize(kv)
+                        self.scales[layer][part].index_copy_(0, dst, scale)
+                    self.data[layer][part].index_copy_(0, dst, kv.to(self.dtype))
+
+    def _load(self, slots: list[int], blocks: list[int]) -> None:
+        last = {b: s for s, b in zip(slots, blocks, strict=True)}
+        device = self.kv_caches[0][0].device
+        src = torch.tensor(list(last.values()), dtype=torch.int64)
+        dst = torch.tensor(list(last), dtype=torch.int64, device=device)
+        with torch.inference_mode():
+            for layer, caches in enumerate(self.kv_caches):
+                for part in (0, 1):
+                    kv = self.data[layer][part].index_select(0, src)
+                    if self.scales is not None:
+                        kv = kv.float() * self.scales[layer][part].index_select(0, src)[:, None, :, None]
+                    kv = kv.to(device=device, dtype=self.pool_dtype)
+                    caches[part].index_copy_(0, dst, kv)
+
+
+def _quantize(kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 per (block, head): ``kv ~= q * scale``; ``kv`` is ``[n, block_size, heads, dim]``."""
+    absmax = kv.float().abs().amax(dim=(1, 3)).clamp_min(1e-8)  # [n, heads]
+    scale = absmax / 127.0
+    q = torch.round(kv.float() / scale[:, None, :, None]).clamp_(-127, 127).to(torch.int8)
+    return q, scale

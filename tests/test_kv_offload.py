@@ -1,0 +1,89 @@
+"""The second tier's bytes (``kernels.kv_offload``) and an engine that demotes and reloads: the greedy
+tokens of a job reloaded from the tier equal those of a pool large enough to keep it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from agent_engine import JobHints, LLMEngine, SamplingParams
+from agent_engine.config import EngineConfig
+from agent_engine.engine.outputs import RequestOutput
+from kernels import allocate_kv_caches
+from kernels.kv_offload import HostKVStore, store_bytes_per_block
+from scheduler.kv_tier import LOAD, SAVE
+
+
+def _caches(seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    caches = allocate_kv_caches(2, 6, 4, 2, 8, torch.float32, "cpu")
+    g = torch.Generator().manual_seed(seed)
+    for k, v in caches:
+        k.copy_(torch.randn(k.shape, generator=g))
+        v.copy_(torch.randn(v.shape, generator=g))
+    return caches
+
+
+@pytest.mark.core
+@pytest.mark.parametrize(("kind", "tol"), [("auto", 0.0), ("bfloat16", 1e-2), ("int8", 2e-2)])
+def test_blocks_round_trip_through_the_store(kind: str, tol: float) -> None:
+    caches = _caches()
+    want = [(k[1:3].clone(), v[1:3].clone()) for k, v in caches]
+    store = HostKVStore(3, caches, kind)
+    store.apply([(SAVE, 1, 2), (SAVE, 2, 0)])
+    for k, v in caches:  # the pool blocks are reused for something else
+        k[1:3].zero_()
+        v[1:3].zero_()
+    store.apply([(LOAD, 2, 4), (LOAD, 0, 5)])
+    for (k, v), (wk, wv) in zip(caches, want, strict=True):
+        scale = wk.abs().max()
+        assert (k[4:6] - wk).abs().max() <= tol * scale and (v[4:6] - wv).abs().max() <= tol * scale
+        assert k[1:3].abs().max() == 0  # only the loaded blocks changed
+
+
+@pytest.mark.core
+def test_the_listed_order_is_kept_and_a_slot_written_twice_keeps_the_last() -> None:
+    caches = _caches(1)
+    store = HostKVStore(2, caches)
+    b1, b2 = caches[0][0][1].clone(), caches[0][0][2].clone()
+    # Slot 0 gets block 1, is loaded into block 3, then refilled with block 2 and loaded into block 4.
+    store.apply([(SAVE, 1, 0), (LOAD, 0, 3), (SAVE, 2, 0), (SAVE, 2, 1), (SAVE, 1, 1), (LOAD, 0, 4), (LOAD, 1, 5)])
+    k = caches[0][0]
+    assert torch.equal(k[3], b1) and torch.equal(k[4], b2) and torch.equal(k[5], b1)
+
+
+@pytest.mark.core
+def test_store_sizes() -> None:
+    pool_bytes = 2 * 2 * 4 * 2 * 8 * 4  # layers x K/V x block x heads x dim x fp32
+    assert store_bytes_per_block(pool_bytes, torch.float32, "auto", 2, 2) == pool_bytes
+    assert store_bytes_per_block(pool_bytes, torch.float32, "bfloat16", 2, 2) == pool_bytes // 2
+    assert store_bytes_per_block(pool_bytes, torch.float32, "int8", 2, 2) == pool_bytes // 4 + 2 * 2 * 2 * 4
+    assert HostKVStore(3, _caches(), "int8").nbytes == 3 * store_bytes_per_block(pool_bytes, torch.float32, "int8", 2, 2)
+
+
+def _turn(eng: LLMEngine, rid: str, prompt: list[int], job: str) -> RequestOutput:
+    eng.add_request(rid, prompt, SamplingParams(max_tokens=6, temperature=0, ignore_eos=True), JobHints.for_job(job))
+    while True:
+        for o in eng.step():
+            if o.request_id == rid and o.finished:
+                return o
+
+
+@pytest.mark.slow
+def test_a_job_reloaded_from_the_tier_decodes_what_a_big_pool_decodes() -> None:
+    """A tiny pool forces the first turn's blocks out while another job runs; its next turn loads them
+    back (counted as cached tokens) and samples exactly the tokens of a pool that never evicted."""
+    first = list(range(300, 364))  # 4 full blocks of 16
+    other = list(range(500, 596))  # 6 blocks: evicts the first job's cached blocks
+
+    def run(eng: LLMEngine) -> tuple[list[int], int]:
+        out1 = _turn(eng, "a1", first, "a")
+        _turn(eng, "b1", other, "b")
+        out2 = _turn(eng, "a2", first + out1.outputs[0].token_ids + [7, 8, 9], "a")
+        return out2.outputs[0].token_ids, out2.num_cached_tokens
+
+    big_tokens, big_cached = run(LLMEngine(EngineConfig(num_kv_blocks=64, max_model_len=256)))
+    tiered = LLMEngine(EngineConfig(num_kv_blocks=9, max_model_len=128, kv_offload_bytes="8M"))
+    tier_tokens, tier_cached = run(tiered)
+    counters = tiered.scheduler.kv.tier.counters
+    assert counters.stored > 0 and counters.reloaded >= 3
+    assert tier_tokens == big_tokens and tier_cached == big_cached >= 64
