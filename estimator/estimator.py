@@ -190,6 +190,13 @@ class Estimator:
             self.paper.reload_cost = model
             self.learned.reload_cost = model
 
+    def set_tier_reload_cost(self, model: ReloadCostModel | None) -> None:
+        """Install the second tier's load-cost profile (None: no tier): an expired pin's blocks are
+        demoted, so a late return pays the cheaper of a reload from the tier and a re-prefill."""
+        with self._lock:
+            self.paper.tier_reload_cost = model
+            self.learned.tier_reload_cost = model
+
     # ------------------------------------------------------------------ jobs
 
     def on_turn_arrival(self, job_id: str, now: float | None = None) -> float:

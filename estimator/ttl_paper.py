@@ -78,14 +78,20 @@ class PaperTTLPolicy:
         self.cold_start_samples = cold_start_samples
         self.default_ttl = default_ttl
         self.last_source = "none"
+        # With a second KV tier: the load-back cost of a demoted context (``Estimator.set_tier_reload_cost``).
+        self.tier_reload_cost: ReloadCostModel | None = None
 
     def gain(self, req: TTLRequest) -> float:
         """``T * eta + R(r)``: seconds saved if the job comes back within the pin.
 
-        ``R`` is the start-up profile scaled by how much slower reloads measured under load were.
+        ``R`` is the start-up profile scaled by how much slower reloads measured under load were; with
+        a second tier, the cheaper of that and loading the demoted blocks back (what a miss then costs).
         """
         scale = max(1.0, self.reload_scale.value) if self.reload_scale is not None else 1.0
-        return self.queue_delay.value * self.eta.value + self.reload_cost(req.context_tokens) * scale
+        miss = self.reload_cost(req.context_tokens) * scale
+        if self.tier_reload_cost is not None:
+            miss = min(miss, self.tier_reload_cost(req.context_tokens))
+        return self.queue_delay.value * self.eta.value + miss
 
     def distribution(self, req: TTLRequest) -> tuple[EmpiricalCDF | None, str]:
         """The duration distribution to use and its source (``cold_start``, ``tool`` or ``all_tools``)."""

@@ -50,6 +50,7 @@ class HostKVStore:
         if num_slots < 1:
             raise ValueError("a KV store needs at least one slot")
         self.kind = kind
+        self.num_slots = num_slots
         self.kv_caches = kv_caches
         k0 = kv_caches[0][0]
         self.pool_dtype = k0.dtype

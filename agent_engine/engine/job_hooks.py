@@ -73,6 +73,11 @@ class JobHooks:
                 est.set_reload_cost(ReloadCostModel.fit(lengths, seconds))
                 logger.info("reload cost profile: %s", dict(zip(lengths, [round(s, 4) for s in seconds],
                                                                 strict=True)))
+                tier_seconds = runner.profile_tier_load(lengths)
+                if tier_seconds:
+                    est.set_tier_reload_cost(ReloadCostModel.fit(lengths, tier_seconds))
+                    logger.info("second-tier load profile: %s",
+                                dict(zip(lengths, [round(s, 5) for s in tier_seconds], strict=True)))
         return cls(est, tokenizer, clock, probably_final_ttl=config.soft_pin_grace)
 
     # ---- scheduler callback ------------------------------------------------------------------
@@ -169,6 +174,7 @@ class JobHooks:
         if est is None:
             est = Estimator(self.estimator.config, clock=self.clock, reload_cost=self.estimator.paper.reload_cost,
                             learned_model=self.estimator.learned.model)
+            est.set_tier_reload_cost(self.estimator.paper.tier_reload_cost)
             self.tenant_estimators[tenant] = est
         return est
 

@@ -191,6 +191,27 @@ class ModelRunner:
             return self.sampler.sample(logits, requests)
         return self.sampler.sample(logits, requests, grammar)
 
+    def profile_tier_load(self, lengths: Sequence[int], repeats: int = 3) -> list[float]:
+        """Seconds to load a context of each length back from the second tier (best of ``repeats``):
+        the demoted job's reload cost. Uses the first blocks of the pool and of the store: call it
+        before serving. ``[]`` without a tier."""
+        if self.offload is None:
+            return []
+        times = []
+        for length in lengths:
+            n = min(-(-length // self.block_size), self.num_kv_blocks - 1, self.offload.num_slots)
+            copies = [(1, i, i + 1) for i in range(n)]  # (LOAD, slot, block)
+            best = float("inf")
+            for _ in range(max(1, repeats)):
+                self._sync()
+                t0 = time.perf_counter()
+                self.offload.apply(copies)
+                self._sync()
+                best = min(best, time.perf_counter() - t0)
+            times.append(best * -(-length // self.block_size) / max(1, n))
+        self.offload.load_seconds = 0.0
+        return times
+
     def profile_prefill(self, lengths: Sequence[int], repeats: int = 1) -> list[float]:
         """Seconds to prefill a fresh context of each length (best of ``repeats``, after one warm-up).
 

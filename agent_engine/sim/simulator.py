@@ -67,9 +67,11 @@ class _NoText:
         return ""
 
 
-def build_tracker(engine: EngineConfig, cost: CostModel, clock: FakeClock, max_model_len: int) -> JobHooks:
+def build_tracker(engine: EngineConfig, cost: CostModel, clock: FakeClock, max_model_len: int,
+                  tier: bool = False) -> JobHooks:
     """The engine's job hooks and estimator for ``engine``'s TTL policy; CONTINUUM's reload cost R(ctx)
-    is fitted to the cost model's prefill times (where the engine would time its own prefills)."""
+    is fitted to the cost model's prefill times (where the engine would time its own prefills), and
+    with a second ``tier`` its load-back cost to the cost model's host-link times."""
     est = Estimator(
         EstimatorConfig(ttl_policy=engine.ttl_policy, pin_threshold=engine.pin_threshold,
                         default_ttl=engine.pin_threshold, learned_model_path=engine.learned_model_path,
@@ -80,6 +82,9 @@ def build_tracker(engine: EngineConfig, cost: CostModel, clock: FakeClock, max_m
         lengths = [n for n in _RELOAD_LENGTHS if n < max_model_len]
         seconds = [cost.prefill_time(n, engine.token_budget) for n in lengths]
         est.set_reload_cost(ReloadCostModel.fit(lengths, seconds))
+        if tier:
+            bs = engine.block_size
+            est.set_tier_reload_cost(ReloadCostModel.fit(lengths, [cost.tier_load_time(-(-n // bs), bs) for n in lengths]))
     return JobHooks(est, _NoText(), clock)
 
 
@@ -95,7 +100,7 @@ class _Simulation:
     def __init__(self, jobs: Sequence[TraceJob], cost: CostModel, cfg: SimConfig, record_steps: bool) -> None:
         self.cost, self.cfg, self.record_steps = cost, cfg, record_steps
         self.clock = FakeClock()
-        self.tracker = build_tracker(cfg.engine, cost, self.clock, cfg.max_model_len)
+        self.tracker = build_tracker(cfg.engine, cost, self.clock, cfg.max_model_len, tier=cfg.memory == "tier")
         self.sched = build_scheduler(cfg, self.clock, self.tracker)
         self.runner = FakeRunner(lambda s: OUT_TOKEN)
         self.opts = cfg.replay_options()
