@@ -84,13 +84,15 @@ class PaperTTLPolicy:
     def gain(self, req: TTLRequest) -> float:
         """``T * eta + R(r)``: seconds saved if the job comes back within the pin.
 
-        ``R`` is the start-up profile scaled by how much slower reloads measured under load were; with
-        a second tier, the cheaper of that and loading the demoted blocks back (what a miss then costs).
+        ``R`` is the start-up profile scaled by how much slower reloads measured under load were. With a
+        second tier a miss demotes instead of dropping: the returning turn loads its blocks back (the
+        cheaper of that and a re-prefill) and, its job being warm in the tier, is ordered like a pinned
+        one, so it does not queue as an evicted job does: the gain is the load alone, no ``T * eta``.
         """
         scale = max(1.0, self.reload_scale.value) if self.reload_scale is not None else 1.0
         miss = self.reload_cost(req.context_tokens) * scale
         if self.tier_reload_cost is not None:
-            miss = min(miss, self.tier_reload_cost(req.context_tokens))
+            return min(miss, self.tier_reload_cost(req.context_tokens))
         return self.queue_delay.value * self.eta.value + miss
 
     def distribution(self, req: TTLRequest) -> tuple[EmpiricalCDF | None, str]:

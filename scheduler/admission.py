@@ -60,7 +60,7 @@ class Admission:
                     continue
                 return
             self.admission_memo.clear()
-            self._admit(step, waiting.pop(), num_hit + num_load, num_new)
+            self._admit(step, waiting.pop(), num_hit + num_load, num_new, num_load)
 
     def _plan(self, req: Request, threshold: int, budget: int) -> tuple[list, int, int, int]:
         """``(pool hits, their tokens, tokens to load from the second tier, tokens to compute now)``
@@ -95,8 +95,9 @@ class Admission:
         if sr is not None:
             step.budget += sr.num_scheduled_tokens
 
-    def _admit(self, step: StepDraft, req: Request, num_hit: int, num_new: int) -> None:
-        """``req`` holds its hits and blocks for ``num_new`` tokens after them: it runs from now on."""
+    def _admit(self, step: StepDraft, req: Request, num_hit: int, num_new: int, num_loaded: int = 0) -> None:
+        """``req`` holds its hits (``num_loaded`` tokens of them being loaded from the second tier) and
+        blocks for ``num_new`` tokens after them: it runs from now on."""
         resumed = req.status is RequestStatus.PREEMPTED
         req.status = RequestStatus.RUNNING
         req.num_computed_tokens = num_hit
@@ -115,7 +116,7 @@ class Admission:
             len(req.output_token_ids), req.eos_token_id)
         step.budget -= num_new
         if self.trace_sink is not None:
-            self.trace_sink(admit_event(self.num_steps, step.now, req, num_hit, resumed))
+            self.trace_sink(admit_event(self.num_steps, step.now, req, num_hit, resumed, num_loaded))
 
     def _shares(self) -> TenantShares | None:
         if len(self._tenant_requests) <= 1:  # one tenant (every simulation): no work, no change
@@ -160,5 +161,5 @@ class Admission:
         self.waiting.remove(cand)
         self.waiting.order()
         self.admission_memo.clear()
-        self._admit(step, cand, num_hit + num_load, min(num_new, step.budget))
+        self._admit(step, cand, num_hit + num_load, min(num_new, step.budget), num_load)
         return True

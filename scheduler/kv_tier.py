@@ -73,6 +73,7 @@ class KVTier:
         self.last_active: dict[str, float] = {}  # job -> when its last turn arrived or finished
         self.copies: list[tuple[int, int, int]] = []  # decided since the last ``take_copies``
         self.protected: frozenset[int] = frozenset()  # entries an admission is about to load
+        self.version = 0  # changes whenever a job gains its first entry or loses its last (``holds_job``)
         self.counters = TierCounters()
 
     # ---- what the scheduler tells the tier about jobs ----------------------------------------
@@ -96,9 +97,13 @@ class KVTier:
             for job in [j for j in islice(self.last_active, 2 * extra) if j not in self.by_job][:extra]:
                 del self.last_active[job]
 
-    # ---- moves -------------------------------------------------------------------------------
+    # ---- queries and moves ---------------------------------------------------------------------
     def __contains__(self, block_hash: int) -> bool:
         return block_hash in self.entries
+
+    def holds_job(self, job_id: str | None) -> bool:
+        """Whether some of ``job_id``'s blocks wait here (its job is warm, like a pinned one)."""
+        return job_id is not None and job_id in self.by_job
 
     def save(self, block_hash: int, block_id: int, job_id: str | None, now: float) -> bool:
         """The pool evicts ``block_id`` (holding ``block_hash``'s KV): demote it, or refuse (False)."""
@@ -110,7 +115,10 @@ class KVTier:
             return False
         slot = self.free_slots.pop()
         self.entries[block_hash] = TierEntry(slot, job_id, now)
-        self.by_job.setdefault(job_id, OrderedDict())[block_hash] = None
+        if job_id not in self.by_job:
+            self.by_job[job_id] = OrderedDict()
+            self.version += 1
+        self.by_job[job_id][block_hash] = None
         self.copies.append((SAVE, block_id, slot))
         self.counters.stored += 1
         return True
@@ -149,6 +157,7 @@ class KVTier:
             self.free_slots.append(entry.slot)
         self.entries.clear()
         self.by_job.clear()
+        self.version += 1
 
     # ---- internals ---------------------------------------------------------------------------
     def _worth(self, job_id: str | None, stored_at: float) -> float:
@@ -179,4 +188,5 @@ class KVTier:
         del hashes[block_hash]
         if not hashes:
             del self.by_job[entry.job_id]
+            self.version += 1
         return entry

@@ -81,9 +81,11 @@ def stats_snapshot(s: QueueCounts, pins: PinStats) -> SchedulerStats:
     )
 
 
-def admit_event(step: int, now: float, req: Request, num_hit: int, resumed: bool) -> dict:
+def admit_event(step: int, now: float, req: Request, num_hit: int, resumed: bool, loaded: int = 0) -> dict:
+    """An admission: ``hit_tokens`` found cached, ``loaded_tokens`` of them loaded back from the second tier."""
     return {"event": "admit", "t": now, "step": step, "request_id": req.request_id,
-            "job_id": req.job_id, "prompt_tokens": req.num_tokens, "hit_tokens": num_hit, "resumed": resumed}
+            "job_id": req.job_id, "prompt_tokens": req.num_tokens, "hit_tokens": num_hit,
+            "loaded_tokens": loaded, "resumed": resumed}
 
 
 def step_event(s: QueueCounts, pins: PinStats, step: int, now: float, out: SchedulerOutput) -> dict:

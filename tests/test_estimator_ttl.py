@@ -115,18 +115,19 @@ def test_paper_gain_uses_t_eta_and_r() -> None:
     assert est.ttl("bash:f", 10000, 1) == 0.0
 
 
-def test_with_a_second_tier_a_miss_costs_the_cheaper_reload() -> None:
-    # R(10000) = 1 s of prefill; the tier loads it back in 0.1 s: gain T*eta + 0.1 instead of + 1.
+def test_with_a_second_tier_a_miss_costs_the_cheaper_reload_and_no_queueing() -> None:
+    # R(10000) = 1 s of prefill, T * eta = 4.2: gain 5.2. The tier loads it back in 0.1 s, and a job
+    # warm in the tier does not queue as an evicted one: gain 0.1.
     est, _ = make(reload_cost=ReloadCostModel(0.0, 1e-4, 0.0), queue_delay_window=2)
     feed(est, "bash:f", 5.0, 100)
     est.record_unpinned_queue_delay(4.2)
     est.record_unpinned_queue_delay(4.2)
     assert est.ttl("bash:f", 10000, 1) == 5.0  # gain 5.2 > 5: pinned
     est.set_tier_reload_cost(ReloadCostModel(0.0, 1e-5, 0.0))
-    assert est.paper.gain(est_req("bash:f", 10000)) == pytest.approx(4.3)
-    assert est.ttl("bash:f", 10000, 1) == 0.0  # 4.3 - 5 < 0: demote, don't pin
+    assert est.paper.gain(est_req("bash:f", 10000)) == pytest.approx(0.1)
+    assert est.ttl("bash:f", 10000, 1) == 0.0  # 0.1 - 5 < 0: demote, don't pin
     est.set_tier_reload_cost(ReloadCostModel(0.0, 1e-3, 0.0))  # a tier slower than recompute: R wins
-    assert est.paper.gain(est_req("bash:f", 10000)) == pytest.approx(5.2)
+    assert est.paper.gain(est_req("bash:f", 10000)) == pytest.approx(1.0)
 
 
 def est_req(tool: str, ctx: int) -> TTLRequest:

@@ -1,7 +1,7 @@
 """CONTINUUM: program-level FCFS plus pin leases that keep a job's KV cache across its tool calls.
 
-- Waiting order: preempted requests first, then turns of jobs holding a lease, then program order
-  (the job's first arrival), then the turn's arrival.
+- Waiting order: preempted requests first, then turns of warm jobs (holding a lease, or blocks in
+  the second tier), then program order (the job's first arrival), then the turn's arrival.
 - Victim: a request of a job without a lease before one with, then the latest job, then the latest turn.
 - A finished non-final turn is pinned for ``pin_ttl_fn(req)`` seconds (0: its blocks are freed); the
   job's next turn, admitted while the lease lives, takes the blocks back as prefix hits (a pin hit).
@@ -39,6 +39,7 @@ class ContinuumPolicy(SchedulingPolicy):
     ) -> None:
         super().__init__(config, kv)
         self.pin_ttl_fn = pin_ttl_fn
+        self.tier = kv.tier  # a job with blocks in the second tier waits like a pinned one
         max_pinned = int(config.max_pinned_fraction * (config.num_blocks - 1))
         self.leases = LeaseTable(max_pinned, kv.free_block_list, soft=config.soft_pins,
                                  soft_grace=config.soft_pin_grace,
@@ -49,11 +50,11 @@ class ContinuumPolicy(SchedulingPolicy):
 
     # ---- order ---------------------------------------------------------------------------------
     def waiting_key(self, req: Request) -> tuple:
-        return (req.status is not RequestStatus.PREEMPTED, not self.leases.has_lease(req.job_id),
-                req.job_arrival_time, req.arrival_time)
+        warm = self.leases.has_lease(req.job_id) or (self.tier is not None and self.tier.holds_job(req.job_id))
+        return (req.status is not RequestStatus.PREEMPTED, not warm, req.job_arrival_time, req.arrival_time)
 
     def state_version(self) -> int:
-        return self.leases.version
+        return self.leases.version + (self.tier.version if self.tier is not None else 0)
 
     def pick_victim(self, running: Sequence[Request]) -> Request:
         has_lease = self.leases.has_lease
