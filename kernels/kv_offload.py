@@ -57,8 +57,9 @@ class HostKVStore:
         self.dtype = _store_dtype(kind, k0.dtype)
         pin = k0.device.type == "cuda"
         shape = (num_slots, *k0.shape[1:])
-        self.data = [(torch.zeros(shape, dtype=self.dtype, pin_memory=pin),
-                      torch.zeros(shape, dtype=self.dtype, pin_memory=pin)) for _ in kv_caches]
+        # Uninitialised: a slot is read only after a save wrote it, and untouched pages cost no memory.
+        self.data = [(torch.empty(shape, dtype=self.dtype, pin_memory=pin),
+                      torch.empty(shape, dtype=self.dtype, pin_memory=pin)) for _ in kv_caches]
         heads = k0.shape[2]
         self.scales = ([(torch.ones(num_slots, heads), torch.ones(num_slots, heads)) for _ in kv_caches]
                        if kind == "int8" else None)
