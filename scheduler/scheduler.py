@@ -106,6 +106,14 @@ class Scheduler(Admission):
     def has_unfinished_requests(self) -> bool:
         return bool(self.requests)
 
+    def held_jobs(self) -> list[str]:
+        """Jobs whose KV waits here for their next turn, sorted: the policy's leases and, with a second
+        tier, the jobs with blocks in it (what a router sends a job's turns back for)."""
+        jobs = set(self.policy.stats(self.clock.now()).pinned_jobs)
+        if self.kv.tier is not None:
+            jobs.update(j for j in self.kv.tier.by_job if j is not None)
+        return sorted(jobs)
+
     # ---- the step ----------------------------------------------------------------------------
     def schedule(self) -> SchedulerOutput:
         step = StepDraft(now=self.clock.now(), budget=self.config.max_num_batched_tokens)

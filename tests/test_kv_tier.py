@@ -80,6 +80,7 @@ def test_a_job_evicted_from_the_pool_loads_back_from_the_tier() -> None:
     s.update(out, runner.execute(out))
     run_to_completion(s, runner)
     check_invariants(s)
+    assert s.held_jobs() == ["a"]  # no lease under FCFS, but its blocks wait in the tier: routers send it back here
     nxt = first + [1000 + 17 % 7, 7, 7, 7]  # the job's next turn extends its context
     s.add_request(_turn("a2", nxt, "a", 2.0))
     out = s.schedule()

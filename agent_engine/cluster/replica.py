@@ -47,10 +47,9 @@ DRAIN_MARGIN_S = 2.0  # past the drain timeout: the aborts' last events reach th
 def routing_snapshot(engine: Any) -> dict[str, Any]:
     """The routing stats of an ``LLMEngine`` (call on its engine thread)."""
     s = engine.scheduler
-    pins = s.policy.stats(s.clock.now())
     pool = s.kv.pool
     return {
-        "leases": list(pins.pinned_jobs),
+        "leases": s.held_jobs(),  # pinned, or with blocks in the second tier
         "active_jobs": sorted({r.job_id for r in s.requests.values() if r.job_id}),
         "free_blocks": int(pool.num_free_blocks), "num_blocks": int(pool.num_blocks - 1),
         "num_waiting": len(s.waiting), "num_running": len(s.running),

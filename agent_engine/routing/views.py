@@ -5,7 +5,7 @@ Invariants:
   simulator (``agent_engine.sim.cluster``) fill these from their own sources, and the policies
   (``routing.policies``) never learn which one called them.
 - ``ReplicaView.queue_len`` counts the requests sent to the replica and not finished (waiting or
-  running there); ``leases`` are the job ids holding a CONTINUUM lease there and ``active_jobs`` those
+  running there); ``leases`` are the job ids holding a CONTINUUM lease (or blocks in the second KV tier) there and ``active_jobs`` those
   with a request there now, both as of ``stats_at`` (on the caller's clock; ``None``: never reported);
   ``free_blocks`` None is unknown (not reported yet).
 - ``RoutingCounters`` only grow; every routed request bumps ``routed`` once and exactly one of

@@ -76,7 +76,7 @@ class _Replica:
     def __init__(self, index: int, cfg: SimConfig, cost: CostModel) -> None:
         self.index, self.rid = index, f"replica-{index}"
         self.clock = FakeClock()
-        self.tracker = build_tracker(cfg.engine, cost, self.clock, cfg.max_model_len)
+        self.tracker = build_tracker(cfg.engine, cost, self.clock, cfg.max_model_len, tier=cfg.memory == "tier")
         self.sched = build_scheduler(cfg, self.clock, self.tracker)
         self.inbox: list[SimRequest] = []
         self.step: SchedulerOutput | None = None
@@ -86,7 +86,7 @@ class _Replica:
         s = self.sched
         active = {r.job_id for r in (*s.requests.values(), *self.inbox) if r.job_id}
         return ReplicaView(self.rid, len(s.requests) + len(self.inbox),
-                           frozenset(s.policy.stats(now).pinned_jobs), frozenset(active),
+                           frozenset(s.held_jobs()), frozenset(active),
                            s.kv.pool.num_free_blocks, stats_at=now)
 
 

@@ -13,13 +13,12 @@ the names of ``agent_engine.routing.ROUTERS``; a bad name is a clean error befor
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from agent_engine.routing import ROUTERS
 from agent_engine.routing.policies import DEFAULT_MAX_IMBALANCE
-from agent_engine.sim.sim_config import SweepSetup, engine_for_policy
+from agent_engine.sim.sim_config import SweepSetup
 
 __all__ = ["add_cluster_args", "cmd_cluster"]
 
@@ -92,7 +91,7 @@ def cmd_cluster(args: argparse.Namespace, run: SweepSetup, out: str) -> int:
     base = run.base
     print(f"sim cluster: {args.replicas} x {args.model} on {args.constants or args.gpu} tp={args.tp}, "
           f"{base.num_blocks} KV blocks each; {len(run.jobs)} jobs of {run.trace}; routers {routers}")
-    tasks = [(dataclasses.replace(base, engine=engine_for_policy(p, base.engine), jps=jps), args.replicas,
+    tasks = [(base.for_label(p, jps), args.replicas,
               router, args.max_imbalance) for p in run.policies for jps in run.loads for router in routers]
     points = _run_points(run.jobs, run.cost, tasks, args.workers)
     _print(points)
