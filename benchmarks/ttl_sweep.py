@@ -24,7 +24,7 @@ from benchmarks.jct_runner import run_policies
 
 HELP = "CONTINUUM TTL settings: JCT and pinned block-seconds"
 
-__all__ = ["HELP", "add_arguments", "best_setting", "main", "run", "sweep_policies"]
+__all__ = ["HELP", "add_arguments", "best_setting", "default_vs_best_fixed", "main", "run", "sweep_policies"]
 
 
 def sweep_policies(thresholds: Sequence[float], paper: bool = True, learned: bool = True) -> list[str]:
@@ -38,6 +38,17 @@ def best_setting(settings: dict[str, dict[str, Any]]) -> str | None:
     ok = [(r["mean_jct_s"], (r.get("pins") or {}).get("pinned_block_seconds", 0.0), n)
           for n, r in settings.items() if r.get("mean_jct_s") is not None and not r.get("jobs_failed")]
     return min(ok)[2] if ok else None
+
+
+def default_vs_best_fixed(settings: dict[str, dict[str, Any]], default: str = "continuum") -> float | None:
+    """Mean JCT of the default TTL policy (``continuum``: paper) over the best fixed threshold's (the
+    target is <= 1.03); None when either is missing or failed."""
+    fixed = {n: r for n, r in settings.items() if n.startswith("continuum-fixed@")}
+    best = best_setting(fixed)
+    ref = settings.get(default)
+    if best is None or ref is None or ref.get("jobs_failed") or ref.get("mean_jct_s") is None:
+        return None
+    return ref["mean_jct_s"] / settings[best]["mean_jct_s"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -67,10 +78,12 @@ def run(args: argparse.Namespace) -> int:
                 [[n, r["mean_jct_s"], r["p90_jct_s"], r["prefix_hit_ratio"], r["pins"].get("created"),
                   r["pins"].get("hit"), r["pins"].get("expired"), r["pins"].get("pinned_block_seconds")]
                  for n, r in settings.items()])
-    print(f"best setting: {best}")
+    ratio = default_vs_best_fixed(settings)
+    print(f"best setting: {best}; default (paper) / best fixed mean JCT = "
+          f"{'-' if ratio is None else f'{ratio:.3f}'} (want <= 1.03)")
     config = config_payload(cfg, trace_name, jobs)
     config.update(total_wall_s=round(time.perf_counter() - t0, 1), loadavg_end=list(os.getloadavg()))
-    payload = {"settings": settings, "best": best, "config": config}
+    payload = {"settings": settings, "best": best, "default_vs_best_fixed": ratio, "config": config}
     write_json(args.json, payload)
     if args.plot:
         from benchmarks.plots import plot_sweep

@@ -156,3 +156,13 @@ def test_sweep_names_and_best_setting() -> None:
             "b": {"mean_jct_s": 5.0, "pins": {"pinned_block_seconds": 3.0}},
             "c": {"mean_jct_s": 1.0, "jobs_failed": 1}}
     assert best_setting(rows) == "b"  # c failed; a and b tie on JCT, b pins less
+
+
+def test_default_ttl_is_judged_against_the_best_fixed_threshold() -> None:
+    from benchmarks.ttl_sweep import default_vs_best_fixed
+
+    rows = {"continuum-fixed@1": {"mean_jct_s": 40.0}, "continuum-fixed@2": {"mean_jct_s": 50.0},
+            "continuum-fixed@4": {"mean_jct_s": 10.0, "jobs_failed": 2}, "continuum": {"mean_jct_s": 42.0},
+            "continuum-learned": {"mean_jct_s": 30.0}}
+    assert default_vs_best_fixed(rows) == pytest.approx(1.05)  # fixed@4 failed; learned is not fixed
+    assert default_vs_best_fixed({"continuum": {"mean_jct_s": 1.0}}) is None
