@@ -9,6 +9,7 @@ import torch
 from agent_engine import JobHints, LLMEngine, SamplingParams
 from agent_engine.config import EngineConfig
 from agent_engine.engine.outputs import RequestOutput
+from agent_engine.server.metrics import ServerMetrics
 from kernels import allocate_kv_caches
 from kernels.kv_offload import HostKVStore, store_bytes_per_block
 from scheduler.kv_tier import LOAD, SAVE
@@ -87,3 +88,8 @@ def test_a_job_reloaded_from_the_tier_decodes_what_a_big_pool_decodes() -> None:
     counters = tiered.scheduler.kv.tier.counters
     assert counters.stored > 0 and counters.reloaded >= 3
     assert tier_tokens == big_tokens and tier_cached == big_cached >= 64
+    stats = tiered.stats()["tier"]
+    assert stats["reloaded"] == counters.reloaded and stats["load_seconds"] > 0 and stats["bytes"] > 0
+    text = ServerMetrics().render(tiered.stats()).decode()
+    assert f"agent_engine_kv_tier_reloaded_total {float(counters.reloaded)}" in text
+    assert "agent_engine_kv_tier_capacity_blocks" in text and "agent_engine_kv_tier_hit_tokens_total" in text

@@ -118,3 +118,18 @@ def test_sizes_and_config_errors() -> None:
     with pytest.raises(ValueError):
         EngineConfig(kv_offload_dtype="fp8")
     assert EngineConfig(kv_offload_bytes=2048).offload_bytes == 2048
+
+
+def test_a_prefix_cache_reset_clears_the_tier_too() -> None:
+    s = make_scheduler(num_blocks=9, block_size=4, num_offload_blocks=8, max_model_len=32)
+    runner = FakeRunner()
+    s.add_request(_turn("a1", list(range(100, 116)), "a", 0.0))
+    run_to_completion(s, runner)
+    s.add_request(_turn("b1", list(range(200, 228)), "b", 1.0))
+    run_to_completion(s, runner)
+    held = len(s.kv.tier.entries)
+    assert held and s.kv.reset_prefix_cache()
+    c = s.kv.tier.counters
+    assert not s.kv.tier.entries and c.cleared == held and len(s.kv.tier.free_slots) == 8
+    assert s.held_jobs() == []
+    check_invariants(s)
