@@ -16,9 +16,12 @@ Three implementations share this contract:
 * :func:`paged_attention_flash`: flash-attn's ``flash_attn_varlen_func`` with ``block_table`` (CUDA,
   fp16/bf16, block sizes that are multiples of 256 as flash-attn 2 requires).
 * :func:`paged_attention_cpp`: the C++ CPU kernel (``kernels/csrc/cpu_ops.cpp``) reads keys and
-  values straight from the paged caches for every decode and every chunk over cached context; a
+  values straight from the paged caches for every decode and every short chunk over cached context; a
   fresh prompt chunk of at least ``SDPA_MIN_FRESH_QUERY`` tokens goes to SDPA's causal kernel on this
-  step's contiguous keys (nothing to gather there, and SDPA's blocked kernel wins on long queries).
+  step's contiguous keys (nothing to gather there, and SDPA's blocked kernel wins on long queries), and
+  a chunk of at least ``SDPA_MIN_CONTEXT_QUERY`` tokens over cached context (an agent's next turn) to
+  one masked SDPA call over its gathered blocks (1.9x faster than the C++ kernel for 100 new tokens
+  over 2,500 cached ones on SmolLM2).
 
 :func:`paged_attention` picks one.
 """
@@ -33,9 +36,12 @@ import torch.nn.functional as F
 
 from kernels.attention_metadata import AttentionMetadata, AttentionWorkspace
 from kernels.cpu_ops import paged_attention_cpu, use_cpp
-from kernels.torch_plan import torch_plan
+from kernels.torch_plan import PrefillChunk, torch_plan
 
 SDPA_MIN_FRESH_QUERY = 64
+# A chunk of at least this many tokens over cached context also goes to SDPA (its blocks gathered):
+# per query row the C++ kernel streams every key, SDPA's blocked kernel reuses them across rows.
+SDPA_MIN_CONTEXT_QUERY = 16
 _CPP_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -132,17 +138,25 @@ def paged_attention_torch(
         if chunk.context_len == 0:
             out[chunk.q_start : chunk.q_end] = _fresh_causal(query, key, value, chunk.q_start, chunk.q_end,
                                                             scale, group)
-            continue
-        assert chunk.block_idx is not None and chunk.mask is not None
-        q = query[chunk.q_start : chunk.q_end].transpose(0, 1).unsqueeze(0)  # [1, Hq, q, D]
-        k = _gather_blocks(k_cache, chunk.block_idx, workspace, "prefill_k")
-        v = _gather_blocks(v_cache, chunk.block_idx, workspace, "prefill_v")
-        k = k.view(1, -1, num_kv_heads, head_dim).transpose(1, 2)
-        v = v.view(1, -1, num_kv_heads, head_dim).transpose(1, 2)
-        mask = metadata.additive_mask(chunk.req_idx, chunk.mask, query.dtype)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=group > 1)
-        out[chunk.q_start : chunk.q_end] = o[0].transpose(0, 1)
+        else:
+            out[chunk.q_start : chunk.q_end] = _context_chunk(query, k_cache, v_cache, metadata, chunk,
+                                                              workspace, scale, group)
     return out
+
+
+def _context_chunk(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, metadata: AttentionMetadata,
+                   chunk: PrefillChunk, workspace: AttentionWorkspace, scale: float, group: int) -> torch.Tensor:
+    """One prefill chunk over cached context: its blocks gathered, one masked SDPA call: ``[q, Hq, D]``."""
+    assert chunk.block_idx is not None and chunk.mask is not None
+    num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
+    q = query[chunk.q_start : chunk.q_end].transpose(0, 1).unsqueeze(0)  # [1, Hq, q, D]
+    k = _gather_blocks(k_cache, chunk.block_idx, workspace, "prefill_k")
+    v = _gather_blocks(v_cache, chunk.block_idx, workspace, "prefill_v")
+    k = k.view(1, -1, num_kv_heads, head_dim).transpose(1, 2)
+    v = v.view(1, -1, num_kv_heads, head_dim).transpose(1, 2)
+    mask = metadata.additive_mask(chunk.req_idx, chunk.mask, query.dtype)
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=group > 1)
+    return o[0].transpose(0, 1)
 
 
 def _fresh_causal(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, start: int, end: int,
@@ -155,20 +169,22 @@ def _fresh_causal(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, s
     return o[0].transpose(0, 1)
 
 
-def _cpp_plan(metadata: AttentionMetadata) -> tuple[torch.Tensor | None, list[tuple[int, int]]]:
-    """``(requests for the C++ kernel as int32 or None, fresh long chunks as (q_start, q_end))``, cached."""
+def _cpp_plan(metadata: AttentionMetadata) -> tuple[torch.Tensor | None, list[tuple[int, int]], set[int]]:
+    """``(requests for the C++ kernel as int32 or None, fresh long chunks as (q_start, q_end), requests
+    whose long chunk over cached context goes to SDPA)``, cached."""
     plan = metadata.cache.get("cpp_plan")
     if plan is None:
         starts, ctx = metadata.query_start_loc_list, metadata.context_lens_list
-        fresh = [i for i in range(metadata.num_reqs)
-                 if ctx[i] == 0 and starts[i + 1] - starts[i] >= SDPA_MIN_FRESH_QUERY]
-        if not fresh:
+        qlen = [starts[i + 1] - starts[i] for i in range(metadata.num_reqs)]
+        fresh = [i for i in range(metadata.num_reqs) if ctx[i] == 0 and qlen[i] >= SDPA_MIN_FRESH_QUERY]
+        cont = {i for i in range(metadata.num_reqs) if ctx[i] > 0 and qlen[i] >= SDPA_MIN_CONTEXT_QUERY}
+        if not fresh and not cont:
             idx = torch.arange(metadata.num_reqs, dtype=torch.int32)
         else:
-            skip = set(fresh)
+            skip = set(fresh) | cont
             rest = [i for i in range(metadata.num_reqs) if i not in skip]
             idx = torch.tensor(rest, dtype=torch.int32) if rest else None
-        plan = (idx, [(starts[i], starts[i + 1]) for i in fresh])
+        plan = (idx, [(starts[i], starts[i + 1]) for i in fresh], cont)
         metadata.cache["cpp_plan"] = plan
     return plan
 
@@ -185,13 +201,19 @@ def paged_attention_cpp(
     """The C++ CPU path (needs ``kernels.cpu_ops.use_cpp``); same contract as the module docstring.
     ``query`` may be a row-strided view (e.g. into a fused QKV projection); ``key``/``value`` are only
     read for fresh long chunks."""
-    idx, fresh = _cpp_plan(metadata)
+    idx, fresh, cont = _cpp_plan(metadata)
     out = query.new_empty(query.shape[0], query.shape[1], query.shape[2])
     if idx is not None:
         paged_attention_cpu(query, k_cache, v_cache, metadata, scale, idx, out)
     group = query.shape[1] // k_cache.shape[2]
     for start, end in fresh:
         out[start:end] = _fresh_causal(query, key, value, start, end, scale, group)
+    if cont:
+        workspace = metadata.workspace if metadata.workspace is not None else AttentionWorkspace()
+        for chunk in torch_plan(metadata).prefills:
+            if chunk.req_idx in cont:
+                out[chunk.q_start : chunk.q_end] = _context_chunk(query, k_cache, v_cache, metadata, chunk,
+                                                                  workspace, scale, group)
     return out
 
 

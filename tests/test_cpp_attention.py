@@ -53,6 +53,7 @@ CASES = [
     [(0, 9), (13, 1), (20, 7), (3, 1)],  # short fresh prompt, decodes, a chunk over context
     [(0, 80), (33, 70), (64, 1)],  # a long fresh prompt (SDPA) next to a long chunk over context
     [(300, 1), (7, 1), (250, 1)],  # decodes over more than eight keys a block: the prefetching loops
+    [(200, 16), (90, 15), (5, 1)],  # at the SDPA threshold over long context, one below it, a decode
 ]
 
 
