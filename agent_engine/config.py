@@ -17,12 +17,12 @@ from dataclasses import dataclass, fields
 
 from estimator import TTL_POLICIES as TTL_POLICY_NAMES  # the one list of TTL-policy names
 from scheduler import SchedulerConfig
+from scheduler.kv_tier import OFFLOAD_DTYPES  # the one list of the tier's forms
 from scheduler.policy import POLICY_NAMES, policy_class  # the registry of scheduling policies
 
 __all__ = ["DEFAULT_TOKEN_BUDGET", "POLICY_NAMES", "SERVING_CPU_TOKEN_BUDGET", "TTL_POLICY_NAMES", "EngineConfig"]
 
 _DTYPES = ("float32", "bfloat16", "float16", "auto")
-OFFLOAD_DTYPES = ("auto", "bfloat16", "int8")  # kernels.kv_offload's forms (config stays torch-free)
 _SIZE_SUFFIXES = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 
 import torch
 
+from scheduler.kv_tier import OFFLOAD_DTYPES, SAVE
+
 __all__ = ["OFFLOAD_DTYPES", "HostKVStore", "store_bytes_per_block"]
 
-OFFLOAD_DTYPES = ("auto", "bfloat16", "int8")
-_SAVE = 0  # the scheduler's ``scheduler.kv_tier.SAVE`` (kernels does not import the scheduler)
 
 
 def _store_dtype(kind: str, pool_dtype: torch.dtype) -> torch.dtype:
@@ -77,7 +77,7 @@ class HostKVStore:
             while j < len(copies) and copies[j][0] == kind:
                 j += 1
             t0 = time.perf_counter()
-            if kind == _SAVE:
+            if kind == SAVE:
                 self._save([c[1] for c in copies[i:j]], [c[2] for c in copies[i:j]])
                 self.save_seconds += time.perf_counter() - t0
             else:

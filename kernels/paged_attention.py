@@ -20,8 +20,8 @@ Three implementations share this contract:
   fresh prompt chunk of at least ``SDPA_MIN_FRESH_QUERY`` tokens goes to SDPA's causal kernel on this
   step's contiguous keys (nothing to gather there, and SDPA's blocked kernel wins on long queries), and
   a chunk of at least ``SDPA_MIN_CONTEXT_QUERY`` tokens over cached context (an agent's next turn) to
-  one masked SDPA call over its gathered blocks (1.9x faster than the C++ kernel for 100 new tokens
-  over 2,500 cached ones on SmolLM2).
+  one masked SDPA call over its gathered blocks (the C++ kernel streams every key once per query row;
+  SDPA's blocked kernel reuses them: ``bench serve --workload agent`` in docs/benchmarks.md).
 
 :func:`paged_attention` picks one.
 """
@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 from kernels.attention_metadata import AttentionMetadata, AttentionWorkspace
 from kernels.cpu_ops import paged_attention_cpu, use_cpp
-from kernels.torch_plan import PrefillChunk, torch_plan
+from kernels.torch_plan import PrefillChunk, prefill_chunks, torch_plan
 
 SDPA_MIN_FRESH_QUERY = 64
 # A chunk of at least this many tokens over cached context also goes to SDPA (its blocks gathered):
@@ -169,22 +169,22 @@ def _fresh_causal(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, s
     return o[0].transpose(0, 1)
 
 
-def _cpp_plan(metadata: AttentionMetadata) -> tuple[torch.Tensor | None, list[tuple[int, int]], set[int]]:
-    """``(requests for the C++ kernel as int32 or None, fresh long chunks as (q_start, q_end), requests
-    whose long chunk over cached context goes to SDPA)``, cached."""
+def _cpp_plan(metadata: AttentionMetadata) -> tuple[torch.Tensor | None, list[tuple[int, int]], list[PrefillChunk]]:
+    """``(requests for the C++ kernel as int32 or None, fresh long chunks as (q_start, q_end), long
+    chunks over cached context for SDPA)``, cached."""
     plan = metadata.cache.get("cpp_plan")
     if plan is None:
         starts, ctx = metadata.query_start_loc_list, metadata.context_lens_list
         qlen = [starts[i + 1] - starts[i] for i in range(metadata.num_reqs)]
         fresh = [i for i in range(metadata.num_reqs) if ctx[i] == 0 and qlen[i] >= SDPA_MIN_FRESH_QUERY]
-        cont = {i for i in range(metadata.num_reqs) if ctx[i] > 0 and qlen[i] >= SDPA_MIN_CONTEXT_QUERY}
+        cont = [i for i in range(metadata.num_reqs) if ctx[i] > 0 and qlen[i] >= SDPA_MIN_CONTEXT_QUERY]
         if not fresh and not cont:
             idx = torch.arange(metadata.num_reqs, dtype=torch.int32)
         else:
-            skip = set(fresh) | cont
+            skip = set(fresh) | set(cont)
             rest = [i for i in range(metadata.num_reqs) if i not in skip]
             idx = torch.tensor(rest, dtype=torch.int32) if rest else None
-        plan = (idx, [(starts[i], starts[i + 1]) for i in fresh], cont)
+        plan = (idx, [(starts[i], starts[i + 1]) for i in fresh], prefill_chunks(metadata, cont))
         metadata.cache["cpp_plan"] = plan
     return plan
 
@@ -208,12 +208,10 @@ def paged_attention_cpp(
     group = query.shape[1] // k_cache.shape[2]
     for start, end in fresh:
         out[start:end] = _fresh_causal(query, key, value, start, end, scale, group)
-    if cont:
-        workspace = metadata.workspace if metadata.workspace is not None else AttentionWorkspace()
-        for chunk in torch_plan(metadata).prefills:
-            if chunk.req_idx in cont:
-                out[chunk.q_start : chunk.q_end] = _context_chunk(query, k_cache, v_cache, metadata, chunk,
-                                                                  workspace, scale, group)
+    workspace = metadata.workspace if metadata.workspace is not None else AttentionWorkspace()
+    for chunk in cont:
+        out[chunk.q_start : chunk.q_end] = _context_chunk(query, k_cache, v_cache, metadata, chunk, workspace,
+                                                          scale, group)
     return out
 
 

@@ -66,16 +66,15 @@ def _build(md: AttentionMetadata) -> TorchPlan:
         width = num_blocks * bs
         mask = (torch.arange(width, device=device)[None, :] < lens[:, None]).view(len(decode_reqs), 1, 1, width)
         rows = md.query_start_loc.index_select(0, sel).to(torch.int64)
-    return TorchPlan(rows, idx, num_blocks, mask, _prefill_chunks(md, query_lens))
+    return TorchPlan(rows, idx, num_blocks, mask, prefill_chunks(md, [i for i, q in enumerate(query_lens) if q > 1]))
 
 
-def _prefill_chunks(md: AttentionMetadata, query_lens: list[int]) -> list[PrefillChunk]:
-    """One chunk per request with more than one new token; a chunk over cached context gets its blocks and mask."""
+def prefill_chunks(md: AttentionMetadata, reqs: list[int]) -> list[PrefillChunk]:
+    """The chunks of requests ``reqs`` (each with more than one new token); a chunk over cached context
+    gets its blocks and mask."""
     device, bs, starts = md.block_tables.device, md.block_size, md.query_start_loc_list
     prefills: list[PrefillChunk] = []
-    for i, q in enumerate(query_lens):
-        if q == 1:
-            continue
+    for i in reqs:
         ctx, seq = md.context_lens_list[i], md.seq_lens_list[i]
         block_idx = mask = None
         if ctx > 0:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scheduler.block_pool import KVCacheBlock
 from scheduler.observability import admit_event
 from scheduler.request import Request, RequestStatus
 from scheduler.step_io import ScheduledRequest
@@ -62,7 +63,7 @@ class Admission:
             self.admission_memo.clear()
             self._admit(step, waiting.pop(), num_hit + num_load, num_new, num_load)
 
-    def _plan(self, req: Request, threshold: int, budget: int) -> tuple[list, int, int, int]:
+    def _plan(self, req: Request, threshold: int, budget: int) -> tuple[list[KVCacheBlock], int, int, int]:
         """``(pool hits, their tokens, tokens to load from the second tier, tokens to compute now)``
         for admitting ``req``: loads cost blocks but no budget, the chunk is capped by both."""
         kv = self.kv
@@ -73,7 +74,7 @@ class Admission:
             num_new = min(num_new, threshold)
         return hits, num_hit, num_load, min(num_new, budget)
 
-    def _allocate(self, req: Request, hits: list, num_load: int, num_new: int) -> bool:
+    def _allocate(self, req: Request, hits: list[KVCacheBlock], num_load: int, num_new: int) -> bool:
         """Blocks for ``req``'s tier loads and first chunk after its ``hits``; the loads are listed.
         False (nothing changed) when the pool is short. The tier entries to load survive the
         evictions this allocation causes."""

@@ -31,10 +31,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from itertools import islice
 
-__all__ = ["LOAD", "SAVE", "KVTier", "TierCounters", "TierEntry"]
+__all__ = ["LOAD", "OFFLOAD_DTYPES", "SAVE", "KVTier", "TierCounters", "TierEntry"]
 
 SAVE = 0  # (SAVE, pool block id, tier slot)
 LOAD = 1  # (LOAD, tier slot, pool block id)
+# How a runner may hold the tier's bytes (``kernels.kv_offload``): the pool's dtype, bfloat16, int8.
+OFFLOAD_DTYPES = ("auto", "bfloat16", "int8")
 _DONE = -math.inf  # the last-active time of a job that will not come back
 MAX_JOBS = 65536  # jobs whose activity the tier remembers beyond those with entries
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from scheduler.kv_cache_manager import KVCacheManager
+from scheduler.kv_tier import LOAD, SAVE
 from scheduler.policy.base import PinStats
 from scheduler.request import Request
 from scheduler.step_io import SchedulerOutput
@@ -99,6 +100,6 @@ def step_event(s: QueueCounts, pins: PinStats, step: int, now: float, out: Sched
         "scheduled_new": len(out.new_req_ids), "scheduled_resumed": len(out.resumed_req_ids),
         "scheduled_running": len(out.scheduled) - len(out.new_req_ids) - len(out.resumed_req_ids),
         "preempted": sorted(out.preempted_req_ids), "tokens": out.total_num_scheduled_tokens,
-        **({"tier_blocks": len(s.kv.tier.entries), "tier_saves": sum(c[0] == 0 for c in out.kv_copies),
-            "tier_loads": sum(c[0] == 1 for c in out.kv_copies)} if s.kv.tier is not None else {}),
+        **({"tier_blocks": len(s.kv.tier.entries), "tier_saves": sum(c[0] == SAVE for c in out.kv_copies),
+            "tier_loads": sum(c[0] == LOAD for c in out.kv_copies)} if s.kv.tier is not None else {}),
     }

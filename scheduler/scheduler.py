@@ -257,8 +257,10 @@ class Scheduler(Admission):
         self.waiting.forget(req.request_id)
         self._finished_ids.add(req.request_id)
         if self.kv.tier is not None and not aborted:
-            tier = self.kv.tier
-            tier.job_done(req.job_id) if req.is_last_step else tier.job_active(req.job_id, now)
+            if req.is_last_step:
+                self.kv.tier.job_done(req.job_id)
+            else:
+                self.kv.tier.job_active(req.job_id, now)
         if aborted:
             self.kv.free(req)
         else:

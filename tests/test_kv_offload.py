@@ -42,6 +42,19 @@ def test_blocks_round_trip_through_the_store(kind: str, tol: float) -> None:
 
 
 @pytest.mark.core
+def test_int8_errs_by_at_most_half_a_step_of_its_block_and_head() -> None:
+    """Symmetric int8 with one scale per (block, head): |error| <= absmax(block, head) / 254."""
+    caches = _caches(2)
+    want = [(k[1:4].clone(), v[1:4].clone()) for k, v in caches]
+    store = HostKVStore(3, caches, "int8")
+    store.apply([(SAVE, 1, 0), (SAVE, 2, 1), (SAVE, 3, 2), (LOAD, 0, 1), (LOAD, 1, 2), (LOAD, 2, 3)])
+    for (k, v), (wk, wv) in zip(caches, want, strict=True):
+        for got, ref in ((k[1:4], wk), (v[1:4], wv)):
+            bound = ref.abs().amax(dim=(1, 3), keepdim=True) / 254 + 1e-6  # [blocks, 1, heads, 1]
+            assert ((got - ref).abs() <= bound).all()
+
+
+@pytest.mark.core
 def test_the_listed_order_is_kept_and_a_slot_written_twice_keeps_the_last() -> None:
     caches = _caches(1)
     store = HostKVStore(2, caches)

@@ -35,6 +35,21 @@ OutputReader = Callable[[str], list[dict[str, Any]]]  # decoded output -> OpenAI
 MAX_OUTPUT_READERS = 4096
 
 
+def _profile_prefill(est: Estimator, runner: Any, lengths: list[int]) -> None:
+    """R(ctx): time fresh prefills of ``lengths`` tokens on the loaded model."""
+    seconds = runner.profile_prefill(lengths)
+    est.set_reload_cost(ReloadCostModel.fit(lengths, seconds))
+    logger.info("reload cost profile: %s", dict(zip(lengths, [round(t, 4) for t in seconds], strict=True)))
+
+
+def _profile_tier_load(est: Estimator, runner: Any, lengths: list[int]) -> None:
+    """L(ctx): time loads of ``lengths`` tokens back from the second tier (nothing without one)."""
+    seconds = runner.profile_tier_load(lengths)
+    if seconds:
+        est.set_tier_reload_cost(ReloadCostModel.fit(lengths, seconds))
+        logger.info("second-tier load profile: %s", dict(zip(lengths, [round(t, 5) for t in seconds], strict=True)))
+
+
 @dataclass
 class JobHooks:
     estimator: Estimator
@@ -61,23 +76,12 @@ class JobHooks:
             ),
             clock=clock,
         )
-        wants_profile = (
-            policy_class(config.policy).uses_pins and config.ttl_policy != "fixed"
-            and config.reload_cost_profile is None
-            and config.profile_reload_cost
-        )
-        if wants_profile:
-            lengths = [n for n in PROFILE_LENGTHS if n < (runner.num_kv_blocks - 1) * runner.block_size]
-            if len(lengths) >= 3:
-                seconds = runner.profile_prefill(lengths)
-                est.set_reload_cost(ReloadCostModel.fit(lengths, seconds))
-                logger.info("reload cost profile: %s", dict(zip(lengths, [round(s, 4) for s in seconds],
-                                                                strict=True)))
-                tier_seconds = runner.profile_tier_load(lengths)
-                if tier_seconds:
-                    est.set_tier_reload_cost(ReloadCostModel.fit(lengths, tier_seconds))
-                    logger.info("second-tier load profile: %s",
-                                dict(zip(lengths, [round(s, 5) for s in tier_seconds], strict=True)))
+        prices_misses = policy_class(config.policy).uses_pins and config.ttl_policy != "fixed"
+        lengths = [n for n in PROFILE_LENGTHS if n < (runner.num_kv_blocks - 1) * runner.block_size]
+        if prices_misses and len(lengths) >= 3:
+            if config.reload_cost_profile is None and config.profile_reload_cost:
+                _profile_prefill(est, runner, lengths)
+            _profile_tier_load(est, runner, lengths)  # cheap copies; a no-op without a tier
         return cls(est, tokenizer, clock, probably_final_ttl=config.soft_pin_grace)
 
     # ---- scheduler callback ------------------------------------------------------------------

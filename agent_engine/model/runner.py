@@ -28,6 +28,7 @@ from agent_engine.model.lean_decoder import LeanDecoder
 from agent_engine.model.sampler import Sampler, SamplerOutput, TokenBitmask
 from kernels import AttentionWorkspace, allocate_kv_caches, build_attention_metadata
 from kernels.kv_offload import HostKVStore
+from scheduler.kv_tier import LOAD
 from scheduler.step_io import ModelRunnerOutput, SchedulerOutput
 
 
@@ -200,7 +201,7 @@ class ModelRunner:
         times = []
         for length in lengths:
             n = min(-(-length // self.block_size), self.num_kv_blocks - 1, self.offload.num_slots)
-            copies = [(1, i, i + 1) for i in range(n)]  # (LOAD, slot, block)
+            copies = [(LOAD, i, i + 1) for i in range(n)]
             best = float("inf")
             for _ in range(max(1, repeats)):
                 self._sync()

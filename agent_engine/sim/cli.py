@@ -105,10 +105,9 @@ def _setup(args: argparse.Namespace) -> SweepSetup:
     engine = engine_options(args)
     cost = build_cost_model(args)
     num_blocks, max_len = resolve_pool(engine, cost, None if args.constants else args.gpu)
-    per_block = cost.model.kv_bytes_per_token / cost.tp * engine.block_size
     base = SimConfig(engine, num_blocks, max_len, max_jobs=args.jobs, max_turns=args.max_turns,
                      token_scale=args.token_scale, time_scale=args.time_scale, seed=args.seed,
-                     tier_blocks=int(parse_size(args.kv_offload_bytes) // per_block))
+                     tier_blocks=int(parse_size(args.kv_offload_bytes) // cost.block_bytes(engine.block_size)))
     jobs = list(load_trace(args.trace, max_jobs=args.jobs, seed=args.seed))
     return SweepSetup(policies, loads, base, cost, jobs, trace_label(args.trace))
 

@@ -167,11 +167,15 @@ class CostModel:
         """Seconds of one step over ``chunks`` ``(n, c, sampled)``."""
         return self.time_of(self.features(chunks))
 
+    def block_bytes(self, block_size: int) -> float:
+        """Bytes of one KV block of ``block_size`` tokens on one GPU (its tensor-parallel shard)."""
+        return block_size * self._kv_per_token
+
     def tier_load_time(self, num_blocks: int, block_size: int) -> float:
         """Seconds to load ``num_blocks`` KV blocks from the host tier (per GPU's shard, before the step:
         a load is not overlapped with compute; saves run on a copy engine and are not charged)."""
         rate = self.consts.host_bytes_per_s
-        return num_blocks * block_size * self._kv_per_token / rate if rate > 0 and num_blocks else 0.0
+        return num_blocks * self.block_bytes(block_size) / rate if rate > 0 and num_blocks else 0.0
 
     def prefill_time(self, context_tokens: int, chunk_tokens: int = 8192) -> float:
         """Seconds to prefill a fresh context alone, in chunks of ``chunk_tokens`` (the reload cost R)."""

@@ -106,9 +106,9 @@ class SimConfig:
 
     def for_label(self, label: str, jps: float | None) -> SimConfig:
         """This config under ``label``'s policy and memory variant, at ``jps``."""
-        if split_memory(label)[1] and not self.tier_blocks:
-            raise ValueError(f"{label!r} needs a second tier: give --kv-offload-bytes")
         memory = split_memory(label)[1]
+        if memory and not self.tier_blocks:
+            raise ValueError(f"{label!r} needs a second tier: give --kv-offload-bytes")
         return dataclasses.replace(self, engine=engine_for_policy(label, self.engine), jps=jps, memory=memory)
 
     def scheduler_config(self) -> SchedulerConfig:
