@@ -79,6 +79,8 @@ _HELP = {
                         "from (0 = no tier); accepts a suffix: 512M, 2G",
     "kv_offload_dtype": "second KV tier's form: auto (the pool's dtype, lossless) | bfloat16 | int8 "
                         "(per-block-and-head scales)",
+    "kv_prefetch_horizon": "with a second KV tier: load a demoted job's blocks back this many seconds before "
+                           "its tool is expected to return (0 = only when its turn arrives)",
 }
 
 
@@ -127,6 +129,7 @@ class EngineConfig:
     sched_trace: str | None = None
     kv_offload_bytes: str | int = "0"
     kv_offload_dtype: str = "auto"
+    kv_prefetch_horizon: float = 2.0
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
@@ -158,6 +161,8 @@ class EngineConfig:
         parse_size(str(self.kv_offload_bytes))  # ValueError for a malformed size
         if self.kv_offload_dtype not in OFFLOAD_DTYPES:
             raise ValueError(f"kv_offload_dtype must be one of {OFFLOAD_DTYPES}, got {self.kv_offload_dtype!r}")
+        if not self.kv_prefetch_horizon >= 0:
+            raise ValueError("kv_prefetch_horizon must be >= 0 seconds")
 
     @property
     def offload_bytes(self) -> int:
@@ -204,6 +209,7 @@ class EngineConfig:
             soft_pins=self.soft_pins,
             soft_pin_grace=self.soft_pin_grace,
             num_offload_blocks=num_offload_blocks,
+            prefetch_horizon=self.kv_prefetch_horizon,
         )
 
     @classmethod

@@ -13,7 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 
 class KVCacheBlock:
@@ -142,26 +142,46 @@ class BlockPool:
             raise ValueError(f"cannot allocate {n} blocks: only {q.num_free_blocks} free")
         out = []
         head = q._head
-        cached = self.cached_block_map
         for _ in range(n):
             b = head.next_free
             nxt = b.next_free  # type: ignore[union-attr]
             head.next_free = nxt
             nxt.prev_free = head  # type: ignore[union-attr]
             b.prev_free = b.next_free = None  # type: ignore[union-attr]
-            h = b.block_hash  # type: ignore[union-attr]
-            if h is not None:
-                if self.on_evict is not None:
-                    self.on_evict(b)  # type: ignore[arg-type]
-                self.num_cached_free -= 1
-                if cached.get(h) is b:
-                    del cached[h]
-                b.block_hash = None  # type: ignore[union-attr]
-                self.num_evictions += 1
+            if b.block_hash is not None:  # type: ignore[union-attr]
+                self._evict_hash(b)  # type: ignore[arg-type]
             b.ref_cnt = 1  # type: ignore[union-attr]
             out.append(b)
         q.num_free_blocks -= n
         return out  # type: ignore[return-value]
+
+    def free_from_head(self) -> Iterator[KVCacheBlock]:
+        """The free blocks from the queue head (next to evict) to the tail; take none while iterating."""
+        cur = self.free_queue._head.next_free
+        while cur is not None and cur is not self.free_queue._tail:
+            yield cur
+            cur = cur.next_free
+
+    def take_free_blocks(self, blocks: Iterable[KVCacheBlock]) -> None:
+        """Take these free blocks out of the queue, evicting their hashes as ``get_new_blocks`` would
+        (``on_evict`` sees each first); each gets ref 1."""
+        for b in blocks:
+            if b.ref_cnt != 0 or b.is_null:
+                raise RuntimeError(f"{b} is not free")
+            self.free_queue.remove(b)
+            if b.block_hash is not None:
+                self._evict_hash(b)
+            b.ref_cnt = 1
+
+    def _evict_hash(self, b: KVCacheBlock) -> None:
+        """Forget a cached-free block's hash, just taken from the queue for reuse (demoted first)."""
+        if self.on_evict is not None:
+            self.on_evict(b)
+        self.num_cached_free -= 1
+        if self.cached_block_map.get(b.block_hash) is b:  # type: ignore[arg-type]
+            del self.cached_block_map[b.block_hash]  # type: ignore[arg-type]
+        b.block_hash = None
+        self.num_evictions += 1
 
     def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
         """Take one more reference on each block; a free (cached) block leaves the free queue."""

@@ -31,6 +31,8 @@ class SchedulerConfig:
     soft_pin_grace: float = 2.0
     # Blocks the second KV tier holds (0 = no tier): evicted blocks wait there to be loaded back.
     num_offload_blocks: int = 0
+    # With a tier, a demoted job's blocks go back up this many seconds before its expected return (0: never).
+    prefetch_horizon: float = 2.0
 
     def __post_init__(self) -> None:
         if self.num_blocks < 2:
@@ -56,5 +58,7 @@ class SchedulerConfig:
             raise ValueError("max_pinned_fraction_per_tenant must be in [0, 1]")
         if self.num_offload_blocks < 0:
             raise ValueError("num_offload_blocks must be >= 0")
+        if not self.prefetch_horizon >= 0.0:
+            raise ValueError("prefetch_horizon must be >= 0 seconds")
         if not self.soft_pin_grace >= 0.0:
             raise ValueError("soft_pin_grace must be >= 0 seconds")

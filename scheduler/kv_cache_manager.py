@@ -18,7 +18,7 @@ from itertools import islice
 
 from scheduler.block_pool import BlockPool, KVCacheBlock
 from scheduler.clock import Clock, MonotonicClock
-from scheduler.kv_tier import KVTier
+from scheduler.kv_tier import PREFETCH, KVTier
 from scheduler.request import Request
 
 
@@ -83,6 +83,22 @@ class KVCacheManager:
             self.pool.cache_block(blocks[i], hashes[i])
             blocks[i].owner = request.job_id
         self.num_cached[rid] = start + count
+
+    def prefetch(self, job_id: str, blocks: Sequence[KVCacheBlock]) -> None:
+        """Move all of ``job_id``'s tier entries up into ``blocks`` (free pool blocks, one per entry, the
+        caller's choice; cached ones are evicted, and demoted if worth it), ahead of its next turn: they
+        wait there cached-free for its prefix lookup (evictable, demoted again if evicted)."""
+        assert self.tier is not None
+        hashes = list(self.tier.by_job[job_id])
+        if len(hashes) != len(blocks):
+            raise ValueError(f"prefetch of {len(hashes)} entries into {len(blocks)} blocks")
+        with self.tier.protecting(hashes):  # the demotions below never evict what is being moved up
+            self.pool.take_free_blocks(blocks)
+        for h, b in zip(hashes, blocks, strict=True):
+            self.tier.load(h, b.block_id, PREFETCH)
+            self.pool.cache_block(b, h)
+            b.owner = job_id
+        self.pool.free_blocks(blocks)  # the tier's order: the block demoted first is evicted first
 
     def _demote(self, block: KVCacheBlock) -> None:
         assert self.tier is not None and block.block_hash is not None

@@ -4,7 +4,9 @@ The scheduler owns the tier's index (hash -> slot) and decides every move; a run
 (slot -> KV) and performs the copies listed in ``SchedulerOutput.kv_copies``, in order, before the
 step's forward pass. A block moves down (``SAVE``: pool block -> tier slot) when the pool evicts it
 for reuse, whether its lease expired or yielded, its job was preempted, or it was merely cached-free;
-it moves up (``LOAD``: tier slot -> pool block) when a prefix lookup misses the pool and hits the tier.
+it moves up (``LOAD``: tier slot -> pool block) when a prefix lookup misses the pool and hits the tier,
+or ahead of its job's predicted return (``PREFETCH``, the same move off the critical path:
+``scheduler.kv_prefetch``), into an empty pool block that stays cached-free until the job is back.
 
 Which entries stay is job-aware: each entry remembers the job whose turn last used its block; a job
 the client ended (or whose final turn finished) is worth nothing, and otherwise the job idle longest
@@ -14,7 +16,8 @@ would have to evict an entry of a job active more recently than its own is dropp
 Invariants:
 - A hash is in the pool's cache map or in the tier, never both: a block moves down on eviction and
   up on load, and ``save`` refuses a hash the tier holds.
-- Every entry leaves the tier exactly once, loaded (``reloaded``), evicted for room or as worthless
+- Every entry leaves the tier exactly once, loaded or prefetched (``reloaded``; ``prefetched`` counts
+  the part of those moved ahead of a return), evicted for room or as worthless
   (``dropped``) or by ``clear``; so ``stored == reloaded + dropped + cleared + len(entries)``.
 - ``len(entries) + len(free_slots) == num_slots``; a slot holds at most one entry.
 - Tenants never share an entry: the hash chain includes the request's cache salt, as in the pool.
@@ -31,10 +34,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from itertools import islice
 
-__all__ = ["LOAD", "OFFLOAD_DTYPES", "SAVE", "KVTier", "TierCounters", "TierEntry"]
+__all__ = ["LOAD", "LOADS", "OFFLOAD_DTYPES", "PREFETCH", "SAVE", "KVTier", "TierCounters", "TierEntry"]
 
 SAVE = 0  # (SAVE, pool block id, tier slot)
-LOAD = 1  # (LOAD, tier slot, pool block id)
+LOAD = 1  # (LOAD, tier slot, pool block id): a lookup needs the block now
+PREFETCH = 2  # (PREFETCH, tier slot, pool block id): the same move, ahead of the job's predicted return
+LOADS = (LOAD, PREFETCH)
 # How a runner may hold the tier's bytes (``kernels.kv_offload``): the pool's dtype, bfloat16, int8.
 OFFLOAD_DTYPES = ("auto", "bfloat16", "int8")
 _DONE = -math.inf  # the last-active time of a job that will not come back
@@ -53,7 +58,8 @@ class TierCounters:
     """Tier events in blocks; every stored entry leaves exactly once (see the module invariants)."""
 
     stored: int = 0  # demotions: blocks saved from the pool
-    reloaded: int = 0  # blocks loaded back into the pool (hits in the tier)
+    reloaded: int = 0  # blocks loaded back into the pool (hits in the tier, and prefetches)
+    prefetched: int = 0  # the part of ``reloaded`` moved ahead of a predicted return
     dropped: int = 0  # entries evicted from the tier (for room, or their job ended)
     cleared: int = 0  # entries forgotten by ``clear``
     refused: int = 0  # evicted pool blocks not demoted (worthless, or every entry worth more)
@@ -75,7 +81,8 @@ class KVTier:
         self.last_active: dict[str, float] = {}  # job -> when its last turn arrived or finished
         self.copies: list[tuple[int, int, int]] = []  # decided since the last ``take_copies``
         self.protected: frozenset[int] = frozenset()  # entries an admission is about to load
-        self.version = 0  # changes whenever a job gains its first entry or loses its last (``holds_job``)
+        self.prefetched_jobs: set[str] = set()  # jobs whose entries went up ahead of their next turn
+        self.version = 0  # changes whenever ``holds_job`` may change its answer
         self.counters = TierCounters()
 
     # ---- what the scheduler tells the tier about jobs ----------------------------------------
@@ -85,12 +92,14 @@ class KVTier:
             self.last_active.pop(job_id, None)  # re-inserted: the dict's order is the order of activity
             self.last_active[job_id] = now
             self._forget_old_jobs()
+            self._unmark_prefetched(job_id)
 
     def job_done(self, job_id: str | None) -> None:
         """``job_id`` will not come back: its entries go first, and its blocks are no longer demoted."""
         if job_id is not None:
             self.last_active[job_id] = _DONE
             self._forget_old_jobs()
+            self._unmark_prefetched(job_id)
 
     def _forget_old_jobs(self) -> None:
         """Bounded memory: past ``MAX_JOBS`` remembered jobs, the oldest ones without entries are forgotten."""
@@ -104,8 +113,13 @@ class KVTier:
         return block_hash in self.entries
 
     def holds_job(self, job_id: str | None) -> bool:
-        """Whether some of ``job_id``'s blocks wait here (its job is warm, like a pinned one)."""
-        return job_id is not None and job_id in self.by_job
+        """Whether some of ``job_id``'s blocks wait here, or were prefetched for its next turn (its job
+        is warm, like a pinned one)."""
+        return job_id is not None and (job_id in self.by_job or job_id in self.prefetched_jobs)
+
+    def job_is_done(self, job_id: str | None) -> bool:
+        """Whether ``job_id`` will not come back (its final turn finished, or the client ended it)."""
+        return job_id is not None and self.last_active.get(job_id) == _DONE
 
     def save(self, block_hash: int, block_id: int, job_id: str | None, now: float) -> bool:
         """The pool evicts ``block_id`` (holding ``block_hash``'s KV): demote it, or refuse (False)."""
@@ -125,12 +139,18 @@ class KVTier:
         self.counters.stored += 1
         return True
 
-    def load(self, block_hash: int, block_id: int) -> None:
-        """Move ``block_hash``'s entry up into pool block ``block_id``; the entry leaves the tier."""
+    def load(self, block_hash: int, block_id: int, kind: int = LOAD) -> None:
+        """Move ``block_hash``'s entry up into pool block ``block_id`` (``LOAD`` or ``PREFETCH``); the
+        entry leaves the tier."""
         entry = self._remove(block_hash)
-        self.copies.append((LOAD, entry.slot, block_id))
+        self.copies.append((kind, entry.slot, block_id))
         self.free_slots.append(entry.slot)  # a later save may refill it: it comes after this copy
         self.counters.reloaded += 1
+        if kind == PREFETCH:
+            self.counters.prefetched += 1
+            if entry.job_id is not None and entry.job_id not in self.prefetched_jobs:
+                self.prefetched_jobs.add(entry.job_id)
+                self.version += 1
 
     @contextmanager
     def protecting(self, hashes: Iterable[int]) -> Iterator[None]:
@@ -159,9 +179,16 @@ class KVTier:
             self.free_slots.append(entry.slot)
         self.entries.clear()
         self.by_job.clear()
+        self.prefetched_jobs.clear()
         self.version += 1
 
     # ---- internals ---------------------------------------------------------------------------
+    def _unmark_prefetched(self, job_id: str) -> None:
+        """The job's turn arrived or finished: what was prefetched for it is an ordinary pool block now."""
+        if job_id in self.prefetched_jobs:
+            self.prefetched_jobs.discard(job_id)
+            self.version += 1
+
     def _worth(self, job_id: str | None, stored_at: float) -> float:
         """An entry's worth: its job's last-active time (a job-less entry: when it was stored)."""
         if job_id is None:

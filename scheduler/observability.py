@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from scheduler.kv_cache_manager import KVCacheManager
-from scheduler.kv_tier import LOAD, SAVE
+from scheduler.kv_tier import LOAD, PREFETCH, SAVE
 from scheduler.policy.base import PinStats
 from scheduler.request import Request
 from scheduler.step_io import SchedulerOutput
@@ -56,7 +56,7 @@ def tier_stats(kv: KVCacheManager) -> dict[str, float]:
     if tier is None:
         return {}
     return {"blocks": len(tier.entries), "capacity_blocks": tier.num_slots, **tier.counters.as_dict(),
-            "hit_tokens": tier.counters.reloaded * kv.block_size}
+            "hit_tokens": (tier.counters.reloaded - tier.counters.prefetched) * kv.block_size}
 
 
 def stats_snapshot(s: QueueCounts, pins: PinStats) -> SchedulerStats:
@@ -101,5 +101,6 @@ def step_event(s: QueueCounts, pins: PinStats, step: int, now: float, out: Sched
         "scheduled_running": len(out.scheduled) - len(out.new_req_ids) - len(out.resumed_req_ids),
         "preempted": sorted(out.preempted_req_ids), "tokens": out.total_num_scheduled_tokens,
         **({"tier_blocks": len(s.kv.tier.entries), "tier_saves": sum(c[0] == SAVE for c in out.kv_copies),
-            "tier_loads": sum(c[0] == LOAD for c in out.kv_copies)} if s.kv.tier is not None else {}),
+            "tier_loads": sum(c[0] == LOAD for c in out.kv_copies),
+            "tier_prefetches": sum(c[0] == PREFETCH for c in out.kv_copies)} if s.kv.tier is not None else {}),
     }

@@ -28,6 +28,7 @@ from scheduler.admission_memo import BlockedAdmissionMemo
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.config import SchedulerConfig
 from scheduler.kv_cache_manager import KVCacheManager
+from scheduler.kv_prefetch import Prefetcher, ReturnTimeFn
 from scheduler.observability import QueueCounts, SchedulerStats, stats_snapshot, step_event
 from scheduler.policy import PinTTLFn, make_policy
 from scheduler.request import Request, RequestStatus
@@ -41,7 +42,8 @@ TraceSink = Callable[[dict], None]
 
 class Scheduler(Admission):
     def __init__(self, config: SchedulerConfig, clock: Clock | None = None,
-                 pin_ttl_fn: PinTTLFn | None = None, trace_sink: TraceSink | None = None) -> None:
+                 pin_ttl_fn: PinTTLFn | None = None, trace_sink: TraceSink | None = None,
+                 return_time_fn: ReturnTimeFn | None = None) -> None:
         self.config = config
         self.clock = clock or MonotonicClock()
         self.trace_sink = trace_sink
@@ -49,6 +51,10 @@ class Scheduler(Admission):
         self.kv = KVCacheManager(config.num_blocks, config.block_size, config.enable_prefix_caching,
                                  config.num_offload_blocks, self.clock)
         self.policy = make_policy(config, self.kv, pin_ttl_fn)
+        # With a second tier and the estimator's return times: demoted jobs go back up ahead of their turn.
+        self.prefetcher = (Prefetcher(self.kv, return_time_fn, config.prefetch_horizon)
+                           if self.kv.tier is not None and return_time_fn is not None and config.prefetch_horizon > 0
+                           else None)
         self.waiting = WaitingQueue(self.policy.waiting_key, self.policy.state_version)
         self.admission_memo = BlockedAdmissionMemo(self.kv, self.policy)
         self.running: list[Request] = []
@@ -75,6 +81,8 @@ class Scheduler(Admission):
         self.policy.on_arrival(request)
         if self.kv.tier is not None:
             self.kv.tier.job_active(request.job_id, self.clock.now())
+        if self.prefetcher is not None:
+            self.prefetcher.job_active(request.job_id, request.tenant)
 
     def abort_requests(self, request_ids: Iterable[str]) -> list[Request]:
         """Abort waiting or running requests (unknown ids are ignored); their jobs' pins end too."""
@@ -101,6 +109,8 @@ class Scheduler(Admission):
         """End what the policy holds for a job (the client said the job is over). Idempotent."""
         if self.kv.tier is not None:
             self.kv.tier.job_done(job_id)
+        if self.prefetcher is not None:
+            self.prefetcher.forget(job_id)
         return self.policy.on_job_released(job_id, self.clock.now())
 
     def has_unfinished_requests(self) -> bool:
@@ -112,6 +122,7 @@ class Scheduler(Admission):
         jobs = set(self.policy.stats(self.clock.now()).pinned_jobs)
         if self.kv.tier is not None:
             jobs.update(j for j in self.kv.tier.by_job if j is not None)
+            jobs.update(self.kv.tier.prefetched_jobs)
         return sorted(jobs)
 
     # ---- the step ----------------------------------------------------------------------------
@@ -127,6 +138,8 @@ class Scheduler(Admission):
             step.scheduled, step.budget = decodes, step.budget - len(decodes)
         if not step.preempted:
             self._admit_waiting(step)
+            if self.prefetcher is not None and not len(self.waiting):
+                self.prefetcher.step(step.now, len(self.running))
         return self._emit_output(step)
 
     def _schedule_running(self, step: StepDraft) -> None:
@@ -256,15 +269,23 @@ class Scheduler(Admission):
             self._tenant_requests[req.tenant] = left
         self.waiting.forget(req.request_id)
         self._finished_ids.add(req.request_id)
-        if self.kv.tier is not None and not aborted:
-            if req.is_last_step:
-                self.kv.tier.job_done(req.job_id)
-            else:
-                self.kv.tier.job_active(req.job_id, now)
         if aborted:
             self.kv.free(req)
-        else:
-            self.policy.on_finished(req, now)
+            return
+        if self.kv.tier is not None:
+            self._tell_tier_turn_ended(req, now)
+        self.policy.on_finished(req, now)
+
+    def _tell_tier_turn_ended(self, req: Request, now: float) -> None:
+        """A turn finished: a final one's job is worth nothing to the tier, another's is active again."""
+        if req.is_last_step:
+            self.kv.tier.job_done(req.job_id)  # type: ignore[union-attr]
+            if self.prefetcher is not None:
+                self.prefetcher.forget(req.job_id)
+            return
+        self.kv.tier.job_active(req.job_id, now)  # type: ignore[union-attr]
+        if self.prefetcher is not None:
+            self.prefetcher.job_active(req.job_id, req.tenant)
 
     # ---- observability -----------------------------------------------------------------------
     def stats(self) -> SchedulerStats:

@@ -121,7 +121,10 @@ def _blast(policy: str, seed: int, steps: int = 3000, cap: float | None = None, 
         max_pinned_fraction_per_tenant=rng.choice([1.0, 0.5, 0.25]),
         num_offload_blocks=rng.choice([1, 3, 8, 40]) if tier else 0,
     )
-    s = Scheduler(cfg, clock=clock, pin_ttl_fn=lambda r: rng.choice([0.0, 0.5, 2.0, 10.0]))
+    returns = random.Random(seed + 7)  # expected tool returns for the tier's prefetch: due, later or unknown
+    s = Scheduler(cfg, clock=clock, pin_ttl_fn=lambda r: rng.choice([0.0, 0.5, 2.0, 10.0]),
+                  return_time_fn=lambda job, tenant: returns.choice([None, clock.now() - 1.0, clock.now() + 0.5,
+                                                                    clock.now() + 30.0]))
     _verify_blocked_shortcut(s)
     runner = TruthRunner(s, rng)
     jobs: dict[str, list[int]] = {}

@@ -107,6 +107,11 @@ class JobHooks:
         self._recorded.add(req.request_id)
         return min(decision.ttl, self.probably_final_ttl) if probably_final else decision.ttl
 
+    def expected_return(self, job_id: str, tenant: str | None = None) -> float | None:
+        """When ``job_id``'s pending turn is expected back (clock time; None if no turn is pending): the
+        scheduler's prefetch from the second tier asks this."""
+        return self.estimator_for(tenant).expected_return_time(job_id)
+
     # ---- engine hooks ------------------------------------------------------------------------
     def on_arrival(self, job_id: str, now: float, tenant: str | None = None) -> float:
         """A turn of ``job_id`` arrived; returns the job's first arrival (program-level FCFS key)."""

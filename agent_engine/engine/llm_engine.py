@@ -56,7 +56,8 @@ class LLMEngine:
         self.max_model_len = parts.sched_config.max_model_len
         self.job_hooks = parts.job_hooks
         self.scheduler = Scheduler(
-            parts.sched_config, clock=self.clock, pin_ttl_fn=parts.pin_ttl_fn, trace_sink=parts.trace_sink
+            parts.sched_config, clock=self.clock, pin_ttl_fn=parts.pin_ttl_fn, trace_sink=parts.trace_sink,
+            return_time_fn=self.job_hooks.expected_return,
         )
         self._close_trace: Callable[[], None] | None = parts.close_trace
         self._states: dict[str, RequestState] = {}

@@ -95,10 +95,11 @@ class _StatsCollector(Collector):
 _TIER_GAUGES = {"blocks": "KV blocks held in the second tier", "capacity_blocks": "KV blocks the second tier holds at most",
                 "bytes": "Bytes of host memory the second tier takes"}
 _TIER_COUNTERS = {"stored": "Blocks demoted into the second tier", "reloaded": "Blocks loaded back from the second tier",
+                  "prefetched": "Blocks loaded back ahead of their job's predicted return (part of reloaded)",
                   "dropped": "Second-tier entries evicted (for room, or their job ended)",
                   "refused": "Evicted blocks not demoted (worthless, or every entry worth more)",
                   "cleared": "Second-tier entries forgotten by a prefix-cache reset",
-                  "hit_tokens": "Prompt tokens served by loads from the second tier",
+                  "hit_tokens": "Prompt tokens served by a lookup's loads from the second tier",
                   "load_seconds": "Seconds spent loading blocks back from the second tier",
                   "save_seconds": "Seconds spent copying blocks into the second tier"}
 

@@ -172,8 +172,9 @@ class CostModel:
         return block_size * self._kv_per_token
 
     def tier_load_time(self, num_blocks: int, block_size: int) -> float:
-        """Seconds to load ``num_blocks`` KV blocks from the host tier (per GPU's shard, before the step:
-        a load is not overlapped with compute; saves run on a copy engine and are not charged)."""
+        """Seconds to load ``num_blocks`` KV blocks from the host tier (per GPU's shard). The simulator
+        charges a lookup's loads before the step, a prefetch's only past the compute it overlaps; saves
+        run on a copy engine and are not charged."""
         rate = self.consts.host_bytes_per_s
         return num_blocks * self.block_bytes(block_size) / rate if rate > 0 and num_blocks else 0.0
 

@@ -52,7 +52,7 @@ from scheduler import (
     SchedulerOutput,
     policy_class,
 )
-from scheduler.kv_tier import LOAD
+from scheduler.kv_tier import LOAD, PREFETCH
 
 __all__ = ["build_scheduler", "build_tracker", "simulate"]
 
@@ -91,7 +91,7 @@ def build_tracker(engine: EngineConfig, cost: CostModel, clock: FakeClock, max_m
 def build_scheduler(cfg: SimConfig, clock: FakeClock, tracker: JobHooks) -> Scheduler:
     """The real scheduler under ``cfg``'s limits; CONTINUUM asks ``tracker`` for pin TTLs."""
     pin_ttl = tracker.pin_ttl if policy_class(cfg.engine.policy).uses_pins else None
-    return Scheduler(cfg.scheduler_config(), clock=clock, pin_ttl_fn=pin_ttl)
+    return Scheduler(cfg.scheduler_config(), clock=clock, pin_ttl_fn=pin_ttl, return_time_fn=tracker.expected_return)
 
 
 class _Simulation:
@@ -146,8 +146,11 @@ class _Simulation:
 
     def _step(self, out: SchedulerOutput) -> None:
         """Run one scheduled batch: advance the clock by its cost, then finish what it finished."""
-        loads = sum(1 for c in out.kv_copies if c[0] == LOAD)
-        dt = self.cost.step_time(chunks_of(out.scheduled)) + self.cost.tier_load_time(loads, self.cfg.engine.block_size)
+        dt = compute = self.cost.step_time(chunks_of(out.scheduled))
+        if out.kv_copies:  # a lookup's loads come before the step; prefetches overlap its compute
+            bs = self.cfg.engine.block_size
+            dt += self.cost.tier_load_time(sum(1 for c in out.kv_copies if c[0] == LOAD), bs)
+            dt += max(0.0, self.cost.tier_load_time(sum(1 for c in out.kv_copies if c[0] == PREFETCH), bs) - compute)
         self.res.steps += 1
         self.res.busy_seconds += dt
         self.res.computed_tokens += out.total_num_scheduled_tokens
