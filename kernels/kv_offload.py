@@ -9,8 +9,10 @@ head_dim]`` for K and for V, in one of three forms:
 - ``bfloat16``: half the bytes of a float32 pool (rounding to 8 mantissa bits);
 - ``int8``: a quarter of float32, symmetric 8-bit with one float32 scale per (slot, head).
 
-On CUDA the store is pinned host memory and the copies are synchronous, before the forward pass (not
-yet overlapped with compute on a side stream). Invariants: ``apply`` keeps the listed order between
+On CPU the copies of a run of saves or loads are one C++ call over every layer (``kv_tier_copy``,
+bit-identical to the torch path it replaces, which stays as the fallback). On CUDA the store is pinned
+host memory and the copies are synchronous, before the forward pass (not yet overlapped with compute
+on a side stream). Invariants: ``apply`` keeps the listed order between
 saves and loads; of several saves into one slot between two loads only the last is kept (the earlier
 entries were evicted before anyone could load them).
 """
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 
 import torch
 
+from kernels.cpu_ops import use_cpp
 from scheduler.kv_tier import OFFLOAD_DTYPES, SAVE
 
 __all__ = ["OFFLOAD_DTYPES", "HostKVStore", "store_bytes_per_block"]
@@ -66,6 +69,10 @@ class HostKVStore:
         self.nbytes = sum(t.numel() * t.element_size() for pair in self.data for t in pair)
         self.nbytes += sum(t.numel() * 4 for pair in self.scales for t in pair) if self.scales else 0
         self.save_seconds = 0.0  # time spent copying blocks into the store
+        self.fused = use_cpp(k0.device) and (self.dtype == k0.dtype or k0.dtype == torch.float32)
+        self._flat_pool = [t for pair in kv_caches for t in pair]
+        self._flat_store = [t for pair in self.data for t in pair]
+        self._flat_scales = [t for pair in self.scales for t in pair] if self.scales else []
         self.load_seconds = 0.0  # and back into the pool
 
     def apply(self, copies: Sequence[tuple[int, int, int]]) -> None:
@@ -87,6 +94,10 @@ class HostKVStore:
 
     def _save(self, blocks: list[int], slots: list[int]) -> None:
         last = {s: b for b, s in zip(blocks, slots, strict=True)}  # a slot written twice: the last wins
+        if self.fused:
+            torch.ops.agent_engine.kv_tier_copy(self._flat_pool, self._flat_store, self._flat_scales,
+                                                list(last.values()), list(last), True)
+            return
         device = self.kv_caches[0][0].device
         src = torch.tensor(list(last.values()), dtype=torch.int64, device=device)
         dst = torch.tensor(list(last), dtype=torch.int64)
@@ -101,6 +112,10 @@ class HostKVStore:
 
     def _load(self, slots: list[int], blocks: list[int]) -> None:
         last = {b: s for s, b in zip(slots, blocks, strict=True)}
+        if self.fused:
+            torch.ops.agent_engine.kv_tier_copy(self._flat_pool, self._flat_store, self._flat_scales,
+                                                list(last.values()), list(last), False)
+            return
         device = self.kv_caches[0][0].device
         src = torch.tensor(list(last.values()), dtype=torch.int64)
         dst = torch.tensor(list(last), dtype=torch.int64, device=device)

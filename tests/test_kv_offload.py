@@ -11,6 +11,7 @@ from agent_engine.config import EngineConfig
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.server.metrics import ServerMetrics
 from kernels import allocate_kv_caches
+from kernels.cpp_build import load_cpu_ops
 from kernels.kv_offload import HostKVStore, store_bytes_per_block
 from scheduler.kv_tier import LOAD, SAVE
 
@@ -22,6 +23,33 @@ def _caches(seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
         k.copy_(torch.randn(k.shape, generator=g))
         v.copy_(torch.randn(v.shape, generator=g))
     return caches
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("pool_dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("kind", ["auto", "bfloat16", "int8"])
+def test_the_fused_cpu_copy_is_bit_identical_to_the_torch_path(kind: str, pool_dtype: torch.dtype) -> None:
+    """``kv_tier_copy`` (one C++ call over every layer) and the per-layer torch ops store and load the same
+    bits; a combination the kernel does not take (int8 of a bfloat16 pool) stays on the torch path."""
+    copies = [(SAVE, 1, 2), (SAVE, 3, 0), (SAVE, 2, 2), (LOAD, 2, 4), (LOAD, 0, 5), (SAVE, 5, 1), (LOAD, 1, 1)]
+    results = []
+    for fused in (True, False):
+        caches = [(k.to(pool_dtype), v.to(pool_dtype)) for k, v in _caches(seed=3)]
+        for k, _ in caches:  # block 3, head 0: absmax 127, so scale 1 and these sit exactly on halves
+            k[3, :, 0, :] = 0.25
+            k[3, 0, 0, :5] = torch.tensor([0.5, -0.5, 1.5, -2.5, 127.0]).to(pool_dtype)
+        store = HostKVStore(3, caches, kind)
+        if not fused:
+            store.fused = False
+        else:
+            assert store.fused == (load_cpu_ops() and not (kind == "int8" and pool_dtype == torch.bfloat16))
+        store.apply(copies)
+        results.append((caches, store))
+    (fc, fs), (tc, ts) = results
+    for (fk, fv), (tk, tv) in zip(fc, tc, strict=True):
+        assert torch.equal(fk, tk) and torch.equal(fv, tv)
+    for (fk, fv), (tk, tv) in zip(fs.data, ts.data, strict=True):
+        assert torch.equal(fk[:2], tk[:2]) and torch.equal(fv[:2], tv[:2])  # slot 2 was loaded and refilled
 
 
 @pytest.mark.core

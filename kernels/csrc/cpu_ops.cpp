@@ -1,5 +1,6 @@
 // CPU kernels of the engine's decoder step, registered as torch ops ``agent_engine::*`` (the
-// elementwise ones here; paged attention in paged_attention.cpp).
+// elementwise ones here; paged attention in paged_attention.cpp, the second tier's block copies in
+// kv_tier_copy.cpp).
 //
 // Built at first use by kernels/cpp_build.py (the system g++, torch's headers); every op has a torch
 // fallback in kernels/cpu_ops.py with the same contract, which the tests compare against.
@@ -150,6 +151,8 @@ TORCH_LIBRARY(agent_engine, m) {
   m.def("panel_linear(Tensor(a!) out, Tensor x, Tensor panels) -> ()");
   m.def("rotary_and_cache(Tensor(a!) qkv, Tensor cos, Tensor sin, Tensor(b!) k_cache, Tensor(c!) v_cache, "
         "Tensor slot_mapping, int hq, int hk) -> ()");
+  m.def("kv_tier_copy(Tensor(a!)[] pool, Tensor(b!)[] store, Tensor(c!)[] scales, int[] src, int[] dst, "
+        "bool save) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(agent_engine, CPU, m) {
