@@ -4,7 +4,9 @@ Invariants:
 - ``best_tau`` returns 0 or one of the recorded durations; on ties the smallest tau wins, so a
   zero-gain or all-losing case returns 0 (don't pin).
 - Cold start: fewer than ``cold_start_samples`` samples in total -> ``default_ttl``; fewer for the
-  tool (or no tool named) -> the CDF over all tools; otherwise the tool's own CDF.
+  tool (or no tool named) -> the CDF over all tools; otherwise the tool's own CDF. With a second tier
+  the cold-start TTL is also at most the gain (a miss's load): whatever the distribution, a pin longer
+  than the gain can only lose (``P(tau) * gain - tau < 0`` past it), and the gain is known from start-up.
 - Every policy's result is ``cap_ttl``-ed: >= 0, not NaN and <= ``ttl_hint`` when a hint is given.
 """
 
@@ -107,6 +109,7 @@ class PaperTTLPolicy:
     def ttl(self, req: TTLRequest) -> float:
         dist, self.last_source = self.distribution(req)
         if dist is None:
-            return cap_ttl(self.default_ttl, req.ttl_hint)
+            bound = self.gain(req) if self.tier_reload_cost is not None else math.inf
+            return cap_ttl(min(self.default_ttl, bound), req.ttl_hint)
         tau, _ = best_tau(dist, self.gain(req))
         return cap_ttl(tau, req.ttl_hint)

@@ -311,3 +311,14 @@ def test_reload_cost_is_corrected_by_reloads_measured_under_load() -> None:
     est.record_reload(500, 0.1)  # faster than the profile never shrinks R below the profile
     assert est.paper.gain(req) == pytest.approx((3 + 5 + 0.2) / 3)
     assert est.snapshot()["reload_scale"] == pytest.approx((3 + 5 + 0.2) / 3)
+
+
+def test_with_a_second_tier_the_cold_start_ttl_is_at_most_the_gain() -> None:
+    # No durations yet: the default TTL (2 s), but with a tier a pin longer than the load it saves can only
+    # lose, so it is cut to the gain: 1,000 tokens loaded back at 1e-5 s each -> 0.01 s.
+    est, _ = make(reload_cost=ReloadCostModel(0.0, 1e-4, 0.0), default_ttl=2.0)
+    assert est.ttl("bash:f", 1000, 1) == 2.0
+    est.set_tier_reload_cost(ReloadCostModel(0.0, 1e-5, 0.0))
+    assert est.ttl("bash:f", 1000, 1) == pytest.approx(0.01)
+    est.set_tier_reload_cost(ReloadCostModel(0.0, 1.0, 0.0))  # a slow tier: the load never beats recompute (0.1 s)
+    assert est.ttl("bash:f", 1000, 1) == pytest.approx(0.1)
