@@ -45,11 +45,15 @@ SERVING_CPU_TOKEN_BUDGET = 256
 
 
 
+GGUF_WEIGHTS = ("native", "float32")
+
 _HELP = {
     "model": "local HF folder (config.json, safetensors, tokenizer.json), a .gguf file (converted once) or a "
              "known name: smollm2 (SmolLM2-135M-Instruct); default: the embedded model",
     "served_model_name": "model name reported by the API (default: folder name)",
     "dtype": "float32 | bfloat16 | float16 | auto",
+    "gguf_weights": "a .gguf model's matmul weights: native (kept in the file's quantized blocks, multiplied "
+                    "by the C++ kernels on CPU; float32 only) | float32 (dequantized)",
     "device": "auto | cpu | cuda[:N]",
     "seed": "engine seed for sampling without a per-request seed",
     "block_size": "tokens per KV block",
@@ -103,6 +107,7 @@ class EngineConfig:
     model: str | None = None
     served_model_name: str | None = None
     dtype: str = "float32"
+    gguf_weights: str = "native"
     device: str = "auto"
     seed: int = 0
     block_size: int = 16
@@ -134,6 +139,8 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
+        if self.gguf_weights not in GGUF_WEIGHTS:
+            raise ValueError(f"gguf_weights must be one of {GGUF_WEIGHTS}, got {self.gguf_weights!r}")
         policy_class(self.policy)  # ValueError naming the known policies
         if self.ttl_policy not in TTL_POLICY_NAMES:
             raise ValueError(f"ttl_policy must be one of {TTL_POLICY_NAMES}, got {self.ttl_policy!r}")

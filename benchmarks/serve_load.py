@@ -97,6 +97,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")], default=[],
                     help="comma list of --max-num-batched-tokens values: one server of ours per value, named "
                          "agent-engine@N, side by side (default: one server with the serving default)")
+    ap.add_argument("--gguf-weights", type=lambda s: s.split(","), default=["native"],
+                    help="with a .gguf or named --model: comma list of our weight forms, one server each, side "
+                         "by side (native: the file's quantized blocks; float32: dequantized) (default: native)")
     ap.add_argument("--settle", type=float, default=1.0,
                     help="seconds of quiet before each server's turn (default 1)")
     ap.add_argument("--num-kv-blocks", type=int, default=1024, help="our KV pool in 16-token blocks (default 1024)")
@@ -118,10 +121,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--repeats must be >= 1")
     if args.settle < 0:
         raise ValueError("--settle must be >= 0 seconds")
-    args.model = resolve_bench_model(args.model)
+    args.model_spec, args.model = args.model, resolve_bench_model(args.model)
     with contextlib.ExitStack() as stack:
-        servers = {name: stack.enter_context(_start_ours(args, budget, name))
-                   for name, budget in _our_servers(args.budgets).items()}
+        servers = {name: stack.enter_context(_start_ours(args, budget, form, name))
+                   for name, (budget, form) in _our_servers(args.budgets, args.gguf_weights).items()}
         if args.vllm_python:
             try:
                 servers["vllm-cpu"] = stack.enter_context(_start_vllm(args))
@@ -132,23 +135,31 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _our_servers(budgets: list[int]) -> dict[str, int | None]:
-    """Our servers by name: one per token budget (``agent-engine@N``), or one with the default."""
+def _our_servers(budgets: list[int], forms: list[str]) -> dict[str, tuple[int | None, str]]:
+    """Our servers by name: one per token budget (``agent-engine@N``; or one with the default) and GGUF
+    weight form (a ``+form`` suffix when there are several)."""
     if any(b < 1 for b in budgets):
         raise ValueError(f"--budgets must be positive token counts, got {budgets}")
-    return {f"agent-engine@{b}": b for b in budgets} or {"agent-engine": None}
+    if not forms or any(f not in ("native", "float32") for f in forms):
+        raise ValueError(f"--gguf-weights takes native and float32, got {forms}")
+    by_budget: dict[str, int | None] = {f"agent-engine@{b}": b for b in budgets} or {"agent-engine": None}
+    return {name + (f"+{form}" if len(forms) > 1 else ""): (budget, form)
+            for name, budget in by_budget.items() for form in forms}
 
 
-def engine_flags(args: argparse.Namespace, budget: int | None) -> list[str]:
-    """Our server's engine flags: the run's model, pool and limits, and ``budget`` tokens per step
-    (None: the server's default)."""
-    flags = ["--model", args.model, "--num-kv-blocks", str(args.num_kv_blocks), "--block-size", "16",
-             "--max-model-len", str(args.max_model_len), "--max-num-seqs", str(max(args.concurrency))]
+def engine_flags(args: argparse.Namespace, budget: int | None, form: str = "native") -> list[str]:
+    """Our server's engine flags: the run's model (as named, so a GGUF's native weights are found; its
+    converted folder for float32), pool and limits, and ``budget`` tokens per step (None: the default)."""
+    spec = getattr(args, "model_spec", None)
+    model = spec if spec is not None and form == "native" else args.model
+    flags = ["--model", model, "--gguf-weights", form, "--num-kv-blocks", str(args.num_kv_blocks),
+             "--block-size", "16", "--max-model-len", str(args.max_model_len),
+             "--max-num-seqs", str(max(args.concurrency))]
     return flags if budget is None else [*flags, "--max-num-batched-tokens", str(budget)]
 
 
-def _start_ours(args: argparse.Namespace, budget: int | None, name: str) -> ServerProcess:
-    return start_engine_server(engine_flags(args, budget), Path(args.log_dir) / f"{name}.log",
+def _start_ours(args: argparse.Namespace, budget: int | None, form: str, name: str) -> ServerProcess:
+    return start_engine_server(engine_flags(args, budget, form), Path(args.log_dir) / f"{name}.log",
                                startup_timeout=args.startup_timeout)
 
 

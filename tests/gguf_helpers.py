@@ -1,8 +1,9 @@
 """Tiny GGUF files for tests: a 2-layer Llama written the way llama.cpp writes one, and broken files.
 
 ``write_tiny_llama_gguf`` writes float32 tensors (so a conversion must give back the exact weights),
-the embedded default model's byte-level BPE vocabulary as a ``gpt2`` tokenizer, and ``CHAT_TEMPLATE``.
-It returns the Hugging Face state dict the file encodes.
+or, with ``quant``, some matmul weights in GGUF quantized types; the embedded default model's
+byte-level BPE vocabulary as a ``gpt2`` tokenizer, and ``CHAT_TEMPLATE``. It returns the Hugging Face
+state dict the file encodes (before any quantization).
 """
 
 from __future__ import annotations
@@ -72,9 +73,12 @@ def _vocab() -> tuple[list[str], list[int], list[str]]:
     return tokens, types, merges
 
 
-def write_tiny_llama_gguf(path: Path, arch: str = "llama") -> dict[str, torch.Tensor]:
-    """Write a tiny float32 GGUF of architecture ``arch``; return the HF state dict it holds."""
-    from gguf import GGUFWriter
+def write_tiny_llama_gguf(path: Path, arch: str = "llama", quant: dict[str, int] | None = None) -> dict[str, torch.Tensor]:
+    """Write a tiny GGUF of architecture ``arch``; return the HF state dict it holds. ``quant`` maps a
+    tensor-name part (``attn_q``, ``output``) to the GGML type its tensors are stored in (gguf-py's
+    quantizers: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0); the rest is float32."""
+    from gguf import GGMLQuantizationType, GGUFWriter
+    from gguf.quants import quantize
 
     tokens, types, merges = _vocab()
     sd = tiny_llama_state_dict(len(tokens))
@@ -98,7 +102,12 @@ def write_tiny_llama_gguf(path: Path, arch: str = "llama") -> dict[str, torch.Te
     w.add_eos_token_id(EOS_ID)
     w.add_chat_template(CHAT_TEMPLATE)
     for name, arr in _gguf_tensors(sd).items():
-        w.add_tensor(name, arr)
+        qtype = (quant or {}).get(name.split(".")[-2])
+        if qtype is None:
+            w.add_tensor(name, arr)
+        else:
+            kind = GGMLQuantizationType(qtype)
+            w.add_tensor(name, quantize(arr, kind), raw_dtype=kind)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

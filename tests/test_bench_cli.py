@@ -124,10 +124,10 @@ def test_scheduler_benchmark_tiny_run(tmp_path: Path) -> None:
     assert payload["breakdown"]["num_running"] == 8 and len(parts) == 6 and min(parts.values()) > 0
 
 
-def test_serve_budgets_name_one_server_each() -> None:
+def test_serve_budgets_and_weight_forms_name_one_server_each() -> None:
     from benchmarks.serve_load import _our_servers, add_arguments, engine_flags, turn_order
 
-    assert _our_servers([]) == {"agent-engine": None}
+    assert _our_servers([], ["native"]) == {"agent-engine": (None, "native")}
     ap = argparse.ArgumentParser()
     add_arguments(ap)
     args = ap.parse_args(["--model", "m", "--budgets", "256,2048"])
@@ -136,9 +136,16 @@ def test_serve_budgets_name_one_server_each() -> None:
     servers = {"a": 1, "b": 2, "c": 3}
     assert [[name for name, _ in turn_order(servers, r)] for r in range(4)] == [  # type: ignore[arg-type]
         ["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
-    assert _our_servers([256, 2048]) == {"agent-engine@256": 256, "agent-engine@2048": 2048}
+    assert _our_servers([256, 2048], ["native"]) == {"agent-engine@256": (256, "native"),
+                                                    "agent-engine@2048": (2048, "native")}
+    assert list(_our_servers([], ["native", "float32"])) == ["agent-engine+native", "agent-engine+float32"]
+    args.model_spec, args.model = "qwen2.5-coder-0.5b", "/cache/Qwen"  # native serves the file, float32 the folder
+    assert engine_flags(args, None, "native")[:4] == ["--model", "qwen2.5-coder-0.5b", "--gguf-weights", "native"]
+    assert engine_flags(args, None, "float32")[:4] == ["--model", "/cache/Qwen", "--gguf-weights", "float32"]
     with pytest.raises(ValueError, match="budgets"):
-        _our_servers([0])
+        _our_servers([0], ["native"])
+    with pytest.raises(ValueError, match="gguf-weights"):
+        _our_servers([], ["int4"])
     from benchmarks.serve_load import run
 
     for bad, match in ((["--settle", "-1"], "settle"), (["--repeats", "0"], "repeats")):

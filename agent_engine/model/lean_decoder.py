@@ -14,6 +14,9 @@ Invariants:
   o_proj biases, per-head norms, a non-CPU device.
 - With the C++ kernels on, every matmul weight (LM head included) also gets a copy packed in column
   panels (``kernels.prepack``) when memory allows, and every step multiplies by that copy.
+- After :meth:`LeanDecoder.use_quantized`, the matmuls it was given multiply by their GGUF blocks
+  (``kernels.quant``) and their panel copies are dropped; the float32 weights stay (the HF modules and
+  the embedding use them).
 - Rotary cos/sin come from the model's own ``rotary_emb`` (any rope scaling type); for the static types
   a table over positions is computed once and grown on demand.
 """
@@ -30,6 +33,7 @@ import torch.nn.functional as F
 from kernels import AttentionMetadata, paged_attention
 from kernels.cpu_ops import linear, rms_norm, rotary_and_cache, silu_and_mul, use_cpp
 from kernels.prepack import pack_weight, prepack_allowed
+from kernels.quant import QuantMatmul, quant_matmul
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +53,7 @@ class _Layer:
     eps1: float
     eps2: float
     packed: dict[str, torch.Tensor] = field(default_factory=dict)  # panel-packed copies by weight name
+    quant: dict[str, QuantMatmul] = field(default_factory=dict)  # GGUF blocks by weight name
 
     MATMULS = ("qkv_w", "o_w", "gate_up_w", "down_w")
 
@@ -110,6 +115,7 @@ class LeanDecoder:
         head = model.get_output_embeddings()
         self.head_w, self.head_b = head.weight, getattr(head, "bias", None)
         self.head_packed: torch.Tensor | None = None
+        self.head_quant: QuantMatmul | None = None
         self.cpp = use_cpp(self.embed.device)
         if self.cpp:
             self._prepack()
@@ -125,6 +131,27 @@ class LeanDecoder:
                 if packed is not None:
                     layer.packed[name] = packed
         self.head_packed = pack_weight(self.head_w)
+
+    def use_quantized(self, matmuls: dict[str, QuantMatmul]) -> None:
+        """Multiply by GGUF blocks from now on: keys ``layers.<i>.<matmul>`` and ``head_w``
+        (``agent_engine.model.gguf_weights``); CPU float32 with the C++ kernels only."""
+        if not self.cpp or self.embed.dtype != torch.float32:
+            raise ValueError("quantized GGUF weights need the C++ CPU kernels and a float32 model")
+        for key, matmul in matmuls.items():
+            if key == "head_w":
+                self.head_quant, self.head_packed = matmul, None
+                continue
+            _, index, name = key.split(".")
+            layer = self.layers[int(index)]
+            layer.quant[name] = matmul
+            layer.packed.pop(name, None)
+
+    def _matmul(self, layer: _Layer, name: str, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``x @ W^T (+ bias)`` for the layer's weight ``name``: its GGUF blocks, else float32."""
+        quant = layer.quant.get(name)
+        if quant is not None:
+            return quant_matmul(x, quant, bias)
+        return linear(x, getattr(layer, name), bias, self.cpp, layer.packed.get(name))
 
     @classmethod
     def build(cls, model: torch.nn.Module) -> LeanDecoder | None:
@@ -177,11 +204,10 @@ class LeanDecoder:
             h = rms_norm(residual if delta is None else delta, layer.ln1, layer.eps1,
                          None if delta is None else residual, self.cpp)
             attn = self._attention(layer, h, cos, sin, k_cache, v_cache, metadata)
-            packed = layer.packed
-            delta = linear(attn, layer.o_w, None, self.cpp, packed.get("o_w"))
+            delta = self._matmul(layer, "o_w", attn)
             h = rms_norm(delta, layer.ln2, layer.eps2, residual, self.cpp)
-            gate_up = linear(h, layer.gate_up_w, None, self.cpp, packed.get("gate_up_w"))
-            delta = linear(silu_and_mul(gate_up, self.cpp), layer.down_w, None, self.cpp, packed.get("down_w"))
+            gate_up = self._matmul(layer, "gate_up_w", h)
+            delta = self._matmul(layer, "down_w", silu_and_mul(gate_up, self.cpp))
         assert delta is not None
         if rows.numel() != residual.shape[0]:
             residual, delta = residual.index_select(0, rows), delta.index_select(0, rows)
@@ -191,7 +217,7 @@ class LeanDecoder:
                    k_cache: torch.Tensor, v_cache: torch.Tensor, metadata: AttentionMetadata) -> torch.Tensor:
         """QKV, rotary, KV write and paged attention: ``[T, Hq * D]``."""
         hq, hk, d = self.num_q_heads, self.num_kv_heads, self.head_dim
-        qkv = linear(h, layer.qkv_w, layer.qkv_b, self.cpp, layer.packed.get("qkv_w"))
+        qkv = self._matmul(layer, "qkv_w", h, layer.qkv_b)
         rotary_and_cache(qkv, cos, sin, k_cache, v_cache, metadata.slot_mapping, hq, hk, self.cpp)
         tokens = qkv.shape[0]
         heads = qkv.view(tokens, hq + 2 * hk, d)
@@ -200,4 +226,6 @@ class LeanDecoder:
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The LM head on final-normed ``hidden`` ``[R, H]``: ``[R, V]`` in the model dtype."""
+        if self.head_quant is not None:
+            return quant_matmul(hidden.contiguous(), self.head_quant, self.head_b)
         return linear(hidden, self.head_w, self.head_b, self.cpp, self.head_packed)

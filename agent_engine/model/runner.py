@@ -17,19 +17,24 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from agent_engine.model.attention import KV_CACHES_KWARG, METADATA_KWARG, use_paged_attention
+from agent_engine.model.gguf_weights import quantized_matmuls
 from agent_engine.model.lean_decoder import LeanDecoder
 from agent_engine.model.sampler import Sampler, SamplerOutput, TokenBitmask
 from kernels import AttentionWorkspace, allocate_kv_caches, build_attention_metadata
 from kernels.kv_offload import HostKVStore
 from scheduler.kv_tier import LOAD
 from scheduler.step_io import ModelRunnerOutput, SchedulerOutput
+
+logger = logging.getLogger(__name__)
 
 
 def kv_shape_from_config(config: Any) -> tuple[int, int, int]:
@@ -80,6 +85,16 @@ class ModelRunner:
         self.sampler = Sampler(self.device, seed)
         self.workspace = AttentionWorkspace()
         self.last_logits: torch.Tensor | None = None
+
+    def use_gguf_weights(self, gguf_path: Path) -> bool:
+        """Multiply by the GGUF file's quantized matmul weights from now on (CPU float32 lean decoder
+        with the C++ kernels; elsewhere a log line and False): see ``model.gguf_weights``."""
+        if self.lean is None or not self.lean.cpp or self.dtype != torch.float32:
+            logger.warning("GGUF weights stay dequantized: native weights need the lean CPU decoder, the C++ "
+                           "kernels and float32")
+            return False
+        self.lean.use_quantized(quantized_matmuls(gguf_path, self.lean))
+        return True
 
     @staticmethod
     def kv_cache_bytes_per_block(config: Any, block_size: int, dtype: torch.dtype) -> int:

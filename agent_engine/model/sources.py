@@ -125,6 +125,17 @@ def resolve_model(spec: str | os.PathLike[str] | None) -> Path | None:
                      f"or one of the known names {sorted(KNOWN_MODELS)}")
 
 
+def gguf_source(spec: str | os.PathLike[str] | None) -> Path | None:
+    """The GGUF file a ``--model`` value names (a known name or a ``.gguf`` path), else None."""
+    if spec is None:
+        return None
+    text = os.fspath(spec)
+    if text in KNOWN_MODELS:
+        return known_model_gguf(KNOWN_MODELS[text])
+    path = Path(text).expanduser()
+    return check_gguf_file(path) if path.suffix.lower() == ".gguf" else None
+
+
 def known_model_dir(name: str) -> Path:
     """The converted folder of the named model (fetched and converted on first use)."""
     if name not in KNOWN_MODELS:

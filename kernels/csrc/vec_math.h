@@ -24,6 +24,13 @@ inline float dot(const float* a, const float* b, int64_t n) {
 }
 
 #ifdef AE_AVX2
+// The sum of the eight lanes.
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
 // exp(x) for 8 floats (Cephes' expf polynomial, relative error ~1e-7); x below -87 gives ~0.
 inline __m256 exp8(__m256 x) {
   x = _mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f));
