@@ -7,29 +7,31 @@ offset per group: unpacking costs a widen, a convert and one fma per eight weigh
 :class:`QuantMatmul` is a fused matmul of such parts (QKV whose V has another type than Q and K).
 
 Invariants:
-- ``dequantize()`` gives the float32 weights of gguf-py's ``dequantize`` bit for bit (tests compare),
+- ``dequantize()`` gives the float32 weights of gguf-py's ``dequantize`` bit for bit (tests compare; a
+  Q4_0 zero may be +0 where gguf-py has -0),
   so a product differs from the dequantized model's only in summation order.
 - :func:`quant_matmul` takes steps of at most ``QUANT_LINEAR_MAX_ROWS`` rows through ``quant_linear``
-  (each block read once per eight rows, dequantized in registers); longer ones (prefill) dequantize the
-  weight into a temporary float32 copy and use the float32 matmul, where the copy costs a few percent.
+  (each weight unpacked once per eight rows, in registers); longer ones (prefill) dequantize the weight
+  a chunk of output features at a time into one reused per-thread buffer and use the float32 matmul,
+  where the unpacking costs a few percent.
 - Only the types in ``GGML_BLOCKS`` are served natively; others stay with the float32 path (the loader
   decides, per matmul).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 # GGML type id -> (name, weights per block, bytes per block): the types quant_linear.cpp implements.
 GGML_BLOCKS: dict[int, tuple[str, int, int]] = {
     2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20), 6: ("Q5_0", 32, 22), 7: ("Q5_1", 32, 24),
     8: ("Q8_0", 32, 34), 12: ("Q4_K", 256, 144), 14: ("Q6_K", 256, 210),
 }
-QUANT_LINEAR_MAX_ROWS = 16  # up to here quant_linear beats dequantize + float32 matmul (bench kernels)
+QUANT_LINEAR_MAX_ROWS = 48  # up to here quant_linear beats dequantize + float32 matmul (bench quant)
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ class QuantWeight:
         return sum(t.numel() * t.element_size() for t in (self.q, self.scales, self.offsets))
 
     def dequantize(self) -> torch.Tensor:
-        """The float32 ``[N, K]`` weights (gguf-py's values, bit for bit)."""
+        """The float32 ``[N, K]`` weights (gguf-py's values, bit for bit but for the sign of a zero)."""
         out = torch.empty(self.out_features, self.in_features, dtype=torch.float32)
         torch.ops.agent_engine.quant_dequantize(out, self.q, self.scales, self.offsets)
         return out
@@ -131,7 +133,33 @@ class QuantMatmul:
 def quant_matmul(x: torch.Tensor, weight: QuantMatmul, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear(x, weight.dequantize(), bias)`` for a contiguous float32 ``[M, K]`` ``x`` on CPU."""
     if x.shape[0] > QUANT_LINEAR_MAX_ROWS:
-        return F.linear(x, weight.dequantize(), bias)
-    outs = [part.linear(x) for part in weight.parts]
-    out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
+        out = torch.cat([_dequantized_linear(x, part) for part in weight.parts], dim=1)
+    else:
+        outs = [part.linear(x) for part in weight.parts]
+        out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
     return out if bias is None else out.add_(bias)
+
+
+DEQUANT_CHUNK_FLOATS = 1 << 22  # 16 MiB of float32 weights dequantized at a time (a reused buffer)
+_workspace = threading.local()
+
+
+def _dequantized_linear(x: torch.Tensor, part: QuantWeight) -> torch.Tensor:
+    """``x @ W^T`` by the float32 matmul on ``W`` dequantized a chunk of output features at a time into
+    one reused buffer (a fresh buffer per call would page-fault on every step)."""
+    n, k = part.out_features, part.in_features
+    chunk = max(1, min(n, DEQUANT_CHUNK_FLOATS // k))
+    buffer = getattr(_workspace, "buffer", None)
+    if buffer is None or buffer.numel() < chunk * k:
+        buffer = _workspace.buffer = torch.empty(chunk * k, dtype=torch.float32)
+    out = x.new_empty(x.shape[0], n)
+    for n0 in range(0, n, chunk):
+        n1 = min(n, n0 + chunk)
+        w = buffer[: (n1 - n0) * k].view(n1 - n0, k)
+        offsets = part.offsets[n0:n1] if part.offsets.numel() else part.offsets
+        torch.ops.agent_engine.quant_dequantize(w, part.q[n0:n1], part.scales[n0:n1], offsets)
+        if n1 - n0 == n:
+            torch.mm(x, w.t(), out=out)
+        else:
+            out[:, n0:n1] = torch.mm(x, w.t())
+    return out

@@ -14,9 +14,10 @@ Invariants:
   o_proj biases, per-head norms, a non-CPU device.
 - With the C++ kernels on, every matmul weight (LM head included) also gets a copy packed in column
   panels (``kernels.prepack``) when memory allows, and every step multiplies by that copy.
-- After :meth:`LeanDecoder.use_quantized`, the matmuls it was given multiply by their GGUF blocks
-  (``kernels.quant``) and their panel copies are dropped; the float32 weights stay (the HF modules and
-  the embedding use them).
+- After :meth:`LeanDecoder.use_quantized`, the matmuls it was given multiply steps of at most
+  ``QUANT_DECODE_MAX_ROWS`` rows (decode of a few streams, bound by the weights read and unpacked per
+  token) by their GGUF blocks (``kernels.quant``); longer steps (prefill, many streams: bound by the
+  FMA units) keep the float32 path, whose weights and panels stay loaded.
 - Rotary cos/sin come from the model's own ``rotary_emb`` (any rope scaling type); for the static types
   a table over positions is computed once and grown on demand.
 """
@@ -34,6 +35,10 @@ from kernels import AttentionMetadata, paged_attention
 from kernels.cpu_ops import linear, rms_norm, rotary_and_cache, silu_and_mul, use_cpp
 from kernels.prepack import pack_weight, prepack_allowed
 from kernels.quant import QuantMatmul, quant_matmul
+
+# Up to here a step's matmuls run on the quantized weights; past it the float32 panels are faster
+# (quant_linear's unpacking costs about as much as the FMAs it feeds once eight rows share it).
+QUANT_DECODE_MAX_ROWS = 8
 
 logger = logging.getLogger(__name__)
 
@@ -139,17 +144,15 @@ class LeanDecoder:
             raise ValueError("quantized GGUF weights need the C++ CPU kernels and a float32 model")
         for key, matmul in matmuls.items():
             if key == "head_w":
-                self.head_quant, self.head_packed = matmul, None
+                self.head_quant = matmul
                 continue
             _, index, name = key.split(".")
-            layer = self.layers[int(index)]
-            layer.quant[name] = matmul
-            layer.packed.pop(name, None)
+            self.layers[int(index)].quant[name] = matmul
 
     def _matmul(self, layer: _Layer, name: str, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ W^T (+ bias)`` for the layer's weight ``name``: its GGUF blocks, else float32."""
         quant = layer.quant.get(name)
-        if quant is not None:
+        if quant is not None and x.shape[0] <= QUANT_DECODE_MAX_ROWS:
             return quant_matmul(x, quant, bias)
         return linear(x, getattr(layer, name), bias, self.cpp, layer.packed.get(name))
 
@@ -226,6 +229,6 @@ class LeanDecoder:
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The LM head on final-normed ``hidden`` ``[R, H]``: ``[R, V]`` in the model dtype."""
-        if self.head_quant is not None:
+        if self.head_quant is not None and hidden.shape[0] <= QUANT_DECODE_MAX_ROWS:
             return quant_matmul(hidden.contiguous(), self.head_quant, self.head_b)
         return linear(hidden, self.head_w, self.head_b, self.cpp, self.head_packed)

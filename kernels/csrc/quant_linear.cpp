@@ -180,8 +180,17 @@ void quant_dequantize(at::Tensor out, const at::Tensor& q, const at::Tensor& s, 
         const uint8_t* row = qp + n * (k * Bits / 8);
         for (int64_t g = 0; g < k / G; ++g) {
           const float sc = sp[n * (k / G) + g], of = Off ? op[n * (k / G) + g] : 0.f;
+          float* out_g = dst + n * k + g * G;
+#ifdef AE_AVX2
+          const __m256 sv = _mm256_set1_ps(sc), ov = _mm256_set1_ps(of);
+          for (int p = 0; p < G / 8; ++p) {
+            const __m256 qf = q8<Bits>(row + g * (G * Bits / 8), p);
+            _mm256_storeu_ps(out_g + 8 * p, Off ? _mm256_fmadd_ps(qf, sv, ov) : _mm256_mul_ps(qf, sv));
+          }
+#else
           for (int j = 0; j < G; ++j)
-            dst[n * k + g * G + j] = Off ? std::fma(q_at<Bits>(row, g, j, G), sc, of) : q_at<Bits>(row, g, j, G) * sc;
+            out_g[j] = Off ? std::fma(q_at<Bits>(row, g, j, G), sc, of) : q_at<Bits>(row, g, j, G) * sc;
+#endif
         }
       }
     });
