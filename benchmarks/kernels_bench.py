@@ -12,7 +12,8 @@
   the engine's default), GQA 8/2 (the embedded model) and 9/3 (SmolLM2): the C++ kernel against the
   torch path (gather + SDPA), ms per layer.
 
-With ``--roofline`` it measures only this machine's ceilings instead (``benchmarks.roofline``).
+With ``--roofline`` it measures only this machine's ceilings instead (``benchmarks.roofline``); with
+``--quant`` only the quantized GGUF matmuls against the float32 panels (``benchmarks.quant_bench``).
 
 Prints both tables, writes JSON. Invariant: every variant computes the same result (checked once per
 shape before timing, within float32 tolerance).
@@ -123,6 +124,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--context", type=int, default=350, help="keys per decoding request (default 350)")
     ap.add_argument("--repeats", type=int, default=5, help="timed repeats; the best is reported")
     ap.add_argument("--json", default="out/kernels_bench.json", help="results JSON")
+    ap.add_argument("--quant", action="store_true",
+                    help="only the quantized GGUF matmuls against the float32 panels (benchmarks.quant_bench)")
     ap.add_argument("--roofline", action="store_true",
                     help="only measure this machine's peaks: matmul GFLOP/s (fp32, bf16, int8) and memory GB/s")
 
@@ -140,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not load_cpu_ops():
         raise ValueError(f"the C++ kernels are unavailable here: {load_error()}")
+    if args.quant:
+        return _run_quant(args)
     results: dict[str, Any] = {"linear": [], "attention": []}
     for threads in (int(t) for t in args.threads.split(",")):
         torch.set_num_threads(threads)
@@ -164,6 +169,24 @@ def _run_roofline(args: argparse.Namespace) -> int:
     print_table(roofline.HEADERS, roofline.rows(results))
     print(f"machine during the runs: {load.report.label() if load.report else 'not measured'}")
     write_json(args.json, {"roofline": results, "machine": machine_info(),
+                           "load": load.report.as_dict() if load.report else None})
+    return 0
+
+
+def _run_quant(args: argparse.Namespace) -> int:
+    import torch
+
+    from benchmarks import quant_bench
+
+    results = []
+    with LoadMonitor() as load:
+        for threads in (int(t) for t in args.threads.split(",")):
+            torch.set_num_threads(threads)
+            rows = [int(x) for x in args.rows.split(",")]
+            results += [{"threads": threads, **r} for r in quant_bench.bench_quant(rows, args.layers, args.repeats)]
+    print_table(quant_bench.HEADERS, quant_bench.table_rows(results))
+    print(f"machine during the runs: {load.report.label() if load.report else 'not measured'}")
+    write_json(args.json, {"quant": results, "machine": machine_info(),
                            "load": load.report.as_dict() if load.report else None})
     return 0
 

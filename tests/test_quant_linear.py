@@ -10,24 +10,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from benchmarks.quant_bench import random_blocks
 from kernels.cpp_build import load_cpu_ops
 from kernels.quant import GGML_BLOCKS, QUANT_LINEAR_MAX_ROWS, QuantMatmul, QuantWeight, quant_matmul
 
 pytestmark = [pytest.mark.core,
               pytest.mark.skipif(not load_cpu_ops(), reason="the C++ CPU kernels did not build")]
 gguf_quants = pytest.importorskip("gguf.quants")
-
-
-def random_blocks(qtype: int, n: int, k: int, seed: int = 0) -> np.ndarray:
-    """``[n, row_bytes]`` random blocks of ``qtype`` whose fp16 scales are finite and small."""
-    rng = np.random.default_rng(seed)
-    _, block, nbytes = GGML_BLOCKS[qtype]
-    raw = rng.integers(0, 256, size=(n, k // block, nbytes), dtype=np.uint8)
-    offsets = [208] if qtype == 14 else [0, 2] if qtype in (3, 7, 12) else [0]  # Q6_K keeps d last
-    for off in offsets:
-        half = rng.uniform(-0.05, 0.05, size=(n, k // block)).astype(np.float16)
-        raw[..., off : off + 2] = half.view(np.uint8).reshape(n, k // block, 2)
-    return raw.reshape(n, -1)
 
 
 def reference(raw: np.ndarray, qtype: int, k: int) -> torch.Tensor:
@@ -41,7 +30,7 @@ def test_dequantize_is_gguf_py_bit_for_bit(qtype: int) -> None:
     k = 512
     raw = random_blocks(qtype, 37, k)
     got, expected = QuantWeight.from_gguf(torch.from_numpy(raw), qtype, k).dequantize(), reference(raw, qtype, k)
-    assert torch.equal(got, expected)  # as numbers; bit for bit but for Q4_0's zeros (+0 where gguf-py has -0)
+    assert torch.equal(got, expected)  # as numbers; bit for bit but for zeros (+0 where gguf-py may have -0)
     nonzero = expected != 0
     assert torch.equal(got[nonzero].view(torch.int32), expected[nonzero].view(torch.int32))
 
@@ -91,3 +80,13 @@ def test_malformed_quantized_weights_are_value_errors() -> None:
         QuantWeight.from_gguf(good.to(torch.int16), 8, 64)
     with pytest.raises(ValueError, match="one input width"):
         QuantMatmul.of([])
+
+
+def test_bench_quant_times_both_paths_on_a_qwen_layer() -> None:
+    from benchmarks.quant_bench import HEADERS, bench_quant, table_rows
+
+    results = bench_quant([1, 9], layers=1, repeats=1)
+    assert [r["rows"] for r in results] == [1, 9]
+    assert all(r["quant_ms"] > 0 and r["float32_ms"] > 0 and r["quant_gmacs"] > 0 for r in results)
+    rows = table_rows([{"threads": 2, **r} for r in results])
+    assert len(rows[0]) == len(HEADERS)

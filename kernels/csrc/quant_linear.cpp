@@ -7,7 +7,8 @@
 //   4-bit types keep their nibbles: q is uint8 [N, K / 2], and byte i of group g holds weight
 //   32g + i (low nibble) and 32g + 16 + i (high); the others widen to int8 [N, K]. scales and offsets
 //   are float32 [N, K / G]; offsets is empty where every offset is 0 (Q5_0, Q8_0, Q6_K).
-// quant_dequantize(out, q, scales, offsets): the float32 [N, K] weights (gguf-py's, bit for bit).
+// quant_dequantize(out, q, scales, offsets): the float32 [N, K] weights (gguf-py's, bit for bit but
+//   for the sign of a zero).
 // quant_linear(out, x, q, scales, offsets): out[M, N] = x[M, K] @ W^T.
 //
 // A decode step is bound by the work per weight: each weight is unpacked once per group of up to
@@ -37,19 +38,29 @@ inline float q_at(const uint8_t* q, int64_t g, int64_t j, int group) {
 }
 
 #ifdef AE_AVX2
-// Eight weights as float32: ``part`` p of a group (weights 8p .. 8p + 7).
-// int32 lanes |v| < 2^22 to float without a convert: the bits of 1.5 * 2^23 + v, minus 1.5 * 2^23 (exact).
-inline __m256 small_to_float(__m256i v) {
-  const __m256 magic = _mm256_set1_ps(12582912.f);
-  return _mm256_sub_ps(_mm256_castsi256_ps(_mm256_add_epi32(v, _mm256_castps_si256(magic))), magic);
+constexpr float kMagic = 12582912.f;  // 1.5 * 2^23: the float whose bits plus a small int v are 1.5 * 2^23 + v
+
+// Eight weights (``part`` p of a group: weights 8p .. 8p + 7) as the floats kMagic + q, exactly: an
+// integer add instead of a convert; the caller takes kMagic off (see dequant8).
+template <int Bits>
+inline __m256 magic_q8(const uint8_t* qg, int part) {
+  __m256i v;
+  if (Bits == 8) {
+    v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qg + 8 * part)));
+  } else {
+    const __m256i z = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qg + 8 * (part % 2))));
+    v = part < 2 ? _mm256_and_si256(z, _mm256_set1_epi32(0xF)) : _mm256_srli_epi32(z, 4);
+  }
+  return _mm256_castsi256_ps(_mm256_add_epi32(v, _mm256_castps_si256(_mm256_set1_ps(kMagic))));
 }
 
-template <int Bits>
-inline __m256 q8(const uint8_t* qg, int part) {
-  if (Bits == 8)
-    return small_to_float(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qg + 8 * part))));
-  const __m256i z = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qg + 8 * (part % 2))));
-  return small_to_float(part < 2 ? _mm256_and_si256(z, _mm256_set1_epi32(0xF)) : _mm256_srli_epi32(z, 4));
+// The eight weights fma(q, s, o) from f = kMagic + q. Without offsets one fma: f * s - kMagic * s rounds
+// once to q * s, since kMagic * s is exact (s has at most 19 significant bits: an fp16 scale times at
+// most an 8-bit integer). With offsets, kMagic comes off first (exact), then fma(q, s, o).
+template <bool Off>
+inline __m256 dequant8(__m256 f, __m256 s, __m256 o_or_minus_magic_s) {
+  if (Off) return _mm256_fmadd_ps(_mm256_sub_ps(f, _mm256_set1_ps(kMagic)), s, o_or_minus_magic_s);
+  return _mm256_fmadd_ps(f, s, o_or_minus_magic_s);
 }
 #endif
 
@@ -71,13 +82,12 @@ void rows_times_row(const float* x, int64_t ld, int64_t len, const uint8_t* q, c
   for (int i = 0; i < R * A; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
     const __m256 sv = _mm256_set1_ps(s[g]);
-    const __m256 ov = Off ? _mm256_set1_ps(o[g]) : _mm256_setzero_ps();
+    const __m256 ov = _mm256_set1_ps(Off ? o[g] : -kMagic * s[g]);
     const uint8_t* qg = q + g * kGroupBytes;
     const float* xg = x + g * G;
 #pragma GCC unroll 4
     for (int p = 0; p < G / 8; ++p) {
-      const __m256 qf = q8<Bits>(qg, p);
-      const __m256 w = Off ? _mm256_fmadd_ps(qf, sv, ov) : _mm256_mul_ps(qf, sv);
+      const __m256 w = dequant8<Off>(magic_q8<Bits>(qg, p), sv, ov);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
         acc[r * A + p % A] = _mm256_fmadd_ps(w, _mm256_loadu_ps(xg + r * ld + 8 * p), acc[r * A + p % A]);
@@ -182,11 +192,9 @@ void quant_dequantize(at::Tensor out, const at::Tensor& q, const at::Tensor& s, 
           const float sc = sp[n * (k / G) + g], of = Off ? op[n * (k / G) + g] : 0.f;
           float* out_g = dst + n * k + g * G;
 #ifdef AE_AVX2
-          const __m256 sv = _mm256_set1_ps(sc), ov = _mm256_set1_ps(of);
-          for (int p = 0; p < G / 8; ++p) {
-            const __m256 qf = q8<Bits>(row + g * (G * Bits / 8), p);
-            _mm256_storeu_ps(out_g + 8 * p, Off ? _mm256_fmadd_ps(qf, sv, ov) : _mm256_mul_ps(qf, sv));
-          }
+          const __m256 sv = _mm256_set1_ps(sc), ov = _mm256_set1_ps(Off ? of : -kMagic * sc);
+          for (int p = 0; p < G / 8; ++p)
+            _mm256_storeu_ps(out_g + 8 * p, dequant8<Off>(magic_q8<Bits>(row + g * (G * Bits / 8), p), sv, ov));
 #else
           for (int j = 0; j < G; ++j)
             out_g[j] = Off ? std::fma(q_at<Bits>(row, g, j, G), sc, of) : q_at<Bits>(row, g, j, G) * sc;
