@@ -68,13 +68,12 @@ inline __m256 dequant8(__m256 f, __m256 s, __m256 o_or_minus_magic_s) {
 // to stay in the sixteen registers.
 constexpr int chains(int rows, int group) { return std::min(group / 8, rows <= 2 ? 4 : rows <= 4 ? 2 : 1); }
 
-// R rows of x (stride ld) times the first ``len`` weights of one weight row (q, s, o at the first
-// group): out[r * n_dim] += the R dot products (= on the first chunk, ``first``).
+// R rows of x (stride k) times one weight row: out[r * n_dim] = the R dot products.
 template <int Bits, int G, bool Off, int R>
-void rows_times_row(const float* x, int64_t ld, int64_t len, const uint8_t* q, const float* s, const float* o,
-                    float* out, int64_t n_dim, bool first) {
+void rows_times_row(const float* x, int64_t k, const uint8_t* q, const float* s, const float* o, float* out,
+                    int64_t n_dim) {
   constexpr int64_t kGroupBytes = G * Bits / 8;
-  const int64_t groups = len / G;
+  const int64_t groups = k / G;
 #ifdef AE_AVX2
   constexpr int A = chains(R, G);
   __m256 acc[R * A];
@@ -90,7 +89,7 @@ void rows_times_row(const float* x, int64_t ld, int64_t len, const uint8_t* q, c
       const __m256 w = dequant8<Off>(magic_q8<Bits>(qg, p), sv, ov);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
-        acc[r * A + p % A] = _mm256_fmadd_ps(w, _mm256_loadu_ps(xg + r * ld + 8 * p), acc[r * A + p % A]);
+        acc[r * A + p % A] = _mm256_fmadd_ps(w, _mm256_loadu_ps(xg + r * k + 8 * p), acc[r * A + p % A]);
     }
   }
 #pragma GCC unroll 8
@@ -98,17 +97,17 @@ void rows_times_row(const float* x, int64_t ld, int64_t len, const uint8_t* q, c
     __m256 sum = acc[r * A];
 #pragma GCC unroll 4
     for (int a = 1; a < A; ++a) sum = _mm256_add_ps(sum, acc[r * A + a]);
-    out[r * n_dim] = (first ? 0.f : out[r * n_dim]) + ae::hsum8(sum);
+    out[r * n_dim] = ae::hsum8(sum);
   }
 #else
   float acc[R] = {};
   for (int64_t g = 0; g < groups; ++g) {
     for (int j = 0; j < G; ++j) {
       const float w = Off ? q_at<Bits>(q, g, j, G) * s[g] + o[g] : q_at<Bits>(q, g, j, G) * s[g];
-      for (int r = 0; r < R; ++r) acc[r] += w * x[r * ld + g * G + j];
+      for (int r = 0; r < R; ++r) acc[r] += w * x[r * k + g * G + j];
     }
   }
-  for (int r = 0; r < R; ++r) out[r * n_dim] = (first ? 0.f : out[r * n_dim]) + acc[r];
+  for (int r = 0; r < R; ++r) out[r * n_dim] = acc[r];
 #endif
 }
 
@@ -117,7 +116,7 @@ constexpr int kMaxRows = 8;  // rows of x per pass over a weight row: eight accu
 template <int Bits, int G, bool Off>
 void linear_of(float* out, const float* x, const uint8_t* q, const float* s, const float* o, int64_t m_dim,
                int64_t k_dim, int64_t n_dim) {
-  using Fn = void (*)(const float*, int64_t, int64_t, const uint8_t*, const float*, const float*, float*, int64_t, bool);
+  using Fn = void (*)(const float*, int64_t, const uint8_t*, const float*, const float*, float*, int64_t);
   static constexpr Fn kFns[kMaxRows + 1] = {
       nullptr, rows_times_row<Bits, G, Off, 1>, rows_times_row<Bits, G, Off, 2>, rows_times_row<Bits, G, Off, 3>,
       rows_times_row<Bits, G, Off, 4>, rows_times_row<Bits, G, Off, 5>, rows_times_row<Bits, G, Off, 6>,
@@ -125,21 +124,17 @@ void linear_of(float* out, const float* x, const uint8_t* q, const float* s, con
   const int64_t q_row = k_dim * Bits / 8, s_row = k_dim / G;
   const int64_t row_bytes = q_row + s_row * 4 * (Off ? 2 : 1);
   const int64_t grain = std::max<int64_t>(8, (1 << 15) / row_bytes);
-  // Weight rows go in tiles that stay in L2 while each group of x rows passes over them; K goes in
-  // chunks whose slice of the group's x rows (at most 16 KiB) stays in L1 across the tile's rows.
+  // Weight rows go in tiles that stay in L2 while each group of x rows passes over them, each row
+  // streamed whole (splitting K to keep x in L1 made the tile's rows many short streams, slower).
   const int64_t tile = std::max<int64_t>(1, (256 * 1024) / row_bytes);
   at::parallel_for(0, n_dim, grain, [&](int64_t n0, int64_t n1) {
     for (int64_t t0 = n0; t0 < n1; t0 += tile) {
       const int64_t t1 = std::min(n1, t0 + tile);
       for (int64_t m0 = 0; m0 < m_dim; m0 += kMaxRows) {
         const int64_t rows = std::min<int64_t>(kMaxRows, m_dim - m0);
-        const int64_t chunk = std::max<int64_t>(G, (16 * 1024 / 4 / rows) / G * G);
-        for (int64_t k0 = 0; k0 < k_dim; k0 += chunk) {
-          const int64_t len = std::min(chunk, k_dim - k0);
-          for (int64_t n = t0; n < t1; ++n)
-            kFns[rows](x + m0 * k_dim + k0, k_dim, len, q + n * q_row + k0 * Bits / 8, s + n * s_row + k0 / G,
-                       Off ? o + n * s_row + k0 / G : nullptr, out + m0 * n_dim + n, n_dim, k0 == 0);
-        }
+        for (int64_t n = t0; n < t1; ++n)
+          kFns[rows](x + m0 * k_dim, k_dim, q + n * q_row, s + n * s_row, Off ? o + n * s_row : nullptr,
+                     out + m0 * n_dim + n, n_dim);
       }
     }
   });
