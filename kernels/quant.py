@@ -3,24 +3,21 @@
 A decode step of a few streams is bound by the weights it reads and unpacks per token: a 4-bit weight
 is an eighth of its float32 copy. :class:`QuantWeight` holds one ``[N, K]`` weight of a GGUF file in
 the kernel's form (4-bit types keep their nibbles, 5- to 8-bit ones widen to int8, a float32 scale and
-offset per group: unpacking costs a widen, a convert and one fma per eight weights);
+offset per group: unpacking costs a widen, an integer add and one fma per eight weights);
 :class:`QuantMatmul` is a fused matmul of such parts (QKV whose V has another type than Q and K).
 
 Invariants:
 - ``dequantize()`` gives the float32 weights of gguf-py's ``dequantize`` bit for bit (tests compare; a
-  zero may be +0 where gguf-py has -0),
-  so a product differs from the dequantized model's only in summation order.
-- :func:`quant_matmul` takes steps of at most ``QUANT_LINEAR_MAX_ROWS`` rows through ``quant_linear``
-  (each weight unpacked once per eight rows, in registers); longer ones (prefill) dequantize the weight
-  a chunk of output features at a time into one reused per-thread buffer and use the float32 matmul,
-  where the unpacking costs a few percent.
+  zero may be +0 where gguf-py has -0), so a product differs from the dequantized model's only in
+  summation order.
+- :func:`quant_matmul` unpacks each weight once per eight rows of ``x``, in registers; it is correct for
+  any row count, and faster than the float32 panels only up to about a dozen rows.
 - Only the types in ``GGML_BLOCKS`` are served natively; others stay with the float32 path (the loader
   decides, per matmul).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,7 +28,6 @@ GGML_BLOCKS: dict[int, tuple[str, int, int]] = {
     2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20), 6: ("Q5_0", 32, 22), 7: ("Q5_1", 32, 24),
     8: ("Q8_0", 32, 34), 12: ("Q4_K", 256, 144), 14: ("Q6_K", 256, 210),
 }
-QUANT_LINEAR_MAX_ROWS = 48  # up to here quant_linear beats dequantize + float32 matmul (bench quant)
 
 
 @dataclass(frozen=True)
@@ -131,35 +127,8 @@ class QuantMatmul:
 
 
 def quant_matmul(x: torch.Tensor, weight: QuantMatmul, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear(x, weight.dequantize(), bias)`` for a contiguous float32 ``[M, K]`` ``x`` on CPU."""
-    if x.shape[0] > QUANT_LINEAR_MAX_ROWS:
-        out = torch.cat([_dequantized_linear(x, part) for part in weight.parts], dim=1)
-    else:
-        outs = [part.linear(x) for part in weight.parts]
-        out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
+    """``F.linear(x, weight.dequantize(), bias)`` for a contiguous float32 ``[M, K]`` ``x`` on CPU, by
+    ``quant_linear`` (callers send only the few rows where it beats float32: see the lean decoder)."""
+    outs = [part.linear(x) for part in weight.parts]
+    out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
     return out if bias is None else out.add_(bias)
-
-
-DEQUANT_CHUNK_FLOATS = 1 << 22  # 16 MiB of float32 weights dequantized at a time (a reused buffer)
-_workspace = threading.local()
-
-
-def _dequantized_linear(x: torch.Tensor, part: QuantWeight) -> torch.Tensor:
-    """``x @ W^T`` by the float32 matmul on ``W`` dequantized a chunk of output features at a time into
-    one reused buffer (a fresh buffer per call would page-fault on every step)."""
-    n, k = part.out_features, part.in_features
-    chunk = max(1, min(n, DEQUANT_CHUNK_FLOATS // k))
-    buffer = getattr(_workspace, "buffer", None)
-    if buffer is None or buffer.numel() < chunk * k:
-        buffer = _workspace.buffer = torch.empty(chunk * k, dtype=torch.float32)
-    out = x.new_empty(x.shape[0], n)
-    for n0 in range(0, n, chunk):
-        n1 = min(n, n0 + chunk)
-        w = buffer[: (n1 - n0) * k].view(n1 - n0, k)
-        offsets = part.offsets[n0:n1] if part.offsets.numel() else part.offsets
-        torch.ops.agent_engine.quant_dequantize(w, part.q[n0:n1], part.scales[n0:n1], offsets)
-        if n1 - n0 == n:
-            torch.mm(x, w.t(), out=out)
-        else:
-            out[:, n0:n1] = torch.mm(x, w.t())
-    return out

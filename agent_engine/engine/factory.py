@@ -86,6 +86,7 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
 
     from agent_engine.model.loader import load_model
     from agent_engine.model.runner import ModelRunner
+    from agent_engine.model.sources import gguf_source
 
     torch.manual_seed(config.seed)
     device = resolve_device(config.device)
@@ -104,8 +105,9 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
     num_offload = num_offload_blocks_for(config, loaded.model.config, bpb, loaded.model.dtype)
     runner = ModelRunner(loaded.model, num_kv_blocks=num_blocks, block_size=config.block_size, device=device,
                          seed=config.seed, num_offload_blocks=num_offload, offload_dtype=config.kv_offload_dtype)
-    if config.gguf_weights == "native" and loaded.gguf_path is not None:
-        runner.use_gguf_weights(loaded.gguf_path)
+    gguf = gguf_source(config.model) if config.gguf_weights == "native" else None  # hashed only when asked
+    if gguf is not None:
+        runner.use_gguf_weights(gguf)
     sched_config = config.scheduler_config(num_blocks, max_len, num_offload)
     tracker = JobHooks.build(config, clock, loaded.tokenizer, runner)
     pin_fn = tracker.pin_ttl if policy_class(config.policy).uses_pins else None

@@ -25,7 +25,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
 
 from agent_engine.model.default_model import DEFAULT_MODEL_NAME, DEFAULT_MODEL_VERSION, default_model_dir
-from agent_engine.model.sources import gguf_source, resolve_model
+from agent_engine.model.sources import resolve_model
 from agent_engine.paths import models_dir
 
 DTYPES: dict[str, torch.dtype | None] = {
@@ -50,7 +50,6 @@ class LoadedModel:
     eos_token_ids: list[int]
     max_position_embeddings: int
     vocab_size: int
-    gguf_path: Path | None = None  # the .gguf file the model was converted from, if any
 
 
 def resolve_dtype(dtype: str, config: dict[str, Any]) -> torch.dtype:
@@ -137,5 +136,4 @@ def load_model(model_dir: str | Path | None, dtype: str = "float32", device: str
         eos_token_ids=_eos_ids(path, tokenizer, config),
         max_position_embeddings=int(max_pos),
         vocab_size=int(hf_config.vocab_size),
-        gguf_path=gguf_source(model_dir),
     )

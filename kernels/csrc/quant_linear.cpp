@@ -12,7 +12,7 @@
 // quant_linear(out, x, q, scales, offsets): out[M, N] = x[M, K] @ W^T.
 //
 // A decode step is bound by the work per weight: each weight is unpacked once per group of up to
-// eight rows of x (widen, convert, one fma with its group's scale and offset) in registers and
+// eight rows of x (widen, an integer add, one fma with its group's scale and offset) in registers and
 // multiplied into every row of the group (eight accumulators). Output features are split between the
 // threads; a tile of weight rows is read from memory once and from L2 for every further group of rows.
 #include <ATen/Parallel.h>
