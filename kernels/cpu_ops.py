@@ -7,8 +7,9 @@ Both implementations share one contract per function (the tests compare them):
   ``LlamaRMSNorm``: float32 statistics, the normalised value cast to the dtype before the weight).
 * :func:`silu_and_mul` ``(gate_up [T, 2I]) -> [T, I]``: ``silu(gate) * up``.
 * :func:`linear` ``(x [T, K], weight [N, K], bias=None, packed=None) -> [T, N]``: ``F.linear``; the
-  C++ ``panel_linear`` takes float32 steps on ``packed`` (the same weight in column panels), else
-  ``small_linear`` those of at most ``SMALL_LINEAR_MAX_ROWS`` rows.
+  C++ ``panel_linear`` takes float32 steps on ``packed`` (the same weight in column panels, float32
+  or bfloat16), else ``small_linear`` those of at most ``SMALL_LINEAR_MAX_ROWS`` rows. A bfloat16
+  weight under a float32 ``x`` multiplies as its exact float32 values: float32 out.
 * :func:`rotary_and_cache` ``(qkv [T, (Hq + 2Hk) D], cos, sin [T, D], k_cache, v_cache, slots, Hq, Hk)``:
   rotates q and k in place (HF ``rotate_half`` convention) and writes k, v into the caches.
 * :func:`paged_attention_cpu` ``(query [T, Hq, D], k_cache, v_cache, metadata, scale, req_indices,
@@ -59,19 +60,21 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     row count; else by row count: the C++ ``small_linear`` for a decode step's few rows (at most
     ``SMALL_LINEAR_MAX_ROWS``), which streams the weight from memory once, oneDNN up to
     ``ONEDNN_LINEAR_MAX_ROWS`` rows, and MKL (``F.linear``) above."""
-    if cpp and x.dtype == torch.float32 and weight.dtype == torch.float32 and x.is_contiguous() \
-            and weight.is_contiguous():
+    if cpp and x.dtype == torch.float32 and x.is_contiguous():
         rows = x.shape[0]
         if packed is not None:
             out = x.new_empty(rows, weight.shape[0])
             torch.ops.agent_engine.panel_linear(out, x, packed)
             return out if bias is None else out.add_(bias)
-        if rows <= SMALL_LINEAR_MAX_ROWS and x.shape[1] % 8 == 0:
-            out = x.new_empty(rows, weight.shape[0])
-            torch.ops.agent_engine.small_linear(out, x, weight)
-            return out if bias is None else out.add_(bias)
-        if rows <= ONEDNN_LINEAR_MAX_ROWS and _ONEDNN:
-            return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+        if weight.dtype == torch.float32 and weight.is_contiguous():
+            if rows <= SMALL_LINEAR_MAX_ROWS and x.shape[1] % 8 == 0:
+                out = x.new_empty(rows, weight.shape[0])
+                torch.ops.agent_engine.small_linear(out, x, weight)
+                return out if bias is None else out.add_(bias)
+            if rows <= ONEDNN_LINEAR_MAX_ROWS and _ONEDNN:
+                return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    if weight.dtype != x.dtype:  # bfloat16 weights under float32 activations, without panels
+        weight = weight.to(x.dtype)
     return F.linear(x, weight, bias)
 
 

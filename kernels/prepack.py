@@ -1,7 +1,9 @@
-"""Weights packed in column panels for the C++ ``panel_linear`` matmul (CPU, float32).
+"""Weights packed in column panels for the C++ ``panel_linear`` matmul (CPU, float32 or bfloat16).
 
 ``pack_weight(w)`` lays a ``[N, K]`` weight out as ``[ceil(N / 16), K, 16]``: panel p holds output
-columns 16p .. 16p + 15, one row of 16 weights per k, zero past N. ``panel_linear``'s 6 x 16
+columns 16p .. 16p + 15, one row of 16 weights per k, zero past N. A bfloat16 weight keeps its dtype
+and interleaves each row of 16 (column c at slot 2c for c < 8, at 2(c - 8) + 1 above), so the kernel
+widens a row to float32 with a shift and a mask (``csrc/panel_linear.cpp``). ``panel_linear``'s 6 x 16
 register-blocked micro-kernel walks a panel with two vector loads per k; on this project's 2-core
 AVX2 machine it runs a decode step's matmuls at the memory bandwidth (1 row) and at 75-145 GFLOP/s
 from 16 rows up, ahead of the plain-weight kernels (``small_linear``, oneDNN, MKL) at every row
@@ -10,8 +12,8 @@ weight stays: the transformers modules and the fallbacks use it, so packing cost
 every packed weight.
 
 Invariants:
-- :func:`pack_weight` returns None when the weight is not a float32 CPU matrix (callers then use the
-  plain weight alone); it never changes the weight.
+- :func:`pack_weight` returns None when the weight is not a float32 or bfloat16 CPU matrix (callers
+  then use the plain weight alone); it never changes the weight, and its panels hold exactly its values.
 - A packed weight is computed from the plain weight once and never updated: pack after loading,
   before serving, and do not pack weights that will change.
 - :func:`prepack_allowed` decides once per model: ``AGENT_ENGINE_PREPACK=1`` packs, ``=0`` never;
@@ -30,18 +32,22 @@ logger = logging.getLogger(__name__)
 ENV_SWITCH = "AGENT_ENGINE_PREPACK"  # "1" always pack, "0" never; unset: when memory allows
 MEMORY_SHARE = 0.25  # most of the available memory the packed copies may take (unset switch)
 PANEL = 16  # output columns per panel (two AVX2 registers; kPanel in csrc/panel_linear.cpp)
+PANEL_DTYPES = (torch.float32, torch.bfloat16)
 
 
 def pack_weight(weight: torch.Tensor) -> torch.Tensor | None:
-    """The ``[ceil(N / 16), K, 16]`` panels of a float32 CPU ``[N, K]`` weight, or None."""
-    if weight.dim() != 2 or weight.dtype != torch.float32 or weight.device.type != "cpu":
+    """The ``[ceil(N / 16), K, 16]`` panels of a float32 or bfloat16 CPU ``[N, K]`` weight, or None."""
+    if weight.dim() != 2 or weight.dtype not in PANEL_DTYPES or weight.device.type != "cpu":
         return None
     n, k = weight.shape
     with torch.no_grad():
         panels = (n + PANEL - 1) // PANEL
         padded = weight.new_zeros(panels * PANEL, k)
         padded[:n] = weight
-        return padded.view(panels, PANEL, k).transpose(1, 2).contiguous()
+        packed = padded.view(panels, PANEL, k).transpose(1, 2)
+        if weight.dtype == torch.bfloat16:  # slot 2c + h <- column c + 8h
+            packed = packed.reshape(panels, k, 2, PANEL // 2).transpose(2, 3)
+        return packed.reshape(panels, k, PANEL).contiguous()
 
 
 def prepack_allowed(total_bytes: int) -> bool:

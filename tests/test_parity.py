@@ -120,3 +120,26 @@ def test_parity_bfloat16(vocab: int) -> None:
     agree = sum(common(a, b) for a, b in zip(got, ref, strict=True)) / (len(prompts) * NEW_TOKENS)
     print(f"bf16: first-token matches {first}/16, mean common prefix {agree:.2%}")
     assert first >= 14 and agree >= 0.5
+
+
+def test_bfloat16_is_float32_math_on_the_bf16_weights(vocab: int, tmp_path) -> None:
+    """The stated bf16 reference: a bfloat16 model runs float32 activations and KV over its bf16
+    weights (packed in bf16 panels), so its greedy tokens equal the float32 engine's on a checkpoint
+    holding the same bf16-rounded weights in float32."""
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
+    source = default_model_dir()
+    rounded = AutoModelForCausalLM.from_pretrained(source, dtype=torch.bfloat16).float()
+    rounded.save_pretrained(tmp_path)
+    for name in source.iterdir():
+        if name.name.startswith(("tokenizer", "special_tokens")):
+            shutil.copy(name, tmp_path / name.name)
+    prompts = _prompts(vocab)
+    bf16 = LLM(num_kv_blocks=256, max_model_len=1024, dtype="bfloat16")
+    runner = bf16.engine.runner
+    assert runner.kv_dtype == torch.float32 and runner.kv_caches[0][0].dtype == torch.float32
+    assert runner.lean is not None and runner.lean.layers[0].packed["qkv_w"].dtype == torch.bfloat16
+    got = _engine_greedy(bf16, prompts)
+    assert got == _engine_greedy(LLM(model=str(tmp_path), num_kv_blocks=256, max_model_len=1024), prompts)

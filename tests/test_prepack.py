@@ -36,8 +36,27 @@ def test_panel_linear_row_chunks() -> None:
     torch.testing.assert_close(linear(x, w, None, True, prepack.pack_weight(w)), F.linear(x, w), rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("rows", [1, 5, 8, 97])
+@pytest.mark.parametrize("k,n", [(96, 200), (8, 33)])
+def test_bfloat16_panels_multiply_by_the_exact_weights(rows: int, k: int, n: int) -> None:
+    """bfloat16 panels under float32 x: the float32 product by the bf16 weights' exact values (float32
+    out; only the summation order differs), with a partial last panel and a bias; the interleaved
+    layout holds column c of a panel row at slot 2c (c < 8) or 2(c - 8) + 1."""
+    gen = torch.Generator().manual_seed(rows + n)
+    x, w = torch.randn(rows, k, generator=gen), torch.randn(n, k, generator=gen).bfloat16()
+    b = torch.randn(n, generator=gen)
+    packed = prepack.pack_weight(w)
+    assert packed is not None and packed.dtype == torch.bfloat16 and packed.shape == ((n + 15) // 16, k, 16)
+    assert torch.equal(packed[0, 3, 0::2], w[:8, 3]) and torch.equal(packed[0, 3, 1::2], w[8:16, 3])
+    expected = F.linear(x, w.float(), b)
+    got = linear(x, w, b, load_cpu_ops(), packed)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(linear(x, w, b), expected)  # no kernels, no panels: widened by torch
+
+
 def test_pack_weight_refuses_what_it_cannot_pack() -> None:
-    assert prepack.pack_weight(torch.randn(4, 8, dtype=torch.bfloat16)) is None
+    assert prepack.pack_weight(torch.randn(4, 8, dtype=torch.float16)) is None
     assert prepack.pack_weight(torch.randn(8)) is None
 
 

@@ -91,7 +91,8 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
     torch.manual_seed(config.seed)
     device = resolve_device(config.device)
     loaded = load_model(config.model, dtype=config.dtype, device=device)
-    bpb = ModelRunner.kv_cache_bytes_per_block(loaded.model.config, config.block_size, loaded.model.dtype)
+    kv_dtype = ModelRunner.kv_dtype_for(loaded.model)
+    bpb = ModelRunner.kv_cache_bytes_per_block(loaded.model.config, config.block_size, kv_dtype)
     num_blocks = num_kv_blocks_for(config, bpb, device)
     pool_tokens = (num_blocks - 1) * config.block_size
     max_len = config.max_model_len or min(loaded.max_position_embeddings, pool_tokens)
@@ -102,7 +103,7 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
         )
     if max_len > loaded.max_position_embeddings:
         raise ValueError(f"max_model_len {max_len} exceeds the model's {loaded.max_position_embeddings} positions")
-    num_offload = num_offload_blocks_for(config, loaded.model.config, bpb, loaded.model.dtype)
+    num_offload = num_offload_blocks_for(config, loaded.model.config, bpb, kv_dtype)
     runner = ModelRunner(loaded.model, num_kv_blocks=num_blocks, block_size=config.block_size, device=device,
                          seed=config.seed, num_offload_blocks=num_offload, offload_dtype=config.kv_offload_dtype)
     gguf = gguf_source(config.model) if config.gguf_weights == "native" else None  # hashed only when asked

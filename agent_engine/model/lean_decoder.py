@@ -21,6 +21,11 @@ Invariants:
   stay loaded.
 - Rotary cos/sin come from the model's own ``rotary_emb`` (any rope scaling type); for the static types
   a table over positions is computed once and grown on demand.
+- A bfloat16 model with the C++ kernels runs float32 activations over its bfloat16 weights
+  (:meth:`LeanDecoder.activation_dtype`): every matmul weight is packed in bfloat16 panels whatever the
+  memory (they are its working copy; ``panel_linear`` widens them exactly), norms and biases get
+  float32 copies, and the KV cache is float32. Its outputs are those of the float32 model whose
+  weights are the bfloat16 values, up to summation order.
 """
 
 from __future__ import annotations
@@ -105,6 +110,7 @@ class LeanDecoder:
     """Use :meth:`build`; then :meth:`forward` per step."""
 
     def __init__(self, model: torch.nn.Module) -> None:
+        self.act_dtype = self.activation_dtype(model)
         decoder = model.get_decoder()
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         attn0 = decoder.layers[0].self_attn
@@ -113,24 +119,39 @@ class LeanDecoder:
         self.head_dim = attn0.head_dim
         self.scale = float(attn0.scaling)
         self.embed = decoder.embed_tokens.weight
-        self.norm_w, self.norm_eps = decoder.norm.weight, float(decoder.norm.variance_epsilon)
+        self.norm_w, self.norm_eps = self._act(decoder.norm.weight), float(decoder.norm.variance_epsilon)
         self.rotary = decoder.rotary_emb
         self.static_rope = getattr(self.rotary, "rope_type", "default") in _STATIC_ROPE
         self._cos_sin: tuple[torch.Tensor, torch.Tensor] | None = None
         self.sliding_window = self._min_window(model, decoder)
-        self.layers = [self._layer(layer) for layer in decoder.layers]
+        self.layers = [self._layer(layer, self._act) for layer in decoder.layers]
         head = model.get_output_embeddings()
-        self.head_w, self.head_b = head.weight, getattr(head, "bias", None)
+        self.head_w, self.head_b = head.weight, self._act(getattr(head, "bias", None))
         self.head_packed: torch.Tensor | None = None
         self.head_quant: QuantMatmul | None = None
         self.cpp = use_cpp(self.embed.device)
         if self.cpp:
             self._prepack()
 
+    @staticmethod
+    def activation_dtype(model: torch.nn.Module) -> torch.dtype:
+        """The dtype of the lean decoder's activations and KV cache for ``model``: float32 for a
+        bfloat16 CPU model that it supports with the C++ kernels loaded, else the model's dtype."""
+        dtype = next(model.parameters()).dtype
+        if dtype == torch.bfloat16 and _unsupported_reason(model) is None and use_cpp(torch.device("cpu")):
+            return torch.float32
+        return dtype
+
+    def _act(self, tensor: torch.Tensor | None) -> torch.Tensor | None:
+        """``tensor`` in the activation dtype (a float32 copy of a bfloat16 norm weight or bias)."""
+        return None if tensor is None else tensor.to(self.act_dtype)
+
     def _prepack(self) -> None:
-        """Panel-packed copies of every matmul weight (LM head included) when memory allows."""
+        """Panel-packed copies of every matmul weight (LM head included) when memory allows (always
+        for bfloat16 weights under float32 activations: the panels are their working copy)."""
         weights = [getattr(layer, name) for layer in self.layers for name in _Layer.MATMULS] + [self.head_w]
-        if not prepack_allowed(sum(w.numel() * w.element_size() for w in weights)):
+        widened = self.embed.dtype != self.act_dtype
+        if not widened and not prepack_allowed(sum(w.numel() * w.element_size() for w in weights)):
             return
         for layer in self.layers:
             for name in _Layer.MATMULS:
@@ -175,23 +196,24 @@ class LeanDecoder:
         return min((w for w in windows if w), default=None)
 
     @staticmethod
-    def _layer(layer: Any) -> _Layer:
+    def _layer(layer: Any, act: Any) -> _Layer:
         attn, mlp = layer.self_attn, layer.mlp
         qkv_w, qkv_b = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
         gate_up_w, _ = _fuse([mlp.gate_proj, mlp.up_proj])
-        return _Layer(layer.input_layernorm.weight, layer.post_attention_layernorm.weight, qkv_w, qkv_b,
+        return _Layer(act(layer.input_layernorm.weight), act(layer.post_attention_layernorm.weight), qkv_w, act(qkv_b),
                       attn.o_proj.weight, gate_up_w, mlp.down_proj.weight,
                       float(layer.input_layernorm.variance_epsilon),
                       float(layer.post_attention_layernorm.variance_epsilon))
 
     def _rotary(self, positions: torch.Tensor, max_pos: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin ``[T, D]`` in the model dtype for ``positions``."""
+        """cos, sin ``[T, D]`` in the activation dtype for ``positions``."""
+        like = self.embed.new_empty(1, dtype=self.act_dtype)  # the rotary reads only its dtype and device
         if not self.static_rope:
-            cos, sin = self.rotary(self.embed[:1], positions.view(1, -1))
+            cos, sin = self.rotary(like, positions.view(1, -1))
             return cos[0].contiguous(), sin[0].contiguous()
         if self._cos_sin is None or self._cos_sin[0].shape[0] <= max_pos:
             n = max(1024, 2 * (max_pos + 1))
-            cos, sin = self.rotary(self.embed[:1], torch.arange(n, device=positions.device).view(1, -1))
+            cos, sin = self.rotary(like, torch.arange(n, device=positions.device).view(1, -1))
             self._cos_sin = (cos[0].contiguous(), sin[0].contiguous())
         cos_t, sin_t = self._cos_sin
         return cos_t.index_select(0, positions), sin_t.index_select(0, positions)
@@ -203,7 +225,7 @@ class LeanDecoder:
             raise NotImplementedError(f"sliding window {self.sliding_window} shorter than a sequence "
                                       f"({metadata.max_seq_len}) is not supported")
         cos, sin = self._rotary(metadata.positions, metadata.max_seq_len)
-        residual = F.embedding(input_ids, self.embed)
+        residual = F.embedding(input_ids, self.embed).to(self.act_dtype)
         delta: torch.Tensor | None = None
         for layer, (k_cache, v_cache) in zip(self.layers, kv_caches, strict=True):
             h = rms_norm(residual if delta is None else delta, layer.ln1, layer.eps1,
@@ -230,7 +252,7 @@ class LeanDecoder:
         return paged_attention(q, k, v, k_cache, v_cache, metadata, self.scale).reshape(tokens, hq * d)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The LM head on final-normed ``hidden`` ``[R, H]``: ``[R, V]`` in the model dtype."""
+        """The LM head on final-normed ``hidden`` ``[R, H]``: ``[R, V]`` in the activation dtype."""
         if self.head_quant is not None and hidden.shape[0] <= QUANT_DECODE_MAX_ROWS:
             return quant_matmul(hidden.contiguous(), self.head_quant, self.head_b)
         return linear(hidden, self.head_w, self.head_b, self.cpp, self.head_packed)

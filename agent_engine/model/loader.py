@@ -125,7 +125,9 @@ def load_model(model_dir: str | Path | None, dtype: str = "float32", device: str
     except (OSError, ValueError, KeyError) as exc:
         arch = config.get("architectures") or config.get("model_type")
         raise ValueError(f"cannot load model from {path} (architecture {arch}): {exc}") from exc
-    model = model.to(device=device, dtype=torch_dtype).eval()
+    # from_pretrained set the dtype; a blanket .to(dtype) would also round float32 buffers such as the
+    # rotary inv_freq, which transformers keeps in float32 under a bfloat16 model.
+    model = model.to(device=device).eval()
     hf_config = model.config
     max_pos = getattr(hf_config, "max_position_embeddings", None) or tokenizer.model_max_length
     return LoadedModel(

@@ -77,11 +77,12 @@ class ModelRunner:
         use_paged_attention(model)
         self._decoder = model.get_decoder()
         self._lm_head = model.get_output_embeddings()
+        self.lean = LeanDecoder.build(model) if self.device.type == "cpu" else None
+        self.kv_dtype = self.lean.act_dtype if self.lean is not None else self.dtype
         self.kv_caches = allocate_kv_caches(
-            self.num_layers, num_kv_blocks, block_size, self.num_kv_heads, self.head_dim, self.dtype, self.device
+            self.num_layers, num_kv_blocks, block_size, self.num_kv_heads, self.head_dim, self.kv_dtype, self.device
         )
         self.offload = HostKVStore(num_offload_blocks, self.kv_caches, offload_dtype) if num_offload_blocks else None
-        self.lean = LeanDecoder.build(model) if self.device.type == "cpu" else None
         self.sampler = Sampler(self.device, seed)
         self.workspace = AttentionWorkspace()
         self.last_logits: torch.Tensor | None = None
@@ -95,6 +96,11 @@ class ModelRunner:
             return False
         self.lean.use_quantized(quantized_matmuls(gguf_path, self.lean))
         return True
+
+    @staticmethod
+    def kv_dtype_for(model: torch.nn.Module) -> torch.dtype:
+        """The dtype of the KV cache a runner of ``model`` allocates (its activations' dtype)."""
+        return LeanDecoder.activation_dtype(model)
 
     @staticmethod
     def kv_cache_bytes_per_block(config: Any, block_size: int, dtype: torch.dtype) -> int:

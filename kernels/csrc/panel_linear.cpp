@@ -1,10 +1,13 @@
 // ``agent_engine::panel_linear``: out[M, N] = x[M, K] @ w[N, K]^T on a weight packed in column panels
-// (float32, AVX2), for the tens of rows of a busy decode step or a short prompt chunk.
+// (float32 or bfloat16 weights, float32 x, out and accumulators; AVX2), for any number of rows.
 // Registered here, declared in cpu_ops.cpp.
 //
 // Layout: ``panels`` is [ceil(N / 16), K, 16]: panel p holds output columns 16p .. 16p + 15, one row
-// of 16 weights per k (columns past N are zero). The micro-kernel keeps a 6 x 16 block of the output
-// in twelve accumulator registers while it walks K: per k, two loads of the panel row, six
+// of 16 weights per k (columns past N are zero). In bfloat16 the 16 weights of a row are interleaved,
+// column c at slot 2c for c < 8 and at slot 2(c - 8) + 1 above, so one 256-bit load gives both halves
+// as float32 by a shift (low halves: columns 0-7) and a mask (high halves: columns 8-15): the
+// exact float32 values of the bf16 weights, with no convert. The micro-kernel keeps a 6 x 16 block
+// of the output in twelve accumulator registers while it walks K: per k, the panel row's loads, six
 // broadcasts of x and twelve FMAs, so the FMA units, not memory, set the pace. Panels are split
 // between the threads; rows go in chunks small enough that a chunk of x stays in L2 while every
 // panel of the thread passes over it, each panel read from memory once per chunk (once in all for
@@ -25,15 +28,27 @@ constexpr int64_t kRows = 6;    // output rows per micro-kernel call: 12 accumul
 
 #ifdef AE_AVX2
 // out rows [0, R) x panel columns [0, cols): x is R rows of stride k_dim, panel is [K, 16].
-template <int R>
-inline void micro(const float* x, int64_t k_dim, const float* panel, float* out, int64_t n_dim, int64_t cols) {
+// The panel row of k as two float32 vectors: columns 0-7 and 8-15.
+inline void panel_row(const float* panel, int64_t k, __m256& b0, __m256& b1) {
+  b0 = _mm256_loadu_ps(panel + k * kPanel);
+  b1 = _mm256_loadu_ps(panel + k * kPanel + 8);
+}
+
+inline void panel_row(const uint16_t* panel, int64_t k, __m256& b0, __m256& b1) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + k * kPanel));
+  b0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  b1 = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
+template <int R, typename W>
+inline void micro(const float* x, int64_t k_dim, const W* panel, float* out, int64_t n_dim, int64_t cols) {
   __m256 acc0[R], acc1[R];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
 #pragma GCC unroll 2
   for (int64_t k = 0; k < k_dim; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(panel + k * kPanel);
-    const __m256 b1 = _mm256_loadu_ps(panel + k * kPanel + 8);
+    __m256 b0, b1;
+    panel_row(panel, k, b0, b1);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
       const __m256 a = _mm256_broadcast_ss(x + r * k_dim + k);
@@ -56,13 +71,57 @@ inline void micro(const float* x, int64_t k_dim, const float* panel, float* out,
   }
 }
 
-using MicroFn = void (*)(const float*, int64_t, const float*, float*, int64_t, int64_t);
-constexpr MicroFn kMicro[kRows + 1] = {nullptr, micro<1>, micro<2>, micro<3>, micro<4>, micro<5>, micro<6>};
+template <typename W>
+using MicroFn = void (*)(const float*, int64_t, const W*, float*, int64_t, int64_t);
+template <typename W>
+constexpr MicroFn<W> kMicro[kRows + 1] = {nullptr, micro<1, W>, micro<2, W>, micro<3, W>,
+                                          micro<4, W>, micro<5, W>, micro<6, W>};
+
+template <typename W>
+void panel_linear_avx2(float* op, const float* xp, const W* pp, int64_t m_dim, int64_t k_dim, int64_t n_dim,
+                       int64_t n_panels) {
+  // Rows go in balanced chunks whose x (rows x K floats) takes at most ~256 KiB of L2, and within a
+  // chunk in balanced blocks of at most six rows (32 rows: 6+6+5+5+5+5, never a lone 2-row block).
+  const int64_t max_chunk = std::max<int64_t>(kRows, 256 * 1024 / 4 / k_dim);
+  const int64_t n_chunks = (m_dim + max_chunk - 1) / max_chunk;
+  const int64_t chunk = (m_dim + n_chunks - 1) / n_chunks;
+  // Panels go in groups that stay in L2 while each block of rows (in L1) passes over all of them.
+  const int64_t group = std::max<int64_t>(1, 128 * 1024 / static_cast<int64_t>(sizeof(W)) / (k_dim * kPanel));
+  at::parallel_for(0, n_panels, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t m0 = 0; m0 < m_dim; m0 += chunk) {
+      const int64_t rows_here = std::min(chunk, m_dim - m0);
+      const int64_t blocks = (rows_here + kRows - 1) / kRows;
+      for (int64_t g = p0; g < p1; g += group) {
+        const int64_t g1 = std::min(p1, g + group);
+        for (int64_t b = 0, m = m0; b < blocks; ++b) {
+          const int64_t rows = rows_here / blocks + (b < rows_here % blocks ? 1 : 0);
+          for (int64_t p = g; p < g1; ++p) {
+            kMicro<W>[rows](xp + m * k_dim, k_dim, pp + p * k_dim * kPanel, op + m * n_dim + p * kPanel, n_dim,
+                            std::min(kPanel, n_dim - p * kPanel));
+          }
+          m += rows;
+        }
+      }
+    }
+  });
+}
+#else
+// The [K, N] float32 weight of the panels (the fallback's view).
+at::Tensor panels_as_weight(const at::Tensor& panels, int64_t n_dim) {
+  const int64_t n_panels = panels.size(0), k_dim = panels.size(1);
+  at::Tensor cols = panels;
+  if (panels.scalar_type() == at::kBFloat16) {  // undo the interleave: slot 2c + h holds column c + 8h
+    cols = panels.view({n_panels, k_dim, 8, 2}).transpose(2, 3).reshape({n_panels, k_dim, kPanel});
+  }
+  return cols.to(at::kFloat).permute({1, 0, 2}).reshape({k_dim, n_panels * kPanel}).narrow(1, 0, n_dim);
+}
 #endif
 
 void panel_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& panels) {
-  TORCH_CHECK(x.scalar_type() == at::kFloat && panels.scalar_type() == at::kFloat &&
-                  out.scalar_type() == at::kFloat, "panel_linear is float32 only");
+  const bool bf16 = panels.scalar_type() == at::kBFloat16;
+  TORCH_CHECK(x.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat &&
+                  (bf16 || panels.scalar_type() == at::kFloat),
+              "panel_linear: x and out float32, panels float32 or bfloat16");
   TORCH_CHECK(x.dim() == 2 && panels.dim() == 3 && out.dim() == 2 && x.is_contiguous() &&
                   panels.is_contiguous() && out.is_contiguous(), "panel_linear needs contiguous tensors");
   const int64_t m_dim = x.size(0), k_dim = x.size(1), n_dim = out.size(1), n_panels = panels.size(0);
@@ -74,36 +133,17 @@ void panel_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& panels)
     return;
   }
 #ifdef AE_AVX2
-  const float* xp = x.data_ptr<float>();
-  const float* pp = panels.data_ptr<float>();
   float* op = out.data_ptr<float>();
-  // Rows go in balanced chunks whose x (rows x K floats) takes at most ~256 KiB of L2, and within a
-  // chunk in balanced blocks of at most six rows (32 rows: 6+6+5+5+5+5, never a lone 2-row block).
-  const int64_t max_chunk = std::max<int64_t>(kRows, 256 * 1024 / 4 / k_dim);
-  const int64_t n_chunks = (m_dim + max_chunk - 1) / max_chunk;
-  const int64_t chunk = (m_dim + n_chunks - 1) / n_chunks;
-  // Panels go in groups that stay in L2 while each block of rows (in L1) passes over all of them.
-  const int64_t group = std::max<int64_t>(1, 128 * 1024 / 4 / (k_dim * kPanel));
-  at::parallel_for(0, n_panels, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t m0 = 0; m0 < m_dim; m0 += chunk) {
-      const int64_t rows_here = std::min(chunk, m_dim - m0);
-      const int64_t blocks = (rows_here + kRows - 1) / kRows;
-      for (int64_t g = p0; g < p1; g += group) {
-        const int64_t g1 = std::min(p1, g + group);
-        for (int64_t b = 0, m = m0; b < blocks; ++b) {
-          const int64_t rows = rows_here / blocks + (b < rows_here % blocks ? 1 : 0);
-          for (int64_t p = g; p < g1; ++p) {
-            kMicro[rows](xp + m * k_dim, k_dim, pp + p * k_dim * kPanel, op + m * n_dim + p * kPanel, n_dim,
-                         std::min(kPanel, n_dim - p * kPanel));
-          }
-          m += rows;
-        }
-      }
-    }
-  });
+  const float* xp = x.data_ptr<float>();
+  if (bf16) {
+    panel_linear_avx2(op, xp, reinterpret_cast<const uint16_t*>(panels.data_ptr<at::BFloat16>()), m_dim, k_dim,
+                      n_dim, n_panels);
+  } else {
+    panel_linear_avx2(op, xp, panels.data_ptr<float>(), m_dim, k_dim, n_dim, n_panels);
+  }
 #else
-  // No AVX2 on the build machine: the same product through ATen (panels back to [N, K]).
-  out.copy_(at::mm(x, panels.permute({1, 0, 2}).reshape({k_dim, n_panels * kPanel}).narrow(1, 0, n_dim)));
+  // No AVX2 on the build machine: the same product through ATen.
+  out.copy_(at::mm(x, panels_as_weight(panels, n_dim)));
 #endif
 }
 
