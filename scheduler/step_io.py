@@ -64,6 +64,20 @@ class SchedulerOutput:
         """Nothing to compute (there may still be ``kv_copies`` to perform)."""
         return not self.scheduled
 
+    def work(self) -> dict[str, float]:
+        """What the step computes, for cost accounting: ``num_tokens`` (rows of the forward pass),
+        ``num_reqs``, ``num_sampled`` (rows that reach the LM head), ``attention_pairs`` (causal
+        query-key pairs: each new token attends to the request's earlier tokens and itself) and
+        ``context_tokens`` (keys read per layer and KV head: each request's whole context, once)."""
+        pairs = context = sampled = 0
+        for s in self.scheduled:
+            q, c = len(s.token_ids), s.num_computed_tokens
+            pairs += q * c + q * (q + 1) // 2
+            context += c + q
+            sampled += s.do_sample
+        return {"num_tokens": float(self.total_num_scheduled_tokens), "num_reqs": float(len(self.scheduled)),
+                "num_sampled": float(sampled), "attention_pairs": float(pairs), "context_tokens": float(context)}
+
 
 @dataclass
 class ModelRunnerOutput:

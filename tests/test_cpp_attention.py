@@ -60,7 +60,8 @@ CASES = [
 @needs_cpp
 @pytest.mark.parametrize("reqs", CASES)
 @pytest.mark.parametrize("block_size,hq,hk,d", [(16, 8, 2, 64), (4, 4, 4, 16), (32, 9, 3, 64), (1, 2, 1, 8),
-                                               (8, 4, 2, 128)])  # d 64 and 128: the float32 AVX2 path
+                                               (8, 4, 2, 128), (16, 14, 2, 64), (16, 2, 2, 64)])
+# d 64 and 128: the float32 AVX2 path, GQA groups of 1, 2, 3, 4 and 7 query heads
 def test_cpp_attention_matches_reference(reqs: list[tuple[int, int]], block_size: int, hq: int, hk: int,
                                          d: int) -> None:
     case = _case(reqs, block_size, hq, hk, d, torch.float32, seed=block_size + hq)

@@ -169,7 +169,7 @@ class LLMEngine:
             return self._fail_batch([s.request_id for s in out.scheduled])
         t1 = time.perf_counter()
         # Read before ``update``, which refreshes the views of requests that go on to their next token.
-        num_tokens = out.total_num_scheduled_tokens if self.step_listeners else 0
+        work = out.work() if self.step_listeners else {}
         results = self._fail_requests(res.failed) if res.failed else []
         step = self.scheduler.update(out, res)
         reasons, lps, tops = step.finish_reasons, step.logprobs, step.top_logprobs
@@ -187,8 +187,7 @@ class LLMEngine:
                 logger.exception("output processing failed for %s", rid)
                 results.extend(self._fail_requests({rid: "output processing failed"}))
         if self.step_listeners:
-            info = {"step_seconds": time.perf_counter() - t0, "model_seconds": t1 - t0,
-                    "num_tokens": float(num_tokens), "num_reqs": float(len(out.scheduled))}
+            info = {"step_seconds": time.perf_counter() - t0, "model_seconds": t1 - t0, **work}
             for fn in self.step_listeners:
                 fn(info)
         return results

@@ -1,16 +1,18 @@
 // The float32 attention inner loops for head dims that are a multiple of 8 (AVX2 + FMA).
 //
-// One query vector at a time, keys addressed through a row-pointer table (no div/mod per key):
+// The query vectors of a GQA group go together, keys addressed through a row-pointer table (no
+// div/mod per key), block by block of 16 keys: each block of K (then V) rows comes from memory once
+// and serves every vector of the group from L1.
 //   scores: eight keys per pass, one accumulator register per key, one transposing reduction per
 //           eight keys (not one horizontal sum per key);
-//   softmax: max, then a vectorized exp and sum;
-//   P V:    the output row lives in registers (64 floats = 8 registers per pass; longer heads take
-//           several passes), one broadcast and D / 8 FMAs per key.
-// Every key row is reloaded per query vector of a GQA group: after the first vector it is in L1/L2.
+//   softmax: max, then a vectorized exp and sum, per vector;
+//   P V:    a vector's output (64 floats = 8 registers per pass; longer heads take several passes)
+//           stays in registers over a block, one broadcast and D / 8 FMAs per key.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "vec_math.h"
 
@@ -25,34 +27,37 @@ inline __m256 transpose_sum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-// s[j] = dot(q, k[j]) for j < n; q is D floats (already scaled), k[j] points at D floats.
+// s[j] = dot(q, k[j]) for the eight keys j0 .. j0 + 7.
 template <int D>
-inline void scores_f32(const float* q, const float* const* k, int64_t n, float* s) {
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    // The next eight rows are on their way while these eight are summed (a first pass over a
-    // request's keys reads them from L3 or memory; the GQA group's later vectors find them in L2).
-    for (int64_t r = j + 8; r < std::min<int64_t>(j + 16, n); ++r)
-      for (int c = 0; c < D; c += 16) _mm_prefetch(reinterpret_cast<const char*>(k[r] + c), _MM_HINT_T0);
-    __m256 a[8];
+inline void scores8_f32(const float* q, const float* const* k, int64_t j0, float* s) {
+  __m256 a[8];
 #pragma GCC unroll 8
-    for (int r = 0; r < 8; ++r) a[r] = _mm256_setzero_ps();
+  for (int r = 0; r < 8; ++r) a[r] = _mm256_setzero_ps();
 #pragma GCC unroll 16
-    for (int c = 0; c < D; c += 8) {
-      const __m256 qc = _mm256_loadu_ps(q + c);
+  for (int c = 0; c < D; c += 8) {
+    const __m256 qc = _mm256_loadu_ps(q + c);
 #pragma GCC unroll 8
-      for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k[j + r] + c), a[r]);
-    }
-    _mm256_storeu_ps(s + j, transpose_sum8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]));
+    for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k[j0 + r] + c), a[r]);
   }
-  for (; j < n; ++j) {
-    __m256 a = _mm256_setzero_ps();
+  _mm256_storeu_ps(s + j0, transpose_sum8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]));
+}
+
+// s[j] = dot(q, k[j]) for one key j.
+template <int D>
+inline void score1_f32(const float* q, const float* const* k, int64_t j, float* s) {
+  __m256 a = _mm256_setzero_ps();
 #pragma GCC unroll 16
-    for (int c = 0; c < D; c += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(k[j] + c), a);
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, a);
-    s[j] = lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
-  }
+  for (int c = 0; c < D; c += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(k[j] + c), a);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, a);
+  s[j] = lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
+}
+
+// The rows k[j0 .. j1) on their way to L1.
+template <int D>
+inline void prefetch_rows(const float* const* k, int64_t j0, int64_t j1, int c0 = 0) {
+  for (int64_t r = j0; r < j1; ++r)
+    for (int c = 0; c < (D < 64 ? D : 64); c += 16) _mm_prefetch(reinterpret_cast<const char*>(k[r] + c0 + c), _MM_HINT_T0);
 }
 
 // p[0..n) = exp(p - max(p)); returns the sum.
@@ -78,37 +83,54 @@ inline float softmax_numerators(float* p, int64_t n) {
   return sum;
 }
 
-// out[0..D) = mul * sum_j p[j] * v[j][0..D), 64 output floats per pass held in registers.
+// The G query vectors of a GQA group (q: G x D floats, pre-scaled) against keys/values [0, n):
+// out + g * D = softmax(q_g K^T) V. ``s`` is scratch of at least G * n floats.
 template <int D>
-inline void weighted_sum_f32(const float* p, const float* const* v, int64_t n, float mul, float* out) {
+inline void attend_group_f32(const float* q, int64_t group, const float* const* k, const float* const* v,
+                             int64_t n, float* s, float* out) {
+  constexpr int64_t kBlock = 16;  // keys per block: 16 rows of K or V stay in L1 for the whole group
+  for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+    const int64_t j1 = std::min(n, j0 + kBlock);
+    prefetch_rows<D>(k, j1, std::min(n, j1 + kBlock));
+    for (int64_t g = 0; g < group; ++g) {
+      int64_t j = j0;
+      for (; j + 8 <= j1; j += 8) scores8_f32<D>(q + g * D, k, j, s + g * n);
+      for (; j < j1; ++j) score1_f32<D>(q + g * D, k, j, s + g * n);
+    }
+  }
+  thread_local std::vector<float> inv_sum;
+  inv_sum.resize(group);
+  for (int64_t g = 0; g < group; ++g) inv_sum[g] = 1.f / softmax_numerators(s + g * n, n);
   for (int c0 = 0; c0 < D; c0 += 64) {
     constexpr int kRegs = (D < 64 ? D : 64) / 8;
-    __m256 a[kRegs];
+    for (int64_t g = 0; g < group; ++g)
+      for (int r = 0; r < kRegs; ++r) _mm256_storeu_ps(out + g * D + c0 + 8 * r, _mm256_setzero_ps());
+    for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+      const int64_t j1 = std::min(n, j0 + kBlock);
+      prefetch_rows<D>(v, j1, std::min(n, j1 + kBlock), c0);
+      for (int64_t g = 0; g < group; ++g) {
+        float* o = out + g * D + c0;
+        const float* p = s + g * n;
+        __m256 a[kRegs];
 #pragma GCC unroll 8
-    for (int r = 0; r < kRegs; ++r) a[r] = _mm256_setzero_ps();
-    for (int64_t j = 0; j < n; ++j) {
-      if (j + 8 < n)
-        for (int c = 0; c < (D < 64 ? D : 64); c += 16)
-          _mm_prefetch(reinterpret_cast<const char*>(v[j + 8] + c0 + c), _MM_HINT_T0);
-      const __m256 pj = _mm256_broadcast_ss(p + j);
-      const float* vj = v[j] + c0;
+        for (int r = 0; r < kRegs; ++r) a[r] = _mm256_loadu_ps(o + 8 * r);
+        for (int64_t j = j0; j < j1; ++j) {
+          const __m256 pj = _mm256_broadcast_ss(p + j);
 #pragma GCC unroll 8
-      for (int r = 0; r < kRegs; ++r) a[r] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * r), a[r]);
+          for (int r = 0; r < kRegs; ++r) a[r] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v[j] + c0 + 8 * r), a[r]);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < kRegs; ++r) _mm256_storeu_ps(o + 8 * r, a[r]);
+      }
     }
-    const __m256 m = _mm256_set1_ps(mul);
-#pragma GCC unroll 8
-    for (int r = 0; r < kRegs; ++r) _mm256_storeu_ps(out + c0 + 8 * r, _mm256_mul_ps(a[r], m));
+    for (int64_t g = 0; g < group; ++g) {
+      const __m256 m = _mm256_set1_ps(inv_sum[g]);
+      for (int r = 0; r < kRegs; ++r) {
+        float* o = out + g * D + c0 + 8 * r;
+        _mm256_storeu_ps(o, _mm256_mul_ps(_mm256_loadu_ps(o), m));
+      }
+    }
   }
-}
-
-// One query vector (D floats, pre-scaled) against keys/values [0, n): out = softmax(q K^T) V.
-// ``s`` is scratch of at least n floats.
-template <int D>
-inline void attend_one_f32(const float* q, const float* const* k, const float* const* v, int64_t n,
-                           float* s, float* out) {
-  scores_f32<D>(q, k, n, s);
-  const float sum = softmax_numerators(s, n);
-  weighted_sum_f32<D>(s, v, n, 1.f / sum, out);
 }
 
 }  // namespace ae

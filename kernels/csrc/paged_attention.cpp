@@ -145,20 +145,20 @@ void attend_tile(const WorkItem& w, T* out, int64_t out_row_stride, const T* que
 }
 
 #ifdef AE_AVX2
-// float32 with head dim D (64 or 128): each query vector of the tile in turn over row pointers
-// (attend_f32.h). Same contract as attend_tile.
+// float32 with head dim D (64 or 128): per query row, the query vectors of the GQA group together
+// over row pointers (attend_f32.h). Same contract as attend_tile.
 template <int D>
 void attend_tile_f32(const WorkItem& w, float* out, int64_t out_row_stride, const float* query,
                      int64_t q_row_stride, const float* k_cache, const float* v_cache, const int32_t* table,
                      int64_t block_size, int64_t hk, int64_t group, int64_t seq_len, int64_t q_end, float scale) {
   thread_local std::vector<const float*> krow, vrow;
-  thread_local std::vector<float> s;
-  alignas(32) float q[D];
+  thread_local std::vector<float> s, q;
   const int64_t max_keys = seq_len - q_end + w.row_end;  // what the tile's last row sees
   const int64_t token_stride = hk * D;
   krow.resize(max_keys);
   vrow.resize(max_keys);
-  s.resize(max_keys);
+  s.resize(group * max_keys);
+  q.resize(group * D);
   for (int64_t b = 0; b * block_size < max_keys; ++b) {
     const int64_t base = static_cast<int64_t>(table[b]) * block_size * token_stride + w.kv_head * D;
     const int64_t n = std::min(block_size, max_keys - b * block_size);
@@ -169,11 +169,10 @@ void attend_tile_f32(const WorkItem& w, float* out, int64_t out_row_stride, cons
   }
   for (int64_t row = w.row_begin; row < w.row_end; ++row) {
     const int64_t nk = seq_len - (q_end - row) + 1;
-    for (int64_t g = 0; g < group; ++g) {
-      const int64_t head = w.kv_head * group + g;
-      load_row(q, query + row * q_row_stride + head * D, D, scale);
-      ae::attend_one_f32<D>(q, krow.data(), vrow.data(), nk, s.data(), out + row * out_row_stride + head * D);
-    }
+    const int64_t head0 = w.kv_head * group;
+    load_row(q.data(), query + row * q_row_stride + head0 * D, group * D, scale);
+    ae::attend_group_f32<D>(q.data(), group, krow.data(), vrow.data(), nk, s.data(),
+                            out + row * out_row_stride + head0 * D);
   }
 }
 #endif
