@@ -63,7 +63,7 @@ class EngineReplica:
                      threads: int | None = None) -> None:
         from ray import serve
 
-        from agent_engine.engine.factory import serving_config
+        from agent_engine.engine.factory import run_on_own_thread, serving_config
         from agent_engine.engine.llm_engine import LLMEngine
         from agent_engine.server.app import build_app
         from agent_engine.server.async_engine import AsyncEngine
@@ -73,7 +73,7 @@ class EngineReplica:
 
             torch.set_num_threads(threads)
         self.replica_id = serve.get_replica_context().replica_id.unique_id
-        self.engine = await asyncio.to_thread(LLMEngine, serving_config(engine_config))
+        self.engine = await asyncio.to_thread(run_on_own_thread, lambda: LLMEngine(serving_config(engine_config)))
         self.async_engine = AsyncEngine(self.engine)
         self.app = build_app(self.async_engine, server_config)
         self._lifespan = self.app.router.lifespan_context(self.app)

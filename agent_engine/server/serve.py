@@ -51,7 +51,7 @@ def run_serve(args: argparse.Namespace) -> int:
     sits above this package: it is loaded by name, like a command module)."""
     if getattr(args, "replicas", 1) > 1:
         return int(importlib.import_module(CLUSTER_MODULE).run_cluster(args))
-    from agent_engine.engine.factory import serving_config
+    from agent_engine.engine.factory import run_on_own_thread, serving_config
     from agent_engine.engine.llm_engine import LLMEngine
     from agent_engine.server.app import build_app, draining_server
     from agent_engine.server.async_engine import AsyncEngine
@@ -59,7 +59,7 @@ def run_serve(args: argparse.Namespace) -> int:
     server_config = ServerConfig.from_args(args)
     logging.basicConfig(level=server_config.log_level.upper(), format=_LOG_FORMAT)
 
-    engine = LLMEngine(serving_config(EngineConfig.from_args(args)))
+    engine = run_on_own_thread(lambda: LLMEngine(serving_config(EngineConfig.from_args(args))))
     async_engine = AsyncEngine(engine, tokenizer_workers=server_config.tokenizer_workers)
     app = build_app(async_engine, server_config)
     server = draining_server(app, async_engine, server_config.host, server_config.port,
