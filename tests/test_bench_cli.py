@@ -133,6 +133,8 @@ def test_serve_budgets_and_weight_forms_name_one_server_each() -> None:
     args = ap.parse_args(["--model", "m", "--budgets", "256,2048"])
     assert args.budgets == [256, 2048] and "--max-num-batched-tokens" not in engine_flags(args, None)
     assert engine_flags(args, 256)[-2:] == ["--max-num-batched-tokens", "256"]
+    assert engine_flags(args, None)[4:6] == ["--dtype", "float32"]
+    assert engine_flags(ap.parse_args(["--dtype", "bfloat16"]), None)[4:6] == ["--dtype", "bfloat16"]
     servers = {"a": 1, "b": 2, "c": 3}
     assert [[name for name, _ in turn_order(servers, r)] for r in range(4)] == [  # type: ignore[arg-type]
         ["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]

