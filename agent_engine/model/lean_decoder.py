@@ -31,6 +31,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,7 +197,7 @@ class LeanDecoder:
         return min((w for w in windows if w), default=None)
 
     @staticmethod
-    def _layer(layer: Any, act: Any) -> _Layer:
+    def _layer(layer: Any, act: Callable[[torch.Tensor | None], torch.Tensor | None]) -> _Layer:
         attn, mlp = layer.self_attn, layer.mlp
         qkv_w, qkv_b = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
         gate_up_w, _ = _fuse([mlp.gate_proj, mlp.up_proj])
