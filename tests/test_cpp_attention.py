@@ -74,6 +74,48 @@ def test_cpp_attention_matches_reference(reqs: list[tuple[int, int]], block_size
 
 
 @needs_cpp
+@pytest.mark.parametrize("reqs", CASES)
+@pytest.mark.parametrize("hq,hk,d", [(8, 2, 64), (4, 2, 128), (4, 4, 16)])  # AVX2 paths and the generic one
+def test_bfloat16_caches_under_float32_queries(reqs: list[tuple[int, int]], hq: int, hk: int, d: int) -> None:
+    """A bfloat16 KV cache under float32 queries reads as its exact float32 values: the C++ kernel and
+    the torch path both equal the float64 reference over the widened caches (this step's keys and
+    values rounded alike, as the fresh-chunk path reads them); the output stays float32."""
+    case = _case(reqs, 16, hq, hk, d, torch.float32, seed=hq + d)
+    k16, v16 = case["k_cache"].bfloat16(), case["v_cache"].bfloat16()
+    key, value = case["key"].bfloat16().float(), case["value"].bfloat16().float()
+    ref = paged_attention_reference(case["query"].contiguous(), k16.float(), v16.float(), case["meta"], 0.125)
+    for attend in (paged_attention_cpp, paged_attention_torch):
+        out = attend(case["query"], key, value, k16, v16, case["meta"], 0.125)
+        assert out.dtype == torch.float32
+        torch.testing.assert_close(out, ref, rtol=2e-5, atol=2e-5)
+
+
+@needs_cpp
+def test_rotary_writes_bfloat16_caches_rounded() -> None:
+    """Under a float32 qkv the C++ rotary writes bfloat16 caches as the rotated k and v rounded to
+    nearest even, the same as the torch path; a cache of another dtype is refused."""
+    gen = torch.Generator().manual_seed(3)
+    hq, hk, d, tokens = 4, 2, 64, 5
+    qkv = torch.randn(tokens, (hq + 2 * hk) * d, generator=gen)
+    cos, sin = torch.randn(tokens, d, generator=gen), torch.randn(tokens, d, generator=gen)
+    slots = torch.tensor([3, 0, 7, 1, 4])
+    caches = {}
+    for cpp in (True, False):
+        k16, v16 = torch.zeros(2, 4, hk, d, dtype=torch.bfloat16), torch.zeros(2, 4, hk, d, dtype=torch.bfloat16)
+        x = qkv.clone()
+        rotary_and_cache(x, cos, sin, k16, v16, slots, hq, hk, cpp)
+        caches[cpp] = (x, k16, v16)
+    x, k16, v16 = caches[True]
+    heads = x.view(tokens, hq + 2 * hk, d)
+    assert torch.equal(k16.view(-1, hk, d)[slots], heads[:, hq : hq + hk].bfloat16())
+    assert torch.equal(v16.view(-1, hk, d)[slots], heads[:, hq + hk :].bfloat16())
+    torch.testing.assert_close(caches[True][0], caches[False][0], rtol=1e-6, atol=1e-6)
+    with pytest.raises(RuntimeError, match="caches share"):
+        rotary_and_cache(qkv.clone(), cos, sin, torch.zeros(2, 4, hk, d, dtype=torch.float16),
+                         torch.zeros(2, 4, hk, d, dtype=torch.float16), slots, hq, hk, True)
+
+
+@needs_cpp
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_cpp_attention_half_precision(dtype: torch.dtype) -> None:
     case = _case(CASES[2], 16, 8, 2, 64, dtype, seed=5)

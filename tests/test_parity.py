@@ -143,3 +143,25 @@ def test_bfloat16_is_float32_math_on_the_bf16_weights(vocab: int, tmp_path) -> N
     assert runner.lean is not None and runner.lean.layers[0].packed["qkv_w"].dtype == torch.bfloat16
     got = _engine_greedy(bf16, prompts)
     assert got == _engine_greedy(LLM(model=str(tmp_path), num_kv_blocks=256, max_model_len=1024), prompts)
+
+
+def test_bfloat16_kv_cache_keeps_greedy_close(vocab: int, reference: dict) -> None:
+    """``kv_cache_dtype="bfloat16"`` halves the pool's bytes and rounds K and V to bf16 (attention
+    still in float32): against the float32 reference the first token matches for >= 15 of 16 prompts
+    and the greedy sequences agree on >= 75% of their leading tokens; an unknown form is a ValueError."""
+    llm = LLM(num_kv_blocks=256, max_model_len=1024, kv_cache_dtype="bfloat16")
+    assert llm.engine.runner.kv_caches[0][0].dtype == torch.bfloat16
+    got, ref = _engine_greedy(llm, _prompts(vocab)), reference["mixed"]
+    first = sum(a[0] == b[0] for a, b in zip(got, ref, strict=True))
+
+    def common(a: list[int], b: list[int]) -> int:
+        n = 0
+        while n < len(a) and a[n] == b[n]:
+            n += 1
+        return n
+
+    agree = sum(common(a, b) for a, b in zip(got, ref, strict=True)) / (len(ref) * NEW_TOKENS)
+    assert first >= 15 and agree >= 0.75, (first, agree)
+    assert llm.engine.scheduler.kv.pool.num_used_blocks == 0
+    with pytest.raises(ValueError, match="kv_cache_dtype"):
+        LLM(num_kv_blocks=64, kv_cache_dtype="float16")

@@ -24,8 +24,8 @@ Invariants:
 - A bfloat16 model with the C++ kernels runs float32 activations over its bfloat16 weights
   (:meth:`LeanDecoder.activation_dtype`): every matmul weight is packed in bfloat16 panels whatever the
   memory (they are its working copy; ``panel_linear`` widens them exactly), norms and biases get
-  float32 copies, and the KV cache is float32. Its outputs are those of the float32 model whose
-  weights are the bfloat16 values, up to summation order.
+  float32 copies, and the KV cache is float32 (bfloat16 on request: :meth:`kv_cache_dtype`). Its
+  outputs are those of the float32 model whose weights are the bfloat16 values, up to summation order.
 """
 
 from __future__ import annotations
@@ -142,6 +142,20 @@ class LeanDecoder:
         if dtype == torch.bfloat16 and _unsupported_reason(model) is None and use_cpp(torch.device("cpu")):
             return torch.float32
         return dtype
+
+    @staticmethod
+    def kv_cache_dtype(model: torch.nn.Module, requested: str = "auto") -> torch.dtype:
+        """The KV cache dtype for ``model``: its activations' (``auto``), or ``bfloat16``, which only
+        float32 activations in this decoder with the C++ kernels read (else ValueError)."""
+        act = LeanDecoder.activation_dtype(model)
+        if requested == "auto":
+            return act
+        if requested != "bfloat16":
+            raise ValueError(f"kv_cache_dtype must be auto or bfloat16, got {requested!r}")
+        if act != torch.float32 or _unsupported_reason(model) is not None or not use_cpp(torch.device("cpu")):
+            raise ValueError("a bfloat16 KV cache needs the lean CPU decoder with the C++ kernels and float32 "
+                             "activations (a float32 or bfloat16 Llama-family model on CPU)")
+        return torch.bfloat16
 
     def _act(self, tensor: torch.Tensor | None) -> torch.Tensor | None:
         """``tensor`` in the activation dtype (a float32 copy of a bfloat16 norm weight or bias)."""

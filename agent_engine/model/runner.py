@@ -64,6 +64,7 @@ class ModelRunner:
         seed: int = 0,
         num_offload_blocks: int = 0,
         offload_dtype: str = "auto",
+        kv_cache_dtype: str = "auto",
     ) -> None:
         if num_kv_blocks < 2:
             raise ValueError("num_kv_blocks must be >= 2 (block 0 is reserved)")
@@ -78,7 +79,7 @@ class ModelRunner:
         self._decoder = model.get_decoder()
         self._lm_head = model.get_output_embeddings()
         self.lean = LeanDecoder.build(model) if self.device.type == "cpu" else None
-        self.kv_dtype = self.lean.act_dtype if self.lean is not None else self.dtype
+        self.kv_dtype = self.kv_dtype_for(model, kv_cache_dtype)
         self.kv_caches = allocate_kv_caches(
             self.num_layers, num_kv_blocks, block_size, self.num_kv_heads, self.head_dim, self.kv_dtype, self.device
         )
@@ -98,9 +99,10 @@ class ModelRunner:
         return True
 
     @staticmethod
-    def kv_dtype_for(model: torch.nn.Module) -> torch.dtype:
-        """The dtype of the KV cache a runner of ``model`` allocates (its activations' dtype)."""
-        return LeanDecoder.activation_dtype(model)
+    def kv_dtype_for(model: torch.nn.Module, kv_cache_dtype: str = "auto") -> torch.dtype:
+        """The dtype of the KV cache a runner of ``model`` allocates: its activations' dtype, or
+        bfloat16 when asked (``LeanDecoder.kv_cache_dtype``; ValueError where unsupported)."""
+        return LeanDecoder.kv_cache_dtype(model, kv_cache_dtype)
 
     @staticmethod
     def kv_cache_bytes_per_block(config: Any, block_size: int, dtype: torch.dtype) -> int:

@@ -1,4 +1,5 @@
-// The float32 attention inner loops for head dims that are a multiple of 8 (AVX2 + FMA).
+// The float32 attention inner loops for head dims that are a multiple of 8 (AVX2 + FMA), over a
+// float32 or a bfloat16 KV cache (C = float or uint16_t, the bf16 bits: widened exactly to float32).
 //
 // The query vectors of a GQA group go together, keys addressed through a row-pointer table (no
 // div/mod per key), block by block of 16 keys: each block of K (then V) rows comes from memory once
@@ -27,9 +28,16 @@ inline __m256 transpose_sum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
+// Eight cache values as float32.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
 // s[j] = dot(q, k[j]) for the eight keys j0 .. j0 + 7.
-template <int D>
-inline void scores8_f32(const float* q, const float* const* k, int64_t j0, float* s) {
+template <int D, typename C>
+inline void scores8_f32(const float* q, const C* const* k, int64_t j0, float* s) {
   __m256 a[8];
 #pragma GCC unroll 8
   for (int r = 0; r < 8; ++r) a[r] = _mm256_setzero_ps();
@@ -37,27 +45,28 @@ inline void scores8_f32(const float* q, const float* const* k, int64_t j0, float
   for (int c = 0; c < D; c += 8) {
     const __m256 qc = _mm256_loadu_ps(q + c);
 #pragma GCC unroll 8
-    for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k[j0 + r] + c), a[r]);
+    for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(qc, load8(k[j0 + r] + c), a[r]);
   }
   _mm256_storeu_ps(s + j0, transpose_sum8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]));
 }
 
 // s[j] = dot(q, k[j]) for one key j.
-template <int D>
-inline void score1_f32(const float* q, const float* const* k, int64_t j, float* s) {
+template <int D, typename C>
+inline void score1_f32(const float* q, const C* const* k, int64_t j, float* s) {
   __m256 a = _mm256_setzero_ps();
 #pragma GCC unroll 16
-  for (int c = 0; c < D; c += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(k[j] + c), a);
+  for (int c = 0; c < D; c += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), load8(k[j] + c), a);
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, a);
   s[j] = lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
 }
 
-// The rows k[j0 .. j1) on their way to L1.
-template <int D>
-inline void prefetch_rows(const float* const* k, int64_t j0, int64_t j1, int c0 = 0) {
+// Columns [c0, c0 + 64) of the rows k[j0 .. j1) on their way to L1, a cache line at a time.
+template <int D, typename C>
+inline void prefetch_rows(const C* const* k, int64_t j0, int64_t j1, int c0 = 0) {
+  constexpr int kLine = 64 / static_cast<int>(sizeof(C));
   for (int64_t r = j0; r < j1; ++r)
-    for (int c = 0; c < (D < 64 ? D : 64); c += 16) _mm_prefetch(reinterpret_cast<const char*>(k[r] + c0 + c), _MM_HINT_T0);
+    for (int c = 0; c < (D < 64 ? D : 64); c += kLine) _mm_prefetch(reinterpret_cast<const char*>(k[r] + c0 + c), _MM_HINT_T0);
 }
 
 // p[0..n) = exp(p - max(p)); returns the sum.
@@ -85,17 +94,17 @@ inline float softmax_numerators(float* p, int64_t n) {
 
 // The G query vectors of a GQA group (q: G x D floats, pre-scaled) against keys/values [0, n):
 // out + g * D = softmax(q_g K^T) V. ``s`` is scratch of at least G * n floats.
-template <int D>
-inline void attend_group_f32(const float* q, int64_t group, const float* const* k, const float* const* v,
+template <int D, typename C>
+inline void attend_group_f32(const float* q, int64_t group, const C* const* k, const C* const* v,
                              int64_t n, float* s, float* out) {
   constexpr int64_t kBlock = 16;  // keys per block: 16 rows of K or V stay in L1 for the whole group
   for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
     const int64_t j1 = std::min(n, j0 + kBlock);
-    prefetch_rows<D>(k, j1, std::min(n, j1 + kBlock));
+    prefetch_rows<D, C>(k, j1, std::min(n, j1 + kBlock));
     for (int64_t g = 0; g < group; ++g) {
       int64_t j = j0;
-      for (; j + 8 <= j1; j += 8) scores8_f32<D>(q + g * D, k, j, s + g * n);
-      for (; j < j1; ++j) score1_f32<D>(q + g * D, k, j, s + g * n);
+      for (; j + 8 <= j1; j += 8) scores8_f32<D, C>(q + g * D, k, j, s + g * n);
+      for (; j < j1; ++j) score1_f32<D, C>(q + g * D, k, j, s + g * n);
     }
   }
   thread_local std::vector<float> inv_sum;
@@ -107,7 +116,7 @@ inline void attend_group_f32(const float* q, int64_t group, const float* const* 
       for (int r = 0; r < kRegs; ++r) _mm256_storeu_ps(out + g * D + c0 + 8 * r, _mm256_setzero_ps());
     for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
       const int64_t j1 = std::min(n, j0 + kBlock);
-      prefetch_rows<D>(v, j1, std::min(n, j1 + kBlock), c0);
+      prefetch_rows<D, C>(v, j1, std::min(n, j1 + kBlock), c0);
       for (int64_t g = 0; g < group; ++g) {
         float* o = out + g * D + c0;
         const float* p = s + g * n;
@@ -117,7 +126,7 @@ inline void attend_group_f32(const float* q, int64_t group, const float* const* 
         for (int64_t j = j0; j < j1; ++j) {
           const __m256 pj = _mm256_broadcast_ss(p + j);
 #pragma GCC unroll 8
-          for (int r = 0; r < kRegs; ++r) a[r] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v[j] + c0 + 8 * r), a[r]);
+          for (int r = 0; r < kRegs; ++r) a[r] = _mm256_fmadd_ps(pj, load8(v[j] + c0 + 8 * r), a[r]);
         }
 #pragma GCC unroll 8
         for (int r = 0; r < kRegs; ++r) _mm256_storeu_ps(o + 8 * r, a[r]);

@@ -101,42 +101,68 @@ void silu_and_mul(at::Tensor out, const at::Tensor& gate_up) {
   });
 }
 
+// Row ``src`` (n values) into a cache row: the same type, or float32 rounded to bfloat16 (to nearest even).
+template <typename T, typename C>
+inline void to_cache(const T* src, int64_t n, C* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<C>(static_cast<float>(src[i]));
+}
+
+template <typename T>
+inline void to_cache(const T* src, int64_t n, T* dst) {
+  std::copy(src, src + n, dst);
+}
+
 // In place on qkv [T, (Hq + 2 Hk) * D]: rotate q and k (HF rotate_half convention with cos/sin
-// [T, D]); then write k and v of token t to slot slot_mapping[t] of the caches.
+// [T, D]); then write k and v of token t to slot slot_mapping[t] of the caches (in qkv's dtype, or
+// bfloat16 caches under a float32 qkv).
+template <typename T, typename C>
+void rotate_and_write(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k_cache,
+                      at::Tensor& v_cache, const int64_t* slots, int64_t hq, int64_t hk, int64_t d) {
+  const int64_t tokens = qkv.size(0), half = d / 2;
+  T* base = qkv.data_ptr<T>();
+  const T* cs = cos.data_ptr<T>();
+  const T* sn = sin.data_ptr<T>();
+  C* kc = k_cache.data_ptr<C>();
+  C* vc = v_cache.data_ptr<C>();
+  at::parallel_for(0, tokens, grain_rows((hq + 2 * hk) * d), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      T* row = base + t * (hq + 2 * hk) * d;
+      const T* c = cs + t * d;
+      const T* s = sn + t * d;
+      for (int64_t h = 0; h < hq + hk; ++h) {
+        T* x = row + h * d;
+        for (int64_t i = 0; i < half; ++i) {
+          const T a = x[i], b = x[i + half];
+          // HF: x * cos + rotate_half(x) * sin, each product rounded to the dtype.
+          x[i] = static_cast<T>(static_cast<T>(a * c[i]) + static_cast<T>(-b * s[i]));
+          x[i + half] = static_cast<T>(static_cast<T>(b * c[i + half]) + static_cast<T>(a * s[i + half]));
+        }
+      }
+      const int64_t dst = slots[t] * hk * d;
+      to_cache(row + hq * d, hk * d, kc + dst);
+      to_cache(row + (hq + hk) * d, hk * d, vc + dst);
+    }
+  });
+}
+
 void rotary_and_cache(at::Tensor qkv, const at::Tensor& cos, const at::Tensor& sin, at::Tensor k_cache,
                       at::Tensor v_cache, const at::Tensor& slot_mapping, int64_t hq, int64_t hk) {
   TORCH_CHECK(qkv.is_contiguous() && cos.is_contiguous() && sin.is_contiguous(), "contiguous inputs");
   TORCH_CHECK(slot_mapping.scalar_type() == at::kLong, "slot_mapping must be int64");
-  const int64_t tokens = qkv.size(0), d = k_cache.size(3);
+  const int64_t d = k_cache.size(3);
   TORCH_CHECK(qkv.size(1) == (hq + 2 * hk) * d && cos.size(-1) == d, "bad qkv / rotary shapes");
-  const int64_t half = d / 2;
-  const int64_t* slots = slot_mapping.contiguous().data_ptr<int64_t>();
+  const bool bf16_cache = qkv.scalar_type() == at::kFloat && k_cache.scalar_type() == at::kBFloat16;
+  TORCH_CHECK((k_cache.scalar_type() == qkv.scalar_type() || bf16_cache) &&
+                  v_cache.scalar_type() == k_cache.scalar_type(),
+              "rotary_and_cache: the caches share qkv's dtype, or are bfloat16 under a float32 qkv");
+  const auto slots_t = slot_mapping.contiguous();
+  const int64_t* slots = slots_t.data_ptr<int64_t>();
+  if (bf16_cache) {
+    rotate_and_write<float, at::BFloat16>(qkv, cos, sin, k_cache, v_cache, slots, hq, hk, d);
+    return;
+  }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, qkv.scalar_type(), "rotary_and_cache", [&] {
-    scalar_t* base = qkv.data_ptr<scalar_t>();
-    const scalar_t* cs = cos.data_ptr<scalar_t>();
-    const scalar_t* sn = sin.data_ptr<scalar_t>();
-    scalar_t* kc = k_cache.data_ptr<scalar_t>();
-    scalar_t* vc = v_cache.data_ptr<scalar_t>();
-    at::parallel_for(0, tokens, grain_rows((hq + 2 * hk) * d), [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        scalar_t* row = base + t * (hq + 2 * hk) * d;
-        const scalar_t* c = cs + t * d;
-        const scalar_t* s = sn + t * d;
-        for (int64_t h = 0; h < hq + hk; ++h) {
-          scalar_t* x = row + h * d;
-          for (int64_t i = 0; i < half; ++i) {
-            const scalar_t a = x[i], b = x[i + half];
-            // HF: x * cos + rotate_half(x) * sin, each product rounded to the dtype.
-            x[i] = static_cast<scalar_t>(static_cast<scalar_t>(a * c[i]) + static_cast<scalar_t>(-b * s[i]));
-            x[i + half] = static_cast<scalar_t>(static_cast<scalar_t>(b * c[i + half]) +
-                                                static_cast<scalar_t>(a * s[i + half]));
-          }
-        }
-        const int64_t dst = slots[t] * hk * d;
-        std::copy(row + hq * d, row + (hq + hk) * d, kc + dst);
-        std::copy(row + (hq + hk) * d, row + (hq + 2 * hk) * d, vc + dst);
-      }
-    });
+    rotate_and_write<scalar_t, scalar_t>(qkv, cos, sin, k_cache, v_cache, slots, hq, hk, d);
   });
 }
 

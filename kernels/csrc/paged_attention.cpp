@@ -74,9 +74,10 @@ struct WorkItem {
 // One work item: rows [row_begin, row_end) of one request, all query heads of one KV head. Three
 // passes over the keys: scores (Q K^T), softmax, then P V. Query vector qi sees keys [0, nk[qi]);
 // nk is non-decreasing in qi, so the vectors that see key j are a suffix [first(j), nq).
-template <typename T>
+// C is the cache's element type: T, or bfloat16 under a float32 query.
+template <typename T, typename C = T>
 void attend_tile(const WorkItem& w, T* out, int64_t out_row_stride, const T* query, int64_t q_row_stride,
-                 const T* k_cache, const T* v_cache, const int32_t* table, int64_t block_size, int64_t hk,
+                 const C* k_cache, const C* v_cache, const int32_t* table, int64_t block_size, int64_t hk,
                  int64_t group, int64_t d, int64_t seq_len, int64_t q_end, float scale) {
   const int64_t nrows = w.row_end - w.row_begin;
   const int64_t nq = nrows * group;
@@ -93,10 +94,10 @@ void attend_tile(const WorkItem& w, T* out, int64_t out_row_stride, const T* que
   const int64_t max_keys = nk[nq - 1];
   const int64_t token_stride = hk * d;
   std::vector<float> s(nq * max_keys);
-  auto key_row = [&](const T* cache, int64_t j) -> const float* {
-    const T* p = cache + (static_cast<int64_t>(table[j / block_size]) * block_size + j % block_size) *
+  auto key_row = [&](const C* cache, int64_t j) -> const float* {
+    const C* p = cache + (static_cast<int64_t>(table[j / block_size]) * block_size + j % block_size) *
                              token_stride + w.kv_head * d;
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<C, float>) {
       return p;
     } else {
       load_row(kbuf.data(), p, d);
@@ -147,11 +148,11 @@ void attend_tile(const WorkItem& w, T* out, int64_t out_row_stride, const T* que
 #ifdef AE_AVX2
 // float32 with head dim D (64 or 128): per query row, the query vectors of the GQA group together
 // over row pointers (attend_f32.h). Same contract as attend_tile.
-template <int D>
+template <int D, typename C>
 void attend_tile_f32(const WorkItem& w, float* out, int64_t out_row_stride, const float* query,
-                     int64_t q_row_stride, const float* k_cache, const float* v_cache, const int32_t* table,
+                     int64_t q_row_stride, const C* k_cache, const C* v_cache, const int32_t* table,
                      int64_t block_size, int64_t hk, int64_t group, int64_t seq_len, int64_t q_end, float scale) {
-  thread_local std::vector<const float*> krow, vrow;
+  thread_local std::vector<const C*> krow, vrow;
   thread_local std::vector<float> s, q;
   const int64_t max_keys = seq_len - q_end + w.row_end;  // what the tile's last row sees
   const int64_t token_stride = hk * D;
@@ -171,11 +172,54 @@ void attend_tile_f32(const WorkItem& w, float* out, int64_t out_row_stride, cons
     const int64_t nk = seq_len - (q_end - row) + 1;
     const int64_t head0 = w.kv_head * group;
     load_row(q.data(), query + row * q_row_stride + head0 * D, group * D, scale);
-    ae::attend_group_f32<D>(q.data(), group, krow.data(), vrow.data(), nk, s.data(),
+    ae::attend_group_f32<D, C>(q.data(), group, krow.data(), vrow.data(), nk, s.data(),
                             out + row * out_row_stride + head0 * D);
   }
 }
 #endif
+
+// What one call computes, shared by every work item.
+struct Step {
+  const std::vector<WorkItem>& items;
+  const int32_t* tables;
+  int64_t max_blocks;
+  const int32_t* seq_lens;
+  const int32_t* query_start_loc;
+  int64_t hq, hk, group, d, block_size;
+  float scale;
+};
+
+// Every work item, split between the threads: query and out in T, the caches in C.
+template <typename T, typename C>
+void run_items(const Step& st, at::Tensor& out, const at::Tensor& query, const at::Tensor& k_cache,
+               const at::Tensor& v_cache, int64_t grain) {
+  T* o = out.data_ptr<T>();
+  const T* q = query.data_ptr<T>();
+  const C* kc = k_cache.data_ptr<C>();
+  const C* vc = v_cache.data_ptr<C>();
+  const int64_t q_stride = query.stride(0), o_stride = st.hq * st.d;
+  at::parallel_for(0, static_cast<int64_t>(st.items.size()), grain, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      const WorkItem& w = st.items[k];
+      const int32_t* table = st.tables + w.req * st.max_blocks;
+      const int64_t seq_len = st.seq_lens[w.req], q_end = st.query_start_loc[w.req + 1];
+#ifdef AE_AVX2
+      if constexpr (std::is_same_v<T, float>) {
+        if (st.d == 64 || st.d == 128) {
+          // bfloat16 cache rows go to the kernel as their raw 16-bit patterns (attend_f32.h widens them).
+          using Bits = std::conditional_t<std::is_same_v<C, float>, float, uint16_t>;
+          auto tile = st.d == 64 ? &attend_tile_f32<64, Bits> : &attend_tile_f32<128, Bits>;
+          tile(w, o, o_stride, q, q_stride, reinterpret_cast<const Bits*>(kc), reinterpret_cast<const Bits*>(vc),
+               table, st.block_size, st.hk, st.group, seq_len, q_end, st.scale);
+          continue;
+        }
+      }
+#endif
+      attend_tile<T, C>(w, o, o_stride, q, q_stride, kc, vc, table, st.block_size, st.hk, st.group, st.d, seq_len,
+                        q_end, st.scale);
+    }
+  });
+}
 
 // out[T, Hq, D] (only the rows of the listed requests are written).
 void paged_attention(at::Tensor out, const at::Tensor& query, const at::Tensor& k_cache,
@@ -189,8 +233,10 @@ void paged_attention(at::Tensor out, const at::Tensor& query, const at::Tensor& 
   TORCH_CHECK(block_tables.scalar_type() == at::kInt && query_start_loc.scalar_type() == at::kInt &&
                   seq_lens.scalar_type() == at::kInt && req_indices.scalar_type() == at::kInt,
               "metadata tensors must be int32");
-  TORCH_CHECK(query.scalar_type() == k_cache.scalar_type() && out.scalar_type() == query.scalar_type(),
-              "query, out and caches must share a dtype");
+  const bool bf16_cache = query.scalar_type() == at::kFloat && k_cache.scalar_type() == at::kBFloat16;
+  TORCH_CHECK((query.scalar_type() == k_cache.scalar_type() || bf16_cache) &&
+                  v_cache.scalar_type() == k_cache.scalar_type() && out.scalar_type() == query.scalar_type(),
+              "query and out share a dtype; the caches share it too, or are bfloat16 under a float32 query");
   const int64_t hq = query.size(1), d = query.size(2);
   const int64_t block_size = k_cache.size(1), hk = k_cache.size(2);
   TORCH_CHECK(hq % hk == 0 && d <= kMaxHeadDim && k_cache.size(3) == d, "bad head shapes");
@@ -214,33 +260,13 @@ void paged_attention(at::Tensor out, const at::Tensor& query, const at::Tensor& 
   int64_t work = 0;
   for (const WorkItem& w : items) work += (w.row_end - w.row_begin) * group * sl[w.req] * d;
   const int64_t grain = work < 8 * kParallelElems ? static_cast<int64_t>(items.size()) + 1 : 1;
+  const Step step{items, tables, max_blocks, sl, qsl, hq, hk, group, d, block_size, static_cast<float>(scale)};
+  if (bf16_cache) {
+    run_items<float, at::BFloat16>(step, out, query, k_cache, v_cache, grain);
+    return;
+  }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, query.scalar_type(), "paged_attention", [&] {
-    scalar_t* o = out.data_ptr<scalar_t>();
-    const scalar_t* q = query.data_ptr<scalar_t>();
-    const scalar_t* kc = k_cache.data_ptr<scalar_t>();
-    const scalar_t* vc = v_cache.data_ptr<scalar_t>();
-    const int64_t q_stride = query.stride(0);
-    const int64_t o_stride = hq * d;
-    at::parallel_for(0, static_cast<int64_t>(items.size()), grain, [&](int64_t begin, int64_t end) {
-      for (int64_t k = begin; k < end; ++k) {
-        const WorkItem& w = items[k];
-#ifdef AE_AVX2
-        if constexpr (std::is_same_v<scalar_t, float>) {
-          if (d == 64 || d == 128) {
-            auto tile = d == 64 ? &attend_tile_f32<64> : &attend_tile_f32<128>;
-            // (a plain lambda, not a template: the casts only run when scalar_t is float)
-            tile(w, reinterpret_cast<float*>(o), o_stride, reinterpret_cast<const float*>(q), q_stride,
-                 reinterpret_cast<const float*>(kc), reinterpret_cast<const float*>(vc),
-                 tables + w.req * max_blocks, block_size, hk, group, sl[w.req], qsl[w.req + 1],
-                 static_cast<float>(scale));
-            continue;
-          }
-        }
-#endif
-        attend_tile<scalar_t>(w, o, o_stride, q, q_stride, kc, vc, tables + w.req * max_blocks, block_size,
-                              hk, group, d, sl[w.req], qsl[w.req + 1], static_cast<float>(scale));
-      }
-    });
+    run_items<scalar_t, scalar_t>(step, out, query, k_cache, v_cache, grain);
   });
 }
 
