@@ -71,7 +71,8 @@ def parse_raw(text: str) -> Counter[str]:
 
 
 async def _client(base_url: str, model: str, concurrency: int, until: float, max_tokens: int) -> int:
-    from benchmarks.serve_load import _prompt, _request
+    from benchmarks.serve_agent import stream_completion
+    from benchmarks.serve_load import _prompt
 
     done = 0
     async with httpx.AsyncClient(base_url=base_url, timeout=120) as client:
@@ -79,7 +80,7 @@ async def _client(base_url: str, model: str, concurrency: int, until: float, max
             nonlocal done
             i = 0
             while time.monotonic() < until:
-                await _request(client, model, _prompt(w * 1000 + i, 48), max_tokens)
+                await stream_completion(client, model, _prompt(w * 1000 + i, 48), max_tokens)
                 done += 1
                 i += 1
 
