@@ -11,7 +11,8 @@
 // broadcasts of x and twelve FMAs, so the FMA units, not memory, set the pace. Panels are split
 // between the threads; rows go in chunks small enough that a chunk of x stays in L2 while every
 // panel of the thread passes over it, each panel read from memory once per chunk (once in all for
-// a decode step's rows).
+// a decode step's rows); the first block of rows over a group of panels prefetches the next group
+// into L2, a cache line per k, so the other blocks' FMAs overlap the next group's loads.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/mm.h>
@@ -41,7 +42,8 @@ inline void panel_row(const uint16_t* panel, int64_t k, __m256& b0, __m256& b1) 
 }
 
 template <int R, typename W>
-inline void micro(const float* x, int64_t k_dim, const W* panel, float* out, int64_t n_dim, int64_t cols) {
+inline void micro(const float* x, int64_t k_dim, const W* panel, float* out, int64_t n_dim, int64_t cols,
+                  const W* ahead) {
   __m256 acc0[R], acc1[R];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
@@ -49,6 +51,7 @@ inline void micro(const float* x, int64_t k_dim, const W* panel, float* out, int
   for (int64_t k = 0; k < k_dim; ++k) {
     __m256 b0, b1;
     panel_row(panel, k, b0, b1);
+    if (ahead != nullptr) _mm_prefetch(reinterpret_cast<const char*>(ahead + k * kPanel), _MM_HINT_T1);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
       const __m256 a = _mm256_broadcast_ss(x + r * k_dim + k);
@@ -72,7 +75,7 @@ inline void micro(const float* x, int64_t k_dim, const W* panel, float* out, int
 }
 
 template <typename W>
-using MicroFn = void (*)(const float*, int64_t, const W*, float*, int64_t, int64_t);
+using MicroFn = void (*)(const float*, int64_t, const W*, float*, int64_t, int64_t, const W*);
 template <typename W>
 constexpr MicroFn<W> kMicro[kRows + 1] = {nullptr, micro<1, W>, micro<2, W>, micro<3, W>,
                                           micro<4, W>, micro<5, W>, micro<6, W>};
@@ -96,8 +99,11 @@ void panel_linear_avx2(float* op, const float* xp, const W* pp, int64_t m_dim, i
         for (int64_t b = 0, m = m0; b < blocks; ++b) {
           const int64_t rows = rows_here / blocks + (b < rows_here % blocks ? 1 : 0);
           for (int64_t p = g; p < g1; ++p) {
+            // The first block of rows brings the next group's panel into L2 as it walks this one.
+            const int64_t next = p + (g1 - g);
+            const W* ahead = b == 0 && next < p1 ? pp + next * k_dim * kPanel : nullptr;
             kMicro<W>[rows](xp + m * k_dim, k_dim, pp + p * k_dim * kPanel, op + m * n_dim + p * kPanel, n_dim,
-                            std::min(kPanel, n_dim - p * kPanel));
+                            std::min(kPanel, n_dim - p * kPanel), ahead);
           }
           m += rows;
         }
