@@ -168,8 +168,8 @@ def engine_flags(args: argparse.Namespace, budget: int | None, form: str = "nati
     converted folder for float32), pool and limits, and ``budget`` tokens per step (None: the default)."""
     spec = getattr(args, "model_spec", None)
     model = spec if spec is not None and form == "native" else args.model
-    flags = ["--model", model, "--gguf-weights", form, "--dtype", getattr(args, "dtype", "float32"),
-             "--kv-cache-dtype", getattr(args, "kv_cache_dtype", "auto"), "--num-kv-blocks", str(args.num_kv_blocks),
+    flags = ["--model", model, "--gguf-weights", form, "--dtype", args.dtype,
+             "--kv-cache-dtype", args.kv_cache_dtype, "--num-kv-blocks", str(args.num_kv_blocks),
              "--block-size", "16", "--max-model-len", str(args.max_model_len),
              "--max-num-seqs", str(max(args.concurrency))]
     return flags if budget is None else [*flags, "--max-num-batched-tokens", str(budget)]

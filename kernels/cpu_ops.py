@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from kernels.attention_metadata import AttentionMetadata
 from kernels.cpp_build import load_cpu_ops
+from kernels.kv_cache import write_kv_cache
 
 
 def use_cpp(device: torch.device) -> bool:
@@ -106,8 +107,7 @@ def rotary_and_cache(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_
     qk.copy_(qk * c + rotated * s)
     k = heads[:, num_q_heads : num_q_heads + num_kv_heads]
     v = heads[:, num_q_heads + num_kv_heads :]
-    k_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, k.to(k_cache.dtype))
-    v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, v.to(v_cache.dtype))
+    write_kv_cache(k, v, k_cache, v_cache, slot_mapping)
 
 
 def paged_attention_cpu(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

@@ -34,8 +34,11 @@ def test_engine_is_built_on_a_thread_that_ends(monkeypatch: pytest.MonkeyPatch):
 
     assert factory.run_on_own_thread(record) == "built"
     assert seen[0] is not threading.main_thread() and not seen[0].is_alive()
+    def fail() -> str:
+        raise ValueError("bad model")
+
     with pytest.raises(ValueError, match="bad model"):
-        factory.run_on_own_thread(lambda: (_ for _ in ()).throw(ValueError("bad model")))
+        factory.run_on_own_thread(fail)
 
     class Stop(Exception):
         pass

@@ -70,6 +70,18 @@ def _engine_greedy(llm: LLM, prompts: list[list[int]]) -> list[list[int]]:
     return [o.outputs[0].token_ids for o in outs]
 
 
+def _agreement(got: list[list[int]], ref: list[list[int]]) -> tuple[int, float]:
+    """(prompts whose first token matches, mean share of leading tokens the sequences share)."""
+    def common(a: list[int], b: list[int]) -> int:
+        n = 0
+        while n < len(a) and a[n] == b[n]:
+            n += 1
+        return n
+
+    first = sum(a[0] == b[0] for a, b in zip(got, ref, strict=True))
+    return first, sum(common(a, b) for a, b in zip(got, ref, strict=True)) / (len(ref) * NEW_TOKENS)
+
+
 def test_parity_mixed_lengths(vocab: int, reference: dict) -> None:
     llm = LLM(num_kv_blocks=256, max_model_len=1024)
     assert _engine_greedy(llm, _prompts(vocab)) == reference["mixed"]
@@ -108,16 +120,7 @@ def test_parity_bfloat16(vocab: int) -> None:
     prompts = _prompts(vocab)
     ref = _hf_greedy(prompts, torch.bfloat16)
     llm = LLM(num_kv_blocks=256, max_model_len=1024, dtype="bfloat16")
-    got = _engine_greedy(llm, prompts)
-    first = sum(a[0] == b[0] for a, b in zip(got, ref, strict=True))
-
-    def common(a: list[int], b: list[int]) -> int:
-        n = 0
-        while n < len(a) and a[n] == b[n]:
-            n += 1
-        return n
-
-    agree = sum(common(a, b) for a, b in zip(got, ref, strict=True)) / (len(prompts) * NEW_TOKENS)
+    first, agree = _agreement(_engine_greedy(llm, prompts), ref)
     print(f"bf16: first-token matches {first}/16, mean common prefix {agree:.2%}")
     assert first >= 14 and agree >= 0.5
 
@@ -151,16 +154,7 @@ def test_bfloat16_kv_cache_keeps_greedy_close(vocab: int, reference: dict) -> No
     and the greedy sequences agree on >= 75% of their leading tokens; an unknown form is a ValueError."""
     llm = LLM(num_kv_blocks=256, max_model_len=1024, kv_cache_dtype="bfloat16")
     assert llm.engine.runner.kv_caches[0][0].dtype == torch.bfloat16
-    got, ref = _engine_greedy(llm, _prompts(vocab)), reference["mixed"]
-    first = sum(a[0] == b[0] for a, b in zip(got, ref, strict=True))
-
-    def common(a: list[int], b: list[int]) -> int:
-        n = 0
-        while n < len(a) and a[n] == b[n]:
-            n += 1
-        return n
-
-    agree = sum(common(a, b) for a, b in zip(got, ref, strict=True)) / (len(ref) * NEW_TOKENS)
+    first, agree = _agreement(_engine_greedy(llm, _prompts(vocab)), reference["mixed"])
     assert first >= 15 and agree >= 0.75, (first, agree)
     assert llm.engine.scheduler.kv.pool.num_used_blocks == 0
     with pytest.raises(ValueError, match="kv_cache_dtype"):
