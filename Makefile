@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-core lint clean
+.PHONY: venv demo test test-core lint gpu-check clean
 
 venv: $(STAMP)
 
@@ -30,6 +30,10 @@ test-core: venv
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-logo
+
+# On a CUDA machine: the GPU tests and GPU throughput (GPU_PY: a Python whose torch has CUDA).
+gpu-check:
+	PY=$(or $(GPU_PY),python3) benchmarks/gpu_check.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info

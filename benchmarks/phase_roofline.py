@@ -78,11 +78,16 @@ class PhaseMeter:
         total["bytes"] += c.weight_bytes + kv_bytes
 
 
-def measure_peaks() -> dict[str, float]:
-    """This machine's fp32 matmul GFLOP/s and read GB/s at torch's current thread count."""
+def measure_peaks(device: str = "cpu", matmul_dtype: str = "fp32") -> dict[str, Any]:
+    """The device's ``matmul_dtype`` matmul GFLOP/s and read GB/s (a CPU at torch's current thread
+    count; a GPU on large operands, as its peaks need). A CPU's math is float32 whatever the weights'
+    form, so its peak is fp32's; a GPU's is the model's dtype's."""
     from benchmarks import roofline
 
-    return {"fp32_gflops": roofline.matmul_gflops("fp32") or 0.0, "read_gbs": roofline.bandwidth_gbs()["read"]}
+    gpu = device != "cpu"
+    gflops = roofline.matmul_gflops(matmul_dtype, n=8192 if gpu else 2048, device=device) or 0.0
+    read = roofline.bandwidth_gbs(n_bytes=2**31 if gpu else roofline.COPY_BYTES, device=device)["read"]
+    return {"matmul_gflops": gflops, "matmul_dtype": matmul_dtype, "read_gbs": read, "device": device}
 
 
 def phase_rows(meter: PhaseMeter, peaks: dict[str, float]) -> list[dict[str, Any]]:
@@ -93,7 +98,7 @@ def phase_rows(meter: PhaseMeter, peaks: dict[str, float]) -> list[dict[str, Any
             continue
         gflops, gbs = t["flops"] / t["seconds"] / 1e9, t["bytes"] / t["seconds"] / 1e9
         out.append({"phase": phase, "steps": int(t["steps"]), "tokens": int(t["tokens"]), "seconds": t["seconds"],
-                    "gflops": gflops, "flops_share": gflops / peaks["fp32_gflops"] if peaks["fp32_gflops"] else None,
+                    "gflops": gflops, "flops_share": gflops / peaks["matmul_gflops"] if peaks["matmul_gflops"] else None,
                     "gbs": gbs, "bandwidth_share": gbs / peaks["read_gbs"] if peaks["read_gbs"] else None})
     return out
 
@@ -102,9 +107,10 @@ def print_phase_table(rows: list[dict[str, Any]], peaks: dict[str, float]) -> No
     """The per-phase table, with the peaks it is read against."""
     from agent_engine.reporting import print_table
 
-    print(f"achieved against this machine's roofline (fp32 matmul {peaks['fp32_gflops']:.0f} GFLOP/s, "
+    kind = peaks["matmul_dtype"]
+    print(f"achieved against the {peaks['device']} roofline ({kind} matmul {peaks['matmul_gflops']:.0f} GFLOP/s, "
           f"read {peaks['read_gbs']:.1f} GB/s):")
-    print_table(["phase", "steps", "tokens", "seconds", "GFLOP/s", "% of fp32 peak", "GB/s", "% of read bw"],
+    print_table(["phase", "steps", "tokens", "seconds", "GFLOP/s", f"% of {kind} peak", "GB/s", "% of read bw"],
                 [[r["phase"], r["steps"], r["tokens"], r["seconds"], r["gflops"],
                   None if r["flops_share"] is None else 100 * r["flops_share"], r["gbs"],
                   None if r["bandwidth_share"] is None else 100 * r["bandwidth_share"]] for r in rows])

@@ -88,8 +88,12 @@ def offline_profile(args: argparse.Namespace) -> dict[str, Any]:
     model_dir = resolve_bench_model(args.model)
     prompts = make_prompts(args.num_prompts, args.min_len, args.max_len,
                            AutoConfig.from_pretrained(model_dir).vocab_size, args.seed)
-    llm = LLM(model=model_dir, dtype=args.dtype, max_num_seqs=len(prompts), num_kv_blocks=2048,
-              max_num_batched_tokens=4096, max_model_len=2048)
+    from agent_engine.engine.factory import resolve_device
+
+    device = resolve_device(args.device)
+    sizing: dict[str, Any] = {"num_kv_blocks": 2048} if device == "cpu" else {"gpu_memory_utilization": 0.5}
+    llm = LLM(model=model_dir, dtype=args.dtype, max_num_seqs=len(prompts), max_num_batched_tokens=4096,
+              max_model_len=2048, device=device, **sizing)
     sp = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=True)
     llm.generate([{"prompt_token_ids": p} for p in prompts[:4]], sp, use_tqdm=False)  # warm-up
     totals: Counter[str] = Counter()
@@ -103,8 +107,10 @@ def offline_profile(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _decode_op_profile(llm: Any, prompts: list[list[int]], sp: Any, torch: Any) -> dict[str, Any]:
-    """Self CPU seconds per op group over 8 steady decode steps of all prompts."""
+    """Self host (and on a GPU, device) seconds per op group over 8 steady decode steps of all prompts."""
     from torch.profiler import ProfilerActivity, profile
+
+    gpu = llm.engine.runner.device.type == "cuda"
 
     engine = llm.engine
     for i, p in enumerate(prompts):
@@ -112,16 +118,20 @@ def _decode_op_profile(llm: Any, prompts: list[list[int]], sp: Any, torch: Any) 
     while engine.scheduler.waiting or any(r.num_computed_tokens < r.num_prompt_tokens
                                           for r in engine.scheduler.running):
         engine.step()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
+    with profile(activities=activities) as prof:
         for _ in range(8):
             engine.step()
     engine.abort([f"prof-{i}" for i in range(len(prompts))])
     groups: Counter[str] = Counter()
+    device_groups: Counter[str] = Counter()
     for ev in prof.key_averages():
         name = ev.key
         group = next((g for g, keys in OP_GROUPS if any(k in name for k in keys)), "other ops")
         groups[group] += ev.self_cpu_time_total / 1e6 / 8
-    return {"per_step_s": dict(groups), "batch": len(prompts)}
+        device_groups[group] += getattr(ev, "self_device_time_total", 0.0) / 1e6 / 8
+    return {"per_step_s": dict(groups), "device_per_step_s": dict(device_groups) if gpu else None,
+            "batch": len(prompts)}
 
 
 def _report_offline(res: dict[str, Any]) -> None:
@@ -131,9 +141,11 @@ def _report_offline(res: dict[str, Any]) -> None:
     print_table(["phase", "seconds", "% of wall"], rows)
     ops = res["ops"]["per_step_s"]
     total = sum(ops.values()) or 1.0
-    print(f"forward ops per decode step ({res['ops']['batch']} running):")
-    print_table(["op group", "ms/step", "%"], [[k, v * 1e3, 100 * v / total]
-                                               for k, v in sorted(ops.items(), key=lambda kv: -kv[1])])
+    device = res["ops"].get("device_per_step_s") or {}
+    print(f"forward ops per decode step ({res['ops']['batch']} running; host time, and device time on a GPU):")
+    print_table(["op group", "host ms/step", "%", "device ms/step"],
+                [[k, v * 1e3, 100 * v / total, device.get(k, 0.0) * 1e3 if device else None]
+                 for k, v in sorted(ops.items(), key=lambda kv: -kv[1])])
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -144,6 +156,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--max-len", type=int, default=512)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    ap.add_argument("--device", default="auto", help="auto | cpu | cuda[:N] (offline mode)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--concurrency", type=int, default=8, help="streaming clients while serving")
     ap.add_argument("--serve-seconds", type=float, default=20.0, help="py-spy sampling time")

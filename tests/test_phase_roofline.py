@@ -29,7 +29,7 @@ def test_meter_counts_each_phase_from_the_steps_shapes() -> None:
     assert prefill["flops"] == 2.0 * (costs.layer_matmul_params * 10 + costs.head_params) + attn * 55
     assert decode["flops"] == 2.0 * 2 * (costs.layer_matmul_params + costs.head_params) + attn * (11 + 12)
     assert decode["bytes"] == 2 * costs.weight_bytes + kv_row * (11 + 12)
-    rows = phase_rows(meter, {"fp32_gflops": 100.0, "read_gbs": 10.0})
+    rows = phase_rows(meter, {"matmul_gflops": 100.0, "read_gbs": 10.0})
     assert [r["phase"] for r in rows] == ["prefill", "decode"]
     for r, t in zip(rows, (prefill, decode), strict=True):
         assert r["gflops"] == pytest.approx(t["flops"] / t["seconds"] / 1e9)

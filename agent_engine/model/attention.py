@@ -16,6 +16,8 @@ attention implementation that is not registered in ``AttentionMaskInterface`` (s
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from transformers import AttentionInterface
 
@@ -83,3 +85,14 @@ def use_paged_attention(model: torch.nn.Module) -> None:
         model.config._attn_implementation = name  # type: ignore[union-attr]
     if model.config._attn_implementation != name:  # type: ignore[union-attr]
         raise RuntimeError(f"{type(model).__name__} refused attention implementation {name!r}")
+
+
+def sdpa_backends(device: torch.device) -> contextlib.AbstractContextManager[None]:
+    """The scaled-dot-product backends a forward on ``device`` may use. On CUDA: flash, memory-efficient
+    and math, not cuDNN's, which builds a graph for every new query/key length; an engine's chunk
+    lengths change every step. On CPU: torch's own choice."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])

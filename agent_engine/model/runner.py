@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from agent_engine.model.attention import KV_CACHES_KWARG, METADATA_KWARG, use_paged_attention
+from agent_engine.model.attention import KV_CACHES_KWARG, METADATA_KWARG, sdpa_backends, use_paged_attention
 from agent_engine.model.gguf_weights import quantized_matmuls
 from agent_engine.model.lean_decoder import LeanDecoder
 from agent_engine.model.sampler import Sampler, SamplerOutput, TokenBitmask
@@ -125,7 +125,7 @@ class ModelRunner:
         )
         input_ids = torch.tensor(token_ids, dtype=torch.int64, device=self.device)
         rows = torch.tensor(sample_rows, dtype=torch.int64, device=self.device)
-        with torch.inference_mode():
+        with torch.inference_mode(), sdpa_backends(self.device):
             if self.lean is not None:
                 hidden = self.lean.forward(input_ids, metadata, self.kv_caches, rows)
             else:
