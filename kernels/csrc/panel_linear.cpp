@@ -11,8 +11,9 @@
 // broadcasts of x and twelve FMAs, so the FMA units, not memory, set the pace. Panels are split
 // between the threads; rows go in chunks small enough that a chunk of x stays in L2 while every
 // panel of the thread passes over it, each panel read from memory once per chunk (once in all for
-// a decode step's rows); the first block of rows over a group of panels prefetches the next group
-// into L2, a cache line per k, so the other blocks' FMAs overlap the next group's loads.
+// a decode step's rows); each block of rows over a group of panels brings its share of the next
+// group into L2 (panel rows b, b + blocks, ...: a cache line per fp32 row), so the next group's
+// loads spread over all of this group's FMAs rather than crowding the first block's.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/mm.h>
@@ -41,17 +42,29 @@ inline void panel_row(const uint16_t* panel, int64_t k, __m256& b0, __m256& b1) 
   b1 = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 
+// Rows of a panel yet to be read (``ahead``) that one micro-kernel call brings into L2: rows
+// first, first + step, ... (the blocks of rows over a panel share its rows between them).
+template <typename W>
+struct Ahead {
+  const W* panel = nullptr;
+  int64_t first = 0, step = 1;
+};
+
 template <int R, typename W>
 inline void micro(const float* x, int64_t k_dim, const W* panel, float* out, int64_t n_dim, int64_t cols,
-                  const W* ahead) {
+                  Ahead<W> ahead) {
   __m256 acc0[R], acc1[R];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  int64_t next = ahead.panel != nullptr ? ahead.first : k_dim;
 #pragma GCC unroll 2
   for (int64_t k = 0; k < k_dim; ++k) {
     __m256 b0, b1;
     panel_row(panel, k, b0, b1);
-    if (ahead != nullptr) _mm_prefetch(reinterpret_cast<const char*>(ahead + k * kPanel), _MM_HINT_T1);
+    if (k == next) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead.panel + k * kPanel), _MM_HINT_T1);
+      next += ahead.step;
+    }
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
       const __m256 a = _mm256_broadcast_ss(x + r * k_dim + k);
@@ -75,7 +88,7 @@ inline void micro(const float* x, int64_t k_dim, const W* panel, float* out, int
 }
 
 template <typename W>
-using MicroFn = void (*)(const float*, int64_t, const W*, float*, int64_t, int64_t, const W*);
+using MicroFn = void (*)(const float*, int64_t, const W*, float*, int64_t, int64_t, Ahead<W>);
 template <typename W>
 constexpr MicroFn<W> kMicro[kRows + 1] = {nullptr, micro<1, W>, micro<2, W>, micro<3, W>,
                                           micro<4, W>, micro<5, W>, micro<6, W>};
@@ -99,9 +112,9 @@ void panel_linear_avx2(float* op, const float* xp, const W* pp, int64_t m_dim, i
         for (int64_t b = 0, m = m0; b < blocks; ++b) {
           const int64_t rows = rows_here / blocks + (b < rows_here % blocks ? 1 : 0);
           for (int64_t p = g; p < g1; ++p) {
-            // The first block of rows brings the next group's panel into L2 as it walks this one.
+            // Each block of rows brings its share of the next group's panel into L2 as it walks this one.
             const int64_t next = p + (g1 - g);
-            const W* ahead = b == 0 && next < p1 ? pp + next * k_dim * kPanel : nullptr;
+            const Ahead<W> ahead{next < p1 ? pp + next * k_dim * kPanel : nullptr, b, blocks};
             kMicro<W>[rows](xp + m * k_dim, k_dim, pp + p * k_dim * kPanel, op + m * n_dim + p * kPanel, n_dim,
                             std::min(kPanel, n_dim - p * kPanel), ahead);
           }
