@@ -3,8 +3,8 @@
 Both implementations share one contract per function (the tests compare them):
 
 * :func:`rms_norm` ``(x, weight, eps, residual=None)``: with ``residual``, first ``residual += x`` in
-  place, then normalise ``residual``; returns ``rms_norm(...) * weight`` as a new tensor (HF's
-  ``LlamaRMSNorm``: float32 statistics, the normalised value cast to the dtype before the weight).
+  place, then normalise ``residual``; returns ``rms_norm(...) * weight`` (HF's ``LlamaRMSNorm``:
+  float32 statistics, the normalised value cast to the dtype before the weight).
 * :func:`silu_and_mul` ``(gate_up [T, 2I]) -> [T, I]``: ``silu(gate) * up``.
 * :func:`linear` ``(x [T, K], weight [N, K], bias=None, packed=None) -> [T, N]``: ``F.linear``; the
   C++ ``panel_linear`` takes float32 steps on ``packed`` (the same weight in column panels, float32
@@ -17,6 +17,10 @@ Both implementations share one contract per function (the tests compare them):
   out)``: attention of the listed requests' rows, read straight from the paged caches.
 
 ``use_cpp()`` says which one runs: the C++ ops on CPU tensors when ``kernels.cpp_build`` loaded them.
+``rms_norm``, ``silu_and_mul`` and ``linear`` take an optional contiguous ``out`` of the result's
+shape and dtype: the C++ ops write into it and return it (a caller reusing one buffer per role and
+step spares the allocator fresh multi-megabyte pages on every call), the torch paths return a new
+tensor; either way the caller uses the returned tensor.
 """
 
 from __future__ import annotations
@@ -35,11 +39,11 @@ def use_cpp(device: torch.device) -> bool:
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None,
-             cpp: bool = False) -> torch.Tensor:
+             cpp: bool = False, out: torch.Tensor | None = None) -> torch.Tensor:
     """See the module docstring; ``x`` and ``residual`` are contiguous ``[T, H]``."""
     if cpp:
         src = residual if residual is not None else x
-        out = torch.empty_like(src)
+        out = torch.empty_like(src) if out is None else out
         torch.ops.agent_engine.rms_norm(out, src, x if residual is not None else None, weight, eps)
         return out
     if residual is not None:
@@ -56,7 +60,7 @@ _ONEDNN = torch.backends.mkldnn.is_available()
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, cpp: bool = False,
-           packed: torch.Tensor | None = None) -> torch.Tensor:
+           packed: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear(x, weight, bias)`` for a 2-D ``x``, by the fastest kernel on CPU float32 with ``cpp``:
     the C++ ``panel_linear`` on ``packed`` (``kernels.prepack.pack_weight(weight)``) when given, at any
     row count; else by row count: the C++ ``small_linear`` for a decode step's few rows (at most
@@ -65,7 +69,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if cpp and x.dtype == torch.float32 and x.is_contiguous():
         rows = x.shape[0]
         if packed is not None:
-            out = x.new_empty(rows, weight.shape[0])
+            out = x.new_empty(rows, weight.shape[0]) if out is None else out
             torch.ops.agent_engine.panel_linear(out, x, packed)
             return out if bias is None else out.add_(bias)
         if weight.dtype == torch.float32 and weight.is_contiguous():
@@ -80,11 +84,11 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return F.linear(x, weight, bias)
 
 
-def silu_and_mul(gate_up: torch.Tensor, cpp: bool = False) -> torch.Tensor:
+def silu_and_mul(gate_up: torch.Tensor, cpp: bool = False, out: torch.Tensor | None = None) -> torch.Tensor:
     """See the module docstring."""
     inter = gate_up.shape[-1] // 2
     if cpp:
-        out = gate_up.new_empty(*gate_up.shape[:-1], inter)
+        out = gate_up.new_empty(*gate_up.shape[:-1], inter) if out is None else out
         torch.ops.agent_engine.silu_and_mul(out, gate_up)
         return out
     return F.silu(gate_up[..., :inter]) * gate_up[..., inter:]

@@ -23,7 +23,7 @@ Three implementations share this contract:
   step's contiguous keys (nothing to gather there, and SDPA's blocked kernel wins on long queries), and
   a chunk of at least ``SDPA_MIN_CONTEXT_QUERY`` tokens over cached context (an agent's next turn) to
   one masked SDPA call over its gathered blocks (the C++ kernel streams every key once per query row;
-  SDPA's blocked kernel reuses them: ``bench serve --workload agent`` in docs/benchmarks.md).
+  SDPA's blocked kernel reuses them). Both thresholds depend on the CPU's ISA (``sdpa_thresholds``).
 
 :func:`paged_attention` picks one.
 """
@@ -40,10 +40,20 @@ from kernels.attention_metadata import AttentionMetadata, AttentionWorkspace
 from kernels.cpu_ops import paged_attention_cpu, use_cpp
 from kernels.torch_plan import PrefillChunk, prefill_chunks, torch_plan
 
-SDPA_MIN_FRESH_QUERY = 64
-# A chunk of at least this many tokens over cached context also goes to SDPA (its blocks gathered):
-# per query row the C++ kernel streams every key, SDPA's blocked kernel reuses them across rows.
-SDPA_MIN_CONTEXT_QUERY = 16
+
+def sdpa_thresholds(cpu_capability: str) -> tuple[int, int]:
+    """``(fresh, over context)``: the query lengths from which a CPU prefill chunk goes to SDPA rather
+    than the C++ kernel, by the CPU's vector ISA (``torch.backends.cpu.get_cpu_capability()``), as
+    measured per shape (docs/performance.md). With AVX-512, SDPA's blocked kernel won from 64 fresh
+    tokens and from 16 over cached context (per query row the C++ kernel streams every key, SDPA's
+    kernel reuses them across rows; measured before the C++ kernel took a GQA group's queries
+    together, not since). With AVX2 only, the C++ kernel (the group's queries together, every chunk
+    of the step in one parallel call) is the faster one up to about 1,024 fresh tokens and below 64
+    over a long context."""
+    return (1024, 64) if cpu_capability == "AVX2" else (64, 16)
+
+
+SDPA_MIN_FRESH_QUERY, SDPA_MIN_CONTEXT_QUERY = sdpa_thresholds(torch.backends.cpu.get_cpu_capability())
 _CPP_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -209,13 +219,15 @@ def paged_attention_cpp(
     ``query`` may be a row-strided view (e.g. into a fused QKV projection); ``key``/``value`` are only
     read for fresh long chunks."""
     idx, fresh, cont = _cpp_plan(metadata)
-    out = query.new_empty(query.shape[0], query.shape[1], query.shape[2])
+    workspace = metadata.workspace if metadata.workspace is not None else AttentionWorkspace()
+    # One output buffer per step, shared by the layers: each layer's output is read (by o_proj) before
+    # the next layer's attention writes it again.
+    out = workspace.get("attn_out", tuple(query.shape), query.dtype, query.device)
     if idx is not None:
         paged_attention_cpu(query, k_cache, v_cache, metadata, scale, idx, out)
     group = query.shape[1] // k_cache.shape[2]
     for start, end in fresh:
         out[start:end] = _fresh_causal(query, key, value, start, end, scale, group)
-    workspace = metadata.workspace if metadata.workspace is not None else AttentionWorkspace()
     for chunk in cont:
         out[chunk.q_start : chunk.q_end] = _context_chunk(query, k_cache, v_cache, metadata, chunk, workspace,
                                                           scale, group)

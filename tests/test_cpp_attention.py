@@ -6,6 +6,7 @@ cannot build here, the kernel tests skip and the fallback test still checks the 
 
 from __future__ import annotations
 
+import importlib
 import random
 
 import pytest
@@ -55,6 +56,21 @@ CASES = [
     [(300, 1), (7, 1), (250, 1)],  # decodes over more than eight keys a block: the prefetching loops
     [(200, 16), (90, 15), (5, 1)],  # at the SDPA threshold over long context, one below it, a decode
 ]
+ATTENTION = importlib.import_module("kernels.paged_attention")
+
+
+@pytest.fixture(params=[(64, 16), (1024, 64), (1, 1)], ids=["avx512-routes", "avx2-routes", "all-sdpa"])
+def sdpa_routes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """Every route between SDPA and the C++ kernel, whatever this machine's ISA picked."""
+    fresh, context = request.param
+    monkeypatch.setattr(ATTENTION, "SDPA_MIN_FRESH_QUERY", fresh)
+    monkeypatch.setattr(ATTENTION, "SDPA_MIN_CONTEXT_QUERY", context)
+    return request.param
+
+
+def test_sdpa_routes_follow_the_isa() -> None:
+    assert ATTENTION.sdpa_thresholds("AVX2") == (1024, 64)
+    assert ATTENTION.sdpa_thresholds("AVX512") == ATTENTION.sdpa_thresholds("DEFAULT") == (64, 16)
 
 
 @needs_cpp
@@ -63,7 +79,7 @@ CASES = [
                                                (8, 4, 2, 128), (16, 14, 2, 64), (16, 2, 2, 64)])
 # d 64 and 128: the float32 AVX2 path, GQA groups of 1, 2, 3, 4 and 7 query heads
 def test_cpp_attention_matches_reference(reqs: list[tuple[int, int]], block_size: int, hq: int, hk: int,
-                                         d: int) -> None:
+                                         d: int, sdpa_routes: tuple[int, int]) -> None:
     case = _case(reqs, block_size, hq, hk, d, torch.float32, seed=block_size + hq)
     args = (case["k_cache"], case["v_cache"], case["meta"], 0.125)
     ref = paged_attention_reference(case["query"].contiguous(), *args)

@@ -126,6 +126,9 @@ class LeanDecoder:
         self._cos_sin: tuple[torch.Tensor, torch.Tensor] | None = None
         self.sliding_window = self._min_window(model, decoder)
         self.layers = [self._layer(layer, self._act) for layer in decoder.layers]
+        self.hidden = self.embed.shape[1]
+        self.qkv_width = (self.num_q_heads + 2 * self.num_kv_heads) * self.head_dim
+        self.intermediate = self.layers[0].down_w.shape[1]
         head = model.get_output_embeddings()
         self.head_w, self.head_b = head.weight, self._act(getattr(head, "bias", None))
         self.head_packed: torch.Tensor | None = None
@@ -187,12 +190,14 @@ class LeanDecoder:
             _, index, name = key.split(".")
             self.layers[int(index)].quant[name] = matmul
 
-    def _matmul(self, layer: _Layer, name: str, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        """``x @ W^T (+ bias)`` for the layer's weight ``name``: its GGUF blocks, else float32."""
+    def _matmul(self, layer: _Layer, name: str, x: torch.Tensor, bias: torch.Tensor | None = None,
+                out: torch.Tensor | None = None) -> torch.Tensor:
+        """``x @ W^T (+ bias)`` for the layer's weight ``name``: its GGUF blocks, else float32 (into
+        ``out`` when the kernel can write there)."""
         quant = layer.quant.get(name)
         if quant is not None and x.shape[0] <= QUANT_DECODE_MAX_ROWS:
             return quant_matmul(x, quant, bias)
-        return linear(x, getattr(layer, name), bias, self.cpp, layer.packed.get(name))
+        return linear(x, getattr(layer, name), bias, self.cpp, layer.packed.get(name), out)
 
     @classmethod
     def build(cls, model: torch.nn.Module) -> LeanDecoder | None:
@@ -241,25 +246,40 @@ class LeanDecoder:
                                       f"({metadata.max_seq_len}) is not supported")
         cos, sin = self._rotary(metadata.positions, metadata.max_seq_len)
         residual = F.embedding(input_ids, self.embed).to(self.act_dtype)
+        buf = self._buffers(metadata, residual.shape[0])
         delta: torch.Tensor | None = None
         for layer, (k_cache, v_cache) in zip(self.layers, kv_caches, strict=True):
             h = rms_norm(residual if delta is None else delta, layer.ln1, layer.eps1,
-                         None if delta is None else residual, self.cpp)
-            attn = self._attention(layer, h, cos, sin, k_cache, v_cache, metadata)
-            delta = self._matmul(layer, "o_w", attn)
-            h = rms_norm(delta, layer.ln2, layer.eps2, residual, self.cpp)
-            gate_up = self._matmul(layer, "gate_up_w", h)
-            delta = self._matmul(layer, "down_w", silu_and_mul(gate_up, self.cpp))
+                         None if delta is None else residual, self.cpp, buf("h", self.hidden))
+            attn = self._attention(layer, h, cos, sin, k_cache, v_cache, metadata, buf("qkv", self.qkv_width))
+            delta = self._matmul(layer, "o_w", attn, out=buf("delta", self.hidden))
+            h = rms_norm(delta, layer.ln2, layer.eps2, residual, self.cpp, buf("h", self.hidden))
+            gate_up = self._matmul(layer, "gate_up_w", h, out=buf("gate_up", 2 * self.intermediate))
+            act = silu_and_mul(gate_up, self.cpp, buf("act", self.intermediate))
+            delta = self._matmul(layer, "down_w", act, out=buf("delta", self.hidden))
         assert delta is not None
         if rows.numel() != residual.shape[0]:
             residual, delta = residual.index_select(0, rows), delta.index_select(0, rows)
         return rms_norm(delta, self.norm_w, self.norm_eps, residual, self.cpp)
 
+    def _buffers(self, metadata: AttentionMetadata, tokens: int) -> Callable[[str, int], torch.Tensor | None]:
+        """``(role, width) -> [tokens, width]`` activation buffer of this step, one per role, reused by
+        every layer and grown only by a longer step (the step's ``AttentionWorkspace``), or None without
+        one. A role's buffer is rewritten only after its last reader in the layer has run: ``h`` (a
+        norm's output) feeds one matmul, ``delta`` (a matmul's output) one norm; the final norm's
+        output, which the caller keeps, is always a fresh tensor."""
+        workspace = metadata.workspace
+        if workspace is None or not self.cpp:
+            return lambda role, width: None
+        return lambda role, width: workspace.get(f"lean_{role}", (tokens, width), self.act_dtype,
+                                                 self.embed.device)
+
     def _attention(self, layer: _Layer, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                   k_cache: torch.Tensor, v_cache: torch.Tensor, metadata: AttentionMetadata) -> torch.Tensor:
+                   k_cache: torch.Tensor, v_cache: torch.Tensor, metadata: AttentionMetadata,
+                   qkv_out: torch.Tensor | None = None) -> torch.Tensor:
         """QKV, rotary, KV write and paged attention: ``[T, Hq * D]``."""
         hq, hk, d = self.num_q_heads, self.num_kv_heads, self.head_dim
-        qkv = self._matmul(layer, "qkv_w", h, layer.qkv_b)
+        qkv = self._matmul(layer, "qkv_w", h, layer.qkv_b, qkv_out)
         rotary_and_cache(qkv, cos, sin, k_cache, v_cache, metadata.slot_mapping, hq, hk, self.cpp)
         tokens = qkv.shape[0]
         heads = qkv.view(tokens, hq + 2 * hk, d)
