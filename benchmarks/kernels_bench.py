@@ -15,7 +15,9 @@
   torch path (gather + SDPA), ms per layer.
 
 With ``--roofline`` it measures only this machine's ceilings instead (``benchmarks.roofline``); with
-``--quant`` only the quantized GGUF matmuls against the float32 panels (``benchmarks.quant_bench``).
+``--quant`` only the quantized GGUF matmuls against the float32 panels (``benchmarks.quant_bench``);
+with ``--prefill`` only a prefill step's kernels: fresh vs reused matmul outputs and the C++ vs SDPA
+attention routes (``benchmarks.prefill_bench``).
 
 Prints both tables, writes JSON. Invariant: every variant computes the same result (checked once per
 shape before timing, within float32 tolerance; the bfloat16 variant against its rounded weights).
@@ -134,6 +136,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", default="out/kernels_bench.json", help="results JSON")
     ap.add_argument("--quant", action="store_true",
                     help="only the quantized GGUF matmuls against the float32 panels (benchmarks.quant_bench)")
+    ap.add_argument("--prefill", action="store_true",
+                    help="only prefill kernels: fresh vs reused matmul outputs, C++ vs SDPA attention routes")
     ap.add_argument("--roofline", action="store_true",
                     help="only measure this machine's peaks: matmul GFLOP/s (fp32, bf16, int8) and memory GB/s")
 
@@ -153,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"the C++ kernels are unavailable here: {load_error()}")
     if args.quant:
         return _run_quant(args)
+    if args.prefill:
+        return _run_prefill(args)
     results: dict[str, Any] = {"linear": [], "attention": []}
     for threads in (int(t) for t in args.threads.split(",")):
         torch.set_num_threads(threads)
@@ -195,6 +201,26 @@ def _run_quant(args: argparse.Namespace) -> int:
     print_table(quant_bench.HEADERS, quant_bench.table_rows(results))
     print(f"machine during the runs: {load.report.label() if load.report else 'not measured'}")
     write_json(args.json, {"quant": results, "machine": machine_info(),
+                           "load": load.report.as_dict() if load.report else None})
+    return 0
+
+
+def _run_prefill(args: argparse.Namespace) -> int:
+    import torch
+
+    from benchmarks import prefill_bench as pb
+
+    outputs, routes = [], []
+    with LoadMonitor() as load:
+        for threads in (int(t) for t in args.threads.split(",")):
+            torch.set_num_threads(threads)
+            outputs += [{"threads": threads, **r} for r in pb.bench_outputs(list(pb.PREFILL_ROWS), args.layers,
+                                                                            args.repeats)]
+            routes += [{"threads": threads, **r} for r in pb.bench_routes(args.repeats)]
+    print_table(pb.OUTPUT_HEADERS, pb.output_rows(outputs))
+    print_table(pb.ROUTE_HEADERS, pb.route_rows(routes))
+    print(f"machine during the runs: {load.report.label() if load.report else 'not measured'}")
+    write_json(args.json, {"outputs": outputs, "routes": routes, "machine": machine_info(),
                            "load": load.report.as_dict() if load.report else None})
     return 0
 

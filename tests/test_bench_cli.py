@@ -135,7 +135,8 @@ def test_serve_budgets_and_weight_forms_name_one_server_each() -> None:
     assert engine_flags(args, 256)[-2:] == ["--max-num-batched-tokens", "256"]
     assert engine_flags(args, None)[4:6] == ["--dtype", "float32"]
     assert engine_flags(ap.parse_args(["--dtype", "bfloat16"]), None)[4:6] == ["--dtype", "bfloat16"]
-    assert "auto" == engine_flags(args, None)[engine_flags(args, None).index("--device") + 1]
+    flags = engine_flags(args, None)
+    assert flags[flags.index("--device") + 1] == "auto"
     on_gpu = engine_flags(ap.parse_args(["--device", "cuda"]), None)
     assert on_gpu[on_gpu.index("--device") + 1] == "cuda"
     servers = {"a": 1, "b": 2, "c": 3}

@@ -73,3 +73,21 @@ def test_kernels_tiny_run(tmp_path: Path) -> None:
     data = json.loads(out_json.read_text())
     assert [r["rows"] for r in data["linear"]] == [1, 17] and len(data["attention"]) == 2
     assert all(ms > 0 for r in data["linear"] for ms in r["ms"].values())
+
+
+def test_kernels_prefill_tiny_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bench kernels --prefill``: both output variants and both attention routes, checked equal first."""
+    from benchmarks import prefill_bench
+    from benchmarks.kernels_bench import main
+    from kernels import load_cpu_ops
+
+    if not load_cpu_ops():
+        pytest.skip("C++ kernels unavailable")
+    monkeypatch.setattr(prefill_bench, "PREFILL_ROWS", (24,))
+    monkeypatch.setattr(prefill_bench, "ROUTE_CASES", ((2, 20, 0), (1, 8, 40)))
+    out_json = tmp_path / "p.json"
+    assert main(["--prefill", "--threads", "1", "--layers", "1", "--repeats", "1", "--json", str(out_json)]) == 0
+    data = json.loads(out_json.read_text())
+    assert [r["rows"] for r in data["outputs"]] == [24] and data["outputs"][0]["fresh_ms"] > 0
+    assert [(r["requests"], r["query"], r["context"]) for r in data["routes"]] == [(2, 20, 0), (1, 8, 40)]
+    assert all(r["cpp_ms"] > 0 and r["sdpa_ms"] > 0 for r in data["routes"])

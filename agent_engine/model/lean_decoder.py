@@ -38,6 +38,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from agent_engine.config import KV_CACHE_DTYPES
 from kernels import AttentionMetadata, paged_attention
 from kernels.cpu_ops import linear, rms_norm, rotary_and_cache, silu_and_mul, use_cpp
 from kernels.prepack import pack_weight, prepack_allowed
@@ -153,8 +154,8 @@ class LeanDecoder:
         act = LeanDecoder.activation_dtype(model)
         if requested == "auto":
             return act
-        if requested != "bfloat16":
-            raise ValueError(f"kv_cache_dtype must be auto or bfloat16, got {requested!r}")
+        if requested not in KV_CACHE_DTYPES:
+            raise ValueError(f"kv_cache_dtype must be one of {KV_CACHE_DTYPES}, got {requested!r}")
         if act != torch.float32 or _unsupported_reason(model) is not None or not use_cpp(torch.device("cpu")):
             raise ValueError("a bfloat16 KV cache needs the lean CPU decoder with the C++ kernels and float32 "
                              "activations (a float32 or bfloat16 Llama-family model on CPU)")
