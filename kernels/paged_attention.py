@@ -18,12 +18,13 @@ Three implementations share this contract:
 * :func:`paged_attention_flash`: flash-attn's ``flash_attn_varlen_func`` with ``block_table`` (CUDA,
   fp16/bf16, block sizes that are multiples of 256 as flash-attn 2 requires).
 * :func:`paged_attention_cpp`: the C++ CPU kernel (``kernels/csrc/cpu_ops.cpp``) reads keys and
-  values straight from the paged caches for every decode and every short chunk over cached context; a
-  fresh prompt chunk of at least ``SDPA_MIN_FRESH_QUERY`` tokens goes to SDPA's causal kernel on this
-  step's contiguous keys (nothing to gather there, and SDPA's blocked kernel wins on long queries), and
-  a chunk of at least ``SDPA_MIN_CONTEXT_QUERY`` tokens over cached context (an agent's next turn) to
-  one masked SDPA call over its gathered blocks (the C++ kernel streams every key once per query row;
-  SDPA's blocked kernel reuses them). Both thresholds depend on the CPU's ISA (``sdpa_thresholds``).
+  values straight from the paged caches: a decode row's GQA group as vectors over the keys
+  (``attend_f32.h``), a chunk's tile of rows as two register-blocked matrix products
+  (``attend_tiled.h``). A fresh prompt chunk of at least ``SDPA_MIN_FRESH_QUERY`` tokens goes to
+  SDPA's causal kernel on this step's contiguous keys, and a chunk of at least
+  ``SDPA_MIN_CONTEXT_QUERY`` tokens over cached context (an agent's next turn) to one masked SDPA
+  call over its gathered blocks, where SDPA measured faster. Both thresholds depend on the CPU's ISA
+  (``sdpa_thresholds``).
 
 :func:`paged_attention` picks one.
 """
@@ -44,13 +45,12 @@ from kernels.torch_plan import PrefillChunk, prefill_chunks, torch_plan
 def sdpa_thresholds(cpu_capability: str) -> tuple[int, int]:
     """``(fresh, over context)``: the query lengths from which a CPU prefill chunk goes to SDPA rather
     than the C++ kernel, by the CPU's vector ISA (``torch.backends.cpu.get_cpu_capability()``), as
-    measured per shape (docs/performance.md). With AVX-512, SDPA's blocked kernel won from 64 fresh
-    tokens and from 16 over cached context (per query row the C++ kernel streams every key, SDPA's
-    kernel reuses them across rows; measured before the C++ kernel took a GQA group's queries
-    together, not since). With AVX2 only, the C++ kernel (the group's queries together, every chunk
-    of the step in one parallel call) is the faster one up to about 1,024 fresh tokens and below 64
-    over a long context."""
-    return (1024, 64) if cpu_capability == "AVX2" else (64, 16)
+    measured per shape with ``agent-engine bench kernels --prefill`` (docs/performance.md). With AVX2
+    only, the C++ kernel's matrix-shaped tiles beat SDPA on every measured chunk up to 2,048 fresh
+    tokens and 1,024 over a 2,000-token context, and tie at 4,096 fresh. With AVX-512, SDPA's blocked
+    kernel won from 64 fresh tokens and from 16 over cached context, measured before the C++ kernel
+    had matrix-shaped tiles, not since (no AVX-512 machine to measure on)."""
+    return (4096, 2048) if cpu_capability == "AVX2" else (64, 16)
 
 
 SDPA_MIN_FRESH_QUERY, SDPA_MIN_CONTEXT_QUERY = sdpa_thresholds(torch.backends.cpu.get_cpu_capability())

@@ -55,11 +55,12 @@ CASES = [
     [(0, 80), (33, 70), (64, 1)],  # a long fresh prompt (SDPA) next to a long chunk over context
     [(300, 1), (7, 1), (250, 1)],  # decodes over more than eight keys a block: the prefetching loops
     [(200, 16), (90, 15), (5, 1)],  # at the SDPA threshold over long context, one below it, a decode
+    [(0, 150), (400, 33), (1, 2)],  # many 16-row tiles; a tile of 2 rows over 3 keys (padded panel)
 ]
 ATTENTION = importlib.import_module("kernels.paged_attention")
 
 
-@pytest.fixture(params=[(64, 16), (1024, 64), (1, 1)], ids=["avx512-routes", "avx2-routes", "all-sdpa"])
+@pytest.fixture(params=[(64, 16), (4096, 2048), (1, 1)], ids=["avx512-routes", "avx2-routes", "all-sdpa"])
 def sdpa_routes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
     """Every route between SDPA and the C++ kernel, whatever this machine's ISA picked."""
     fresh, context = request.param
@@ -69,7 +70,7 @@ def sdpa_routes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_sdpa_routes_follow_the_isa() -> None:
-    assert ATTENTION.sdpa_thresholds("AVX2") == (1024, 64)
+    assert ATTENTION.sdpa_thresholds("AVX2") == (4096, 2048)
     assert ATTENTION.sdpa_thresholds("AVX512") == ATTENTION.sdpa_thresholds("DEFAULT") == (64, 16)
 
 

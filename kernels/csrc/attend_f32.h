@@ -72,9 +72,17 @@ inline void prefetch_rows(const C* const* k, int64_t j0, int64_t j1, int c0 = 0)
 // p[0..n) = exp(p - max(p)); returns the sum.
 inline float softmax_numerators(float* p, int64_t n) {
   float mx = p[0];
-  for (int64_t j = 1; j < n; ++j) mx = std::max(mx, p[j]);
-  float sum = 0.f;
   int64_t t = 0;
+  if (n >= 8) {  // eight running maxima, then their max: no serial chain through every score
+    __m256 m8 = _mm256_loadu_ps(p);
+    for (t = 8; t + 8 <= n; t += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(p + t));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, m8);
+    mx = *std::max_element(lanes, lanes + 8);
+  }
+  for (; t < n; ++t) mx = std::max(mx, p[t]);
+  float sum = 0.f;
+  t = 0;
   __m256 acc = _mm256_setzero_ps();
   const __m256 m8 = _mm256_set1_ps(mx);
   for (; t + 8 <= n; t += 8) {

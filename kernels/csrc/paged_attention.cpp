@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attend_f32.h"
+#include "attend_tiled.h"
 #include "vec_math.h"
 
 namespace {
@@ -23,25 +24,6 @@ constexpr int64_t kTileRows = 16;    // query rows of one request handled togeth
 constexpr int64_t kMaxHeadDim = 256;
 // Work (query vectors x keys x head dim) below which a call stays on the calling thread.
 constexpr int64_t kParallelElems = 1 << 15;
-
-#ifdef AE_AVX2
-// out[i] = dot(q + i * d, k) for i < 4 (four query vectors against one key: the key is loaded once).
-inline void dot4(const float* q, const float* k, int64_t d, float* out) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  int64_t x = 0;
-  for (; x + 8 <= d; x += 8) {
-    const __m256 kv = _mm256_loadu_ps(k + x);
-    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + x), kv, a0);
-    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + x), kv, a1);
-    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 2 * d + x), kv, a2);
-    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 3 * d + x), kv, a3);
-  }
-  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
-  for (; x < d; ++x)
-    for (int i = 0; i < 4; ++i) out[i] += q[i * d + x] * k[x];
-}
-#endif
 
 // p[0..n) = exp(p - max); returns the sum.
 inline float exp_and_sum(float* p, int64_t n, float mx) {
@@ -112,7 +94,7 @@ void attend_tile(const WorkItem& w, T* out, int64_t out_row_stride, const T* que
 #ifdef AE_AVX2
     float four[4];
     for (; qi + 4 <= nq; qi += 4) {
-      dot4(&q[qi * d], kf, d, four);
+      ae::dot4(&q[qi * d], kf, d, four);
       for (int i = 0; i < 4; ++i) s[(qi + i) * max_keys + j] = four[i];
     }
 #endif
@@ -146,8 +128,9 @@ void attend_tile(const WorkItem& w, T* out, int64_t out_row_stride, const T* que
 }
 
 #ifdef AE_AVX2
-// float32 with head dim D (64 or 128): per query row, the query vectors of the GQA group together
-// over row pointers (attend_f32.h). Same contract as attend_tile.
+// float32 with head dim D (64 or 128), keys and values over row pointers: a decode row's GQA group
+// as vectors (attend_f32.h), a tile of several rows as matrix products (attend_tiled.h). Same
+// contract as attend_tile.
 template <int D, typename C>
 void attend_tile_f32(const WorkItem& w, float* out, int64_t out_row_stride, const float* query,
                      int64_t q_row_stride, const C* k_cache, const C* v_cache, const int32_t* table,
@@ -168,13 +151,24 @@ void attend_tile_f32(const WorkItem& w, float* out, int64_t out_row_stride, cons
       vrow[b * block_size + t] = v_cache + base + t * token_stride;
     }
   }
-  for (int64_t row = w.row_begin; row < w.row_end; ++row) {
-    const int64_t nk = seq_len - (q_end - row) + 1;
-    const int64_t head0 = w.kv_head * group;
-    load_row(q.data(), query + row * q_row_stride + head0 * D, group * D, scale);
-    ae::attend_group_f32<D, C>(q.data(), group, krow.data(), vrow.data(), nk, s.data(),
-                            out + row * out_row_stride + head0 * D);
+  const int64_t head0 = w.kv_head * group, rows = w.row_end - w.row_begin;
+  if (rows > 1) {  // a chunk's rows: the matrix-shaped kernel over all their vectors at once
+    thread_local std::vector<int64_t> nk;
+    q.resize(rows * group * D);
+    nk.resize(rows * group);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t row = w.row_begin + r;
+      load_row(&q[r * group * D], query + row * q_row_stride + head0 * D, group * D, scale);
+      std::fill_n(&nk[r * group], group, seq_len - (q_end - row) + 1);
+    }
+    ae::attend_tile_matrix<D, C>(q.data(), rows * group, nk.data(), krow.data(), vrow.data(), group,
+                                 out + w.row_begin * out_row_stride + head0 * D, out_row_stride);
+    return;
   }
+  const int64_t nk = seq_len - (q_end - w.row_begin) + 1;
+  load_row(q.data(), query + w.row_begin * q_row_stride + head0 * D, group * D, scale);
+  ae::attend_group_f32<D, C>(q.data(), group, krow.data(), vrow.data(), nk, s.data(),
+                          out + w.row_begin * out_row_stride + head0 * D);
 }
 #endif
 
@@ -189,17 +183,42 @@ struct Step {
   float scale;
 };
 
-// Every work item, split between the threads: query and out in T, the caches in C.
+// The items in runs of about equal work (query vectors x keys the tile's last row sees x head dim),
+// one run per thread: an even split by count would leave one thread waiting while the other reads
+// the longer contexts (or a chunk's later, longer rows). Small steps make one run (the calling
+// thread). Returns each run's first item, then the end.
+std::vector<int64_t> balanced_runs(const std::vector<WorkItem>& items, const int32_t* seq_lens,
+                                   const int32_t* query_start_loc, int64_t elems_per_key) {
+  std::vector<int64_t> prefix(items.size() + 1, 0);
+  for (size_t k = 0; k < items.size(); ++k) {
+    const WorkItem& w = items[k];
+    const int64_t keys = seq_lens[w.req] - (query_start_loc[w.req + 1] - w.row_end);
+    prefix[k + 1] = prefix[k] + (w.row_end - w.row_begin) * keys * elems_per_key;
+  }
+  const int64_t total = prefix.back(), n_items = static_cast<int64_t>(items.size());
+  const int64_t runs = total < 8 * kParallelElems ? 1 : std::min<int64_t>(at::get_num_threads(), n_items);
+  std::vector<int64_t> bounds{0};
+  for (int64_t r = 1; r < runs; ++r) {  // the first item whose work starts at or past r / runs of the total
+    const int64_t target = total * r / runs;
+    bounds.push_back(std::lower_bound(prefix.begin(), prefix.end() - 1, target) - prefix.begin());
+  }
+  bounds.push_back(n_items);
+  return bounds;
+}
+
+// Every work item, in ``bounds.size() - 1`` runs of items (one per thread, ``bounds`` their first
+// items and the end): query and out in T, the caches in C.
 template <typename T, typename C>
 void run_items(const Step& st, at::Tensor& out, const at::Tensor& query, const at::Tensor& k_cache,
-               const at::Tensor& v_cache, int64_t grain) {
+               const at::Tensor& v_cache, const std::vector<int64_t>& bounds) {
   T* o = out.data_ptr<T>();
   const T* q = query.data_ptr<T>();
   const C* kc = k_cache.data_ptr<C>();
   const C* vc = v_cache.data_ptr<C>();
   const int64_t q_stride = query.stride(0), o_stride = st.hq * st.d;
-  at::parallel_for(0, static_cast<int64_t>(st.items.size()), grain, [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) {
+  const int64_t runs = static_cast<int64_t>(bounds.size()) - 1;
+  at::parallel_for(0, runs, 1, [&](int64_t run0, int64_t run1) {
+    for (int64_t k = bounds[run0]; k < bounds[run1]; ++k) {
       const WorkItem& w = st.items[k];
       const int32_t* table = st.tables + w.req * st.max_blocks;
       const int64_t seq_len = st.seq_lens[w.req], q_end = st.query_start_loc[w.req + 1];
@@ -256,17 +275,14 @@ void paged_attention(at::Tensor out, const at::Tensor& query, const at::Tensor& 
       for (int32_t h = 0; h < hk; ++h) items.push_back({i, h, r0, r1});
     }
   }
-  // Work estimate (query vectors x keys x head dim): small steps stay on the calling thread.
-  int64_t work = 0;
-  for (const WorkItem& w : items) work += (w.row_end - w.row_begin) * group * sl[w.req] * d;
-  const int64_t grain = work < 8 * kParallelElems ? static_cast<int64_t>(items.size()) + 1 : 1;
+  const std::vector<int64_t> bounds = balanced_runs(items, sl, qsl, group * d);
   const Step step{items, tables, max_blocks, sl, qsl, hq, hk, group, d, block_size, static_cast<float>(scale)};
   if (bf16_cache) {
-    run_items<float, at::BFloat16>(step, out, query, k_cache, v_cache, grain);
+    run_items<float, at::BFloat16>(step, out, query, k_cache, v_cache, bounds);
     return;
   }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, query.scalar_type(), "paged_attention", [&] {
-    run_items<scalar_t, scalar_t>(step, out, query, k_cache, v_cache, grain);
+    run_items<scalar_t, scalar_t>(step, out, query, k_cache, v_cache, bounds);
   });
 }
 

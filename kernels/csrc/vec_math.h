@@ -31,6 +31,23 @@ inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
+// out[i] = dot(q + i * d, k) for i < 4 (four query vectors against one key: the key is loaded once).
+inline void dot4(const float* q, const float* k, int64_t d, float* out) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t x = 0;
+  for (; x + 8 <= d; x += 8) {
+    const __m256 kv = _mm256_loadu_ps(k + x);
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + x), kv, a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + x), kv, a1);
+    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 2 * d + x), kv, a2);
+    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 3 * d + x), kv, a3);
+  }
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  for (; x < d; ++x)
+    for (int i = 0; i < 4; ++i) out[i] += q[i * d + x] * k[x];
+}
+
 // exp(x) for 8 floats (Cephes' expf polynomial, relative error ~1e-7); x below -87 gives ~0.
 inline __m256 exp8(__m256 x) {
   x = _mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f));

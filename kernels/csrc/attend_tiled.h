@@ -1,0 +1,167 @@
+// The float32 attention of a tile of query rows (a prefill chunk's rows of one request and KV head)
+// as two register-blocked matrix products (AVX2 + FMA), over a float32 or a bfloat16 KV cache
+// (C = float or uint16_t, the bf16 bits).
+//
+// A decode row has a few query vectors (one GQA group) and reads each key once: attend_f32.h. A tile
+// of R rows has R x group vectors that all read the same keys, so the work is matrix-shaped:
+//   scores S = Q K^T: each 16 keys transposed once into a [D, 16] panel, then blocks of 6 vectors x
+//                     16 keys in twelve accumulators over the head dim;
+//   softmax:          per vector over the keys it sees (its causal prefix); p = 0 past it;
+//   O = P V:          blocks of 6 vectors x 16 output columns in twelve accumulators over the keys,
+//                     the micro-kernel shape of panel_linear (two loads, six broadcasts, twelve FMAs).
+// Both kernels have the micro-kernel shape of panel_linear: per step two loads, six broadcasts and
+// twelve FMAs. Vectors are padded to a multiple of 6 (zero queries, p = 0) and keys to a multiple of
+// 16 (the padding points at key 0, its scores land past every vector's prefix): no tails.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "attend_f32.h"
+#include "vec_math.h"
+
+#ifdef AE_AVX2
+namespace ae {
+
+constexpr int64_t kTileVecs = 6;  // query vectors per micro-kernel block (twelve accumulators)
+
+// Sixteen cache values as two float32 vectors.
+inline void load16(const float* p, __m256& lo, __m256& hi) {
+  lo = _mm256_loadu_ps(p);
+  hi = _mm256_loadu_ps(p + 8);
+}
+inline void load16(const uint16_t* p, __m256& lo, __m256& hi) {
+  lo = load8(p);
+  hi = load8(p + 8);
+}
+
+// The 8 x 8 transpose of r[0..8) in place: r[i] becomes lane i of every input.
+inline void transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+// The keys k[j0 .. j0 + 16) as a [D, 16] panel: kt[c * 16 + t] = k[j0 + t][c].
+template <int D, typename C>
+inline void key_panel(const C* const* k, int64_t j0, float* kt) {
+  for (int half = 0; half < 2; ++half) {
+    const C* const* rows = k + j0 + 8 * half;
+    for (int c = 0; c < D; c += 8) {
+      __m256 r[8];
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t) r[t] = load8(rows[t] + c);
+      transpose8(r);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) _mm256_storeu_ps(kt + (c + i) * 16 + 8 * half, r[i]);
+    }
+  }
+}
+
+// s[r * ld + j0 .. j0 + 16) = q_r . (the panel's 16 keys) for vectors r < 6 (q rows at stride D).
+template <int D>
+inline void scores_6x16(const float* q, const float* kt, float* s, int64_t ld, int64_t j0) {
+  __m256 lo[kTileVecs], hi[kTileVecs];
+#pragma GCC unroll 6
+  for (int r = 0; r < kTileVecs; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int c = 0; c < D; ++c) {
+    const __m256 b0 = _mm256_loadu_ps(kt + c * 16), b1 = _mm256_loadu_ps(kt + c * 16 + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < kTileVecs; ++r) {
+      const __m256 a = _mm256_broadcast_ss(q + r * D + c);
+      lo[r] = _mm256_fmadd_ps(a, b0, lo[r]);
+      hi[r] = _mm256_fmadd_ps(a, b1, hi[r]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < kTileVecs; ++r) {
+    _mm256_storeu_ps(s + r * ld + j0, lo[r]);
+    _mm256_storeu_ps(s + r * ld + j0 + 8, hi[r]);
+  }
+}
+
+// o[r * D + c0 .. c0 + 16) = sum over j < n of p[r * ld + j] * v[j][c0 .. c0 + 16) for vectors r < 6.
+template <int D, typename C>
+inline void pv_6x16(const float* p, int64_t ld, const C* const* v, int64_t n, int c0, float* o) {
+  __m256 lo[kTileVecs], hi[kTileVecs];
+#pragma GCC unroll 6
+  for (int r = 0; r < kTileVecs; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n; ++j) {
+    __m256 b0, b1;
+    load16(v[j] + c0, b0, b1);
+#pragma GCC unroll 6
+    for (int r = 0; r < kTileVecs; ++r) {
+      const __m256 pr = _mm256_broadcast_ss(p + r * ld + j);
+      lo[r] = _mm256_fmadd_ps(pr, b0, lo[r]);
+      hi[r] = _mm256_fmadd_ps(pr, b1, hi[r]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < kTileVecs; ++r) {
+    _mm256_storeu_ps(o + r * D + c0, lo[r]);
+    _mm256_storeu_ps(o + r * D + c0 + 8, hi[r]);
+  }
+}
+
+// p[0..n) = exp(p - max) over a vector's prefix of n keys, zero over [n, padded); returns 1 / sum.
+inline float softmax_prefix(float* p, int64_t n, int64_t padded) {
+  const float inv = 1.f / softmax_numerators(p, n);
+  std::fill(p + n, p + padded, 0.f);
+  return inv;
+}
+
+// The tile's ``nq`` query vectors (q: nq x D floats, pre-scaled; vector i = row * group + g sees keys
+// [0, nk[i]), nk non-decreasing, nk[nq - 1] <= the rows in k and v) against k, v: the output of
+// vector i, softmax(q_i K^T) V, goes to out + (i / group) * out_row_stride + (i % group) * D.
+template <int D, typename C>
+inline void attend_tile_matrix(const float* q, int64_t nq, const int64_t* nk, const C* const* k,
+                               const C* const* v, int64_t group, float* out, int64_t out_row_stride) {
+  thread_local std::vector<float> qp, s, o, inv, kt;
+  thread_local std::vector<const C*> kp;
+  const int64_t nq_pad = (nq + kTileVecs - 1) / kTileVecs * kTileVecs;
+  const int64_t n = nk[nq - 1], ld = (n + 15) / 16 * 16;
+  qp.assign(nq_pad * D, 0.f);
+  std::copy(q, q + nq * D, qp.begin());
+  kp.assign(k, k + n);
+  kp.resize(ld, k[0]);
+  s.resize(nq_pad * ld);
+  o.resize(nq_pad * D);
+  kt.resize(D * 16);
+  inv.assign(nq_pad, 0.f);
+  for (int64_t j0 = 0; j0 < ld; j0 += 16) {  // each panel of keys serves every block of vectors that sees it
+    key_panel<D, C>(kp.data(), j0, kt.data());
+    for (int64_t i0 = 0; i0 < nq_pad; i0 += kTileVecs) {
+      if (nk[std::min(nq, i0 + kTileVecs) - 1] > j0) scores_6x16<D>(&qp[i0 * D], kt.data(), &s[i0 * ld], ld, j0);
+    }
+  }
+  for (int64_t i = 0; i < nq_pad; ++i) {
+    if (i < nq) inv[i] = softmax_prefix(&s[i * ld], nk[i], ld);
+    else std::fill(&s[i * ld], &s[i * ld] + ld, 0.f);
+  }
+  for (int64_t i0 = 0; i0 < nq_pad; i0 += kTileVecs) {
+    const int64_t keys = nk[std::min(nq, i0 + kTileVecs) - 1];
+    for (int c0 = 0; c0 < D; c0 += 16) pv_6x16<D, C>(&s[i0 * ld], ld, v, keys, c0, &o[i0 * D]);
+  }
+  for (int64_t i = 0; i < nq; ++i) {
+    const __m256 m = _mm256_set1_ps(inv[i]);
+    float* dst = out + (i / group) * out_row_stride + (i % group) * D;
+    for (int c = 0; c < D; c += 8) _mm256_storeu_ps(dst + c, _mm256_mul_ps(_mm256_loadu_ps(&o[i * D + c]), m));
+  }
+}
+
+}  // namespace ae
+#endif
