@@ -71,49 +71,29 @@ inline void key_panel(const C* const* k, int64_t j0, float* kt) {
   }
 }
 
-// s[r * ld + j0 .. j0 + 16) = q_r . (the panel's 16 keys) for vectors r < 6 (q rows at stride D).
-template <int D>
-inline void scores_6x16(const float* q, const float* kt, float* s, int64_t ld, int64_t j0) {
+// out[r * out_stride + 0 .. 16) = sum over t < steps of a[r * a_stride + t] * b_t[0 .. 16) for the six
+// vectors r < 6, where ``b_row(t, lo, hi)`` loads row t of the right-hand side as two float32 vectors.
+template <typename RowB>
+inline void block_6x16(const float* a, int64_t a_stride, int64_t steps, RowB b_row, float* out,
+                       int64_t out_stride) {
   __m256 lo[kTileVecs], hi[kTileVecs];
 #pragma GCC unroll 6
   for (int r = 0; r < kTileVecs; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
-#pragma GCC unroll 4
-  for (int c = 0; c < D; ++c) {
-    const __m256 b0 = _mm256_loadu_ps(kt + c * 16), b1 = _mm256_loadu_ps(kt + c * 16 + 8);
-#pragma GCC unroll 6
-    for (int r = 0; r < kTileVecs; ++r) {
-      const __m256 a = _mm256_broadcast_ss(q + r * D + c);
-      lo[r] = _mm256_fmadd_ps(a, b0, lo[r]);
-      hi[r] = _mm256_fmadd_ps(a, b1, hi[r]);
-    }
-  }
-#pragma GCC unroll 6
-  for (int r = 0; r < kTileVecs; ++r) {
-    _mm256_storeu_ps(s + r * ld + j0, lo[r]);
-    _mm256_storeu_ps(s + r * ld + j0 + 8, hi[r]);
-  }
-}
-
-// o[r * D + c0 .. c0 + 16) = sum over j < n of p[r * ld + j] * v[j][c0 .. c0 + 16) for vectors r < 6.
-template <int D, typename C>
-inline void pv_6x16(const float* p, int64_t ld, const C* const* v, int64_t n, int c0, float* o) {
-  __m256 lo[kTileVecs], hi[kTileVecs];
-#pragma GCC unroll 6
-  for (int r = 0; r < kTileVecs; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
-  for (int64_t j = 0; j < n; ++j) {
+#pragma GCC unroll 2
+  for (int64_t t = 0; t < steps; ++t) {
     __m256 b0, b1;
-    load16(v[j] + c0, b0, b1);
+    b_row(t, b0, b1);
 #pragma GCC unroll 6
     for (int r = 0; r < kTileVecs; ++r) {
-      const __m256 pr = _mm256_broadcast_ss(p + r * ld + j);
-      lo[r] = _mm256_fmadd_ps(pr, b0, lo[r]);
-      hi[r] = _mm256_fmadd_ps(pr, b1, hi[r]);
+      const __m256 x = _mm256_broadcast_ss(a + r * a_stride + t);
+      lo[r] = _mm256_fmadd_ps(x, b0, lo[r]);
+      hi[r] = _mm256_fmadd_ps(x, b1, hi[r]);
     }
   }
 #pragma GCC unroll 6
   for (int r = 0; r < kTileVecs; ++r) {
-    _mm256_storeu_ps(o + r * D + c0, lo[r]);
-    _mm256_storeu_ps(o + r * D + c0 + 8, hi[r]);
+    _mm256_storeu_ps(out + r * out_stride, lo[r]);
+    _mm256_storeu_ps(out + r * out_stride + 8, hi[r]);
   }
 }
 
@@ -145,7 +125,10 @@ inline void attend_tile_matrix(const float* q, int64_t nq, const int64_t* nk, co
   for (int64_t j0 = 0; j0 < ld; j0 += 16) {  // each panel of keys serves every block of vectors that sees it
     key_panel<D, C>(kp.data(), j0, kt.data());
     for (int64_t i0 = 0; i0 < nq_pad; i0 += kTileVecs) {
-      if (nk[std::min(nq, i0 + kTileVecs) - 1] > j0) scores_6x16<D>(&qp[i0 * D], kt.data(), &s[i0 * ld], ld, j0);
+      if (nk[std::min(nq, i0 + kTileVecs) - 1] <= j0) continue;
+      const float* panel = kt.data();
+      block_6x16(&qp[i0 * D], D, D, [panel](int64_t c, __m256& lo, __m256& hi) { load16(panel + c * 16, lo, hi); },
+                 &s[i0 * ld + j0], ld);
     }
   }
   for (int64_t i = 0; i < nq_pad; ++i) {
@@ -154,7 +137,10 @@ inline void attend_tile_matrix(const float* q, int64_t nq, const int64_t* nk, co
   }
   for (int64_t i0 = 0; i0 < nq_pad; i0 += kTileVecs) {
     const int64_t keys = nk[std::min(nq, i0 + kTileVecs) - 1];
-    for (int c0 = 0; c0 < D; c0 += 16) pv_6x16<D, C>(&s[i0 * ld], ld, v, keys, c0, &o[i0 * D]);
+    for (int c0 = 0; c0 < D; c0 += 16) {
+      block_6x16(&s[i0 * ld], ld, keys, [v, c0](int64_t j, __m256& lo, __m256& hi) { load16(v[j] + c0, lo, hi); },
+                 &o[i0 * D + c0], D);
+    }
   }
   for (int64_t i = 0; i < nq; ++i) {
     const __m256 m = _mm256_set1_ps(inv[i]);
