@@ -79,7 +79,7 @@ def _step(runner: ModelRunner, seqs_chunks: list[tuple[Seq, int]]) -> tuple[dict
     for (s, _), sr in zip(seqs_chunks, sched, strict=True):
         s.advance(sr, out.sampled_token_ids)
     assert runner.last_logits is not None
-    return out.sampled_token_ids, runner.last_logits
+    return out.sampled_token_ids, runner.last_logits.clone()  # the next step may rewrite its buffer
 
 
 def _check_chunked_then_decode(model: torch.nn.Module) -> None:

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from agent_engine.config import KV_CACHE_DTYPES
-from kernels import AttentionMetadata, paged_attention
+from kernels import AttentionMetadata, AttentionWorkspace, paged_attention
 from kernels.cpu_ops import linear, rms_norm, rotary_and_cache, silu_and_mul, use_cpp
 from kernels.prepack import pack_weight, prepack_allowed
 from kernels.quant import QuantMatmul, quant_matmul
@@ -287,8 +287,14 @@ class LeanDecoder:
         q, k, v = heads[:, :hq], heads[:, hq : hq + hk], heads[:, hq + hk :]
         return paged_attention(q, k, v, k_cache, v_cache, metadata, self.scale).reshape(tokens, hq * d)
 
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The LM head on final-normed ``hidden`` ``[R, H]``: ``[R, V]`` in the activation dtype."""
+    def logits(self, hidden: torch.Tensor, workspace: AttentionWorkspace | None = None) -> torch.Tensor:
+        """The LM head on final-normed ``hidden`` ``[R, H]``: ``[R, V]`` in the activation dtype. With a
+        ``workspace`` the panel kernel writes into its ``lean_logits`` buffer (tens of megabytes a step
+        at a large vocabulary, page-faulted afresh on every step otherwise): the result is then valid
+        only until the next step's logits."""
         if self.head_quant is not None and hidden.shape[0] <= QUANT_DECODE_MAX_ROWS:
             return quant_matmul(hidden.contiguous(), self.head_quant, self.head_b)
-        return linear(hidden, self.head_w, self.head_b, self.cpp, self.head_packed)
+        out = None
+        if workspace is not None and self.cpp and self.head_packed is not None:
+            out = workspace.get("lean_logits", (hidden.shape[0], self.head_w.shape[0]), self.act_dtype, hidden.device)
+        return linear(hidden, self.head_w, self.head_b, self.cpp, self.head_packed, out)

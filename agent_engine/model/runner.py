@@ -52,7 +52,8 @@ class ModelRunner:
 
     ``model`` is a loaded HF causal LM already on its device/dtype; its attention implementation is
     switched to ours in place. ``last_logits`` keeps the float32 logits of the latest step (rows in the
-    order of sampled requests) for tests and debugging.
+    order of sampled requests) for tests and debugging; they may live in a buffer that the next step
+    rewrites (the lean decoder's LM head output), so clone them to keep them longer.
     """
 
     def __init__(
@@ -137,7 +138,7 @@ class ModelRunner:
             if not sample_rows:
                 return hidden.new_empty(0, 0, dtype=torch.float32)
             if self.lean is not None:  # the matmul kernel for this many rows (kernels.cpu_ops.linear)
-                return self.lean.logits(hidden).float()
+                return self.lean.logits(hidden, self.workspace).float()
             return self._lm_head(hidden).float()
 
     def execute(self, scheduler_output: SchedulerOutput, grammar: TokenBitmask | None = None) -> ModelRunnerOutput:
