@@ -36,6 +36,19 @@ def test_panel_linear_row_chunks() -> None:
     torch.testing.assert_close(linear(x, w, None, True, prepack.pack_weight(w)), F.linear(x, w), rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows", [1, 7, 33])
+def test_panel_linear_blocks_of_k(rows: int, dtype: torch.dtype) -> None:
+    """A K past the kernel's K block (2,500: three blocks, the later ones adding to out) over a
+    partial last panel (N = 37), in float32 and bfloat16 panels, with a bias."""
+    if not load_cpu_ops():
+        pytest.skip("C++ kernels unavailable")
+    gen = torch.Generator().manual_seed(rows)
+    x, w, b = torch.randn(rows, 2500, generator=gen), torch.randn(37, 2500, generator=gen).to(dtype), torch.randn(37)
+    got = linear(x, w, b, True, prepack.pack_weight(w))
+    torch.testing.assert_close(got, F.linear(x, w.float(), b), rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("rows", [1, 5, 8, 97])
 @pytest.mark.parametrize("k,n", [(96, 200), (8, 33)])
 def test_bfloat16_panels_multiply_by_the_exact_weights(rows: int, k: int, n: int) -> None:

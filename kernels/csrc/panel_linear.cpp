@@ -9,7 +9,8 @@
 // exact float32 values of the bf16 weights, with no convert. The micro-kernel keeps a 6 x 16 block
 // of the output in twelve accumulator registers while it walks K: per k, the panel row's loads, six
 // broadcasts of x and twelve FMAs, so the FMA units, not memory, set the pace. Panels are split
-// between the threads; rows go in chunks small enough that a chunk of x stays in L2 while every
+// between the threads; a long K goes in blocks (later blocks add to out); rows go in chunks small
+// enough that a chunk of x (over one block of K) stays in L2 while every
 // panel of the thread passes over it, each panel read from memory once per chunk (once in all for
 // a decode step's rows); each block of rows over a group of panels brings its share of the next
 // group into L2 (panel rows b, b + blocks, ...: a cache line per fp32 row), so the next group's
@@ -50,15 +51,32 @@ struct Ahead {
   int64_t first = 0, step = 1;
 };
 
+// x rows at stride x_stride, k in [0, k_len) of the panel's rows; ``add``: out += the product
+// (a later block of K), else out = it.
 template <int R, typename W>
-inline void micro(const float* x, int64_t k_dim, const W* panel, float* out, int64_t n_dim, int64_t cols,
-                  Ahead<W> ahead) {
+inline void micro(const float* x, int64_t x_stride, int64_t k_len, const W* panel, float* out, int64_t n_dim,
+                  int64_t cols, Ahead<W> ahead, bool add) {
   __m256 acc0[R], acc1[R];
+  alignas(32) float tail[R][kPanel];
+  const bool full = cols == kPanel;
 #pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
-  int64_t next = ahead.panel != nullptr ? ahead.first : k_dim;
+  for (int r = 0; r < R; ++r) {
+    if (!add) {
+      acc0[r] = acc1[r] = _mm256_setzero_ps();
+      continue;
+    }
+    const float* src = out + r * n_dim;
+    if (!full) {  // the last panel of an N that is not a multiple of 16
+      std::fill(tail[r], tail[r] + kPanel, 0.f);
+      std::copy(src, src + cols, tail[r]);
+      src = tail[r];
+    }
+    acc0[r] = _mm256_loadu_ps(src);
+    acc1[r] = _mm256_loadu_ps(src + 8);
+  }
+  int64_t next = ahead.panel != nullptr ? ahead.first : k_len;
 #pragma GCC unroll 2
-  for (int64_t k = 0; k < k_dim; ++k) {
+  for (int64_t k = 0; k < k_len; ++k) {
     __m256 b0, b1;
     panel_row(panel, k, b0, b1);
     if (k == next) {
@@ -67,58 +85,68 @@ inline void micro(const float* x, int64_t k_dim, const W* panel, float* out, int
     }
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-      const __m256 a = _mm256_broadcast_ss(x + r * k_dim + k);
+      const __m256 a = _mm256_broadcast_ss(x + r * x_stride + k);
       acc0[r] = _mm256_fmadd_ps(a, b0, acc0[r]);
       acc1[r] = _mm256_fmadd_ps(a, b1, acc1[r]);
     }
   }
   // Every loop over r is unrolled, so the accumulators live in registers (an indexed access would
   // put the arrays on the stack, stored on every k).
-  alignas(32) float tail[R][kPanel];
-  const bool full = cols == kPanel;
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
     float* dst = full ? out + r * n_dim : tail[r];
     _mm256_storeu_ps(dst, acc0[r]);
     _mm256_storeu_ps(dst + 8, acc1[r]);
   }
-  if (!full) {  // the last panel of an N that is not a multiple of 16
+  if (!full) {
     for (int r = 0; r < R; ++r) std::copy(tail[r], tail[r] + cols, out + r * n_dim);
   }
 }
 
 template <typename W>
-using MicroFn = void (*)(const float*, int64_t, const W*, float*, int64_t, int64_t, Ahead<W>);
+using MicroFn = void (*)(const float*, int64_t, int64_t, const W*, float*, int64_t, int64_t, Ahead<W>, bool);
 template <typename W>
 constexpr MicroFn<W> kMicro[kRows + 1] = {nullptr, micro<1, W>, micro<2, W>, micro<3, W>,
                                           micro<4, W>, micro<5, W>, micro<6, W>};
 
+// K in blocks of at most kMaxKBlock (balanced): a block of x rows and a group of panels stay in L2
+// however long K is (a long K, as a down projection's, would otherwise shrink the chunks of rows to
+// a few, each pass over the panels using a part of the accumulators). Blocks after the first add
+// their product to out.
+constexpr int64_t kMaxKBlock = 1024;
+
 template <typename W>
 void panel_linear_avx2(float* op, const float* xp, const W* pp, int64_t m_dim, int64_t k_dim, int64_t n_dim,
                        int64_t n_panels) {
-  // Rows go in balanced chunks whose x (rows x K floats) takes at most ~256 KiB of L2, and within a
-  // chunk in balanced blocks of at most six rows (32 rows: 6+6+5+5+5+5, never a lone 2-row block).
-  const int64_t max_chunk = std::max<int64_t>(kRows, 256 * 1024 / 4 / k_dim);
+  const int64_t k_blocks = (k_dim + kMaxKBlock - 1) / kMaxKBlock;
+  const int64_t k_block = (k_dim + k_blocks - 1) / k_blocks;
+  // Rows go in balanced chunks whose x (rows x K-block floats) takes at most ~256 KiB of L2, and within
+  // a chunk in balanced blocks of at most six rows (32 rows: 6+6+5+5+5+5, never a lone 2-row block).
+  const int64_t max_chunk = std::max<int64_t>(kRows, 256 * 1024 / 4 / k_block);
   const int64_t n_chunks = (m_dim + max_chunk - 1) / max_chunk;
   const int64_t chunk = (m_dim + n_chunks - 1) / n_chunks;
   // Panels go in groups that stay in L2 while each block of rows (in L1) passes over all of them.
-  const int64_t group = std::max<int64_t>(1, 128 * 1024 / static_cast<int64_t>(sizeof(W)) / (k_dim * kPanel));
+  const int64_t group = std::max<int64_t>(1, 128 * 1024 / static_cast<int64_t>(sizeof(W)) / (k_block * kPanel));
   at::parallel_for(0, n_panels, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t m0 = 0; m0 < m_dim; m0 += chunk) {
       const int64_t rows_here = std::min(chunk, m_dim - m0);
       const int64_t blocks = (rows_here + kRows - 1) / kRows;
-      for (int64_t g = p0; g < p1; g += group) {
-        const int64_t g1 = std::min(p1, g + group);
-        for (int64_t b = 0, m = m0; b < blocks; ++b) {
-          const int64_t rows = rows_here / blocks + (b < rows_here % blocks ? 1 : 0);
-          for (int64_t p = g; p < g1; ++p) {
-            // Each block of rows brings its share of the next group's panel into L2 as it walks this one.
-            const int64_t next = p + (g1 - g);
-            const Ahead<W> ahead{next < p1 ? pp + next * k_dim * kPanel : nullptr, b, blocks};
-            kMicro<W>[rows](xp + m * k_dim, k_dim, pp + p * k_dim * kPanel, op + m * n_dim + p * kPanel, n_dim,
-                            std::min(kPanel, n_dim - p * kPanel), ahead);
+      for (int64_t k0 = 0; k0 < k_dim; k0 += k_block) {
+        const int64_t k_len = std::min(k_block, k_dim - k0);
+        for (int64_t g = p0; g < p1; g += group) {
+          const int64_t g1 = std::min(p1, g + group);
+          for (int64_t b = 0, m = m0; b < blocks; ++b) {
+            const int64_t rows = rows_here / blocks + (b < rows_here % blocks ? 1 : 0);
+            for (int64_t p = g; p < g1; ++p) {
+              // Each block of rows brings its share of the next group's panel into L2 as it walks this one.
+              const int64_t next = p + (g1 - g);
+              const Ahead<W> ahead{next < p1 ? pp + (next * k_dim + k0) * kPanel : nullptr, b, blocks};
+              kMicro<W>[rows](xp + m * k_dim + k0, k_dim, k_len, pp + (p * k_dim + k0) * kPanel,
+                              op + m * n_dim + p * kPanel, n_dim, std::min(kPanel, n_dim - p * kPanel), ahead,
+                              k0 > 0);
+            }
+            m += rows;
           }
-          m += rows;
         }
       }
     }
