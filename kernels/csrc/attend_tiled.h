@@ -7,10 +7,9 @@
 //   scores S = Q K^T: each 16 keys transposed once into a [D, 16] panel, then blocks of 6 vectors x
 //                     16 keys in twelve accumulators over the head dim;
 //   softmax:          per vector over the keys it sees (its causal prefix); p = 0 past it;
-//   O = P V:          blocks of 6 vectors x 16 output columns in twelve accumulators over the keys,
-//                     the micro-kernel shape of panel_linear (two loads, six broadcasts, twelve FMAs).
-// Both kernels have the micro-kernel shape of panel_linear: per step two loads, six broadcasts and
-// twelve FMAs. Vectors are padded to a multiple of 6 (zero queries, p = 0) and keys to a multiple of
+//   O = P V:          blocks of 6 vectors x 16 output columns in twelve accumulators over the keys.
+// Both products run one micro-kernel (block_6x16), the shape of panel_linear's: per step two loads,
+// six broadcasts and twelve FMAs. Vectors are padded to a multiple of 6 (zero queries, p = 0) and keys to a multiple of
 // 16 (the padding points at key 0, its scores land past every vector's prefix): no tails.
 #pragma once
 
