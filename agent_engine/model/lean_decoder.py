@@ -295,6 +295,6 @@ class LeanDecoder:
         if self.head_quant is not None and hidden.shape[0] <= QUANT_DECODE_MAX_ROWS:
             return quant_matmul(hidden.contiguous(), self.head_quant, self.head_b)
         out = None
-        if workspace is not None and self.cpp and self.head_packed is not None:
+        if workspace is not None and self.head_packed is not None:  # only the panel kernel writes into out
             out = workspace.get("lean_logits", (hidden.shape[0], self.head_w.shape[0]), self.act_dtype, hidden.device)
         return linear(hidden, self.head_w, self.head_b, self.cpp, self.head_packed, out)

@@ -78,17 +78,7 @@ inline void block_6x16(const float* a, int64_t a_stride, int64_t steps, RowB b_r
   __m256 lo[kTileVecs], hi[kTileVecs];
 #pragma GCC unroll 6
   for (int r = 0; r < kTileVecs; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
-#pragma GCC unroll 2
-  for (int64_t t = 0; t < steps; ++t) {
-    __m256 b0, b1;
-    b_row(t, b0, b1);
-#pragma GCC unroll 6
-    for (int r = 0; r < kTileVecs; ++r) {
-      const __m256 x = _mm256_broadcast_ss(a + r * a_stride + t);
-      lo[r] = _mm256_fmadd_ps(x, b0, lo[r]);
-      hi[r] = _mm256_fmadd_ps(x, b1, hi[r]);
-    }
-  }
+  fma_rows_x16<kTileVecs>(a, a_stride, steps, b_row, lo, hi);
 #pragma GCC unroll 6
   for (int r = 0; r < kTileVecs; ++r) {
     _mm256_storeu_ps(out + r * out_stride, lo[r]);

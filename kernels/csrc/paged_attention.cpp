@@ -141,8 +141,6 @@ void attend_tile_f32(const WorkItem& w, float* out, int64_t out_row_stride, cons
   const int64_t token_stride = hk * D;
   krow.resize(max_keys);
   vrow.resize(max_keys);
-  s.resize(group * max_keys);
-  q.resize(group * D);
   for (int64_t b = 0; b * block_size < max_keys; ++b) {
     const int64_t base = static_cast<int64_t>(table[b]) * block_size * token_stride + w.kv_head * D;
     const int64_t n = std::min(block_size, max_keys - b * block_size);
@@ -165,7 +163,9 @@ void attend_tile_f32(const WorkItem& w, float* out, int64_t out_row_stride, cons
                                  out + w.row_begin * out_row_stride + head0 * D, out_row_stride);
     return;
   }
-  const int64_t nk = seq_len - (q_end - w.row_begin) + 1;
+  const int64_t nk = seq_len - (q_end - w.row_begin) + 1;  // a decode row: its group as vectors
+  s.resize(group * nk);
+  q.resize(group * D);
   load_row(q.data(), query + w.row_begin * q_row_stride + head0 * D, group * D, scale);
   ae::attend_group_f32<D, C>(q.data(), group, krow.data(), vrow.data(), nk, s.data(),
                           out + w.row_begin * out_row_stride + head0 * D);

@@ -75,21 +75,14 @@ inline void micro(const float* x, int64_t x_stride, int64_t k_len, const W* pane
     acc1[r] = _mm256_loadu_ps(src + 8);
   }
   int64_t next = ahead.panel != nullptr ? ahead.first : k_len;
-#pragma GCC unroll 2
-  for (int64_t k = 0; k < k_len; ++k) {
-    __m256 b0, b1;
+  auto row = [&](int64_t k, __m256& b0, __m256& b1) {
     panel_row(panel, k, b0, b1);
     if (k == next) {
       _mm_prefetch(reinterpret_cast<const char*>(ahead.panel + k * kPanel), _MM_HINT_T1);
       next += ahead.step;
     }
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-      const __m256 a = _mm256_broadcast_ss(x + r * x_stride + k);
-      acc0[r] = _mm256_fmadd_ps(a, b0, acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(a, b1, acc1[r]);
-    }
-  }
+  };
+  ae::fma_rows_x16<R>(x, x_stride, k_len, row, acc0, acc1);
   // Every loop over r is unrolled, so the accumulators live in registers (an indexed access would
   // put the arrays on the stack, stored on every k).
 #pragma GCC unroll 6

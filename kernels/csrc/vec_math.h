@@ -48,6 +48,26 @@ inline void dot4(const float* q, const float* k, int64_t d, float* out) {
     for (int i = 0; i < 4; ++i) out[i] += q[i * d + x] * k[x];
 }
 
+// lo[r], hi[r] += a[r * a_stride + t] * (row t of a right-hand side of 16 columns) for r < R and
+// t < steps: per step two loads, R broadcasts and 2R FMAs (R = 6: the twelve accumulators of the
+// matmul and attention micro-kernels). ``b_row(t, lo, hi)`` loads row t as two float32 vectors (and may
+// prefetch). Every loop over r is unrolled, so once inlined the accumulators stay in registers.
+template <int R, typename RowB>
+inline void fma_rows_x16(const float* a, int64_t a_stride, int64_t steps, RowB&& b_row, __m256 (&lo)[R],
+                         __m256 (&hi)[R]) {
+#pragma GCC unroll 2
+  for (int64_t t = 0; t < steps; ++t) {
+    __m256 b0, b1;
+    b_row(t, b0, b1);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 x = _mm256_broadcast_ss(a + r * a_stride + t);
+      lo[r] = _mm256_fmadd_ps(x, b0, lo[r]);
+      hi[r] = _mm256_fmadd_ps(x, b1, hi[r]);
+    }
+  }
+}
+
 // exp(x) for 8 floats (Cephes' expf polynomial, relative error ~1e-7); x below -87 gives ~0.
 inline __m256 exp8(__m256 x) {
   x = _mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f));
