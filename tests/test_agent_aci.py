@@ -74,10 +74,52 @@ def test_edit_tolerates_indentation_and_reindents(sandbox: Sandbox) -> None:
 
 
 @pytest.mark.parametrize(("old", "why"), [("return a * b", "was not found"), ("return", "occurs 2 times"),
-                                          ("   ", "was not found")])
+                                          ("   ", "was not found"), ("import numpy as np", "No lines of calc.py")])
 def test_a_failed_edit_changes_nothing_and_says_why(sandbox: Sandbox, old: str, why: str) -> None:
     out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text=old, new_text="x"))
     assert out.exit_code == 1 and why in out.observation and "Nothing changed" in out.observation
+    assert _file(sandbox) == SOURCE
+
+
+def test_a_failed_edit_shows_the_closest_lines_with_their_numbers(sandbox: Sandbox) -> None:
+    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="def add(a, b):\n    return a + b",
+                                       new_text="x"))
+    assert out.exit_code == 1 and "old_text was not found in calc.py. Nothing changed." in out.observation
+    assert "The closest lines of calc.py are 1-2" in out.observation
+    assert "   1| def add(a, b):\n   2|     return a - b\n   3| " in out.observation  # the window and its context
+    assert _file(sandbox) == SOURCE
+
+
+def test_a_whitespace_near_miss_is_named_and_shown(sandbox: Sandbox) -> None:
+    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="return a-b", new_text="return a + b"))
+    assert out.exit_code == 1 and "Lines 2-2 of calc.py match old_text except for whitespace" in out.observation
+    assert "   2|     return a - b" in out.observation
+    literal = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="def double(x):\\n    return add(x,x)",
+                                           new_text="x"))
+    assert "Lines 5-6 of calc.py match old_text except for whitespace" in literal.observation
+    assert _file(sandbox) == SOURCE
+
+
+def test_repeated_old_text_names_the_lines_it_occurs_at(sandbox: Sandbox) -> None:
+    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="return", new_text="x"))
+    assert "occurs 2 times in calc.py (at lines 2, 6)" in out.observation
+
+
+def test_a_failed_edit_of_a_huge_file_stays_bounded(tmp_path: Path) -> None:
+    lines = [f"value_{i} = compute({i}, {i * 7 % 13}, 'label number {i}')" + " # pad" * 30 for i in range(3000)]
+    (tmp_path / "big.py").write_text("\n".join(lines) + "\n")
+    wanted = "\n".join(line.replace("compute", "compte") for line in lines[1500:1540])  # 40 lines, one typo each
+    with Sandbox.create(str(tmp_path), timeout=60, isolation="process") as sb:
+        out = run_tool_call(sb, _call("edit_file", path="big.py", old_text=wanted, new_text="x"))
+    assert out.exit_code == 1 and "The closest lines of big.py are 1501-1540" in out.observation
+    assert "1501| value_1500 = compute(" in out.observation and "more lines)" in out.observation
+    assert len(out.observation) < 3000 and max(len(x) for x in out.observation.splitlines()) <= 170
+
+
+def test_a_read_only_file_is_not_edited_and_the_model_is_told(sandbox: Sandbox) -> None:
+    assert sandbox.run("chmod a-w calc.py").exit_code == 0
+    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b"))
+    assert out.exit_code == 1 and "calc.py is read-only: nothing changed" in out.observation
     assert _file(sandbox) == SOURCE
 
 
@@ -125,12 +167,12 @@ def test_advice_follows_what_the_job_did(sandbox: Sandbox) -> None:
     progress = Progress(check="python3 -c 'import calc; assert calc.add(2, 3) == 5'")
     check = _call("bash", command=progress.check)
 
-    def advise(call: dict[str, Any]) -> str:
-        return progress.advice(call, run_tool_call(sandbox, call))
+    def advise(call: dict[str, Any], repeated: bool = False) -> str:
+        return progress.advice(run_tool_call(sandbox, call), repeated)
 
     assert "view_file" in advise(check)  # failing, nothing seen yet
-    assert advise(check).startswith("You made this same call just before.")
     assert "edit_file" in advise(_call("view_file", path="calc.py"))
+    assert "edit_file" in advise(check, repeated=True)  # a repeat is told the step it skipped
     assert "run the check" in advise(_call("edit_file", path="calc.py", old_text="return a - b",
                                             new_text="return a + b"))
     assert advise(check) == "The check passes. Next: call submit."

@@ -6,12 +6,15 @@ the edited lines in context; ``submit()`` ends the job. As in SWE-agent's interf
 says what happened and what changed, and a failed edit says why and that nothing changed.
 
 Invariants:
-- Every tool runs inside the job's ``Sandbox``: view and edit are a short ``python3`` program given
-  its arguments as base64 JSON, so the sandbox's confinement (its folder, limits, no network) covers
-  them exactly as it covers ``bash``; nothing here touches the host's files.
+- Every tool runs inside the job's ``Sandbox``: view and edit are a short ``python3`` program
+  (``agent_engine.agent.file_tool``'s source) given its arguments as base64 JSON, so the sandbox's
+  confinement (its folder, limits, no network) covers them exactly as it covers ``bash``; nothing here
+  touches the host's files.
 - ``edit_file`` changes the file only when ``old_text`` occurs exactly once, either verbatim or, failing
   that, line by line with leading and trailing blanks ignored (then ``new_text`` is re-indented to the
-  first matched line's indentation); otherwise the file is unchanged and the observation says so.
+  first matched line's indentation); otherwise the file is unchanged and the observation says so, and
+  shows what the model probably meant (``agent_engine.agent.file_tool``: the occurrences' line numbers,
+  the lines equal but for whitespace, or the closest lines by ``difflib``, bounded).
 - ``run_tool_call`` never raises for a bad call: an unknown tool, arguments that are not a JSON object
   or a missing argument give ``ToolOutcome.format_error`` with an observation naming the problem.
 - A ``bash`` command whose words are another tool and exactly its arguments (``view_file calc.py``)
@@ -20,7 +23,7 @@ Invariants:
   every line carries one and the text is not found as given, the numbers are dropped and it is tried
   again.
 - ``Progress.advice`` only adds a line after the observation, read from what the job did (viewed,
-  edited, the same call twice, the check's exit code); it never changes what a tool did.
+  edited, a repeated call, the check's exit code); it never changes what a tool did.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ import base64
 import json
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agent_engine.agent.sandbox import Sandbox
 
-__all__ = ["SYSTEM_PROMPT_TOOLS", "TOOLS", "Progress", "ToolOutcome", "run_tool_call"]
+__all__ = ["SYSTEM_PROMPT_TOOLS", "TOOLS", "Progress", "ToolOutcome", "parse_arguments", "run_tool_call"]
 
 SYSTEM_PROMPT_TOOLS = (
     "You are a careful software engineer fixing a bug in a small Python repository. Call exactly one tool "
@@ -64,73 +68,8 @@ TOOLS: list[dict[str, Any]] = [
 ]
 _REQUIRED = {t["function"]["name"]: t["function"]["parameters"]["required"] for t in TOOLS}
 
-# Runs inside the sandbox: argv[1] is base64 JSON {"op": "view"|"edit", "path", "old", "new"}.
-_FILE_PROGRAM = r'''
-import base64, json, os, re, sys
-a = json.loads(base64.b64decode(sys.argv[1]))
-path = a["path"]
-
-def numbered(lines, start=1):
-    return "".join(f"{n:4d}| {line}" for n, line in enumerate(lines, start))
-
-NUMBERED = re.compile(r"^ *[0-9]+[|] ?")
-
-def locate(text, old):
-    found = locate_as_given(text, old)
-    lines = old.strip("\n").splitlines()
-    if found[0] is None and lines and all(NUMBERED.match(x) for x in lines):
-        return locate_as_given(text, "\n".join(NUMBERED.sub("", x, count=1) for x in lines))
-    return found
-
-def locate_as_given(text, old):
-    if text.count(old) == 1:
-        i = text.index(old)
-        return i, i + len(old), None
-    lines, want = text.splitlines(keepends=True), [w.strip() for w in old.strip("\n").splitlines()]
-    hits = [k for k in range(len(lines) - len(want) + 1)
-            if want and [x.strip() for x in lines[k:k + len(want)]] == want]
-    if len(hits) != 1:
-        return None, text.count(old) or len(hits), None
-    k = hits[0]
-    start = sum(len(x) for x in lines[:k])
-    end = start + sum(len(x) for x in lines[k:k + len(want)])
-    indent = lines[k][: len(lines[k]) - len(lines[k].lstrip())]
-    return start, end, indent
-
-if os.path.isdir(path) and a["op"] != "view":
-    print(f"{path} is a folder, not a file. Nothing changed.")
-    sys.exit(1)
-if os.path.isdir(path):
-    names = sorted(os.path.join(r, f)[len(path):].lstrip("/") for r, _, fs in os.walk(path) for f in fs)
-    print(f"{path} holds: " + ", ".join(n for n in names if "__pycache__" not in n))
-    sys.exit(0)
-if not os.path.isfile(path):
-    here = sorted(f for f in os.listdir(".") if not f.startswith("."))
-    print(f"No file {path!r}. Files here: {', '.join(here)}. Nothing changed.")
-    sys.exit(1)
-text = open(path, encoding="utf-8").read()
-if a["op"] == "view":
-    print(numbered(text.splitlines(keepends=True)[:400]), end="")
-    sys.exit(0)
-old, new = a["old"], a["new"]
-start, end, indent = locate(text, old) if old.strip() else (None, 0, None)
-if start is None:
-    why = "was not found" if not end else f"occurs {end} times (give more lines)"
-    print(f"old_text {why} in {path}. Nothing changed. view_file shows the exact text.")
-    sys.exit(1)
-if indent is not None:
-    body = new.strip("\n").splitlines()
-    base = min((len(x) - len(x.lstrip()) for x in body if x.strip()), default=0)
-    new = "".join(indent + x[base:] + "\n" if x.strip() else "\n" for x in body)
-text = text[:start] + new + text[end:]
-open(path, "w", encoding="utf-8").write(text)
-lines = text.splitlines(keepends=True)
-first = text[:start].count("\n")
-last = first + max(1, new.count("\n") + (0 if new.endswith("\n") else 1))
-lo = max(0, first - 2)
-print(f"Edited {path}. Lines {lo + 1}-{min(len(lines), last + 2)} now read:")
-print(numbered(lines[lo:last + 2], lo + 1), end="")
-'''
+# Runs inside the sandbox (``python3 -c SOURCE ARG``): the view and edit program, stdlib only.
+_FILE_PROGRAM = (Path(__file__).resolve().parent / "file_tool.py").read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -149,7 +88,7 @@ class ToolOutcome:
 def run_tool_call(sandbox: Sandbox, call: dict[str, Any]) -> ToolOutcome:
     """Run one OpenAI-style tool call (``{"function": {"name", "arguments"}}``) in ``sandbox``."""
     function = call.get("function") or {}
-    name, args = function.get("name"), _arguments(function.get("arguments"))
+    name, args = function.get("name"), parse_arguments(function.get("arguments"))
     if name not in _REQUIRED:
         return _format_error(f"There is no tool {name!r}. Call one of: {', '.join(_REQUIRED)}.")
     if args is None:
@@ -176,18 +115,16 @@ def run_tool_call(sandbox: Sandbox, call: dict[str, Any]) -> ToolOutcome:
 @dataclass
 class Progress:
     """What a job has done so far, read for the one line of advice after each observation (after
-    SWE-agent's interface: a small model that repeats itself or stalls is told the next step)."""
+    SWE-agent's interface: a small model that repeats itself or stalls is told the next step). Whether
+    a call repeats is decided by ``agent_engine.agent.repeats``, which also writes the repeat's note."""
 
     check: str | None = None  # the task's check command, when the task names one
     viewed: bool = False
     edited: bool = False
-    last_call: str | None = None
 
-    def advice(self, call: dict[str, Any], outcome: ToolOutcome) -> str:
-        """The line to append to ``outcome``'s observation ("" for none); records the call."""
-        function = call.get("function") or {}
-        key = json.dumps([function.get("name"), _arguments(function.get("arguments"))], sort_keys=True)
-        repeated, self.last_call = key == self.last_call, key
+    def advice(self, outcome: ToolOutcome, repeated: bool = False) -> str:
+        """The line to append to ``outcome``'s observation ("" for none); ``repeated``: the call repeats
+        an earlier one (the note saying so is the caller's)."""
         if outcome.format_error or outcome.submitted:
             return ""
         if outcome.exit_code == 0 and (outcome.tool_name == "view_file" or _reads_a_file(outcome.command)):
@@ -201,12 +138,11 @@ class Progress:
         is_check = self.check is not None and self.check in outcome.command
         if is_check and outcome.exit_code == 0:
             return "The check passes. Next: call submit."
-        again = "You made this same call just before. " if repeated else ""
         if not self.viewed:
-            return again + "Next: view_file the file the task names, to find the wrong code."
+            return "Next: view_file the file the task names, to find the wrong code."
         if not self.edited or repeated:
-            return again + ("Next: edit_file with old_text the wrong lines exactly as the file shows them and "
-                            "new_text the corrected lines.")
+            return ("Next: edit_file with old_text the wrong lines exactly as the file shows them and "
+                    "new_text the corrected lines.")
         if is_check:
             return "The check still fails: read its output above, then edit_file again."
         return ""
@@ -232,7 +168,8 @@ def _as_tool_command(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return words[0], dict(zip(shapes[words[0]], words[1:], strict=True))
 
 
-def _arguments(raw: Any) -> dict[str, Any] | None:
+def parse_arguments(raw: Any) -> dict[str, Any] | None:
+    """A call's arguments as a dict (a JSON object string or a dict), None when they are not an object."""
     if isinstance(raw, dict):
         return raw
     try:

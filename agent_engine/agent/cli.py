@@ -60,6 +60,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="command output kept per observation (default: 10000)")
     p.add_argument("--max-tokens", type=int, default=None, help="max tokens per answer (default: server's)")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default: 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the agent's sampled calls: a call at step S sends seed SEED+S whenever its "
+                        "temperature is above 0 (default: 0)")
+    p.add_argument("--repeat-temperature-step", type=float, default=0.4,
+                   help="after a repeated call, the next call's temperature rises by this much per consecutive "
+                        "repeat (0: stay at --temperature) (default: 0.4)")
+    p.add_argument("--repeat-temperature-cap", type=float, default=1.2,
+                   help="the temperature a run of repeats raises the next call to, at most (default: 1.2)")
     p.add_argument("--no-stream", action="store_true", help="non-streamed requests (no TTFT measured)")
     p.add_argument("--hints", choices=HINT_STYLES, default="job_id", metavar="STYLE",
                    help="how calls name their job: job_id (job_id, is_last_step, DELETE at the end), none "
@@ -101,7 +109,9 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         jobs = _jobs(args)
         agent = AgentConfig(step_limit=args.step_limit, max_tokens=args.max_tokens,
                             temperature=args.temperature, model=args.model, stream=not args.no_stream,
-                            hints=args.hints, interface=args.interface)
+                            hints=args.hints, interface=args.interface, seed=args.seed,
+                            repeat_temperature_step=args.repeat_temperature_step,
+                            repeat_temperature_cap=args.repeat_temperature_cap)
         options = RunOptions(args.base_url, agent, concurrency=args.concurrency,
                              command_timeout=args.command_timeout,
                              max_output_chars=args.max_output_chars, api_key=api_key,

@@ -7,7 +7,8 @@ Invariants:
 - A task with a ``check`` has it run in the job's own sandbox after the job ended (its last answer
   and command done, its job released) and before the sandbox is closed; ``AgentJobRecord.solved`` is
   whether it exited 0 (False when the sandbox never started), None for a task without a check.
-  ``summary["solved"]`` counts the solved jobs and ``summary["checked"]`` the jobs that had a check.
+  ``summary["solved"]`` counts the solved jobs and ``summary["checked"]`` the jobs that had a check;
+  ``summary["repeats"]`` the repeated calls of all jobs (``agent_engine.agent.repeats``).
 - ``job_ids`` are unique within a run: ``{prefix}{index}`` unless a task names its own id.
 - ``AgentRunResult.records`` holds, per job in task order, its ``AgentTurnRecord``s then its
   ``AgentJobRecord``; ``agent_engine.workloads.replay.records.write_records``/``summarize`` work on
@@ -159,6 +160,7 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
     summary["exit_statuses"] = dict(Counter(r.job.exit_status for r in results))
     summary["steps_mean"] = sum(r.job.steps for r in results) / len(results) if results else None
     summary["format_errors"] = sum(r.job.format_errors for r in results)
+    summary["repeats"] = sum(r.job.repeats for r in results)
     summary["solved"] = sum(1 for r in results if r.job.solved)
     summary["checked"] = sum(1 for t in tasks if t.check is not None)
     summary["sandbox"] = enforced

@@ -25,6 +25,12 @@ Invariants:
   result (parsing, sandbox and observation included), i.e. the time the job is away from the engine.
 - The prompt templates here are the single source of truth: ``tiny_agent_model`` renders its training
   transcripts with the same functions, so the trained model sees exactly what this loop sends.
+- Repeats (``agent_engine.agent.repeats``): every call the model makes is recorded in the job's
+  ``RepeatGuard`` with the repository's state after it; a call that repeats the previous one or a recent
+  failing one on an unchanged repository still runs, its observation ends with the guard's note, its
+  turn record's ``repeat_of`` names the turn it repeats, and the next call is sampled at the guard's
+  raised temperature with a seed. Each turn record carries the ``temperature`` and ``seed`` its call
+  was sent with (seed None: greedy, none sent).
 """
 
 from __future__ import annotations
@@ -38,8 +44,16 @@ from typing import Any
 
 import httpx
 
-from agent_engine.agent.aci import SYSTEM_PROMPT_TOOLS, TOOLS, Progress, ToolOutcome, run_tool_call
+from agent_engine.agent.aci import (
+    SYSTEM_PROMPT_TOOLS,
+    TOOLS,
+    Progress,
+    ToolOutcome,
+    parse_arguments,
+    run_tool_call,
+)
 from agent_engine.agent.chat import ChatReply, stream_chat
+from agent_engine.agent.repeats import Escalation, Repeat, RepeatGuard, call_key, tree_state
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.text_interface import (
     SYSTEM_PROMPT,
@@ -65,11 +79,17 @@ INTERFACES = ("text", "tools")
 @dataclass(frozen=True)
 class AgentConfig:
     """Knobs of one agent job; ``max_tokens=None`` lets the server fill up to the context;
-    ``system_prompt=None`` is the interface's own."""
+    ``system_prompt=None`` is the interface's own. ``temperature`` is the base temperature; after a
+    repeated call the next one is sampled at ``repeat_temperature_step`` more per consecutive repeat, up
+    to ``repeat_temperature_cap`` (``agent_engine.agent.repeats.Escalation``; a step of 0 keeps the base),
+    with the seed ``seed + step``."""
 
     step_limit: int = 30
     max_tokens: int | None = None
     temperature: float = 0.0
+    seed: int = 0
+    repeat_temperature_step: float = Escalation.step
+    repeat_temperature_cap: float = Escalation.cap
     model: str | None = None
     system_prompt: str | None = None
     stream: bool = True
@@ -92,6 +112,13 @@ class AgentConfig:
             raise ValueError(f"step_limit must be >= 1, got {self.step_limit}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        self.escalation()  # validates the repeat knobs
+
+    def escalation(self) -> Escalation:
+        """How repeats raise the temperature of this job's calls."""
+        return Escalation(self.repeat_temperature_step, self.repeat_temperature_cap)
 
 
 @dataclass
@@ -100,6 +127,8 @@ class AgentTurnRecord(TurnRecord):
 
     ``tool_sleep`` (the replay's time away from the engine) is set to the measured ``tool_seconds``, so
     replay and live-agent records read the same way; ``max_tokens`` is 0 when none was sent.
+    ``temperature`` and ``seed`` are what the call was sent with (seed None: none sent); ``repeat_of``
+    is the turn whose call this turn's call repeated (None: a new call).
     """
 
     tool_seconds: float | None = None
@@ -110,16 +139,20 @@ class AgentTurnRecord(TurnRecord):
     submitted: bool = False
     finish_reason: str | None = None
     echoed_job_id: str | None = None
+    temperature: float | None = None
+    seed: int | None = None
+    repeat_of: int | None = None
 
 
 @dataclass
 class AgentJobRecord(JobRecord):
     """A ``JobRecord`` plus the agent's exit status, step count, submission and whether its task's check
-    passed afterwards (``solved``; None when the task has no check)."""
+    passed afterwards (``solved``; None when the task has no check); ``repeats`` counts its repeated calls."""
 
     exit_status: str = ""
     steps: int = 0
     format_errors: int = 0
+    repeats: int = 0
     task: str = ""
     submission: str | None = None
     solved: bool | None = None
@@ -146,10 +179,13 @@ def client_hints(config: AgentConfig, job_id: str, last: bool) -> tuple[dict[str
 
 
 def _request_body(
-    config: AgentConfig, messages: list[dict[str, str]], job_id: str, last: bool
+    config: AgentConfig, messages: list[dict[str, str]], job_id: str, last: bool, temperature: float,
+    seed: int | None,
 ) -> dict[str, Any]:
-    body: dict[str, Any] = {"messages": messages, "temperature": config.temperature,
+    body: dict[str, Any] = {"messages": messages, "temperature": temperature,
                             **client_hints(config, job_id, last)[0], "stream": config.stream}
+    if seed is not None:
+        body["seed"] = seed
     if config.stream:
         body["stream_options"] = {"include_usage": True}
     if config.interface == "tools":
@@ -185,6 +221,7 @@ class _Job:
     t0: float
     executor: Executor | None
     on_turn: Callable[[AgentTurnRecord], None] | None
+    guard: RepeatGuard
     turns: list[AgentTurnRecord] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
 
@@ -194,11 +231,12 @@ class _Job:
         sent = time.perf_counter()
         rec = AgentTurnRecord(job.job_id, step, sent - self.t0, is_last_step=last,
                               max_tokens=self.config.max_tokens or 0)
+        rec.temperature, rec.seed = self.guard.sampling(step)
         self.turns.append(rec)
         if job.start_at is None:
             job.start_at = rec.sent_at
         try:
-            body = _request_body(self.config, self.messages, job.job_id, last)
+            body = _request_body(self.config, self.messages, job.job_id, last, rec.temperature, rec.seed)
             headers = client_hints(self.config, job.job_id, last)[1]
             reply = await stream_chat(self.client, body, sent, headers)
         except Exception as e:  # a failed call ends the job, and is recorded
@@ -210,28 +248,50 @@ class _Job:
             submitted = await self._call_tool(rec, reply)
         else:
             self.messages.append({"role": "assistant", "content": reply.text})
-            submitted = await self._act(rec, parse_actions(reply.text))
+            submitted = await self._act(rec, parse_actions(reply.text), reply.text)
         rec.tool_seconds = rec.tool_sleep = time.perf_counter() - done
         if self.on_turn is not None:
             self.on_turn(rec)
         return submitted
 
-    async def _act(self, rec: AgentTurnRecord, actions: list[str]) -> bool:
+    async def _act(self, rec: AgentTurnRecord, actions: list[str], answer: str) -> bool:
         """Run the answer's one command (or report a format error); returns True on a submission."""
         rec.n_actions = len(actions)
         if len(actions) != 1:
             self.record.format_errors += 1
-            self.messages.append(format_error_message(len(actions)))
+            message = format_error_message(len(actions))
+            note = self._repeat_note(rec, call_key(None, answer), True, None, message["content"], self.guard.state)
+            self.messages.append({**message, "content": _with_note(message["content"], note)})
             return False
         rec.command, rec.tool_name = actions[0], tool_name_of(actions[0])
-        result = await asyncio.get_running_loop().run_in_executor(self.executor, self.sandbox.run, actions[0])
+        result, state = await self._in_sandbox(self.sandbox.run, actions[0])
         rec.exit_code, rec.timed_out = result.exit_code, result.timed_out
         rec.submitted = is_submission(actions[0], result.output)
         if rec.submitted:
             self.record.exit_status, self.record.submission = "Submitted", submission_of(result.output)
         else:
-            self.messages.append(observation_message(result))
+            message = observation_message(result)
+            note = self._repeat_note(rec, call_key("bash", actions[0]), result.exit_code != 0, result.exit_code,
+                                     result.output, state)
+            self.messages.append({**message, "content": _with_note(message["content"], note)})
         return rec.submitted
+
+    async def _in_sandbox(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, str]:
+        """``fn(*args)`` on the executor, and the repository's ``tree_state`` right after it."""
+        def run() -> tuple[Any, str]:
+            return fn(*args), tree_state(self.sandbox.workdir)
+
+        return await asyncio.get_running_loop().run_in_executor(self.executor, run)
+
+    def _repeat_note(self, rec: AgentTurnRecord, key: str, failed: bool, exit_code: int | None, output: str,
+                     state_after: str) -> str:
+        """Record the call in the guard; the note its observation ends with ("" for a new call)."""
+        repeat: Repeat | None = self.guard.record(key, failed, exit_code, output, state_after)
+        if repeat is None:
+            return ""
+        rec.repeat_of = rec.turn - repeat.calls_ago
+        self.record.repeats += 1
+        return repeat.note()
 
 
     async def _call_tool(self, rec: AgentTurnRecord, reply: ChatReply) -> bool:
@@ -242,11 +302,12 @@ class _Job:
         rec.n_actions = len(reply.tool_calls)
         if not calls:
             self.record.format_errors += 1
-            self.messages.append({"role": "user", "content": NO_CALL_MESSAGE})
+            note = self._repeat_note(rec, call_key(None, reply.text), True, None, NO_CALL_MESSAGE, self.guard.state)
+            self.messages.append({"role": "user", "content": _with_note(NO_CALL_MESSAGE, note)})
             return False
         call = {**calls[0], "id": calls[0].get("id") or f"call_{rec.turn}"}
-        outcome: ToolOutcome = await asyncio.get_running_loop().run_in_executor(
-            self.executor, run_tool_call, self.sandbox, call)
+        outcome: ToolOutcome
+        outcome, state = await self._in_sandbox(run_tool_call, self.sandbox, call)
         self.record.format_errors += outcome.format_error
         rec.command, rec.exit_code, rec.timed_out = outcome.command or None, outcome.exit_code, outcome.timed_out
         rec.tool_name = tool_name_of(outcome.command) if outcome.tool_name == "bash" else outcome.tool_name or None
@@ -254,10 +315,21 @@ class _Job:
         if outcome.submitted:
             self.record.exit_status, self.record.submission = "Submitted", ""
         else:
-            advice = self.progress.advice(call, outcome)
-            observation = f"{outcome.observation}\n\n{advice}" if advice else outcome.observation
+            function = call.get("function") or {}
+            raw = function.get("arguments")
+            args = parse_arguments(raw)
+            failed = outcome.format_error or outcome.timed_out or outcome.exit_code != 0
+            note = self._repeat_note(rec, call_key(function.get("name"), raw if args is None else args), failed,
+                                     outcome.exit_code, outcome.observation, state)
+            advice = self.progress.advice(outcome, repeated=bool(note))
+            observation = _with_note(_with_note(outcome.observation, note), advice)
             self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": observation})
         return outcome.submitted
+
+
+def _with_note(text: str, note: str) -> str:
+    """``text`` with ``note`` after a blank line (``text`` itself when there is no note)."""
+    return f"{text}\n\n{note}" if note else text
 
 
 async def run_agent_job(client: httpx.AsyncClient, task: str, sandbox: Sandbox, job_id: str,
@@ -268,7 +340,9 @@ async def run_agent_job(client: httpx.AsyncClient, task: str, sandbox: Sandbox, 
     ``check`` is the task's check command, which the tool interface's advice names."""
     record = AgentJobRecord(job_id, job_id, time.perf_counter() - t0, task=task)
     messages: list[dict[str, Any]] = list(initial_messages(task, config.prompt))
-    job = _Job(client, sandbox, config, record, messages, t0, executor, on_turn, progress=Progress(check))
+    state = await asyncio.get_running_loop().run_in_executor(executor, tree_state, sandbox.workdir)
+    guard = RepeatGuard(config.temperature, config.seed, config.escalation(), state)
+    job = _Job(client, sandbox, config, record, messages, t0, executor, on_turn, guard, progress=Progress(check))
     try:
         for step in range(config.step_limit):
             if await job.step(step):
