@@ -62,9 +62,10 @@ class LoadMonitor:
     up to its last sample, so a peer killed with its children (whose CPU no parent ever reaps) is still
     ours, not "other"."""
 
-    def __init__(self, interval: float = 0.25) -> None:
+    def __init__(self, interval: float = 0.25, proc: Path = _PROC) -> None:
         self.report: LoadReport | None = None
         self.interval = interval
+        self.proc = proc  # the proc file system read (a test passes a fake one)
         self._t0 = 0.0
         self._load1: float | None = None
         self._cpu0: tuple[float, float, float] | None = None
@@ -75,9 +76,9 @@ class LoadMonitor:
 
     def start(self) -> LoadMonitor:
         self._t0 = time.monotonic()
-        self._load1 = _load1()
-        self._cpu0 = _system_cpu()
-        self._base = process_tree_cpu(os.getpid()) or {}
+        self._load1 = _load1(self.proc)
+        self._cpu0 = _system_cpu(self.proc)
+        self._base = process_tree_cpu(os.getpid(), self.proc) or {}
         self._thread = threading.Thread(target=self._sample_until_stopped, name="load-monitor", daemon=True)
         self._thread.start()
         return self
@@ -88,7 +89,7 @@ class LoadMonitor:
             self._thread.join()
         self._sample()
         seconds = max(1e-9, time.monotonic() - self._t0)
-        cpu1 = _system_cpu()
+        cpu1 = _system_cpu(self.proc)
         other = steal = None
         if self._cpu0 is not None and cpu1 is not None and self._base:
             busy = cpu1[0] - self._cpu0[0]
@@ -103,7 +104,7 @@ class LoadMonitor:
             self._sample()
 
     def _sample(self) -> None:
-        for pid, cpu in (process_tree_cpu(os.getpid()) or {}).items():
+        for pid, cpu in (process_tree_cpu(os.getpid(), self.proc) or {}).items():
             self._used[pid] = cpu - self._base.get(pid, 0.0)
 
     def __enter__(self) -> LoadMonitor:
@@ -113,17 +114,17 @@ class LoadMonitor:
         self.stop()
 
 
-def _load1() -> float | None:
+def _load1(proc: Path) -> float | None:
     try:
-        return float((_PROC / "loadavg").read_text().split()[0])
+        return float((proc / "loadavg").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
 
 
-def _system_cpu() -> tuple[float, float, float] | None:
+def _system_cpu(proc: Path) -> tuple[float, float, float] | None:
     """(busy, steal, idle) CPU seconds of the whole machine since boot."""
     try:
-        fields = [int(x) for x in (_PROC / "stat").read_text().splitlines()[0].split()[1:]]
+        fields = [int(x) for x in (proc / "stat").read_text().splitlines()[0].split()[1:]]
     except (OSError, ValueError, IndexError):
         return None
     tick = os.sysconf("SC_CLK_TCK")
@@ -132,12 +133,12 @@ def _system_cpu() -> tuple[float, float, float] | None:
     return (user + nice + system + irq + softirq) / tick, steal / tick, (idle + iowait) / tick
 
 
-def process_tree_cpu(root: int) -> dict[int, float] | None:
+def process_tree_cpu(root: int, proc: Path = _PROC) -> dict[int, float] | None:
     """Own CPU seconds (user + system, not its reaped children's) of ``root`` and each live descendant."""
     stats: dict[int, tuple[int, float]] = {}
     tick = os.sysconf("SC_CLK_TCK")
     try:
-        entries = list(_PROC.iterdir())
+        entries = list(proc.iterdir())
     except OSError:
         return None
     for d in entries:

@@ -120,6 +120,29 @@ def test_truncated_gguf(tiny: tuple[Path, dict], tmp_path: Path, cache: Path) ->
     assert not [p for p in gguf_root.iterdir() if p.is_dir()]  # nothing half-written is published
 
 
+@pytest.mark.parametrize("garbage", [b"\xff" * 16, bytes(range(16)) * 1])
+def test_corrupt_header_counts_are_named_as_such(tiny: tuple[Path, dict], tmp_path: Path, garbage: bytes) -> None:
+    """Bytes 8-24 (the tensor and metadata counts) overwritten: the message says the header is corrupt,
+    not that some config file is not JSON (what transformers' reader makes of it)."""
+    path = _copy(tiny, tmp_path / "bad-counts.gguf")
+    data = bytearray(path.read_bytes())
+    data[8:24] = garbage
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"corrupt header: .*tensors and .*metadata entries \(bytes 8-24\)") as exc:
+        load_model(str(path))
+    assert "JSON" not in str(exc.value)
+
+
+def test_corrupt_header_version_and_a_cut_header(tmp_path: Path) -> None:
+    path = tmp_path / "v9.gguf"
+    path.write_bytes(b"GGUF" + (9).to_bytes(4, "little") + bytes(64))
+    with pytest.raises(ValueError, match=r"corrupt header: version 9 \(bytes 4-8\)"):
+        resolve_model(str(path))
+    path.write_bytes(b"GGUF" + (3).to_bytes(4, "little"))
+    with pytest.raises(ValueError, match="corrupt header: the file has 8 bytes"):
+        resolve_model(str(path))
+
+
 def test_unsupported_architecture(tmp_path: Path) -> None:
     path = tmp_path / "odd.gguf"
     write_tiny_llama_gguf(path, arch="no-such-arch")

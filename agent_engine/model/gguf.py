@@ -20,6 +20,7 @@ import importlib.util
 import logging
 import os
 import shutil
+import struct
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -31,23 +32,54 @@ logger = logging.getLogger(__name__)
 
 CONVERTER_VERSION = "c1"  # bump when the converted folder's contents change
 GGUF_MAGIC = b"GGUF"
+GGUF_VERSIONS = (2, 3)  # what the gguf package reads (version 1 had 32-bit counts)
+GGUF_HEADER_BYTES = 24  # magic, uint32 version, uint64 tensor count, uint64 metadata entry count
+MIN_TENSOR_INFO_BYTES = 24  # name length (8), dimension count (4), type (4), data offset (8)
+MIN_KV_BYTES = 13  # key length (8), value type (4), the smallest value (1)
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json")
 _INSTALL_HINT = "pip install 'agent-engine[smollm2]'"
 
 
 def check_gguf_file(path: str | os.PathLike[str]) -> Path:
-    """``path`` as a ``Path`` if it is a readable file starting with the GGUF magic bytes, else ``ValueError``."""
+    """``path`` as a ``Path`` if it is a readable file that starts with a plausible GGUF header (the magic
+    bytes, a known version, tensor and metadata counts that fit the file), else ``ValueError``."""
     p = Path(path).expanduser()
     if not p.is_file():
         raise ValueError(f"GGUF file not found: {p}")
     try:
         with p.open("rb") as f:
-            magic = f.read(len(GGUF_MAGIC))
+            header = f.read(GGUF_HEADER_BYTES)
+        size = p.stat().st_size
     except OSError as exc:
         raise ValueError(f"cannot read GGUF file {p}: {exc}") from exc
-    if magic != GGUF_MAGIC:
+    if header[: len(GGUF_MAGIC)] != GGUF_MAGIC:
         raise ValueError(f"{p} is not a GGUF file (it does not start with the bytes {GGUF_MAGIC!r})")
+    problem = _header_problem(header, size)
+    if problem is not None:
+        raise ValueError(f"cannot read GGUF file {p}: corrupt header: {problem}")
     return p
+
+
+def _header_problem(header: bytes, size: int) -> str | None:
+    """Why the fixed header (magic, version, tensor count, metadata count) cannot be a GGUF's, or None.
+
+    The counts are checked against the file's size: each tensor's description takes at least
+    ``MIN_TENSOR_INFO_BYTES`` and each metadata entry ``MIN_KV_BYTES``, so a count the file cannot
+    hold is a corrupt header (the readers would otherwise fail later with an unrelated message)."""
+    if len(header) < GGUF_HEADER_BYTES:
+        return f"the file has {len(header)} bytes, fewer than the {GGUF_HEADER_BYTES}-byte header"
+    order = "<"
+    version = struct.unpack_from("<I", header, 4)[0]
+    if version not in GGUF_VERSIONS and struct.unpack_from(">I", header, 4)[0] in GGUF_VERSIONS:
+        order, version = ">", struct.unpack_from(">I", header, 4)[0]  # a big-endian file
+    if version not in GGUF_VERSIONS:
+        return f"version {version} (bytes 4-8) is not one of the GGUF versions {list(GGUF_VERSIONS)}"
+    tensors, entries = struct.unpack_from(f"{order}QQ", header, 8)
+    need = GGUF_HEADER_BYTES + tensors * MIN_TENSOR_INFO_BYTES + entries * MIN_KV_BYTES
+    if need > size:
+        return (f"it declares {tensors} tensors and {entries} metadata entries (bytes 8-24), more than "
+                f"its {size} bytes can hold")
+    return None
 
 
 def gguf_file_key(path: Path) -> str:
