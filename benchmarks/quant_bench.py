@@ -1,12 +1,13 @@
 """Quantized matmuls (``agent-engine bench kernels --quant``): GGUF weights in the engine's kernel
-against the float32 panel path on the same (dequantized) weights.
+(int8 dot products straight on the file's blocks) against the float32 panel path on the same
+(dequantized) weights.
 
 The weights are ``--layers`` layers of Qwen2.5-Coder-0.5B's shapes in its Q4_K_M file's types (QKV,
 O and gate/up in Q5_0, down in Q4_K; random blocks): together larger than the caches, as a decode
-step finds them. Per row count: ms per pass for ``quant_linear`` and for ``panel_linear``, their
+step finds them. Per row count: ms per pass for ``gguf_linear_int8`` and for ``panel_linear``, their
 ratio, and the quantized pass's multiply-adds per second and weight bytes read per second (the two
-ceilings of ``bench kernels --roofline``). Invariant: both paths' results agree (float32 tolerance)
-before anything is timed.
+ceilings of ``bench kernels --roofline``). Invariant: both paths' results agree (within 3% of the
+largest output: the quantized path rounds activations to int8 per block) before anything is timed.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def bench_quant(rows: list[int], layers: int, repeats: int) -> list[dict[str, An
         for q, (w, p) in zip(quant[: len(QWEN_LAYER)], plain, strict=False):
             x = xs[q.in_features]
             ref = linear(x, w, None, True, p)
-            torch.testing.assert_close(q.linear(x), ref, rtol=1e-4, atol=1e-5 * float(ref.abs().max()))
+            if float((q.linear(x) - ref).abs().max()) > 0.03 * float(ref.abs().max()):
+                raise AssertionError(f"quantized and float32 products disagree at {m} rows")
         quant_s = best_seconds(lambda xs=xs: [q.linear(xs[q.in_features]) for q in quant], repeats)
         plain_s = best_seconds(lambda xs=xs: [linear(xs[w.shape[1]], w, None, True, p) for w, p in plain], repeats)
         out.append({"rows": m, "quant_ms": quant_s * 1e3, "float32_ms": plain_s * 1e3,

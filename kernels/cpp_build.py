@@ -32,8 +32,9 @@ logger = logging.getLogger(__name__)
 
 SOURCES = tuple(Path(__file__).with_name("csrc") / n
                 for n in ("cpu_ops.cpp", "paged_attention.cpp", "small_linear.cpp", "panel_linear.cpp", "kv_tier_copy.cpp",
-                          "quant_linear.cpp"))
-HEADERS = tuple(Path(__file__).with_name("csrc") / n for n in ("vec_math.h", "attend_f32.h", "attend_tiled.h", "gguf_blocks.h"))
+                          "gguf_linear.cpp"))
+HEADERS = tuple(Path(__file__).with_name("csrc") / n for n in ("vec_math.h", "attend_f32.h", "attend_tiled.h", "gguf_blocks.h",
+                                                                "kquant_dot.h", "q32_dot.h", "panel_micro.h"))
 ENV_SWITCH = "AGENT_ENGINE_CPP_KERNELS"  # "0" turns the C++ kernels off
 _FLAGS = ["-O3", "-std=c++20", "-fPIC", "-shared", "-fopenmp", "-march=native", "-DNDEBUG",
           "-Wno-unused-parameter", "-D_GLIBCXX_USE_CXX11_ABI=" + str(int(torch._C._GLIBCXX_USE_CXX11_ABI))]

@@ -1,19 +1,23 @@
-"""Matmul weights kept in their GGUF quantized blocks (CPU), multiplied by the C++ ``quant_linear``.
+"""Matmul weights kept in a GGUF file's own quantized blocks (CPU): one copy of the weights.
 
-A decode step of a few streams is bound by the weights it reads and unpacks per token: a 4-bit weight
-is an eighth of its float32 copy. :class:`QuantWeight` holds one ``[N, K]`` weight of a GGUF file in
-the kernel's form (4-bit types keep their nibbles, 5- to 8-bit ones widen to int8, a float32 scale and
-offset per group: unpacking costs a widen, an integer add and one fma per eight weights);
-:class:`QuantMatmul` is a fused matmul of such parts (QKV whose V has another type than Q and K).
+:class:`QuantWeight` is one ``[N, K]`` weight as the file stores it: ``raw``, uint8 ``[N, row_bytes]``,
+usually a zero-copy view of the memory-mapped file. The C++ kernels (``csrc/gguf_linear.cpp``)
+multiply by those bytes directly, the way llama.cpp does: the activations are quantized to int8
+per block (32 weights, or 256 for the K-quants: llama.cpp's Q8_0 / Q8_K) and each block's dot
+product is an integer dot product (AVX-512 VNNI, AVX-VNNI, AVX2 or scalar, picked when the kernels
+are compiled for the CPU), scaled by the block's scales. :class:`QuantMatmul` is a fused matmul of
+such parts (Q, K and V; gate and up), each writing its own columns of one output.
 
 Invariants:
-- ``dequantize()`` gives the float32 weights of gguf-py's ``dequantize`` bit for bit (tests compare; a
-  zero may be +0 where gguf-py has -0), so a product differs from the dequantized model's only in
-  summation order.
-- :func:`quant_matmul` unpacks each weight once per eight rows of ``x``, in registers; it is correct for
-  any row count, and faster than the float32 panels only up to about a dozen rows.
-- Only the types in ``GGML_BLOCKS`` are served natively; others stay with the float32 path (the loader
-  decides, per matmul).
+- Nothing is copied or widened: a weight's memory is its file bytes (``nbytes``), read once per
+  step (per group of four rows of ``x``). ``rows(index)`` (llama's Q/K order) is the one copy, of
+  the rows it reorders.
+- ``dequantize()`` gives the float32 weights of gguf-py's ``dequantize`` bit for bit (a zero may be +0
+  where gguf-py has -0).
+- :func:`quant_matmul` equals ``F.linear(x, dequantize(), bias)`` up to the int8 rounding of ``x``:
+  each block of ``x`` is rounded to 8 bits of its largest magnitude (the tests bound the error at
+  2% of the largest output; on the served models' activations, docs/models.md states it).
+- Only the types in ``GGML_BLOCKS`` are served; ``from_gguf`` refuses others with a ``ValueError``.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-# GGML type id -> (name, weights per block, bytes per block): the types quant_linear.cpp implements.
+# GGML type id -> (name, weights per block, bytes per block): the types gguf_linear.cpp implements.
 GGML_BLOCKS: dict[int, tuple[str, int, int]] = {
     2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20), 6: ("Q5_0", 32, 22), 7: ("Q5_1", 32, 24),
     8: ("Q8_0", 32, 34), 12: ("Q4_K", 256, 144), 14: ("Q6_K", 256, 210),
@@ -32,19 +36,16 @@ GGML_BLOCKS: dict[int, tuple[str, int, int]] = {
 
 @dataclass(frozen=True)
 class QuantWeight:
-    """One ``[N, K]`` weight in the kernel's form (``csrc/quant_linear.cpp``): ``q`` (uint8 nibbles
-    ``[N, K / 2]`` or int8 ``[N, K]``), float32 ``scales`` and ``offsets`` per group of weights (offsets
-    empty when all are 0); weight = fma(q, scale, offset). ``qtype`` is the GGML type it came from."""
+    """One ``[N, K]`` weight in a GGUF file's blocks: ``raw`` uint8 ``[N, row_bytes]`` (rows
+    contiguous), GGML type ``qtype``, ``in_features`` = K."""
 
-    q: torch.Tensor
-    scales: torch.Tensor
-    offsets: torch.Tensor
+    raw: torch.Tensor
     qtype: int
     in_features: int
 
     @classmethod
     def from_gguf(cls, raw: torch.Tensor, qtype: int, in_features: int) -> QuantWeight:
-        """The weight whose GGUF blocks are ``raw`` (uint8 ``[N, row_bytes]``, GGML type ``qtype``)."""
+        """The weight whose blocks are ``raw`` (kept as given: a view of a memory-mapped file stays one)."""
         if qtype not in GGML_BLOCKS:
             raise ValueError(f"GGML type {qtype} is not served natively (types: {sorted(GGML_BLOCKS)})")
         name, block, nbytes = GGML_BLOCKS[qtype]
@@ -52,8 +53,9 @@ class QuantWeight:
             raise ValueError("GGUF blocks are a uint8 [N, row_bytes] tensor")
         if in_features <= 0 or in_features % block or raw.shape[1] != in_features // block * nbytes:
             raise ValueError(f"{name} rows of {raw.shape[1]} bytes do not hold {in_features} weights in blocks of {block}")
-        q, scales, offsets = torch.ops.agent_engine.quant_repack(raw.contiguous(), qtype, in_features)
-        return cls(q, scales, offsets, qtype, in_features)
+        if raw.shape[0] > 0 and raw.stride(1) != 1:
+            raw = raw.contiguous()
+        return cls(raw, qtype, in_features)
 
     @property
     def type_name(self) -> str:
@@ -61,42 +63,30 @@ class QuantWeight:
 
     @property
     def out_features(self) -> int:
-        return int(self.q.shape[0])
+        return int(self.raw.shape[0])
 
     @property
     def nbytes(self) -> int:
         """Bytes a pass over the weight reads."""
-        return sum(t.numel() * t.element_size() for t in (self.q, self.scales, self.offsets))
+        return int(self.raw.shape[0] * self.raw.shape[1])
 
     def dequantize(self) -> torch.Tensor:
         """The float32 ``[N, K]`` weights (gguf-py's values, bit for bit but for the sign of a zero)."""
         out = torch.empty(self.out_features, self.in_features, dtype=torch.float32)
-        torch.ops.agent_engine.quant_dequantize(out, self.q, self.scales, self.offsets)
+        torch.ops.agent_engine.gguf_dequantize(out, self.raw, self.qtype)
         return out
 
     def rows(self, index: torch.Tensor) -> QuantWeight:
-        """The weight with its output features reordered: row ``i`` of the result is row ``index[i]``."""
-        offsets = self.offsets if self.offsets.numel() == 0 else self.offsets.index_select(0, index)
-        return QuantWeight(self.q.index_select(0, index), self.scales.index_select(0, index), offsets,
-                           self.qtype, self.in_features)
+        """The weight with its output features reordered (a copy): row ``i`` is row ``index[i]``."""
+        return QuantWeight(self.raw.index_select(0, index), self.qtype, self.in_features)
 
-    def linear(self, x: torch.Tensor) -> torch.Tensor:
-        """``x [M, K] @ W^T`` by ``quant_linear`` (any M; see :func:`quant_matmul` for the choice)."""
-        out = x.new_empty(x.shape[0], self.out_features)
-        torch.ops.agent_engine.quant_linear(out, x, self.q, self.scales, self.offsets)
+    def linear(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """``x [M, K] @ W^T`` (float32, contiguous ``x``) into ``out`` (fresh if None; it may be a column
+        slice of a wider matrix)."""
+        if out is None:
+            out = x.new_empty(x.shape[0], self.out_features)
+        torch.ops.agent_engine.gguf_linear_int8(out, x, self.raw, self.qtype)
         return out
-
-    def cat(self, other: QuantWeight) -> QuantWeight:
-        """This weight's output features, then ``other``'s (same type and width)."""
-        if other.qtype != self.qtype or other.in_features != self.in_features:
-            raise ValueError("only weights of one type and width concatenate")
-        offsets = self.offsets if self.offsets.numel() == 0 and other.offsets.numel() == 0 else \
-            torch.cat([self._dense_offsets(), other._dense_offsets()])
-        return QuantWeight(torch.cat([self.q, other.q]), torch.cat([self.scales, other.scales]), offsets,
-                           self.qtype, self.in_features)
-
-    def _dense_offsets(self) -> torch.Tensor:
-        return self.offsets if self.offsets.numel() else torch.zeros_like(self.scales)
 
 
 @dataclass(frozen=True)
@@ -107,16 +97,18 @@ class QuantMatmul:
 
     @classmethod
     def of(cls, parts: Sequence[QuantWeight]) -> QuantMatmul:
-        """Parts of one type and width are merged into one (one kernel call per step)."""
+        """The fused matmul of ``parts`` (one input width); nothing is concatenated."""
         if not parts or len({p.in_features for p in parts}) != 1:
             raise ValueError("a fused quantized matmul needs parts of one input width")
-        merged: list[QuantWeight] = []
-        for p in parts:
-            if merged and merged[-1].qtype == p.qtype:
-                merged[-1] = merged[-1].cat(p)
-            else:
-                merged.append(p)
-        return cls(tuple(merged))
+        return cls(tuple(parts))
+
+    @property
+    def in_features(self) -> int:
+        return self.parts[0].in_features
+
+    @property
+    def out_features(self) -> int:
+        return sum(p.out_features for p in self.parts)
 
     @property
     def nbytes(self) -> int:
@@ -125,10 +117,23 @@ class QuantMatmul:
     def dequantize(self) -> torch.Tensor:
         return torch.cat([p.dequantize() for p in self.parts])
 
+    def embedding(self, ids: torch.Tensor) -> torch.Tensor:
+        """The float32 rows ``ids`` ``[T, K]`` of the (one-part) weight: an embedding lookup that
+        dequantizes only the rows it reads."""
+        if len(self.parts) != 1:
+            raise ValueError("an embedding is one quantized weight")
+        return self.parts[0].rows(ids.reshape(-1).to(torch.int64)).dequantize()
 
-def quant_matmul(x: torch.Tensor, weight: QuantMatmul, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear(x, weight.dequantize(), bias)`` for a contiguous float32 ``[M, K]`` ``x`` on CPU, by
-    ``quant_linear`` (callers send only the few rows where it beats float32: see the lean decoder)."""
-    outs = [part.linear(x) for part in weight.parts]
-    out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
+
+def quant_matmul(x: torch.Tensor, weight: QuantMatmul, bias: torch.Tensor | None = None,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear(x, weight.dequantize(), bias)`` up to the int8 rounding of ``x`` (see the module's
+    invariants) for a contiguous float32 ``[M, K]`` ``x`` on CPU; into ``out`` ``[M, N]`` when given.
+    Each part writes its own columns."""
+    if out is None:
+        out = x.new_empty(x.shape[0], weight.out_features)
+    col = 0
+    for part in weight.parts:
+        part.linear(x, out[:, col : col + part.out_features])
+        col += part.out_features
     return out if bias is None else out.add_(bias)

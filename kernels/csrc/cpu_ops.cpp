@@ -175,9 +175,9 @@ TORCH_LIBRARY(agent_engine, m) {
   m.def("silu_and_mul(Tensor(a!) out, Tensor gate_up) -> ()");
   m.def("small_linear(Tensor(a!) out, Tensor x, Tensor w) -> ()");
   m.def("panel_linear(Tensor(a!) out, Tensor x, Tensor panels) -> ()");
-  m.def("quant_repack(Tensor raw, int qtype, int k) -> (Tensor, Tensor, Tensor)");
-  m.def("quant_linear(Tensor(a!) out, Tensor x, Tensor q, Tensor scales, Tensor offsets) -> ()");
-  m.def("quant_dequantize(Tensor(a!) out, Tensor q, Tensor scales, Tensor offsets) -> ()");
+  m.def("gguf_linear_int8(Tensor(a!) out, Tensor x, Tensor raw, int qtype) -> ()");
+  m.def("gguf_linear_tiles(Tensor(a!) out, Tensor x, Tensor raw, int qtype) -> ()");
+  m.def("gguf_dequantize(Tensor(a!) out, Tensor raw, int qtype) -> ()");
   m.def("rotary_and_cache(Tensor(a!) qkv, Tensor cos, Tensor sin, Tensor(b!) k_cache, Tensor(c!) v_cache, "
         "Tensor slot_mapping, int hq, int hk) -> ()");
   m.def("kv_tier_copy(Tensor(a!)[] pool, Tensor(b!)[] store, Tensor(c!)[] scales, int[] src, int[] dst, "

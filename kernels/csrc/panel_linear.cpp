@@ -22,85 +22,17 @@
 
 #include <algorithm>
 
+#include "panel_micro.h"
 #include "vec_math.h"
 
 namespace {
 
-constexpr int64_t kPanel = 16;  // output columns per panel: two AVX2 registers
-constexpr int64_t kRows = 6;    // output rows per micro-kernel call: 12 accumulators + 2 + 1 registers
+using ae::panel::kPanel;
+using ae::panel::kRows;
 
 #ifdef AE_AVX2
-// out rows [0, R) x panel columns [0, cols): x is R rows of stride k_dim, panel is [K, 16].
-// The panel row of k as two float32 vectors: columns 0-7 and 8-15.
-inline void panel_row(const float* panel, int64_t k, __m256& b0, __m256& b1) {
-  b0 = _mm256_loadu_ps(panel + k * kPanel);
-  b1 = _mm256_loadu_ps(panel + k * kPanel + 8);
-}
-
-inline void panel_row(const uint16_t* panel, int64_t k, __m256& b0, __m256& b1) {
-  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + k * kPanel));
-  b0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-  b1 = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
-}
-
-// Rows of a panel yet to be read (``ahead``) that one micro-kernel call brings into L2: rows
-// first, first + step, ... (the blocks of rows over a panel share its rows between them).
-template <typename W>
-struct Ahead {
-  const W* panel = nullptr;
-  int64_t first = 0, step = 1;
-};
-
-// x rows at stride x_stride, k in [0, k_len) of the panel's rows; ``add``: out += the product
-// (a later block of K), else out = it.
-template <int R, typename W>
-inline void micro(const float* x, int64_t x_stride, int64_t k_len, const W* panel, float* out, int64_t n_dim,
-                  int64_t cols, Ahead<W> ahead, bool add) {
-  __m256 acc0[R], acc1[R];
-  alignas(32) float tail[R][kPanel];
-  const bool full = cols == kPanel;
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) {
-    if (!add) {
-      acc0[r] = acc1[r] = _mm256_setzero_ps();
-      continue;
-    }
-    const float* src = out + r * n_dim;
-    if (!full) {  // the last panel of an N that is not a multiple of 16
-      std::fill(tail[r], tail[r] + kPanel, 0.f);
-      std::copy(src, src + cols, tail[r]);
-      src = tail[r];
-    }
-    acc0[r] = _mm256_loadu_ps(src);
-    acc1[r] = _mm256_loadu_ps(src + 8);
-  }
-  int64_t next = ahead.panel != nullptr ? ahead.first : k_len;
-  auto row = [&](int64_t k, __m256& b0, __m256& b1) {
-    panel_row(panel, k, b0, b1);
-    if (k == next) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead.panel + k * kPanel), _MM_HINT_T1);
-      next += ahead.step;
-    }
-  };
-  ae::fma_rows_x16<R>(x, x_stride, k_len, row, acc0, acc1);
-  // Every loop over r is unrolled, so the accumulators live in registers (an indexed access would
-  // put the arrays on the stack, stored on every k).
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) {
-    float* dst = full ? out + r * n_dim : tail[r];
-    _mm256_storeu_ps(dst, acc0[r]);
-    _mm256_storeu_ps(dst + 8, acc1[r]);
-  }
-  if (!full) {
-    for (int r = 0; r < R; ++r) std::copy(tail[r], tail[r] + cols, out + r * n_dim);
-  }
-}
-
-template <typename W>
-using MicroFn = void (*)(const float*, int64_t, int64_t, const W*, float*, int64_t, int64_t, Ahead<W>, bool);
-template <typename W>
-constexpr MicroFn<W> kMicro[kRows + 1] = {nullptr, micro<1, W>, micro<2, W>, micro<3, W>,
-                                          micro<4, W>, micro<5, W>, micro<6, W>};
+using ae::panel::Ahead;
+using ae::panel::kMicro;
 
 // K in blocks of at most kMaxKBlock (balanced): a block of x rows and a group of panels stay in L2
 // however long K is (a long K, as a down projection's, would otherwise shrink the chunks of rows to

@@ -1,0 +1,178 @@
+// Dot products of GGUF weight rows in the 32-weight block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// straight from the file's blocks) with activations quantized to int8 per block of 32 (llama.cpp's
+// Q8_0 with the block's sum kept): the narrow-step (decode) route of ``gguf_linear.cpp`` for them.
+//
+// Activation block (``X32``): d (float), ds = d * sum(q) (float), q[32] (int8, x ~ d * q).
+// A weight block is d_w (fp16), maybe m (fp16), maybe qh (the fifth bits), 16 bytes of nibbles
+// (weight i < 16 in the low nibble of byte i, weight 16 + i in its high nibble) or, for Q8_0, 32 int8.
+// With u the unsigned code of a weight (0..15, 0..31 or, for Q8_0, the signed byte), weight =
+// d_w * u + off: off = -8 d_w (Q4_0), m (Q4_1), -16 d_w (Q5_0), m (Q5_1), 0 (Q8_0). So a block's dot is
+//   d_w * d * sum_i u_i q_i  +  off * ds.
+// Integer ranges: maddubs pairs stay below 2 * 31 * 127 < 2^15 (Q8_0 goes through |w| and sign(q, w)).
+#pragma once
+
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "kquant_dot.h"
+
+namespace ae::q32 {
+
+struct X32 {
+  float d;
+  float ds;
+  int8_t q[32];
+};
+
+using ae::kquant::fp16;
+
+// ``k`` floats (a multiple of 32) into k / 32 activation blocks.
+inline void quantize_row(const float* x, int64_t k, X32* out) {
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const float* xb = x + b * 32;
+    float amax = 0.f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::abs(xb[i]));
+    const float inv = amax > 0.f ? 127.f / amax : 0.f;
+    X32& o = out[b];
+    o.d = amax > 0.f ? amax / 127.f : 0.f;
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      o.q[i] = static_cast<int8_t>(std::min(127, std::max(-127, static_cast<int>(std::nearbyint(xb[i] * inv)))));
+      sum += o.q[i];
+    }
+    o.ds = o.d * static_cast<float>(sum);
+  }
+}
+
+// The block types: kId (GGML type), kBytes, scale(b), offset(b), code(b, i) (scalar) and, with AVX2,
+// codes(b) (the 32 codes as bytes).
+template <int Id, int Bytes, bool Min, bool Fifth>
+struct Nibbles {
+  static constexpr int kId = Id, kBytes = Bytes;
+  static constexpr bool kSigned = false;
+  static float scale(const uint8_t* b) { return fp16(b); }
+  static float offset(const uint8_t* b) { return Min ? fp16(b + 2) : (Fifth ? -16.f : -8.f) * fp16(b); }
+  static const uint8_t* qs(const uint8_t* b) { return b + Bytes - 16; }
+  static uint32_t qh(const uint8_t* b) {
+    uint32_t v = 0;
+    if (Fifth) std::memcpy(&v, b + (Min ? 4 : 2), 4);
+    return v;
+  }
+  static int code(const uint8_t* b, int i) {
+    const int v = (qs(b)[i % 16] >> (4 * (i / 16))) & 0xF;
+    return Fifth ? v | (((qh(b) >> i) & 1) << 4) : v;
+  }
+#if defined(__AVX2__)
+  static __m256i codes(const uint8_t* b) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs(b)));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    __m256i v = _mm256_setr_m128i(_mm_and_si128(q, low4), _mm_and_si128(_mm_srli_epi16(q, 4), low4));
+    if (Fifth) {  // byte i gets bit i of qh as 0x10
+      const __m256i spread = _mm256_shuffle_epi8(
+          _mm256_set1_epi32(static_cast<int>(qh(b))),
+          _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+      const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+      const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+      v = _mm256_or_si256(v, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+    }
+    return v;
+  }
+#endif
+};
+
+struct Q8 {
+  static constexpr int kId = 8, kBytes = 34;
+  static constexpr bool kSigned = true;
+  static float scale(const uint8_t* b) { return fp16(b); }
+  static float offset(const uint8_t*) { return 0.f; }
+  static int code(const uint8_t* b, int i) { return reinterpret_cast<const int8_t*>(b + 2)[i]; }
+#if defined(__AVX2__)
+  static __m256i codes(const uint8_t* b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)); }
+#endif
+};
+
+using Q4_0 = Nibbles<2, 18, false, false>;
+using Q4_1 = Nibbles<3, 20, true, false>;
+using Q5_0 = Nibbles<6, 22, false, true>;
+using Q5_1 = Nibbles<7, 24, true, true>;
+
+constexpr int kMaxRows = 4;
+
+#if defined(__AVX2__) && defined(__FMA__)
+// The eight int32 sums of pairs of u * q over 32 bytes (u unsigned codes, or signed for Q8_0).
+template <bool Signed>
+inline __m256i dot32(__m256i u, __m256i q) {
+  if (Signed) {
+    q = _mm256_sign_epi8(q, u);
+    u = _mm256_abs_epi8(u);
+  }
+#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, q);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), _mm256_set1_epi16(1));
+#endif
+}
+#endif
+
+// out[r * stride] = the dots of one weight row ``w`` (``blocks`` blocks of T) with R activation rows
+// (rows ``x_row`` blocks apart).
+template <class T, int R>
+void rows(const uint8_t* w, const X32* x, int64_t x_row, int64_t blocks, float* out, int64_t stride) {
+  float off[R] = {};
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256 acc[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* blk = w + b * T::kBytes;
+    const __m256i u = T::codes(blk);
+    const float d = T::scale(blk), o = T::offset(blk);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const X32& xb = x[r * x_row + b];
+      const __m256i s = dot32<T::kSigned>(u, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q)));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * xb.d), acc[r]);
+      off[r] += o * xb.ds;
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) out[r * stride] = ae::kquant::hsum8(acc[r]) + off[r];
+#else
+  float acc[R] = {};
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* blk = w + b * T::kBytes;
+    const float d = T::scale(blk), o = T::offset(blk);
+    for (int r = 0; r < R; ++r) {
+      const X32& xb = x[r * x_row + b];
+      int32_t s = 0;
+      for (int i = 0; i < 32; ++i) s += T::code(blk, i) * xb.q[i];
+      acc[r] += d * xb.d * static_cast<float>(s);
+      off[r] += o * xb.ds;
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r * stride] = acc[r] + off[r];
+#endif
+}
+
+// Calls f.template operator()<T>() for the 32-weight block type with GGML id ``qtype``; false if none.
+template <class F>
+bool with_type(int64_t qtype, F&& f) {
+  switch (qtype) {
+    case Q4_0::kId: f.template operator()<Q4_0>(); return true;
+    case Q4_1::kId: f.template operator()<Q4_1>(); return true;
+    case Q5_0::kId: f.template operator()<Q5_0>(); return true;
+    case Q5_1::kId: f.template operator()<Q5_1>(); return true;
+    case Q8::kId: f.template operator()<Q8>(); return true;
+    default: return false;
+  }
+}
+
+}  // namespace ae::q32
