@@ -72,20 +72,31 @@ void int8_product(at::Tensor& out, const at::Tensor& x, const at::Tensor& raw, i
   });
 }
 
-// f.template operator()<R>() for a run-time R in [1, 4].
-template <class F>
+// f.template operator()<R>() for a run-time R in [1, Max] (Max 4 or 8).
+template <int Max, class F>
 void with_rows(int rows, F&& f) {
   switch (rows) {
     case 1: f.template operator()<1>(); break;
     case 2: f.template operator()<2>(); break;
     case 3: f.template operator()<3>(); break;
-    default: f.template operator()<4>(); break;
+    case 4: f.template operator()<4>(); break;
+    default:
+      if constexpr (Max == 8) {
+        switch (rows) {
+          case 5: f.template operator()<5>(); break;
+          case 6: f.template operator()<6>(); break;
+          case 7: f.template operator()<7>(); break;
+          default: f.template operator()<8>(); break;
+        }
+      }
+      break;
   }
 }
 
 void gguf_linear_int8(at::Tensor out, const at::Tensor& x, const at::Tensor& raw, int64_t qtype) {
   check_common(out, x, raw);
-  static_assert(ae::kquant::kMaxRows == 4 && ae::q32::kMaxRows == 4, "with_rows covers 1-4 rows");
+  static_assert(ae::kquant::kMaxRows % 4 == 0 && ae::kquant::kMaxRows <= 8 && ae::q32::kMaxRows == 4,
+                "with_rows covers 4 or 8 rows");
   using ae::kquant::XBlock;
   using ae::q32::X32;
   if (qtype == 12 || qtype == 14) {
@@ -93,7 +104,7 @@ void gguf_linear_int8(at::Tensor out, const at::Tensor& x, const at::Tensor& raw
     int8_product<XBlock, ae::kquant::kMaxRows>(
         out, x, raw, ae::kquant::kBlock, q4k ? 144 : 210, ae::kquant::quantize_row,
         [&](int rows, const uint8_t* w, const XBlock* xb, int64_t xr, float* o, int64_t s) {
-          with_rows(rows, [&]<int R>() {
+          with_rows<ae::kquant::kMaxRows>(rows, [&]<int R>() {
             if (q4k) ae::kquant::q4k_rows<R>(w, xb, xr, xr, o, s);
             else ae::kquant::q6k_rows<R>(w, xb, xr, xr, o, s);
           });
@@ -104,7 +115,7 @@ void gguf_linear_int8(at::Tensor out, const at::Tensor& x, const at::Tensor& raw
     int8_product<X32, ae::q32::kMaxRows>(
         out, x, raw, 32, T::kBytes, ae::q32::quantize_row,
         [&](int rows, const uint8_t* w, const X32* xb, int64_t xr, float* o, int64_t s) {
-          with_rows(rows, [&]<int R>() { ae::q32::rows<T, R>(w, xb, xr, xr, o, s); });
+          with_rows<ae::q32::kMaxRows>(rows, [&]<int R>() { ae::q32::rows<T, R>(w, xb, xr, xr, o, s); });
         });
   });
   TORCH_CHECK(known, "gguf_linear_int8: no int8 kernel for GGML type ", qtype);

@@ -32,12 +32,18 @@
 namespace ae::kquant {
 
 constexpr int kBlock = 256;
-constexpr int kMaxRows = 4;  // activation rows per pass over a weight row
+// Activation rows per pass over a weight row: as many as the accumulators fit in the registers.
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+constexpr int kMaxRows = 8;
+#else
+constexpr int kMaxRows = 4;
+#endif
 
 struct XBlock {
   float d;
   int8_t q[kBlock];
   int16_t bsums[kBlock / 16];
+  int16_t bsums32[kBlock / 32];  // bsums[2j] + bsums[2j + 1]: Q4_K's sub-blocks
 };
 
 inline float fp16(const uint8_t* p) {
@@ -64,6 +70,7 @@ inline void quantize_row(const float* x, int64_t k, XBlock* out) {
       }
       o.bsums[g] = static_cast<int16_t>(sum);
     }
+    for (int j = 0; j < kBlock / 32; ++j) o.bsums32[j] = static_cast<int16_t>(o.bsums[2 * j] + o.bsums[2 * j + 1]);
   }
 }
 
@@ -152,9 +159,12 @@ inline float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
 template <int R>
 void q4k_rows(const uint8_t* w, const XBlock* x, int64_t x_row, int64_t blocks, float* out, int64_t stride) {
   __m512 acc[R];
-  float mins[R] = {};
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  __m128 mins[R];  // sum over blocks of d_x * dmin * (m[j] * bsums32[j] pairs), four lanes
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm512_setzero_ps();
+    mins[r] = _mm_setzero_ps();
+  }
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = w + b * 144;
@@ -176,7 +186,7 @@ void q4k_rows(const uint8_t* w, const XBlock* x, int64_t x_row, int64_t blocks, 
                                            2 * c, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c);
       sv[c] = _mm512_permutexvar_epi16(idx, _mm512_castsi128_si512(sc16));
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const XBlock& xb = x[r * x_row + b];
       __m512i sum = _mm512_setzero_si512();
@@ -186,15 +196,16 @@ void q4k_rows(const uint8_t* w, const XBlock* x, int64_t x_row, int64_t blocks, 
         sum = scaled_add(sum, _mm512_maddubs_epi16(wv[c], xq), sv[c]);
       }
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(xb.d * d), acc[r]);
-      const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums)),
-                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums + 8)));
-      const __m128i mm = _mm_madd_epi16(m16, bs);
-      const __m128i s2 = _mm_add_epi32(mm, _mm_unpackhi_epi64(mm, mm));
-      mins[r] += xb.d * dmin * static_cast<float>(_mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_srli_si128(s2, 4))));
+      const __m128i mm = _mm_madd_epi16(m16, _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums32)));
+      mins[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(mm), _mm_set1_ps(xb.d * dmin), mins[r]);
     }
   }
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) out[r * stride] = hsum16(acc[r]) - mins[r];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    __m128 v = mins[r];
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    out[r * stride] = hsum16(acc[r]) - _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+  }
 }
 
 template <int R>
