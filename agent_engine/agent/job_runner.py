@@ -5,8 +5,10 @@ Invariants:
   its repo), removed when the job ends; sandbox commands run on a thread pool of ``concurrency``
   threads, so one job's command never waits for another job's command.
 - A task with a ``check`` has it run in the job's own sandbox after the job ended (its last answer
-  and command done, its job released) and before the sandbox is closed; ``AgentJobRecord.solved`` is
-  whether it exited 0 (False when the sandbox never started), None for a task without a check.
+  and command done, its job released) and before the sandbox is closed, on the pristine check files
+  (``agent_engine.agent.judge``: read-only during the job, put back before the check runs);
+  ``AgentJobRecord.solved`` is whether it exited 0 (False when the sandbox never started), None for
+  a task without a check.
   ``summary["solved"]`` counts the solved jobs and ``summary["checked"]`` the jobs that had a check;
   ``summary["repeats"]`` the repeated calls of all jobs (``agent_engine.agent.repeats``).
 - ``job_ids`` are unique within a run: ``{prefix}{index}`` unless a task names its own id.
@@ -39,6 +41,7 @@ from typing import Any
 import httpx
 from tqdm import tqdm
 
+from agent_engine.agent.judge import check_paths, judge, protect
 from agent_engine.agent.loop import AgentConfig, AgentJobRecord, AgentJobResult, run_agent_job
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.sandbox.confine import resolve
@@ -142,7 +145,7 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
                         result = await run_agent_job(client, task.task, sandbox, job_id, options.agent,
                                                      t0=t0, executor=pool, check=task.check)
                         result.job.task_name = task.name
-                        result.job.solved = await _run_check(sandbox, task.check, pool)
+                        result.job.solved = await _run_check(sandbox, task, pool)
                         return result
                     finally:
                         sandbox.close()
@@ -167,19 +170,25 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
     return AgentRunResult(results, records, trace_jobs, summary)
 
 
-async def _run_check(sandbox: Sandbox, check: str | None, pool: ThreadPoolExecutor) -> bool | None:
-    """Whether the task's check exits 0 in the job's sandbox (None without a check)."""
-    if check is None:
-        return None
-    result = await asyncio.get_running_loop().run_in_executor(pool, sandbox.run, check)
-    if result.exit_code != 0:
-        log.debug("check %r exited %d: %s", check, result.exit_code, result.output[-500:])
-    return result.exit_code == 0
+async def _run_check(sandbox: Sandbox, task: AgentTask, pool: ThreadPoolExecutor) -> bool | None:
+    """Whether the task's check passes in the job's sandbox on its pristine check files (None without
+    a check)."""
+    solved = await asyncio.get_running_loop().run_in_executor(pool, judge, sandbox, task)
+    if solved is False:
+        log.debug("check %r failed for task %r", task.check, task.name)
+    return solved
 
 
 def _new_sandbox(task: AgentTask, options: RunOptions) -> Sandbox:
-    return Sandbox.create(task.repo, timeout=options.command_timeout, max_output_chars=options.max_output_chars,
-                          isolation=options.isolation, allow_network=options.allow_network)
+    """The job's sandbox: a confined copy of the task's repo, its check files read-only."""
+    sandbox = Sandbox.create(task.repo, timeout=options.command_timeout, max_output_chars=options.max_output_chars,
+                             isolation=options.isolation, allow_network=options.allow_network)
+    try:
+        protect(sandbox.workdir, check_paths(task))
+    except BaseException:
+        sandbox.close()
+        raise
+    return sandbox
 
 
 def _report(sandbox: Sandbox) -> dict[str, bool]:
