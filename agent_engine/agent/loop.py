@@ -22,12 +22,13 @@ Invariants:
   the runner's clock origin ``t0`` (``time.perf_counter`` based), as in
   ``agent_engine.workloads.replay.records``.
 - ``tool_seconds`` of a turn is the wall time from the end of the model's answer to the command's
-  result (parsing, sandbox and observation included), i.e. the time the job is away from the engine.
+  result (parsing, sandbox, the repository's digest and observation included), i.e. the time the job is
+  away from the engine.
 - The prompt templates here are the single source of truth: ``tiny_agent_model`` renders its training
   transcripts with the same functions, so the trained model sees exactly what this loop sends.
 - Repeats (``agent_engine.agent.repeats``): every call the model makes is recorded in the job's
   ``RepeatGuard`` with the repository's state after it; a call that repeats the previous one or a recent
-  failing one on an unchanged repository still runs, its observation ends with the guard's note, its
+  failing one on an unchanged repository still runs, its observation carries the guard's note, its
   turn record's ``repeat_of`` names the turn it repeats, and the next call is sampled at the guard's
   raised temperature with a seed. Each turn record carries the ``temperature`` and ``seed`` its call
   was sent with (seed None: greedy, none sent).
@@ -285,14 +286,13 @@ class _Job:
 
     def _repeat_note(self, rec: AgentTurnRecord, key: str, failed: bool, exit_code: int | None, output: str,
                      state_after: str) -> str:
-        """Record the call in the guard; the note its observation ends with ("" for a new call)."""
+        """Record the call in the guard; the note its observation carries ("" for a new call)."""
         repeat: Repeat | None = self.guard.record(key, failed, exit_code, output, state_after)
         if repeat is None:
             return ""
         rec.repeat_of = rec.turn - repeat.calls_ago
         self.record.repeats += 1
         return repeat.note()
-
 
     async def _call_tool(self, rec: AgentTurnRecord, reply: ChatReply) -> bool:
         """Run the answer's first tool call (or report that it made none); returns True on submit."""
