@@ -8,13 +8,13 @@ fragments as a real server streams ``delta.tool_calls``, so the loop's joining o
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from agent_fakes import ToolServer, tool_call
 
 from agent_engine.agent.aci import TOOLS, Progress, run_tool_call
 from agent_engine.agent.loop import AgentConfig, run_agent_job
@@ -24,10 +24,6 @@ from agent_engine.agent.task_set import builtin_tasks
 pytestmark = pytest.mark.core
 
 SOURCE = "def add(a, b):\n    return a - b\n\n\ndef double(x):\n    return add(x, x)\n"
-
-
-def _call(name: str, **args: Any) -> dict[str, Any]:
-    return {"id": "call_1", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
 
 
 @pytest.fixture
@@ -49,25 +45,25 @@ def test_every_tool_is_a_strict_function_with_required_strings() -> None:
 
 
 def test_view_numbers_lines_and_lists_folders(sandbox: Sandbox) -> None:
-    out = run_tool_call(sandbox, _call("view_file", path="calc.py"))
+    out = run_tool_call(sandbox, tool_call("view_file", path="calc.py"))
     assert out.exit_code == 0 and "   2|     return a - b" in out.observation
-    assert "calc.py" in run_tool_call(sandbox, _call("view_file", path=".")).observation
-    missing = run_tool_call(sandbox, _call("view_file", path="nope.py"))
+    assert "calc.py" in run_tool_call(sandbox, tool_call("view_file", path=".")).observation
+    missing = run_tool_call(sandbox, tool_call("view_file", path="nope.py"))
     assert missing.exit_code == 1 and "No file 'nope.py'" in missing.observation and "calc.py" in missing.observation
 
 
 def test_edit_replaces_once_and_shows_the_changed_lines(sandbox: Sandbox) -> None:
-    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b"))
+    out = run_tool_call(sandbox, tool_call("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b"))
     assert out.exit_code == 0 and out.observation.startswith("Edited calc.py.")
     assert "   2|     return a + b" in out.observation
     assert _file(sandbox) == SOURCE.replace("a - b", "a + b")
 
 
 def test_edit_tolerates_indentation_and_reindents(sandbox: Sandbox) -> None:
-    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="return a - b\n",
+    out = run_tool_call(sandbox, tool_call("edit_file", path="calc.py", old_text="return a - b\n",
                                        new_text="return a + b\n"))
     assert out.exit_code == 0
-    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="def double(x):\nreturn add(x, x)",
+    out = run_tool_call(sandbox, tool_call("edit_file", path="calc.py", old_text="def double(x):\nreturn add(x, x)",
                                        new_text="def double(x):\n    return 2 * x"))
     assert out.exit_code == 0, out.observation
     assert _file(sandbox).endswith("def double(x):\n    return 2 * x\n")
@@ -76,13 +72,13 @@ def test_edit_tolerates_indentation_and_reindents(sandbox: Sandbox) -> None:
 @pytest.mark.parametrize(("old", "why"), [("return a * b", "was not found"), ("return", "occurs 2 times"),
                                           ("   ", "was not found"), ("import numpy as np", "No lines of calc.py")])
 def test_a_failed_edit_changes_nothing_and_says_why(sandbox: Sandbox, old: str, why: str) -> None:
-    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text=old, new_text="x"))
+    out = run_tool_call(sandbox, tool_call("edit_file", path="calc.py", old_text=old, new_text="x"))
     assert out.exit_code == 1 and why in out.observation and "Nothing changed" in out.observation
     assert _file(sandbox) == SOURCE
 
 
 def test_a_failed_edit_shows_the_closest_lines_with_their_numbers(sandbox: Sandbox) -> None:
-    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="def add(a, b):\n    return a + b",
+    out = run_tool_call(sandbox, tool_call("edit_file", path="calc.py", old_text="def add(a, b):\n    return a + b",
                                        new_text="x"))
     assert out.exit_code == 1 and "old_text was not found in calc.py. Nothing changed." in out.observation
     assert "The closest lines of calc.py are 1-2" in out.observation
@@ -91,17 +87,17 @@ def test_a_failed_edit_shows_the_closest_lines_with_their_numbers(sandbox: Sandb
 
 
 def test_a_whitespace_near_miss_is_named_and_shown(sandbox: Sandbox) -> None:
-    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="return a-b", new_text="return a + b"))
+    out = run_tool_call(sandbox, tool_call("edit_file", path="calc.py", old_text="return a-b", new_text="return a + b"))
     assert out.exit_code == 1 and "Lines 2-2 of calc.py match old_text except for whitespace" in out.observation
     assert "   2|     return a - b" in out.observation
-    literal = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="def double(x):\\n    return add(x,x)",
+    literal = run_tool_call(sandbox, tool_call("edit_file", path="calc.py", old_text="def double(x):\\n    return add(x,x)",
                                            new_text="x"))
     assert "Lines 5-6 of calc.py match old_text except for whitespace" in literal.observation
     assert _file(sandbox) == SOURCE
 
 
 def test_repeated_old_text_names_the_lines_it_occurs_at(sandbox: Sandbox) -> None:
-    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="return", new_text="x"))
+    out = run_tool_call(sandbox, tool_call("edit_file", path="calc.py", old_text="return", new_text="x"))
     assert "occurs 2 times in calc.py (at lines 2, 6)" in out.observation
 
 
@@ -110,7 +106,7 @@ def test_a_failed_edit_of_a_huge_file_stays_bounded(tmp_path: Path) -> None:
     (tmp_path / "big.py").write_text("\n".join(lines) + "\n")
     wanted = "\n".join(line.replace("compute", "compte") for line in lines[1500:1540])  # 40 lines, one typo each
     with Sandbox.create(str(tmp_path), timeout=60, isolation="process") as sb:
-        out = run_tool_call(sb, _call("edit_file", path="big.py", old_text=wanted, new_text="x"))
+        out = run_tool_call(sb, tool_call("edit_file", path="big.py", old_text=wanted, new_text="x"))
     assert out.exit_code == 1 and "The closest lines of big.py are 1501-1540" in out.observation
     assert "1501| value_1500 = compute(" in out.observation and "more lines)" in out.observation
     assert len(out.observation) < 3000 and max(len(x) for x in out.observation.splitlines()) <= 170
@@ -118,7 +114,7 @@ def test_a_failed_edit_of_a_huge_file_stays_bounded(tmp_path: Path) -> None:
 
 def test_a_read_only_file_is_not_edited_and_the_model_is_told(sandbox: Sandbox) -> None:
     assert sandbox.run("chmod a-w calc.py").exit_code == 0
-    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b"))
+    out = run_tool_call(sandbox, tool_call("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b"))
     assert out.exit_code == 1 and "calc.py is read-only: nothing changed" in out.observation
     assert _file(sandbox) == SOURCE
 
@@ -136,81 +132,57 @@ def test_bad_calls_are_format_errors_not_crashes(sandbox: Sandbox, call: dict[st
 
 
 def test_bash_and_submit(sandbox: Sandbox) -> None:
-    out = run_tool_call(sandbox, _call("bash", command="python3 -c 'import calc; print(calc.add(2, 3))'"))
+    out = run_tool_call(sandbox, tool_call("bash", command="python3 -c 'import calc; print(calc.add(2, 3))'"))
     assert out.observation == "exit code 0\n-1" and out.tool_name == "bash"
-    assert run_tool_call(sandbox, _call("submit")).submitted
+    assert run_tool_call(sandbox, tool_call("submit")).submitted
 
 
 def test_a_tool_typed_as_a_shell_command_runs_that_tool(sandbox: Sandbox) -> None:
-    view = run_tool_call(sandbox, _call("bash", command="view_file calc.py"))
+    view = run_tool_call(sandbox, tool_call("bash", command="view_file calc.py"))
     assert view.tool_name == "view_file" and "   2|     return a - b" in view.observation
-    edit = run_tool_call(sandbox, _call("bash", command="edit_file calc.py 'return a - b' 'return a + b'"))
+    edit = run_tool_call(sandbox, tool_call("bash", command="edit_file calc.py 'return a - b' 'return a + b'"))
     assert edit.tool_name == "edit_file" and "return a + b" in _file(sandbox)
-    assert run_tool_call(sandbox, _call("bash", command="submit")).submitted
+    assert run_tool_call(sandbox, tool_call("bash", command="submit")).submitted
     # Any other shape stays a shell command: a tool name with the wrong number of words is bash's.
-    wrong = run_tool_call(sandbox, _call("bash", command="view_file calc.py extra"))
+    wrong = run_tool_call(sandbox, tool_call("bash", command="view_file calc.py extra"))
     assert wrong.tool_name == "bash" and wrong.exit_code != 0
 
 
 def test_editing_a_folder_changes_nothing(sandbox: Sandbox) -> None:
-    out = run_tool_call(sandbox, _call("edit_file", path=".", old_text="a", new_text="b"))
+    out = run_tool_call(sandbox, tool_call("edit_file", path=".", old_text="a", new_text="b"))
     assert out.exit_code == 1 and "is a folder" in out.observation and _file(sandbox) == SOURCE
 
 
 def test_old_text_copied_with_line_numbers_still_edits(sandbox: Sandbox) -> None:
-    out = run_tool_call(sandbox, _call("edit_file", path="calc.py", old_text="   2|     return a - b",
+    out = run_tool_call(sandbox, tool_call("edit_file", path="calc.py", old_text="   2|     return a - b",
                                        new_text="    return a + b"))
     assert out.exit_code == 0 and "return a + b" in _file(sandbox)
 
 
 def test_advice_follows_what_the_job_did(sandbox: Sandbox) -> None:
     progress = Progress(check="python3 -c 'import calc; assert calc.add(2, 3) == 5'")
-    check = _call("bash", command=progress.check)
+    check = tool_call("bash", command=progress.check)
 
     def advise(call: dict[str, Any], repeated: bool = False) -> str:
         return progress.advice(run_tool_call(sandbox, call), repeated)
 
     assert "view_file" in advise(check)  # failing, nothing seen yet
-    assert "edit_file" in advise(_call("view_file", path="calc.py"))
+    assert "edit_file" in advise(tool_call("view_file", path="calc.py"))
     assert "edit_file" in advise(check, repeated=True)  # a repeat is told the step it skipped
-    assert "run the check" in advise(_call("edit_file", path="calc.py", old_text="return a - b",
+    assert "run the check" in advise(tool_call("edit_file", path="calc.py", old_text="return a - b",
                                             new_text="return a + b"))
     assert advise(check) == "The check passes. Next: call submit."
-    assert advise(_call("submit")) == "" and advise(_call("nope")) == ""
+    assert advise(tool_call("submit")) == "" and advise(tool_call("nope")) == ""
 
 
 # --------------------------------------------------------------------------- a whole job
 
 
-class ToolServer:
-    """Step ``i`` (assistant messages so far) answers ``script[i]`` as one streamed tool call."""
-
-    def __init__(self, script: list[dict[str, Any]]) -> None:
-        self.script, self.bodies = script, []
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        if request.method == "DELETE":
-            return httpx.Response(200, json={})
-        body = json.loads(request.content)
-        self.bodies.append(body)
-        step = sum(1 for m in body["messages"] if m["role"] == "assistant")
-        fn = self.script[min(step, len(self.script) - 1)]["function"]
-        args = fn["arguments"]
-        first = {"index": 0, "id": f"call_{step}", "type": "function", "function": {"name": fn["name"],
-                                                                                    "arguments": args[:5]}}
-        rest = {"index": 0, "function": {"arguments": args[5:]}}
-        chunks = [{"choices": [{"delta": {"tool_calls": [first]}}]},
-                  {"choices": [{"delta": {"tool_calls": [rest]}, "finish_reason": "tool_calls"}]},
-                  {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5}}]
-        sse = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
-        return httpx.Response(200, text=sse, headers={"content-type": "text/event-stream"})
-
-
 def test_a_tool_calling_job_solves_a_shipped_task() -> None:
     task = next(t for t in builtin_tasks() if t.name == "add_operator")
-    server = ToolServer([_call("view_file", path="calc.py"), {"function": {"name": "bash", "arguments": "oops"}},
-                         _call("edit_file", path="calc.py", old_text="a - b", new_text="a + b"),
-                         _call("bash", command="python3 check.py"), _call("submit")])
+    server = ToolServer([tool_call("view_file", path="calc.py"), {"function": {"name": "bash", "arguments": "oops"}},
+                         tool_call("edit_file", path="calc.py", old_text="a - b", new_text="a + b"),
+                         tool_call("bash", command="python3 check.py"), tool_call("submit")])
 
     async def go() -> Any:
         async with httpx.AsyncClient(base_url="http://fake", transport=httpx.MockTransport(server.handle)) as c:

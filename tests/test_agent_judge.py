@@ -1,6 +1,6 @@
 """Judging: a task's check always runs on its pristine check files, whatever the agent did to them.
 
-The runner tests drive real jobs through a scripted fake server (``test_agent_tasks.FakeServer``) whose
+The runner tests drive real jobs through a scripted fake server (``agent_fakes.FakeServer``) whose
 "model" rewrites the check to pass instead of fixing the code: the job's own run of the check passes,
 the judged one does not.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from test_agent_tasks import FakeServer, _answer, _run
+from agent_fakes import FakeServer, answer, run_jobs
 
 from agent_engine.agent.judge import check_paths, protect, restore
 from agent_engine.agent.sandbox import Sandbox
@@ -93,19 +93,19 @@ def test_restored_files_belong_to_the_sandbox_user(tmp_path: Path) -> None:
 
 
 def test_an_agent_that_rewrites_the_check_to_pass_is_not_solved() -> None:
-    cheat = FakeServer([_answer(CHEAT), _answer(SUBMIT_COMMAND)])
-    result = _run([TASK], cheat)
+    cheat = FakeServer([answer(CHEAT), answer(SUBMIT_COMMAND)])
+    result = run_jobs([TASK], cheat)
     job = result.results[0]
     assert job.messages[-2]["content"].startswith("<returncode>0</returncode>")  # the rewritten check passed in the job
     assert job.job.exit_status == "Submitted" and job.job.solved is False and result.summary["solved"] == 0
 
 
 def test_an_agent_that_deletes_the_check_or_fixes_the_code_is_judged_on_the_pristine_check() -> None:
-    gone = FakeServer([_answer("rm -f check.py && ls"), _answer(SUBMIT_COMMAND)])
-    assert _run([TASK], gone).results[0].job.solved is False
+    gone = FakeServer([answer("rm -f check.py && ls"), answer(SUBMIT_COMMAND)])
+    assert run_jobs([TASK], gone).results[0].job.solved is False
     fix = builtin_solutions()[TASK.name or ""]
-    both = FakeServer([_answer(f"{fix} && {CHEAT}"), _answer(SUBMIT_COMMAND)])
-    assert _run([TASK], both).results[0].job.solved is True
+    both = FakeServer([answer(f"{fix} && {CHEAT}"), answer(SUBMIT_COMMAND)])
+    assert run_jobs([TASK], both).results[0].job.solved is True
 
 
 def test_the_check_file_is_read_only_in_the_jobs_sandbox() -> None:

@@ -7,14 +7,12 @@ as the small models did: the same failing ``edit_file`` again and again, the sam
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from test_agent_aci import ToolServer
-from test_agent_tasks import FakeServer
+from agent_fakes import FakeServer, ToolServer, tool_call
 
 from agent_engine.agent.loop import AgentConfig, AgentJobResult, run_agent_job
 from agent_engine.agent.repeats import Escalation, RepeatGuard, call_key, gist, tree_state
@@ -26,10 +24,6 @@ pytestmark = pytest.mark.core
 
 EDIT = call_key("edit_file", {"path": "calc.py", "old_text": "a-b", "new_text": "a+b"})
 CHECK = call_key("bash", {"command": "python3 check.py"})
-
-
-def _call(name: str, **args: Any) -> dict[str, Any]:
-    return {"id": "call_1", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
 
 
 # --------------------------------------------------------------------------- the guard alone
@@ -133,10 +127,10 @@ def _tool_job(script: list[dict[str, Any]], config: AgentConfig) -> tuple[AgentJ
 
 
 def test_a_tool_job_that_repeats_a_failing_edit_is_told_and_sampled_hotter_then_solves() -> None:
-    wrong = _call("edit_file", path="calc.py", old_text="return a-b", new_text="return a + b")
-    script = [_call("view_file", path="calc.py"), wrong, wrong, wrong,
-              _call("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b"),
-              _call("bash", command="python3 check.py"), _call("submit")]
+    wrong = tool_call("edit_file", path="calc.py", old_text="return a-b", new_text="return a + b")
+    script = [tool_call("view_file", path="calc.py"), wrong, wrong, wrong,
+              tool_call("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b"),
+              tool_call("bash", command="python3 check.py"), tool_call("submit")]
     result, server, check = _tool_job(script, AgentConfig(step_limit=10, interface="tools", seed=7))
     assert check == 0 and result.job.exit_status == "Submitted" and result.job.repeats == 2
     assert [b["temperature"] for b in server.bodies] == pytest.approx([0, 0, 0, 0.4, 0.8, 0, 0])
@@ -151,7 +145,7 @@ def test_a_tool_job_that_repeats_a_failing_edit_is_told_and_sampled_hotter_then_
 
 
 def test_a_repeat_escalation_of_zero_keeps_greedy_but_still_says_so() -> None:
-    loop = _call("bash", command="view_file . > output.txt && cat output.txt")
+    loop = tool_call("bash", command="view_file . > output.txt && cat output.txt")
     result, server, _ = _tool_job([loop], AgentConfig(step_limit=4, interface="tools", repeat_temperature_step=0))
     assert [b["temperature"] for b in server.bodies] == [0, 0, 0, 0] and all("seed" not in b for b in server.bodies)
     assert result.job.repeats == 3 and [t.repeat_of for t in result.turns] == [None, 0, 1, 2]
@@ -186,3 +180,14 @@ def test_the_config_refuses_bad_repeat_knobs() -> None:
     with pytest.raises(ValueError, match="temperature"):
         AgentConfig(temperature=-0.5)
     assert AgentConfig().escalation() == Escalation()
+
+
+def test_the_cli_passes_the_repeat_knobs_to_the_agent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from agent_engine.cli.main import main as cli_main
+
+    base = ["agent", "--base-url", "http://127.0.0.1:9", "--task", "x", "--out", str(tmp_path / "r.jsonl"),
+            "--no-progress", "--seed", "5"]
+    assert cli_main([*base, "--repeat-temperature-step", "-1"]) == 2
+    assert "repeat temperature step and cap must be >= 0" in capsys.readouterr().err
+    assert cli_main([*base, "--repeat-temperature-cap", "-0.5"]) == 2
+    assert "must be >= 0, got 0.4, -0.5" in capsys.readouterr().err

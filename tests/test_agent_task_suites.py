@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_agent_tasks import FakeServer, _answer, _run
+from agent_fakes import FakeServer, answer, run_jobs
 
 from agent_engine.agent.judge import check_paths
 from agent_engine.agent.task_set import (
@@ -115,10 +115,10 @@ def test_suite_fails_as_shipped_and_passes_after_the_reference_fix(task: AgentTa
 @pytest.mark.parametrize("task", SUITES, ids=[t.name or "" for t in SUITES])
 def test_a_job_is_judged_in_its_sandbox_on_the_pristine_suite(task: AgentTask) -> None:
     assert task.name is not None
-    fix = FakeServer([_answer(SOLUTIONS[task.name]), _answer(SUBMIT_COMMAND)])
-    gutted = FakeServer([_answer("chmod -R u+w check.py tests && rm -rf tests && printf 'raise SystemExit(0)\\n' > check.py "
-                                 "&& python3 check.py"), _answer(SUBMIT_COMMAND)])
-    assert _run([task], fix).results[0].job.solved is True
-    cheated = _run([task], gutted).results[0]
+    fix = FakeServer([answer(SOLUTIONS[task.name]), answer(SUBMIT_COMMAND)])
+    gutted = FakeServer([answer("chmod -R u+w check.py tests && rm -rf tests && printf 'raise SystemExit(0)\\n' > check.py "
+                                 "&& python3 check.py"), answer(SUBMIT_COMMAND)])
+    assert run_jobs([task], fix).results[0].job.solved is True
+    cheated = run_jobs([task], gutted).results[0]
     assert cheated.messages[-2]["content"].startswith("<returncode>0</returncode>")  # it passed in the job ...
     assert cheated.job.solved is False  # ... not when judged

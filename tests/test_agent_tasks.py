@@ -11,14 +11,12 @@ import asyncio
 import json
 import shutil
 import subprocess
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
+from agent_fakes import FakeServer, answer, run_jobs
 
-from agent_engine.agent.job_runner import RunOptions, run_agent_jobs_sync
 from agent_engine.agent.loop import AgentConfig, run_agent_job
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.task_set import (
@@ -42,45 +40,6 @@ HINT_KEYS = {"job_id", "session_id", "is_last_step", "tool_name", "prompt_cache_
 
 def _bash(command: str, cwd: Path) -> int:
     return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, timeout=30).returncode
-
-
-def _answer(command: str) -> str:
-    return f"```bash\n{command}\n```"
-
-
-class FakeServer:
-    """An in-process chat server: step ``i`` of a job (i = assistant messages so far) answers ``script[i]``."""
-
-    def __init__(self, script: Sequence[str]) -> None:
-        self.script = list(script)
-        self.requests: list[tuple[str, str, dict[str, str], dict[str, Any] | None]] = []
-
-    def transport(self) -> httpx.MockTransport:
-        return httpx.MockTransport(self.handle)
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content) if request.content else None
-        self.requests.append((request.method, request.url.path, dict(request.headers), body))
-        if request.method == "DELETE":
-            return httpx.Response(200, json={"released": True})
-        step = sum(1 for m in body["messages"] if m["role"] == "assistant")
-        text = self.script[min(step, len(self.script) - 1)]
-        usage = {"prompt_tokens": 10 + step, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 0}}
-        if not body.get("stream"):
-            return httpx.Response(200, json={"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
-                                             "usage": usage})
-        chunks = [{"choices": [{"delta": {"content": text}, "finish_reason": "stop"}]}, {"choices": [], "usage": usage}]
-        sse = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
-        return httpx.Response(200, text=sse, headers={"content-type": "text/event-stream"})
-
-    def chat_bodies(self) -> list[dict[str, Any]]:
-        return [b for m, _, _, b in self.requests if m == "POST" and b is not None]
-
-    def chat_headers(self) -> list[dict[str, str]]:
-        return [h for m, _, h, _ in self.requests if m == "POST"]
-
-    def deletes(self) -> list[str]:
-        return [p for m, p, _, _ in self.requests if m == "DELETE"]
 
 
 # --------------------------------------------------------------------------- the shipped task set
@@ -149,19 +108,13 @@ def test_cli_refuses_bad_task_input_cleanly(tmp_path: Path, capsys: pytest.Captu
 # --------------------------------------------------------------------------- checks in the runner
 
 
-def _run(tasks: list[AgentTask], server: FakeServer, **agent: Any) -> Any:
-    options = RunOptions("http://fake", AgentConfig(step_limit=4, max_tokens=32, **agent), concurrency=2,
-                         command_timeout=20, progress=False, job_id_prefix="t-", transport=server.transport())
-    return run_agent_jobs_sync(tasks, options)
-
-
 def test_runner_records_solved_from_the_check_in_the_jobs_sandbox() -> None:
     task = TASKS[0]
     assert task.name is not None
-    fixer = FakeServer([_answer(builtin_solutions()[task.name]), _answer(SUBMIT_COMMAND)])
-    idle = FakeServer([_answer("ls"), _answer(SUBMIT_COMMAND)])
-    solved = _run([task, task], fixer)
-    unsolved = _run([task, AgentTask("no check", None)], idle)
+    fixer = FakeServer([answer(builtin_solutions()[task.name]), answer(SUBMIT_COMMAND)])
+    idle = FakeServer([answer("ls"), answer(SUBMIT_COMMAND)])
+    solved = run_jobs([task, task], fixer)
+    unsolved = run_jobs([task, AgentTask("no check", None)], idle)
     assert [r.job.solved for r in solved.results] == [True, True]
     assert [r.job.solved for r in unsolved.results] == [False, None]
     assert all(r.job.exit_status == "Submitted" and r.job.steps == 2 for r in solved.results + unsolved.results)
@@ -174,8 +127,8 @@ def test_runner_records_solved_from_the_check_in_the_jobs_sandbox() -> None:
 
 def test_check_runs_in_the_sandbox_not_the_caller(tmp_path: Path) -> None:
     (tmp_path / "flag").write_text("x")
-    job = FakeServer([_answer("rm flag"), _answer(SUBMIT_COMMAND)])
-    result = _run([AgentTask("remove flag", str(tmp_path), check="test ! -e flag")], job)
+    job = FakeServer([answer("rm flag"), answer(SUBMIT_COMMAND)])
+    result = run_jobs([AgentTask("remove flag", str(tmp_path), check="test ! -e flag")], job)
     assert result.results[0].job.solved is True and (tmp_path / "flag").exists()
 
 
@@ -183,7 +136,7 @@ def test_check_runs_in_the_sandbox_not_the_caller(tmp_path: Path) -> None:
 
 
 def _one_job(hints: str, stream: bool = True, step_limit: int = 3) -> FakeServer:
-    server = FakeServer([_answer("echo hi")])
+    server = FakeServer([answer("echo hi")])
     config = AgentConfig(step_limit=step_limit, max_tokens=16, hints=hints, stream=stream)
 
     async def go() -> None:
