@@ -112,6 +112,17 @@ void gguf_linear_int8(at::Tensor out, const at::Tensor& x, const at::Tensor& raw
     return;
   }
   const bool known = ae::q32::with_type(qtype, [&]<class T>() {
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    if (x.size(1) % 64 == 0) {
+      using ae::q32::X64;
+      int8_product<X64, ae::q32::kMaxRows64>(
+          out, x, raw, 64, 2 * T::kBytes, ae::q32::quantize_row64,
+          [&](int rows, const uint8_t* w, const X64* xb, int64_t xr, float* o, int64_t s) {
+            with_rows<ae::q32::kMaxRows64>(rows, [&]<int R>() { ae::q32::rows64<T, R>(w, xb, xr, xr, o, s); });
+          });
+      return;
+    }
+#endif
     int8_product<X32, ae::q32::kMaxRows>(
         out, x, raw, 32, T::kBytes, ae::q32::quantize_row,
         [&](int rows, const uint8_t* w, const X32* xb, int64_t xr, float* o, int64_t s) {

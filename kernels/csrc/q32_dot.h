@@ -106,6 +106,71 @@ using Q5_1 = Nibbles<7, 24, true, true>;
 
 constexpr int kMaxRows = 4;
 
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+// The 512-bit route takes two blocks a vector and up to eight rows per pass over a weight row; its
+// activations come in pairs of blocks (``X64``: the two scales spread over the lanes each block's
+// sums land in), so K must be a multiple of 64 (else the 256-bit route serves).
+constexpr int kMaxRows64 = 8;
+
+struct X64 {
+  float sx[16];  // lanes 0-7: the first block's d, 8-15: the second's
+  float ds[2];
+  int8_t q[64];
+};
+
+inline void quantize_row64(const float* x, int64_t k, X64* out) {
+  X32 pair[2];
+  for (int64_t p = 0; p < k / 64; ++p) {
+    quantize_row(x + 64 * p, 64, pair);
+    X64& o = out[p];
+    for (int h = 0; h < 2; ++h) {
+      std::fill(o.sx + 8 * h, o.sx + 8 * h + 8, pair[h].d);
+      o.ds[h] = pair[h].ds;
+      std::memcpy(o.q + 32 * h, pair[h].q, 32);
+    }
+  }
+}
+
+template <bool Signed>
+inline __m512i dot64(__m512i u, __m512i q) {
+  if (Signed) {
+    const __mmask64 neg = _mm512_movepi8_mask(u);
+    q = _mm512_mask_sub_epi8(q, neg, _mm512_setzero_si512(), q);
+    u = _mm512_abs_epi8(u);
+  }
+#if defined(__AVX512VNNI__)
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, q);
+#else
+  return _mm512_madd_epi16(_mm512_maddubs_epi16(u, q), _mm512_set1_epi16(1));
+#endif
+}
+
+template <class T, int R>
+void rows64(const uint8_t* w, const X64* x, int64_t x_row, int64_t pairs, float* out, int64_t stride) {
+  __m512 acc[R];
+  float off[R] = {};
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < pairs; ++p) {
+    const uint8_t* b0 = w + 2 * p * T::kBytes;
+    const uint8_t* b1 = b0 + T::kBytes;
+    const __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(T::codes(b0)), T::codes(b1), 1);
+    const __m512 sw = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(T::scale(b0))),
+                                         _mm256_set1_ps(T::scale(b1)), 1);
+    const float o0 = T::offset(b0), o1 = T::offset(b1);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const X64& xb = x[r * x_row + p];
+      const __m512i s = dot64<T::kSigned>(u, _mm512_loadu_si512(xb.q));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sw, _mm512_loadu_ps(xb.sx)), acc[r]);
+      off[r] += o0 * xb.ds[0] + o1 * xb.ds[1];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) out[r * stride] = _mm512_reduce_add_ps(acc[r]) + off[r];
+}
+#endif
+
 #if defined(__AVX2__) && defined(__FMA__)
 // The eight int32 sums of pairs of u * q over 32 bytes (u unsigned codes, or signed for Q8_0).
 template <bool Signed>
