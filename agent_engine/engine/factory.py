@@ -114,11 +114,10 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
 
     from agent_engine.model.loader import load_model
     from agent_engine.model.runner import ModelRunner
-    from agent_engine.model.sources import gguf_source
 
     torch.manual_seed(config.seed)
     device = resolve_device(config.device)
-    loaded = load_model(config.model, dtype=config.dtype, device=device)
+    loaded = load_model(config.model, dtype=config.dtype, device=device, gguf_weights=config.gguf_weights)
     kv_dtype = ModelRunner.kv_dtype_for(loaded.model, config.kv_cache_dtype)
     bpb = ModelRunner.kv_cache_bytes_per_block(loaded.model.config, config.block_size, kv_dtype)
     num_blocks = num_kv_blocks_for(config, bpb, device)
@@ -134,16 +133,14 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
     num_offload = num_offload_blocks_for(config, loaded.model.config, bpb, kv_dtype)
     runner = ModelRunner(loaded.model, num_kv_blocks=num_blocks, block_size=config.block_size, device=device,
                          seed=config.seed, num_offload_blocks=num_offload, offload_dtype=config.kv_offload_dtype,
-                         kv_cache_dtype=config.kv_cache_dtype)
-    gguf = gguf_source(config.model) if config.gguf_weights == "native" else None  # hashed only when asked
-    if gguf is not None:
-        runner.use_gguf_weights(gguf)
+                         kv_cache_dtype=config.kv_cache_dtype, quantized=loaded.quantized)
     sched_config = config.scheduler_config(num_blocks, max_len, num_offload)
     tracker = JobHooks.build(config, clock, loaded.tokenizer, runner)
     pin_fn = tracker.pin_ttl if policy_class(config.policy).uses_pins else None
     sink, close = _trace_writer(config.sched_trace)
-    logger.info("engine: model=%s device=%s dtype=%s kv_dtype=%s kv_blocks=%d offload_blocks=%d block_size=%d "
-                "max_model_len=%d tokens_per_step=%d policy=%s", loaded.name, device, config.dtype, kv_dtype, num_blocks,
+    logger.info("engine: model=%s weights=%s device=%s dtype=%s kv_dtype=%s kv_blocks=%d offload_blocks=%d block_size=%d "
+                "max_model_len=%d tokens_per_step=%d policy=%s", loaded.name,
+                "gguf-native" if loaded.quantized is not None else "float", device, config.dtype, kv_dtype, num_blocks,
                 num_offload, config.block_size, max_len, config.token_budget, config.policy)
     return EngineParts(loaded, runner, sched_config, tracker, pin_fn, sink, close)
 

@@ -1,13 +1,20 @@
-"""Convert a GGUF checkpoint into a plain Hugging Face folder, once, and cache it.
+"""What transformers' GGUF reader makes of a GGUF file, cached: its metadata folder, or a float32 copy.
+
+``cached_metadata`` writes the small files a model served from the GGUF itself needs (config.json,
+the tokenizer, generation_config.json: seconds to tens of seconds to parse from the file's metadata,
+a 150k vocabulary included); ``cached_conversion`` writes a whole float32 Hugging Face folder (the
+``--gguf-weights float32`` path, and the fallback where the file cannot be served natively).
 
 Invariants:
-- A GGUF is read only through transformers' GGUF support (it needs the ``gguf`` and ``accelerate``
-  packages: the ``smollm2`` extra). Its weights are dequantized to float32 and saved as safetensors
-  with a config that has no ``quantization_config``, so the folder loads like any HF checkpoint.
-- The saved tokenizer keeps the file's chat template; generation_config.json keeps its eos id.
-- ``cached_conversion`` publishes atomically: the folder is built in a private temp folder under the
-  cache and renamed into place, so a folder that exists is complete. Racing processes serialize on a
-  lock file and convert once. The cache key carries ``CONVERTER_VERSION``.
+- A GGUF's metadata and weights are read only through transformers' GGUF support (it needs the
+  ``gguf`` and ``accelerate`` packages: the ``smollm2`` extra). A conversion dequantizes the weights to
+  float32 and saves them as safetensors; both folders' config has no ``quantization_config`` and
+  dtype float32, so the converted folder loads like any HF checkpoint.
+- The saved tokenizer keeps the file's chat template; generation_config.json keeps its eos id. A
+  metadata folder's config, tokenizer and generation config are those of the converted folder.
+- Both publish atomically: a folder is built in a private temp folder under the cache and renamed into
+  place, so a folder that exists is complete. Racing processes serialize on a lock file and build
+  once. The cache keys carry ``CONVERTER_VERSION`` (a conversion) or ``METADATA_VERSION``.
 - Bad input raises ``ValueError`` naming the file: missing, not a GGUF (bad magic bytes), corrupt or
   truncated (or not a causal LM), an architecture transformers does not read, the GGUF packages missing.
 """
@@ -31,12 +38,14 @@ from agent_engine.paths import models_dir
 logger = logging.getLogger(__name__)
 
 CONVERTER_VERSION = "c1"  # bump when the converted folder's contents change
+METADATA_VERSION = "m1"  # bump when the metadata folder's contents change
 GGUF_MAGIC = b"GGUF"
 GGUF_VERSIONS = (2, 3)  # what the gguf package reads (version 1 had 32-bit counts)
 GGUF_HEADER_BYTES = 24  # magic, uint32 version, uint64 tensor count, uint64 metadata entry count
 MIN_TENSOR_INFO_BYTES = 24  # name length (8), dimension count (4), type (4), data offset (8)
 MIN_KV_BYTES = 13  # key length (8), value type (4), the smallest value (1)
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json")
+METADATA_FILES = ("config.json", "tokenizer.json", "generation_config.json")
 _INSTALL_HINT = "pip install 'agent-engine[smollm2]'"
 
 
@@ -91,7 +100,7 @@ def gguf_file_key(path: Path) -> str:
 
 def is_converted(folder: Path) -> bool:
     """True when ``folder`` holds every file a conversion writes."""
-    return all((folder / name).is_file() for name in REQUIRED_FILES)
+    return _complete(folder, REQUIRED_FILES)
 
 
 def cached_conversion(key: str, name: str, source: Callable[[], Path]) -> Path:
@@ -100,30 +109,68 @@ def cached_conversion(key: str, name: str, source: Callable[[], Path]) -> Path:
     ``source`` gives the GGUF path; it is called only when the folder must be built (so a named model's
     download happens at most once). The folder's name is the served model name.
     """
+    return _cached_folder(f"{key}-{CONVERTER_VERSION}", name, source, convert_gguf, REQUIRED_FILES,
+                          "converting %s to a float32 Hugging Face folder %s (once)")
+
+
+def cached_metadata(key: str, name: str, source: Callable[[], Path]) -> Path:
+    """The cached folder ``<models>/gguf/<key>-meta-<METADATA_VERSION>/<name>`` of the GGUF's config,
+    tokenizer and generation config (no weights), written if missing; ``source`` as for a conversion."""
+    return _cached_folder(f"{key}-meta-{METADATA_VERSION}", name, source, write_metadata, METADATA_FILES,
+                          "reading the config and tokenizer of %s into %s (once)")
+
+
+def _cached_folder(entry: str, name: str, source: Callable[[], Path], build: Callable[[Path, Path], Path],
+                   required: tuple[str, ...], message: str) -> Path:
     root = models_dir() / "gguf"
-    final = root / f"{key}-{CONVERTER_VERSION}" / name
-    if is_converted(final):
+    final = root / entry / name
+    if _complete(final, required):
         return final
     root.mkdir(parents=True, exist_ok=True)
     from filelock import FileLock
 
-    with FileLock(str(root / f".{key}.lock")):
-        if not is_converted(final):
-            _convert_and_publish(source(), final)
+    with FileLock(str(root / f".{entry}.lock")):
+        if not _complete(final, required):
+            gguf_path = source()
+            logger.warning(message, gguf_path, final)
+            _build_and_publish(gguf_path, final, build)
     return final
 
 
-def _convert_and_publish(gguf_path: Path, final: Path) -> None:
+def _complete(folder: Path, required: tuple[str, ...]) -> bool:
+    return all((folder / name).is_file() for name in required)
+
+
+def _build_and_publish(gguf_path: Path, final: Path, build: Callable[[Path, Path], Path]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent.parent))
-    logger.warning("converting %s to a float32 Hugging Face folder %s (once)", gguf_path, final)
     try:
-        convert_gguf(gguf_path, tmp / final.name)
+        build(gguf_path, tmp / final.name)
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; the published model is world-readable
         if final.parent.exists():  # an incomplete leftover (only renames publish): replace it
             shutil.rmtree(final.parent)
         os.rename(tmp, final.parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_metadata(gguf_path: Path, out_dir: Path) -> Path:
+    """Write the GGUF's config (float32, no quantization config, the causal-LM class as a saved model's
+    config names it), tokenizer and generation config."""
+    from transformers import GenerationConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    gguf_path = check_gguf_file(gguf_path)
+    require_gguf_support()
+    config = _plain_config(_read(gguf_path, "config", _load_config))
+    model_class = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type)
+    if isinstance(model_class, str):
+        config.architectures = [model_class]
+    tokenizer = _read(gguf_path, "tokenizer", _load_tokenizer)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config.save_pretrained(out_dir)
+    GenerationConfig.from_model_config(config).save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
 
 
 def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
@@ -151,6 +198,12 @@ def _load_model(folder: str, name: str) -> Any:
     from transformers import AutoModelForCausalLM
 
     return AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+
+
+def _load_config(folder: str, name: str) -> Any:
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(folder, gguf_file=name)
 
 
 def _load_tokenizer(folder: str, name: str) -> Any:
@@ -203,13 +256,20 @@ def _plain_model(model: Any) -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
-    config = copy.deepcopy(model.config)
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    config.dtype = torch.float32
+    config = _plain_config(copy.deepcopy(model.config))
     with torch.device("meta"):
         plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     plain.load_state_dict(model.state_dict(), strict=True, assign=True)
     plain.tie_weights()
     plain.generation_config = copy.deepcopy(model.generation_config)
     return plain.eval()
+
+
+def _plain_config(config: Any) -> Any:
+    """``config`` without a ``quantization_config``, dtype float32 (changed in place, returned)."""
+    import torch
+
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.dtype = torch.float32
+    return config

@@ -1,35 +1,32 @@
-"""A GGUF file's matmul weights kept in their quantized blocks for the lean decoder (CPU).
-
-The model itself loads from the float32 folder that ``model.gguf`` converts once (config, tokenizer,
-norms, biases, embeddings). :func:`quantized_matmuls` then reads the file's quantized matmul weights
-(``blk.N.attn_q`` ... ``ffn_down``, the LM head) so that every step multiplies by them
-(``kernels.quant``) instead of by the float32 copies.
+"""A GGUF file's tensors as a Llama-family model's weights: matmuls and embedding in their quantized
+blocks (zero-copy views of the memory-mapped file), norms and biases as float32.
 
 Invariants:
-- A quantized matmul is used only when its dequantized rows equal the float32 weights the model loaded
-  (as numbers: bit for bit up to the sign of a zero), after a row reorder found by matching rows
-  (llama's Q and K rows are stored permuted in GGUF); a part that does not match, or whose type has no
-  kernel, leaves that matmul in float32 (one log line names it). So native weights compute the
-  dequantized model's function, up to summation order.
-- Only the file's tensor table is parsed (:func:`read_tensor_table`; gguf-py's reader parses every
-  metadata field, a 150k-entry vocabulary included, which takes tens of seconds); tensors are
-  memory-mapped and repacked one at a time. A file this reader cannot parse keeps every matmul float32.
+- Each quantized part is ``QuantWeight.from_gguf`` of ``torch.from_numpy`` of the tensor's own
+  read-only mapping (:meth:`GGUFTensor.array`): nothing is copied here, and what the result keeps of
+  the file is the kernels' choice. Nothing else keeps a reference to the mapping.
+- llama-architecture files store the Q and K rows of each head interleaved (llama.cpp's converter
+  permutes them); :func:`llama_rows` is the row order that undoes it (transformers'
+  ``reverse_permute_weights``, K with the KV head count), applied to the quantized rows with
+  ``QuantWeight.rows`` and to a Q or K bias. Other architectures are stored in Hugging Face order.
+- The LM head is ``output.weight``, else ``token_embd.weight`` (tied): then head and embedding are
+  one ``QuantMatmul``.
+- :func:`check_types` raises :class:`NotNative` naming the first tensor the kernels cannot serve (a
+  matrix whose GGML type has no kernel, a norm or bias not in F32); :func:`check_native` also names a
+  tensor the model does not map. A tensor missing or of a shape other than the config's is a
+  ``ValueError`` (the file is corrupt).
 """
 
 from __future__ import annotations
 
-import logging
-import struct
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+import re
+import warnings
 
-import numpy as np
 import torch
 
+from agent_engine.model.gguf_tensors import GGML_F32, GGUFTable, GGUFTensor
+from agent_engine.model.lean_decoder import QuantizedWeights
 from kernels.quant import GGML_BLOCKS, QuantMatmul, QuantWeight
-
-logger = logging.getLogger(__name__)
 
 # Lean decoder matmul -> the GGUF tensors it concatenates (output features in this order).
 LAYER_PARTS: dict[str, tuple[str, ...]] = {
@@ -38,149 +35,128 @@ LAYER_PARTS: dict[str, tuple[str, ...]] = {
     "gate_up_w": ("ffn_gate", "ffn_up"),
     "down_w": ("ffn_down",),
 }
-HEAD = "head_w"
+# A Hugging Face parameter of a Llama-family decoder layer -> its GGUF tensor (without "blk.N.").
+_LAYER_NAMES = {
+    "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.bias": "attn_v.bias", "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+}
+_LAYER_PARAM = re.compile(r"model\.layers\.(\d+)\.(.+)")
+EMBEDDING, HEAD, OUTPUT = "token_embd.weight", "output.weight", "output_norm.weight"
+PERMUTED_ARCHITECTURES = ("llama",)
 
 
-@dataclass(frozen=True)
-class TensorInfo:
-    """A GGUF tensor: ``name``, GGML type id ``tensor_type``, ``shape`` in GGML order (row length first)
-    and its bytes as a read-only ``data`` memmap ``[rows, row_bytes]``."""
-
-    name: str
-    tensor_type: int
-    shape: tuple[int, ...]
-    data: np.ndarray
+class NotNative(Exception):
+    """The file cannot be served from its quantized blocks; the message says which tensor and why."""
 
 
-_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-_STRING, _ARRAY = 8, 9
+def gguf_name(hf_name: str, table: GGUFTable) -> str:
+    """The GGUF tensor holding the Hugging Face parameter ``hf_name`` (``NotNative`` if none does)."""
+    if hf_name == "model.embed_tokens.weight":
+        return EMBEDDING
+    if hf_name == "lm_head.weight":
+        return HEAD if HEAD in table.tensors else EMBEDDING
+    if hf_name == "model.norm.weight":
+        return OUTPUT
+    match = _LAYER_PARAM.fullmatch(hf_name)
+    if match is None or match.group(2) not in _LAYER_NAMES:
+        raise NotNative(f"the parameter {hf_name} has no GGUF tensor this loader maps")
+    return f"blk.{match.group(1)}.{_LAYER_NAMES[match.group(2)]}"
 
 
-def read_tensor_table(path: Path) -> dict[str, TensorInfo]:
-    """The tensors of a little-endian GGUF (v2, v3) by name; ``ValueError`` if it cannot be parsed."""
-    from gguf.constants import GGML_QUANT_SIZES, GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType
+def check_types(table: GGUFTable) -> None:
+    """``NotNative`` naming the first tensor whose type the kernels cannot serve: a matrix in a GGML
+    type without a kernel, or a vector (norm, bias) not in F32."""
+    for tensor in table.tensors.values():
+        if len(tensor.shape) >= 2 and tensor.tensor_type not in GGML_BLOCKS:
+            raise NotNative(f"tensor {tensor.name} is GGML type {type_name(tensor.tensor_type)}, which has no native "
+                            f"kernel (served: {', '.join(n for n, _, _ in GGML_BLOCKS.values())})")
+        if len(tensor.shape) == 1 and tensor.tensor_type != GGML_F32:
+            raise NotNative(f"tensor {tensor.name} is GGML type {type_name(tensor.tensor_type)}, not F32")
 
-    raw = np.memmap(path, dtype=np.uint8, mode="r")
-    buf, pos = raw.data, 0
 
-    def take(fmt: str) -> Any:
-        nonlocal pos
-        value = struct.unpack_from("<" + fmt, buf, pos)
-        pos += struct.calcsize("<" + fmt)
-        return value[0]
+def check_native(table: GGUFTable, params: dict[str, tuple[int, ...]]) -> None:
+    """``NotNative`` or ``ValueError`` (see the invariants) unless every parameter in ``params`` (Hugging
+    Face name -> shape) is in the file, of its shape and in a type served natively, and every tensor of
+    the file is one of them."""
+    check_types(table)
+    used = set()
+    for hf_name, shape in params.items():
+        name = gguf_name(hf_name, table)
+        tensor = table.tensors.get(name)
+        if tensor is None:
+            raise ValueError(f"{table.path}: tensor {name} (for {hf_name}) is missing")
+        if tuple(reversed(tensor.shape)) != tuple(shape):
+            raise ValueError(f"{table.path}: tensor {name} has shape {tuple(reversed(tensor.shape))}, "
+                             f"the config gives {tuple(shape)}")
+        used.add(name)
+    extra = sorted(set(table.tensors) - used)
+    if extra:
+        raise NotNative(f"tensor {extra[0]} (of {len(extra)} unused) is not part of the model this loader builds")
 
-    def skip_value(vtype: int) -> None:
-        nonlocal pos
-        if vtype == _STRING:
-            length = take("Q")  # read before the += (which would load pos first)
-            pos += length
-        elif vtype == _ARRAY:
-            item, count = take("I"), take("Q")
-            if item in _SCALARS:
-                pos += count * struct.calcsize(_SCALARS[item])
-            else:
-                for _ in range(count):
-                    skip_value(item)
-        else:
-            pos += struct.calcsize(_SCALARS[vtype])
+
+def type_name(qtype: int) -> str:
+    """A GGML type id's name (``Q4_K``), or the id if gguf-py does not know it."""
+    from gguf.constants import GGMLQuantizationType
 
     try:
-        magic, version = take("4s"), take("I")
-        if magic != b"GGUF" or version not in (2, 3):
-            raise ValueError("not a little-endian GGUF v2 or v3")
-        n_tensors, n_kv = take("Q"), take("Q")
-        alignment = GGUF_DEFAULT_ALIGNMENT
-        for _ in range(n_kv):
-            key = bytes(buf[pos + 8 : pos + 8 + take("Q")]).decode()
-            pos += len(key.encode())
-            vtype = take("I")
-            if key == "general.alignment" and vtype == 4:
-                alignment = take("I")
-            else:
-                skip_value(vtype)
-        infos = []
-        for _ in range(n_tensors):
-            name = bytes(buf[pos + 8 : pos + 8 + take("Q")]).decode()
-            pos += len(name.encode())
-            shape = tuple(take("Q") for _ in range(take("I")))
-            infos.append((name, shape, take("I"), take("Q")))
-        start = -(-pos // alignment) * alignment
-        table = {}
-        for name, shape, qtype, offset in infos:
-            block, nbytes = GGML_QUANT_SIZES[GGMLQuantizationType(qtype)]
-            rows, row_bytes = int(np.prod(shape[1:], dtype=np.int64)), shape[0] // block * nbytes
-            data = raw[start + offset : start + offset + rows * row_bytes].reshape(rows, row_bytes)
-            table[name] = TensorInfo(name, qtype, shape, data)
-        return table
-    except (struct.error, KeyError, UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"cannot read the tensor table of {path}: {exc}") from exc
+        return GGMLQuantizationType(qtype).name
+    except ValueError:
+        return str(qtype)
 
 
-def quantized_matmuls(gguf_path: Path, decoder: Any) -> dict[str, QuantMatmul]:
-    """``{"layers.<i>.<matmul>" | "head_w": QuantMatmul}`` for every matmul of ``decoder`` (a
-    ``LeanDecoder``) whose GGUF parts are served natively and match its float32 weights."""
-    try:
-        tensors = read_tensor_table(gguf_path)
-    except ValueError as exc:
-        logger.warning("GGUF weights stay float32: %s", exc)
-        return {}
-    found: dict[str, QuantMatmul] = {}
-    for i, layer in enumerate(decoder.layers):
-        for name, parts in LAYER_PARTS.items():
-            matmul = _matmul([tensors.get(f"blk.{i}.{p}.weight") for p in parts], getattr(layer, name))
-            if matmul is not None:
-                found[f"layers.{i}.{name}"] = matmul
-    for head in ("output.weight", "token_embd.weight"):  # a tied head may be either tensor
-        matmul = _matmul([tensors.get(head)], decoder.head_w) if head in tensors else None
-        if matmul is not None:
-            found[HEAD] = matmul
-            break
-    kept = len(LAYER_PARTS) * len(decoder.layers) + 1 - len(found)
-    logger.info("GGUF weights: %d matmuls quantized (%.0f MB), %d float32", len(found),
-                sum(m.nbytes for m in found.values()) / 2**20, kept)
-    return found
+def llama_rows(rows: int, n_head: int) -> torch.Tensor:
+    """The row order of a llama GGUF's Q or K weight (``n_head`` heads) in Hugging Face order: row ``i``
+    of the result is row ``index[i]`` of the file. The file's head ``h`` holds its ``d = rows / n_head / 2``
+    rotary pairs interleaved (row ``2i + j`` of the head is Hugging Face row ``j * d + i``)."""
+    if rows % (2 * n_head):
+        raise ValueError(f"{rows} rows do not split into {n_head} heads of rotary pairs")
+    return torch.arange(rows).view(n_head, rows // n_head // 2, 2).transpose(1, 2).reshape(-1)
 
 
-def _matmul(tensors: list[TensorInfo | None], reference: torch.Tensor) -> QuantMatmul | None:
-    """The quantized parts stacked as ``reference`` [N, K] stacks them, or None (see the invariants)."""
-    parts, row = [], 0
-    for t in tensors:
-        if t is None or t.tensor_type not in GGML_BLOCKS:
-            _fallback(t, "no native kernel for its type" if t is not None else "not in the file")
-            return None
-        try:
-            weight = QuantWeight.from_gguf(torch.from_numpy(np.array(t.data)), t.tensor_type, int(reference.shape[1]))
-        except ValueError as exc:  # a shape that does not fit the loaded weight
-            _fallback(t, str(exc))
-            return None
-        ordered = _matching_rows(weight, reference[row : row + weight.out_features])
-        if ordered is None:
-            _fallback(t, "its dequantized rows differ from the loaded float32 weights")
-            return None
-        parts.append(ordered)
-        row += weight.out_features
-    if row != reference.shape[0]:
-        _fallback(tensors[0], f"{row} rows in the file against {reference.shape[0]} loaded")
+def _blocks(tensor: GGUFTensor) -> torch.Tensor:
+    """A zero-copy uint8 ``[rows, row_bytes]`` torch view of the tensor's mapping."""
+    with warnings.catch_warnings():  # read-only pages: torch warns that it cannot write them (it never does)
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(tensor.array())
+
+
+def quant_part(tensor: GGUFTensor, order: torch.Tensor | None = None) -> QuantWeight:
+    """The tensor as a ``QuantWeight`` ``[rows, row_length]``, its rows in ``order`` if given."""
+    weight = QuantWeight.from_gguf(_blocks(tensor), tensor.tensor_type, tensor.row_length)
+    return weight if order is None else weight.rows(order)
+
+
+def quantized_weights(table: GGUFTable, num_layers: int, heads: tuple[int, int]) -> QuantizedWeights:
+    """Every matmul of a ``num_layers``-layer decoder with ``heads`` = (query, KV) heads, and its
+    embedding, from ``table`` (checked by :func:`check_native` first)."""
+    def part(name: str, index: int) -> QuantWeight:
+        tensor = table.tensors[f"blk.{index}.{name}.weight"]
+        return quant_part(tensor, permutation(table, name, tensor.rows, heads))
+
+    layers = tuple({key: QuantMatmul.of([part(name, i) for name in names]) for key, names in LAYER_PARTS.items()}
+                   for i in range(num_layers))
+    embedding = QuantMatmul.of([quant_part(table.tensors[EMBEDDING])])
+    head = QuantMatmul.of([quant_part(table.tensors[HEAD])]) if HEAD in table.tensors else embedding
+    return QuantizedWeights(layers, head, embedding)
+
+
+def permutation(table: GGUFTable, part: str, rows: int, heads: tuple[int, int]) -> torch.Tensor | None:
+    """The row order of layer tensor ``part`` (``attn_q``, ``attn_k``, ...) in Hugging Face order, or
+    None where the file stores it so."""
+    if table.architecture not in PERMUTED_ARCHITECTURES or part not in ("attn_q", "attn_k"):
         return None
-    return QuantMatmul.of(parts)
+    return llama_rows(rows, heads[0] if part == "attn_q" else heads[1])
 
 
-def _matching_rows(weight: QuantWeight, reference: torch.Tensor) -> QuantWeight | None:
-    """``weight`` with its rows reordered to equal ``reference`` as numbers, or None."""
-    if weight.out_features != reference.shape[0]:
-        return None
-    values = weight.dequantize()
-    if torch.equal(values, reference):
-        return weight
-    # Rows compare as numbers: + 0.0 makes every zero +0 (a Q4_0 zero may come out -0 on one side).
-    where = {row.tobytes(): i for i, row in enumerate((values + 0.0).numpy())}
-    index = [where.get(row.tobytes()) for row in (reference.detach() + 0.0).numpy()]
-    if any(i is None for i in index):
-        return None
-    return weight.rows(torch.tensor(index, dtype=torch.int64))
+def float_tensor(table: GGUFTable, hf_name: str, heads: tuple[int, int]) -> torch.Tensor:
+    """A norm weight or bias (F32 in the file) as a float32 tensor, a Q or K bias in Hugging Face order."""
+    name = gguf_name(hf_name, table)
+    values = torch.from_numpy(table.tensors[name].float32().copy())
+    part = name.split(".")[-2]
+    order = permutation(table, part, values.shape[0], heads)
+    return values if order is None else values.index_select(0, order)
 
-
-def _fallback(tensor: TensorInfo | None, why: str) -> None:
-    name = "a matmul weight" if tensor is None else tensor.name
-    logger.info("GGUF weights: %s (GGML type %s) stays float32: %s", name,
-                "?" if tensor is None else tensor.tensor_type, why)

@@ -14,11 +14,11 @@ Invariants:
   o_proj biases, per-head norms, a non-CPU device.
 - With the C++ kernels on, every matmul weight (LM head included) also gets a copy packed in column
   panels (``kernels.prepack``) when memory allows, and every step multiplies by that copy.
-- After :meth:`LeanDecoder.use_quantized`, the matmuls it was given multiply steps of at most
-  ``QUANT_DECODE_MAX_ROWS`` rows (decode of a few streams, bound by the weights read and unpacked per
-  token) by their GGUF blocks (``kernels.quant``); longer
-  steps (prefill, many streams: bound by the FMA units) keep the float32 path, whose weights and panels
-  stay loaded.
+- Built with :class:`QuantizedWeights` (a GGUF served from its file: ``model.gguf_native``), every
+  matmul (LM head included) multiplies by its quantized blocks (``kernels.quant``) at any row count,
+  prefill included, and token embeddings are rows of the quantized embedding, dequantized per step:
+  there are no float32 matmul or embedding weights at all (the model's are on the ``meta`` device),
+  only float32 norms and biases. Such a decoder needs the CPU and the C++ kernels.
 - Rotary cos/sin come from the model's own ``rotary_emb`` (any rope scaling type); for the static types
   a table over positions is computed once and grown on demand.
 - A bfloat16 model with the C++ kernels runs float32 activations over its bfloat16 weights
@@ -44,41 +44,63 @@ from kernels.cpu_ops import linear, rms_norm, rotary_and_cache, silu_and_mul, us
 from kernels.prepack import pack_weight, prepack_allowed
 from kernels.quant import QuantMatmul, quant_matmul
 
-# Up to here a step's matmuls run on the quantized weights; past it the float32 panels are faster:
-# quant_linear's unpacking costs about as much as the FMAs it feeds once a dozen rows share it (bench
-# kernels --quant over Qwen2.5-0.5B's layers: 0.48x the panels' time at 1 row, 0.76x at 8, 1.05x at 12).
-QUANT_DECODE_MAX_ROWS = 8
-
 logger = logging.getLogger(__name__)
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
 _STATIC_ROPE = ("default", "linear", "llama3", "yarn")
 
 
+LAYER_MATMULS = ("qkv_w", "o_w", "gate_up_w", "down_w")
+
+
+@dataclass(frozen=True)
+class QuantizedWeights:
+    """Every matmul of a decoder in quantized blocks: per layer one ``QuantMatmul`` for each name of
+    ``LAYER_MATMULS`` (output features in the fused order: q, k, v; gate, up), the LM head, and the
+    token embedding (``[vocab, hidden]``, one part; the head may be the same object when tied)."""
+
+    layers: tuple[dict[str, QuantMatmul], ...]
+    head: QuantMatmul
+    embedding: QuantMatmul
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of quantized weights (a tied head counted once)."""
+        matmuls = {id(m): m for m in (self.head, self.embedding, *(m for layer in self.layers for m in layer.values()))}
+        return sum(m.nbytes for m in matmuls.values())
+
+
 @dataclass
 class _Layer:
     ln1: torch.Tensor
     ln2: torch.Tensor
-    qkv_w: torch.Tensor
+    qkv_w: torch.Tensor | None  # float32 weights (None where ``quant`` has the matmul)
     qkv_b: torch.Tensor | None
-    o_w: torch.Tensor
-    gate_up_w: torch.Tensor
-    down_w: torch.Tensor
+    o_w: torch.Tensor | None
+    gate_up_w: torch.Tensor | None
+    down_w: torch.Tensor | None
     eps1: float
     eps2: float
     packed: dict[str, torch.Tensor] = field(default_factory=dict)  # panel-packed copies by weight name
-    quant: dict[str, QuantMatmul] = field(default_factory=dict)  # GGUF blocks by weight name
+    quant: dict[str, QuantMatmul] = field(default_factory=dict)  # quantized blocks by weight name
 
-    MATMULS = ("qkv_w", "o_w", "gate_up_w", "down_w")
+    MATMULS = LAYER_MATMULS
 
 
-def _unsupported_reason(model: torch.nn.Module) -> str | None:
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device of ``model``'s real parameters: its first one not on ``meta`` (a model served from
+    quantized weights keeps its matmul weights there), else CPU."""
+    return next((p.device for p in model.parameters() if p.device.type != "meta"), torch.device("cpu"))
+
+
+def unsupported_reason(model: torch.nn.Module) -> str | None:
+    """Why this decoder cannot run ``model`` (a short phrase), or None when it can."""
     config = model.config
     if getattr(config, "model_type", None) not in SUPPORTED_MODEL_TYPES:
         return f"model type {getattr(config, 'model_type', None)!r}"
     if getattr(config, "hidden_act", "silu") != "silu":
         return f"activation {config.hidden_act!r}"
-    if next(model.parameters()).device.type != "cpu":
+    if model_device(model).type != "cpu":
         return "not on CPU"
     for layer in model.get_decoder().layers:
         attn, mlp = layer.self_attn, layer.mlp
@@ -111,8 +133,9 @@ def _fuse(modules: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | 
 class LeanDecoder:
     """Use :meth:`build`; then :meth:`forward` per step."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, quantized: QuantizedWeights | None = None) -> None:
         self.act_dtype = self.activation_dtype(model)
+        self.device = model_device(model)
         decoder = model.get_decoder()
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         attn0 = decoder.layers[0].self_attn
@@ -120,22 +143,28 @@ class LeanDecoder:
         self.num_kv_heads = getattr(config, "num_key_value_heads", None) or self.num_q_heads
         self.head_dim = attn0.head_dim
         self.scale = float(attn0.scaling)
-        self.embed = decoder.embed_tokens.weight
+        self.embed: torch.Tensor | None = None if quantized else decoder.embed_tokens.weight
+        self.embed_quant = quantized.embedding if quantized else None
         self.norm_w, self.norm_eps = self._act(decoder.norm.weight), float(decoder.norm.variance_epsilon)
         self.rotary = decoder.rotary_emb
         self.static_rope = getattr(self.rotary, "rope_type", "default") in _STATIC_ROPE
         self._cos_sin: tuple[torch.Tensor, torch.Tensor] | None = None
         self.sliding_window = self._min_window(model, decoder)
-        self.layers = [self._layer(layer, self._act) for layer in decoder.layers]
-        self.hidden = self.embed.shape[1]
+        quant_layers = quantized.layers if quantized else tuple({} for _ in decoder.layers)
+        self.layers = [self._layer(layer, self._act, quant) for layer, quant in zip(decoder.layers, quant_layers,
+                                                                                   strict=True)]
+        self.hidden = int(config.hidden_size)
         self.qkv_width = (self.num_q_heads + 2 * self.num_kv_heads) * self.head_dim
-        self.intermediate = self.layers[0].down_w.shape[1]
+        self.intermediate = int(decoder.layers[0].mlp.down_proj.weight.shape[1])
         head = model.get_output_embeddings()
-        self.head_w, self.head_b = head.weight, self._act(getattr(head, "bias", None))
+        self.head_w: torch.Tensor | None = None if quantized else head.weight
+        self.head_b = self._act(getattr(head, "bias", None))
+        self.head_quant = quantized.head if quantized else None
         self.head_packed: torch.Tensor | None = None
-        self.head_quant: QuantMatmul | None = None
-        self.cpp = use_cpp(self.embed.device)
-        if self.cpp:
+        self.cpp = use_cpp(self.device)
+        if quantized is not None and (not self.cpp or self.act_dtype != torch.float32):
+            raise ValueError("quantized weights need the C++ CPU kernels and float32 activations")
+        if self.cpp and quantized is None:
             self._prepack()
 
     @staticmethod
@@ -143,7 +172,7 @@ class LeanDecoder:
         """The dtype of the lean decoder's activations and KV cache for ``model``: float32 for a
         bfloat16 CPU model that it supports with the C++ kernels loaded, else the model's dtype."""
         dtype = next(model.parameters()).dtype
-        if dtype == torch.bfloat16 and _unsupported_reason(model) is None and use_cpp(torch.device("cpu")):
+        if dtype == torch.bfloat16 and unsupported_reason(model) is None and use_cpp(torch.device("cpu")):
             return torch.float32
         return dtype
 
@@ -156,7 +185,7 @@ class LeanDecoder:
             return act
         if requested not in KV_CACHE_DTYPES:
             raise ValueError(f"kv_cache_dtype must be one of {KV_CACHE_DTYPES}, got {requested!r}")
-        if act != torch.float32 or _unsupported_reason(model) is not None or not use_cpp(torch.device("cpu")):
+        if act != torch.float32 or unsupported_reason(model) is not None or not use_cpp(torch.device("cpu")):
             raise ValueError("a bfloat16 KV cache needs the lean CPU decoder with the C++ kernels and float32 "
                              "activations (a float32 or bfloat16 Llama-family model on CPU)")
         return torch.bfloat16
@@ -169,7 +198,7 @@ class LeanDecoder:
         """Panel-packed copies of every matmul weight (LM head included) when memory allows (always
         for bfloat16 weights under float32 activations: the panels are their working copy)."""
         weights = [getattr(layer, name) for layer in self.layers for name in _Layer.MATMULS] + [self.head_w]
-        widened = self.embed.dtype != self.act_dtype
+        widened = self.head_w is not None and self.head_w.dtype != self.act_dtype
         if not widened and not prepack_allowed(sum(w.numel() * w.element_size() for w in weights)):
             return
         for layer in self.layers:
@@ -179,35 +208,33 @@ class LeanDecoder:
                     layer.packed[name] = packed
         self.head_packed = pack_weight(self.head_w)
 
-    def use_quantized(self, matmuls: dict[str, QuantMatmul]) -> None:
-        """Multiply by GGUF blocks from now on: keys ``layers.<i>.<matmul>`` and ``head_w``
-        (``agent_engine.model.gguf_weights``); CPU float32 with the C++ kernels only."""
-        if not self.cpp or self.embed.dtype != torch.float32:
-            raise ValueError("quantized GGUF weights need the C++ CPU kernels and a float32 model")
-        for key, matmul in matmuls.items():
-            if key == "head_w":
-                self.head_quant = matmul
-                continue
-            _, index, name = key.split(".")
-            self.layers[int(index)].quant[name] = matmul
-
     def _matmul(self, layer: _Layer, name: str, x: torch.Tensor, bias: torch.Tensor | None = None,
                 out: torch.Tensor | None = None) -> torch.Tensor:
-        """``x @ W^T (+ bias)`` for the layer's weight ``name``: its GGUF blocks, else float32 (into
+        """``x @ W^T (+ bias)`` for the layer's weight ``name``: its quantized blocks, else float32 (into
         ``out`` when the kernel can write there)."""
         quant = layer.quant.get(name)
-        if quant is not None and x.shape[0] <= QUANT_DECODE_MAX_ROWS:
-            return quant_matmul(x, quant, bias)
+        if quant is not None:
+            return quant_matmul(x, quant, bias, out=out)
         return linear(x, getattr(layer, name), bias, self.cpp, layer.packed.get(name), out)
 
+    def _embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The token embeddings ``[T, H]`` in the activation dtype."""
+        if self.embed_quant is not None:
+            return self.embed_quant.embedding(input_ids)
+        assert self.embed is not None
+        return F.embedding(input_ids, self.embed).to(self.act_dtype)
+
     @classmethod
-    def build(cls, model: torch.nn.Module) -> LeanDecoder | None:
-        """The lean decoder of ``model``, or None (with the reason logged) when it is not supported."""
-        reason = _unsupported_reason(model)
+    def build(cls, model: torch.nn.Module, quantized: QuantizedWeights | None = None) -> LeanDecoder | None:
+        """The lean decoder of ``model``, or None (with the reason logged) when it is not supported;
+        with ``quantized`` weights (which only this decoder runs) ValueError instead of None."""
+        reason = unsupported_reason(model)
         if reason is not None:
+            if quantized is not None:
+                raise ValueError(f"a model served from quantized weights needs the lean decoder, which is off: {reason}")
             logger.info("lean decoder off (%s): using the transformers modules", reason)
             return None
-        return cls(model)
+        return cls(model, quantized)
 
     @staticmethod
     def _min_window(model: torch.nn.Module, decoder: Any) -> int | None:
@@ -217,18 +244,27 @@ class LeanDecoder:
         return min((w for w in windows if w), default=None)
 
     @staticmethod
-    def _layer(layer: Any, act: Callable[[torch.Tensor | None], torch.Tensor | None]) -> _Layer:
+    def _layer(layer: Any, act: Callable[[torch.Tensor | None], torch.Tensor | None],
+               quant: dict[str, QuantMatmul]) -> _Layer:
+        """The layer's weights: the modules' own (q/k/v and gate/up fused), or with ``quant`` (every
+        matmul) only its norms and the fused QKV bias."""
         attn, mlp = layer.self_attn, layer.mlp
+        norms = act(layer.input_layernorm.weight), act(layer.post_attention_layernorm.weight)
+        eps = float(layer.input_layernorm.variance_epsilon), float(layer.post_attention_layernorm.variance_epsilon)
+        if quant:
+            if set(quant) != set(LAYER_MATMULS):
+                raise ValueError(f"quantized layer matmuls {sorted(quant)}, expected {sorted(LAYER_MATMULS)}")
+            biases = [m.bias for m in (attn.q_proj, attn.k_proj, attn.v_proj)]
+            qkv_b = None if biases[0] is None else torch.cat(biases).contiguous()
+            return _Layer(norms[0], norms[1], None, act(qkv_b), None, None, None, eps[0], eps[1], quant=dict(quant))
         qkv_w, qkv_b = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
         gate_up_w, _ = _fuse([mlp.gate_proj, mlp.up_proj])
-        return _Layer(act(layer.input_layernorm.weight), act(layer.post_attention_layernorm.weight), qkv_w, act(qkv_b),
-                      attn.o_proj.weight, gate_up_w, mlp.down_proj.weight,
-                      float(layer.input_layernorm.variance_epsilon),
-                      float(layer.post_attention_layernorm.variance_epsilon))
+        return _Layer(norms[0], norms[1], qkv_w, act(qkv_b), attn.o_proj.weight, gate_up_w, mlp.down_proj.weight,
+                      eps[0], eps[1])
 
     def _rotary(self, positions: torch.Tensor, max_pos: int) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin ``[T, D]`` in the activation dtype for ``positions``."""
-        like = self.embed.new_empty(1, dtype=self.act_dtype)  # the rotary reads only its dtype and device
+        like = torch.empty(1, dtype=self.act_dtype, device=self.device)  # the rotary reads only its dtype and device
         if not self.static_rope:
             cos, sin = self.rotary(like, positions.view(1, -1))
             return cos[0].contiguous(), sin[0].contiguous()
@@ -246,7 +282,7 @@ class LeanDecoder:
             raise NotImplementedError(f"sliding window {self.sliding_window} shorter than a sequence "
                                       f"({metadata.max_seq_len}) is not supported")
         cos, sin = self._rotary(metadata.positions, metadata.max_seq_len)
-        residual = F.embedding(input_ids, self.embed).to(self.act_dtype)
+        residual = self._embed(input_ids)
         buf = self._buffers(metadata, residual.shape[0])
         delta: torch.Tensor | None = None
         for layer, (k_cache, v_cache) in zip(self.layers, kv_caches, strict=True):
@@ -272,8 +308,7 @@ class LeanDecoder:
         workspace = metadata.workspace
         if workspace is None or not self.cpp:
             return lambda role, width: None
-        return lambda role, width: workspace.get(f"lean_{role}", (tokens, width), self.act_dtype,
-                                                 self.embed.device)
+        return lambda role, width: workspace.get(f"lean_{role}", (tokens, width), self.act_dtype, self.device)
 
     def _attention(self, layer: _Layer, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                    k_cache: torch.Tensor, v_cache: torch.Tensor, metadata: AttentionMetadata,
@@ -289,12 +324,21 @@ class LeanDecoder:
 
     def logits(self, hidden: torch.Tensor, workspace: AttentionWorkspace | None = None) -> torch.Tensor:
         """The LM head on final-normed ``hidden`` ``[R, H]``: ``[R, V]`` in the activation dtype. With a
-        ``workspace`` the panel kernel writes into its ``lean_logits`` buffer (tens of megabytes a step
+        ``workspace`` the panel or quantized kernel writes into its ``lean_logits`` buffer (tens of megabytes a step
         at a large vocabulary, page-faulted afresh on every step otherwise): the result is then valid
         only until the next step's logits."""
-        if self.head_quant is not None and hidden.shape[0] <= QUANT_DECODE_MAX_ROWS:
-            return quant_matmul(hidden.contiguous(), self.head_quant, self.head_b)
         out = None
-        if workspace is not None and self.head_packed is not None:  # only the panel kernel writes into out
-            out = workspace.get("lean_logits", (hidden.shape[0], self.head_w.shape[0]), self.act_dtype, hidden.device)
+        if workspace is not None and (self.head_packed is not None or self.head_quant is not None):
+            out = workspace.get("lean_logits", (hidden.shape[0], self.vocab_rows), self.act_dtype, hidden.device)
+        if self.head_quant is not None:
+            return quant_matmul(hidden.contiguous(), self.head_quant, self.head_b, out=out)
+        assert self.head_w is not None
         return linear(hidden, self.head_w, self.head_b, self.cpp, self.head_packed, out)
+
+    @property
+    def vocab_rows(self) -> int:
+        """Rows of the LM head (the logits' width)."""
+        if self.head_quant is not None:
+            return self.head_quant.out_features
+        assert self.head_w is not None
+        return int(self.head_w.shape[0])

