@@ -49,12 +49,14 @@ GGUF_WEIGHTS = ("native", "float32")
 KV_CACHE_DTYPES = ("auto", "bfloat16")
 
 _HELP = {
-    "model": "local HF folder (config.json, safetensors, tokenizer.json), a .gguf file (converted once) or a "
-             "known name: smollm2 (SmolLM2-135M-Instruct); default: the embedded model",
+    "model": "local HF folder (config.json, safetensors, tokenizer.json), a .gguf file or a known name: smollm2, "
+             "qwen2.5-coder-0.5b, qwen2.5-coder-1.5b (docs/models.md); default: the embedded model",
     "served_model_name": "model name reported by the API (default: folder name)",
     "dtype": "float32 | bfloat16 | float16 | auto",
-    "gguf_weights": "a .gguf model's matmul weights: native (kept in the file's quantized blocks, multiplied "
-                    "by the C++ kernels on CPU; float32 only) | float32 (dequantized)",
+    "gguf_weights": "a .gguf or known model's weights: native (one copy: the file memory-mapped, every matmul "
+                    "on its quantized blocks by the C++ kernels; CPU, float32 activations; where it cannot, "
+                    "float32 with a log line saying why) | float32 (dequantized once into a cached float32 "
+                    "Hugging Face folder)",
     "kv_cache_dtype": "auto (the activations' dtype: float32 on CPU for float32 and bfloat16 models) | "
                       "bfloat16 (half the bytes a token's K and V take and a decode step reads; rounded to "
                       "bf16, attention in float32; the lean CPU decoder with the C++ kernels)",

@@ -57,10 +57,11 @@ def run_demo(args: argparse.Namespace) -> int:
 
     out_dir = getattr(args, "out_dir", None) or "out"
     cfg, jobs = demo_config(out_dir)
-    if getattr(args, "model", None):  # resolved (fetched, converted) once here, not in each server's start-up
-        from agent_engine.model.sources import resolve_model
+    if getattr(args, "model", None):  # fetched (its metadata cached) once here, not in each server's start-up
+        from agent_engine.model.gguf_native import prepare_native
 
-        cfg = replace(cfg, extra_engine_args=(*cfg.extra_engine_args, "--model", str(resolve_model(args.model))))
+        prepare_native(args.model)
+        cfg = replace(cfg, extra_engine_args=(*cfg.extra_engine_args, "--model", args.model))
     print(f"demo: {DEMO_JOBS} synthesized swe agent jobs x {DEMO_TURNS} turns, token scale "
           f"{DEMO_TOKEN_SCALE}, KV pool {cfg.num_kv_blocks} blocks x {cfg.block_size} tokens "
           f"({DEMO_POOL_FRACTION:.0%} of the jobs' peak contexts); FCFS vs CONTINUUM", flush=True)

@@ -7,8 +7,8 @@ its ``SchedulerOutput.work()``) and sums, per phase, the wall time of the steps 
   the same step are counted with them), ``decode``: steps of one new token per request.
 - FLOPs: ``2 x`` the decoder layers' matmul weights per row, ``2 x H x V`` per sampled row (the LM
   head), and ``4 x layers x query heads x head dim`` per causal query-key pair (scores and values).
-- bytes: every matmul weight once per step, as the kernels read it (float32 or bfloat16 panels), and
-  each request's K and V over its whole context once per step.
+- bytes: every matmul weight once per step, as the kernels read it (float32 or bfloat16 panels, or a
+  GGUF's quantized blocks), and each request's K and V over its whole context once per step.
 
 :func:`phase_rows` divides them by the step time and by the peaks that ``benchmarks.roofline`` measures
 here (fp32 matmul GFLOP/s, read GB/s): a prefill near the matmul peak and a decode of a few streams
@@ -51,7 +51,10 @@ class ModelCosts:
         if lean is not None and lean.layers and lean.layers[0].packed:
             itemsize = next(iter(lean.layers[0].packed.values())).element_size()
         params = sum(m.weight.numel() for m in linears)
-        return cls(params, head.numel(), (params + head.numel()) * itemsize, runner.num_layers,
+        weight_bytes = (params + head.numel()) * itemsize
+        if lean is not None and lean.head_quant is not None:  # a GGUF served from its blocks (shapes on meta)
+            weight_bytes = sum(m.nbytes for layer in lean.layers for m in layer.quant.values()) + lean.head_quant.nbytes
+        return cls(params, head.numel(), weight_bytes, runner.num_layers,
                    model.config.num_attention_heads, runner.num_kv_heads, runner.head_dim,
                    runner.kv_caches[0][0].element_size())
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from agent_engine.reporting import machine_info, print_table, write_json
 from benchmarks.omp_env import set_passive_wait
-from benchmarks.throughput import engine_sizing, make_prompts, resolve_bench_model
+from benchmarks.throughput import engine_sizing, make_prompts
 
 OP_GROUPS = (  # (group, substrings of a profiler op name), first match wins
     ("matmul (linear)", ("aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::bmm", "small_linear",
@@ -81,18 +81,15 @@ def _phases(engine: Any) -> list[tuple[Any, str, str]]:
 def offline_profile(args: argparse.Namespace) -> dict[str, Any]:
     """Phase totals of the whole run and the forward's op table over a few decode steps."""
     import torch
-    from transformers import AutoConfig
 
     from agent_engine import LLM, SamplingParams
-
-    model_dir = resolve_bench_model(args.model)
-    prompts = make_prompts(args.num_prompts, args.min_len, args.max_len,
-                           AutoConfig.from_pretrained(model_dir).vocab_size, args.seed)
     from agent_engine.engine.factory import resolve_device
 
     device = resolve_device(args.device)
-    llm = LLM(model=model_dir, dtype=args.dtype, max_num_seqs=len(prompts), max_num_batched_tokens=4096,
+    # The model as named (a GGUF is then served as the server would: from its own blocks).
+    llm = LLM(model=args.model, dtype=args.dtype, max_num_seqs=args.num_prompts, max_num_batched_tokens=4096,
               max_model_len=2048, device=device, **engine_sizing(device))
+    prompts = make_prompts(args.num_prompts, args.min_len, args.max_len, llm.engine.vocab_size, args.seed)
     sp = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=True)
     llm.generate([{"prompt_token_ids": p} for p in prompts[:4]], sp, use_tqdm=False)  # warm-up
     totals: Counter[str] = Counter()

@@ -136,7 +136,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--repeats must be >= 1")
     if args.settle < 0:
         raise ValueError("--settle must be >= 0 seconds")
-    args.model_spec, args.model = args.model, resolve_bench_model(args.model)
+    args.model_spec = args.model
+    if args.model is None or args.vllm_python or "float32" in args.gguf_weights:  # a folder is needed
+        args.model = resolve_bench_model(args.model)  # (a GGUF's float32 conversion: made once, only then)
     with contextlib.ExitStack() as stack:
         servers = {name: stack.enter_context(_start_ours(args, budget, form, name))
                    for name, (budget, form) in _our_servers(args.budgets, args.gguf_weights).items()}

@@ -26,7 +26,6 @@ from typing import Any
 import httpx
 
 from agent_engine.reporting import print_table
-from benchmarks.throughput import resolve_bench_model
 
 GROUPS = (  # (group, substrings of "function (file:line)"), innermost match wins
     ("paged attention", ("paged_attention", "cpu_ops.py")),
@@ -96,7 +95,7 @@ def serve_profile(args: argparse.Namespace) -> dict[str, Any]:
     if not Path(spy).exists():
         return {"skipped": "py-spy not installed (pip install py-spy)"}
     log_dir = Path(tempfile.mkdtemp(prefix="profile-serve-"))
-    extra = ["--model", resolve_bench_model(args.model)] if args.model else []
+    extra = ["--model", args.model] if args.model else []  # as named: a GGUF is served from its blocks
     with start_engine_server(extra + ["--num-kv-blocks", "1024", "--max-model-len", "1024"],
                              log_dir / "server.log") as srv:
         model = str(httpx.get(srv.base_url + "/v1/models", timeout=10).json()["data"][0]["id"])

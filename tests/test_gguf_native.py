@@ -286,3 +286,13 @@ def test_the_metadata_folder_holds_the_conversions_config_and_tokenizer(tiny_q: 
     for name in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"):
         assert (native.model_dir / name).read_text() == (converted.model_dir / name).read_text(), name
     assert not list(native.model_dir.glob("*.safetensors"))
+
+
+def test_the_roofline_counts_the_quantized_bytes(tiny_q: Path, cache: Path) -> None:
+    from benchmarks.phase_roofline import ModelCosts
+
+    llm = _llm(tiny_q)
+    costs = ModelCosts.of(llm.engine.runner)
+    quantized = llm.engine.loaded.quantized
+    assert costs.weight_bytes == quantized.nbytes - quantized.embedding.nbytes  # an untied head: read per step
+    assert costs.head_params == llm.engine.vocab_size * 64

@@ -36,7 +36,7 @@ from agent_engine.model.gguf_weights import (
     quantized_weights,
 )
 from agent_engine.model.lean_decoder import QuantizedWeights, unsupported_reason
-from agent_engine.model.sources import GGUFModel
+from agent_engine.model.sources import GGUFModel, gguf_model
 from kernels.cpu_ops import use_cpp
 
 logger = logging.getLogger(__name__)
@@ -95,6 +95,14 @@ def load_native(gguf: GGUFModel, dtype: str, device: str) -> NativeModel | None:
     logger.info("serving %s from its GGUF blocks: %.0f MB of quantized weights, no float32 copy", path,
                 quantized.nbytes / 2**20)
     return NativeModel(model.eval(), quantized, metadata_dir)
+
+
+def prepare_native(spec: str) -> None:
+    """Fetch the GGUF a known name or ``.gguf`` path names and cache its config and tokenizer, so that
+    processes started later with ``spec`` load it in seconds (nothing for any other ``spec``)."""
+    gguf = gguf_model(spec)
+    if gguf is not None:
+        cached_metadata(gguf.key, gguf.served_name, gguf.locate)
 
 
 def _setup_reason(dtype: str, device: str) -> str | None:
