@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, str] = {
     "agent-tasks": "benchmarks.agent_tasks",
     "reliability": "benchmarks.reliability",
     "structured": "benchmarks.structured_bench",
+    "quant-parity": "benchmarks.quant_parity",
 }
 
 
