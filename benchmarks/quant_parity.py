@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+from collections.abc import Sequence
 from typing import Any
 
 from agent_engine.reporting import machine_info, print_table, write_json
@@ -98,5 +99,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.quant_parity``: the flags and run of ``agent-engine bench quant-parity``."""
+    return run_standalone("quant-parity", argv)
+
+
 if __name__ == "__main__":
-    raise SystemExit(run_standalone("quant-parity"))
+    raise SystemExit(main())

@@ -41,10 +41,11 @@ MINIMAL: dict[str, tuple[list[str], dict[str, object]]] = {
                         "json": "out/sim_slices.json", "plot": "out/sim_slices.png"}),
     "sim-validate": ([], {"bench_json": "out/jct.json", "constants": "out/sim_cpu_constants.json",
                           "json": "out/sim_validate.json", "plot": "out/sim_validate.png"}),
-    "agent-tasks": ([], {"model": None, "tasks": "builtin", "policies": "fcfs,continuum", "hints": "job_id,none",
+    "agent-tasks": ([], {"model": "qwen2.5-coder-1.5b", "tasks": "builtin", "policies": "fcfs,continuum", "hints": "job_id,none",
                          "json": "out/agent_tasks.json"}),
     "structured": ([], {"model": None, "requests": 1000, "batch": 16, "companions": 8, "repeats": 3,
                         "json": "out/structured_bench.json"}),
+    "quant-parity": ([], {"model": "qwen2.5-coder-1.5b", "max_tokens": 48, "json": "out/quant_parity.json"}),
     "reliability": ([], {"policies": "fcfs,priority,continuum,continuum-fixed", "jobs": 12, "turns": 6,
                          "sigterm_after": 40, "json": "out/reliability.json"}),
 }

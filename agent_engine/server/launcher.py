@@ -78,6 +78,16 @@ class ServerProcess:
         tree = process_tree_cpu(self.proc.pid)
         return None if tree is None else sum(tree.values())
 
+    def peak_rss_mb(self) -> float | None:
+        """The server process's peak resident memory so far in MiB (``VmHWM``; file-backed pages of a
+        memory-mapped model count); Linux ``/proc`` only, None elsewhere or once it has exited."""
+        try:
+            status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        except OSError:
+            return None
+        kib = next((line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")), None)
+        return None if kib is None else round(int(kib) / 1024, 1)
+
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM, wait up to ``timeout`` s, then SIGKILL; returns the exit code (idempotent)."""
         if self.proc.poll() is None:
