@@ -58,31 +58,24 @@ class NativeModel:
 def load_native(gguf: GGUFModel, dtype: str, device: str) -> NativeModel | None:
     """The model ``gguf`` names served from its file, or None (one log line says why; see above)."""
     reason = _setup_reason(dtype, device)
-    if reason is None:
-        path = gguf.locate()
-        table = read_tensor_table(path)
-        if table.architecture not in NATIVE_ARCHITECTURES:
-            reason = f"architecture {table.architecture!r} (native: {', '.join(NATIVE_ARCHITECTURES)})"
-        else:
-            try:
-                check_types(table)
-            except NotNative as exc:
-                reason = str(exc)
     if reason is not None:
-        _log_fallback(gguf, reason)
-        return None
-    metadata_dir = cached_metadata(gguf.key, gguf.served_name, gguf.locate)
-    model = meta_model(metadata_dir)
-    params = {name: tuple(p.shape) for name, p in model.named_parameters()}
+        return _fallback(gguf, reason)
+    path = gguf.locate()
+    table = read_tensor_table(path)
+    if table.architecture not in NATIVE_ARCHITECTURES:
+        return _fallback(gguf, f"architecture {table.architecture!r} (native: {', '.join(NATIVE_ARCHITECTURES)})")
     try:
+        check_types(table)
+        metadata_dir = cached_metadata(gguf.key, gguf.served_name, lambda: path)
+        model = meta_model(metadata_dir)
         reason = unsupported_reason(model)
+        params = {name: tuple(p.shape) for name, p in model.named_parameters()}
         if reason is None:
             check_native(table, params)
     except NotNative as exc:
         reason = str(exc)
     if reason is not None:
-        _log_fallback(gguf, reason)
-        return None
+        return _fallback(gguf, reason)
     config = model.config
     heads = (int(config.num_attention_heads), int(getattr(config, "num_key_value_heads", None)
                                                   or config.num_attention_heads))
@@ -116,7 +109,8 @@ def _setup_reason(dtype: str, device: str) -> str | None:
     return None
 
 
-def _log_fallback(gguf: GGUFModel, reason: str) -> None:
+def _fallback(gguf: GGUFModel, reason: str) -> None:
+    """The one log line of a GGUF that falls back to its float32 conversion."""
     logger.warning("%s cannot be served from its GGUF blocks (%s): using its float32 conversion", gguf.served_name,
                    reason)
 

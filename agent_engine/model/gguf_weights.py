@@ -155,7 +155,7 @@ def permutation(table: GGUFTable, part: str, rows: int, heads: tuple[int, int]) 
 def float_tensor(table: GGUFTable, hf_name: str, heads: tuple[int, int]) -> torch.Tensor:
     """A norm weight or bias (F32 in the file) as a float32 tensor, a Q or K bias in Hugging Face order."""
     name = gguf_name(hf_name, table)
-    values = torch.from_numpy(table.tensors[name].float32().copy())
+    values = torch.from_numpy(table.tensors[name].float32())
     part = name.split(".")[-2]
     order = permutation(table, part, values.shape[0], heads)
     return values if order is None else values.index_select(0, order)
