@@ -19,6 +19,7 @@ from typing import Any
 from agent_engine.config import EngineConfig
 from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from agent_engine.engine.prompts import TokenizedPrompt
+from agent_engine.engine.structured_outputs import ReadyGrammar
 from agent_engine.server.launcher import ServerProcess, start_engine_server
 from agent_engine.server.server_config import ServerConfig
 from scheduler import NO_HINTS, JobHints
@@ -234,6 +235,7 @@ class FakeEngine:
         self.reqs: dict[str, _FakeRequest] = {}
         self.pinned_jobs: set[str] = set()
         self.num_failed_steps = 0
+        self.grammars_compiled: list[Any] = []
 
     @staticmethod
     def expected_text(prompt_ids: list[int], n: int) -> str:
@@ -246,7 +248,13 @@ class FakeEngine:
             return prompt, self.tokenizer.encode(prompt)
         return None, list(prompt)
 
-    def add_request(self, request_id: str, prompt: Any, params: Any, hints: JobHints = NO_HINTS) -> None:
+    def compile_grammar(self, spec: Any, limits: Any, cancel: Any) -> ReadyGrammar:
+        """No grammar library here: every constraint is "compiled" to a placeholder (and not enforced)."""
+        self.grammars_compiled.append(spec)
+        return ReadyGrammar(spec, None)  # type: ignore[arg-type]
+
+    def add_request(self, request_id: str, prompt: Any, params: Any, hints: JobHints = NO_HINTS, *,
+                    grammar: ReadyGrammar | None = None) -> None:
         text, ids = self.tokenize_prompt(prompt)
         if not ids:
             raise ValueError("the prompt is empty")

@@ -35,8 +35,9 @@ class RecordingEngine(FakeEngine):
         super().__init__(**kw)
         self.added: list[dict[str, Any]] = []
 
-    def add_request(self, request_id: str, prompt: Any, params: Any, hints: JobHints = NO_HINTS) -> None:
-        super().add_request(request_id, prompt, params, hints)
+    def add_request(self, request_id: str, prompt: Any, params: Any, hints: JobHints = NO_HINTS, *,
+                    grammar: Any = None) -> None:
+        super().add_request(request_id, prompt, params, hints, grammar=grammar)
         self.added.append({"prompt": prompt, "params": params, **dataclasses.asdict(hints)})
 
 

@@ -122,3 +122,110 @@ def test_dead_loop_fails_pending_and_health_503():
         assert httpx.get(dying.base_url + "/metrics", timeout=10).status_code == 200
     finally:
         dying.stop()
+
+
+class _StuckEngine(FakeEngine):
+    """A FakeEngine whose steps block while ``stuck`` is set (a step loop that stopped advancing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stuck = threading.Event()
+        self.released = threading.Event()
+
+    def step(self) -> list[Any]:
+        if self.reqs and self.stuck.is_set():
+            self.released.wait(30)
+        return super().step()
+
+
+def test_health_turns_503_while_the_loop_has_work_and_does_not_advance():
+    engine = _StuckEngine()
+    srv = start_thread_server(AsyncEngine(engine, stall_timeout=0.3))
+    try:
+        time.sleep(0.6)  # idle for longer than the stall timeout: still healthy
+        assert httpx.get(srv.base_url + "/health", timeout=10).status_code == 200
+        engine.stuck.set()
+        result: list[Any] = []
+        poster = threading.Thread(target=lambda: result.append(httpx.post(
+            srv.base_url + "/v1/completions", json={"prompt": "x", "max_tokens": 2}, timeout=60)))
+        poster.start()
+        deadline = time.monotonic() + 20
+        while (r := httpx.get(srv.base_url + "/health", timeout=10)).status_code == 200:
+            assert time.monotonic() < deadline, "health never reported the stalled loop"
+            time.sleep(0.05)
+        err = assert_error(r, 503, "unhealthy")
+        assert "has not advanced" in err["message"] and "--health-stall-timeout" in err["message"]
+        engine.released.set()
+        poster.join(30)
+        assert result[0].status_code == 200
+        assert httpx.get(srv.base_url + "/health", timeout=10).status_code == 200  # advancing again
+    finally:
+        engine.released.set()
+        srv.stop()
+
+
+class _SlowGrammarEngine(FakeEngine):
+    """A FakeEngine whose grammar compiles run until cancelled (a grammar that would never finish)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.compiling = threading.Event()
+        self.cancels: list[threading.Event] = []
+
+    def compile_grammar(self, spec: Any, limits: Any, cancel: threading.Event) -> Any:
+        from agent_engine.engine.grammar_workers import GrammarCancelled
+
+        self.cancels.append(cancel)
+        self.compiling.set()
+        if not cancel.wait(60):
+            raise AssertionError("the compile was never cancelled")
+        raise GrammarCancelled("cancelled")
+
+
+def _constrained(rid: str) -> RequestSpec:
+    from scheduler import StructuredSpec
+
+    return RequestSpec(rid, "a", SamplingParams(max_tokens=2, structured=StructuredSpec.regex("a+")))
+
+
+async def _compiling(engine: AsyncEngine, fake: _SlowGrammarEngine, rid: str) -> Any:
+    """Submit a constrained request and return its group once its grammar compile runs."""
+    group = engine.submit([_constrained(rid)])
+    while not fake.compiling.is_set():
+        await asyncio.sleep(0.01)
+    return group
+
+
+def test_aborting_a_group_while_its_grammar_compiles_cancels_the_compile():
+    fake = _SlowGrammarEngine()
+    engine = AsyncEngine(fake).start()
+
+    async def run() -> None:
+        group = await _compiling(engine, fake, "g")
+        assert not fake.cancels[0].is_set()
+        group.abort()  # the client went away
+        with pytest.raises(EngineStoppedError, match="cancelled before it started"):
+            await group.accepted()
+        assert fake.cancels[0].is_set() and engine.num_queued() == 0
+        assert await engine.call(lambda e: e.has_unfinished_requests()) is False  # nothing reached the engine
+
+    try:
+        asyncio.run(run())
+    finally:
+        engine.shutdown(drain_timeout=0.0)
+
+
+def test_shutdown_does_not_wait_for_a_running_compile():
+    fake = _SlowGrammarEngine()
+    engine = AsyncEngine(fake).start()
+
+    async def run() -> None:
+        group = await _compiling(engine, fake, "s")
+        t0 = time.monotonic()
+        await asyncio.get_running_loop().run_in_executor(None, lambda: engine.shutdown(drain_timeout=0.0))
+        assert time.monotonic() - t0 < 30  # the compile (60 s unless cancelled) was not waited for
+        assert fake.cancels[0].is_set()
+        with pytest.raises(EngineStoppedError, match="shutting down"):
+            await group.accepted()
+
+    asyncio.run(run())

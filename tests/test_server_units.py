@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 from pydantic import ValidationError
 
+from agent_engine.engine.grammar_limits import GrammarLimits
 from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from agent_engine.server.errors import APIError, bad_request, error_body
 from agent_engine.server.launcher import parse_prometheus
@@ -81,7 +82,11 @@ def test_server_flags_are_unchanged_and_match_the_config_defaults():
         ["--admin-key"], ["--header-timeout"], ["--body-timeout"]]
     fairness = next(g for g in parser._action_groups if g.title == "fairness options")
     assert [a.option_strings for a in fairness._group_actions] == [
-        ["--tenant-max-requests"], ["--max-prompts-per-request"], ["--max-request-tokens"], ["--tenant-body-rate"], ["--tokenizer-workers"]]
+        ["--tenant-max-requests"], ["--max-prompts-per-request"], ["--max-request-tokens"], ["--tenant-body-rate"], ["--tokenizer-workers"],
+        ["--grammar-compile-timeout"], ["--max-grammar-size"], ["--grammar-workers"], ["--health-stall-timeout"]]
+    limits = [parser.get_default(d) for d in ("grammar_compile_timeout", "max_grammar_size", "grammar_workers")]
+    assert GrammarLimits(*limits) == ServerConfig().grammar_limits
+    assert parser.get_default("health_stall_timeout") == ServerConfig().health_stall_timeout
     defaults = ServerConfig()
     assert {k: getattr(defaults, k) for k in SERVER_FLAGS} == {k: v[0] for k, v in SERVER_FLAGS.items()}
     assert parser.get_default("func").__name__ == "run_serve"
@@ -94,13 +99,16 @@ def test_server_config_from_args():
                               "--open-metrics", "--max-body-bytes", "4096", "--admin-key", "adm",
                               "--tenant-max-requests", "5", "--max-prompts-per-request", "7",
                               "--max-request-tokens", "900", "--tokenizer-workers", "3",
-                              "--header-timeout", "4", "--body-timeout", "6"])
+                              "--header-timeout", "4", "--body-timeout", "6", "--grammar-compile-timeout", "2.5",
+                              "--max-grammar-size", "5000", "--grammar-workers", "3", "--health-stall-timeout", "9"])
     cfg = ServerConfig.from_args(args)
     assert cfg == ServerConfig(host="0.0.0.0", port=9001, api_keys=("k", "k2"), max_waiting=3, drain_timeout=2.5,
                                log_level="debug", open_metrics=True, max_body_bytes=4096, admin_keys=("adm",),
                                tenant_max_requests=5, max_prompts=7, max_request_tokens=900,
-                               tokenizer_workers=3, header_timeout=4.0, body_timeout=6.0)
-    for bad in ({"tenant_max_requests": 0}, {"max_prompts": 0}, {"tokenizer_workers": 0}, {"body_timeout": 0}):
+                               tokenizer_workers=3, header_timeout=4.0, body_timeout=6.0,
+                               grammar_limits=GrammarLimits(2.5, 5000, 3), health_stall_timeout=9.0)
+    for bad in ({"tenant_max_requests": 0}, {"max_prompts": 0}, {"tokenizer_workers": 0}, {"body_timeout": 0},
+                {"health_stall_timeout": 0}):
         with pytest.raises(ValueError):
             ServerConfig(**bad)
     with pytest.raises(ValueError, match="max_body_bytes"):

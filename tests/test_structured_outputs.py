@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from agent_engine import LLM
-from agent_engine.engine.structured_outputs import GrammarCache, choice_grammar
+from agent_engine.engine.grammar_build import choice_grammar
+from agent_engine.engine.structured_outputs import GrammarCache
 from agent_engine.model.sampler import Sampler, TokenBitmask, apply_token_bitmask
 from scheduler import SamplingParams, StructuredSpec
 

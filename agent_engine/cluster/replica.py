@@ -12,7 +12,8 @@ sends it HTTP requests as data (``bridge.ProxiedRequest``):
 - ``record_routing_stats()``: what the routers read (Ray polls it every
   ``request_routing_stats_period_s``): the jobs holding a lease here, the jobs with a request here,
   free and total blocks, waiting and running counts, the replica's wall clock and its pid;
-- ``check_health()``: raises once the engine thread died (Ray then replaces the replica);
+- ``check_health()``: raises once the engine thread died, or while its step loop has work and has not
+  advanced for the stall timeout (Ray then replaces the replica);
 - ``drain(timeout)``: stop intake (new requests get 503), let in-flight requests finish for up to
   ``timeout`` seconds, abort the rest (streams end with ``finish_reason: "abort"`` and ``[DONE]``);
   returns once nothing runs. The cluster's stop calls it on every replica before Ray tears down.
@@ -109,8 +110,9 @@ class EngineReplica:
         return not self.async_engine.healthy
 
     async def check_health(self) -> None:
-        if not self.async_engine.healthy:
-            raise RuntimeError(f"engine unhealthy: {self.async_engine.dead_reason or 'loop not running'}")
+        problem = self.async_engine.health_problem
+        if problem is not None:
+            raise RuntimeError(f"engine unhealthy: {problem}")
 
     async def __del__(self) -> None:
         lifespan = getattr(self, "_lifespan", None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -17,11 +18,12 @@ from typing import Any
 
 from agent_engine.config import EngineConfig
 from agent_engine.engine.detokenizer import IncrementalDetokenizer
+from agent_engine.engine.grammar_limits import GrammarLimits
 from agent_engine.engine.job_inference import JobInference
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import PromptType, longest_token_bytes, tokenize_prompt
 from agent_engine.engine.request_state import RequestState
-from agent_engine.engine.structured_outputs import StructuredOutputManager
+from agent_engine.engine.structured_outputs import ReadyGrammar, StructuredOutputManager
 from scheduler import (
     NO_HINTS,
     Clock,
@@ -32,6 +34,7 @@ from scheduler import (
     SamplingParams,
     Scheduler,
     SchedulerConfig,
+    StructuredSpec,
 )
 from scheduler.step_io import NO_LOGPROBS, logprobs_of
 
@@ -90,10 +93,12 @@ class LLMEngine:
         hints: JobHints = NO_HINTS,
         *,
         arrival_time: float | None = None,
+        grammar: ReadyGrammar | None = None,
     ) -> Request:
         """Queue a request with its job ``hints`` (as the engine keys them: tenant-scoped). Raises
         ValueError for bad input (nothing is queued then). A request without a job may get an
-        inferred one (``job_inference``); its output reports where its job came from."""
+        inferred one (``job_inference``); its output reports where its job came from. ``grammar`` is
+        ``params.structured`` compiled (``compile_grammar``); without it the grammar is compiled here."""
         params = params or SamplingParams()
         if request_id in self._states:
             raise ValueError(f"duplicate request id {request_id!r}")
@@ -103,7 +108,7 @@ class LLMEngine:
                 f"prompt ({len(ids)} tokens) plus max_tokens ({params.max_tokens}) exceeds "
                 f"max_model_len ({self.max_model_len})"
             )
-        self.structured.add(request_id, params)  # compiles params.structured; ValueError if bad
+        self.structured.add(request_id, params, grammar)  # compiles params.structured if needed; ValueError if bad
         now = self.clock.now() if arrival_time is None else arrival_time
         req = Request(request_id, ids, self._with_extra_eos(params), block_size=self.sched_config.block_size,
                       arrival_time=now, eos_token_id=self.eos_token_ids[0] if self.eos_token_ids else None,
@@ -120,6 +125,11 @@ class LLMEngine:
             raise
         self._states[request_id] = RequestState(req, text, detok, params.stop, params.include_stop_str_in_output)
         return req
+
+    def compile_grammar(self, spec: StructuredSpec, limits: GrammarLimits, cancel: threading.Event) -> ReadyGrammar:
+        """``spec`` compiled within ``limits`` (thread-safe; for a pool thread, never the step loop).
+        Raises ``GrammarRefused`` (a ValueError) or ``GrammarCancelled`` once ``cancel`` is set."""
+        return self.structured.compile_checked(spec, limits, cancel)
 
     def _with_extra_eos(self, params: SamplingParams) -> SamplingParams:
         """``params`` as the scheduler sees them: the model's further eos tokens are stop tokens."""
@@ -257,6 +267,7 @@ class LLMEngine:
         return d
 
     def close(self) -> None:
+        self.structured.close()
         if self._close_trace is not None:
             self._close_trace()
             self._close_trace = None

@@ -5,10 +5,16 @@ constrained request, so an engine that never sees one pays nothing (no import, n
 
 Lifecycle (driven by ``LLMEngine``):
 
-* ``add(request_id, params)`` at intake compiles ``params.structured`` (an LRU cache of
-  ``cache_size`` compiled grammars per manager, i.e. per tokenizer, keyed by the frozen
-  ``StructuredSpec``) and creates the request's matcher. A bad schema / regex / grammar raises
-  ``ValueError`` and nothing is kept. Requests without a spec are not tracked at all.
+* ``compile_checked(spec, limits, cancel)`` (the server's grammar pool, never the step loop) returns a
+  ``ReadyGrammar``: from the cache, or tried first in a worker process under ``limits``
+  (``grammar_workers``: killed past the time budget or on ``cancel``) and then compiled here.
+* ``add(request_id, params, ready)`` at intake creates the request's matcher from ``ready`` (the
+  server always passes one, so the step loop never compiles); without it ``params.structured`` is
+  prepared and compiled inline (offline use: ``LLM.generate``), with the size cap and the emptiness
+  check but no time budget. Compiled grammars live in an LRU cache of ``cache_size`` per manager,
+  i.e. per tokenizer, keyed by the frozen ``StructuredSpec``. A bad, empty or oversized constraint
+  raises ``ValueError`` (``GrammarRefused``) and nothing is kept. Requests without a spec are not
+  tracked at all.
 * ``bitmask_for(scheduled)`` before the model step starts filling one int32 bitmask with a row per
   constrained request that samples this step (None when there is none: unconstrained batches do no
   work). The fill is one batched library call (its own threads) on a worker thread, so it overlaps the
@@ -20,7 +26,8 @@ Lifecycle (driven by ``LLMEngine``):
 * ``remove(request_id)`` when the request finishes, is aborted or fails.
 
 Threads: matchers are touched by one fill at a time; every other use of them (``add``, ``advance``,
-``remove``, the next fill) first waits for the fill in flight (``_settle``).
+``remove``, the next fill) first waits for the fill in flight (``_settle``). The cache, the compiler and
+``compile_checked`` are thread-safe; everything else belongs to the engine's thread.
 
 Stop tokens: the matcher allows the engine's EOS ids and the request's ``stop_token_ids`` only where the
 grammar may end, and nowhere else, so a constrained request ends exactly when its output is complete
@@ -33,24 +40,34 @@ rollback is needed (a test preempts constrained requests and validates their out
 
 from __future__ import annotations
 
-import json
+import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from agent_engine.engine.grammar_build import compile_prepared, prepare_grammar
+from agent_engine.engine.grammar_limits import DEFAULT_MAX_GRAMMAR_SIZE, GrammarLimits
+from agent_engine.engine.grammar_workers import WORKER_NICE, GrammarWorkers
 from agent_engine.model.sampler import TokenBitmask
 from scheduler import SamplingParams, StructuredSpec
+
+if TYPE_CHECKING:
+    import xgrammar
 
 DEFAULT_CACHE_SIZE = 128
 COMPILER_THREADS = 2
 
 
-def choice_grammar(options: Sequence[str]) -> str:
-    """An EBNF grammar whose language is exactly ``options`` (JSON string escapes are valid in xgrammar)."""
-    return "root ::= " + " | ".join(json.dumps(o, ensure_ascii=False) for o in options)
+@dataclass(frozen=True)
+class ReadyGrammar:
+    """A constraint compiled for this engine's tokenizer, ready for ``LLMEngine.add_request``."""
+
+    spec: StructuredSpec
+    compiled: xgrammar.CompiledGrammar
 
 
 class GrammarCache:
@@ -68,23 +85,33 @@ class GrammarCache:
     def __len__(self) -> int:
         return len(self._items)
 
-    def get_or_compile(self, spec: StructuredSpec, compile_fn: Any) -> Any:
+    def get(self, spec: StructuredSpec) -> Any:
+        """The cached grammar of ``spec`` (now the most recent), or None; counts a hit."""
         with self._lock:
             found = self._items.get(spec)
             if found is not None:
                 self._items.move_to_end(spec)
                 self.hits += 1
-                return found
-        t0 = time.perf_counter()
-        compiled = compile_fn(spec)  # outside the lock: compiling may take a while
+            return found
+
+    def put(self, spec: StructuredSpec, compiled: Any, seconds: float) -> None:
+        """Cache a grammar that took ``seconds`` to compile (a miss), evicting the least recent."""
         with self._lock:
             self.misses += 1
-            self.compile_seconds += time.perf_counter() - t0
+            self.compile_seconds += seconds
             self._items[spec] = compiled
             self._items.move_to_end(spec)
             while len(self._items) > self.capacity:
                 self._items.popitem(last=False)
                 self.evictions += 1
+
+    def get_or_compile(self, spec: StructuredSpec, compile_fn: Callable[[StructuredSpec], Any]) -> Any:
+        found = self.get(spec)
+        if found is not None:
+            return found
+        t0 = time.perf_counter()
+        compiled = compile_fn(spec)  # outside the lock: compiling may take a while
+        self.put(spec, compiled, time.perf_counter() - t0)
         return compiled
 
 
@@ -92,51 +119,83 @@ class StructuredOutputManager:
     """Grammars and matchers of one engine (one tokenizer). Not thread-safe apart from the cache."""
 
     def __init__(self, tokenizer: Any, vocab_size: int, eos_token_ids: Sequence[int],
-                 cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+                 cache_size: int = DEFAULT_CACHE_SIZE, max_grammar_size: int = DEFAULT_MAX_GRAMMAR_SIZE) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size  # the model's (logits may be padded past the tokenizer's)
         self.eos_token_ids = tuple(eos_token_ids)
+        self.max_grammar_size = max_grammar_size  # for inline compiles (``compile_checked`` has its limits)
         self.cache = GrammarCache(cache_size)
         self._matchers: dict[str, Any] = {}
         self._xgr: Any = None
-        self._compiler: Any = None
+        self._compiler: xgrammar.GrammarCompiler | None = None
+        self._info: xgrammar.TokenizerInfo | None = None
+        self._init_lock = threading.Lock()
+        self._workers: GrammarWorkers | None = None
         self._bitmask: Any = None  # reused int32 buffer, grown on demand
         self._batch: Any = None  # xgrammar's BatchGrammarMatcher: one call fills every row
         self._filler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grammar-mask")
         self._pending: Future[None] | None = None
+        self._niced = threading.local()
 
     # ---- compiling -----------------------------------------------------------------------------
-    def _ensure_compiler(self) -> Any:
-        if self._compiler is None:
-            import xgrammar
+    def _ensure_compiler(self) -> xgrammar.GrammarCompiler:
+        with self._init_lock:
+            if self._compiler is None:
+                import xgrammar
 
-            info = xgrammar.TokenizerInfo.from_huggingface(
-                self.tokenizer, vocab_size=self.vocab_size, stop_token_ids=list(self.eos_token_ids) or None)
-            # Our LRU is the cache: the compiler's own would hold a second, differently bounded copy.
-            self._compiler = xgrammar.GrammarCompiler(info, max_threads=COMPILER_THREADS, cache_enabled=False)
-            self._batch = xgrammar.BatchGrammarMatcher(max_threads=COMPILER_THREADS)
-            self._xgr = xgrammar
-        return self._compiler
+                self._info = xgrammar.TokenizerInfo.from_huggingface(
+                    self.tokenizer, vocab_size=self.vocab_size, stop_token_ids=list(self.eos_token_ids) or None)
+                # Our LRU is the cache: the compiler's own would hold a second, differently bounded copy.
+                # One thread: a compile runs on its caller's (lowered-priority) thread, nowhere else.
+                self._compiler = xgrammar.GrammarCompiler(self._info, max_threads=1, cache_enabled=False)
+                self._batch = xgrammar.BatchGrammarMatcher(max_threads=COMPILER_THREADS)
+                self._xgr = xgrammar
+            return self._compiler
 
-    def _compile_uncached(self, spec: StructuredSpec) -> Any:
-        compiler = self._ensure_compiler()
-        try:
-            if spec.kind == "json":
-                return compiler.compile_json_schema(spec.value, any_whitespace=spec.any_whitespace,
-                                                    strict_mode=False)
-            if spec.kind == "regex":
-                return compiler.compile_regex(spec.value)
-            if spec.kind == "choice":
-                return compiler.compile_grammar(choice_grammar(spec.value))
-            if spec.kind == "structural_tag":
-                return compiler.compile_structural_tag(spec.value)
-            return compiler.compile_grammar(spec.value)
-        except (RuntimeError, ValueError, TypeError) as exc:
-            raise ValueError(f"invalid {spec.kind} for structured output: {_first_line(exc)}") from None
+    def _compile_uncached(self, spec: StructuredSpec) -> xgrammar.CompiledGrammar:
+        return compile_prepared(self._ensure_compiler(), prepare_grammar(spec, self.max_grammar_size))
 
-    def compile(self, spec: StructuredSpec) -> Any:
-        """The compiled grammar of ``spec`` (cached); ValueError if the library rejects it."""
+    def compile(self, spec: StructuredSpec) -> xgrammar.CompiledGrammar:
+        """The compiled grammar of ``spec`` (cached), compiled on this thread with no time budget;
+        ``GrammarRefused`` (a ValueError) if it is invalid, too large or admits no output."""
         return self.cache.get_or_compile(spec, self._compile_uncached)
+
+    def compile_checked(self, spec: StructuredSpec, limits: GrammarLimits, cancel: threading.Event) -> ReadyGrammar:
+        """``spec`` compiled, never spending more than ``limits`` on it: a cached grammar, or one whose
+        trial compile in a worker process finished within the budget, then compiled on this thread at
+        lower priority. Raises ``GrammarRefused`` or ``GrammarCancelled`` (``cancel`` was set). Call it
+        from a dedicated pool thread (its priority stays lowered); the first call sizes the workers."""
+        found = self.cache.get(spec)
+        if found is not None:
+            return ReadyGrammar(spec, found)
+        compiler = self._ensure_compiler()
+        with self._init_lock:
+            if self._workers is None:
+                assert self._info is not None
+                self._workers = GrammarWorkers(self._info.serialize_json(), limits.workers)
+            workers = self._workers
+        prepared = workers.prepare(spec, limits, cancel)
+        self._lower_thread_priority()
+        t0 = time.perf_counter()
+        compiled = compile_prepared(compiler, prepared)
+        self.cache.put(spec, compiled, time.perf_counter() - t0)
+        return ReadyGrammar(spec, compiled)
+
+    def _lower_thread_priority(self) -> None:
+        if getattr(self._niced, "done", False):
+            return
+        self._niced.done = True
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICE)  # Linux: this thread only
+        except (AttributeError, OSError):
+            pass
+
+    def close(self) -> None:
+        """Kill the grammar worker processes (a running trial compile is not waited for)."""
+        with self._init_lock:
+            workers, self._workers = self._workers, None
+        if workers is not None:
+            workers.close()
 
     # ---- the matcher lifecycle -----------------------------------------------------------------
     @property
@@ -147,15 +206,18 @@ class StructuredOutputManager:
     def __contains__(self, request_id: str) -> bool:
         return request_id in self._matchers
 
-    def add(self, request_id: str, params: SamplingParams) -> None:
-        """Create the matcher of a request with ``params.structured`` (no-op without). ValueError if bad."""
+    def add(self, request_id: str, params: SamplingParams, ready: ReadyGrammar | None = None) -> None:
+        """Create the matcher of a request with ``params.structured`` (no-op without), from ``ready`` when
+        given (it must be that spec's), else compiled now. ValueError if bad."""
         spec = params.structured
         if spec is None:
             return
+        if ready is not None and ready.spec != spec:
+            raise ValueError("the compiled grammar given is not the request's output format")
         self._settle()
         if request_id in self._matchers:
             raise ValueError(f"duplicate request id {request_id!r}")
-        compiled = self.compile(spec)
+        compiled = ready.compiled if ready is not None else self.compile(spec)
         stops = list(self.eos_token_ids)
         stops += [t for t in params.stop_token_ids if t not in stops and 0 <= t < self.vocab_size]
         override = stops if stops != list(self.eos_token_ids) else None
@@ -208,16 +270,9 @@ class StructuredOutputManager:
 
     def stats(self) -> dict[str, Any]:
         c = self.cache
+        workers = self._workers
         return {"constrained_requests": len(self._matchers), "grammar_cache_size": len(c),
                 "grammar_cache_hits": c.hits, "grammar_cache_misses": c.misses,
-                "grammar_cache_evictions": c.evictions, "grammar_compile_seconds": round(c.compile_seconds, 6)}
-
-
-def _first_line(exc: BaseException) -> str:
-    """The library's message without its C++ source location prefix."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if text.startswith("[") and "] " in text:
-        text = text.split("] ", 1)[1]
-    if text.startswith("/") and ": " in text:  # "/path/file.cc:83: message"
-        text = text.split(": ", 1)[1]
-    return text
+                "grammar_cache_evictions": c.evictions, "grammar_compile_seconds": round(c.compile_seconds, 6),
+                "grammar_compiles_timed_out": workers.timed_out if workers is not None else 0,
+                "grammar_compiles_cancelled": workers.cancelled if workers is not None else 0}

@@ -15,6 +15,16 @@ Invariants:
   engine thread, on a pool shared fairly by tenants (``tokenizer_pool``): a huge prompt stalls neither
   the engine's steps nor another tenant's preparation. The engine thread gets ``TokenizedPrompt``s, a
   group's specs together (different tenants' groups may overtake each other while being prepared).
+- Then each new output constraint is compiled on a second fair pool (``grammar_workers`` threads, one
+  tenant using at most all but one), within ``grammar_limits`` (``LLMEngine.compile_grammar``: a
+  trial compile in a worker process that is killed past the budget). A group reaches the engine thread
+  only with every grammar ready, so the step loop never compiles; a refused constraint rejects the
+  group (its ``GrammarRefused`` is the client's 400). ``RequestGroup.abort`` while a group is being
+  prepared cancels its preparation and kills its running compile; ``shutdown`` cancels every running
+  compile and waits for none.
+- Health (``health_problem``): the loop is unhealthy once it died, and while one iteration (commands
+  plus one step) has run longer than ``stall_timeout`` seconds: a step loop that stopped advancing
+  while it has work. An idle loop (blocked, nothing to do) is healthy however long it sleeps.
 """
 
 from __future__ import annotations
@@ -27,9 +37,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
+from agent_engine.engine.grammar_limits import GrammarLimits
+from agent_engine.engine.grammar_workers import GrammarCancelled
 from agent_engine.engine.outputs import RequestOutput
+from agent_engine.engine.structured_outputs import ReadyGrammar
 from agent_engine.server.engine_like import EngineLike, release_and_account
 from agent_engine.server.groups import (
     AbortRequests,
@@ -44,7 +58,9 @@ from agent_engine.server.groups import (
     prepare_specs,
     reject,
 )
+from agent_engine.server.server_config import DEFAULT_STALL_TIMEOUT_S
 from agent_engine.server.tokenizer_pool import FairTokenizerPool, PoolClosedError
+from scheduler import StructuredSpec
 
 logger = logging.getLogger(__name__)
 
@@ -58,10 +74,15 @@ class AsyncEngine:
     """Owns the engine thread. Construct, ``start()``, then submit from an asyncio event loop."""
 
     def __init__(self, engine: EngineLike, *, idle_tick: float = 0.5, share_prefix_cache: bool = False,
-                 tokenizer_workers: int = 2) -> None:
+                 tokenizer_workers: int = 2, grammar_limits: GrammarLimits | None = None,
+                 stall_timeout: float = DEFAULT_STALL_TIMEOUT_S) -> None:
+        if not stall_timeout > 0:
+            raise ValueError("the health stall timeout must be > 0 seconds")
         self.engine = engine
         self.idle_tick = idle_tick
         self.share_prefix_cache = share_prefix_cache
+        self.grammar_limits = grammar_limits or GrammarLimits()
+        self.stall_timeout = stall_timeout
         self.max_request_tokens: int | None = None  # prompts + max_tokens of one group (None: unbounded)
         self.output_listeners: list[OutputListener] = []
         self.abort_listeners: list[AbortListener] = []
@@ -75,6 +96,10 @@ class AsyncEngine:
         self._live = LiveRequests()  # engine thread only
         self._queued: set[str] = set()  # event loop only: submitted, no event yet
         self._tokenizer_pool = FairTokenizerPool(tokenizer_workers)
+        self._grammar_pool = FairTokenizerPool(self.grammar_limits.workers, name="grammar")
+        self._compiles: set[threading.Event] = set()  # cancel flags of running compiles
+        self._compiles_lock = threading.Lock()
+        self._busy_since: float | None = None  # start of the loop's current iteration; None while idle
         self._preparing: set[asyncio.Future[None]] = set()  # event loop only: keeps tasks alive
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -89,7 +114,20 @@ class AsyncEngine:
 
     @property
     def healthy(self) -> bool:
-        return self._dead is None and self._thread is not None and self._thread.is_alive()
+        return self.health_problem is None
+
+    @property
+    def health_problem(self) -> str | None:
+        """Why the engine cannot serve now (dead, not running, or stalled with work), or None."""
+        if self._dead is not None:
+            return f"engine loop died: {self.dead_reason}"
+        if self._thread is None or not self._thread.is_alive():
+            return "engine loop not running"
+        since = self._busy_since
+        if since is not None and (stalled := time.monotonic() - since) > self.stall_timeout:
+            return (f"the engine step loop has not advanced for {stalled:.0f} s while it has work "
+                    f"(--health-stall-timeout {self.stall_timeout:g})")
+        return None
 
     @property
     def dead_reason(self) -> str | None:
@@ -107,6 +145,11 @@ class AsyncEngine:
     def shutdown(self, drain_timeout: float = 10.0, join_timeout: float = 30.0) -> None:
         """Stop intake, let in-flight requests finish for ``drain_timeout`` s, abort the rest, join."""
         self.begin_drain(drain_timeout)
+        self._grammar_pool.shutdown()
+        with self._compiles_lock:
+            running = list(self._compiles)
+        for cancel in running:  # their worker processes are killed; nobody waits for them
+            cancel.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(join_timeout)
         self._tokenizer_pool.shutdown()
@@ -123,6 +166,7 @@ class AsyncEngine:
         group = RequestGroup(specs, asyncio.get_running_loop(), self._queued, self.abort)
         self._queued.update(group.request_ids)
         task = asyncio.ensure_future(self._prepare_and_enqueue(group, specs))
+        group.preparing = task
         self._preparing.add(task)
         task.add_done_callback(self._preparing.discard)
         return group
@@ -130,11 +174,43 @@ class AsyncEngine:
     async def _prepare_and_enqueue(self, group: RequestGroup, specs: list[RequestSpec]) -> None:
         prepare = lambda: prepare_specs(self.engine, specs, self.max_request_tokens)  # noqa: E731
         try:
-            self._enqueue(AddGroup(group, await self._tokenizer_pool.run(group.tenant, prepare)))
-        except PoolClosedError:
+            ready = await self._tokenizer_pool.run(group.tenant, prepare)
+            self._enqueue(AddGroup(group, await self._compile_grammars(group.tenant, ready)))
+        except asyncio.CancelledError:  # the group was aborted (its client left) while being prepared
+            reject(group, EngineStoppedError("the request was cancelled before it started"))
+        except (PoolClosedError, GrammarCancelled):
             reject(group, EngineStoppedError("server is shutting down"))
-        except Exception as exc:  # a bad prompt, or the engine stopped meanwhile: the group is rejected
+        except Exception as exc:  # a bad prompt or grammar, or the engine stopped: the group is rejected
             reject(group, exc)
+
+    async def _compile_grammars(self, tenant: str | None, specs: list[RequestSpec]) -> list[RequestSpec]:
+        """The specs with their output constraints compiled (each distinct one once), in ``tenant``'s
+        turn on the grammar pool."""
+        compiled: dict[StructuredSpec, ReadyGrammar] = {}
+        out = []
+        for spec in specs:
+            structured = spec.params.structured
+            if structured is None:
+                out.append(spec)
+                continue
+            if structured not in compiled:
+                compiled[structured] = await self._compile_one(tenant, structured)
+            out.append(replace(spec, grammar=compiled[structured]))
+        return out
+
+    async def _compile_one(self, tenant: str | None, spec: StructuredSpec) -> ReadyGrammar:
+        cancel = threading.Event()
+        with self._compiles_lock:
+            self._compiles.add(cancel)
+        try:
+            return await self._grammar_pool.run(
+                tenant, lambda: self.engine.compile_grammar(spec, self.grammar_limits, cancel))
+        except asyncio.CancelledError:
+            cancel.set()  # the worker trying this grammar is killed
+            raise
+        finally:
+            with self._compiles_lock:
+                self._compiles.discard(cancel)
 
     def abort(self, request_ids: list[str]) -> None:
         """Abort requests (thread-safe; unknown or finished ids are ignored)."""
@@ -202,6 +278,7 @@ class AsyncEngine:
                 if busy:
                     return []
                 timeout = self.idle_tick if self._pins_live() else None
+                self._busy_since = None  # idle: nothing to advance
                 woke = self._cond.wait(timeout)
                 if not woke and timeout is not None and not self._commands:
                     return []  # one empty step: the scheduler sweeps expired pins
@@ -215,6 +292,7 @@ class AsyncEngine:
     def _run(self) -> None:
         try:
             while (cmds := self._next_commands()) is not None:
+                self._busy_since = time.monotonic()
                 for cmd in cmds:
                     self._apply(cmd)
                 outs = self.engine.step()
@@ -253,9 +331,13 @@ class AsyncEngine:
         self._live.accept(group, added)
 
     def _add_one(self, spec: RequestSpec) -> None:
-        """Add one prepared request with its hints scoped to its tenant (``JobHints.scoped``)."""
-        self.engine.add_request(spec.request_id, spec.prompt, spec.params,
-                                spec.hints.scoped(self.share_prefix_cache))
+        """Add one prepared request with its hints scoped to its tenant (``JobHints.scoped``) and its
+        compiled grammar, if it has one."""
+        hints = spec.hints.scoped(self.share_prefix_cache)
+        if spec.grammar is None:
+            self.engine.add_request(spec.request_id, spec.prompt, spec.params, hints)
+        else:
+            self.engine.add_request(spec.request_id, spec.prompt, spec.params, hints, grammar=spec.grammar)
 
     def _abort_ids(self, ids: list[str]) -> None:
         live = [rid for rid in ids if rid in self._live]

@@ -6,7 +6,8 @@ not the other way), so ``LLMEngine`` matches it structurally.
 
 Invariants: ``add_request`` and everything that changes the engine run on the engine thread only
 (``AsyncEngine``); ``tokenize_prompt``, ``tokenizer``, ``max_model_len`` and ``vocab_size`` only read
-the engine and may also be used on the tokenizer thread. Job ids given to ``knows_job`` and
+the engine and may also be used on the tokenizer thread; ``compile_grammar`` is thread-safe and runs on
+the grammar pool (``grammar`` hands its result to ``add_request``). Job ids given to ``knows_job`` and
 ``release_job`` are the engine's (tenant-scoped).
 
 ``release_and_account`` is the engine's last act when the loop ends: release every pin (each counted)
@@ -20,13 +21,16 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from agent_engine.config import EngineConfig
+from agent_engine.engine.grammar_limits import GrammarLimits
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import PromptType
-from scheduler import JobHints, SamplingParams
+from agent_engine.engine.structured_outputs import ReadyGrammar
+from scheduler import JobHints, SamplingParams, StructuredSpec
 
 logger = logging.getLogger("agent_engine.server.async_engine")  # the engine loop's log
 
@@ -59,7 +63,10 @@ class EngineLike(Protocol):
 
     def tokenize_prompt(self, prompt: PromptType) -> tuple[str | None, list[int]]: ...
 
-    def add_request(self, request_id: str, prompt: PromptType, params: SamplingParams, hints: JobHints) -> object: ...
+    def add_request(self, request_id: str, prompt: PromptType, params: SamplingParams, hints: JobHints, *,
+                    grammar: ReadyGrammar | None = None) -> object: ...
+
+    def compile_grammar(self, spec: StructuredSpec, limits: GrammarLimits, cancel: threading.Event) -> ReadyGrammar: ...
 
     def abort(self, request_ids: Iterable[str]) -> None: ...
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import TokenizedPrompt
+from agent_engine.engine.structured_outputs import ReadyGrammar
 from agent_engine.server.engine_like import EngineLike
 from scheduler import NO_HINTS, JobHints, SamplingParams, StructuredSpec
 
@@ -38,7 +39,8 @@ class RequestSpec:
     ``max_model_len - prompt_len`` (vLLM's behaviour when a client leaves max_tokens unset).
     ``hints`` are the client's, unscoped: the engine thread applies the tenant's namespace.
     ``constraint``, when given, is called after the prompt is rendered (it may depend on what rendering
-    chose, e.g. the tool-call family); a spec it returns becomes ``params.structured``.
+    chose, e.g. the tool-call family); a spec it returns becomes ``params.structured``. ``grammar`` is
+    ``params.structured`` compiled, set by the grammar stage before the spec reaches the engine thread.
     """
 
     request_id: str
@@ -47,6 +49,7 @@ class RequestSpec:
     fill_max_tokens: bool = False
     hints: JobHints = NO_HINTS
     constraint: Callable[[], StructuredSpec | None] | None = None
+    grammar: ReadyGrammar | None = None
 
 
 class EngineDeadError(RuntimeError):
@@ -88,6 +91,8 @@ class RequestGroup:
         # Called on the event loop with how many of the group's requests just ended (finished, aborted,
         # failed or rejected): once per request in all (the server's per-tenant in-flight count).
         self.on_end: Callable[[int], None] | None = None
+        # The task preparing the group (prompts, grammars) until it is handed to the engine thread.
+        self.preparing: asyncio.Future[None] | None = None
 
     # -- event-loop callbacks, posted by the engine thread --
     def on_accepted(self, err: BaseException | None) -> None:
@@ -115,6 +120,11 @@ class RequestGroup:
         """Wait until the engine thread queued the requests; raises what ``add_request`` raised."""
         await self._accepted
 
+    @property
+    def acceptance(self) -> asyncio.Future[None]:
+        """The future ``accepted`` waits on (to wait for it beside something else; never cancel it)."""
+        return self._accepted
+
     async def events(self) -> AsyncIterator[GroupEvent]:
         await self._accepted
         while self._open:
@@ -124,7 +134,10 @@ class RequestGroup:
             yield ev
 
     def abort(self) -> None:
-        """Abort every request of the group that has not ended (harmless if all ended)."""
+        """Abort every request of the group that has not ended (harmless if all ended); a group still
+        being prepared stops there (its grammar compile is cancelled) and is rejected."""
+        if self.preparing is not None and not self.preparing.done():
+            self.preparing.cancel()
         if self._open:
             self._abort(list(self._open))
 

@@ -41,9 +41,10 @@ from agent_engine.engine.outputs import RequestOutput
 from agent_engine.server.errors import APIError, error_body
 from agent_engine.server.groups import GroupEvent, RequestGroup
 from agent_engine.server.openai_call import DONE, ApiCall, sse, usage
+from agent_engine.server.state import CLIENT_CLOSED, wait_disconnect
 from agent_engine.server.tools import StreamingToolParser, chunk_delta, openai_tool_calls
 
-CLIENT_GONE = 499
+CLIENT_GONE = CLIENT_CLOSED
 
 
 async def respond(call: ApiCall, group: RequestGroup, request: Request) -> Response:
@@ -68,7 +69,7 @@ async def collect_finals(group: RequestGroup, request: Request) -> list[RequestO
     """Final output per index (None: aborted); None if the client disconnected (then all are aborted)."""
     finals: list[RequestOutput | None] = [None] * len(group.request_ids)
     work = asyncio.ensure_future(_consume(group, finals))
-    watcher = asyncio.ensure_future(_wait_disconnect(request))
+    watcher = asyncio.ensure_future(wait_disconnect(request))
     try:
         await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
         if work.done():
@@ -102,14 +103,6 @@ async def _consume(group: RequestGroup, finals: list[RequestOutput | None]) -> N
             raise APIError(500, f"request failed: {ev.error}", code="engine_error")
         if ev.finished:
             finals[ev.index] = ev.output
-
-
-async def _wait_disconnect(request: Request) -> None:
-    """Return when the client goes away (the body has been read already, so receive() only reports that)."""
-    while True:
-        msg = await request.receive()
-        if msg["type"] == "http.disconnect":
-            return
 
 
 async def _choice(call: ApiCall, index: int, out: RequestOutput) -> dict[str, Any]:

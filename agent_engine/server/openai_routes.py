@@ -7,6 +7,8 @@ Invariants:
   anything is submitted, so a rejected call leaves nothing running.
 - Agent hints (the job and its source) come from ``server.hints``: every session convention clients
   send, in one documented precedence.
+- A JSON schema keyword the grammar library does not enforce is a 400 under ``strict`` and otherwise
+  named in the ``X-Structured-Output-Ignored`` header of the answer (``structured_request``).
 """
 
 from __future__ import annotations
@@ -19,18 +21,20 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from agent_engine.server.async_engine import EngineDeadError, EngineStoppedError
 from agent_engine.server.auth import metrics_viewer, tenant_of_scope
 from agent_engine.server.engine_like import EngineLike
-from agent_engine.server.errors import bad_request, error_body
+from agent_engine.server.errors import APIError, bad_request, error_body
 from agent_engine.server.groups import RequestGroup, RequestSpec
 from agent_engine.server.hints import request_hints
 from agent_engine.server.openai_call import ApiCall
 from agent_engine.server.openai_reply import respond, sse_stream
 from agent_engine.server.openai_schema import ChatCompletionRequest, CompletionRequest, sampling_params
 from agent_engine.server.state import ServerState, server_state
+from agent_engine.server.structured_request import UnenforcedSchemaError, ignored_header, unenforced_parts
 from agent_engine.server.tools import parse_tool_choice
 from agent_engine.server.tools.plan import ToolPlan, configured_family
-from scheduler import JobHints, SamplingParams
+from scheduler import JobHints, SamplingParams, StructuredSpec
 
 DEFAULT_COMPLETION_MAX_TOKENS = 16
 PROMETHEUS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -41,11 +45,12 @@ router = APIRouter()
 
 @router.get("/health")
 async def health(state: State) -> Response:
-    engine = state.engine
-    if engine.healthy:
+    """200 while the engine serves; 503 once its loop died, or while it has work and has not advanced
+    for ``--health-stall-timeout`` seconds (a load balancer takes the replica out)."""
+    problem = state.engine.health_problem
+    if problem is None:
         return JSONResponse({"status": "ok"})
-    reason = engine.dead_reason or "engine loop not running"
-    return JSONResponse(error_body(f"unhealthy: {reason}", "service_unavailable_error", None, "unhealthy"),
+    return JSONResponse(error_body(f"unhealthy: {problem}", "service_unavailable_error", None, "unhealthy"),
                         status_code=503)
 
 
@@ -76,12 +81,13 @@ async def completions(req: CompletionRequest, request: Request, state: State) ->
     prompts = _prompts(req)
     params = _params(req, DEFAULT_COMPLETION_MAX_TOKENS if req.max_tokens is None else req.max_tokens)
     hints = await _hints(request)
+    ignored = await unenforced_schema(state, _strict(req), params.structured, None, hints.tenant)
     base = f"cmpl-{uuid.uuid4().hex}"
     ids = [base] if len(prompts) == 1 else [f"{base}-{i}" for i in range(len(prompts))]
     specs = [RequestSpec(rid, p, params, hints=hints) for rid, p in zip(ids, prompts, strict=True)]
-    group = await state.submit(specs)
+    group = await state.submit(specs, request)
     call = ApiCall(base, state, req, hints.job_id, int(time.time()), chat=False)
-    return await _reply(call, group, request)
+    return with_headers(await _reply(call, group, request), ignored_header(ignored))
 
 
 @router.post("/v1/chat/completions")
@@ -99,12 +105,14 @@ async def chat(req: ChatCompletionRequest, request: Request, state: State) -> Re
         raise bad_request('an output format cannot be combined with tools unless tool_choice is "none"',
                           param="response_format", code="unsupported_parameter")
     hints = await _hints(request)
+    tools = req.tool_dicts() if plan.choice.parses else None
+    ignored = await unenforced_schema(state, _strict(req), params.structured, tools, hints.tenant)
     base = f"chatcmpl-{uuid.uuid4().hex}"
     spec = RequestSpec(base, _chat_prompt(messages, plan, base), params, fill_max_tokens=requested is None,
                        hints=hints, constraint=plan.constraint)
-    group = await state.submit([spec])
+    group = await state.submit([spec], request)
     call = ApiCall(base, state, req, hints.job_id, int(time.time()), chat=True, tools=plan.parser)
-    return await _reply(call, group, request)
+    return with_headers(await _reply(call, group, request), ignored_header(ignored))
 
 
 async def _reply(call: ApiCall, group: RequestGroup, request: Request) -> Response:
@@ -153,6 +161,32 @@ async def _hints(request: Request) -> JobHints:
         return request_hints(await request.json(), request.headers, tenant_of_scope(request.scope))
     except ValueError as exc:
         raise bad_request(str(exc), code="invalid_hint") from exc
+
+
+def _strict(req: CompletionRequest | ChatCompletionRequest) -> bool:
+    """Whether the output format is a ``json_schema`` with ``strict: true``."""
+    fmt = req.response_format
+    return fmt is not None and fmt.json_schema is not None and fmt.json_schema.strict is True
+
+
+async def unenforced_schema(state: ServerState, strict: bool, spec: StructuredSpec | None,
+                            tools: list[dict[str, Any]] | None, tenant: str | None) -> list[str]:
+    """What of the request's schemas will not be enforced (``structured_request.unenforced_parts``, on the
+    tokenizer pool in the tenant's turn: a schema can be megabytes); a 400 for a strict one."""
+    if spec is None and not tools:
+        return []
+    try:
+        return await state.engine.tokenize(lambda _eng: unenforced_parts(spec, strict, tools), tenant)
+    except UnenforcedSchemaError as exc:
+        raise bad_request(str(exc), param=exc.param, code="unsupported_schema_keyword") from exc
+    except (EngineDeadError, EngineStoppedError) as exc:
+        raise APIError(503, str(exc), code="engine_unavailable") from exc
+
+
+def with_headers(response: Response, headers: dict[str, str]) -> Response:
+    """``response`` with ``headers`` added (before it is sent)."""
+    response.headers.update(headers)
+    return response
 
 
 def _params(req: CompletionRequest | ChatCompletionRequest, max_tokens: int) -> SamplingParams:

@@ -5,7 +5,8 @@ Invariants:
   embedders), and never changed afterwards (frozen); ``build_app`` and ``serve`` read it, nothing else.
 - ``add_arguments`` is the one definition of the server flags; their defaults are the field defaults.
 - Standard library only, so ``agent-engine serve --help`` stays light (the tool-call parser names come
-  from ``server.tools.parser``, itself standard library only).
+  from ``server.tools.parser``, the grammar limits' defaults from ``engine.grammar_limits``, both
+  standard library only).
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from agent_engine.engine.grammar_limits import GrammarLimits
+
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_PROMPTS = 64
+DEFAULT_STALL_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,10 @@ class ServerConfig:
     ``tenant_body_rate`` (MiB/s) is what one tenant's request bodies may average with several tenants;
     ``header_timeout`` / ``body_timeout`` close connections whose headers, or refuse requests whose
     body, did not arrive in time; ``admin_keys`` read every tenant's ``/metrics`` series.
+
+    Output constraints (docs/structured-outputs.md): ``grammar_limits`` (time budget, size cap and
+    worker processes of a new grammar's compile); ``health_stall_timeout`` is how long the step loop
+    may go without advancing while it has work before ``/health`` answers 503.
     """
 
     host: str = "127.0.0.1"
@@ -56,6 +64,8 @@ class ServerConfig:
     header_timeout: float = 10.0
     body_timeout: float = 30.0
     admin_keys: tuple[str, ...] = ()
+    grammar_limits: GrammarLimits = GrammarLimits()
+    health_stall_timeout: float = DEFAULT_STALL_TIMEOUT_S
 
     def __post_init__(self) -> None:
         from agent_engine.server.tools.parser import family_name
@@ -68,8 +78,9 @@ class ServerConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1")
-        if not (self.header_timeout > 0 and self.body_timeout > 0 and self.tenant_body_rate > 0):
-            raise ValueError("header_timeout, body_timeout and tenant_body_rate must be > 0")
+        if not (self.header_timeout > 0 and self.body_timeout > 0 and self.tenant_body_rate > 0
+                and self.health_stall_timeout > 0):
+            raise ValueError("header_timeout, body_timeout, tenant_body_rate and health_stall_timeout must be > 0")
         object.__setattr__(self, "api_keys", tuple(k for k in self.api_keys if k))
         object.__setattr__(self, "admin_keys", tuple(k for k in self.admin_keys if k))
         object.__setattr__(self, "tool_call_parser", family_name(self.tool_call_parser) or "auto")
@@ -109,7 +120,10 @@ class ServerConfig:
                    max_request_tokens=args.max_request_tokens, tokenizer_workers=args.tokenizer_workers,
                    tenant_body_rate=args.tenant_body_rate,
                    header_timeout=args.header_timeout, body_timeout=args.body_timeout,
-                   admin_keys=tuple(args.admin_key or ()))
+                   admin_keys=tuple(args.admin_key or ()),
+                   grammar_limits=GrammarLimits(args.grammar_compile_timeout, args.max_grammar_size,
+                                                args.grammar_workers),
+                   health_stall_timeout=args.health_stall_timeout)
 
 
 def _add_security_arguments(parser: argparse.ArgumentParser, d: ServerConfig) -> None:
@@ -151,6 +165,19 @@ def _add_fairness_arguments(parser: argparse.ArgumentParser, d: ServerConfig) ->
     g.add_argument("--tokenizer-workers", type=int, default=d.tokenizer_workers,
                    help="threads preparing prompts; one tenant uses at most all but one "
                         f"(default: {d.tokenizer_workers})")
+    lim = d.grammar_limits
+    g.add_argument("--grammar-compile-timeout", type=float, default=lim.timeout_s, metavar="SECONDS",
+                   help="a new output format (JSON schema, regex, grammar, tool schemas) that does not compile "
+                        f"within this many seconds is refused with a 400 (default: {lim.timeout_s:g})")
+    g.add_argument("--max-grammar-size", type=int, default=lim.max_size, metavar="N",
+                   help="output formats whose grammar has more elements are refused with a 400 before "
+                        f"compiling (default: {lim.max_size})")
+    g.add_argument("--grammar-workers", type=int, default=lim.workers,
+                   help="processes compiling new output formats; one tenant uses at most all but one "
+                        f"(default: {lim.workers})")
+    g.add_argument("--health-stall-timeout", type=float, default=d.health_stall_timeout, metavar="SECONDS",
+                   help="/health answers 503 while the engine has work and its step loop has not advanced "
+                        f"for this long (default: {d.health_stall_timeout:g})")
 
 
 def _add_tool_arguments(parser: argparse.ArgumentParser, d: ServerConfig) -> None:

@@ -13,16 +13,22 @@ Invariants:
   server over ``max_waiting`` queued requests is a 503 with ``Retry-After``. ``inflight`` counts each
   tenant's accepted requests until their terminal event (so a client that stops reading a stream still
   holds its seat until the engine ends the request).
+- While ``submit`` waits for the engine to accept a group (its prompts prepared, its grammar compiled),
+  a client that disconnects aborts the group: its preparation stops and its compile is killed. A
+  refused output constraint is a 400 with the refusal's code (``grammar_too_large``,
+  ``grammar_compile_timeout``, ``grammar_admits_no_output``, ``invalid_grammar``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request
 
+from agent_engine.engine.grammar_build import GrammarRefused
 from agent_engine.server.async_engine import AsyncEngine, EngineDeadError, EngineStoppedError
 from agent_engine.server.auth import Tenants
 from agent_engine.server.engine_like import EngineLike
@@ -72,17 +78,20 @@ class ServerState:
             raise APIError(404, f"the model '{model}' does not exist; this server serves '{self.model_name}'",
                            param="model", code="model_not_found")
 
-    async def submit(self, specs: list[RequestSpec]) -> RequestGroup:
-        """Queue the requests and wait for the engine to accept them; maps failures to API errors."""
+    async def submit(self, specs: list[RequestSpec], request: Request | None = None) -> RequestGroup:
+        """Queue the requests and wait for the engine to accept them; maps failures to API errors. With
+        ``request``, a client that disconnects meanwhile aborts them (then a 499 nobody reads)."""
         tenant = specs[0].hints.tenant if specs else None
         self._check_admission(tenant, len(specs))
         self._check_top_k(specs)
         try:
             group = self.engine.submit(specs)
             self._count_inflight(tenant, group)
-            await group.accepted()
+            await _accepted_unless_gone(group, request)
         except (EngineDeadError, EngineStoppedError) as exc:
             raise APIError(503, str(exc), code="engine_unavailable") from exc
+        except GrammarRefused as exc:
+            raise bad_request(str(exc), code=exc.code) from exc
         except ValueError as exc:
             code = "context_length_exceeded" if "max_model_len" in str(exc) else "invalid_request"
             raise bad_request(str(exc), code=code) from exc
@@ -158,6 +167,38 @@ class ServerState:
                 self.inflight.pop(tenant, None)
 
         group.on_end = ended
+
+
+CLIENT_CLOSED = 499
+
+
+async def wait_disconnect(request: Request) -> None:
+    """Return when the client goes away (the body has been read already, so receive() only reports that)."""
+    while True:
+        msg = await request.receive()
+        if msg["type"] == "http.disconnect":
+            return
+
+
+async def _accepted_unless_gone(group: RequestGroup, request: Request | None) -> None:
+    """Wait for the group's acceptance (raising its rejection); abort it if the client leaves first."""
+    if request is not None:
+        gone = asyncio.ensure_future(wait_disconnect(request))
+        try:
+            await asyncio.wait({group.acceptance, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if not group.acceptance.done():
+            group.acceptance.add_done_callback(_consume_result)
+            group.abort()
+            raise APIError(CLIENT_CLOSED, "the client closed the request", code="client_closed_request")
+    await group.accepted()
+
+
+def _consume_result(fut: asyncio.Future[None]) -> None:
+    """Mark a future nobody awaits any more as read (no "exception was never retrieved" at exit)."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def server_state(request: Request) -> ServerState:

@@ -12,17 +12,28 @@
 
 Invariants: at most one of these may be set, else ``ValueError`` (a 400); a malformed value is a
 ``ValueError`` naming it; whether a schema, regex or grammar compiles is the engine's check (also a 400).
+
+``unenforced_parts`` says what of a request's JSON schemas (the output format's, the tools') the
+grammar library does not enforce (``engine.schema_support``): with ``strict`` (``response_format``'s
+``json_schema.strict``, a tool's ``function.strict``) that is an ``UnenforcedSchemaError`` (a 400
+naming the keyword and where), otherwise one line each for the ``IGNORED_HEADER`` response header.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
+from agent_engine.engine.schema_support import Unenforced, unenforced
 from scheduler import StructuredSpec
 
-__all__ = ["JsonSchemaFormat", "ResponseFormat", "StructuredOutputs", "requested_structure"]
+__all__ = ["IGNORED_HEADER", "JsonSchemaFormat", "ResponseFormat", "StructuredOutputs", "UnenforcedSchemaError",
+           "ignored_header", "requested_structure", "unenforced_parts"]
+
+IGNORED_HEADER = "X-Structured-Output-Ignored"
+MAX_HEADER_CHARS = 2000
 
 
 class JsonSchemaFormat(BaseModel):
@@ -109,3 +120,47 @@ def requested_structure(response_format: ResponseFormat | None, structured_outpu
         (name, value), = legacy.items()
         return StructuredOutputs(**{_GUIDED[name]: value}).spec()
     return None
+
+
+class UnenforcedSchemaError(ValueError):
+    """A ``strict`` schema uses a keyword the grammar library would not enforce; ``param`` is where."""
+
+    def __init__(self, param: str, part: Unenforced) -> None:
+        super().__init__(f"{param} uses {part.describe()}: the output could break it, and strict: true asks "
+                         "for every keyword to hold; remove it, or drop strict to have it ignored")
+        self.param = param
+
+
+def unenforced_parts(spec: StructuredSpec | None, strict: bool,
+                     tools: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+    """What the decoder will not enforce of the output format ``spec`` (a JSON schema) and of the
+    ``tools``' parameters, one ``where: keyword at path (why)`` line each. Raises
+    ``UnenforcedSchemaError`` for the first part of a strict schema (``strict`` for ``spec``, each tool's
+    ``function.strict``)."""
+    lines: list[str] = []
+    if spec is not None and spec.kind == "json":
+        found = unenforced(spec.schema)
+        if found and strict:
+            raise UnenforcedSchemaError("response_format", found[0])
+        lines += [f"output: {part.describe()}" for part in found]
+    for tool in tools or ():
+        fn = tool.get("function")
+        params = fn.get("parameters") if isinstance(fn, Mapping) else None
+        if not isinstance(params, Mapping):
+            continue
+        found = unenforced(params)
+        name = f"tool {fn.get('name')!s}"
+        if found and fn.get("strict") is True:
+            raise UnenforcedSchemaError(f"{name} (parameters)", found[0])
+        lines += [f"{name}: {part.describe()}" for part in found]
+    return lines
+
+
+def ignored_header(lines: Sequence[str]) -> dict[str, str]:
+    """The response header naming what was not enforced (none when nothing was): ASCII, one line,
+    at most ``MAX_HEADER_CHARS``."""
+    if not lines:
+        return {}
+    text = "; ".join(lines).encode("ascii", "backslashreplace").decode("ascii")
+    text = "".join(c if c.isprintable() else " " for c in text)
+    return {IGNORED_HEADER: text[:MAX_HEADER_CHARS]}

@@ -44,7 +44,9 @@ from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.errors import APIError, bad_request
 from agent_engine.server.groups import RequestGroup, RequestSpec
 from agent_engine.server.hints import request_hints
+from agent_engine.server.openai_routes import unenforced_schema, with_headers
 from agent_engine.server.state import ServerState, server_state
+from agent_engine.server.structured_request import ignored_header
 from agent_engine.server.tools import parse_tool_choice
 from agent_engine.server.tools.plan import ToolPlan, configured_family
 from scheduler import JobHints
@@ -59,11 +61,15 @@ async def create_message(req: MessagesRequest, request: Request, state: State) -
     call = MessagesCall(req, _chat_form(req), state.model_name)
     plan = _plan(call.form, request)
     hints = await _hints(request, req)
-    group = await _submit(state, call, plan, hints)
+    tools = call.form.tools if plan.choice.parses else None
+    ignored = await unenforced_schema(state, False, None, tools, hints.tenant)
+    group = await _submit(state, call, plan, hints, request)
     call.parser = plan.parser  # set by rendering, which ran before the engine accepted the request
     if req.stream:
-        return StreamingResponse(message_stream(call, group), media_type="text/event-stream")
-    return await reply(call, group, request)
+        response: Response = StreamingResponse(message_stream(call, group), media_type="text/event-stream")
+    else:
+        response = await reply(call, group, request)
+    return with_headers(response, ignored_header(ignored))
 
 
 @router.post("/v1/messages/count_tokens")
@@ -106,15 +112,16 @@ async def _hints(request: Request, req: MessagesRequest) -> JobHints:
     return hints
 
 
-async def _submit(state: ServerState, call: MessagesCall, plan: ToolPlan, hints: JobHints) -> RequestGroup:
+async def _submit(state: ServerState, call: MessagesCall, plan: ToolPlan, hints: JobHints,
+                  request: Request) -> RequestGroup:
     """Submit with the requested ``max_tokens``, or capped at the room left when that does not fit."""
     fill = call.req.max_tokens >= state.max_model_len  # can never fit: cap at once
     try:
-        return await state.submit([_spec(call, plan, hints, fill)])
+        return await state.submit([_spec(call, plan, hints, fill)], request)
     except APIError as exc:
         if fill or exc.code != "context_length_exceeded":
             raise
-    return await state.submit([_spec(call, plan, hints, fill=True)])
+    return await state.submit([_spec(call, plan, hints, fill=True)], request)
 
 
 def _spec(call: MessagesCall, plan: ToolPlan, hints: JobHints, fill: bool) -> RequestSpec:

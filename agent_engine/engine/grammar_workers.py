@@ -1,0 +1,196 @@
+"""Worker processes that try each new grammar first, under a time budget, and die when it runs out.
+
+xgrammar cannot stop a compile once it started, and a grammar's compile time is hard to foresee (n
+optional JSON properties cost O(n^2): 400 take seconds, 5,000 ran for over ten minutes). So a new
+constraint is first prepared (``grammar_build.prepare_grammar``: converted, size-capped, checked for
+output, pruned) *and compiled* in a worker process, which is killed when the request's budget runs
+out or the request is cancelled. Only a grammar whose trial compile finished is compiled again where
+it is used (a compiled grammar does not cross processes cheaply: its serialized form is ~50x its size
+and slower to write than to compile), so the server process only ever compiles what is known to end.
+
+Invariants:
+- ``prepare`` uses one of ``processes`` slots for the whole call and blocks while none is free; a slot
+  runs one job at a time, and its process is killed (SIGKILL) on timeout, on ``cancel`` and on any
+  broken pipe, then restarted by the slot's next job. ``close`` kills every process; nothing waits for
+  a running compile.
+- The budget counts the job only (not a worker's start-up, which has ``STARTUP_TIMEOUT_S`` of its own).
+- Workers are forked from multiprocessing's fork server with xgrammar imported once (``PRELOAD``), so a
+  restart costs milliseconds, and they run at ``WORKER_NICE`` (below the engine's step loop).
+- The worker holds only the tokenizer's vocabulary (``TokenizerInfo``, serialized once); it never
+  imports the engine or the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import queue
+import threading
+import time
+from multiprocessing.connection import Connection
+
+from agent_engine.engine.grammar_build import (
+    INVALID,
+    TOO_SLOW,
+    GrammarRefused,
+    compile_prepared,
+    first_line,
+    prepare_grammar,
+)
+from agent_engine.engine.grammar_limits import DEFAULT_GRAMMAR_WORKERS, GrammarLimits
+from scheduler import StructuredSpec
+
+STARTUP_TIMEOUT_S = 120.0
+WORKER_NICE = 10
+POLL_S = 0.05
+PRELOAD = ["xgrammar", "agent_engine.engine.grammar_build"]
+
+
+class GrammarCancelled(RuntimeError):
+    """The request went away while its grammar was being tried; the worker was killed."""
+
+
+def _context() -> multiprocessing.context.ForkServerContext:
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+class _Slot:
+    """One worker process (started on demand) and the pipe to it."""
+
+    def __init__(self, tokenizer_info: str) -> None:
+        self.tokenizer_info = tokenizer_info
+        self.process: multiprocessing.process.BaseProcess | None = None
+        self.conn: Connection | None = None
+
+    def ready(self, cancel: threading.Event) -> Connection:
+        """The pipe to a live, initialised worker (started now if needed)."""
+        if self.process is not None and self.process.is_alive() and self.conn is not None:
+            return self.conn
+        self.kill()
+        parent, child = multiprocessing.Pipe()
+        proc = _context().Process(target=_serve, args=(child, self.tokenizer_info), name="grammar-worker",
+                                  daemon=True)
+        proc.start()
+        child.close()
+        self.process, self.conn = proc, parent
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        if not _wait(parent, deadline, cancel):
+            self.kill()
+            if cancel.is_set():
+                raise GrammarCancelled("cancelled while a grammar worker started")
+            raise RuntimeError(f"a grammar worker did not start within {STARTUP_TIMEOUT_S:g} s")
+        if parent.recv() != "ready":
+            self.kill()
+            raise RuntimeError("a grammar worker failed to start")
+        return parent
+
+    def kill(self) -> None:
+        proc, conn = self.process, self.conn
+        self.process = self.conn = None
+        if conn is not None:
+            conn.close()
+        if proc is not None:
+            with contextlib.suppress(Exception):
+                proc.kill()
+                proc.join(5.0)
+                proc.close()
+
+
+class GrammarWorkers:
+    """``processes`` worker slots for one tokenizer (see the module docstring). Thread-safe."""
+
+    def __init__(self, tokenizer_info: str, processes: int = DEFAULT_GRAMMAR_WORKERS) -> None:
+        if processes < 1:
+            raise ValueError("grammar workers must be at least 1")
+        self._slots = [_Slot(tokenizer_info) for _ in range(processes)]
+        self._idle: queue.SimpleQueue[_Slot] = queue.SimpleQueue()
+        for slot in self._slots:
+            self._idle.put(slot)
+        self._closed = False
+        self._lock = threading.Lock()
+        self.timed_out = 0  # trial compiles killed at their budget
+        self.cancelled = 0  # trial compiles killed because their request went away
+
+    def prepare(self, spec: StructuredSpec, limits: GrammarLimits, cancel: threading.Event) -> str:
+        """The prepared grammar of ``spec`` once a worker compiled it within ``limits.timeout_s``.
+        Raises ``GrammarRefused`` (refused, or over the budget), ``GrammarCancelled`` (``cancel`` set),
+        RuntimeError (a worker crashed or the pool is closed)."""
+        slot = self._idle.get()
+        try:
+            if self._closed:
+                raise RuntimeError("the grammar workers are shut down")
+            conn = slot.ready(cancel)
+            try:
+                conn.send((spec, limits.max_size))
+                finished = _wait(conn, time.monotonic() + limits.timeout_s, cancel)
+                reply = conn.recv() if finished else None
+            except (EOFError, OSError) as exc:
+                slot.kill()
+                if self._closed:
+                    raise RuntimeError("the grammar workers are shut down") from None
+                detail = str(exc) or "it exited"
+                raise GrammarRefused(f"the grammar worker ended while compiling this output format ({detail}); "
+                                     "it is too large or malformed", INVALID) from None
+            if reply is None:
+                slot.kill()
+                with self._lock:
+                    if cancel.is_set():
+                        self.cancelled += 1
+                    else:
+                        self.timed_out += 1
+                if cancel.is_set():
+                    raise GrammarCancelled("the request went away while its grammar compiled")
+                raise GrammarRefused(f"the output format's grammar did not compile within {limits.timeout_s:g} s "
+                                     "(--grammar-compile-timeout); simplify it (fewer optional properties, "
+                                     "shorter enums and alternations)", TOO_SLOW)
+        finally:
+            self._idle.put(slot)
+        status, payload, code = reply
+        if status != "ok":
+            raise GrammarRefused(payload, code)
+        return payload
+
+    def close(self) -> None:
+        """Kill every worker now (a running compile is not waited for); later ``prepare`` calls fail."""
+        self._closed = True
+        for slot in self._slots:
+            slot.kill()
+
+
+def _wait(conn: Connection, deadline: float, cancel: threading.Event) -> bool:
+    """Whether ``conn`` has a message before ``deadline``; False at once when ``cancel`` is set."""
+    while not cancel.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        if conn.poll(min(left, POLL_S)):
+            return True
+    return False
+
+
+def _serve(conn: Connection, tokenizer_info: str) -> None:
+    """The worker: for each ``(spec, max_size)`` prepare and compile, answer ``(status, payload, code)``."""
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICE)
+    import xgrammar
+
+    compiler = xgrammar.GrammarCompiler(xgrammar.TokenizerInfo.deserialize_json(tokenizer_info), max_threads=1,
+                                        cache_enabled=False)
+    conn.send("ready")
+    while True:
+        try:
+            spec, max_size = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            prepared = prepare_grammar(spec, max_size)
+            compile_prepared(compiler, prepared)
+            reply = ("ok", prepared, "")
+        except GrammarRefused as exc:
+            reply = ("refused", str(exc), exc.code)
+        except Exception as exc:  # noqa: BLE001 - the library's error is the client's answer
+            reply = ("refused", f"invalid {spec.kind} for structured output: {first_line(exc)}", INVALID)
+        conn.send(reply)
