@@ -86,6 +86,21 @@ def test_a_failed_edit_shows_the_closest_lines_with_their_numbers(sandbox: Sandb
     assert _file(sandbox) == SOURCE
 
 
+def test_old_text_that_skips_a_docstring_is_applied_as_a_line_diff(tmp_path: Path) -> None:
+    source = 'def add(a, b):\n    """The sum."""\n    return a - b\n\n\ndef double(x):\n    return add(x, x)\n'
+    (tmp_path / "calc.py").write_text(source)
+    with Sandbox.create(str(tmp_path), timeout=20, isolation="process") as sb:
+        out = run_tool_call(sb, tool_call("edit_file", path="calc.py", old_text="def add(a, b):\n    return a - b\n",
+                                          new_text="def add(a, b):\n    # fixed\n    return a + b\n"))
+        assert out.exit_code == 0 and "did not match exactly" in out.observation, out.observation
+        assert _file(sb) == source.replace("    return a - b\n", "    # fixed\n    return a + b\n")
+        # a changed run of lines that are not adjacent in the file: too uncertain, nothing written
+        again = run_tool_call(sb, tool_call("edit_file", path="calc.py", old_text="def add(a, b):\n    return a + b",
+                                            new_text="def plus(a, b):\n    return a * b"))
+        assert again.exit_code == 1 and "Nothing changed" in again.observation
+        assert "# fixed" in _file(sb) and "def add(a, b):" in _file(sb)
+
+
 def test_a_whitespace_near_miss_is_named_and_shown(sandbox: Sandbox) -> None:
     out = run_tool_call(sandbox, tool_call("edit_file", path="calc.py", old_text="return a-b", new_text="return a + b"))
     assert out.exit_code == 1 and "Lines 2-2 of calc.py match old_text except for whitespace" in out.observation

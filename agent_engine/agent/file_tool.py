@@ -15,6 +15,12 @@ Invariants:
   that equal ``old`` but for whitespace, or the ``difflib`` closest window of the file's lines (when
   at least ``MIN_SIMILARITY`` similar). Every failure observation is bounded (``SHOW_LINES`` lines of
   at most ``LINE_CHARS`` characters), and so is the search, whatever the sizes of the file and ``old``.
+- When ``old`` is not found so, but its non-blank lines occur in the file in order, each equal but for
+  surrounding blanks, at most ``MAX_GAP`` lines apart and in exactly one place (the model left out a
+  docstring or a comment between them), the edit is applied as the line diff from ``old`` to ``new``
+  on the lines ``old`` names (``gapped_edit``): a changed run of ``old``'s lines must be adjacent in
+  the file, the lines ``old`` left out stay, and the observation says the match was not exact and
+  shows the result. Anything less certain writes nothing.
 - A file that cannot be written (read-only, as the task's check files are) is left as it was, and the
   observation says so.
 """
@@ -35,6 +41,7 @@ CONTEXT = 1  # lines shown around the closest window
 MIN_SIMILARITY = 0.5  # below this, no window is offered as "what you meant"
 MAX_WINDOWS = 5000  # windows compared by difflib, at most (the file's first lines)
 PROBE_LINES = 3  # a window is compared on its first lines only
+MAX_GAP = 3  # lines the model may have left out between two lines of old_text (gapped_edit)
 NUMBERED = re.compile(r"^ *[0-9]+[|] ?")
 
 
@@ -151,6 +158,68 @@ def closest(text: str, old: str) -> tuple[float, int, int]:
     return best, best_k + 1, min(len(lines), best_k + n)
 
 
+def indent_of(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def gapped_places(lines: list[str], want: list[str]) -> list[list[int]]:
+    """Every list of 0-based line indexes where ``want`` (stripped lines) occurs in order, each next
+    line at most ``MAX_GAP`` lines after the previous one (the first such line taken each time)."""
+    places = []
+    for k in range(min(len(lines), MAX_WINDOWS)):
+        if lines[k].strip() != want[0]:
+            continue
+        idx = [k]
+        for w in want[1:]:
+            j = idx[-1] + 1
+            while j < len(lines) and j - idx[-1] <= MAX_GAP + 1 and lines[j].strip() != w:
+                j += 1
+            if j >= len(lines) or j - idx[-1] > MAX_GAP + 1:
+                break
+            idx.append(j)
+        if len(idx) == len(want):
+            places.append(idx)
+    return places
+
+
+def gapped_edit(text: str, old: str, new: str) -> tuple[str, int, int] | None:
+    """``(new text, first, last)`` (0-based lines of the result around the change) of ``old`` -> ``new``
+    applied as a line diff where ``old``'s non-blank lines occur once with gaps (see the module
+    docstring), else None."""
+    lines = text.splitlines(keepends=True)
+    old_lines = [x for x in variants(old)[-1].strip("\n").splitlines() if x.strip()]
+    new_lines = new.strip("\n").splitlines()
+    want = [x.strip() for x in old_lines]
+    if len(want) < 2:
+        return None
+    places = gapped_places(lines, want)
+    if len(places) != 1:
+        return None
+    idx = places[0]
+    shift = (indent_of(old_lines[0]), indent_of(lines[idx[0]]))
+
+    def reindent(line: str) -> str:
+        body = line[len(shift[0]):] if line.startswith(shift[0]) else line.lstrip()
+        return (shift[1] + body if line.strip() else "") + "\n"
+
+    out = list(lines)
+    ops = difflib.SequenceMatcher(None, want, [x.strip() for x in new_lines], autojunk=False).get_opcodes()
+    for tag, i1, i2, j1, j2 in reversed(ops):  # from the end, so earlier indexes stay valid
+        if tag == "equal":
+            continue
+        replacement = [reindent(x) for x in new_lines[j1:j2]]
+        if i1 == i2:  # an insertion after old line i1 - 1 (before old line 0 when i1 is 0)
+            at = idx[i1 - 1] + 1 if i1 > 0 else idx[0]
+            out[at:at] = replacement
+            continue
+        span = idx[i1:i2]
+        if span != list(range(span[0], span[-1] + 1)):
+            return None  # the lines to change are not adjacent in the file: too uncertain
+        out[span[0]:span[-1] + 1] = replacement
+    added = len(out) - len(lines)
+    return "".join(out), idx[0], idx[-1] + max(0, added)
+
+
 def not_found(path: str, text: str, old: str) -> str:
     """Why ``old`` could not be placed in ``text``, and what the model probably meant (bounded)."""
     lines = text.splitlines()
@@ -183,8 +252,11 @@ def edit(path: str, text: str, old: str, new: str) -> int:
     """Replace ``old`` by ``new`` in the file (see the module docstring); prints the observation."""
     start, end, indent = locate(text, old) if old.strip() else (None, 0, None)
     if start is None:
-        print(not_found(path, text, old), end="")
-        return 1
+        gapped = gapped_edit(text, old, new) if old.strip() else None
+        if gapped is None:
+            print(not_found(path, text, old), end="")
+            return 1
+        return write_gapped(path, *gapped)
     if indent is not None:
         body = new.strip("\n").splitlines()
         base = min((len(x) - len(x.lstrip()) for x in body if x.strip()), default=0)
@@ -203,6 +275,23 @@ def edit(path: str, text: str, old: str, new: str) -> int:
     lo = max(0, first - 2)
     print(f"Edited {path}. Lines {lo + 1}-{min(len(lines), last + 2)} now read:")
     print(numbered(lines[lo:last + 2], lo + 1), end="")
+    return 0
+
+
+def write_gapped(path: str, text: str, first: int, last: int) -> int:
+    """Write a ``gapped_edit`` result; prints what changed (or that the file is read-only)."""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except PermissionError:
+        print(f"{path} is read-only: nothing changed. A task's check files are read-only: fix the code they "
+              "test instead.")
+        return 1
+    lines = text.splitlines(keepends=True)
+    lo, hi = max(0, first - 1), min(len(lines), last + 2)
+    print(f"Edited {path}. old_text did not match exactly (the file has lines between the ones it gave, "
+          f"which were kept); the change was applied to the lines it named. Lines {lo + 1}-{hi} now read:")
+    print(numbered(lines[lo:hi], lo + 1), end="")
     return 0
 
 
