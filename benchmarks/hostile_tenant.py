@@ -5,8 +5,11 @@ time to first token is measured per turn), first alone (the quiet run), then whi
 valid key of its own, sends every probe of ``probes()`` round-robin from several connections: floods past
 its in-flight share, a 20,000-prompt batch, 10 MB prompts and token counts, a 5,000-deep session id,
 900-deep message extras, a 1 MB ``tool_name``, unread streams, connections that never finish their
-headers or trickle their bodies, unsupported fields, a wrong Content-Type, guessed job ids, and the
-catalogue of bad inputs (``bad_inputs.BAD_INPUTS``).
+headers or trickle their bodies, unsupported fields, a wrong Content-Type, guessed job ids, output
+formats that are costly to compile or admit no output (``grammar_probes``: 5,000 and 1,000 optional
+properties, a 2,000-string enum, a 50,000-alternative regex, a ``$ref`` cycle, a regex and a grammar
+that match nothing, a strict schema with ``not``), and the catalogue of bad inputs
+(``bad_inputs.BAD_INPUTS``).
 
 Reported: the victim's p50/p99 TTFT and mean JCT in both runs and their ratio, the victim's lost
 requests (anything but a completed answer), the attacker's answers by status (a 5xx is a violation),
@@ -36,6 +39,7 @@ from benchmarks.bad_inputs import BAD_INPUTS
 
 VICTIM, ATTACKER = "key-victim", "key-attacker"
 TTFT_P99_LIMIT = 2.0
+GRAMMAR_BUDGET_S = 3.0
 RSS_LIMIT_MB = 50.0
 _CMPL, _CHAT = "/v1/completions", "/v1/chat/completions"
 
@@ -63,13 +67,43 @@ def probes() -> dict[str, tuple[str, dict[str, Any]]]:
         "tool_name_1mb": (_CMPL, {"prompt": "hi", "max_tokens": 2, "job_id": "j", "tool_name": "x" * 1_000_000}),
         "best_of": (_CMPL, {"prompt": "hi", "max_tokens": 2, "best_of": 3}),
         "temperature_tiny": (_CMPL, {"prompt": "hi", "max_tokens": 2, "temperature": 1e-38}),
+        **grammar_probes(),
+    }
+
+
+def _schema_chat(schema: dict[str, Any], strict: bool = False) -> tuple[str, dict[str, Any]]:
+    return (_CHAT, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "out", "schema": schema, "strict": strict}}})
+
+
+def grammar_probes() -> dict[str, tuple[str, dict[str, Any]]]:
+    """Output constraints that cost the server most to compile, or that admit no output: each must be
+    a 400 (past the size cap or the compile budget, or refused) or an answer, never a stalled engine."""
+    def optional(n: int) -> dict[str, Any]:
+        return {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(n)}}
+
+    cycle = {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}
+    return {
+        "schema_5000_optional": _schema_chat(optional(5000)),  # past --max-grammar-size
+        "schema_1000_optional": _schema_chat(optional(1000)),  # past --grammar-compile-timeout (O(n^2))
+        "enum_2000_long": _schema_chat({"enum": [f"{'value-' * 10}{i}" for i in range(2000)]}),
+        "regex_50k_alternatives": (_CMPL, {"prompt": "hi", "max_tokens": 2, "structured_outputs": {
+            "regex": "|".join(f"alt{i}" for i in range(50_000))}}),
+        "schema_ref_cycle": _schema_chat(cycle),  # admits no output
+        "regex_matches_nothing": (_CMPL, {"prompt": "hi", "max_tokens": 2,
+                                          "structured_outputs": {"regex": r"[^\s\S]"}}),
+        "grammar_root_root": (_CMPL, {"prompt": "hi", "max_tokens": 2,
+                                      "structured_outputs": {"grammar": "root ::= root"}}),
+        "strict_not": _schema_chat({"type": "integer", "not": {"const": 1}}, strict=True),
     }
 
 
 def engine_args(model_args: list[str], tenant_max_requests: int) -> list[str]:
-    """Server flags for the phase: two tenants, short header and body timeouts."""
+    """Server flags for the phase: two tenants, short header and body timeouts, a 3 s compile budget (so
+    the attacker's 1,000-property schema is refused in seconds, not the default 10)."""
     return [*model_args, "--api-key", VICTIM, "--api-key", ATTACKER, "--tenant-max-requests",
-            str(tenant_max_requests), "--header-timeout", "2", "--body-timeout", "3", "--drain-timeout", "2"]
+            str(tenant_max_requests), "--header-timeout", "2", "--body-timeout", "3", "--drain-timeout", "2",
+            "--grammar-compile-timeout", str(GRAMMAR_BUDGET_S)]
 
 
 def rss_mb(pid: int) -> float:

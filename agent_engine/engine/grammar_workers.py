@@ -26,6 +26,7 @@ import contextlib
 import multiprocessing
 import os
 import queue
+import sys
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -52,8 +53,12 @@ class GrammarCancelled(RuntimeError):
 
 
 def _context() -> multiprocessing.context.ForkServerContext:
+    """The fork server's context, preloading xgrammar and the main module (which every multiprocessing
+    child imports: preloaded, a worker's restart does not pay for its imports again)."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    main = [main_spec.name] if main_spec is not None and not main_spec.name.endswith("__main__") else []
+    ctx.set_forkserver_preload(PRELOAD + main)
     return ctx
 
 
