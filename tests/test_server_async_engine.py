@@ -229,3 +229,16 @@ def test_shutdown_does_not_wait_for_a_running_compile():
             await group.accepted()
 
     asyncio.run(run())
+
+
+def test_the_server_config_sets_the_grammar_limits_and_the_stall_timeout():
+    from agent_engine.engine.grammar_limits import GrammarLimits
+    from agent_engine.server.server_config import ServerConfig
+
+    limits = GrammarLimits(timeout_s=2.5, max_size=1234, workers=3)
+    engine = AsyncEngine.from_config(FakeEngine(), ServerConfig(grammar_limits=limits, health_stall_timeout=7.0))
+    try:
+        assert engine.grammar_limits == limits and engine.stall_timeout == 7.0
+        assert engine._grammar_pool.workers == 3 and engine._grammar_pool.per_tenant == 2
+    finally:
+        engine.shutdown(drain_timeout=0.0)

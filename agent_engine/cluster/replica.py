@@ -75,7 +75,7 @@ class EngineReplica:
             torch.set_num_threads(threads)
         self.replica_id = serve.get_replica_context().replica_id.unique_id
         self.engine = await asyncio.to_thread(run_on_own_thread, lambda: LLMEngine(serving_config(engine_config)))
-        self.async_engine = AsyncEngine(self.engine)
+        self.async_engine = AsyncEngine.from_config(self.engine, server_config)
         self.app = build_app(self.async_engine, server_config)
         self._lifespan = self.app.router.lifespan_context(self.app)
         await self._lifespan.__aenter__()

@@ -58,7 +58,7 @@ from agent_engine.server.groups import (
     prepare_specs,
     reject,
 )
-from agent_engine.server.server_config import DEFAULT_STALL_TIMEOUT_S
+from agent_engine.server.server_config import DEFAULT_STALL_TIMEOUT_S, ServerConfig
 from agent_engine.server.tokenizer_pool import FairTokenizerPool, PoolClosedError
 from scheduler import StructuredSpec
 
@@ -101,6 +101,12 @@ class AsyncEngine:
         self._compiles_lock = threading.Lock()
         self._busy_since: float | None = None  # start of the loop's current iteration; None while idle
         self._preparing: set[asyncio.Future[None]] = set()  # event loop only: keeps tasks alive
+
+    @classmethod
+    def from_config(cls, engine: EngineLike, config: ServerConfig) -> AsyncEngine:
+        """An ``AsyncEngine`` with the server config's tokenizer workers, grammar limits and stall timeout."""
+        return cls(engine, tokenizer_workers=config.tokenizer_workers, grammar_limits=config.grammar_limits,
+                   stall_timeout=config.health_stall_timeout)
 
     # ---- lifecycle -------------------------------------------------------------------------------
     def start(self) -> AsyncEngine:

@@ -60,9 +60,7 @@ def run_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=server_config.log_level.upper(), format=_LOG_FORMAT)
 
     engine = run_on_own_thread(lambda: LLMEngine(serving_config(EngineConfig.from_args(args))))
-    async_engine = AsyncEngine(engine, tokenizer_workers=server_config.tokenizer_workers,
-                               grammar_limits=server_config.grammar_limits,
-                               stall_timeout=server_config.health_stall_timeout)
+    async_engine = AsyncEngine.from_config(engine, server_config)
     app = build_app(async_engine, server_config)
     server = draining_server(app, async_engine, server_config.host, server_config.port,
                              server_config.log_level, server_config.drain_timeout, server_config.header_timeout)
