@@ -85,7 +85,7 @@ class QuantWeight:
         slice of a wider matrix)."""
         if out is None:
             out = x.new_empty(x.shape[0], self.out_features)
-        torch.ops.agent_engine.gguf_linear_int8(out, x, self.raw, self.qtype)
+        torch.ops.agent_engine.gguf_linear_int8(out, x, [self.raw], [self.qtype])
         return out
 
 
@@ -129,11 +129,9 @@ def quant_matmul(x: torch.Tensor, weight: QuantMatmul, bias: torch.Tensor | None
                  out: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear(x, weight.dequantize(), bias)`` up to the int8 rounding of ``x`` (see the module's
     invariants) for a contiguous float32 ``[M, K]`` ``x`` on CPU; into ``out`` ``[M, N]`` when given.
-    Each part writes its own columns."""
+    One kernel call: ``x`` is quantized once, and every part's rows share one parallel region, each
+    part writing its own columns."""
     if out is None:
         out = x.new_empty(x.shape[0], weight.out_features)
-    col = 0
-    for part in weight.parts:
-        part.linear(x, out[:, col : col + part.out_features])
-        col += part.out_features
+    torch.ops.agent_engine.gguf_linear_int8(out, x, [p.raw for p in weight.parts], [p.qtype for p in weight.parts])
     return out if bias is None else out.add_(bias)

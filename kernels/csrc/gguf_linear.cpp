@@ -31,45 +31,13 @@
 
 namespace {
 
-void check_common(const at::Tensor& out, const at::Tensor& x, const at::Tensor& raw) {
+[[maybe_unused]] void check_common(const at::Tensor& out, const at::Tensor& x, const at::Tensor& raw) {
   TORCH_CHECK(x.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && x.dim() == 2 && out.dim() == 2 &&
                   x.is_contiguous() && out.stride(1) == 1 && out.stride(0) >= out.size(1),
               "gguf_linear: contiguous float32 x, float32 out with unit column stride");
   TORCH_CHECK(raw.scalar_type() == at::kByte && raw.dim() == 2 && raw.stride(1) == 1,
               "gguf_linear: raw blocks are uint8 [N, row_bytes] with contiguous rows");
   TORCH_CHECK(out.size(0) == x.size(0) && out.size(1) == raw.size(0), "gguf_linear: bad output shape");
-}
-
-// Weight rows in tiles that stay in L2 while each group of (quantized) x rows passes over them;
-// ``rows_fn(w, x, x_row, blocks, out, stride)`` multiplies one weight row into up to ``max_rows`` rows.
-template <class XB, int MaxRows, class RowsFn>
-void int8_product(at::Tensor& out, const at::Tensor& x, const at::Tensor& raw, int64_t block, int64_t block_bytes,
-                  void (*quantize)(const float*, int64_t, XB*), RowsFn&& rows_fn) {
-  const int64_t m_dim = x.size(0), k_dim = x.size(1), n_dim = raw.size(0), ldo = out.stride(0);
-  TORCH_CHECK(k_dim % block == 0 && raw.size(1) == k_dim / block * block_bytes, "gguf_linear_int8: rows of ",
-              raw.size(1), " bytes do not hold K=", k_dim);
-  if (m_dim == 0 || n_dim == 0) return;
-  const int64_t blocks = k_dim / block;
-  std::vector<XB> xq(m_dim * blocks);
-  const float* xp = x.data_ptr<float>();
-  at::parallel_for(0, m_dim, 16, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) quantize(xp + m * k_dim, k_dim, xq.data() + m * blocks);
-  });
-  const uint8_t* wp = raw.data_ptr<uint8_t>();
-  const int64_t w_stride = raw.stride(0), row_bytes = raw.size(1);
-  float* op = out.data_ptr<float>();
-  const int64_t tile = std::max<int64_t>(1, (256 * 1024) / row_bytes);
-  const int64_t grain = std::max<int64_t>(8, (1 << 15) / row_bytes);
-  at::parallel_for(0, n_dim, grain, [&](int64_t n0, int64_t n1) {
-    for (int64_t t0 = n0; t0 < n1; t0 += tile) {
-      const int64_t t1 = std::min(n1, t0 + tile);
-      for (int64_t m0 = 0; m0 < m_dim; m0 += MaxRows) {
-        const int rows = static_cast<int>(std::min<int64_t>(MaxRows, m_dim - m0));
-        for (int64_t n = t0; n < t1; ++n)
-          rows_fn(rows, wp + n * w_stride, xq.data() + m0 * blocks, blocks, op + m0 * ldo + n, ldo);
-      }
-    }
-  });
 }
 
 // f.template operator()<R>() for a run-time R in [1, Max] (Max 4 or 8).
@@ -93,43 +61,147 @@ void with_rows(int rows, F&& f) {
   }
 }
 
-void gguf_linear_int8(at::Tensor out, const at::Tensor& x, const at::Tensor& raw, int64_t qtype) {
-  check_common(out, x, raw);
-  static_assert(ae::kquant::kMaxRows % 4 == 0 && ae::kquant::kMaxRows <= 8 && ae::q32::kMaxRows == 4,
-                "with_rows covers 4 or 8 rows");
-  using ae::kquant::XBlock;
-  using ae::q32::X32;
-  if (qtype == 12 || qtype == 14) {
-    const bool q4k = qtype == 12;
-    int8_product<XBlock, ae::kquant::kMaxRows>(
-        out, x, raw, ae::kquant::kBlock, q4k ? 144 : 210, ae::kquant::quantize_row,
-        [&](int rows, const uint8_t* w, const XBlock* xb, int64_t xr, float* o, int64_t s) {
-          with_rows<ae::kquant::kMaxRows>(rows, [&]<int R>() {
-            if (q4k) ae::kquant::q4k_rows<R>(w, xb, xr, xr, o, s);
-            else ae::kquant::q6k_rows<R>(w, xb, xr, xr, o, s);
-          });
-        });
+using ae::kquant::XBlock;
+using ae::q32::X32;
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+using ae::q32::X64;
+constexpr bool kPairs = true;
+#else
+struct X64 {};
+constexpr bool kPairs = false;
+#endif
+
+// How a part's activations are quantized: per 256 (K-quants), per pair of 32-blocks (the 512-bit
+// route, K a multiple of 64) or per 32.
+enum class Form { k256, pair64, block32 };
+
+Form form_of(int64_t qtype, int64_t k) {
+  if (qtype == 12 || qtype == 14) return Form::k256;
+  return kPairs && k % 64 == 0 ? Form::pair64 : Form::block32;
+}
+
+// One weight of a fused product: its blocks, type and first output column.
+struct Part {
+  const uint8_t* w;
+  int64_t stride, row_bytes, rows, qtype, col;
+  Form form;
+};
+
+// x quantized once for every form the parts need (rows of k / block blocks each).
+struct Activations {
+  int64_t m, k;
+  std::vector<XBlock> x256;
+  std::vector<X32> x32;
+  std::vector<X64> x64;
+
+  Activations(const at::Tensor& x, const std::vector<Part>& parts) : m(x.size(0)), k(x.size(1)) {
+    auto need = [&](Form f) { return std::any_of(parts.begin(), parts.end(), [&](const Part& p) { return p.form == f; }); };
+    const float* xp = x.data_ptr<float>();
+    if (need(Form::k256)) fill(x256, k / ae::kquant::kBlock, xp, ae::kquant::quantize_row);
+    if (need(Form::block32)) fill(x32, k / 32, xp, ae::q32::quantize_row);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    if (need(Form::pair64)) fill(x64, k / 64, xp, ae::q32::quantize_row64);
+#endif
+  }
+
+  template <class XB>
+  void fill(std::vector<XB>& dst, int64_t blocks, const float* xp, void (*quantize)(const float*, int64_t, XB*)) {
+    dst.resize(m * blocks);
+    at::parallel_for(0, m, 16, [&](int64_t m0, int64_t m1) {
+      for (int64_t r = m0; r < m1; ++r) quantize(xp + r * k, k, dst.data() + r * blocks);
+    });
+  }
+};
+
+// Weight rows [n0, n1) of ``p`` into out: rows in tiles that stay in L2 while each group of up to
+// MaxRows activation rows passes over them; ``fn(rows, weight row, first x block, out)``.
+template <int MaxRows, class XB, class Fn>
+void tiled(const Part& p, int64_t n0, int64_t n1, const XB* xq, int64_t blocks, int64_t m, float* out, int64_t ldo,
+           Fn&& fn) {
+  const int64_t tile = std::max<int64_t>(1, (256 * 1024) / p.row_bytes);
+  for (int64_t t0 = n0; t0 < n1; t0 += tile) {
+    const int64_t t1 = std::min(n1, t0 + tile);
+    for (int64_t m0 = 0; m0 < m; m0 += MaxRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(MaxRows, m - m0));
+      for (int64_t n = t0; n < t1; ++n)
+        fn(rows, p.w + n * p.stride, xq + m0 * blocks, out + m0 * ldo + p.col + n, blocks);
+    }
+  }
+}
+
+void part_rows(const Part& p, int64_t n0, int64_t n1, const Activations& a, float* out, int64_t ldo) {
+  if (p.form == Form::k256) {
+    const bool q4k = p.qtype == 12;
+    tiled<ae::kquant::kMaxRows>(p, n0, n1, a.x256.data(), a.k / ae::kquant::kBlock, a.m, out, ldo,
+                                [&](int rows, const uint8_t* w, const XBlock* xb, float* o, int64_t blocks) {
+                                  with_rows<ae::kquant::kMaxRows>(rows, [&]<int R>() {
+                                    if (q4k) ae::kquant::q4k_rows<R>(w, xb, blocks, blocks, o, ldo);
+                                    else ae::kquant::q6k_rows<R>(w, xb, blocks, blocks, o, ldo);
+                                  });
+                                });
     return;
   }
-  const bool known = ae::q32::with_type(qtype, [&]<class T>() {
+  ae::q32::with_type(p.qtype, [&]<class T>() {
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
-    if (x.size(1) % 64 == 0) {
-      using ae::q32::X64;
-      int8_product<X64, ae::q32::kMaxRows64>(
-          out, x, raw, 64, 2 * T::kBytes, ae::q32::quantize_row64,
-          [&](int rows, const uint8_t* w, const X64* xb, int64_t xr, float* o, int64_t s) {
-            with_rows<ae::q32::kMaxRows64>(rows, [&]<int R>() { ae::q32::rows64<T, R>(w, xb, xr, xr, o, s); });
-          });
+    if (p.form == Form::pair64) {
+      tiled<ae::q32::kMaxRows64>(p, n0, n1, a.x64.data(), a.k / 64, a.m, out, ldo,
+                                 [&](int rows, const uint8_t* w, const X64* xb, float* o, int64_t pairs) {
+                                   with_rows<ae::q32::kMaxRows64>(
+                                       rows, [&]<int R>() { ae::q32::rows64<T, R>(w, xb, pairs, pairs, o, ldo); });
+                                 });
       return;
     }
 #endif
-    int8_product<X32, ae::q32::kMaxRows>(
-        out, x, raw, 32, T::kBytes, ae::q32::quantize_row,
-        [&](int rows, const uint8_t* w, const X32* xb, int64_t xr, float* o, int64_t s) {
-          with_rows<ae::q32::kMaxRows>(rows, [&]<int R>() { ae::q32::rows<T, R>(w, xb, xr, xr, o, s); });
-        });
+    tiled<ae::q32::kMaxRows>(p, n0, n1, a.x32.data(), a.k / 32, a.m, out, ldo,
+                             [&](int rows, const uint8_t* w, const X32* xb, float* o, int64_t blocks) {
+                               with_rows<ae::q32::kMaxRows>(
+                                   rows, [&]<int R>() { ae::q32::rows<T, R>(w, xb, blocks, blocks, o, ldo); });
+                             });
   });
-  TORCH_CHECK(known, "gguf_linear_int8: no int8 kernel for GGML type ", qtype);
+}
+
+// out[:, sum of earlier parts' rows + n] = x @ part^T for every part: activations quantized once per
+// form, one parallel region over all the parts' weight rows.
+void gguf_linear_int8(at::Tensor out, const at::Tensor& x, at::TensorList raws, at::IntArrayRef qtypes) {
+  static_assert(ae::kquant::kMaxRows % 4 == 0 && ae::kquant::kMaxRows <= 8 && ae::q32::kMaxRows == 4,
+                "with_rows covers 4 or 8 rows");
+  TORCH_CHECK(raws.size() == qtypes.size() && !raws.empty(), "gguf_linear_int8: one GGML type per weight");
+  TORCH_CHECK(x.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && x.dim() == 2 && out.dim() == 2 &&
+                  x.is_contiguous() && out.stride(1) == 1 && out.stride(0) >= out.size(1) && out.size(0) == x.size(0),
+              "gguf_linear_int8: contiguous float32 x [M, K], float32 out [M, N] with unit column stride");
+  const int64_t k = x.size(1);
+  std::vector<Part> parts;
+  int64_t col = 0;
+  for (size_t i = 0; i < raws.size(); ++i) {
+    const at::Tensor& raw = raws[i];
+    TORCH_CHECK(raw.scalar_type() == at::kByte && raw.dim() == 2 && (raw.size(0) == 0 || raw.stride(1) == 1),
+                "gguf_linear_int8: raw blocks are uint8 [N, row_bytes] with contiguous rows");
+    const int64_t qtype = qtypes[i];
+    const bool k_quant = qtype == 12 || qtype == 14;
+    TORCH_CHECK(k_quant || ae::q32::with_type(qtype, []<class T>() {}), "gguf_linear_int8: no int8 kernel for GGML type ",
+                qtype);
+    const int64_t block = k_quant ? ae::kquant::kBlock : 32;
+    int64_t block_bytes = qtype == 12 ? 144 : 210;
+    if (!k_quant) ae::q32::with_type(qtype, [&]<class T>() { block_bytes = T::kBytes; });
+    TORCH_CHECK(k % block == 0 && raw.size(1) == k / block * block_bytes, "gguf_linear_int8: rows of ", raw.size(1),
+                " bytes do not hold K=", k);
+    parts.push_back({raw.data_ptr<uint8_t>(), raw.stride(0), raw.size(1), raw.size(0), qtype, col, form_of(qtype, k)});
+    col += raw.size(0);
+  }
+  TORCH_CHECK(col == out.size(1), "gguf_linear_int8: the weights have ", col, " rows, out ", out.size(1), " columns");
+  if (x.size(0) == 0 || col == 0) return;
+  const Activations acts(x, parts);
+  float* op = out.data_ptr<float>();
+  const int64_t ldo = out.stride(0);
+  int64_t widest = 1;
+  for (const Part& p : parts) widest = std::max(widest, p.row_bytes);
+  const int64_t grain = std::max<int64_t>(8, (1 << 15) / widest);
+  at::parallel_for(0, col, grain, [&](int64_t g0, int64_t g1) {
+    for (const Part& p : parts) {
+      const int64_t n0 = std::max(g0, p.col) - p.col, n1 = std::min(g1, p.col + p.rows) - p.col;
+      if (n0 < n1) part_rows(p, n0, n1, acts, op, ldo);
+    }
+  });
 }
 
 // Rows [n0, n0 + 16) (zero past n_dim) of the weight, k in [k0, k0 + k_len), as a float32 panel [k_len, 16].
