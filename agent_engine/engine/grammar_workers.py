@@ -53,12 +53,13 @@ class GrammarCancelled(RuntimeError):
 
 
 def _context() -> multiprocessing.context.ForkServerContext:
-    """The fork server's context, preloading xgrammar and the main module (which every multiprocessing
-    child imports: preloaded, a worker's restart does not pay for its imports again)."""
+    """The fork server's context, preloading xgrammar and the package of the main module (every
+    multiprocessing child runs the main module again: with its package's imports preloaded, a worker's
+    restart does not pay for them; the module itself is not preloaded, which runpy would warn about)."""
     ctx = multiprocessing.get_context("forkserver")
     main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    main = [main_spec.name] if main_spec is not None and not main_spec.name.endswith("__main__") else []
-    ctx.set_forkserver_preload(PRELOAD + main)
+    package = main_spec.parent if main_spec is not None else ""
+    ctx.set_forkserver_preload(PRELOAD + ([package] if package else []))
     return ctx
 
 
@@ -189,7 +190,7 @@ def _serve(conn: Connection, tokenizer_info: str) -> None:
         try:
             spec, max_size = conn.recv()
         except (EOFError, OSError):
-            return
+            os._exit(0)  # the server closed the pipe; skip interpreter teardown (native libraries' leak reports)
         try:
             prepared = prepare_grammar(spec, max_size)
             compile_prepared(compiler, prepared)
