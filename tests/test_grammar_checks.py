@@ -72,6 +72,32 @@ def test_a_branch_that_cannot_finish_is_pruned_and_the_rest_kept() -> None:
     assert _accepts(pruned, '{"n": 3}') and _accepts(pruned, "{}")
 
 
+def test_tool_calls_whose_arguments_match_nothing() -> None:
+    """Under ``auto`` a call opens on its trigger: if no offered tool could complete it, the request is
+    refused; a dead tool beside a live one just cannot be called."""
+    from agent_engine.server.tools import parse_tool_choice
+    from agent_engine.server.tools.constrain import call_constraint
+    from agent_engine.server.tools.parser import FAMILIES
+
+    def tool(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": name, "parameters": schema}}
+
+    dead = tool("run", {"type": "object", "properties": {"cmd": {"type": "string", "pattern": NOTHING}},
+                        "required": ["cmd"]})
+    live = tool("ls", {"type": "object", "properties": {"path": {"type": "string"}}})
+    for tools in ([dead], [dead, live]):
+        for choice in ("auto", "required"):
+            spec = call_constraint(FAMILIES["hermes"], tools, parse_tool_choice(choice, tools))
+            if len(tools) == 1:
+                with pytest.raises(GrammarRefused, match="admits no output") as exc:
+                    prepare_grammar(spec)
+                assert exc.value.code == EMPTY
+                continue
+            grammar = xgrammar.Grammar.deserialize_json(prepare_grammar(spec))
+            opening = ('<tool_call>\n' if choice == "auto" else "") + '{"name": '  # forced: the prompt opened it
+            assert _starts(grammar, opening + '"ls"') and not _starts(grammar, opening + '"run"')
+
+
 def test_a_productive_grammar_is_left_unchanged() -> None:
     spec = StructuredSpec.json({"type": "object", "properties": {"v": {"type": "integer"}, "next": {"$ref": "#"}},
                                 "required": ["v"]})

@@ -6,7 +6,9 @@ matches nothing) admits no output: ``productive_grammar`` raises ``EmptyLanguage
 is refused before it is queued. A grammar whose root is productive may still hold traps: an optional
 branch that cannot be finished (an optional property whose ``$ref`` loops). The token mask would let
 a model walk into one, and then allow no token at all; ``productive_grammar`` drops every such
-branch, so a decoded output can always be completed.
+branch, so a decoded output can always be completed; a triggered tag that could not be completed
+(the tag that opens a tool call whose arguments match nothing) is refused like an empty constraint,
+since dropping it would leave its trigger as free text.
 
 This reads xgrammar's serialized grammar (``Grammar.serialize_json``, format ``v16`` of xgrammar
 0.2.8): ``rules`` are ``[name, body_expr_id, lookahead_expr_id, ...]`` and expression ``i`` is
@@ -154,7 +156,8 @@ def _class_nonempty(payload: list[int]) -> bool:
 
 
 def _prune(g: SerializedGrammar, rules: list[bool]) -> None:
-    """Drop the alternatives, optional repeats and dispatched tags that cannot be finished (in place)."""
+    """Drop the alternatives and optional repeats that cannot be finished (in place); a dispatched tag
+    that cannot be is an ``EmptyLanguageError``."""
     memo: dict[int, bool] = {}
 
     def alive(i: int) -> bool:
@@ -169,9 +172,17 @@ def _prune(g: SerializedGrammar, rules: list[bool]) -> None:
         elif kind == ExprType.REPEAT and e[2] == 0 and not rules[e[1]]:
             g.exprs[i] = [ExprType.EMPTY_STR]
         elif kind == ExprType.TAG_DISPATCH:
-            pairs, tail = e[1:-2], e[-2:]
-            kept_pairs = [x for t, r in zip(pairs[::2], pairs[1::2], strict=True) if rules[r] for x in (t, r)]
-            g.exprs[i] = [kind, *kept_pairs, *tail]
+            pairs = e[1:-2]
+            dead = [t for t, r in zip(pairs[::2], pairs[1::2], strict=True) if not rules[r]]
+            if dead:  # once its trigger is written, nothing could complete it: the whole output is refused
+                raise EmptyLanguageError(f"the output format admits no output after {_text(g, dead[0])!r}: "
+                                         "what must follow it (a tool's arguments?) matches nothing")
+
+
+def _text(g: SerializedGrammar, expr: int) -> str:
+    """The text of a byte-string expression (a tag's trigger), for messages."""
+    e = g.exprs[expr]
+    return bytes(e[1:]).decode("utf-8", "replace") if e[0] == ExprType.BYTE_STRING else f"expression {expr}"
 
 
 def _post_order(g: SerializedGrammar, root: int, seen: set[int] | None = None) -> list[int]:
