@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from scheduler.job_hints import JobHints
-from scheduler.sampling_params import SamplingParams
-from scheduler.structured import StructuredSpec
+from agent_engine.thread_wait import default_bounded_spin
+
+default_bounded_spin()  # before anything loads torch (and with it libgomp)
+
+from scheduler.job_hints import JobHints  # noqa: E402
+from scheduler.sampling_params import SamplingParams  # noqa: E402
+from scheduler.structured import StructuredSpec  # noqa: E402
 
 if TYPE_CHECKING:
     from agent_engine.config import EngineConfig
