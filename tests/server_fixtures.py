@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from agent_engine.config import EngineConfig
+from agent_engine.engine.grammar_build import ReadyGrammar
 from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from agent_engine.engine.prompts import TokenizedPrompt
-from agent_engine.engine.structured_outputs import ReadyGrammar
 from agent_engine.server.launcher import ServerProcess, start_engine_server
 from agent_engine.server.server_config import ServerConfig
 from scheduler import NO_HINTS, JobHints

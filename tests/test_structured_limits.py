@@ -23,7 +23,7 @@ from agent_engine.server.structured_request import IGNORED_HEADER
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-ATTACKER, VICTIM = "attacker-key", "victim-key"
+ATTACKER, VICTIM, ADMIN = "attacker-key", "victim-key", "admin-key"
 BUDGET_S = 3.0
 NOTHING = r"[^\s\S]"
 USER = [{"role": "user", "content": "hi"}]
@@ -41,7 +41,7 @@ HUGE_SCHEMA = _optional_ints(5000)
 
 @pytest.fixture(scope="module")
 def srv() -> Iterator[ThreadServer]:
-    config = ServerConfig(api_keys=(ATTACKER, VICTIM), drain_timeout=2.0, log_level="warning",
+    config = ServerConfig(api_keys=(ATTACKER, VICTIM), admin_keys=(ADMIN,), drain_timeout=2.0, log_level="warning",
                           grammar_limits=GrammarLimits(timeout_s=BUDGET_S))
     server = start_thread_server(AsyncEngine(build_engine(), grammar_limits=config.grammar_limits), config)
     yield server
@@ -121,6 +121,8 @@ def test_a_client_that_leaves_cancels_its_compile(srv: ThreadServer) -> None:
         time.sleep(0.1)
     assert _compile_stats(srv)["grammar_compiles_cancelled"] == before + 1
     assert srv.wait_idle()["num_running"] == 0  # nothing of it reached the engine
+    metrics = httpx.get(srv.base_url + "/metrics", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30).text
+    assert f"agent_engine_grammar_compiles_cancelled_total {before + 1}" in metrics
 
 
 # ---- constraints that admit no output ----------------------------------------------------------------

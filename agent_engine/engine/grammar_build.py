@@ -13,7 +13,8 @@ refuse it; xgrammar's ``GrammarCompiler`` then does the expensive half (a token 
   admits output loses the branches that cannot be finished (``grammar_prune``).
 
 The result is the grammar serialized (``Grammar.serialize_json``): plain text, so a worker process can
-prepare it and hand it back (``grammar_workers``). ``compile_prepared`` compiles such a text.
+prepare it and hand it back (``grammar_workers``). ``compile_prepared`` compiles such a text, and a
+``ReadyGrammar`` carries the result with its spec to the engine.
 Invariants: everything here is deterministic, so a spec prepares to the same text in any process.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agent_engine.engine.grammar_limits import DEFAULT_MAX_GRAMMAR_SIZE
@@ -35,6 +37,15 @@ INVALID = "invalid_grammar"
 TOO_LARGE = "grammar_too_large"
 TOO_SLOW = "grammar_compile_timeout"
 EMPTY = "grammar_admits_no_output"
+
+
+@dataclass(frozen=True)
+class ReadyGrammar:
+    """A constraint compiled for one engine's tokenizer, ready for ``LLMEngine.add_request`` (light to
+    import: the server passes it along without loading the grammar library or torch)."""
+
+    spec: StructuredSpec
+    compiled: xgrammar.CompiledGrammar
 
 
 class GrammarRefused(ValueError):

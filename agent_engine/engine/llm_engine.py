@@ -18,12 +18,13 @@ from typing import Any
 
 from agent_engine.config import EngineConfig
 from agent_engine.engine.detokenizer import IncrementalDetokenizer
+from agent_engine.engine.grammar_build import ReadyGrammar
 from agent_engine.engine.grammar_limits import GrammarLimits
 from agent_engine.engine.job_inference import JobInference
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import PromptType, longest_token_bytes, tokenize_prompt
 from agent_engine.engine.request_state import RequestState
-from agent_engine.engine.structured_outputs import ReadyGrammar, StructuredOutputManager
+from agent_engine.engine.structured_outputs import StructuredOutputManager
 from scheduler import (
     NO_HINTS,
     Clock,

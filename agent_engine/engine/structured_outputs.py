@@ -46,10 +46,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agent_engine.engine.grammar_build import compile_prepared, prepare_grammar
+from agent_engine.engine.grammar_build import ReadyGrammar, compile_prepared, prepare_grammar
 from agent_engine.engine.grammar_limits import DEFAULT_MAX_GRAMMAR_SIZE, GrammarLimits
 from agent_engine.engine.grammar_workers import WORKER_NICE, GrammarWorkers
 from agent_engine.model.sampler import TokenBitmask
@@ -62,12 +61,6 @@ DEFAULT_CACHE_SIZE = 128
 COMPILER_THREADS = 2
 
 
-@dataclass(frozen=True)
-class ReadyGrammar:
-    """A constraint compiled for this engine's tokenizer, ready for ``LLMEngine.add_request``."""
-
-    spec: StructuredSpec
-    compiled: xgrammar.CompiledGrammar
 
 
 class GrammarCache:

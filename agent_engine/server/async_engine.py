@@ -40,10 +40,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from agent_engine.engine.grammar_build import ReadyGrammar
 from agent_engine.engine.grammar_limits import GrammarLimits
 from agent_engine.engine.grammar_workers import GrammarCancelled
 from agent_engine.engine.outputs import RequestOutput
-from agent_engine.engine.structured_outputs import ReadyGrammar
 from agent_engine.server.engine_like import EngineLike, release_and_account
 from agent_engine.server.groups import (
     AbortRequests,

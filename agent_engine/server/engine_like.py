@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from agent_engine.config import EngineConfig
+from agent_engine.engine.grammar_build import ReadyGrammar
 from agent_engine.engine.grammar_limits import GrammarLimits
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import PromptType
-from agent_engine.engine.structured_outputs import ReadyGrammar
 from scheduler import JobHints, SamplingParams, StructuredSpec
 
 logger = logging.getLogger("agent_engine.server.async_engine")  # the engine loop's log

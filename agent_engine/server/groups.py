@@ -22,9 +22,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from agent_engine.engine.grammar_build import ReadyGrammar
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import TokenizedPrompt
-from agent_engine.engine.structured_outputs import ReadyGrammar
 from agent_engine.server.engine_like import EngineLike
 from scheduler import NO_HINTS, JobHints, SamplingParams, StructuredSpec
 

@@ -81,6 +81,10 @@ class _StatsCollector(Collector):
             yield family(f"{PREFIX}_job_inference_{key}", f"Job inference from the prefix chain: {key}",
                          value=float(value))
         yield from _tier_metrics(s.get("tier") or {})
+        grammar = s.get("structured_outputs") or {}
+        for key, doc in _GRAMMAR_COUNTERS.items():
+            if key in grammar:
+                yield CounterMetricFamily(f"{PREFIX}_{key}", doc, value=float(grammar[key]))
         pbs = s.get("pinned_block_seconds", pins.get("pinned_block_seconds"))
         if pbs is not None:
             yield CounterMetricFamily(f"{PREFIX}_pinned_block_seconds", "Block-seconds held by pins",
@@ -102,6 +106,12 @@ _TIER_COUNTERS = {"stored": "Blocks demoted into the second tier", "reloaded": "
                   "hit_tokens": "Prompt tokens served by a lookup's loads from the second tier",
                   "load_seconds": "Seconds spent loading blocks back from the second tier",
                   "save_seconds": "Seconds spent copying blocks into the second tier"}
+
+
+_GRAMMAR_COUNTERS = {"grammar_cache_misses": "Output formats compiled (not found in the grammar cache)",
+                     "grammar_compile_seconds": "Seconds spent compiling output formats in the server process",
+                     "grammar_compiles_timed_out": "Trial compiles killed at --grammar-compile-timeout (400s)",
+                     "grammar_compiles_cancelled": "Trial compiles killed because their client went away"}
 
 
 def _tier_metrics(tier: dict[str, Any]) -> Iterator[Metric]:
