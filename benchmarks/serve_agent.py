@@ -69,8 +69,11 @@ async def agent_level(base_url: str, model: str, concurrency: int, turns: int, m
     """``concurrency`` agent sessions of ``turns`` turns at once (see the module docstring)."""
     system = "You are a coding agent. " + words(0, prefix_words)
     results: list[dict[str, Any]] = []
-    limits = httpx.Limits(max_connections=concurrency + 4)
-    async with httpx.AsyncClient(base_url=base_url, timeout=600, limits=limits) as client:
+    # One connection per request: llama-server closes a kept-alive connection after a few requests,
+    # racing the client's next request on it; every server gets the same treatment.
+    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=base_url, timeout=600, limits=limits,
+                                 headers={"Connection": "close"}) as client:
         async def session(s: int) -> None:
             prompt = f"{system}\n[task {s}] {words(s, 12)}\n"
             for turn in range(turns):

@@ -57,8 +57,11 @@ async def _level(base_url: str, model: str, concurrency: int, num_requests: int,
     for i in range(num_requests):
         queue.put_nowait(i)
     results: list[dict[str, Any]] = []
-    limits = httpx.Limits(max_connections=concurrency + 4)
-    async with httpx.AsyncClient(base_url=base_url, timeout=600, limits=limits) as client:
+    # One connection per request: llama-server closes a kept-alive connection after a few requests,
+    # racing the client's next request on it; every server gets the same treatment.
+    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=base_url, timeout=600, limits=limits,
+                                 headers={"Connection": "close"}) as client:
         async def worker() -> None:
             while not queue.empty():
                 i = queue.get_nowait()
@@ -218,7 +221,10 @@ def _load_servers(servers: dict[str, ServerProcess], args: argparse.Namespace) -
             for name, srv in turn_order(servers, r):
                 time.sleep(args.settle)
                 with LoadMonitor() as load:
-                    run = _run_level(args, srv.base_url, models[name], c, n, 100_000 * r + 1000 * c)
+                    try:
+                        run = _run_level(args, srv.base_url, models[name], c, n, 100_000 * r + 1000 * c)
+                    except httpx.HTTPError as e:
+                        raise RuntimeError(f"{name} failed at {c} streams: {e!r}\n{srv.log_tail(3000)}") from e
                 runs[name].setdefault(c, []).append({**run, "load": load.report.as_dict() if load.report else None})
     return [{"server": name, "levels": [_median_level(runs[name][c]) for c in args.concurrency]}
             for name in servers]
