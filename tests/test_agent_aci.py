@@ -190,6 +190,21 @@ def test_advice_follows_what_the_job_did(sandbox: Sandbox) -> None:
     assert advise(tool_call("submit")) == "" and advise(tool_call("nope")) == ""
 
 
+def test_advice_sends_the_model_to_the_code_a_failing_check_names(tmp_path: Path) -> None:
+    (tmp_path / "temps.py").write_text("def to_f(c):\n    return c * 9 / 5 + 23\n")
+    (tmp_path / "check.py").write_text("import sys, temps\nprint(f'FAIL temps.to_f(0) = {temps.to_f(0)}')\n"
+                                       "sys.exit(temps.to_f(0) != 32)\n")
+    progress = Progress(check="python3 check.py")
+    with Sandbox.create(str(tmp_path), timeout=20, isolation="process") as sb:
+        def advise(call: dict[str, Any]) -> str:
+            return progress.advice(run_tool_call(sb, call))
+
+        assert advise(tool_call("bash", command="python3 check.py")).startswith("Next: view_file temps.py:")
+        assert advise(tool_call("view_file", path="check.py")).startswith("Next: view_file temps.py:")  # not the check
+        assert "edit_file" in advise(tool_call("view_file", path="temps.py"))
+    assert progress.suspects == ["temps.py"]
+
+
 # --------------------------------------------------------------------------- a whole job
 
 

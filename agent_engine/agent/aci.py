@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -116,11 +117,17 @@ def run_tool_call(sandbox: Sandbox, call: dict[str, Any]) -> ToolOutcome:
 class Progress:
     """What a job has done so far, read for the one line of advice after each observation (after
     SWE-agent's interface: a small model that repeats itself or stalls is told the next step). Whether
-    a call repeats is decided by ``agent_engine.agent.repeats``, which also writes the repeat's note."""
+    a call repeats is decided by ``agent_engine.agent.repeats``, which also writes the repeat's note.
+
+    A failing check's output usually names the code it tests (``temps.to_fahrenheit(0) = 23.0``, a
+    traceback's ``temps.py``): those modules become the files the advice points to (``suspects``)
+    until the job has viewed one, so a model that opens the check instead is sent to the code."""
 
     check: str | None = None  # the task's check command, when the task names one
     viewed: bool = False
     edited: bool = False
+    suspects: list[str] = field(default_factory=list)  # files a failing check's output names
+    viewed_files: set[str] = field(default_factory=set)
 
     def advice(self, outcome: ToolOutcome, repeated: bool = False) -> str:
         """The line to append to ``outcome``'s observation ("" for none); ``repeated``: the call repeats
@@ -129,15 +136,22 @@ class Progress:
             return ""
         if outcome.exit_code == 0 and (outcome.tool_name == "view_file" or _reads_a_file(outcome.command)):
             self.viewed = True
+            self.viewed_files.add(outcome.command.split()[-1].removeprefix("./"))
         if outcome.tool_name == "edit_file" and outcome.exit_code == 0:
             self.edited = True
             return f"Next: run the check ({self.check or 'the test'}) with bash."
+        if self.check is not None and self.check in outcome.command and outcome.exit_code != 0:
+            self.suspects = _files_named(outcome.observation, exclude=self.check.split()[-1]) or self.suspects
         return self._next_step(outcome, repeated)
 
     def _next_step(self, outcome: ToolOutcome, repeated: bool) -> str:
         is_check = self.check is not None and self.check in outcome.command
         if is_check and outcome.exit_code == 0:
             return "The check passes. Next: call submit."
+        unseen = [f for f in self.suspects if f not in self.viewed_files]
+        if unseen and not self.edited:
+            return (f"Next: view_file {unseen[0]}: the check's output points to the code in "
+                    f"{' and '.join(self.suspects)} (fix that code, not the check).")
         if not self.viewed:
             return "Next: view_file the file the task names, to find the wrong code."
         if not self.edited or repeated:
@@ -146,6 +160,22 @@ class Progress:
         if is_check:
             return "The check still fails: read its output above, then edit_file again."
         return ""
+
+
+_NAMED_MODULE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\.[A-Za-z_][A-Za-z0-9_]*\(|\b([A-Za-z_][A-Za-z0-9_]*)\.py\b")
+_NOT_MODULES = frozenset({"self", "cls", "os", "sys", "re", "json", "math", "str", "list", "dict", "set", "print"})
+
+
+def _files_named(output: str, exclude: str) -> list[str]:
+    """The ``NAME.py`` files a check's output names, in order of first mention: modules whose functions it
+    calls (``temps.to_fahrenheit(0)``) and files in its tracebacks; never ``exclude`` (the check script)."""
+    found: list[str] = []
+    for m in _NAMED_MODULE.finditer(output):
+        name = m.group(1) or m.group(2)
+        path = f"{name}.py"
+        if name not in _NOT_MODULES and path != exclude and path not in found:
+            found.append(path)
+    return found[:3]
 
 
 def _reads_a_file(command: str) -> bool:
