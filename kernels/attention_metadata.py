@@ -49,6 +49,11 @@ class AttentionWorkspace:
             self._buffers[key] = buf
         return buf[:numel].view(shape)
 
+    def release(self) -> None:
+        """Drop every buffer (they regrow to the next steps' sizes): after a one-off larger step, such
+        as the start-up prefill profile, so its buffers do not stay resident while serving."""
+        self._buffers.clear()
+
 
 @dataclass
 class AttentionMetadata:

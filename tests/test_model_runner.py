@@ -165,6 +165,7 @@ def test_finished_ids_drop_sampler_state_and_helpers(llama: torch.nn.Module) -> 
     assert per_block == 2 * 2 * BLOCK * 2 * 16 * 4
     times = runner.profile_prefill([4, 20])
     assert len(times) == 2 and all(t > 0 for t in times)
+    assert not runner.workspace._buffers  # the profile's larger step leaves no buffer resident
     with pytest.raises(ValueError):
         runner.profile_prefill([16 * BLOCK])
 
