@@ -2,20 +2,16 @@
 // the file's own bytes (uint8 [N, row_bytes], typically a view of the memory-mapped file), never a
 // wider copy.
 //
-// gguf_linear_int8(out, x, raw, qtype): out[M, N] = x[M, K] @ W^T for Q4_K (12) and Q6_K (14): x is
-//   quantized to int8 per block of 256 (llama.cpp's Q8_K) and each block's dot is an integer dot
-//   product (kquant_dot.h). Each weight row is unpacked once per group of up to four rows of x: the
-//   route of narrow steps (decode), where reading the weights sets the pace. Approximate: x is rounded
-//   to 8 bits per block (relative error ~0.4% of a block's largest value).
-// gguf_linear_tiles(out, x, raw, qtype): the same product for every block type in gguf_blocks.h,
-//   exact up to summation order: each thread dequantizes a group of 16-row panels (gguf-py's float32
-//   values) into a buffer that stays in L2 and runs ``panel_linear``'s micro-kernel over every row of
-//   x: the route of wide steps (prefill), where the FMA units set the pace and the dequantization is
-//   spread over all the rows.
+// gguf_linear_int8(out, x, raws, qtypes): out[M, sum N_i] = x[M, K] @ [W_1; W_2; ...]^T, the weights of
+//   a fused matmul (Q, K, V or gate, up) side by side, each in its own GGML type (Q4_0, Q4_1, Q5_0,
+//   Q5_1, Q8_0, Q4_K, Q6_K). x is quantized to int8 once per block form the parts need (per 256 for the
+//   K-quants: llama.cpp's Q8_K; per 32, or per pair of 32-blocks on the 512-bit route, for the others)
+//   and each block's dot is an integer dot product (kquant_dot.h, q32_dot.h). A weight row is unpacked
+//   once per group of up to eight (AVX-512) or four rows of x; every part's rows share one parallel
+//   region. Approximate: x is rounded to 8 bits per block.
 // gguf_dequantize(out, raw, qtype): the float32 [N, K] weights (gguf-py's, bit for bit but for the sign
 //   of a zero): embedding rows, tests.
-// ``out`` may be a column slice of a wider matrix (row stride >= N, unit column stride): a fused
-// matmul's parts write into their own columns without a copy.
+// ``out`` may be a column slice of a wider matrix (row stride >= N, unit column stride).
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
@@ -27,18 +23,8 @@
 #include "gguf_blocks.h"
 #include "kquant_dot.h"
 #include "q32_dot.h"
-#include "panel_micro.h"
 
 namespace {
-
-[[maybe_unused]] void check_common(const at::Tensor& out, const at::Tensor& x, const at::Tensor& raw) {
-  TORCH_CHECK(x.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && x.dim() == 2 && out.dim() == 2 &&
-                  x.is_contiguous() && out.stride(1) == 1 && out.stride(0) >= out.size(1),
-              "gguf_linear: contiguous float32 x, float32 out with unit column stride");
-  TORCH_CHECK(raw.scalar_type() == at::kByte && raw.dim() == 2 && raw.stride(1) == 1,
-              "gguf_linear: raw blocks are uint8 [N, row_bytes] with contiguous rows");
-  TORCH_CHECK(out.size(0) == x.size(0) && out.size(1) == raw.size(0), "gguf_linear: bad output shape");
-}
 
 // f.template operator()<R>() for a run-time R in [1, Max] (Max 4 or 8).
 template <int Max, class F>
@@ -204,77 +190,6 @@ void gguf_linear_int8(at::Tensor out, const at::Tensor& x, at::TensorList raws, 
   });
 }
 
-// Rows [n0, n0 + 16) (zero past n_dim) of the weight, k in [k0, k0 + k_len), as a float32 panel [k_len, 16].
-template <class T>
-void dequantize_panel(const uint8_t* wp, int64_t w_stride, int64_t n0, int64_t n_dim, int64_t k0, int64_t k_len,
-                      float* panel) {
-  constexpr int64_t P = ae::panel::kPanel;
-  int8_t q[T::kBlock];
-  float s[T::kBlock / T::kGroup], o[T::kBlock / T::kGroup];
-  for (int64_t c = 0; c < P; ++c) {
-    if (n0 + c >= n_dim) {
-      for (int64_t k = 0; k < k_len; ++k) panel[k * P + c] = 0.f;
-      continue;
-    }
-    const uint8_t* row = wp + (n0 + c) * w_stride;
-    for (int64_t b = k0 / T::kBlock; b < (k0 + k_len) / T::kBlock; ++b) {
-      T::decode(row + b * T::kBytes, q, s, o);
-      float* dst = panel + (b * T::kBlock - k0) * P + c;
-      for (int j = 0; j < T::kBlock; ++j) dst[j * P] = std::fma(static_cast<float>(q[j]), s[j / T::kGroup], o[j / T::kGroup]);
-    }
-  }
-}
-
-void gguf_linear_tiles(at::Tensor out, const at::Tensor& x, const at::Tensor& raw, int64_t qtype) {
-  check_common(out, x, raw);
-  const int64_t m_dim = x.size(0), k_dim = x.size(1), n_dim = raw.size(0), ldo = out.stride(0);
-  const bool known = ae::gguf::with_block_type(qtype, [&]<class T>() {
-    TORCH_CHECK(k_dim % T::kBlock == 0 && raw.size(1) == k_dim / T::kBlock * T::kBytes,
-                "gguf_linear_tiles: rows of ", raw.size(1), " bytes do not hold K=", k_dim);
-    if (m_dim == 0 || n_dim == 0) return;
-    constexpr int64_t P = ae::panel::kPanel;
-    // K in blocks of whole GGUF blocks, at most ~1024 (a block of x rows and a group of panels in L2).
-    const int64_t gguf_blocks = k_dim / T::kBlock;
-    const int64_t per_k = std::max<int64_t>(1, 1024 / T::kBlock);
-    const int64_t k_parts = (gguf_blocks + per_k - 1) / per_k;
-    const int64_t k_block = (gguf_blocks + k_parts - 1) / k_parts * T::kBlock;
-    const int64_t n_panels = (n_dim + P - 1) / P;
-    const int64_t group = std::max<int64_t>(1, 256 * 1024 / 4 / (k_block * P));  // panels per ~256 KiB buffer
-    const uint8_t* wp = raw.data_ptr<uint8_t>();
-    const float* xp = x.data_ptr<float>();
-    float* op = out.data_ptr<float>();
-    at::parallel_for(0, n_panels, 1, [&](int64_t p0, int64_t p1) {
-      std::vector<float> buf(group * k_block * P);
-      for (int64_t k0 = 0; k0 < k_dim; k0 += k_block) {
-        const int64_t k_len = std::min(k_block, k_dim - k0);
-        for (int64_t g = p0; g < p1; g += group) {
-          const int64_t g1 = std::min(p1, g + group);
-          for (int64_t p = g; p < g1; ++p)
-            dequantize_panel<T>(wp, raw.stride(0), p * P, n_dim, k0, k_len, buf.data() + (p - g) * k_block * P);
-#ifdef AE_AVX2
-          for (int64_t m = 0; m < m_dim; m += ae::panel::kRows) {
-            const int64_t rows = std::min<int64_t>(ae::panel::kRows, m_dim - m);
-            for (int64_t p = g; p < g1; ++p)
-              ae::panel::kMicro<float>[rows](xp + m * k_dim + k0, k_dim, k_len, buf.data() + (p - g) * k_block * P,
-                                             op + m * ldo + p * P, ldo, std::min(P, n_dim - p * P), {}, k0 > 0);
-          }
-#else
-          for (int64_t m = 0; m < m_dim; ++m)
-            for (int64_t p = g; p < g1; ++p)
-              for (int64_t c = 0; c < std::min(P, n_dim - p * P); ++c) {
-                const float* panel = buf.data() + (p - g) * k_block * P;
-                float acc = k0 > 0 ? op[m * ldo + p * P + c] : 0.f;
-                for (int64_t k = 0; k < k_len; ++k) acc += xp[m * k_dim + k0 + k] * panel[k * P + c];
-                op[m * ldo + p * P + c] = acc;
-              }
-#endif
-        }
-      }
-    });
-  });
-  TORCH_CHECK(known, "gguf_linear_tiles: unsupported GGML type ", qtype);
-}
-
 void gguf_dequantize(at::Tensor out, const at::Tensor& raw, int64_t qtype) {
   TORCH_CHECK(out.scalar_type() == at::kFloat && out.dim() == 2 && out.is_contiguous() && raw.dim() == 2 &&
                   raw.scalar_type() == at::kByte && raw.stride(1) == 1 && out.size(0) == raw.size(0),
@@ -303,6 +218,5 @@ void gguf_dequantize(at::Tensor out, const at::Tensor& raw, int64_t qtype) {
 
 TORCH_LIBRARY_IMPL(agent_engine, CPU, m) {
   m.impl("gguf_linear_int8", &gguf_linear_int8);
-  m.impl("gguf_linear_tiles", &gguf_linear_tiles);
   m.impl("gguf_dequantize", &gguf_dequantize);
 }

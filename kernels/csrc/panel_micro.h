@@ -1,5 +1,5 @@
 // The register-blocked micro-kernel of ``panel_linear`` (float32 or bfloat16 column panels [K, 16],
-// float32 x and out), shared with the dequantized-tile route of ``gguf_linear``: out rows [0, R) x
+// float32 x and out), in a header of its own for any kernel that feeds panels: out rows [0, R) x
 // panel columns [0, cols) of x rows at stride x_stride, over k in [0, k_len); ``add``: out += the
 // product, else out = it. Inside ``micro``, ``n_dim`` is out's row stride.
 #pragma once
