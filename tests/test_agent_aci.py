@@ -199,7 +199,7 @@ def test_advice_sends_the_model_to_the_code_a_failing_check_names(tmp_path: Path
         def advise(call: dict[str, Any]) -> str:
             return progress.advice(run_tool_call(sb, call))
 
-        assert advise(tool_call("bash", command="python3 check.py")).startswith("Next: view_file temps.py:")
+        assert advise(tool_call("bash", command="python3 check.py")).startswith("Next: view_file the file")
         assert advise(tool_call("view_file", path="check.py")).startswith("Next: view_file temps.py:")  # not the check
         assert "edit_file" in advise(tool_call("view_file", path="temps.py"))
     assert progress.suspects == ["temps.py"]

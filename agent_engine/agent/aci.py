@@ -120,14 +120,17 @@ class Progress:
     a call repeats is decided by ``agent_engine.agent.repeats``, which also writes the repeat's note.
 
     A failing check's output usually names the code it tests (``temps.to_fahrenheit(0) = 23.0``, a
-    traceback's ``temps.py``): those modules become the files the advice points to (``suspects``)
-    until the job has viewed one, so a model that opens the check instead is sent to the code."""
+    traceback's ``temps.py``): those modules are the ``suspects``. Once the job has opened the check
+    script itself (or tried to edit it), the advice points to a suspect it has not viewed, so a model
+    that reads the check instead of the code is sent to the code; before that the advice stays generic
+    (the task's text may name a data file the check's output does not)."""
 
     check: str | None = None  # the task's check command, when the task names one
     viewed: bool = False
     edited: bool = False
     suspects: list[str] = field(default_factory=list)  # files a failing check's output names
     viewed_files: set[str] = field(default_factory=set)
+    touched_check: bool = False  # the job opened the check script or tried to edit it
 
     def advice(self, outcome: ToolOutcome, repeated: bool = False) -> str:
         """The line to append to ``outcome``'s observation ("" for none); ``repeated``: the call repeats
@@ -137,6 +140,10 @@ class Progress:
         if outcome.exit_code == 0 and (outcome.tool_name == "view_file" or _reads_a_file(outcome.command)):
             self.viewed = True
             self.viewed_files.add(outcome.command.split()[-1].removeprefix("./"))
+        script = self.check.split()[-1] if self.check else None
+        if script is not None and outcome.tool_name in ("view_file", "edit_file") and \
+                outcome.command.split()[-1].removeprefix("./") == script:
+            self.touched_check = True
         if outcome.tool_name == "edit_file" and outcome.exit_code == 0:
             self.edited = True
             return f"Next: run the check ({self.check or 'the test'}) with bash."
@@ -149,7 +156,7 @@ class Progress:
         if is_check and outcome.exit_code == 0:
             return "The check passes. Next: call submit."
         unseen = [f for f in self.suspects if f not in self.viewed_files]
-        if unseen and not self.edited:
+        if unseen and self.touched_check and not self.edited:
             return (f"Next: view_file {unseen[0]}: the check's output points to the code in "
                     f"{' and '.join(self.suspects)} (fix that code, not the check).")
         if not self.viewed:
