@@ -262,12 +262,7 @@ def edit(path: str, text: str, old: str, new: str) -> int:
         base = min((len(x) - len(x.lstrip()) for x in body if x.strip()), default=0)
         new = "".join(indent + x[base:] + "\n" if x.strip() else "\n" for x in body)
     text = text[:start] + new + text[end:]
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except PermissionError:
-        print(f"{path} is read-only: nothing changed. A task's check files are read-only: fix the code they "
-              "test instead.")
+    if not written(path, text):
         return 1
     lines = text.splitlines(keepends=True)
     first = text[:start].count("\n")
@@ -278,14 +273,21 @@ def edit(path: str, text: str, old: str, new: str) -> int:
     return 0
 
 
-def write_gapped(path: str, text: str, first: int, last: int) -> int:
-    """Write a ``gapped_edit`` result; prints what changed (or that the file is read-only)."""
+def written(path: str, text: str) -> bool:
+    """Write ``text`` to ``path``; False (after saying so) when the file is read-only."""
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
     except PermissionError:
         print(f"{path} is read-only: nothing changed. A task's check files are read-only: fix the code they "
               "test instead.")
+        return False
+    return True
+
+
+def write_gapped(path: str, text: str, first: int, last: int) -> int:
+    """Write a ``gapped_edit`` result; prints what changed (or that the file is read-only)."""
+    if not written(path, text):
         return 1
     lines = text.splitlines(keepends=True)
     lo, hi = max(0, first - 1), min(len(lines), last + 2)
