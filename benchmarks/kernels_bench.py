@@ -17,7 +17,9 @@
 With ``--roofline`` it measures only this machine's ceilings instead (``benchmarks.roofline``); with
 ``--quant`` only the quantized GGUF matmuls against the float32 panels (``benchmarks.quant_bench``);
 with ``--prefill`` only a prefill step's kernels: fresh vs reused matmul outputs and the C++ vs SDPA
-attention routes (``benchmarks.prefill_bench``).
+attention routes (``benchmarks.prefill_bench``); with ``--calibrate`` it measures this CPU's attention
+routes again for the served models' head shapes and rewrites their cached calibrations
+(``kernels.route_calibration``), at each ``--threads``.
 
 Prints both tables, writes JSON. Invariant: every variant computes the same result (checked once per
 shape before timing, within float32 tolerance; the bfloat16 variant against its rounded weights).
@@ -30,7 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent_engine.machine_load import LoadMonitor
-from agent_engine.reporting import machine_info, print_table, write_json
+from agent_engine.reporting import machine_info, machine_line, print_table, write_json
 from benchmarks import roofline
 from benchmarks.cli import run_standalone
 from benchmarks.roofline import best_seconds
@@ -50,11 +52,12 @@ def _linear_variants(packs: dict[int, Any], dnn_packs: dict[int, Any],
     import torch
     import torch.nn.functional as F
 
+    from kernels.cpp_build import ops
     from kernels.cpu_ops import linear
 
     def small(x: Any, w: Any) -> Any:
         out = x.new_empty(x.shape[0], w.shape[0])
-        torch.ops.agent_engine.small_linear(out, x, w)
+        ops().small_linear(out, x, w)
         return out
 
     def onednn(x: Any, w: Any) -> Any:
@@ -62,7 +65,7 @@ def _linear_variants(packs: dict[int, Any], dnn_packs: dict[int, Any],
 
     def panel(x: Any, w: Any, panels: dict[int, Any] = packs) -> Any:
         out = x.new_empty(x.shape[0], w.shape[0])
-        torch.ops.agent_engine.panel_linear(out, x, panels[id(w)])
+        ops().panel_linear(out, x, panels[id(w)])
         return out
 
     variants = {"mkl": F.linear, "onednn": onednn, "onednn_packed": lambda x, w: onednn(x, dnn_packs[id(w)]),
@@ -140,13 +143,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="only prefill kernels: fresh vs reused matmul outputs, C++ vs SDPA attention routes")
     ap.add_argument("--roofline", action="store_true",
                     help="only measure this machine's peaks: matmul GFLOP/s (fp32, bf16, int8) and memory GB/s")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="only measure where attention leaves the C++ tiles for SDPA on this CPU again, and cache it")
 
 
 def run(args: argparse.Namespace) -> int:
     """Both micro-benchmarks at each thread count; print the tables, write the JSON."""
-    from benchmarks.omp_env import set_passive_wait
-
-    set_passive_wait()
+    print(machine_line())
     if args.roofline:
         return _run_roofline(args)
     import torch
@@ -155,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not load_cpu_ops():
         raise ValueError(f"the C++ kernels are unavailable here: {load_error()}")
+    if args.calibrate:
+        return _run_calibrate(args)
     if args.quant:
         return _run_quant(args)
     if args.prefill:
@@ -184,6 +189,30 @@ def _run_roofline(args: argparse.Namespace) -> int:
     print(f"machine during the runs: {load.report.label() if load.report else 'not measured'}")
     write_json(args.json, {"roofline": results, "machine": machine_info(),
                            "load": load.report.as_dict() if load.report else None})
+    return 0
+
+
+# Head shapes (query heads, KV heads, head dim) of the embedded model, SmolLM2-135M, Qwen2.5-Coder 0.5B / 1.5B.
+CALIBRATED_SHAPES = ((8, 2, 64), (9, 3, 64), (14, 2, 64), (12, 2, 128))
+
+
+def _run_calibrate(args: argparse.Namespace) -> int:
+    import torch
+
+    from kernels.route_calibration import NEVER, HeadShape, calibrate
+
+    rows = []
+    for threads in (int(t) for t in args.threads.split(",")):
+        torch.set_num_threads(threads)
+        for hq, hk, d in CALIBRATED_SHAPES:
+            cal = calibrate(HeadShape(hq, hk, d), remeasure=True)
+            for kind, table in (("fresh", cal.fresh_ms), ("over context", cal.context_ms)):
+                rows += [[threads, f"{hq}/{hk}x{d}", kind, int(n), cpp, sdpa, cpp / sdpa] for n, (cpp, sdpa) in table.items()]
+            fresh, context = (("never" if n == NEVER else n) for n in (cal.routes.min_fresh_query,
+                                                                        cal.routes.min_context_query))
+            rows.append([threads, f"{hq}/{hk}x{d}", "SDPA from (fresh / over context)", fresh, context, None, None])
+    print_table(["threads", "heads", "chunk", "query", "C++ ms", "SDPA ms", "C++ / SDPA"], rows)
+    write_json(args.json, {"calibration": rows, "machine": machine_info()})
     return 0
 
 

@@ -6,7 +6,7 @@
   multi-megabyte outputs cost the allocator's page faults on every call.
 * attention routes: the C++ paged kernel against SDPA (``kernels.paged_attention``'s two CPU routes)
   on fresh prompt chunks and on chunks over a cached context, GQA 8/2, head size 64; the ratio says
-  where ``sdpa_thresholds`` should switch on this CPU.
+  where the routes cross on this CPU (what ``kernels.route_calibration`` measures at first use).
 
 Invariant: both variants of a pair compute the same result (checked before timing, float32 tolerance).
 """
@@ -32,6 +32,7 @@ def bench_outputs(rows: list[int], layers: int, repeats: int) -> list[dict[str, 
     """ms per pass over every layer's matmuls, fresh vs reused outputs, per row count."""
     import torch
 
+    from kernels.cpp_build import ops
     from kernels.prepack import pack_weight
 
     gen = torch.Generator().manual_seed(0)
@@ -43,7 +44,7 @@ def bench_outputs(rows: list[int], layers: int, repeats: int) -> list[dict[str, 
     for m in rows:
         xs = {k: torch.randn(m, k, generator=gen) for _, k in EMBEDDED_LAYER}
         outs = {n: torch.empty(m, n) for n, _ in EMBEDDED_LAYER}
-        torch.ops.agent_engine.panel_linear(outs[768], xs[512], packs[0][0][2])
+        ops().panel_linear(outs[768], xs[512], packs[0][0][2])
         torch.testing.assert_close(outs[768], xs[512] @ first.T, rtol=1e-4, atol=1e-4)
         t_fresh = best_seconds(functools.partial(_pass, packs, xs, functools.partial(torch.empty, m)), repeats)
         t_reused = best_seconds(functools.partial(_pass, packs, xs, outs.__getitem__), repeats)
@@ -54,11 +55,11 @@ def bench_outputs(rows: list[int], layers: int, repeats: int) -> list[dict[str, 
 
 def _pass(packs: list[list[tuple[int, int, Any]]], xs: dict[int, Any], out_for: Any) -> None:
     """Every layer's matmuls once, each into ``out_for(out_features)``."""
-    import torch
+    from kernels.cpp_build import ops
 
     for layer in packs:
         for n, k, w in layer:
-            torch.ops.agent_engine.panel_linear(out_for(n), xs[k], w)
+            ops().panel_linear(out_for(n), xs[k], w)
 
 
 def bench_routes(repeats: int) -> list[dict[str, Any]]:

@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from agent_engine.reporting import machine_info, print_table, write_json
-from benchmarks.omp_env import set_passive_wait
 from benchmarks.throughput import engine_sizing, make_prompts
 
 OP_GROUPS = (  # (group, substrings of a profiler op name), first match wins
@@ -159,7 +158,6 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    set_passive_wait()
     ap = argparse.ArgumentParser(prog="python -m benchmarks.profile_step", description=__doc__.split("\n")[0])
     add_arguments(ap)
     args = ap.parse_args(argv)

@@ -33,7 +33,7 @@ import httpx
 from tqdm import tqdm
 
 from agent_engine.machine_load import LoadMonitor
-from agent_engine.reporting import machine_info, print_table, write_json
+from agent_engine.reporting import machine_info, machine_line, print_table, write_json
 from agent_engine.server.launcher import (
     ServerProcess,
     start_engine_server,
@@ -42,7 +42,6 @@ from agent_engine.server.launcher import (
     vllm_kv_bytes,
 )
 from benchmarks.cli import run_standalone
-from benchmarks.omp_env import set_passive_wait
 from benchmarks.serve_agent import WORDS, agent_level, stream_completion, summarize
 from benchmarks.throughput import resolve_bench_model
 
@@ -134,7 +133,6 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Start the servers, load them level by level, print the table, write JSON and the plot."""
-    set_passive_wait()
     if args.repeats < 1:
         raise ValueError("--repeats must be >= 1")
     if args.settle < 0:
@@ -254,6 +252,7 @@ def _report(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
     rows = [[res["server"], lv["concurrency"], lv["requests"], lv["tokens_per_s"], lv["ttft_mean_s"] * 1e3,
              lv["ttft_p50_s"] * 1e3, lv["ttft_p90_s"] * 1e3, lv["e2e_mean_s"], f"{lv['noisy_runs']} of {len(lv['runs'])}"]
             for res in results for lv in res["levels"]]
+    print(machine_line())
     print_table(["server", "conc", "reqs", "tok/s", "TTFT mean ms", "p50 ms", "p90 ms", "e2e mean s", "noisy runs"],
                 rows)
     peers = [res for res in results if res["server"] in PEERS]

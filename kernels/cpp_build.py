@@ -1,21 +1,25 @@
-"""Build and load the C++ CPU kernels (``kernels/csrc/*.cpp``) at first use.
+"""Build and load the C++ CPU kernels (``kernels/csrc/*.cpp``) at first use, one library per
+instruction-set variant (``kernels.isa``).
 
-The sources ship with the package; it is compiled with the system ``g++`` against torch's headers
-(include and library paths from ``torch.utils.cpp_extension``) into a cache folder and loaded with
-``torch.ops.load_library``; its ops then live under ``torch.ops.agent_engine``.
+The sources ship with the package; each variant is compiled with the system ``g++`` against torch's
+headers (include and library paths from ``torch.utils.cpp_extension``) into a cache folder, one object
+per source in parallel, and loaded with ``torch.ops.load_library``; its ops then live under
+``torch.ops.agent_engine_<variant>``, which :func:`ops` returns for the variant this process selected.
 
 Invariants:
-- The cached library's name carries a hash of the source, the torch version, the compiler flags and
-  the CPU's instruction-set flags, so a changed source, torch or machine never loads a stale build.
+- The cached library's name carries a hash of the sources, the torch version and the variant's compiler
+  flags, never of the machine: a library is portable to every CPU that supports its variant, and a
+  changed source or torch never loads a stale build.
 - A build is published atomically (compiled to a temporary file, then renamed): concurrent
   processes never load a half-written library.
-- :func:`load_cpu_ops` never raises: when the build or the load fails (no compiler, no headers,
-  ``AGENT_ENGINE_CPP_KERNELS=0``) it logs one warning and returns False; callers then use the torch
-  fallbacks in ``kernels.cpu_ops``.
+- :func:`load_cpu_ops` raises only for a bad ``AGENT_ENGINE_ISA`` (``ValueError``); when the build or
+  the load fails (no compiler, no headers, ``AGENT_ENGINE_CPP_KERNELS=0``) it logs one warning and
+  returns False; callers then use the torch fallbacks in ``kernels.cpu_ops``.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -24,23 +28,28 @@ import subprocess
 import sysconfig
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 
+from kernels.isa import IsaVariant, selected_variant
+
 logger = logging.getLogger(__name__)
 
-SOURCES = tuple(Path(__file__).with_name("csrc") / n
-                for n in ("cpu_ops.cpp", "paged_attention.cpp", "small_linear.cpp", "panel_linear.cpp", "kv_tier_copy.cpp",
-                          "gguf_linear.cpp"))
-HEADERS = tuple(Path(__file__).with_name("csrc") / n for n in ("vec_math.h", "attend_f32.h", "attend_tiled.h", "gguf_blocks.h",
-                                                                "kquant_dot.h", "q32_dot.h", "panel_micro.h"))
+_CSRC = Path(__file__).with_name("csrc")
+SOURCES = tuple(_CSRC / n for n in ("cpu_ops.cpp", "paged_attention.cpp", "small_linear.cpp", "panel_linear.cpp",
+                                    "kv_tier_copy.cpp", "gguf_linear.cpp"))
+HEADERS = tuple(_CSRC / n for n in ("vec_math.h", "attend_f32.h", "attend_tiled.h", "gguf_blocks.h", "kquant_dot.h",
+                                    "q32_dot.h", "panel_micro.h", "ops_library.h"))
 ENV_SWITCH = "AGENT_ENGINE_CPP_KERNELS"  # "0" turns the C++ kernels off
-_FLAGS = ["-O3", "-std=c++20", "-fPIC", "-shared", "-fopenmp", "-march=native", "-DNDEBUG",
-          "-Wno-unused-parameter", "-D_GLIBCXX_USE_CXX11_ABI=" + str(int(torch._C._GLIBCXX_USE_CXX11_ABI))]
+_FLAGS = ("-O3", "-std=c++20", "-fPIC", "-fopenmp", "-fvisibility=hidden", "-DNDEBUG", "-Wno-unused-parameter",
+          "-D_GLIBCXX_USE_CXX11_ABI=" + str(int(torch._C._GLIBCXX_USE_CXX11_ABI)))
 
 _lock = threading.Lock()
-_state: dict[str, object] = {}
+_OFF = "off"  # the key of _loaded that remembers the switch-off was logged
+_loaded: dict[str, bool] = {}  # variant name -> whether its library loaded
+_errors: dict[str, str] = {}
 
 
 def cache_dir() -> Path:
@@ -49,28 +58,30 @@ def cache_dir() -> Path:
     return Path(root) / "kernels"
 
 
-def _cpu_flags() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return line
-    except OSError:
-        pass
-    return ""
+def compile_flags(variant: IsaVariant) -> tuple[str, ...]:
+    """Every compiler flag of ``variant``'s objects: the common ones, its ISA, its op namespace."""
+    return (*_FLAGS, *variant.flags, f"-DAE_OPS_NS={variant.namespace}")
 
 
-def library_path() -> Path:
-    """The cache path of the library for these sources, torch, flag set and CPU."""
+def library_path(variant: IsaVariant) -> Path:
+    """The cache path of ``variant``'s library for these sources and this torch."""
     h = hashlib.sha256()
     parts = [src.read_bytes() for src in (*SOURCES, *HEADERS)]
-    for part in (*parts, torch.__version__.encode(), " ".join(_FLAGS).encode(), _cpu_flags().encode()):
+    for part in (*parts, torch.__version__.encode(), " ".join(compile_flags(variant)).encode()):
         h.update(part)
         h.update(b"\0")
-    return cache_dir() / f"agent_engine_cpu_ops_{h.hexdigest()[:16]}.so"
+    return cache_dir() / f"agent_engine_cpu_ops_{variant.name}_{h.hexdigest()[:16]}.so"
 
 
-def _compile(target: Path) -> None:
-    """Compile the sources into ``target`` (atomic rename); raises on any failure."""
+def _run(cmd: list[str]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"g++ failed ({proc.returncode}): {proc.stderr[-2000:]}")
+
+
+def _compile(target: Path, variant: IsaVariant) -> None:
+    """Compile the sources into ``target`` (one object per source, in parallel, then one link; atomic
+    rename); raises on any failure."""
     from torch.utils import cpp_extension
 
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
@@ -80,44 +91,67 @@ def _compile(target: Path) -> None:
     lib_dirs = cpp_extension.library_paths()
     libs = [f"-L{p}" for p in lib_dirs] + [f"-Wl,-rpath,{p}" for p in lib_dirs] + ["-lc10", "-ltorch_cpu"]
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
-    os.close(fd)
-    cmd = [cxx, *_FLAGS, *includes, *(str(src) for src in SOURCES), "-o", tmp, *libs]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            raise RuntimeError(f"g++ failed ({proc.returncode}): {proc.stderr[-2000:]}")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    flags = list(compile_flags(variant))
+    with tempfile.TemporaryDirectory(dir=target.parent) as work:
+        objects = [str(Path(work) / f"{src.stem}.o") for src in SOURCES]
+        compiles = [[cxx, *flags, *includes, "-c", str(src), "-o", obj] for src, obj in zip(SOURCES, objects, strict=True)]
+        with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+            list(pool.map(_run, compiles))
+        linked = str(Path(work) / "lib.so")
+        _run([cxx, "-shared", "-fopenmp", *objects, "-o", linked, *libs])
+        os.replace(linked, target)
 
 
-def load_cpu_ops() -> bool:
-    """Build (if needed) and load the library once per process; True when ``torch.ops.agent_engine``
-    has the ops. Thread-safe; a failure is remembered (and warned about) once."""
+def load_variant(variant: IsaVariant) -> bool:
+    """Build (if needed) and load ``variant``'s library once per process; True when
+    ``torch.ops.<variant.namespace>`` has the ops. Thread-safe; a failure is remembered (and warned
+    about) once. The caller makes sure the CPU supports the variant."""
     with _lock:
-        if "ok" in _state:
-            return bool(_state["ok"])
+        if variant.name in _loaded:
+            return _loaded[variant.name]
         ok = False
-        if os.environ.get(ENV_SWITCH, "1") == "0":
-            logger.info("C++ CPU kernels disabled by %s=0; using the torch path", ENV_SWITCH)
-        else:
-            try:
-                path = library_path()
-                if not path.is_file():
-                    logger.info("building the C++ CPU kernels into %s (once per machine)", path)
-                    _compile(path)
-                torch.ops.load_library(str(path))
-                ok = hasattr(torch.ops.agent_engine, "paged_attention")
-            except Exception as exc:  # noqa: BLE001 - any failure means: fall back, with a warning
-                _state["error"] = f"{type(exc).__name__}: {exc}"
-                logger.warning("C++ CPU kernels unavailable, using the slower torch path: %s", _state["error"])
-        _state["ok"] = ok
+        try:
+            path = library_path(variant)
+            if not path.is_file():
+                logger.info("building the C++ CPU kernels (%s) into %s (once per machine)", variant.name, path)
+                _compile(path, variant)
+            torch.ops.load_library(str(path))
+            ok = hasattr(getattr(torch.ops, variant.namespace), "paged_attention")
+        except Exception as exc:  # noqa: BLE001 - any failure means: fall back, with a warning
+            _errors[variant.name] = f"{type(exc).__name__}: {exc}"
+            logger.warning("C++ CPU kernels (%s) unavailable, using the slower torch path: %s", variant.name,
+                           _errors[variant.name])
+        _loaded[variant.name] = ok
         return ok
 
 
+def load_cpu_ops() -> bool:
+    """Build (if needed) and load the selected variant's library (``kernels.isa.selected_variant``); True
+    when :func:`ops` has the kernels. False when ``AGENT_ENGINE_CPP_KERNELS=0`` or the build failed."""
+    if os.environ.get(ENV_SWITCH, "1") == "0":
+        if _OFF not in _loaded:
+            _loaded[_OFF] = False
+            logger.info("C++ CPU kernels disabled by %s=0; using the torch path", ENV_SWITCH)
+        return False
+    return load_variant(selected_variant())
+
+
+def variant_ops(variant: IsaVariant) -> torch._ops._OpNamespace:
+    """``variant``'s op namespace (``torch.ops.agent_engine_<variant>``); its ops exist once
+    :func:`load_variant` returned True."""
+    return getattr(torch.ops, variant.namespace)
+
+
+@functools.cache
+def ops() -> torch._ops._OpNamespace:
+    """The selected variant's op namespace (fixed at the first call: ``AGENT_ENGINE_ISA`` is read once per
+    process); call after :func:`load_cpu_ops` returned True."""
+    return variant_ops(selected_variant())
+
+
 def load_error() -> str | None:
-    """Why the last :func:`load_cpu_ops` failed (None if it succeeded or was not tried)."""
-    err = _state.get("error")
-    return None if err is None else str(err)
+    """Why the selected variant's last load failed (None if it succeeded, was not tried or the kernels
+    are switched off)."""
+    if os.environ.get(ENV_SWITCH, "1") == "0":
+        return None
+    return _errors.get(selected_variant().name)

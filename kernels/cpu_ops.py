@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.attention_metadata import AttentionMetadata
-from kernels.cpp_build import load_cpu_ops
+from kernels.cpp_build import load_cpu_ops, ops
 from kernels.kv_cache import write_kv_cache
 
 
@@ -44,7 +44,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
     if cpp:
         src = residual if residual is not None else x
         out = torch.empty_like(src) if out is None else out
-        torch.ops.agent_engine.rms_norm(out, src, x if residual is not None else None, weight, eps)
+        ops().rms_norm(out, src, x if residual is not None else None, weight, eps)
         return out
     if residual is not None:
         residual.add_(x)
@@ -70,12 +70,12 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         rows = x.shape[0]
         if packed is not None:
             out = x.new_empty(rows, weight.shape[0]) if out is None else out
-            torch.ops.agent_engine.panel_linear(out, x, packed)
+            ops().panel_linear(out, x, packed)
             return out if bias is None else out.add_(bias)
         if weight.dtype == torch.float32 and weight.is_contiguous():
             if rows <= SMALL_LINEAR_MAX_ROWS and x.shape[1] % 8 == 0:
                 out = x.new_empty(rows, weight.shape[0])
-                torch.ops.agent_engine.small_linear(out, x, weight)
+                ops().small_linear(out, x, weight)
                 return out if bias is None else out.add_(bias)
             if rows <= ONEDNN_LINEAR_MAX_ROWS and _ONEDNN:
                 return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
@@ -89,7 +89,7 @@ def silu_and_mul(gate_up: torch.Tensor, cpp: bool = False, out: torch.Tensor | N
     inter = gate_up.shape[-1] // 2
     if cpp:
         out = gate_up.new_empty(*gate_up.shape[:-1], inter) if out is None else out
-        torch.ops.agent_engine.silu_and_mul(out, gate_up)
+        ops().silu_and_mul(out, gate_up)
         return out
     return F.silu(gate_up[..., :inter]) * gate_up[..., inter:]
 
@@ -99,7 +99,7 @@ def rotary_and_cache(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_
                      cpp: bool = False) -> None:
     """See the module docstring; ``slot_mapping`` is int64 ``[T]``."""
     if cpp:
-        torch.ops.agent_engine.rotary_and_cache(qkv, cos, sin, k_cache, v_cache, slot_mapping,
+        ops().rotary_and_cache(qkv, cos, sin, k_cache, v_cache, slot_mapping,
                                                 num_q_heads, num_kv_heads)
         return
     tokens, head_dim = qkv.shape[0], k_cache.shape[3]
@@ -119,6 +119,6 @@ def paged_attention_cpu(query: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
                         out: torch.Tensor) -> torch.Tensor:
     """The C++ paged attention (no torch fallback here: ``kernels.paged_attention`` has it); writes and
     returns ``out`` ``[T, Hq, D]`` (rows of requests not in ``req_indices`` are left as they were)."""
-    torch.ops.agent_engine.paged_attention(out, query, k_cache, v_cache, metadata.block_tables,
+    ops().paged_attention(out, query, k_cache, v_cache, metadata.block_tables,
                                            metadata.query_start_loc, metadata.seq_lens, req_indices, scale)
     return out

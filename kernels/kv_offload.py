@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import torch
 
+from kernels.cpp_build import ops
 from kernels.cpu_ops import use_cpp
 from scheduler.kv_tier import OFFLOAD_DTYPES, SAVE
 
@@ -95,7 +96,7 @@ class HostKVStore:
     def _save(self, blocks: list[int], slots: list[int]) -> None:
         last = {s: b for b, s in zip(blocks, slots, strict=True)}  # a slot written twice: the last wins
         if self.fused:
-            torch.ops.agent_engine.kv_tier_copy(self._flat_pool, self._flat_store, self._flat_scales,
+            ops().kv_tier_copy(self._flat_pool, self._flat_store, self._flat_scales,
                                                 list(last.values()), list(last), True)
             return
         device = self.kv_caches[0][0].device
@@ -113,7 +114,7 @@ class HostKVStore:
     def _load(self, slots: list[int], blocks: list[int]) -> None:
         last = {b: s for s, b in zip(slots, blocks, strict=True)}
         if self.fused:
-            torch.ops.agent_engine.kv_tier_copy(self._flat_pool, self._flat_store, self._flat_scales,
+            ops().kv_tier_copy(self._flat_pool, self._flat_store, self._flat_scales,
                                                 list(last.values()), list(last), False)
             return
         device = self.kv_caches[0][0].device

@@ -20,11 +20,10 @@ Three implementations share this contract:
 * :func:`paged_attention_cpp`: the C++ CPU kernel (``kernels/csrc/cpu_ops.cpp``) reads keys and
   values straight from the paged caches: a decode row's GQA group as vectors over the keys
   (``attend_f32.h``), a chunk's tile of rows as two register-blocked matrix products
-  (``attend_tiled.h``). A fresh prompt chunk of at least ``SDPA_MIN_FRESH_QUERY`` tokens goes to
-  SDPA's causal kernel on this step's contiguous keys, and a chunk of at least
-  ``SDPA_MIN_CONTEXT_QUERY`` tokens over cached context (an agent's next turn) to one masked SDPA
-  call over its gathered blocks, where SDPA measured faster. Both thresholds depend on the CPU's ISA
-  (``sdpa_thresholds``).
+  (``attend_tiled.h``). A fresh prompt chunk long enough goes to SDPA's causal kernel on this step's
+  contiguous keys, and a chunk over cached context (an agent's next turn) long enough to one masked
+  SDPA call over its gathered blocks, from the lengths where SDPA measured faster on this CPU, for this
+  head shape and thread count (``kernels.route_calibration``).
 
 :func:`paged_attention` picks one.
 """
@@ -39,21 +38,12 @@ import torch.nn.functional as F
 
 from kernels.attention_metadata import AttentionMetadata, AttentionWorkspace
 from kernels.cpu_ops import paged_attention_cpu, use_cpp
+from kernels.route_calibration import HeadShape, SdpaRoutes, sdpa_routes
 from kernels.torch_plan import PrefillChunk, prefill_chunks, torch_plan
 
-
-def sdpa_thresholds(cpu_capability: str) -> tuple[int, int]:
-    """``(fresh, over context)``: the query lengths from which a CPU prefill chunk goes to SDPA rather
-    than the C++ kernel, by the CPU's vector ISA (``torch.backends.cpu.get_cpu_capability()``), as
-    measured per shape with ``agent-engine bench kernels --prefill`` (docs/performance.md). With AVX2
-    only, the C++ kernel's matrix-shaped tiles beat SDPA on every measured chunk up to 2,048 fresh
-    tokens and 1,024 over a 2,000-token context, and tie at 4,096 fresh. With AVX-512, SDPA's blocked
-    kernel won from 64 fresh tokens and from 16 over cached context, measured before the C++ kernel
-    had matrix-shaped tiles, not since (no AVX-512 machine to measure on)."""
-    return (4096, 2048) if cpu_capability == "AVX2" else (64, 16)
-
-
-SDPA_MIN_FRESH_QUERY, SDPA_MIN_CONTEXT_QUERY = sdpa_thresholds(torch.backends.cpu.get_cpu_capability())
+# Set (tests, benchmarks) to override the calibrated routes: chunk lengths from which SDPA takes a chunk.
+SDPA_MIN_FRESH_QUERY: int | None = None
+SDPA_MIN_CONTEXT_QUERY: int | None = None
 _CPP_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -186,15 +176,28 @@ def _fresh_causal(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, s
     return o[0].transpose(0, 1)
 
 
-def _cpp_plan(metadata: AttentionMetadata) -> tuple[torch.Tensor | None, list[tuple[int, int]], list[PrefillChunk]]:
+def chunk_routes(query: torch.Tensor, k_cache: torch.Tensor) -> SdpaRoutes:
+    """The routes for this query's head shape: the module's overrides where set, else this CPU's
+    calibration (measured once per CPU, build, threads and shape)."""
+    if SDPA_MIN_FRESH_QUERY is not None and SDPA_MIN_CONTEXT_QUERY is not None:
+        return SdpaRoutes(SDPA_MIN_FRESH_QUERY, SDPA_MIN_CONTEXT_QUERY)
+    num_q_heads, num_kv_heads, head_dim, _, _ = _layout(query, k_cache)
+    calibrated = sdpa_routes(HeadShape(num_q_heads, num_kv_heads, head_dim, str(query.dtype).removeprefix("torch.")))
+    return SdpaRoutes(calibrated.min_fresh_query if SDPA_MIN_FRESH_QUERY is None else SDPA_MIN_FRESH_QUERY,
+                      calibrated.min_context_query if SDPA_MIN_CONTEXT_QUERY is None else SDPA_MIN_CONTEXT_QUERY)
+
+
+def _cpp_plan(metadata: AttentionMetadata,
+              routes: SdpaRoutes) -> tuple[torch.Tensor | None, list[tuple[int, int]], list[PrefillChunk]]:
     """``(requests for the C++ kernel as int32 or None, fresh long chunks as (q_start, q_end), long
-    chunks over cached context for SDPA)``, cached."""
-    plan = metadata.cache.get("cpp_plan")
+    chunks over cached context for SDPA)``, cached per step and routes."""
+    key = ("cpp_plan", routes)
+    plan = metadata.cache.get(key)
     if plan is None:
         starts, ctx = metadata.query_start_loc_list, metadata.context_lens_list
         qlen = [starts[i + 1] - starts[i] for i in range(metadata.num_reqs)]
-        fresh = [i for i in range(metadata.num_reqs) if ctx[i] == 0 and qlen[i] >= SDPA_MIN_FRESH_QUERY]
-        cont = [i for i in range(metadata.num_reqs) if ctx[i] > 0 and qlen[i] >= SDPA_MIN_CONTEXT_QUERY]
+        fresh = [i for i in range(metadata.num_reqs) if ctx[i] == 0 and qlen[i] >= routes.min_fresh_query]
+        cont = [i for i in range(metadata.num_reqs) if ctx[i] > 0 and qlen[i] >= routes.min_context_query]
         if not fresh and not cont:
             idx = torch.arange(metadata.num_reqs, dtype=torch.int32)
         else:
@@ -202,7 +205,7 @@ def _cpp_plan(metadata: AttentionMetadata) -> tuple[torch.Tensor | None, list[tu
             rest = [i for i in range(metadata.num_reqs) if i not in skip]
             idx = torch.tensor(rest, dtype=torch.int32) if rest else None
         plan = (idx, [(starts[i], starts[i + 1]) for i in fresh], prefill_chunks(metadata, cont))
-        metadata.cache["cpp_plan"] = plan
+        metadata.cache[key] = plan
     return plan
 
 
@@ -214,11 +217,13 @@ def paged_attention_cpp(
     v_cache: torch.Tensor,
     metadata: AttentionMetadata,
     scale: float,
+    routes: SdpaRoutes | None = None,
 ) -> torch.Tensor:
     """The C++ CPU path (needs ``kernels.cpu_ops.use_cpp``); same contract as the module docstring.
     ``query`` may be a row-strided view (e.g. into a fused QKV projection); ``key``/``value`` are only
-    read for fresh long chunks."""
-    idx, fresh, cont = _cpp_plan(metadata)
+    read for fresh long chunks. ``routes`` (default: this CPU's, see :func:`chunk_routes`) says which
+    chunks go to SDPA."""
+    idx, fresh, cont = _cpp_plan(metadata, routes or chunk_routes(query, k_cache))
     workspace = metadata.workspace if metadata.workspace is not None else AttentionWorkspace()
     # One output buffer per step, shared by the layers: each layer's output is read (by o_proj) before
     # the next layer's attention writes it again.

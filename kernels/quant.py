@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
+from kernels.cpp_build import ops
+
 # GGML type id -> (name, weights per block, bytes per block): the types gguf_linear.cpp implements.
 GGML_BLOCKS: dict[int, tuple[str, int, int]] = {
     2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20), 6: ("Q5_0", 32, 22), 7: ("Q5_1", 32, 24),
@@ -73,7 +75,7 @@ class QuantWeight:
     def dequantize(self) -> torch.Tensor:
         """The float32 ``[N, K]`` weights (gguf-py's values, bit for bit but for the sign of a zero)."""
         out = torch.empty(self.out_features, self.in_features, dtype=torch.float32)
-        torch.ops.agent_engine.gguf_dequantize(out, self.raw, self.qtype)
+        ops().gguf_dequantize(out, self.raw, self.qtype)
         return out
 
     def rows(self, index: torch.Tensor) -> QuantWeight:
@@ -85,7 +87,7 @@ class QuantWeight:
         slice of a wider matrix)."""
         if out is None:
             out = x.new_empty(x.shape[0], self.out_features)
-        torch.ops.agent_engine.gguf_linear_int8(out, x, [self.raw], [self.qtype])
+        ops().gguf_linear_int8(out, x, [self.raw], [self.qtype])
         return out
 
 
@@ -133,5 +135,5 @@ def quant_matmul(x: torch.Tensor, weight: QuantMatmul, bias: torch.Tensor | None
     part writing its own columns."""
     if out is None:
         out = x.new_empty(x.shape[0], weight.out_features)
-    torch.ops.agent_engine.gguf_linear_int8(out, x, [p.raw for p in weight.parts], [p.qtype for p in weight.parts])
+    ops().gguf_linear_int8(out, x, [p.raw for p in weight.parts], [p.qtype for p in weight.parts])
     return out if bias is None else out.add_(bias)

@@ -31,17 +31,28 @@ def tool_call(name: str, **args: Any) -> dict[str, Any]:
     return {"id": "call_1", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
 
 
+def models_card(max_model_len: int | None) -> httpx.Response:
+    """``GET /models``: one model, with ``max_model_len`` when given."""
+    card: dict[str, Any] = {"id": "fake", "object": "model"}
+    if max_model_len is not None:
+        card["max_model_len"] = max_model_len
+    return httpx.Response(200, json={"object": "list", "data": [card]})
+
+
 class FakeServer:
     """An in-process chat server: step ``i`` of a job (i = assistant messages so far) answers ``script[i]``."""
 
-    def __init__(self, script: Sequence[str]) -> None:
+    def __init__(self, script: Sequence[str], max_model_len: int | None = None) -> None:
         self.script = list(script)
+        self.max_model_len = max_model_len  # what GET /models reports (None: no length, as some servers)
         self.requests: list[tuple[str, str, dict[str, str], dict[str, Any] | None]] = []
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
 
     def handle(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return models_card(self.max_model_len)
         body = json.loads(request.content) if request.content else None
         self.requests.append((request.method, request.url.path, dict(request.headers), body))
         if request.method == "DELETE":
@@ -73,6 +84,8 @@ class ToolServer:
         self.script, self.bodies = script, []
 
     def handle(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return models_card(None)
         if request.method == "DELETE":
             return httpx.Response(200, json={})
         body = json.loads(request.content)

@@ -229,3 +229,20 @@ def test_a_tool_calling_job_solves_a_shipped_task() -> None:
     assert [m["tool_call_id"] for m in tool_msgs] == ["call_0", "call_1", "call_2", "call_3"]
     assert "must be a JSON object" in tool_msgs[1]["content"] and "exit code 0\nOK" in tool_msgs[3]["content"]
     assert [t.tool_name for t in result.turns] == ["view_file", None, "edit_file", "bash:python", "submit"]
+
+
+def test_a_missing_path_names_the_files_of_its_folder_and_the_closest(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrong guess inside a package (``exprcalc/exprcalc.py`` where ``exprcalc/parser.py`` is) shows the
+    package's files and the closest paths, not only the top folder."""
+    from agent_engine.agent import file_tool
+
+    for name in ("exprcalc/__init__.py", "exprcalc/parser.py", "exprcalc/evaluator.py", "tests/test_parser.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    monkeypatch.chdir(tmp_path)
+    text = file_tool.missing("exprcalc/parsers.py")
+    assert text.startswith("No file 'exprcalc/parsers.py'. Nothing changed.")
+    assert "Did you mean: exprcalc/parser.py" in text
+    assert "Files in exprcalc: exprcalc/__init__.py, exprcalc/evaluator.py, exprcalc/parser.py" in text
+    assert "Files in .: " in file_tool.missing("nowhere/deep/x.py")

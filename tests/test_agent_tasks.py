@@ -125,6 +125,18 @@ def test_runner_records_solved_from_the_check_in_the_jobs_sandbox() -> None:
     assert _bash(task.check or "", Path(task.repo or "")) != 0  # the shipped repo itself is untouched
 
 
+def test_command_output_is_kept_to_the_models_context_in_characters() -> None:
+    """A server that reports a 300-token context gets at most 300 characters of a long command output
+    per observation; one that does not say gets the full ``max_output_chars``."""
+    command = answer("python3 -c \"print('x' * 5000)\"")
+    for context, longest in ((300, 300 + 80), (None, 5000)):
+        server = FakeServer([command, answer(SUBMIT_COMMAND)], max_model_len=context)
+        run_jobs([AgentTask("print", None)], server)
+        observation = server.chat_bodies()[1]["messages"][-1]["content"]
+        assert observation.count("x") <= longest
+        assert observation.count("x") >= (250 if context else 5000)
+
+
 def test_check_runs_in_the_sandbox_not_the_caller(tmp_path: Path) -> None:
     (tmp_path / "flag").write_text("x")
     job = FakeServer([answer("rm flag"), answer(SUBMIT_COMMAND)])

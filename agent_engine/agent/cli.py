@@ -57,7 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-limit", type=int, default=30, help="model calls per job at most (default: 30)")
     p.add_argument("--command-timeout", type=float, default=60.0, help="seconds per command (default: 60)")
     p.add_argument("--max-output-chars", type=int, default=10000,
-                   help="command output kept per observation (default: 10000)")
+                   help="command output kept per observation, at most the served model's context length in "
+                        "characters when the server reports it (default: 10000)")
     p.add_argument("--max-tokens", type=int, default=None, help="max tokens per answer (default: server's)")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default: 0)")
     p.add_argument("--seed", type=int, default=0,

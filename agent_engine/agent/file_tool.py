@@ -5,8 +5,9 @@ base64 JSON ``{"op": "view" | "edit", "path", "old", "new"}``; what it prints is
 exit status the tool's. Importing it runs nothing; it needs nothing but the standard library.
 
 Invariants:
-- ``view`` prints the file with line numbers (its first ``VIEW_LINES`` lines), a folder's files, or the
-  files that are there when the path does not exist.
+- ``view`` prints the file with line numbers (its first ``VIEW_LINES`` lines), a folder's files, or,
+  when the path does not exist, the files of its nearest existing folder (at most ``MAX_LISTED``) and
+  the closest paths in the tree (``difflib``).
 - ``edit`` writes the file only when ``old`` occurs exactly once: verbatim, else line by line with
   leading and trailing blanks ignored (``new`` is then re-indented to the first matched line's
   indentation), each tried again without line numbers when every line of ``old`` carries a
@@ -38,6 +39,7 @@ VIEW_LINES = 400
 SHOW_LINES = 12  # lines shown after a failed edit, at most
 LINE_CHARS = 160  # characters per shown line, at most
 CONTEXT = 1  # lines shown around the closest window
+MAX_LISTED = 40  # files named when a path does not exist, at most
 MIN_SIMILARITY = 0.5  # below this, no window is offered as "what you meant"
 MAX_WINDOWS = 5000  # windows compared by difflib, at most (the file's first lines)
 PROBE_LINES = 3  # a window is compared on its first lines only
@@ -297,6 +299,32 @@ def write_gapped(path: str, text: str, first: int, last: int) -> int:
     return 0
 
 
+def tree_files(root: str, limit: int = MAX_LISTED) -> list[str]:
+    """Up to ``limit`` files under ``root`` (hidden and ``__pycache__`` entries skipped), sorted."""
+    found: list[str] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        found += [os.path.normpath(os.path.join(folder, f)) for f in sorted(files) if not f.startswith(".")]
+        if len(found) >= limit:
+            break
+    return sorted(found)[:limit]
+
+
+def missing(path: str) -> str:
+    """The observation for a path that is not a file: the files of its nearest existing folder and the
+    paths in the tree most like it (what the model probably meant)."""
+    folder = os.path.dirname(os.path.normpath(path))
+    while folder and not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+    listed = tree_files(folder or ".")
+    lines = [f"No file {path!r}. Nothing changed."]
+    like = difflib.get_close_matches(os.path.normpath(path), tree_files("."), n=3, cutoff=0.5)
+    if like:
+        lines.append("Did you mean: " + ", ".join(like) + "?")
+    lines.append(f"Files in {folder or '.'}: " + ", ".join(listed) + ("" if len(listed) < MAX_LISTED else ", ..."))
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     """Run one ``view`` or ``edit`` (argv[1]: base64 JSON); returns the exit status."""
     a = json.loads(base64.b64decode(argv[1]))
@@ -309,8 +337,7 @@ def main(argv: list[str]) -> int:
         print(f"{path} holds: " + ", ".join(n for n in names if "__pycache__" not in n))
         return 0
     if not os.path.isfile(path):
-        here = sorted(f for f in os.listdir(".") if not f.startswith("."))
-        print(f"No file {path!r}. Files here: {', '.join(here)}. Nothing changed.")
+        print(missing(path))
         return 1
     with open(path, encoding="utf-8") as f:
         text = f.read()

@@ -130,12 +130,13 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
     with ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="agent-sandbox") as pool:
         async with httpx.AsyncClient(base_url=options.base_url, headers=headers, timeout=timeout,
                                      limits=limits, transport=options.transport) as client:
+            output_chars = min(options.max_output_chars, await _context_tokens(client, options.agent.model))
 
             async def one(task: AgentTask, job_id: str) -> AgentJobResult:
                 async with gate:
                     try:
                         sandbox = await asyncio.get_running_loop().run_in_executor(
-                            pool, lambda: _new_sandbox(task, options))
+                            pool, lambda: _new_sandbox(task, options, output_chars))
                         if not enforced:
                             enforced.update(_report(sandbox))
                     except (OSError, ValueError) as e:  # the job cannot start: record it as failed
@@ -179,9 +180,24 @@ async def _run_check(sandbox: Sandbox, task: AgentTask, pool: ThreadPoolExecutor
     return solved
 
 
-def _new_sandbox(task: AgentTask, options: RunOptions) -> Sandbox:
-    """The job's sandbox: a confined copy of the task's repo, its check files read-only."""
-    sandbox = Sandbox.create(task.repo, timeout=options.command_timeout, max_output_chars=options.max_output_chars,
+async def _context_tokens(client: httpx.AsyncClient, model: str | None) -> int:
+    """The served model's context length from ``GET /models`` (vLLM's and our ``max_model_len``), or a
+    large number when the server does not say. A command's output is kept to that many characters:
+    about a quarter of the context, so one verbose test run cannot fill a small model's window."""
+    unknown = 1 << 30
+    try:
+        cards = (await client.get("/models")).json().get("data", [])
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return unknown
+    lengths = [c.get("max_model_len") for c in cards if isinstance(c, dict) and (model is None or c.get("id") == model)]
+    known = [n for n in lengths if isinstance(n, int) and n > 0]
+    return min(known) if known else unknown
+
+
+def _new_sandbox(task: AgentTask, options: RunOptions, output_chars: int) -> Sandbox:
+    """The job's sandbox: a confined copy of the task's repo, its check files read-only, command output
+    kept to ``output_chars`` characters."""
+    sandbox = Sandbox.create(task.repo, timeout=options.command_timeout, max_output_chars=output_chars,
                              isolation=options.isolation, allow_network=options.allow_network)
     try:
         protect(sandbox.workdir, check_paths(task))

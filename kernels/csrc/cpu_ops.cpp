@@ -17,6 +17,8 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include "ops_library.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -168,7 +170,7 @@ void rotary_and_cache(at::Tensor qkv, const at::Tensor& cos, const at::Tensor& s
 
 }  // namespace
 
-TORCH_LIBRARY(agent_engine, m) {
+AE_LIBRARY(m) {
   m.def("paged_attention(Tensor(a!) out, Tensor query, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
         "Tensor query_start_loc, Tensor seq_lens, Tensor req_indices, float scale) -> ()");
   m.def("rms_norm(Tensor(a!) out, Tensor(b!) residual, Tensor? delta, Tensor weight, float eps) -> ()");
@@ -183,7 +185,7 @@ TORCH_LIBRARY(agent_engine, m) {
         "bool save) -> ()");
 }
 
-TORCH_LIBRARY_IMPL(agent_engine, CPU, m) {
+AE_LIBRARY_IMPL(m) {
   m.impl("rms_norm", &rms_norm);
   m.impl("silu_and_mul", &silu_and_mul);
   m.impl("rotary_and_cache", &rotary_and_cache);

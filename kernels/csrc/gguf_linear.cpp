@@ -16,6 +16,8 @@
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
+#include "ops_library.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -216,7 +218,7 @@ void gguf_dequantize(at::Tensor out, const at::Tensor& raw, int64_t qtype) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(agent_engine, CPU, m) {
+AE_LIBRARY_IMPL(m) {
   m.impl("gguf_linear_int8", &gguf_linear_int8);
   m.impl("gguf_dequantize", &gguf_dequantize);
 }

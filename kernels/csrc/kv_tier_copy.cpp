@@ -14,6 +14,8 @@
 #include <c10/util/BFloat16.h>
 #include <torch/library.h>
 
+#include "ops_library.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -117,4 +119,4 @@ void kv_tier_copy(at::TensorList pool, at::TensorList store, at::TensorList scal
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(agent_engine, CPU, m) { m.impl("kv_tier_copy", &kv_tier_copy); }
+AE_LIBRARY_IMPL(m) { m.impl("kv_tier_copy", &kv_tier_copy); }

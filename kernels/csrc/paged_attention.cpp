@@ -7,6 +7,8 @@
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
+#include "ops_library.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -288,4 +290,4 @@ void paged_attention(at::Tensor out, const at::Tensor& query, const at::Tensor& 
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(agent_engine, CPU, m) { m.impl("paged_attention", &paged_attention); }
+AE_LIBRARY_IMPL(m) { m.impl("paged_attention", &paged_attention); }

@@ -20,6 +20,8 @@
 #include <ATen/ops/mm.h>
 #include <torch/library.h>
 
+#include "ops_library.h"
+
 #include <algorithm>
 
 #include "panel_micro.h"
@@ -121,4 +123,4 @@ void panel_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& panels)
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(agent_engine, CPU, m) { m.impl("panel_linear", &panel_linear); }
+AE_LIBRARY_IMPL(m) { m.impl("panel_linear", &panel_linear); }

@@ -11,6 +11,8 @@
 #include <ATen/ops/mm.h>
 #include <torch/library.h>
 
+#include "ops_library.h"
+
 #include <algorithm>
 
 #include "attend_f32.h"
@@ -72,4 +74,4 @@ void small_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& w) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(agent_engine, CPU, m) { m.impl("small_linear", &small_linear); }
+AE_LIBRARY_IMPL(m) { m.impl("small_linear", &small_linear); }

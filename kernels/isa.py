@@ -1,0 +1,125 @@
+"""The instruction-set variants the C++ kernels are built for, and which one this CPU runs.
+
+The kernels (``kernels/csrc``) pick their vector code when they are compiled (``#ifdef __AVX512VNNI__``
+and the like). Rather than compile them for "this machine" (``-march=native``), each variant is a
+named, portable flag set, and the process loads the best variant the CPU reports it can run: a
+library built on one machine runs correctly on any other CPU that has its variant's features (the
+way llama.cpp's ``GGML_CPU_ALL_VARIANTS`` builds one backend per ISA level and scores them at run time).
+
+Invariants:
+- ``VARIANTS`` is ordered best first; every variant's ``requires`` are ``/proc/cpuinfo`` flag names
+  that imply every instruction its ``flags`` let the compiler emit, so a supported variant never
+  faults. ``baseline`` requires nothing on x86-64 and always runs.
+- Each variant registers its ops under its own torch namespace (``agent_engine_<name>``), so several
+  can be loaded in one process and compared on the same inputs.
+- ``AGENT_ENGINE_ISA=<name>`` forces a variant; a name that is unknown or not supported by this CPU
+  is refused with a ``ValueError`` naming the supported ones.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+ENV_FORCE = "AGENT_ENGINE_ISA"
+
+_X86_64_V3 = frozenset({"avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "abm"})
+_X86_64_V4 = _X86_64_V3 | {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"}
+
+
+@dataclass(frozen=True)
+class IsaVariant:
+    """One build of the kernels: ``flags`` for the compiler, ``requires`` of the CPU, and what it
+    enables in words (``describes``)."""
+
+    name: str
+    flags: tuple[str, ...]
+    requires: frozenset[str]
+    describes: str
+
+    @property
+    def namespace(self) -> str:
+        """The torch op namespace the variant's library registers (``torch.ops.<namespace>``)."""
+        return f"agent_engine_{self.name}"
+
+    def supported_by(self, cpu_flags: frozenset[str]) -> bool:
+        return self.requires <= cpu_flags
+
+
+def _x86_variants() -> tuple[IsaVariant, ...]:
+    return (
+        IsaVariant("avx512_vnni", ("-march=x86-64-v4", "-mavx512vnni", "-mtune=generic"),
+                   _X86_64_V4 | {"avx512_vnni"}, "AVX-512 F/BW/VL with VNNI int8 dot products"),
+        IsaVariant("avx512", ("-march=x86-64-v4", "-mtune=generic"), _X86_64_V4, "AVX-512 F/BW/VL"),
+        IsaVariant("avx2_vnni", ("-march=x86-64-v3", "-mavxvnni", "-mtune=generic"),
+                   _X86_64_V3 | {"avx_vnni"}, "AVX2 + FMA with AVX-VNNI int8 dot products"),
+        IsaVariant("avx2", ("-march=x86-64-v3", "-mtune=generic"), _X86_64_V3, "AVX2 + FMA"),
+        IsaVariant("baseline", ("-march=x86-64", "-mtune=generic"), frozenset(), "SSE2 (scalar kernels)"),
+    )
+
+
+def _other_variants() -> tuple[IsaVariant, ...]:
+    """Off x86-64 the kernels have no hand-written vector code: one build for the host's features."""
+    flag = "-mcpu=native" if platform.machine() in ("aarch64", "arm64") else "-march=native"
+    return (IsaVariant("native", (flag,), frozenset(), f"the compiler's {flag} (scalar kernels)"),)
+
+
+VARIANTS: tuple[IsaVariant, ...] = _x86_variants() if platform.machine() in ("x86_64", "AMD64") else _other_variants()
+
+
+@cache
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The feature flags the kernel reports for the first CPU (empty when unreadable)."""
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+@cache
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's model name as the kernel reports it (``platform.processor()`` when unreadable)."""
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def supported_variants(flags: frozenset[str] | None = None) -> tuple[IsaVariant, ...]:
+    """The variants this CPU (or ``flags``) can run, best first."""
+    have = cpu_flags() if flags is None else flags
+    return tuple(v for v in VARIANTS if v.supported_by(have))
+
+
+def variant_named(name: str, flags: frozenset[str] | None = None) -> IsaVariant:
+    """The supported variant called ``name``; ``ValueError`` naming the choices otherwise."""
+    supported = supported_variants(flags)
+    for v in supported:
+        if v.name == name:
+            return v
+    known = [v.name for v in VARIANTS]
+    why = "unknown" if name not in known else "not supported by this CPU"
+    raise ValueError(f"instruction-set variant {name!r} is {why}; this CPU runs: {[v.name for v in supported]}")
+
+
+def selected_variant(flags: frozenset[str] | None = None) -> IsaVariant:
+    """The variant this process loads: ``AGENT_ENGINE_ISA`` when set, else the best supported one."""
+    forced = os.environ.get(ENV_FORCE, "").strip()
+    if forced:
+        return variant_named(forced, flags)
+    return supported_variants(flags)[0]
+
+
+def describe() -> str:
+    """One line naming the CPU and the kernels' variant, for benchmark tables and logs."""
+    v = selected_variant()
+    return f"{cpu_model()} · kernels {v.name} ({v.describes})"

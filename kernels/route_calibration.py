@@ -1,0 +1,195 @@
+"""Where a CPU prefill chunk's attention leaves the C++ tiles for SDPA, measured on this CPU.
+
+Two routes compete for a prefill chunk (``kernels.paged_attention.paged_attention_cpp``): the C++
+kernel's register-blocked tiles read straight from the paged cache, and torch's SDPA (a causal call on a
+fresh chunk's own keys; a masked call over a chunk's gathered blocks when it has cached context). Which
+wins depends on the CPU (vector width, cache sizes), the build, the thread count and the head shape, so
+no crossover measured on one machine is applied to another: the first chunk of a head shape on a new
+(CPU model, features, kernel build, torch, threads) measures both routes over a ladder of chunk lengths
+(about a second), and the result is cached on disk; ``agent-engine bench kernels --calibrate`` measures
+again.
+
+Invariants:
+- :func:`crossover` is the shortest measured length from which SDPA wins (by more than ``MARGIN``) at
+  it and at every longer measured length; ``NEVER`` when it does not win at the longest.
+- A cached calibration is used only under the exact key it was measured under (:func:`cache_key`);
+  files are written atomically, and an unreadable one is measured again.
+- Calibration never changes results beyond float32 rounding: both routes compute the same attention
+  (the tests compare them); only speed depends on the choice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from kernels import isa
+from kernels.cpp_build import cache_dir, library_path
+
+logger = logging.getLogger(__name__)
+
+NEVER = 1 << 30  # a threshold no chunk reaches: the C++ route always
+FRESH_LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)  # fresh chunks (no cached context)
+CONTEXT_LENGTHS = (4, 8, 16, 32, 64, 128, 256, 512)  # chunks over CONTEXT cached tokens
+CONTEXT = 1024
+MARGIN = 0.05  # SDPA must be this much faster to take a length
+REPEATS = 3
+VERSION = 1  # bump when the measurement changes
+
+
+@dataclass(frozen=True)
+class HeadShape:
+    """The attention shape a calibration is for: query heads, KV heads, head dim, dtype name."""
+
+    num_q_heads: int
+    num_kv_heads: int
+    head_dim: int
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class SdpaRoutes:
+    """Chunk lengths from which a prefill chunk goes to SDPA: fresh, and over cached context."""
+
+    min_fresh_query: int
+    min_context_query: int
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One measured calibration: the routes and the milliseconds per length behind them."""
+
+    routes: SdpaRoutes
+    fresh_ms: dict[str, tuple[float, float]]  # length -> (C++ ms, SDPA ms)
+    context_ms: dict[str, tuple[float, float]]
+    key: str
+    measured_at: str
+
+
+def crossover(lengths: Sequence[int], cpp_s: Sequence[float], sdpa_s: Sequence[float],
+              margin: float = MARGIN) -> int:
+    """The shortest length from which SDPA beats the C++ route by ``margin`` at every longer length
+    too (lengths ascending); ``NEVER`` when SDPA does not win at the longest."""
+    threshold = NEVER
+    for length, cpp, sdpa in reversed(list(zip(lengths, cpp_s, sdpa_s, strict=True))):
+        if sdpa * (1 + margin) >= cpp:
+            break
+        threshold = length
+    return threshold
+
+
+def cache_key(shape: HeadShape, threads: int) -> str:
+    """What a calibration depends on: CPU model and features, the kernels' variant and build, torch,
+    threads and the head shape."""
+    variant = isa.selected_variant()
+    parts = [str(VERSION), isa.cpu_model(), " ".join(sorted(isa.cpu_flags())), library_path(variant).name,
+             torch.__version__, str(threads), json.dumps(asdict(shape), sort_keys=True)]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
+
+
+def cache_file(shape: HeadShape, threads: int) -> Path:
+    return cache_dir() / "routes" / f"{cache_key(shape, threads)}.json"
+
+
+def _best_seconds(fn: Callable[[], object], repeats: int = REPEATS) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _time_both(shape: HeadShape, query_len: int, context: int) -> tuple[float, float]:
+    """Seconds of one chunk of ``query_len`` tokens over ``context`` cached tokens by each route."""
+    from kernels.attention_metadata import build_attention_metadata
+    from kernels.kv_cache import write_kv_cache
+    from kernels.paged_attention import paged_attention_cpp
+
+    dtype = getattr(torch, shape.dtype)
+    gen = torch.Generator().manual_seed(query_len + context)
+    block = 16
+    blocks = -(-(query_len + context) // block)
+    k_cache, v_cache = (torch.randn(blocks + 1, block, shape.num_kv_heads, shape.head_dim, generator=gen).to(dtype)
+                        for _ in range(2))  # block 0 is the pool's null block
+    meta = build_attention_metadata([query_len], [context], [list(range(1, blocks + 1))], block)
+    q, k, v = (torch.randn(query_len, h, shape.head_dim, generator=gen).to(dtype)
+               for h in (shape.num_q_heads, shape.num_kv_heads, shape.num_kv_heads))
+    write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
+    scale = shape.head_dim ** -0.5
+
+    def by(routes: SdpaRoutes) -> Callable[[], object]:
+        return lambda: paged_attention_cpp(q, k, v, k_cache, v_cache, meta, scale, routes)
+
+    return _best_seconds(by(SdpaRoutes(NEVER, NEVER))), _best_seconds(by(SdpaRoutes(1, 1)))
+
+
+def _as_ms(lengths: Sequence[int], seconds: Sequence[tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    return {str(n): (cpp * 1e3, sdpa * 1e3) for n, (cpp, sdpa) in zip(lengths, seconds, strict=True)}
+
+
+def measure(shape: HeadShape) -> Calibration:
+    """Both routes over the length ladders on this CPU, now (about a second on 2 cores)."""
+    fresh = [_time_both(shape, n, 0) for n in FRESH_LENGTHS]
+    ctx = [_time_both(shape, n, CONTEXT) for n in CONTEXT_LENGTHS]
+    routes = SdpaRoutes(crossover(FRESH_LENGTHS, [c for c, _ in fresh], [s for _, s in fresh]),
+                        crossover(CONTEXT_LENGTHS, [c for c, _ in ctx], [s for _, s in ctx]))
+    return Calibration(routes, _as_ms(FRESH_LENGTHS, fresh), _as_ms(CONTEXT_LENGTHS, ctx),
+                       cache_key(shape, torch.get_num_threads()), time.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def _read(path: Path) -> Calibration | None:
+    try:
+        data = json.loads(path.read_text())
+        cal = Calibration(SdpaRoutes(**data["routes"]), data["fresh_ms"], data["context_ms"], data["key"],
+                          data["measured_at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return cal if cal.key == path.stem else None
+
+
+def _write(path: Path, cal: Calibration) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".json", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump(asdict(cal), f, indent=1)
+    os.replace(tmp, path)
+
+
+_lock = threading.Lock()
+_known: dict[tuple[HeadShape, int], SdpaRoutes] = {}
+
+
+def calibrate(shape: HeadShape, remeasure: bool = False) -> Calibration:
+    """This CPU's calibration for ``shape`` at the current thread count: from the cache file unless
+    ``remeasure``, else measured now and written."""
+    threads = torch.get_num_threads()
+    path = cache_file(shape, threads)
+    cal = None if remeasure else _read(path)
+    if cal is None:
+        logger.info("measuring where attention leaves the C++ tiles for SDPA (%s, %d threads)", shape, threads)
+        cal = measure(shape)
+        _write(path, cal)
+    with _lock:
+        _known[(shape, threads)] = cal.routes
+    return cal
+
+
+def sdpa_routes(shape: HeadShape) -> SdpaRoutes:
+    """The routes for ``shape`` (cached in the process, then on disk, else measured once)."""
+    key = (shape, torch.get_num_threads())
+    routes = _known.get(key)
+    if routes is None:
+        routes = calibrate(shape).routes
+    return routes

@@ -1,0 +1,184 @@
+"""The C++ kernels per instruction-set variant (``kernels.isa``), chosen at run time.
+
+Selection (core, no build): the variants a CPU supports follow its ``/proc/cpuinfo`` flags, best first;
+``AGENT_ENGINE_ISA`` forces one and a variant the CPU lacks, or an unknown name, is a ``ValueError``;
+a library's cache name depends on its variant and never on the machine it was built on.
+
+Equivalence (builds each variant this CPU runs, about 30 s each on 2 cores; the others skip, naming the
+missing features): every variant's ops, forced in place of the selected one, give the same results on
+the same inputs: the quantized matmul within float32 summation order of the selected variant (which
+``test_gguf_linear`` checks exactly against the int8 reference) and ``gguf_dequantize`` bit for bit;
+the float32 matmuls, norms and paged attention within float32 rounding of torch and the float64 oracle.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from benchmarks.quant_bench import random_blocks
+from kernels import build_attention_metadata, cpp_build, isa, paged_attention_reference, write_kv_cache
+from kernels.paged_attention import paged_attention_cpp
+from kernels.prepack import pack_weight
+from kernels.quant import GGML_BLOCKS, QuantMatmul, QuantWeight, quant_matmul
+
+AVX2_ONLY = frozenset({"sse2", "avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "abm"})
+XEON_AVX512 = AVX2_ONLY | {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd", "avx512_vnni",
+                           "avx512_bf16", "avx512_fp16"}
+ZEN5 = XEON_AVX512 | {"avx_vnni"}
+X86 = isa.VARIANTS[-1].name == "baseline"
+
+
+@pytest.mark.core
+@pytest.mark.skipif(not X86, reason="the variants below are x86-64's")
+@pytest.mark.parametrize("flags,expected", [
+    (ZEN5, ["avx512_vnni", "avx512", "avx2_vnni", "avx2", "baseline"]),
+    (XEON_AVX512, ["avx512_vnni", "avx512", "avx2", "baseline"]),
+    (AVX2_ONLY, ["avx2", "baseline"]),
+    (AVX2_ONLY - {"fma"}, ["baseline"]),
+    (frozenset(), ["baseline"]),
+], ids=["zen5", "xeon-avx512", "avx2-only", "avx2-without-fma", "nothing"])
+def test_supported_variants_follow_the_cpu_flags(flags: frozenset[str], expected: list[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(isa.ENV_FORCE, raising=False)
+    assert [v.name for v in isa.supported_variants(flags)] == expected
+    assert isa.selected_variant(flags).name == expected[0]
+
+
+@pytest.mark.core
+@pytest.mark.skipif(not X86, reason="the variants below are x86-64's")
+def test_forcing_a_variant(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(isa.ENV_FORCE, "avx2")
+    assert isa.selected_variant(ZEN5).name == "avx2"
+    monkeypatch.setenv(isa.ENV_FORCE, "avx512_vnni")
+    with pytest.raises(ValueError, match="not supported by this CPU.*'avx2', 'baseline'"):
+        isa.selected_variant(AVX2_ONLY)
+    monkeypatch.setenv(isa.ENV_FORCE, "sse9")
+    with pytest.raises(ValueError, match="'sse9' is unknown"):
+        isa.selected_variant(ZEN5)
+
+
+@pytest.mark.core
+@pytest.mark.skipif(not X86, reason="the variants below are x86-64's")
+def test_every_flag_a_variant_compiles_with_is_one_it_requires() -> None:
+    """The compiler may only emit what ``requires`` guarantees: the invariant that a supported variant
+    never faults."""
+    implied = {"-march=x86-64-v4": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd", "avx2", "fma"},
+               "-march=x86-64-v3": {"avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "abm"},
+               "-mavx512vnni": {"avx512_vnni"}, "-mavxvnni": {"avx_vnni"}, "-march=x86-64": set(),
+               "-mtune=generic": set()}
+    for variant in isa.VARIANTS:
+        assert set(variant.flags) <= set(implied), variant
+        for flag in variant.flags:
+            assert implied[flag] <= variant.requires, (variant.name, flag)
+    assert len({v.namespace for v in isa.VARIANTS}) == len(isa.VARIANTS)
+
+
+@pytest.mark.core
+def test_cpuinfo_is_read_from_the_file(tmp_path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: Test CPU 9000\nflags\t\t: fpu sse2 avx2 fma\n\n"
+                    "processor\t: 1\nmodel name\t: Test CPU 9000\nflags\t\t: fpu\n")
+    assert isa.cpu_flags(info) == {"fpu", "sse2", "avx2", "fma"}
+    assert isa.cpu_model(info) == "Test CPU 9000"
+    assert isa.cpu_flags(tmp_path / "missing") == frozenset()
+
+
+@pytest.mark.core
+def test_a_library_is_named_by_its_variant_not_by_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = {cpp_build.library_path(v) for v in isa.VARIANTS}
+    assert len(paths) == len(isa.VARIANTS)
+    here = cpp_build.library_path(isa.VARIANTS[0])
+    monkeypatch.setattr(isa, "cpu_flags", lambda *_: frozenset({"sse2"}))
+    assert cpp_build.library_path(isa.VARIANTS[0]) == here
+    assert "-march=native" not in cpp_build.compile_flags(isa.VARIANTS[-1]) or not X86
+
+
+def _missing(variant: isa.IsaVariant) -> str:
+    return ", ".join(sorted(variant.requires - isa.cpu_flags()))
+
+
+VARIANT_PARAMS = [pytest.param(v, id=v.name, marks=pytest.mark.skipif(
+    not v.supported_by(isa.cpu_flags()), reason=f"this CPU lacks {_missing(v)}")) for v in isa.VARIANTS]
+
+
+@pytest.fixture(params=VARIANT_PARAMS)
+def variant(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[isa.IsaVariant]:
+    """Each variant this CPU runs, its ops standing in for the selected variant's everywhere."""
+    chosen: isa.IsaVariant = request.param
+    if not cpp_build.load_variant(chosen):
+        pytest.skip(f"the {chosen.name} kernels did not build: {cpp_build._errors.get(chosen.name)}")
+    ops = cpp_build.variant_ops(chosen)
+    for module in ("kernels.cpu_ops", "kernels.quant"):
+        monkeypatch.setattr(f"{module}.ops", lambda: ops)
+    yield chosen
+
+
+def _selected_quant(raw: torch.Tensor, qtype: int, k: int, x: torch.Tensor) -> torch.Tensor:
+    """The selected variant's product (the one ``test_gguf_linear`` pins to the int8 reference)."""
+    out = torch.empty(x.shape[0], raw.shape[0])
+    cpp_build.variant_ops(isa.selected_variant()).gguf_linear_int8(out, x, [raw], [qtype])
+    return out
+
+
+@pytest.mark.skipif(not cpp_build.load_cpu_ops(), reason="the C++ kernels did not build")
+def test_every_variant_gives_the_same_quantized_products(variant: isa.IsaVariant) -> None:
+    for qtype in sorted(GGML_BLOCKS):
+        k = 512 if GGML_BLOCKS[qtype][1] == 256 else 224  # 7 blocks of 32: an odd tail on the paired route
+        raw = torch.from_numpy(random_blocks(qtype, 40, k, seed=qtype))
+        weight = QuantWeight.from_gguf(raw, qtype, k)
+        expected_weights = torch.empty(40, k)
+        cpp_build.variant_ops(isa.selected_variant()).gguf_dequantize(expected_weights, raw, qtype)
+        assert torch.equal(weight.dequantize(), expected_weights), GGML_BLOCKS[qtype][0]
+        for rows in (1, 5, 9):
+            x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows))
+            got = quant_matmul(x, QuantMatmul.of([weight, weight.rows(torch.arange(39, -1, -1))]))
+            expected = _selected_quant(raw, qtype, k, x)
+            scale = expected.abs().max().item()
+            torch.testing.assert_close(got[:, :40], expected, rtol=0, atol=1e-5 * scale)
+            torch.testing.assert_close(got[:, 40:], expected.flip(1), rtol=0, atol=1e-5 * scale)
+
+
+@pytest.mark.skipif(not cpp_build.load_cpu_ops(), reason="the C++ kernels did not build")
+def test_every_variant_gives_the_same_float_kernels(variant: isa.IsaVariant) -> None:
+    from kernels.cpu_ops import linear, rms_norm, silu_and_mul
+
+    gen = torch.Generator().manual_seed(7)
+    for rows, k, n in ((1, 64, 40), (7, 128, 33), (40, 96, 70)):
+        x, w = torch.randn(rows, k, generator=gen), torch.randn(n, k, generator=gen)
+        torch.testing.assert_close(linear(x, w, None, True, pack_weight(w)), F.linear(x, w), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(linear(x, w, None, True), F.linear(x, w), rtol=1e-4, atol=1e-4)
+    x, res, weight = (torch.randn(5, 96, generator=gen) for _ in range(3))
+    torch.testing.assert_close(rms_norm(x, weight[0], 1e-6, res.clone(), cpp=True),
+                               rms_norm(x, weight[0], 1e-6, res.clone()), rtol=1e-5, atol=1e-5)
+    gate_up = torch.randn(5, 2 * 96, generator=gen)
+    torch.testing.assert_close(silu_and_mul(gate_up, cpp=True), silu_and_mul(gate_up), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not cpp_build.load_cpu_ops(), reason="the C++ kernels did not build")
+def test_every_variant_gives_the_same_paged_attention(variant: isa.IsaVariant,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decodes, a fresh chunk and a chunk over cached context, all on the C++ routes."""
+    attention = importlib.import_module("kernels.paged_attention")
+    monkeypatch.setattr(attention, "SDPA_MIN_FRESH_QUERY", 1 << 20)
+    monkeypatch.setattr(attention, "SDPA_MIN_CONTEXT_QUERY", 1 << 20)
+    gen = torch.Generator().manual_seed(11)
+    reqs, block, hq, hk, d = [(0, 20), (37, 1), (130, 1), (40, 17)], 16, 8, 2, 64
+    blocks = sum(-(-(c + q) // block) for c, q in reqs)
+    k_cache, v_cache = (torch.randn(blocks + 1, block, hk, d, generator=gen) for _ in range(2))
+    tables, start = [], 1  # block 0 is the pool's null block
+    for c, q in reqs:
+        used = -(-(c + q) // block)
+        tables.append(list(range(start, start + used)))
+        start += used
+    meta = build_attention_metadata([q for _, q in reqs], [c for c, _ in reqs], tables, block)
+    qkv = torch.randn(meta.num_tokens, hq + 2 * hk, d, generator=gen)
+    query, key, value = qkv[:, :hq], qkv[:, hq : hq + hk], qkv[:, hq + hk :]
+    write_kv_cache(key, value, k_cache, v_cache, meta.slot_mapping)
+    expected = paged_attention_reference(query.contiguous(), k_cache, v_cache, meta, 0.125)
+    got = paged_attention_cpp(query, key, value, k_cache, v_cache, meta, 0.125)
+    torch.testing.assert_close(got, expected, rtol=2e-5, atol=2e-5)
