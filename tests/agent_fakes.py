@@ -59,7 +59,13 @@ class FakeServer:
             return httpx.Response(200, json={"released": True})
         step = sum(1 for m in body["messages"] if m["role"] == "assistant")
         text = self.script[min(step, len(self.script) - 1)]
-        usage = {"prompt_tokens": 10 + step, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 0}}
+        prompt = 10 + step
+        if self.max_model_len is not None:  # a context to respect: three characters a token, as code runs
+            prompt = sum(len(m.get("content") or "") for m in body["messages"]) // 3
+            if prompt + (body.get("max_tokens") or 0) > self.max_model_len:
+                return httpx.Response(400, json={"error": {"message": f"prompt ({prompt} tokens) too long",
+                                                           "code": "context_length_exceeded"}})
+        usage = {"prompt_tokens": prompt, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 0}}
         if not body.get("stream"):
             return httpx.Response(200, json={"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
                                              "usage": usage})
@@ -105,6 +111,6 @@ class ToolServer:
 
 def run_jobs(tasks: list[AgentTask], server: FakeServer, **agent: Any) -> AgentRunResult:
     """Run ``tasks`` through the real runner (real sandboxes) against ``server``, two at a time."""
-    options = RunOptions("http://fake", AgentConfig(step_limit=4, max_tokens=32, **agent), concurrency=2,
+    options = RunOptions("http://fake", AgentConfig(**{"step_limit": 4, "max_tokens": 32, **agent}), concurrency=2,
                          command_timeout=20, progress=False, job_id_prefix="t-", transport=server.transport())
     return run_agent_jobs_sync(tasks, options)

@@ -35,7 +35,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -130,7 +130,11 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
     with ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="agent-sandbox") as pool:
         async with httpx.AsyncClient(base_url=options.base_url, headers=headers, timeout=timeout,
                                      limits=limits, transport=options.transport) as client:
-            output_chars = min(options.max_output_chars, await _context_tokens(client, options.agent.model))
+            context = await _context_tokens(client, options.agent.model)
+            output_chars = min(options.max_output_chars, context)
+            agent = options.agent
+            if agent.context_tokens is None and context < 1 << 30:  # the server said: fit the jobs to it
+                agent = replace(agent, context_tokens=context)
 
             async def one(task: AgentTask, job_id: str) -> AgentJobResult:
                 async with gate:
@@ -143,7 +147,7 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
                         bar.update(1)
                         return _failed_job(task, job_id, time.perf_counter() - t0, e)
                     try:
-                        result = await run_agent_job(client, task.task, sandbox, job_id, options.agent,
+                        result = await run_agent_job(client, task.task, sandbox, job_id, agent,
                                                      t0=t0, executor=pool, check=task.check)
                         result.job.task_name = task.name
                         result.job.solved = await _run_check(sandbox, task, pool)

@@ -32,6 +32,10 @@ Invariants:
   turn record's ``repeat_of`` names the turn it repeats, and the next call is sampled at the guard's
   raised temperature with a seed. Each turn record carries the ``temperature`` and ``seed`` its call
   was sent with (seed None: greedy, none sent).
+- With ``AgentConfig.context_tokens`` (the runner sets it from the server's ``GET /models``), a prompt
+  that would not fit the context has its oldest observations elided first (``context_fit``; counted
+  in ``AgentJobRecord.elided``), and one the server still refuses as too long is fitted to half the
+  budget and sent once more.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from agent_engine.agent.aci import (
     run_tool_call,
 )
 from agent_engine.agent.chat import ChatReply, stream_chat
+from agent_engine.agent.context_fit import MARGIN_TOKENS, ContextFit
 from agent_engine.agent.repeats import Escalation, Repeat, RepeatGuard, call_key, tree_state
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.text_interface import (
@@ -96,6 +101,7 @@ class AgentConfig:
     stream: bool = True
     hints: str = "job_id"  # a style of agent_engine.workloads.hint_styles
     interface: str = "text"  # one of INTERFACES
+    context_tokens: int | None = None  # the model's context; set: old observations elided to fit it
 
     @property
     def prompt(self) -> str:
@@ -115,7 +121,18 @@ class AgentConfig:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.context_tokens is not None and self.context_tokens <= self.answer_reserve + MARGIN_TOKENS:
+            raise ValueError(f"context_tokens {self.context_tokens} leaves no room for a prompt")
         self.escalation()  # validates the repeat knobs
+
+    @property
+    def answer_reserve(self) -> int:
+        """Tokens of the context kept for the answer: ``max_tokens``, or 512 when the server decides."""
+        return self.max_tokens if self.max_tokens is not None else 512
+
+    def context_fit(self) -> ContextFit | None:
+        """The job's context budget (None: the agent never elides)."""
+        return None if self.context_tokens is None else ContextFit(self.context_tokens, self.answer_reserve)
 
     def escalation(self) -> Escalation:
         """How repeats raise the temperature of this job's calls."""
@@ -158,6 +175,7 @@ class AgentJobRecord(JobRecord):
     submission: str | None = None
     solved: bool | None = None
     task_name: str | None = None
+    elided: int = 0  # observations elided to fit the context
 
 
 @dataclass
@@ -225,6 +243,7 @@ class _Job:
     guard: RepeatGuard
     turns: list[AgentTurnRecord] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
+    fit: ContextFit | None = None
 
     async def step(self, step: int) -> bool:
         """One model call and the command it issued; returns True when the job is over."""
@@ -237,9 +256,7 @@ class _Job:
         if job.start_at is None:
             job.start_at = rec.sent_at
         try:
-            body = _request_body(self.config, self.messages, job.job_id, last, rec.temperature, rec.seed)
-            headers = client_hints(self.config, job.job_id, last)[1]
-            reply = await stream_chat(self.client, body, sent, headers)
+            reply = await self._ask(last, rec, sent)
         except Exception as e:  # a failed call ends the job, and is recorded
             rec.error = job.error = f"{type(e).__name__}: {e}"
             job.exit_status = type(e).__name__
@@ -254,6 +271,26 @@ class _Job:
         if self.on_turn is not None:
             self.on_turn(rec)
         return submitted
+
+    async def _ask(self, last: bool, rec: AgentTurnRecord, sent: float) -> ChatReply:
+        """The model's answer to the conversation, fitted to the context first; a prompt the server still
+        finds too long is fitted to half the budget and sent once more."""
+        job = self.record
+        headers = client_hints(self.config, job.job_id, last)[1]
+        for attempt in (0, 1):
+            if self.fit is not None:
+                job.elided += self.fit.fit(self.messages, None if attempt == 0 else self.fit.budget // 2)
+            body = _request_body(self.config, self.messages, job.job_id, last, rec.temperature, rec.seed)
+            try:
+                reply = await stream_chat(self.client, body, sent, headers)
+            except RuntimeError as e:
+                if attempt or self.fit is None or "context_length_exceeded" not in str(e):
+                    raise
+                continue
+            if self.fit is not None:
+                self.fit.observe(self.messages, reply.prompt_tokens)
+            return reply
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     async def _act(self, rec: AgentTurnRecord, actions: list[str], answer: str) -> bool:
         """Run the answer's one command (or report a format error); returns True on a submission."""
@@ -342,7 +379,8 @@ async def run_agent_job(client: httpx.AsyncClient, task: str, sandbox: Sandbox, 
     messages: list[dict[str, Any]] = list(initial_messages(task, config.prompt))
     state = await asyncio.get_running_loop().run_in_executor(executor, tree_state, sandbox.workdir)
     guard = RepeatGuard(config.temperature, config.seed, config.escalation(), state)
-    job = _Job(client, sandbox, config, record, messages, t0, executor, on_turn, guard, progress=Progress(check))
+    job = _Job(client, sandbox, config, record, messages, t0, executor, on_turn, guard, progress=Progress(check),
+               fit=config.context_fit())
     try:
         for step in range(config.step_limit):
             if await job.step(step):

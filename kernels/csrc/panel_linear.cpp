@@ -1,5 +1,5 @@
 // ``agent_engine::panel_linear``: out[M, N] = x[M, K] @ w[N, K]^T on a weight packed in column panels
-// (float32 or bfloat16 weights, float32 x, out and accumulators; AVX2), for any number of rows.
+// (float32 or bfloat16 weights, float32 x, out and accumulators; AVX2 or AVX-512), for any number of rows.
 // Registered here, declared in cpu_ops.cpp.
 //
 // Layout: ``panels`` is [ceil(N / 16), K, 16]: panel p holds output columns 16p .. 16p + 15, one row
@@ -7,8 +7,9 @@
 // column c at slot 2c for c < 8 and at slot 2(c - 8) + 1 above, so one 256-bit load gives both halves
 // as float32 by a shift (low halves: columns 0-7) and a mask (high halves: columns 8-15): the
 // exact float32 values of the bf16 weights, with no convert. The micro-kernel keeps a 6 x 16 block
-// of the output in twelve accumulator registers while it walks K: per k, the panel row's loads, six
-// broadcasts of x and twelve FMAs, so the FMA units, not memory, set the pace. Panels are split
+// of the output in twelve accumulator registers while it walks K (AVX2: per k, the panel row's two
+// loads, six broadcasts of x and twelve FMAs; AVX-512: a 12 x 16 block, one load, twelve broadcast
+// FMAs), so the FMA units, not memory, set the pace. Panels are split
 // between the threads; a long K goes in blocks (later blocks add to out); rows go in chunks small
 // enough that a chunk of x (over one block of K) stays in L2 while every
 // panel of the thread passes over it, each panel read from memory once per chunk (once in all for

@@ -1,7 +1,8 @@
 // The register-blocked micro-kernel of ``panel_linear`` (float32 or bfloat16 column panels [K, 16],
 // float32 x and out), in a header of its own for any kernel that feeds panels: out rows [0, R) x
 // panel columns [0, cols) of x rows at stride x_stride, over k in [0, k_len); ``add``: out += the
-// product, else out = it. Inside ``micro``, ``n_dim`` is out's row stride.
+// product, else out = it. Inside ``micro``, ``n_dim`` is out's row stride. Built for AVX-512 (F, DQ):
+// up to 12 rows, one 16-wide accumulator each; for AVX2: up to 6 rows, two 8-wide accumulators each.
 #pragma once
 
 #include <algorithm>
@@ -11,10 +12,64 @@
 
 namespace ae::panel {
 
-constexpr int64_t kPanel = 16;  // output columns per panel: two AVX2 registers
-constexpr int64_t kRows = 6;    // output rows per micro-kernel call: 12 accumulators + 2 + 1 registers
+constexpr int64_t kPanel = 16;  // output columns per panel: two AVX2 registers, one AVX-512 register
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#define AE_PANEL_AVX512 1
+constexpr int64_t kRows = 12;  // output rows per micro-kernel call: 12 accumulators + 1 + broadcasts
+#else
+constexpr int64_t kRows = 6;   // output rows per micro-kernel call: 12 accumulators + 2 + 1 registers
+#endif
 
-#ifdef AE_AVX2
+// Rows of a panel yet to be read (``ahead``) that one micro-kernel call brings into L2: rows
+// first, first + step, ... (the blocks of rows over a panel share its rows between them).
+template <typename W>
+struct Ahead {
+  const W* panel = nullptr;
+  int64_t first = 0, step = 1;
+};
+
+#if defined(AE_PANEL_AVX512)
+// The panel row of k as one float32 vector of its 16 columns.
+inline __m512 panel_row(const float* panel, int64_t k) { return _mm512_loadu_ps(panel + k * kPanel); }
+
+inline __m512 panel_row(const uint16_t* panel, int64_t k) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + k * kPanel));
+  const __m256 lo = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));  // columns 0-7
+  const __m256 hi = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+
+// x rows at stride x_stride, k in [0, k_len) of the panel's rows; ``add``: out += the product (a later
+// block of K), else out = it. One accumulator per row holds the 16 columns; a partial last panel is
+// read and written under a mask.
+template <int R, typename W>
+inline void micro(const float* x, int64_t x_stride, int64_t k_len, const W* panel, float* out, int64_t n_dim,
+                  int64_t cols, Ahead<W> ahead, bool add) {
+  const __mmask16 mask = cols == kPanel ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1);
+  __m512 acc[R];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) acc[r] = add ? _mm512_maskz_loadu_ps(mask, out + r * n_dim) : _mm512_setzero_ps();
+  int64_t next = ahead.panel != nullptr ? ahead.first : k_len;
+  for (int64_t k = 0; k < k_len; ++k) {
+    const __m512 b = panel_row(panel, k);
+    if (k == next) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead.panel + k * kPanel), _MM_HINT_T1);
+      next += ahead.step;
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[r * x_stride + k]), b, acc[r]);
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + r * n_dim, mask, acc[r]);
+}
+
+template <typename W>
+using MicroFn = void (*)(const float*, int64_t, int64_t, const W*, float*, int64_t, int64_t, Ahead<W>, bool);
+template <typename W>
+constexpr MicroFn<W> kMicro[kRows + 1] = {nullptr,        micro<1, W>,  micro<2, W>, micro<3, W>, micro<4, W>,
+                                          micro<5, W>,    micro<6, W>,  micro<7, W>, micro<8, W>, micro<9, W>,
+                                          micro<10, W>,   micro<11, W>, micro<12, W>};
+#elif defined(AE_AVX2)
 // out rows [0, R) x panel columns [0, cols): x is R rows of stride k_dim, panel is [K, 16].
 // The panel row of k as two float32 vectors: columns 0-7 and 8-15.
 inline void panel_row(const float* panel, int64_t k, __m256& b0, __m256& b1) {
@@ -27,14 +82,6 @@ inline void panel_row(const uint16_t* panel, int64_t k, __m256& b0, __m256& b1) 
   b0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
   b1 = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
-
-// Rows of a panel yet to be read (``ahead``) that one micro-kernel call brings into L2: rows
-// first, first + step, ... (the blocks of rows over a panel share its rows between them).
-template <typename W>
-struct Ahead {
-  const W* panel = nullptr;
-  int64_t first = 0, step = 1;
-};
 
 // x rows at stride x_stride, k in [0, k_len) of the panel's rows; ``add``: out += the product
 // (a later block of K), else out = it.
