@@ -211,8 +211,9 @@ def run_pair(policy: str, hints: str, model: str, tasks: Sequence[Any], args: ar
     if interface == MINI_INTERFACE:
         return run_mini_row(policy, model, tasks, args)
     name, t0 = _row_name(interface, policy, hints), time.perf_counter()
+    # Every server's agents fit the same context (a peer need not report it in GET /models).
     agent = AgentConfig(step_limit=args.step_limit, max_tokens=args.max_tokens, temperature=args.temperature,
-                        hints=hints, interface=interface, seed=args.seed)
+                        hints=hints, interface=interface, seed=args.seed, context_tokens=args.max_model_len)
     print(f"[{name}] starting server ...", flush=True)
     try:
         with _start(policy, model, args, Path(args.log_dir) / f"{name.replace('/', '-')}.log") as srv:

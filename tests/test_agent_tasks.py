@@ -131,7 +131,7 @@ def test_command_output_is_kept_to_the_models_context_in_characters() -> None:
     command = answer("python3 -c \"print('x' * 5000)\"")
     for context, longest in ((300, 300 + 80), (None, 5000)):
         server = FakeServer([command, answer(SUBMIT_COMMAND)], max_model_len=context)
-        run_jobs([AgentTask("print", None)], server)
+        run_jobs([AgentTask("print", None)], server, model="an-alias-the-server-does-not-list")
         observation = server.chat_bodies()[1]["messages"][-1]["content"]
         assert observation.count("x") <= longest
         assert observation.count("x") >= (250 if context else 5000)

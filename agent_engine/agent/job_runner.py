@@ -130,9 +130,9 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
     with ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="agent-sandbox") as pool:
         async with httpx.AsyncClient(base_url=options.base_url, headers=headers, timeout=timeout,
                                      limits=limits, transport=options.transport) as client:
-            context = await _context_tokens(client, options.agent.model)
-            output_chars = min(options.max_output_chars, context)
             agent = options.agent
+            context = agent.context_tokens or await _context_tokens(client, agent.model)
+            output_chars = min(options.max_output_chars, context)
             if agent.context_tokens is None and context < 1 << 30:  # the server said: fit the jobs to it
                 agent = replace(agent, context_tokens=context)
 
@@ -185,16 +185,18 @@ async def _run_check(sandbox: Sandbox, task: AgentTask, pool: ThreadPoolExecutor
 
 
 async def _context_tokens(client: httpx.AsyncClient, model: str | None) -> int:
-    """The served model's context length from ``GET /models`` (vLLM's and our ``max_model_len``), or a
-    large number when the server does not say. A command's output is kept to that many characters:
+    """The served model's context length from ``GET /models`` (vLLM's and our ``max_model_len``; the
+    card named ``model``, else every card the server lists), or a large number when the server does not
+    say. A command's output is kept to that many characters:
     about a quarter of the context, so one verbose test run cannot fill a small model's window."""
     unknown = 1 << 30
     try:
         cards = (await client.get("/models")).json().get("data", [])
     except (httpx.HTTPError, ValueError, AttributeError):
         return unknown
-    lengths = [c.get("max_model_len") for c in cards if isinstance(c, dict) and (model is None or c.get("id") == model)]
-    known = [n for n in lengths if isinstance(n, int) and n > 0]
+    cards = [c for c in cards if isinstance(c, dict)]
+    named = [c for c in cards if c.get("id") == model] or cards  # a known-name alias: the server's cards
+    known = [n for n in (c.get("max_model_len") for c in named) if isinstance(n, int) and n > 0]
     return min(known) if known else unknown
 
 
