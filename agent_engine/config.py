@@ -1,7 +1,8 @@
 """Engine configuration: one frozen dataclass whose field names are the CLI flags (dashes -> underscores).
 
 The one place where user options become engine settings: ``EngineConfig.add_arguments`` generates
-the flags from the fields (so the CLI and the config never drift), ``EngineConfig.from_args`` reads
+the flags from the fields (so the CLI and the config never drift; the simulator and the benchmarks add
+the subset they set, overriding a default only where they list it), ``EngineConfig.from_args`` reads
 them back, and ``EngineConfig.scheduler_config`` derives the ``SchedulerConfig`` once the pool size
 and model length are known. Every command, the server, the benchmarks and the simulator build their
 engines through these.
@@ -13,12 +14,13 @@ import argparse
 import dataclasses
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
 from estimator import TTL_POLICIES as TTL_POLICY_NAMES  # the one list of TTL-policy names
 from scheduler import SchedulerConfig
-from scheduler.kv_tier import OFFLOAD_DTYPES  # the one list of the tier's forms
 from scheduler.policy import POLICY_NAMES, policy_class  # the registry of scheduling policies
+from scheduler.tier_copy import OFFLOAD_DTYPES  # the one list of the tier's forms
 
 __all__ = ["DEFAULT_TOKEN_BUDGET", "POLICY_NAMES", "SERVING_CPU_TOKEN_BUDGET", "TTL_POLICY_NAMES", "EngineConfig"]
 
@@ -229,21 +231,40 @@ class EngineConfig:
         )
 
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Add one ``--flag`` per field, with its default and help text."""
+    def add_arguments(cls, parser: argparse.ArgumentParser, names: Sequence[str] | None = None,
+                      defaults: Mapping[str, object] | None = None, title: str = "engine options") -> None:
+        """Add one ``--flag`` per field (or per field of ``names``, in that order) with its type, help
+        text and default; a command that runs at another scale gives its own default for a field in
+        ``defaults`` (the help says so). ``ValueError`` for a name that is not a field.
+
+        This is the one definition of every engine flag: the server, the simulator and the
+        benchmarks all add theirs here, so a flag's name, type, help and default never drift."""
+        known = {f.name: f for f in fields(cls)}
+        chosen = list(known) if names is None else list(names)
+        overrides = dict(defaults or {})
+        if unknown := sorted(set(chosen) - set(known)):
+            raise ValueError(f"not engine options: {unknown}")
+        if stray := sorted(set(overrides) - set(chosen)):
+            raise ValueError(f"defaults given for flags not added: {stray}")
         hints = typing.get_type_hints(cls)
-        g = parser.add_argument_group("engine options")
-        for f in dataclasses.fields(cls):
-            flag = "--" + f.name.replace("_", "-")
-            tp = _base_type(hints[f.name])
-            helptext = f"{_HELP.get(f.name, '')} (default: {f.default})"
+        g = parser.add_argument_group(title)
+        for name in chosen:
+            flag = "--" + name.replace("_", "-")
+            tp = _base_type(hints[name])
+            default = overrides.get(name, known[name].default)
+            note = f"default: {default}"
+            if name in overrides:
+                note += f"; the engine's: {known[name].default}"
+            helptext = f"{_HELP.get(name, '')} ({note})"
             if tp is bool:
-                g.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=helptext)
+                g.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=helptext)
             else:
-                g.add_argument(flag, type=tp, default=f.default, help=helptext)
+                g.add_argument(flag, type=tp, default=default, help=helptext)
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> EngineConfig:
-        """The config from parsed flags (fields absent from ``args`` keep their defaults)."""
-        return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)})
+    def from_args(cls, args: argparse.Namespace, names: Sequence[str] | None = None) -> EngineConfig:
+        """The config from parsed flags: every field ``args`` has (or only those of ``names``, for a
+        command whose other flags share a field's name); the rest keep their defaults."""
+        chosen = [f.name for f in fields(cls)] if names is None else names
+        return cls.from_kwargs(**{name: getattr(args, name) for name in chosen if hasattr(args, name)})
 

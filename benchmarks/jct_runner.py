@@ -21,6 +21,7 @@ import numpy as np
 
 from agent_engine.server.launcher import (
     ServerProcess,
+    kv_block_shape,
     scrape_metrics,
     start_engine_server,
     start_vllm_server,
@@ -76,11 +77,11 @@ def _start_server(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob], log_dir: 
 
 
 def _pool_blocks(name: str, cfg: JCTConfig, jobs: Sequence[TraceJob]) -> int:
-    """The row's pool (``pool_blocks``) with the embedded model's fp32 block size."""
+    """The row's pool (``pool_blocks``) with the embedded model's fp32 blocks."""
     from agent_engine.model.default_model import default_model_dir
 
     model_cfg = json.loads((default_model_dir() / "config.json").read_text())
-    return pool_blocks(name, cfg, jobs, vllm_kv_bytes(cfg.block_size, model_cfg))
+    return pool_blocks(name, cfg, jobs, kv_block_shape(cfg.block_size, model_cfg))
 
 
 def _metric(m: dict[str, float], *names: str) -> float | None:

@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from agent_engine.reporting import print_table, write_json
 from agent_engine.sim.calibrate import DEFAULT_OUT as DEFAULT_CONSTANTS
-from agent_engine.sim.sim_config import POLICIES as SIM_POLICIES
+from agent_engine.sim.policy_label import POLICIES as SIM_POLICIES
 from benchmarks.cli import run_standalone
 
 __all__ = ["HELP", "SIMULATED", "add_arguments", "compare", "main", "run"]

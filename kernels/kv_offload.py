@@ -1,7 +1,8 @@
 """The second KV tier's bytes: a host-memory store of whole KV blocks, and the copies in and out of it.
 
 The scheduler (``scheduler.kv_tier``) decides every move and lists it in ``SchedulerOutput.kv_copies``
-as ``(SAVE, block, slot)`` or ``(LOAD, slot, block)``; ``HostKVStore.apply`` performs them in that order
+as ``(SAVE, block, slot)`` or ``(LOAD, slot, block)`` (the vocabulary and a block's size in each form:
+``scheduler.tier_copy``); ``HostKVStore.apply`` performs them in that order
 before the step's forward pass. Per layer the store holds ``[num_slots, block_size, num_kv_heads,
 head_dim]`` for K and for V, in one of three forms:
 
@@ -26,25 +27,15 @@ import torch
 
 from kernels.cpp_build import ops
 from kernels.cpu_ops import use_cpp
-from scheduler.kv_tier import OFFLOAD_DTYPES, SAVE
+from scheduler.tier_copy import OFFLOAD_DTYPES, SAVE, KVCopy
 
-__all__ = ["OFFLOAD_DTYPES", "HostKVStore", "store_bytes_per_block"]
-
+__all__ = ["HostKVStore"]
 
 
 def _store_dtype(kind: str, pool_dtype: torch.dtype) -> torch.dtype:
     if kind not in OFFLOAD_DTYPES:
         raise ValueError(f"kv offload dtype must be one of {OFFLOAD_DTYPES}, got {kind!r}")
     return {"auto": pool_dtype, "bfloat16": torch.bfloat16, "int8": torch.int8}[kind]
-
-
-def store_bytes_per_block(pool_bytes_per_block: int, pool_dtype: torch.dtype, kind: str,
-                          num_layers: int, num_kv_heads: int) -> int:
-    """Bytes one block takes in the store (scales included) given its bytes in the pool."""
-    itemsize = torch.empty((), dtype=pool_dtype).element_size()
-    stored = pool_bytes_per_block // itemsize * torch.empty((), dtype=_store_dtype(kind, pool_dtype)).element_size()
-    scales = 2 * num_layers * num_kv_heads * 4 if kind == "int8" else 0
-    return stored + scales
 
 
 class HostKVStore:
@@ -76,7 +67,7 @@ class HostKVStore:
         self._flat_scales = [t for pair in self.scales for t in pair] if self.scales else []
         self.load_seconds = 0.0  # and back into the pool
 
-    def apply(self, copies: Sequence[tuple[int, int, int]]) -> None:
+    def apply(self, copies: Sequence[KVCopy]) -> None:
         """Perform the listed copies in order, a run of saves or loads at a time (timed per kind)."""
         i = 0
         while i < len(copies):

@@ -18,8 +18,9 @@ from itertools import islice
 
 from scheduler.block_pool import BlockPool, KVCacheBlock
 from scheduler.clock import Clock, MonotonicClock
-from scheduler.kv_tier import PREFETCH, KVTier
+from scheduler.kv_tier import KVTier
 from scheduler.request import Request
+from scheduler.tier_copy import PREFETCH
 
 
 class KVCacheManager:

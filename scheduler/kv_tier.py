@@ -1,9 +1,10 @@
 """The second KV tier: a bounded store of blocks evicted from the pool, keyed by their chained hash.
 
 The scheduler owns the tier's index (hash -> slot) and decides every move; a runner owns the bytes
-(slot -> KV) and performs the copies listed in ``SchedulerOutput.kv_copies``, in order, before the
-step's forward pass. A block moves down (``SAVE``: pool block -> tier slot) when the pool evicts it
-for reuse, whether its lease expired or yielded, its job was preempted, or it was merely cached-free;
+(slot -> KV) and performs the copies listed in ``SchedulerOutput.kv_copies`` (their vocabulary:
+``scheduler.tier_copy``), in order, before the step's forward pass. A block moves down (``SAVE``:
+pool block -> tier slot) when the pool evicts it for reuse, whether its lease expired or yielded, its
+job was preempted, or it was merely cached-free;
 it moves up (``LOAD``: tier slot -> pool block) when a prefix lookup misses the pool and hits the tier,
 or ahead of its job's predicted return (``PREFETCH``, the same move off the critical path:
 ``scheduler.kv_prefetch``), into an empty pool block that stays cached-free until the job is back.
@@ -34,14 +35,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from itertools import islice
 
-__all__ = ["LOAD", "LOADS", "OFFLOAD_DTYPES", "PREFETCH", "SAVE", "KVTier", "TierCounters", "TierEntry"]
+from scheduler.tier_copy import LOAD, PREFETCH, SAVE, KVCopy
 
-SAVE = 0  # (SAVE, pool block id, tier slot)
-LOAD = 1  # (LOAD, tier slot, pool block id): a lookup needs the block now
-PREFETCH = 2  # (PREFETCH, tier slot, pool block id): the same move, ahead of the job's predicted return
-LOADS = (LOAD, PREFETCH)
-# How a runner may hold the tier's bytes (``kernels.kv_offload``): the pool's dtype, bfloat16, int8.
-OFFLOAD_DTYPES = ("auto", "bfloat16", "int8")
+__all__ = ["KVTier", "TierCounters", "TierEntry"]
+
 _DONE = -math.inf  # the last-active time of a job that will not come back
 MAX_JOBS = 65536  # jobs whose activity the tier remembers beyond those with entries
 
@@ -79,7 +76,7 @@ class KVTier:
         self.entries: dict[int, TierEntry] = {}
         self.by_job: dict[str | None, OrderedDict[int, None]] = {}  # job -> its hashes, oldest first
         self.last_active: dict[str, float] = {}  # job -> when its last turn arrived or finished
-        self.copies: list[tuple[int, int, int]] = []  # decided since the last ``take_copies``
+        self.copies: list[KVCopy] = []  # decided since the last ``take_copies``
         self.protected: frozenset[int] = frozenset()  # entries an admission is about to load
         self.prefetched_jobs: set[str] = set()  # jobs whose entries went up ahead of their next turn
         self.version = 0  # changes whenever ``holds_job`` may change its answer
@@ -167,7 +164,7 @@ class KVTier:
             self.free_slots.append(self._remove(block_hash).slot)
             self.counters.dropped += 1
 
-    def take_copies(self) -> list[tuple[int, int, int]]:
+    def take_copies(self) -> list[KVCopy]:
         """The copies decided since the last call, in order (the step's ``kv_copies``)."""
         copies, self.copies = self.copies, []
         return copies

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from scheduler.kv_cache_manager import KVCacheManager
-from scheduler.kv_tier import LOAD, PREFETCH, SAVE
 from scheduler.policy.base import PinStats
 from scheduler.request import Request
 from scheduler.step_io import SchedulerOutput
+from scheduler.tier_copy import LOAD, PREFETCH, SAVE
 
 
 class QueueCounts(NamedTuple):

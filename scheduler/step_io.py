@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from scheduler.sampling_params import SamplingParams
+from scheduler.tier_copy import KVCopy
 
 
 @dataclass(slots=True)
@@ -51,9 +52,9 @@ class SchedulerOutput:
     new_req_ids: list[str] = field(default_factory=list)
     resumed_req_ids: list[str] = field(default_factory=list)
     # Second-tier copies, in order, before the forward pass: ``(SAVE, block, slot)`` moves a pool block's
-    # KV into a tier slot, ``(LOAD, slot, block)`` back (``scheduler.kv_tier``). May be non-empty with
+    # KV into a tier slot, ``(LOAD, slot, block)`` back (``scheduler.tier_copy``). May be non-empty with
     # nothing scheduled: a runner performs them even then.
-    kv_copies: list[tuple[int, int, int]] = field(default_factory=list)
+    kv_copies: list[KVCopy] = field(default_factory=list)
 
     @property
     def total_num_scheduled_tokens(self) -> int:

@@ -12,8 +12,8 @@ from agent_engine.engine.outputs import RequestOutput
 from agent_engine.server.metrics import ServerMetrics
 from kernels import allocate_kv_caches
 from kernels.cpp_build import load_cpu_ops
-from kernels.kv_offload import HostKVStore, store_bytes_per_block
-from scheduler.kv_tier import LOAD, SAVE
+from kernels.kv_offload import HostKVStore
+from scheduler.tier_copy import LOAD, OFFLOAD_DTYPES, SAVE, KVBlockShape, store_block_bytes, tier_blocks
 
 
 def _caches(seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -96,10 +96,13 @@ def test_the_listed_order_is_kept_and_a_slot_written_twice_keeps_the_last() -> N
 @pytest.mark.core
 def test_store_sizes() -> None:
     pool_bytes = 2 * 2 * 4 * 2 * 8 * 4  # layers x K/V x block x heads x dim x fp32
-    assert store_bytes_per_block(pool_bytes, torch.float32, "auto", 2, 2) == pool_bytes
-    assert store_bytes_per_block(pool_bytes, torch.float32, "bfloat16", 2, 2) == pool_bytes // 2
-    assert store_bytes_per_block(pool_bytes, torch.float32, "int8", 2, 2) == pool_bytes // 4 + 2 * 2 * 2 * 4
-    assert HostKVStore(3, _caches(), "int8").nbytes == 3 * store_bytes_per_block(pool_bytes, torch.float32, "int8", 2, 2)
+    block = KVBlockShape(pool_bytes, itemsize=4, num_layers=2, num_kv_heads=2)
+    assert store_block_bytes(block, "auto") == pool_bytes
+    assert store_block_bytes(block, "bfloat16") == pool_bytes // 2
+    assert store_block_bytes(block, "int8") == pool_bytes // 4 + 2 * 2 * 2 * 4
+    for form in OFFLOAD_DTYPES:
+        assert HostKVStore(3, _caches(), form).nbytes == 3 * store_block_bytes(block, form)
+        assert tier_blocks(HostKVStore(3, _caches(), form).nbytes, block, form) == 3
 
 
 def _turn(eng: LLMEngine, rid: str, prompt: list[int], job: str) -> RequestOutput:

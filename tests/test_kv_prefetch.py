@@ -7,7 +7,7 @@ import pytest
 
 from scheduler import FakeClock, FakeRunner, Scheduler, SchedulerConfig
 from scheduler.invariants import check_invariants
-from scheduler.kv_tier import LOAD, PREFETCH, SAVE
+from scheduler.tier_copy import LOAD, PREFETCH, SAVE
 from tests.sched_helpers import make_request, run_to_completion
 
 pytestmark = pytest.mark.core

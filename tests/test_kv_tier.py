@@ -8,7 +8,8 @@ import pytest
 from agent_engine.config import EngineConfig, parse_size
 from scheduler import FakeClock, FakeRunner
 from scheduler.invariants import check_invariants
-from scheduler.kv_tier import LOAD, SAVE, KVTier
+from scheduler.kv_tier import KVTier
+from scheduler.tier_copy import LOAD, SAVE
 from tests.sched_helpers import make_request, make_scheduler, run_to_completion
 
 pytestmark = pytest.mark.core

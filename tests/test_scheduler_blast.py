@@ -22,7 +22,7 @@ from scheduler import (
 )
 from scheduler.invariants import check_invariants
 from scheduler.job_hints import INFERRED
-from scheduler.kv_tier import SAVE
+from scheduler.tier_copy import SAVE
 
 pytestmark = pytest.mark.core
 

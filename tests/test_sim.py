@@ -17,9 +17,10 @@ import pytest
 from agent_engine.cli.main import main as cli_main
 from agent_engine.config import EngineConfig
 from agent_engine.sim.calibrate import SMALL_SHAPES, errors, fit, simulate_like_bench
-from agent_engine.sim.cli import add_arguments, build_cost_model, engine_options, resolve_pool
+from agent_engine.sim.cli import TIER_FORM, add_arguments, build_cost_model, engine_options, resolve_pool
 from agent_engine.sim.cost_model import CostConstants, CostModel, kv_pool_blocks
-from agent_engine.sim.sim_config import POLICIES, SimConfig, engine_for_policy, parse_policy, policy_label
+from agent_engine.sim.policy_label import POLICIES, PolicyLabel, engine_for_policy, parse_label, policy_label
+from agent_engine.sim.sim_config import SimConfig
 from agent_engine.sim.simulator import simulate
 from agent_engine.sim.specs import get_gpu, get_model
 from agent_engine.sim.sweep import ratio_at_2x_unloaded, run_sweep
@@ -27,6 +28,7 @@ from agent_engine.sim.turns import SimRequest
 from agent_engine.workloads.traces import load_trace
 from agent_engine.workloads.traces.format import TraceJob, TraceTurn
 from scheduler import Request, SamplingParams
+from scheduler.tier_copy import tier_blocks
 
 H100_8B = CostModel(get_model("llama-3.1-8b"), CostConstants.from_gpu(get_gpu("h100")))
 
@@ -185,11 +187,19 @@ def test_policy_labels_map_onto_engine_options() -> None:
     assert {"fcfs", "continuum", "continuum-fixed", "continuum-learned"} <= set(POLICIES)
     for label in POLICIES:
         assert policy_label(engine_for_policy(label)) == label
-    assert parse_policy("fcfs") == ("fcfs", "fixed")
-    assert parse_policy("continuum") == ("continuum", "paper")
-    assert parse_policy("continuum-learned") == ("continuum", "learned")
-    with pytest.raises(ValueError, match="unknown policy"):
-        parse_policy("continuum-bogus")
+        assert str(parse_label(label)) == label and str(parse_label(label + "+tier")) == label + "+tier"
+    assert parse_label("fcfs") == PolicyLabel("fcfs", "fixed")
+    assert parse_label("continuum") == PolicyLabel("continuum", "paper")
+    assert parse_label("continuum-learned+pool") == PolicyLabel("continuum", "learned", memory="pool")
+    assert parse_label("continuum-fixed@0.5+tier") == PolicyLabel("continuum", "fixed", 0.5, "tier")
+    assert engine_for_policy("continuum-fixed@0.5").pin_threshold == 0.5
+    for bad, why in (("continuum-bogus", "unknown policy"), ("continuum+disk", "unknown memory variant"),
+                     ("fcfs@2", "only a fixed TTL"), ("continuum@1", "only a fixed TTL"),
+                     ("continuum-fixed@x", "must be a number")):
+        with pytest.raises(ValueError, match=why):
+            parse_label(bad)
+    with pytest.raises(ValueError, match="--pin-threshold"):
+        SimConfig(EngineConfig(), num_blocks=99, max_model_len=512).for_label("continuum-fixed@0.5", None)
     base = EngineConfig(max_pinned_fraction=0.3, soft_pins=False, soft_pin_grace=1.5, max_num_seqs=7)
     cfg = SimConfig(engine_for_policy("continuum-fixed", base), num_blocks=99, max_model_len=512)
     assert cfg.engine.ttl_policy == "fixed" and cfg.label == "continuum-fixed"
@@ -214,6 +224,16 @@ def test_cli_flags_build_engine_options_and_pool() -> None:
     small = dataclasses.replace(engine, num_kv_blocks=100, max_model_len=1000)
     assert resolve_pool(small, cost, "h100") == (100, 1000)
     assert resolve_pool(dataclasses.replace(engine, max_model_len=None), cost, None) == (8192, 131056)
+
+
+@pytest.mark.core
+def test_the_sim_tier_is_its_bytes_over_one_gpu_share_of_a_pool_block() -> None:
+    """The simulated tier holds blocks in the pool's form: ``--kv-offload-bytes // block_bytes``, with a
+    fractional share where tp does not divide the KV heads (the count the simulator has always used)."""
+    for tp in (1, 2, 3):
+        cost = CostModel(get_model("llama-3.1-8b"), CostConstants.from_gpu(get_gpu("h100")), tp)
+        for size in (0, 10**9, 512 * 1024**3):
+            assert tier_blocks(size, cost.block_shape(16), TIER_FORM) == int(size // cost.block_bytes(16))
 
 
 @pytest.mark.core

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from agent_engine.config import EngineConfig
 from agent_engine.engine.job_hooks import JobHooks
 from scheduler import Clock, SchedulerConfig, policy_class
+from scheduler.tier_copy import KVBlockShape, store_block_bytes, tier_blocks
 
 logger = logging.getLogger(__name__)
 
@@ -93,19 +94,20 @@ def num_kv_blocks_for(config: EngineConfig, bytes_per_block: int, device: str) -
 
 
 def num_offload_blocks_for(config: EngineConfig, model_config: Any, bytes_per_block: int, dtype: Any) -> int:
-    """Blocks the second KV tier holds in ``kv_offload_bytes`` (0: no tier) in its chosen form."""
+    """Blocks the second KV tier holds in ``kv_offload_bytes`` (0: no tier) in its chosen form, for a pool
+    of ``bytes_per_block`` in ``dtype`` (``scheduler.tier_copy.tier_blocks``)."""
     from agent_engine.model.runner import kv_shape_from_config
-    from kernels.kv_offload import store_bytes_per_block
 
     if not config.offload_bytes:
         return 0
     if not config.enable_prefix_caching:
         raise ValueError("a second KV tier needs prefix caching (its entries are found by block hash)")
     num_layers, num_kv_heads, _ = kv_shape_from_config(model_config)
-    per_block = store_bytes_per_block(bytes_per_block, dtype, config.kv_offload_dtype, num_layers, num_kv_heads)
-    n = config.offload_bytes // per_block
+    block = KVBlockShape(bytes_per_block, dtype.itemsize, num_layers, num_kv_heads)
+    n = tier_blocks(config.offload_bytes, block, config.kv_offload_dtype)
     if n < 1:
-        raise ValueError(f"kv_offload_bytes {config.offload_bytes} holds no block ({per_block} bytes each)")
+        per_block = store_block_bytes(block, config.kv_offload_dtype)
+        raise ValueError(f"kv_offload_bytes {config.offload_bytes} holds no block ({per_block:g} bytes each)")
     return n
 
 

@@ -32,8 +32,8 @@ from agent_engine.model.lean_decoder import LeanDecoder, QuantizedWeights, model
 from agent_engine.model.sampler import Sampler, SamplerOutput, TokenBitmask
 from kernels import AttentionWorkspace, allocate_kv_caches, build_attention_metadata
 from kernels.kv_offload import HostKVStore
-from scheduler.kv_tier import LOAD
 from scheduler.step_io import ModelRunnerOutput, SchedulerOutput
+from scheduler.tier_copy import LOAD
 
 logger = logging.getLogger(__name__)
 

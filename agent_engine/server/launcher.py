@@ -34,10 +34,12 @@ from types import TracebackType
 import httpx
 
 from agent_engine.machine_load import process_tree_cpu
+from scheduler.tier_copy import KVBlockShape
 
 __all__ = [
     "ServerProcess",
     "free_port",
+    "kv_block_shape",
     "parse_prometheus",
     "scrape_metrics",
     "server_env",
@@ -157,15 +159,28 @@ def start_engine_server(
     return _launch(cmd, Path(log_path), name, port, startup_timeout, new_session=new_session)
 
 
-def vllm_kv_bytes(kv_tokens: int, model_config: Mapping[str, object], dtype_bytes: int = 4) -> int:
-    """KV cache bytes holding ``kv_tokens`` tokens:
-    tokens * 2 (K, V) * layers * kv_heads * head_dim * dtype."""
+def _kv_dims(model_config: Mapping[str, object]) -> tuple[int, int, int]:
+    """``(layers, kv_heads, head_dim)`` of a ``config.json``."""
     layers = int(model_config["num_hidden_layers"])  # type: ignore[call-overload]
     heads = int(model_config.get("num_key_value_heads") or model_config["num_attention_heads"])  # type: ignore[call-overload]
     head_dim = model_config.get("head_dim")
     if head_dim is None:
         head_dim = int(model_config["hidden_size"]) // int(model_config["num_attention_heads"])  # type: ignore[call-overload]
-    return int(kv_tokens) * 2 * layers * heads * int(head_dim) * dtype_bytes  # type: ignore[call-overload]
+    return layers, heads, int(head_dim)  # type: ignore[call-overload]
+
+
+def vllm_kv_bytes(kv_tokens: int, model_config: Mapping[str, object], dtype_bytes: int = 4) -> int:
+    """KV cache bytes holding ``kv_tokens`` tokens:
+    tokens * 2 (K, V) * layers * kv_heads * head_dim * dtype."""
+    layers, heads, head_dim = _kv_dims(model_config)
+    return int(kv_tokens) * 2 * layers * heads * head_dim * dtype_bytes
+
+
+def kv_block_shape(block_size: int, model_config: Mapping[str, object], dtype_bytes: int = 4) -> KVBlockShape:
+    """One KV block of ``block_size`` tokens of a ``config.json``'s model in ``dtype_bytes`` elements, as
+    ``scheduler.tier_copy.tier_blocks`` sizes it (its bytes are ``vllm_kv_bytes(block_size, ...)``)."""
+    layers, heads, _ = _kv_dims(model_config)
+    return KVBlockShape(vllm_kv_bytes(block_size, model_config, dtype_bytes), dtype_bytes, layers, heads)
 
 
 def start_vllm_server(

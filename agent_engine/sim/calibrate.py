@@ -31,7 +31,8 @@ from tqdm import tqdm
 
 from agent_engine.config import EngineConfig
 from agent_engine.sim.cost_model import Chunk, CostConstants, CostModel, chunks_of
-from agent_engine.sim.sim_config import SimConfig, engine_for_policy
+from agent_engine.sim.policy_label import engine_for_policy
+from agent_engine.sim.sim_config import SimConfig
 from agent_engine.sim.specs import ModelSpec, get_model
 from agent_engine.workloads.traces.format import TraceJob
 from scheduler import SamplingParams
@@ -160,7 +161,7 @@ def simulate_like_bench(
 
     ``trace`` is a trace spec (``load_trace``: a path, ``synth:PROFILE`` drawn with ``seed``, or
     ``default``) or already-read jobs; the replay takes ``jobs`` jobs from ``first_job`` on. ``policies``
-    are ``agent_engine.sim.sim_config.POLICIES`` labels. Same keys as ``bench jct``:
+    are ``agent_engine.sim.policy_label.POLICIES`` labels. Same keys as ``bench jct``:
     ``{"policies": {name: {"mean_jct_s", ...}}}``.
     """
     from agent_engine.sim.simulator import simulate

@@ -6,8 +6,11 @@ at the load where FCFS's mean JCT is twice its unloaded value under ``"at_2x_unl
 ``--json`` and a plot to ``--plot`` (both default to ``out/sim_<gpu>_<model>.{json,png}``).
 With ``--replicas N > 1`` it routes the jobs over N simulated replicas instead (``cluster_cli``).
 
-Invariants: the engine flags become one ``EngineConfig`` (``engine_options``), which builds the
-scheduler's limits as in the real engine; the trace comes from the one resolver
+Invariants: the engine flags are ``EngineConfig``'s own (``EngineConfig.add_arguments`` over
+``ENGINE_FLAGS``), with GPU-scale defaults only where ``GPU_DEFAULTS`` lists them; they become one
+``EngineConfig`` (``engine_options``), which builds the scheduler's limits as in the real engine; the
+second tier's blocks come from the one conversion (``scheduler.tier_copy.tier_blocks``, in
+``TIER_FORM``); the trace comes from the one resolver
 (``agent_engine.workloads.traces.source.load_trace``; default: the shipped trace). Points run in
 parallel processes (``--workers``); each is deterministic, so the output does not depend on it.
 """
@@ -18,26 +21,35 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from agent_engine.config import EngineConfig, parse_size
+from agent_engine.config import EngineConfig
 from agent_engine.sim.cluster_cli import add_cluster_args, cmd_cluster
 from agent_engine.sim.cost_model import CostConstants, CostModel, kv_pool_blocks
-from agent_engine.sim.sim_config import POLICIES, SimConfig, SweepSetup, parse_policy
+from agent_engine.sim.policy_label import POLICIES
+from agent_engine.sim.sim_config import SimConfig, SweepSetup, sim_label
 from agent_engine.sim.specs import GPUS, MODELS, get_gpu, get_model
+from scheduler.tier_copy import tier_blocks
 
-__all__ = ["HELP", "add_arguments", "build_cost_model", "default_output", "engine_options", "resolve_pool"]
+__all__ = ["ENGINE_FLAGS", "GPU_DEFAULTS", "HELP", "add_arguments", "build_cost_model", "default_output",
+           "engine_options", "resolve_pool"]
 
 HELP = "simulate policies at GPU scale on the real scheduler (run, calibrate)"
 OUT_DIR = Path("out")
 CPU_POOL_BLOCKS = 8192  # with --constants: the CPU engine's default pool (1 GiB of the default model's KV)
-# The EngineConfig fields the sim exposes as flags (policy and TTL policy come from --policies).
+# The EngineConfig fields the sim exposes as flags (policy and TTL policy come from --policies; the
+# second tier's form is ``TIER_FORM``).
 ENGINE_FLAGS = ("block_size", "num_kv_blocks", "gpu_memory_utilization", "max_num_seqs",
                 "max_num_batched_tokens", "max_model_len", "long_prefill_token_threshold",
-                "max_pinned_fraction", "soft_pins", "soft_pin_grace", "pin_threshold")
+                "max_pinned_fraction", "soft_pins", "soft_pin_grace", "pin_threshold", "kv_offload_bytes")
+# Where the sim's defaults differ from EngineConfig's (a CPU engine's): a GPU server's 256 sequences
+# and 8192-token steps, as vLLM runs them.
+GPU_DEFAULTS: dict[str, object] = {"max_num_seqs": 256, "max_num_batched_tokens": 8192}
+# The simulated tier holds a block in the pool's form: as many bytes as in the pool (no kv_offload_dtype).
+TIER_FORM = "auto"
 
 
 def engine_options(args: argparse.Namespace) -> EngineConfig:
     """The engine options of the parsed flags (``ENGINE_FLAGS``; every other field keeps its default)."""
-    return EngineConfig.from_kwargs(**{name: getattr(args, name) for name in ENGINE_FLAGS})
+    return EngineConfig.from_args(args, ENGINE_FLAGS)
 
 
 def build_cost_model(args: argparse.Namespace) -> CostModel:
@@ -75,9 +87,9 @@ def _policies(text: str) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     for p in names:
         try:
-            parse_policy(p)
+            sim_label(p)
         except ValueError as e:
-            raise SystemExit(f"{e} (a label may end in +tier or +pool)") from None
+            raise SystemExit(str(e)) from None
     return names
 
 
@@ -105,9 +117,10 @@ def _setup(args: argparse.Namespace) -> SweepSetup:
     engine = engine_options(args)
     cost = build_cost_model(args)
     num_blocks, max_len = resolve_pool(engine, cost, None if args.constants else args.gpu)
+    tier = tier_blocks(engine.offload_bytes, cost.block_shape(engine.block_size), TIER_FORM)
     base = SimConfig(engine, num_blocks, max_len, max_jobs=args.jobs, max_turns=args.max_turns,
                      token_scale=args.token_scale, time_scale=args.time_scale, seed=args.seed,
-                     tier_blocks=int(parse_size(args.kv_offload_bytes) // cost.block_bytes(engine.block_size)))
+                     tier_blocks=tier)
     jobs = list(load_trace(args.trace, max_jobs=args.jobs, seed=args.seed))
     return SweepSetup(policies, loads, base, cost, jobs, trace_label(args.trace))
 
@@ -142,27 +155,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_engine_args(p: argparse.ArgumentParser) -> None:
-    """The ``ENGINE_FLAGS`` (defaults: a GPU server's 256 sequences and 8192-token steps)."""
-    g = p.add_argument_group("engine options (see agent-engine serve)")
-    g.add_argument("--block-size", type=int, default=16)
-    g.add_argument("--num-kv-blocks", type=int, default=None, help="KV pool (default: what the GPU holds)")
-    g.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    g.add_argument("--max-num-seqs", type=int, default=256)
-    g.add_argument("--max-num-batched-tokens", type=int, default=8192)
-    g.add_argument("--max-model-len", type=int, default=None)
-    g.add_argument("--long-prefill-token-threshold", type=int, default=0)
-    g.add_argument("--max-pinned-fraction", type=float, default=0.5)
-    g.add_argument("--soft-pins", action=argparse.BooleanOptionalAction, default=True,
-                   help="CONTINUUM: hold the part of a pin past the cap as a soft tail (default: on)")
-    g.add_argument("--soft-pin-grace", type=float, default=2.0,
-                   help="CONTINUUM with soft pins: seconds an expired pin stays soft (default 2)")
-    g.add_argument("--pin-threshold", type=float, default=2.0)
-    g.add_argument("--kv-offload-bytes", default="0",
-                   help="host memory of the second KV tier per GPU (512G, 1T) that policies labelled +tier "
-                        "get, and +pool ones as a bigger pool instead (the equal-memory reference)")
-
-
 def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", default=None,
                    help="trace JSONL, synth:PROFILE or default (default: the shipped trace)")
@@ -170,7 +162,10 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", default="h100", help=f"one of {sorted(GPUS)}")
     p.add_argument("--constants", default=None, help="calibration JSON (CPU constants) instead of --gpu")
     p.add_argument("--tp", type=int, default=1)
-    p.add_argument("--policies", default="fcfs,continuum", help=f"comma list of {', '.join(POLICIES)}")
+    p.add_argument("--policies", default="fcfs,continuum",
+                   help=f"comma list of {', '.join(POLICIES)}; a label ending in +tier gets a second KV "
+                        "tier of --kv-offload-bytes per GPU, one ending in +pool a pool grown by those bytes "
+                        "instead (the equal-memory reference)")
     p.add_argument("--jps", type=float, default=0.05)
     p.add_argument("--jps-list", default=None, help="comma-separated loads (overrides --jps)")
     p.add_argument("--jobs", type=int, default=100)
@@ -178,7 +173,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token-scale", type=float, default=1.0)
     p.add_argument("--time-scale", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
-    _add_engine_args(p)
+    EngineConfig.add_arguments(p, ENGINE_FLAGS, GPU_DEFAULTS, title="engine options (see agent-engine serve)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--json", default=None, help="results JSON (default: out/sim_<gpu>_<model>.json)")
     p.add_argument("--plot", default=None, help="JCT-vs-load PNG (default: out/sim_<gpu>_<model>.png)")

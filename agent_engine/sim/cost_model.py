@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 from agent_engine.sim.specs import GPUSpec, ModelSpec
+from scheduler.tier_copy import KVBlockShape
 
 __all__ = ["CostConstants", "CostModel", "StepFeatures", "kv_pool_blocks"]
 
@@ -170,6 +171,13 @@ class CostModel:
     def block_bytes(self, block_size: int) -> float:
         """Bytes of one KV block of ``block_size`` tokens on one GPU (its tensor-parallel shard)."""
         return block_size * self._kv_per_token
+
+    def block_shape(self, block_size: int) -> KVBlockShape:
+        """One GPU's shard of a KV block as the second tier sizes it (``scheduler.tier_copy.tier_blocks``):
+        ``block_bytes`` in the model's KV dtype, its layers and its share of the KV heads."""
+        m = self.model
+        heads = max(1, m.num_kv_heads // self.tp)
+        return KVBlockShape(self.block_bytes(block_size), m.dtype_bytes, m.num_layers, heads)
 
     def tier_load_time(self, num_blocks: int, block_size: int) -> float:
         """Seconds to load ``num_blocks`` KV blocks from the host tier (per GPU's shard). The simulator

@@ -7,13 +7,13 @@ simulated scheduler and a real one built from the same options are configured al
 from the model and GPU): the engine options ``num_kv_blocks``, ``kv_cache_memory``,
 ``gpu_memory_utilization`` and ``max_model_len`` are requests, the two pool fields the result.
 
-Policy labels (``POLICIES``) name a scheduling policy with its TTL rule, as ``bench jct`` does:
-``fcfs``, ``priority``, ``continuum`` (the paper's TTLs) and ``continuum-<ttl policy>``; they are
-built from ``agent_engine.config.POLICY_NAMES`` and ``TTL_POLICY_NAMES``.
+Policy labels (``fcfs``, ``continuum-fixed+tier``, ...) are parsed by ``agent_engine.sim.policy_label``;
+a run takes a label's policy, TTL policy and memory variant (``for_label``), while its fixed TTL's pin
+threshold is the engine's (``--pin-threshold``), so a label with ``@SECONDS`` is refused here.
 
-Invariants: ``policy_label(engine_for_policy(label)) == label`` for every label in ``POLICIES``;
-a ``SimConfig`` is frozen; its limits are checked where they are used (``SchedulerConfig``,
-``ReplayOptions``), so a bad one fails before the first event.
+Invariants: a ``SimConfig`` is frozen; ``for_label(label, jps).label == label`` for every label of
+``policy_label.POLICIES``, with or without a memory variant; its limits are checked where they are
+used (``SchedulerConfig``, ``ReplayOptions``), so a bad one fails before the first event.
 """
 
 from __future__ import annotations
@@ -22,61 +22,21 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from agent_engine.config import POLICY_NAMES, TTL_POLICY_NAMES, EngineConfig
+from agent_engine.config import EngineConfig
+from agent_engine.sim.policy_label import PolicyLabel, parse_label, policy_label
 from agent_engine.workloads.replay.plan import ReplayOptions
-from scheduler import SchedulerConfig, policy_class
+from scheduler import SchedulerConfig
 
-__all__ = ["MEMORY_VARIANTS", "POLICIES", "SimConfig", "SweepSetup", "engine_for_policy", "parse_policy",
-           "policy_label", "split_memory"]
-
-_PAPER = "paper"
+__all__ = ["SimConfig", "SweepSetup", "sim_label"]
 
 
-def _labels(name: str) -> tuple[str, ...]:
-    """A policy's labels: its name, and for a policy that pins, ``<name>-<ttl policy>`` per other TTL rule."""
-    if not policy_class(name).uses_pins:
-        return (name,)
-    return (name, *(f"{name}-{t}" for t in TTL_POLICY_NAMES if t != _PAPER))
-
-
-POLICIES: tuple[str, ...] = tuple(label for name in POLICY_NAMES for label in _labels(name))
-
-
-# Memory variants of a label (``continuum+tier``): the run's second KV tier of ``SimConfig.tier_blocks``
-# (``+tier``), or no tier but a pool grown by the same bytes (``+pool``: the equal-memory reference).
-MEMORY_VARIANTS = ("tier", "pool")
-
-
-def split_memory(label: str) -> tuple[str, str]:
-    """``(policy label, memory variant or "")``: ``continuum+tier`` -> ``("continuum", "tier")``."""
-    base, sep, memory = label.partition("+")
-    if sep and memory not in MEMORY_VARIANTS:
-        raise ValueError(f"unknown memory variant {memory!r} in {label!r}; known: {MEMORY_VARIANTS}")
-    return base, memory
-
-
-def parse_policy(label: str) -> tuple[str, str]:
-    """``(scheduling policy, ttl policy)`` of a policy label; policies without pins get ``fixed``."""
-    label = split_memory(label)[0]
-    if label not in POLICIES:
-        raise ValueError(f"unknown policy {label!r}; known: {POLICIES}")
-    name, _, ttl = label.partition("-")
-    if not policy_class(name).uses_pins:
-        return name, "fixed"
-    return name, ttl or _PAPER
-
-
-def engine_for_policy(label: str, base: EngineConfig | None = None) -> EngineConfig:
-    """``base`` (default: ``EngineConfig()``) with the policy and TTL policy that ``label`` names."""
-    policy, ttl_policy = parse_policy(label)
-    return dataclasses.replace(base or EngineConfig(), policy=policy, ttl_policy=ttl_policy)
-
-
-def policy_label(engine: EngineConfig) -> str:
-    """The label of an engine's policy (inverse of ``engine_for_policy``)."""
-    if not policy_class(engine.policy).uses_pins or engine.ttl_policy == _PAPER:
-        return engine.policy
-    return f"{engine.policy}-{engine.ttl_policy}"
+def sim_label(label: str) -> PolicyLabel:
+    """``label`` parsed (``parse_label``), as a simulated run takes it: ``ValueError`` for a label with
+    ``@SECONDS`` (the simulator's fixed TTL uses the engine's ``pin_threshold``: ``--pin-threshold``)."""
+    parsed = parse_label(label)
+    if parsed.pin_threshold is not None:
+        raise ValueError(f"policy {label!r}: the simulator's fixed TTL takes --pin-threshold, not @SECONDS")
+    return parsed
 
 
 @dataclass(frozen=True)
@@ -97,7 +57,7 @@ class SimConfig:
     time_scale: float = 1.0
     seed: int = 0
     tier_blocks: int = 0  # the second tier a ``+tier`` label gets (a ``+pool`` label: as pool blocks)
-    memory: str = ""  # "" | one of ``MEMORY_VARIANTS``
+    memory: str = ""  # "" | one of ``policy_label.MEMORY_VARIANTS``
 
     @property
     def label(self) -> str:
@@ -106,10 +66,10 @@ class SimConfig:
 
     def for_label(self, label: str, jps: float | None) -> SimConfig:
         """This config under ``label``'s policy and memory variant, at ``jps``."""
-        memory = split_memory(label)[1]
-        if memory and not self.tier_blocks:
+        parsed = sim_label(label)
+        if parsed.memory and not self.tier_blocks:
             raise ValueError(f"{label!r} needs a second tier: give --kv-offload-bytes")
-        return dataclasses.replace(self, engine=engine_for_policy(label, self.engine), jps=jps, memory=memory)
+        return dataclasses.replace(self, engine=parsed.engine(self.engine), jps=jps, memory=parsed.memory)
 
     def scheduler_config(self) -> SchedulerConfig:
         """The scheduler's limits, built by the engine config as the real engine builds them."""

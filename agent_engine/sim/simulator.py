@@ -52,7 +52,7 @@ from scheduler import (
     SchedulerOutput,
     policy_class,
 )
-from scheduler.kv_tier import LOAD, PREFETCH
+from scheduler.tier_copy import LOAD, PREFETCH
 
 __all__ = ["build_scheduler", "build_tracker", "simulate"]
 

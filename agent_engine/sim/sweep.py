@@ -63,7 +63,7 @@ def _run_points(jobs: list[TraceJob], cost: CostModel, configs: list[SimConfig],
 def run_sweep(jobs: Sequence[TraceJob], cost: CostModel, base: SimConfig, policies: Sequence[str],
               loads: Sequence[float], workers: int = 1, progress: bool = True) -> dict[str, Any]:
     """Every (policy, load) point of ``base`` plus FCFS unloaded: ``{"sweep": {policy: [point...]},
-    "unloaded": summary}``; ``policies`` are ``agent_engine.sim.sim_config.POLICIES`` labels."""
+    "unloaded": summary}``; ``policies`` are ``agent_engine.sim.policy_label.POLICIES`` labels."""
     points = [(label, jps, False) for label in policies for jps in loads]
     points.append(("fcfs", UNLOADED_JPS, True))
     points.sort(key=lambda p: -p[1])  # heavy points first: better packing over workers

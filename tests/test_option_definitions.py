@@ -1,0 +1,85 @@
+"""Every engine option is defined once, in ``EngineConfig``: the simulator's and ``bench jct``'s engine
+flags are EngineConfig's own (name, type, help), with EngineConfig's defaults except where the command
+lists a visible override (``GPU_DEFAULTS``, ``ENGINE_DEFAULTS``), and no other flag of theirs takes an
+engine option's name unless it is listed here as the command's own."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from agent_engine.config import EngineConfig
+from agent_engine.sim import cli as sim_cli
+from benchmarks import jct_config
+
+FIELDS = {f.name: f for f in dataclasses.fields(EngineConfig)}
+# Flags that share an engine option's name but mean the command's own thing.
+SIM_OWN = {"model": "a ModelSpec name (llama-3.1-8b)", "seed": "the workload's seed"}
+JCT_OWN = {"seed": "the replay's seed, also passed to every server"}
+
+
+def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {a.dest: a for a in parser._actions if a.option_strings and a.dest != "help"}
+
+
+def _reference() -> dict[str, argparse.Action]:
+    ref = argparse.ArgumentParser()
+    EngineConfig.add_arguments(ref)
+    return _actions(ref)
+
+
+def _check(parser: argparse.ArgumentParser, names: tuple[str, ...], overrides: dict[str, object],
+           own: dict[str, str]) -> None:
+    actions, ref = _actions(parser), _reference()
+    engine_named = {dest for dest in actions if dest in FIELDS}
+    assert engine_named == set(names) | set(own), "a hand-written engine flag, or one missing"
+    assert set(overrides) <= set(names)
+    for name in names:
+        got, want = actions[name], ref[name]
+        assert got.option_strings == want.option_strings, name
+        assert got.option_strings[0] == "--" + name.replace("_", "-")
+        assert (type(got), got.type) == (type(want), want.type), name
+        assert got.help.split(" (default")[0] == want.help.split(" (default")[0], name
+        expected = overrides.get(name, FIELDS[name].default)
+        assert got.default == expected, name
+        if name in overrides:
+            assert got.default != FIELDS[name].default, f"{name}: an override equal to the engine's default"
+            assert f"the engine's: {FIELDS[name].default}" in got.help
+
+
+@pytest.mark.core
+def test_the_server_flags_are_every_engine_option_with_its_default() -> None:
+    ref = _reference()
+    assert set(ref) == set(FIELDS)
+    assert all(ref[name].default == f.default for name, f in FIELDS.items())
+
+
+@pytest.mark.core
+def test_the_simulator_engine_flags_are_engine_config_flags() -> None:
+    ap = argparse.ArgumentParser()
+    sim_cli.add_arguments(ap)
+    _check(ap, sim_cli.ENGINE_FLAGS, sim_cli.GPU_DEFAULTS, SIM_OWN)
+    assert sim_cli.GPU_DEFAULTS == {"max_num_seqs": 256, "max_num_batched_tokens": 8192}
+    engine = sim_cli.engine_options(ap.parse_args([]))
+    assert engine == EngineConfig(**sim_cli.GPU_DEFAULTS)  # type: ignore[arg-type]
+
+
+@pytest.mark.core
+def test_the_jct_benchmark_engine_flags_are_engine_config_flags() -> None:
+    ap = argparse.ArgumentParser()
+    jct_config.add_jct_args(ap)
+    _check(ap, jct_config.ENGINE_FLAGS, jct_config.ENGINE_DEFAULTS, JCT_OWN)
+    cfg, default = jct_config.config_from_args(ap.parse_args([])), jct_config.JCTConfig()
+    for name in jct_config.ENGINE_FLAGS:
+        expected = jct_config.ENGINE_DEFAULTS.get(name, FIELDS[name].default)
+        assert getattr(cfg, name) == getattr(default, name) == expected, name
+
+
+@pytest.mark.core
+def test_an_override_must_name_an_added_engine_option() -> None:
+    with pytest.raises(ValueError, match="not engine options"):
+        EngineConfig.add_arguments(argparse.ArgumentParser(), ["block_size", "no_such_option"])
+    with pytest.raises(ValueError, match="not added"):
+        EngineConfig.add_arguments(argparse.ArgumentParser(), ["block_size"], {"max_num_seqs": 8})
