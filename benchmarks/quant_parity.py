@@ -59,7 +59,7 @@ def generate(model: str, gguf_weights: str, max_tokens: int, num_kv_blocks: int)
     runs = []
     for text in PARITY_PROMPTS:
         ids = list(tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                                 tokenize=True))
+                                                 tokenize=True, return_dict=True)["input_ids"])
         out = llm.generate([{"prompt_token_ids": ids}], params, use_tqdm=False)[0].outputs[0]
         runs.append({"prompt_ids": ids, "tokens": list(out.token_ids),
                      "top": [list(t) for t in (out.top_logprobs or [])]})
