@@ -199,13 +199,14 @@ CALIBRATED_SHAPES = ((8, 2, 64), (9, 3, 64), (14, 2, 64), (12, 2, 128))
 def _run_calibrate(args: argparse.Namespace) -> int:
     import torch
 
+    from kernels.paged_attention import paged_attention_cpp
     from kernels.route_calibration import NEVER, HeadShape, calibrate
 
     rows = []
     for threads in (int(t) for t in args.threads.split(",")):
         torch.set_num_threads(threads)
         for hq, hk, d in CALIBRATED_SHAPES:
-            cal = calibrate(HeadShape(hq, hk, d), remeasure=True)
+            cal = calibrate(HeadShape(hq, hk, d), paged_attention_cpp, remeasure=True)
             for kind, table in (("fresh", cal.fresh_ms), ("over context", cal.context_ms)):
                 rows += [[threads, f"{hq}/{hk}x{d}", kind, int(n), cpp, sdpa, cpp / sdpa] for n, (cpp, sdpa) in table.items()]
             fresh, context = (("never" if n == NEVER else n) for n in (cal.routes.min_fresh_query,

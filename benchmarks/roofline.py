@@ -14,7 +14,6 @@ matmul peak). Measured with torch's own kernels (oneDNN / MKL), the best of ``re
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,22 +21,10 @@ COPY_BYTES = 256 * 1024 * 1024
 
 
 def best_seconds(fn: Callable[[], object], repeats: int, device: str = "cpu") -> float:
-    """The best of ``repeats`` timed calls of ``fn``, after one untimed warm-up call; on a GPU each
-    call is timed to its kernels' end."""
-    import torch
+    """``kernels.timing.best_seconds`` (imported on call: importing a benchmark loads no torch)."""
+    from kernels.timing import best_seconds as timed
 
-    def call() -> None:
-        fn()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize(device)
-
-    call()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return timed(fn, repeats, device)
 
 
 def matmul_gflops(dtype_name: str, n: int = 2048, repeats: int = 5, device: str = "cpu") -> float | None:

@@ -182,7 +182,8 @@ def chunk_routes(query: torch.Tensor, k_cache: torch.Tensor) -> SdpaRoutes:
     if SDPA_MIN_FRESH_QUERY is not None and SDPA_MIN_CONTEXT_QUERY is not None:
         return SdpaRoutes(SDPA_MIN_FRESH_QUERY, SDPA_MIN_CONTEXT_QUERY)
     num_q_heads, num_kv_heads, head_dim, _, _ = _layout(query, k_cache)
-    calibrated = sdpa_routes(HeadShape(num_q_heads, num_kv_heads, head_dim, str(query.dtype).removeprefix("torch.")))
+    shape = HeadShape(num_q_heads, num_kv_heads, head_dim, str(query.dtype).removeprefix("torch."))
+    calibrated = sdpa_routes(shape, paged_attention_cpp)
     return SdpaRoutes(calibrated.min_fresh_query if SDPA_MIN_FRESH_QUERY is None else SDPA_MIN_FRESH_QUERY,
                       calibrated.min_context_query if SDPA_MIN_CONTEXT_QUERY is None else SDPA_MIN_CONTEXT_QUERY)
 

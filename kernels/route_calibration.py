@@ -33,8 +33,9 @@ from pathlib import Path
 
 import torch
 
-from kernels import isa
 from kernels.cpp_build import cache_dir, library_path
+from kernels.isa import cpu_flags, cpu_model, selected_variant
+from kernels.timing import best_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -91,8 +92,8 @@ def crossover(lengths: Sequence[int], cpp_s: Sequence[float], sdpa_s: Sequence[f
 def cache_key(shape: HeadShape, threads: int) -> str:
     """What a calibration depends on: CPU model and features, the kernels' variant and build, torch,
     threads and the head shape."""
-    variant = isa.selected_variant()
-    parts = [str(VERSION), isa.cpu_model(), " ".join(sorted(isa.cpu_flags())), library_path(variant).name,
+    variant = selected_variant()
+    parts = [str(VERSION), cpu_model(), " ".join(sorted(cpu_flags())), library_path(variant).name,
              torch.__version__, str(threads), json.dumps(asdict(shape), sort_keys=True)]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
 
@@ -101,21 +102,15 @@ def cache_file(shape: HeadShape, threads: int) -> Path:
     return cache_dir() / "routes" / f"{cache_key(shape, threads)}.json"
 
 
-def _best_seconds(fn: Callable[[], object], repeats: int = REPEATS) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+# The attention under calibration: ``kernels.paged_attention.paged_attention_cpp``'s signature
+# (query, key, value, k_cache, v_cache, metadata, scale, routes), passed in by its module.
+Attend = Callable[..., torch.Tensor]
 
 
-def _time_both(shape: HeadShape, query_len: int, context: int) -> tuple[float, float]:
+def _time_both(shape: HeadShape, query_len: int, context: int, attend: Attend) -> tuple[float, float]:
     """Seconds of one chunk of ``query_len`` tokens over ``context`` cached tokens by each route."""
     from kernels.attention_metadata import build_attention_metadata
     from kernels.kv_cache import write_kv_cache
-    from kernels.paged_attention import paged_attention_cpp
 
     dtype = getattr(torch, shape.dtype)
     gen = torch.Generator().manual_seed(query_len + context)
@@ -130,19 +125,19 @@ def _time_both(shape: HeadShape, query_len: int, context: int) -> tuple[float, f
     scale = shape.head_dim ** -0.5
 
     def by(routes: SdpaRoutes) -> Callable[[], object]:
-        return lambda: paged_attention_cpp(q, k, v, k_cache, v_cache, meta, scale, routes)
+        return lambda: attend(q, k, v, k_cache, v_cache, meta, scale, routes)
 
-    return _best_seconds(by(SdpaRoutes(NEVER, NEVER))), _best_seconds(by(SdpaRoutes(1, 1)))
+    return best_seconds(by(SdpaRoutes(NEVER, NEVER)), REPEATS), best_seconds(by(SdpaRoutes(1, 1)), REPEATS)
 
 
 def _as_ms(lengths: Sequence[int], seconds: Sequence[tuple[float, float]]) -> dict[str, tuple[float, float]]:
     return {str(n): (cpp * 1e3, sdpa * 1e3) for n, (cpp, sdpa) in zip(lengths, seconds, strict=True)}
 
 
-def measure(shape: HeadShape) -> Calibration:
-    """Both routes over the length ladders on this CPU, now (about a second on 2 cores)."""
-    fresh = [_time_both(shape, n, 0) for n in FRESH_LENGTHS]
-    ctx = [_time_both(shape, n, CONTEXT) for n in CONTEXT_LENGTHS]
+def measure(shape: HeadShape, attend: Attend) -> Calibration:
+    """Both routes of ``attend`` over the length ladders on this CPU, now (about a second on 2 cores)."""
+    fresh = [_time_both(shape, n, 0, attend) for n in FRESH_LENGTHS]
+    ctx = [_time_both(shape, n, CONTEXT, attend) for n in CONTEXT_LENGTHS]
     routes = SdpaRoutes(crossover(FRESH_LENGTHS, [c for c, _ in fresh], [s for _, s in fresh]),
                         crossover(CONTEXT_LENGTHS, [c for c, _ in ctx], [s for _, s in ctx]))
     return Calibration(routes, _as_ms(FRESH_LENGTHS, fresh), _as_ms(CONTEXT_LENGTHS, ctx),
@@ -171,25 +166,25 @@ _lock = threading.Lock()
 _known: dict[tuple[HeadShape, int], SdpaRoutes] = {}
 
 
-def calibrate(shape: HeadShape, remeasure: bool = False) -> Calibration:
-    """This CPU's calibration for ``shape`` at the current thread count: from the cache file unless
-    ``remeasure``, else measured now and written."""
+def calibrate(shape: HeadShape, attend: Attend, remeasure: bool = False) -> Calibration:
+    """This CPU's calibration of ``attend`` for ``shape`` at the current thread count: from the cache file
+    unless ``remeasure``, else measured now and written."""
     threads = torch.get_num_threads()
     path = cache_file(shape, threads)
     cal = None if remeasure else _read(path)
     if cal is None:
         logger.info("measuring where attention leaves the C++ tiles for SDPA (%s, %d threads)", shape, threads)
-        cal = measure(shape)
+        cal = measure(shape, attend)
         _write(path, cal)
     with _lock:
         _known[(shape, threads)] = cal.routes
     return cal
 
 
-def sdpa_routes(shape: HeadShape) -> SdpaRoutes:
-    """The routes for ``shape`` (cached in the process, then on disk, else measured once)."""
+def sdpa_routes(shape: HeadShape, attend: Attend) -> SdpaRoutes:
+    """The routes of ``attend`` for ``shape`` (cached in the process, then on disk, else measured once)."""
     key = (shape, torch.get_num_threads())
     routes = _known.get(key)
     if routes is None:
-        routes = calibrate(shape).routes
+        routes = calibrate(shape, attend).routes
     return routes

@@ -14,6 +14,7 @@ from kernels import cpp_build, load_cpu_ops, route_calibration
 from kernels.route_calibration import NEVER, HeadShape, SdpaRoutes, crossover
 
 SHAPE = HeadShape(8, 2, 64)
+ATTEND = importlib.import_module("kernels.paged_attention").paged_attention_cpp
 
 
 @pytest.mark.core
@@ -34,27 +35,27 @@ def test_a_calibration_is_measured_once_per_key_and_cached(monkeypatch: pytest.M
     monkeypatch.setattr(route_calibration, "_known", {})
     measured: list[HeadShape] = []
 
-    def fake_measure(shape: HeadShape) -> route_calibration.Calibration:
+    def fake_measure(shape: HeadShape, attend: object) -> route_calibration.Calibration:
         measured.append(shape)
         return route_calibration.Calibration(SdpaRoutes(128, 32), {"16": (1.0, 2.0)}, {}, route_calibration.cache_key(
             shape, torch.get_num_threads()), "now")
 
     monkeypatch.setattr(route_calibration, "measure", fake_measure)
-    assert route_calibration.sdpa_routes(SHAPE) == SdpaRoutes(128, 32)
-    assert route_calibration.sdpa_routes(SHAPE) == SdpaRoutes(128, 32)
+    assert route_calibration.sdpa_routes(SHAPE, ATTEND) == SdpaRoutes(128, 32)
+    assert route_calibration.sdpa_routes(SHAPE, ATTEND) == SdpaRoutes(128, 32)
     assert measured == [SHAPE]
     monkeypatch.setattr(route_calibration, "_known", {})  # a new process reads the file
-    assert route_calibration.sdpa_routes(SHAPE) == SdpaRoutes(128, 32)
+    assert route_calibration.sdpa_routes(SHAPE, ATTEND) == SdpaRoutes(128, 32)
     assert measured == [SHAPE]
     other = HeadShape(12, 2, 128)
     assert route_calibration.cache_key(other, 2) != route_calibration.cache_key(SHAPE, 2)
     assert route_calibration.cache_key(SHAPE, 1) != route_calibration.cache_key(SHAPE, 2)
-    route_calibration.calibrate(SHAPE, remeasure=True)
+    route_calibration.calibrate(SHAPE, ATTEND, remeasure=True)
     assert measured == [SHAPE, SHAPE]
     path = route_calibration.cache_file(SHAPE, torch.get_num_threads())
     path.write_text("{not json")
     monkeypatch.setattr(route_calibration, "_known", {})
-    route_calibration.sdpa_routes(SHAPE)
+    route_calibration.sdpa_routes(SHAPE, ATTEND)
     assert measured == [SHAPE, SHAPE, SHAPE]
     assert json.loads(path.read_text())["routes"] == {"min_fresh_query": 128, "min_context_query": 32}
 
@@ -68,7 +69,7 @@ def test_a_real_calibration_drives_the_routes(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.setattr(route_calibration, "FRESH_LENGTHS", (16, 64, 256))
     monkeypatch.setattr(route_calibration, "CONTEXT_LENGTHS", (4, 16, 64))
     monkeypatch.setattr(route_calibration, "CONTEXT", 256)
-    cal = route_calibration.calibrate(SHAPE)
+    cal = route_calibration.calibrate(SHAPE, ATTEND)
     assert set(cal.fresh_ms) == {"16", "64", "256"} and set(cal.context_ms) == {"4", "16", "64"}
     assert all(c > 0 and s > 0 for c, s in [*cal.fresh_ms.values(), *cal.context_ms.values()])
     fresh = [cal.fresh_ms[str(n)] for n in (16, 64, 256)]
