@@ -143,6 +143,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="only prefill kernels: fresh vs reused matmul outputs, C++ vs SDPA attention routes")
     ap.add_argument("--roofline", action="store_true",
                     help="only measure this machine's peaks: matmul GFLOP/s (fp32, bf16, int8) and memory GB/s")
+    ap.add_argument("--quant-shapes", default="qwen2.5-coder-0.5b", choices=["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"],
+                    help="whose layer shapes and GGML types --quant multiplies (default qwen2.5-coder-0.5b)")
     ap.add_argument("--calibrate", action="store_true",
                     help="only measure where attention leaves the C++ tiles for SDPA on this CPU again, and cache it")
 
@@ -227,7 +229,8 @@ def _run_quant(args: argparse.Namespace) -> int:
         for threads in (int(t) for t in args.threads.split(",")):
             torch.set_num_threads(threads)
             rows = [int(x) for x in args.rows.split(",")]
-            results += [{"threads": threads, **r} for r in quant_bench.bench_quant(rows, args.layers, args.repeats)]
+            results += [{"threads": threads, **r} for r in quant_bench.bench_quant(
+                rows, args.layers, args.repeats, quant_bench.LAYER_SHAPES[args.quant_shapes])]
     print_table(quant_bench.HEADERS, quant_bench.table_rows(results))
     print(f"machine during the runs: {load.report.label() if load.report else 'not measured'}")
     write_json(args.json, {"quant": results, "machine": machine_info(),

@@ -2,9 +2,9 @@
 (int8 dot products straight on the file's blocks) against the float32 panel path on the same
 (dequantized) weights.
 
-The weights are ``--layers`` layers of Qwen2.5-Coder-0.5B's shapes in its Q4_K_M file's types (QKV,
-O and gate/up in Q5_0, down in Q4_K; random blocks): together larger than the caches, as a decode
-step finds them. Per row count: ms per pass for ``gguf_linear_int8`` and for ``panel_linear``, their
+The weights are ``--layers`` layers of a served model's shapes in its Q4_K_M file's types
+(``--quant-shapes``: Qwen2.5-Coder-0.5B's QKV, O and gate/up in Q5_0, down in Q4_K; or 1.5B's in Q4_K,
+down in Q6_K; random blocks): together larger than the caches, as a decode step finds them. Per row count: ms per pass for ``gguf_linear_int8`` and for ``panel_linear``, their
 ratio, and the quantized pass's multiply-adds per second and weight bytes read per second (the two
 ceilings of ``bench kernels --roofline``). Invariant: both paths' results agree (within 3% of the
 largest output: the quantized path rounds activations to int8 per block) before anything is timed.
@@ -18,8 +18,13 @@ import numpy as np
 
 from benchmarks.roofline import best_seconds
 
-# (output features, input features, GGML type): one layer of Qwen2.5-0.5B as its Q4_K_M file stores it.
-QWEN_LAYER = ((1152, 896, 6), (896, 896, 6), (9728, 896, 6), (896, 4864, 12))
+# (output features, input features, GGML type): one layer as each model's Q4_K_M file stores it (fused QKV,
+# O, fused gate/up, down).
+LAYER_SHAPES = {
+    "qwen2.5-coder-0.5b": ((1152, 896, 6), (896, 896, 6), (9728, 896, 6), (896, 4864, 12)),
+    "qwen2.5-coder-1.5b": ((2048, 1536, 12), (1536, 1536, 12), (17920, 1536, 12), (1536, 8960, 14)),
+}
+QWEN_LAYER = LAYER_SHAPES["qwen2.5-coder-0.5b"]
 HEADERS = ["threads", "rows", "quant ms", "float32 panels ms", "quant / float32", "quant GMAC/s", "quant GB/s"]
 
 
@@ -37,8 +42,9 @@ def random_blocks(qtype: int, n: int, k: int, seed: int = 0) -> np.ndarray:
     return raw.reshape(n, -1)
 
 
-def bench_quant(rows: list[int], layers: int, repeats: int) -> list[dict[str, Any]]:
-    """Per row count: seconds per pass over ``layers`` layers, quantized and float32 panels."""
+def bench_quant(rows: list[int], layers: int, repeats: int,
+                shapes: tuple[tuple[int, int, int], ...] = QWEN_LAYER) -> list[dict[str, Any]]:
+    """Per row count: seconds per pass over ``layers`` layers of ``shapes``, quantized and float32 panels."""
     import torch
 
     from kernels.cpu_ops import linear
@@ -46,13 +52,13 @@ def bench_quant(rows: list[int], layers: int, repeats: int) -> list[dict[str, An
     from kernels.quant import QuantWeight
 
     quant = [QuantWeight.from_gguf(torch.from_numpy(random_blocks(t, n, k, seed=i)), t, k)
-             for i in range(layers) for n, k, t in QWEN_LAYER]
+             for i in range(layers) for n, k, t in shapes]
     plain = [(w, pack_weight(w)) for w in (q.dequantize() for q in quant)]
     macs = sum(q.out_features * q.in_features for q in quant)
     out = []
     for m in rows:
-        xs = {k: torch.randn(m, k) for _, k, _ in QWEN_LAYER}
-        for q, (w, p) in zip(quant[: len(QWEN_LAYER)], plain, strict=False):
+        xs = {k: torch.randn(m, k) for _, k, _ in shapes}
+        for q, (w, p) in zip(quant[: len(shapes)], plain, strict=False):
             x = xs[q.in_features]
             ref = linear(x, w, None, True, p)
             if float((q.linear(x) - ref).abs().max()) > 0.03 * float(ref.abs().max()):
