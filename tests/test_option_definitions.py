@@ -12,7 +12,7 @@ import pytest
 
 from agent_engine.config import EngineConfig
 from agent_engine.sim import cli as sim_cli
-from benchmarks import jct_config
+from benchmarks import agent_tasks, jct_config, quant_parity
 
 FIELDS = {f.name: f for f in dataclasses.fields(EngineConfig)}
 # Flags that share an engine option's name but mean the command's own thing.
@@ -83,3 +83,17 @@ def test_an_override_must_name_an_added_engine_option() -> None:
         EngineConfig.add_arguments(argparse.ArgumentParser(), ["block_size", "no_such_option"])
     with pytest.raises(ValueError, match="not added"):
         EngineConfig.add_arguments(argparse.ArgumentParser(), ["block_size"], {"max_num_seqs": 8})
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("module", [agent_tasks, quant_parity], ids=["agent-tasks", "quant-parity"])
+def test_the_agent_and_parity_benchmarks_engine_flags_are_engine_config_flags(module: object) -> None:
+    """``bench agent-tasks`` passes its engine flags to every server it starts, ``bench quant-parity`` to both
+    engines: EngineConfig's flags with visible overrides; ``--model`` and ``--seed`` are the commands' own
+    (a known-name default; the agent's seed too)."""
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)  # type: ignore[attr-defined]
+    own = {"model": "the command's default model"}
+    if module is agent_tasks:
+        own["seed"] = "the servers' and the agent's seed"
+    _check(parser, module.ENGINE_FLAGS, module.ENGINE_DEFAULTS, own)  # type: ignore[attr-defined]
