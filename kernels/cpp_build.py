@@ -47,8 +47,8 @@ _FLAGS = ("-O3", "-std=c++20", "-fPIC", "-fopenmp", "-fvisibility=hidden", "-DND
           "-D_GLIBCXX_USE_CXX11_ABI=" + str(int(torch._C._GLIBCXX_USE_CXX11_ABI)))
 
 _lock = threading.Lock()
-_OFF = "off"  # the key of _loaded that remembers the switch-off was logged
 _loaded: dict[str, bool] = {}  # variant name -> whether its library loaded
+_switched_off_logged = False  # AGENT_ENGINE_CPP_KERNELS=0 is logged once per process
 _errors: dict[str, str] = {}
 
 
@@ -128,9 +128,10 @@ def load_variant(variant: IsaVariant) -> bool:
 def load_cpu_ops() -> bool:
     """Build (if needed) and load the selected variant's library (``kernels.isa.selected_variant``); True
     when :func:`ops` has the kernels. False when ``AGENT_ENGINE_CPP_KERNELS=0`` or the build failed."""
+    global _switched_off_logged
     if os.environ.get(ENV_SWITCH, "1") == "0":
-        if _OFF not in _loaded:
-            _loaded[_OFF] = False
+        if not _switched_off_logged:
+            _switched_off_logged = True
             logger.info("C++ CPU kernels disabled by %s=0; using the torch path", ENV_SWITCH)
         return False
     return load_variant(selected_variant())

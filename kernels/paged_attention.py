@@ -222,9 +222,13 @@ def paged_attention_cpp(
 ) -> torch.Tensor:
     """The C++ CPU path (needs ``kernels.cpu_ops.use_cpp``); same contract as the module docstring.
     ``query`` may be a row-strided view (e.g. into a fused QKV projection); ``key``/``value`` are only
-    read for fresh long chunks. ``routes`` (default: this CPU's, see :func:`chunk_routes`) says which
-    chunks go to SDPA."""
-    idx, fresh, cont = _cpp_plan(metadata, routes or chunk_routes(query, k_cache))
+    read for fresh long chunks. ``routes`` (default: this CPU's, see :func:`chunk_routes`, looked up once
+    per step: every layer of a step has the same head shape) says which chunks go to SDPA."""
+    if routes is None:
+        routes = metadata.cache.get("chunk_routes")
+        if routes is None:
+            routes = metadata.cache["chunk_routes"] = chunk_routes(query, k_cache)
+    idx, fresh, cont = _cpp_plan(metadata, routes)
     workspace = metadata.workspace if metadata.workspace is not None else AttentionWorkspace()
     # One output buffer per step, shared by the layers: each layer's output is read (by o_proj) before
     # the next layer's attention writes it again.

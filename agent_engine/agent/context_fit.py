@@ -26,6 +26,7 @@ from typing import Any
 
 CHARS_PER_TOKEN = 3.0  # before the server has counted a prompt: code and tracebacks run about 3
 ELIDED = "[earlier output elided to fit the model's context: {chars} characters]"
+_ELIDED_PREFIX = ELIDED.split("{", 1)[0]
 MARGIN_TOKENS = 64  # the chat template's own tokens and the estimate's error
 
 
@@ -81,5 +82,5 @@ class ContextFit:
         task = min(firsts) if firsts else -1
         seen = [i for i, m in enumerate(messages)
                 if m.get("role") in ("tool", "user") and i != task
-                and not str(m.get("content") or "").startswith(ELIDED.split("{", 1)[0])]
+                and not str(m.get("content") or "").startswith(_ELIDED_PREFIX)]
         return seen[: max(0, len(seen) - self.keep_last)]

@@ -132,8 +132,8 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
                                      limits=limits, transport=options.transport) as client:
             agent = options.agent
             context = agent.context_tokens or await _context_tokens(client, agent.model)
-            output_chars = min(options.max_output_chars, context)
-            if agent.context_tokens is None and context < 1 << 30:  # the server said: fit the jobs to it
+            output_chars = min(options.max_output_chars, context or options.max_output_chars)
+            if agent.context_tokens is None and context is not None:  # the server said: fit the jobs to it
                 agent = replace(agent, context_tokens=context)
 
             async def one(task: AgentTask, job_id: str) -> AgentJobResult:
@@ -184,20 +184,19 @@ async def _run_check(sandbox: Sandbox, task: AgentTask, pool: ThreadPoolExecutor
     return solved
 
 
-async def _context_tokens(client: httpx.AsyncClient, model: str | None) -> int:
+async def _context_tokens(client: httpx.AsyncClient, model: str | None) -> int | None:
     """The served model's context length from ``GET /models`` (vLLM's and our ``max_model_len``; the
-    card named ``model``, else every card the server lists), or a large number when the server does not
-    say. A command's output is kept to that many characters:
-    about a quarter of the context, so one verbose test run cannot fill a small model's window."""
-    unknown = 1 << 30
+    card named ``model``, else every card the server lists), or None when the server does not say. A
+    command's output is kept to that many characters: about a quarter of the context, so one verbose
+    test run cannot fill a small model's window."""
     try:
         cards = (await client.get("/models")).json().get("data", [])
     except (httpx.HTTPError, ValueError, AttributeError):
-        return unknown
+        return None
     cards = [c for c in cards if isinstance(c, dict)]
     named = [c for c in cards if c.get("id") == model] or cards  # a known-name alias: the server's cards
     known = [n for n in (c.get("max_model_len") for c in named) if isinstance(n, int) and n > 0]
-    return min(known) if known else unknown
+    return min(known) if known else None
 
 
 def _new_sandbox(task: AgentTask, options: RunOptions, output_chars: int) -> Sandbox:
