@@ -18,8 +18,9 @@ With ``--roofline`` it measures only this machine's ceilings instead (``benchmar
 ``--quant`` only the quantized GGUF matmuls against the float32 panels (``benchmarks.quant_bench``);
 with ``--prefill`` only a prefill step's kernels: fresh vs reused matmul outputs and the C++ vs SDPA
 attention routes (``benchmarks.prefill_bench``); with ``--calibrate`` it measures this CPU's attention
-routes again for the served models' head shapes and rewrites their cached calibrations
-(``kernels.route_calibration``), at each ``--threads``.
+routes again for the served models' head shapes (``kernels.route_calibration``) and their float32
+matmul routes, panels or oneDNN by row count (``kernels.linear_routes``), and rewrites the cached
+calibrations, at each ``--threads``.
 
 Prints both tables, writes JSON. Invariant: every variant computes the same result (checked once per
 shape before timing, within float32 tolerance; the bfloat16 variant against its rounded weights).
@@ -146,7 +147,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--quant-shapes", default="qwen2.5-coder-0.5b", choices=["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"],
                     help="whose layer shapes and GGML types --quant multiplies (default qwen2.5-coder-0.5b)")
     ap.add_argument("--calibrate", action="store_true",
-                    help="only measure where attention leaves the C++ tiles for SDPA on this CPU again, and cache it")
+                    help="only measure where attention leaves the C++ tiles for SDPA and where float32 matmuls leave "
+                         "the panels for oneDNN on this CPU again, and cache it")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -196,6 +198,13 @@ def _run_roofline(args: argparse.Namespace) -> int:
 
 # Head shapes (query heads, KV heads, head dim) of the embedded model, SmolLM2-135M, Qwen2.5-Coder 0.5B / 1.5B.
 CALIBRATED_SHAPES = ((8, 2, 64), (9, 3, 64), (14, 2, 64), (12, 2, 128))
+# Float32 weight shapes (out, in: QKV, O, gate+up, down, LM head) of the embedded model, SmolLM2-135M
+# and Qwen2.5-Coder-0.5B.
+CALIBRATED_MATMULS = {
+    "embedded": ((768, 512), (512, 512), (2816, 512), (512, 1408), (4096, 512)),
+    "smollm2": ((960, 576), (576, 576), (3072, 576), (576, 1536), (49152, 576)),
+    "qwen2.5-coder-0.5b": ((1152, 896), (896, 896), (9728, 896), (896, 4864), (151936, 896)),
+}
 
 
 def _run_calibrate(args: argparse.Namespace) -> int:
@@ -215,8 +224,30 @@ def _run_calibrate(args: argparse.Namespace) -> int:
                                                                         cal.routes.min_context_query))
             rows.append([threads, f"{hq}/{hk}x{d}", "SDPA from (fresh / over context)", fresh, context, None, None])
     print_table(["threads", "heads", "chunk", "query", "C++ ms", "SDPA ms", "C++ / SDPA"], rows)
-    write_json(args.json, {"calibration": rows, "machine": machine_info()})
+    matmuls = _calibrate_matmuls(args.threads)
+    write_json(args.json, {"calibration": rows, "matmuls": matmuls, "machine": machine_info()})
     return 0
+
+
+def _calibrate_matmuls(threads_list: str) -> list[list[object]]:
+    """Float32 matmul routes (panels vs oneDNN by row count) for the served models' weight shapes."""
+    import torch
+
+    from kernels.calibration_store import NEVER
+    from kernels.linear_routes import MatmulShape, calibrate
+
+    rows = []
+    for threads in (int(t) for t in threads_list.split(",")):
+        torch.set_num_threads(threads)
+        for model, shapes in CALIBRATED_MATMULS.items():
+            for n, k in shapes:
+                cal = calibrate(MatmulShape(n, k), remeasure=True)
+                rows += [[threads, model, f"{n}x{k}", int(r), panels, onednn, panels / onednn]
+                         for r, (panels, onednn) in cal.ms.items()]
+                rows.append([threads, model, f"{n}x{k}", "oneDNN from", "never" if cal.onednn_from == NEVER
+                             else cal.onednn_from, None, None])
+    print_table(["threads", "model", "weight", "rows", "panels ms", "oneDNN ms", "panels / oneDNN"], rows)
+    return rows
 
 
 def _run_quant(args: argparse.Namespace) -> int:

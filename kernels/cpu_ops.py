@@ -8,8 +8,9 @@ Both implementations share one contract per function (the tests compare them):
 * :func:`silu_and_mul` ``(gate_up [T, 2I]) -> [T, I]``: ``silu(gate) * up``.
 * :func:`linear` ``(x [T, K], weight [N, K], bias=None, packed=None) -> [T, N]``: ``F.linear``; the
   C++ ``panel_linear`` takes float32 steps on ``packed`` (the same weight in column panels, float32
-  or bfloat16), else ``small_linear`` those of at most ``SMALL_LINEAR_MAX_ROWS`` rows. A bfloat16
-  weight under a float32 ``x`` multiplies as its exact float32 values: float32 out.
+  or bfloat16) below the row count from which oneDNN was measured faster for this shape on this CPU
+  (``kernels.linear_routes``), else ``small_linear`` those of at most ``SMALL_LINEAR_MAX_ROWS`` rows.
+  A bfloat16 weight under a float32 ``x`` multiplies as its exact float32 values: float32 out.
 * :func:`rotary_and_cache` ``(qkv [T, (Hq + 2Hk) D], cos, sin [T, D], k_cache, v_cache, slots, Hq, Hk)``:
   rotates q and k in place (HF ``rotate_half`` convention) and writes k, v into the caches (rounded
   to a bfloat16 cache under a float32 ``qkv``, to nearest even).
@@ -31,6 +32,7 @@ import torch.nn.functional as F
 from kernels.attention_metadata import AttentionMetadata
 from kernels.cpp_build import load_cpu_ops, ops
 from kernels.kv_cache import write_kv_cache
+from kernels.linear_routes import ONEDNN, onednn_from, onednn_linear
 
 
 def use_cpp(device: torch.device) -> bool:
@@ -56,19 +58,21 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
 
 SMALL_LINEAR_MAX_ROWS = 16  # without panels: up to here the C++ small_linear is fastest (bench kernels)
 ONEDNN_LINEAR_MAX_ROWS = 64  # without panels: up to here oneDNN's matmul beats MKL's
-_ONEDNN = torch.backends.mkldnn.is_available()
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, cpp: bool = False,
            packed: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear(x, weight, bias)`` for a 2-D ``x``, by the fastest kernel on CPU float32 with ``cpp``:
-    the C++ ``panel_linear`` on ``packed`` (``kernels.prepack.pack_weight(weight)``) when given, at any
-    row count; else by row count: the C++ ``small_linear`` for a decode step's few rows (at most
+    with ``packed`` (``kernels.prepack.pack_weight(weight)``) the C++ ``panel_linear`` on it, or oneDNN
+    on a float32 ``weight`` from the row count this CPU's calibration gave the shape
+    (``kernels.linear_routes.onednn_from``); without, by row count: the C++ ``small_linear`` for a decode step's few rows (at most
     ``SMALL_LINEAR_MAX_ROWS``), which streams the weight from memory once, oneDNN up to
     ``ONEDNN_LINEAR_MAX_ROWS`` rows, and MKL (``F.linear``) above."""
     if cpp and x.dtype == torch.float32 and x.is_contiguous():
         rows = x.shape[0]
         if packed is not None:
+            if rows >= onednn_from(*weight.shape) and weight.dtype == torch.float32 and weight.is_contiguous():
+                return onednn_linear(x, weight, bias)
             out = x.new_empty(rows, weight.shape[0]) if out is None else out
             ops().panel_linear(out, x, packed)
             return out if bias is None else out.add_(bias)
@@ -77,8 +81,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
                 out = x.new_empty(rows, weight.shape[0])
                 ops().small_linear(out, x, weight)
                 return out if bias is None else out.add_(bias)
-            if rows <= ONEDNN_LINEAR_MAX_ROWS and _ONEDNN:
-                return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+            if rows <= ONEDNN_LINEAR_MAX_ROWS and ONEDNN:
+                return onednn_linear(x, weight, bias)
     if weight.dtype != x.dtype:  # bfloat16 weights under float32 activations, without panels
         weight = weight.to(x.dtype)
     return F.linear(x, weight, bias)

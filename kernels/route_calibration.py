@@ -10,21 +10,17 @@ no crossover measured on one machine is applied to another: the first chunk of a
 again.
 
 Invariants:
-- :func:`crossover` is the shortest measured length from which SDPA wins (by more than ``MARGIN``) at
-  it and at every longer measured length; ``NEVER`` when it does not win at the longest.
-- A cached calibration is used only under the exact key it was measured under (:func:`cache_key`);
-  files are written atomically, and an unreadable one is measured again.
+- The SDPA route takes a length only from :func:`crossover` on (SDPA wins by more than ``MARGIN`` there
+  and at every longer measured length); ``NEVER`` when it does not win at the longest.
+- A cached calibration is used only under the exact key it was measured under (``kernels.
+  calibration_store``); an unreadable one is measured again.
 - Calibration never changes results beyond float32 rounding: both routes compute the same attention
   (the tests compare them); only speed depends on the choice.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,13 +29,12 @@ from pathlib import Path
 
 import torch
 
-from kernels.cpp_build import cache_dir, library_path
-from kernels.isa import cpu_flags, cpu_model, selected_variant
+from kernels import calibration_store
+from kernels.calibration_store import NEVER
 from kernels.timing import best_seconds
 
 logger = logging.getLogger(__name__)
 
-NEVER = 1 << 30  # a threshold no chunk reaches: the C++ route always
 FRESH_LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)  # fresh chunks (no cached context)
 CONTEXT_LENGTHS = (4, 8, 16, 32, 64, 128, 256, 512)  # chunks over CONTEXT cached tokens
 CONTEXT = 1024
@@ -81,25 +76,16 @@ def crossover(lengths: Sequence[int], cpp_s: Sequence[float], sdpa_s: Sequence[f
               margin: float = MARGIN) -> int:
     """The shortest length from which SDPA beats the C++ route by ``margin`` at every longer length
     too (lengths ascending); ``NEVER`` when SDPA does not win at the longest."""
-    threshold = NEVER
-    for length, cpp, sdpa in reversed(list(zip(lengths, cpp_s, sdpa_s, strict=True))):
-        if sdpa * (1 + margin) >= cpp:
-            break
-        threshold = length
-    return threshold
+    return calibration_store.crossover(lengths, cpp_s, sdpa_s, margin)
 
 
 def cache_key(shape: HeadShape, threads: int) -> str:
-    """What a calibration depends on: CPU model and features, the kernels' variant and build, torch,
-    threads and the head shape."""
-    variant = selected_variant()
-    parts = [str(VERSION), cpu_model(), " ".join(sorted(cpu_flags())), library_path(variant).name,
-             torch.__version__, str(threads), json.dumps(asdict(shape), sort_keys=True)]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
+    """What a calibration depends on (``kernels.calibration_store.store_key``) for this head shape."""
+    return calibration_store.store_key("attention", VERSION, asdict(shape), threads)
 
 
 def cache_file(shape: HeadShape, threads: int) -> Path:
-    return cache_dir() / "routes" / f"{cache_key(shape, threads)}.json"
+    return calibration_store.store_path(cache_key(shape, threads))
 
 
 # The attention under calibration: ``kernels.paged_attention.paged_attention_cpp``'s signature
@@ -144,22 +130,13 @@ def measure(shape: HeadShape, attend: Attend) -> Calibration:
                        cache_key(shape, torch.get_num_threads()), time.strftime("%Y-%m-%dT%H:%M:%S"))
 
 
-def _read(path: Path) -> Calibration | None:
+def _read(key: str) -> Calibration | None:
+    data = calibration_store.read(key)
     try:
-        data = json.loads(path.read_text())
-        cal = Calibration(SdpaRoutes(**data["routes"]), data["fresh_ms"], data["context_ms"], data["key"],
-                          data["measured_at"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return None if data is None else Calibration(SdpaRoutes(**data["routes"]), data["fresh_ms"],
+                                                     data["context_ms"], key, data["measured_at"])
+    except (KeyError, TypeError):
         return None
-    return cal if cal.key == path.stem else None
-
-
-def _write(path: Path, cal: Calibration) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".json", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(asdict(cal), f, indent=1)
-    os.replace(tmp, path)
 
 
 _lock = threading.Lock()
@@ -170,12 +147,12 @@ def calibrate(shape: HeadShape, attend: Attend, remeasure: bool = False) -> Cali
     """This CPU's calibration of ``attend`` for ``shape`` at the current thread count: from the cache file
     unless ``remeasure``, else measured now and written."""
     threads = torch.get_num_threads()
-    path = cache_file(shape, threads)
-    cal = None if remeasure else _read(path)
+    key = cache_key(shape, threads)
+    cal = None if remeasure else _read(key)
     if cal is None:
         logger.info("measuring where attention leaves the C++ tiles for SDPA (%s, %d threads)", shape, threads)
         cal = measure(shape, attend)
-        _write(path, cal)
+        calibration_store.write(key, asdict(cal))
     with _lock:
         _known[(shape, threads)] = cal.routes
     return cal

@@ -1,0 +1,139 @@
+"""Where a float32 matmul leaves the C++ panels for oneDNN, measured on this CPU.
+
+A float32 matmul on a panel-packed weight (``kernels.cpu_ops.linear``) has two routes: the C++
+``panel_linear`` on the packed copy, and oneDNN's matmul on the plain weight. The panels stream the
+weight once for a decode step's few rows and lead up to a few hundred rows; at prefill widths
+oneDNN's blocking can win, by how much depending on the CPU (vector width, caches), the build, the
+thread count and the weight's shape. So the crossover is measured, never assumed: :func:`prepare`
+times both routes over a ladder of row counts for each weight shape of a model when it loads (a
+fraction of a second per shape), caches the result per CPU, build, torch, threads and shape
+(``kernels.calibration_store``), and :func:`onednn_from` answers the matmul's question in one dict
+lookup. ``agent-engine bench kernels --calibrate`` measures again and prints the table.
+
+Invariants:
+- :func:`onednn_from` never measures: a shape nobody prepared stays on the panels (nothing is timed on
+  a serving step's path).
+- The ladder stops where one call would exceed ``FLOP_BUDGET`` (a vocabulary-sized LM head is timed
+  at a decode step's widths only); larger row counts follow the largest measured one.
+- Both routes compute the same product within float32 summation order (the tests compare them); only
+  speed depends on the choice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+
+import torch
+
+from kernels import calibration_store
+from kernels.calibration_store import NEVER
+from kernels.timing import best_seconds
+
+logger = logging.getLogger(__name__)
+
+ROWS = (1, 8, 32, 64, 128, 256, 512, 1024, 2048)  # row counts timed, ascending
+FLOP_BUDGET = 8e9  # no timed call past this many floating-point operations
+MARGIN = 0.05  # oneDNN must be this much faster to take a row count
+REPEATS = 3
+VERSION = 1  # bump when the measurement changes
+ONEDNN = torch.backends.mkldnn.is_available()
+
+
+@dataclass(frozen=True)
+class MatmulShape:
+    """A weight ``[out_features, in_features]`` in float32."""
+
+    out_features: int
+    in_features: int
+
+
+@dataclass(frozen=True)
+class LinearCalibration:
+    """One measurement: oneDNN from this many rows on, and the ms per row count behind it."""
+
+    onednn_from: int
+    ms: dict[str, tuple[float, float]]  # rows -> (panels ms, oneDNN ms)
+    key: str
+    measured_at: str
+
+
+def cache_key(shape: MatmulShape, threads: int) -> str:
+    return calibration_store.store_key("linear", VERSION, asdict(shape), threads)
+
+
+def ladder(shape: MatmulShape) -> tuple[int, ...]:
+    """The row counts timed for ``shape``: ``ROWS`` up to the ``FLOP_BUDGET``, at least the first."""
+    flops_per_row = 2 * shape.out_features * shape.in_features
+    return tuple(r for i, r in enumerate(ROWS) if i == 0 or r * flops_per_row <= FLOP_BUDGET)
+
+
+def measure(shape: MatmulShape) -> LinearCalibration:
+    """Both routes over ``ladder(shape)`` on this CPU, now."""
+    from kernels.cpp_build import ops
+    from kernels.prepack import pack_weight
+
+    gen = torch.Generator().manual_seed(shape.out_features * 7919 + shape.in_features)
+    weight = torch.randn(shape.out_features, shape.in_features, generator=gen)
+    packed = pack_weight(weight)
+    rows, seconds = ladder(shape), []
+    for n in rows:
+        x = torch.randn(n, shape.in_features, generator=gen)
+        out = x.new_empty(n, shape.out_features)
+        panels = best_seconds(lambda x=x, out=out: ops().panel_linear(out, x, packed), REPEATS)
+        onednn = best_seconds(lambda x=x: onednn_linear(x, weight), REPEATS) if ONEDNN else float("inf")
+        seconds.append((panels, onednn))
+    first = calibration_store.crossover(rows, [p for p, _ in seconds], [o for _, o in seconds], MARGIN)
+    return LinearCalibration(first, {str(n): (p * 1e3, o * 1e3) for n, (p, o) in zip(rows, seconds, strict=True)},
+                             cache_key(shape, torch.get_num_threads()), time.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """oneDNN's float32 matmul ``x @ weight^T (+ bias)`` on the plain weight."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+def _read(key: str) -> LinearCalibration | None:
+    data = calibration_store.read(key)
+    try:
+        return None if data is None else LinearCalibration(int(data["onednn_from"]), data["ms"], key,
+                                                           data["measured_at"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+_lock = threading.Lock()
+_known: dict[tuple[int, int, int], int] = {}  # (out, in, threads) -> oneDNN from this many rows
+
+
+def calibrate(shape: MatmulShape, remeasure: bool = False) -> LinearCalibration:
+    """This CPU's calibration for ``shape`` at the current thread count: from the cache unless
+    ``remeasure``, else measured now and stored."""
+    threads = torch.get_num_threads()
+    key = cache_key(shape, threads)
+    cal = None if remeasure else _read(key)
+    if cal is None:
+        logger.info("measuring where a %dx%d matmul leaves the panels for oneDNN (%d threads)",
+                    shape.out_features, shape.in_features, threads)
+        cal = measure(shape)
+        calibration_store.write(key, asdict(cal))
+    with _lock:
+        _known[(shape.out_features, shape.in_features, threads)] = cal.onednn_from
+    return cal
+
+
+def prepare(shapes: Iterable[MatmulShape], progress: Callable[[MatmulShape], None] | None = None) -> None:
+    """Calibrate every distinct shape (cached ones are read, not measured) so that ``onednn_from``
+    knows them."""
+    for shape in dict.fromkeys(shapes):
+        if progress is not None:
+            progress(shape)
+        calibrate(shape)
+
+
+def onednn_from(out_features: int, in_features: int) -> int:
+    """The row count from which this shape's float32 matmul goes to oneDNN (``NEVER`` if unprepared)."""
+    return _known.get((out_features, in_features, torch.get_num_threads()), NEVER)

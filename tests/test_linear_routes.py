@@ -1,0 +1,89 @@
+"""Matmul routes chosen by measurement (``kernels.linear_routes``): panels or oneDNN by row count per
+weight shape, measured once per CPU and cached, never measured on a matmul's own path."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernels import calibration_store, cpp_build, linear_routes, load_cpu_ops, prepack
+from kernels.calibration_store import NEVER
+from kernels.cpu_ops import linear
+from kernels.linear_routes import LinearCalibration, MatmulShape
+
+needs_cpp = pytest.mark.skipif(not load_cpu_ops(), reason=f"C++ kernels unavailable: {cpp_build.load_error()}")
+
+
+@pytest.fixture
+def fresh_routes(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
+    monkeypatch.setattr(linear_routes, "_known", {})
+
+
+@pytest.mark.core
+def test_the_ladder_stops_at_the_flop_budget() -> None:
+    assert linear_routes.ladder(MatmulShape(64, 64)) == linear_routes.ROWS
+    head = linear_routes.ladder(MatmulShape(151_936, 896))  # a vocabulary-sized LM head
+    next_rung = linear_routes.ROWS[len(head)]
+    assert head[0] == 1 and max(head) * 2 * 151_936 * 896 <= linear_routes.FLOP_BUDGET < next_rung * 2 * 151_936 * 896
+    assert linear_routes.ladder(MatmulShape(10**7, 10**4)) == (1,)  # always at least one row count
+
+
+@pytest.mark.core
+def test_an_unprepared_shape_stays_on_the_panels(fresh_routes: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing is measured on a matmul's path: a shape nobody prepared answers NEVER."""
+    monkeypatch.setattr(linear_routes, "measure", lambda shape: pytest.fail("measured on the matmul path"))
+    assert linear_routes.onednn_from(96, 40) == NEVER
+
+
+@pytest.mark.core
+def test_prepare_measures_each_shape_once_and_caches_it(fresh_routes: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    measured: list[MatmulShape] = []
+
+    def fake_measure(shape: MatmulShape) -> LinearCalibration:
+        measured.append(shape)
+        return LinearCalibration(256, {"256": (2.0, 1.0)}, linear_routes.cache_key(shape, torch.get_num_threads()), "now")
+
+    monkeypatch.setattr(linear_routes, "measure", fake_measure)
+    a, b = MatmulShape(96, 40), MatmulShape(40, 96)
+    linear_routes.prepare([a, b, a])
+    assert measured == [a, b]
+    assert linear_routes.onednn_from(96, 40) == 256 and linear_routes.onednn_from(40, 96) == 256
+    monkeypatch.setattr(linear_routes, "_known", {})  # a new process reads the files
+    linear_routes.prepare([a])
+    assert measured == [a, b] and linear_routes.onednn_from(96, 40) == 256
+    assert linear_routes.cache_key(a, 1) != linear_routes.cache_key(a, 2) != linear_routes.cache_key(b, 2)
+    calibration_store.store_path(linear_routes.cache_key(a, torch.get_num_threads())).write_text("{not json")
+    monkeypatch.setattr(linear_routes, "_known", {})
+    linear_routes.prepare([a])
+    assert measured == [a, b, a]  # an unreadable file is measured again
+
+
+@needs_cpp
+@pytest.mark.parametrize("rows", [1, 64, 300])
+def test_both_routes_give_the_same_product(fresh_routes: None, rows: int) -> None:
+    """Whichever route a row count takes, ``linear`` returns ``F.linear``'s product (bias included)."""
+    gen = torch.Generator().manual_seed(rows)
+    x, w, b = torch.randn(rows, 96, generator=gen), torch.randn(200, 96, generator=gen), torch.randn(200, generator=gen)
+    packed = prepack.pack_weight(w)
+    expected = F.linear(x, w, b)
+    panels = linear(x, w, b, True, packed)
+    linear_routes._known[(200, 96, torch.get_num_threads())] = 64  # oneDNN from 64 rows
+    routed = linear(x, w, b, True, packed)
+    torch.testing.assert_close(panels, expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(routed, expected, rtol=1e-4, atol=1e-4)
+    bf16 = w.bfloat16()  # a bfloat16 weight's panels are its only float32 route
+    torch.testing.assert_close(linear(x, bf16, None, True, prepack.pack_weight(bf16)), F.linear(x, bf16.float()),
+                               rtol=1e-4, atol=1e-4)
+
+
+@needs_cpp
+def test_a_real_calibration_follows_the_crossover_rule(fresh_routes: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(linear_routes, "ROWS", (1, 16, 128))
+    cal = linear_routes.calibrate(MatmulShape(200, 96))
+    assert set(cal.ms) == {"1", "16", "128"} and all(p > 0 and o > 0 for p, o in cal.ms.values())
+    times = [cal.ms[str(n)] for n in (1, 16, 128)]
+    assert cal.onednn_from == calibration_store.crossover(
+        (1, 16, 128), [p for p, _ in times], [o for _, o in times], linear_routes.MARGIN)
+    assert linear_routes.onednn_from(200, 96) == cal.onednn_from
