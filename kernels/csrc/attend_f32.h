@@ -9,6 +9,9 @@
 //   softmax: max, then a vectorized exp and sum, per vector;
 //   P V:    a vector's output (64 floats = 8 registers per pass; longer heads take several passes)
 //           stays in registers over a block, one broadcast and D / 8 FMAs per key.
+// Built with AVX-512 (AE_ATTN_AVX512), head dims that are a multiple of 16 run both products on
+// 512-bit registers: a key's dot product in D / 16 FMAs (folded to eight lanes before the same
+// transposing reduction), a vector's output in D / 16 registers per pass of 64 columns.
 #pragma once
 
 #include <algorithm>
@@ -18,7 +21,24 @@
 #include "vec_math.h"
 
 #ifdef AE_AVX2
+#if defined(__AVX512F__)
+#define AE_ATTN_AVX512 1
+#endif
 namespace ae {
+
+#if defined(AE_ATTN_AVX512)
+// Sixteen cache values as float32.
+inline __m512 load16z(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16z(const uint16_t* p) {
+  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
+// The sixteen lanes of v folded to eight: lanes i and i + 8 added.
+inline __m256 fold16(__m512 v) {
+  return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+#endif
 
 // [sum(a0), sum(a1), ..., sum(a7)] of eight vectors.
 inline __m256 transpose_sum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6,
@@ -38,6 +58,22 @@ inline __m256 load8(const uint16_t* p) {
 // s[j] = dot(q, k[j]) for the eight keys j0 .. j0 + 7.
 template <int D, typename C>
 inline void scores8_f32(const float* q, const C* const* k, int64_t j0, float* s) {
+#if defined(AE_ATTN_AVX512)
+  if constexpr (D % 16 == 0) {
+    __m512 z[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) z[r] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int c = 0; c < D; c += 16) {
+      const __m512 qc = _mm512_loadu_ps(q + c);
+#pragma GCC unroll 8
+      for (int r = 0; r < 8; ++r) z[r] = _mm512_fmadd_ps(qc, load16z(k[j0 + r] + c), z[r]);
+    }
+    _mm256_storeu_ps(s + j0, transpose_sum8(fold16(z[0]), fold16(z[1]), fold16(z[2]), fold16(z[3]), fold16(z[4]),
+                                            fold16(z[5]), fold16(z[6]), fold16(z[7])));
+    return;
+  }
+#endif
   __m256 a[8];
 #pragma GCC unroll 8
   for (int r = 0; r < 8; ++r) a[r] = _mm256_setzero_ps();
@@ -100,6 +136,47 @@ inline float softmax_numerators(float* p, int64_t n) {
   return sum;
 }
 
+#if defined(AE_ATTN_AVX512)
+// out + g * D = (p_g V) * inv_sum[g] for the G vectors of a group, p_g = s + g * n (the softmax
+// numerators over keys [0, n)): 64 output columns per pass in four 512-bit registers per vector, the
+// values block by block of 16 keys (from L1 for every vector of the group).
+template <int D, typename C>
+inline void values_group_f32z(const float* s, int64_t group, const C* const* v, int64_t n, const float* inv_sum,
+                              float* out) {
+  constexpr int64_t kBlock = 16;
+  constexpr int kRegs = (D < 64 ? D : 64) / 16;
+  for (int c0 = 0; c0 < D; c0 += 64) {
+    for (int64_t g = 0; g < group; ++g)
+      for (int r = 0; r < kRegs; ++r) _mm512_storeu_ps(out + g * D + c0 + 16 * r, _mm512_setzero_ps());
+    for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+      const int64_t j1 = std::min(n, j0 + kBlock);
+      prefetch_rows<D, C>(v, j1, std::min(n, j1 + kBlock), c0);
+      for (int64_t g = 0; g < group; ++g) {
+        float* o = out + g * D + c0;
+        const float* p = s + g * n;
+        __m512 a[kRegs];
+#pragma GCC unroll 4
+        for (int r = 0; r < kRegs; ++r) a[r] = _mm512_loadu_ps(o + 16 * r);
+        for (int64_t j = j0; j < j1; ++j) {
+          const __m512 pj = _mm512_set1_ps(p[j]);
+#pragma GCC unroll 4
+          for (int r = 0; r < kRegs; ++r) a[r] = _mm512_fmadd_ps(pj, load16z(v[j] + c0 + 16 * r), a[r]);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < kRegs; ++r) _mm512_storeu_ps(o + 16 * r, a[r]);
+      }
+    }
+    for (int64_t g = 0; g < group; ++g) {
+      const __m512 m = _mm512_set1_ps(inv_sum[g]);
+      for (int r = 0; r < kRegs; ++r) {
+        float* o = out + g * D + c0 + 16 * r;
+        _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_loadu_ps(o), m));
+      }
+    }
+  }
+}
+#endif
+
 // The G query vectors of a GQA group (q: G x D floats, pre-scaled) against keys/values [0, n):
 // out + g * D = softmax(q_g K^T) V. ``s`` is scratch of at least G * n floats.
 template <int D, typename C>
@@ -118,6 +195,12 @@ inline void attend_group_f32(const float* q, int64_t group, const C* const* k, c
   thread_local std::vector<float> inv_sum;
   inv_sum.resize(group);
   for (int64_t g = 0; g < group; ++g) inv_sum[g] = 1.f / softmax_numerators(s + g * n, n);
+#if defined(AE_ATTN_AVX512)
+  if constexpr (D % 16 == 0) {
+    values_group_f32z<D, C>(s, group, v, n, inv_sum.data(), out);
+    return;
+  }
+#endif
   for (int c0 = 0; c0 < D; c0 += 64) {
     constexpr int kRegs = (D < 64 ? D : 64) / 8;
     for (int64_t g = 0; g < group; ++g)
