@@ -31,14 +31,14 @@ import torch
 
 from kernels import calibration_store
 from kernels.calibration_store import NEVER
-from kernels.timing import best_seconds
+from kernels.timing import best_seconds_each
 
 logger = logging.getLogger(__name__)
 
 ROWS = (1, 8, 32, 64, 128, 256, 512, 1024, 2048)  # row counts timed, ascending
 FLOP_BUDGET = 8e9  # no timed call past this many floating-point operations
 MARGIN = 0.05  # oneDNN must be this much faster to take a row count
-REPEATS = 3
+REPEATS = 5
 VERSION = 1  # bump when the measurement changes
 ONEDNN = torch.backends.mkldnn.is_available()
 
@@ -83,8 +83,11 @@ def measure(shape: MatmulShape) -> LinearCalibration:
     for n in rows:
         x = torch.randn(n, shape.in_features, generator=gen)
         out = x.new_empty(n, shape.out_features)
-        panels = best_seconds(lambda x=x, out=out: ops().panel_linear(out, x, packed), REPEATS)
-        onednn = best_seconds(lambda x=x: onednn_linear(x, weight), REPEATS) if ONEDNN else float("inf")
+        by_panels = lambda x=x, out=out: ops().panel_linear(out, x, packed)  # noqa: E731
+        if ONEDNN:
+            panels, onednn = best_seconds_each([by_panels, lambda x=x: onednn_linear(x, weight)], REPEATS)
+        else:
+            panels, onednn = best_seconds_each([by_panels], REPEATS)[0], float("inf")
         seconds.append((panels, onednn))
     first = calibration_store.crossover(rows, [p for p, _ in seconds], [o for _, o in seconds], MARGIN)
     return LinearCalibration(first, {str(n): (p * 1e3, o * 1e3) for n, (p, o) in zip(rows, seconds, strict=True)},

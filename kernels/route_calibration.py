@@ -31,7 +31,7 @@ import torch
 
 from kernels import calibration_store
 from kernels.calibration_store import NEVER
-from kernels.timing import best_seconds
+from kernels.timing import best_seconds_each
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,8 @@ def _time_both(shape: HeadShape, query_len: int, context: int, attend: Attend) -
     def by(routes: SdpaRoutes) -> Callable[[], object]:
         return lambda: attend(q, k, v, k_cache, v_cache, meta, scale, routes)
 
-    return best_seconds(by(SdpaRoutes(NEVER, NEVER)), REPEATS), best_seconds(by(SdpaRoutes(1, 1)), REPEATS)
+    cpp, sdpa = best_seconds_each([by(SdpaRoutes(NEVER, NEVER)), by(SdpaRoutes(1, 1))], REPEATS)
+    return cpp, sdpa
 
 
 def _as_ms(lengths: Sequence[int], seconds: Sequence[tuple[float, float]]) -> dict[str, tuple[float, float]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -23,4 +23,19 @@ def best_seconds(fn: Callable[[], object], repeats: int, device: str = "cpu") ->
         t0 = time.perf_counter()
         call()
         best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def best_seconds_each(fns: Sequence[Callable[[], object]], repeats: int) -> list[float]:
+    """The best of ``repeats`` timed calls of each of ``fns``, taken in turns (one call of each per
+    round, after one untimed warm-up round): a burst of load from elsewhere slows every contender
+    alike instead of the one that happened to run during it (route calibrations compare these)."""
+    for fn in fns:
+        fn()
+    best = [float("inf")] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
     return best
