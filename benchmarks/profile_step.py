@@ -108,7 +108,7 @@ def _decode_op_profile(llm: Any, prompts: list[list[int]], sp: Any, torch: Any) 
     engine = llm.engine
     gpu = engine.runner.device.type == "cuda"
     for i, p in enumerate(prompts):
-        engine.add_request(f"prof-{i}", {"prompt_token_ids": p}, sp)
+        engine.add_request(engine.make_request(f"prof-{i}", {"prompt_token_ids": p}, sp))
     while engine.scheduler.waiting or any(r.num_computed_tokens < r.num_prompt_tokens
                                           for r in engine.scheduler.running):
         engine.step()
