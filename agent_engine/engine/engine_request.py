@@ -39,7 +39,7 @@ class EngineRequest:
 
     def __post_init__(self) -> None:
         if not self.prompt_token_ids:
-            raise ValueError("prompt must not be empty")
+            raise ValueError("prompt must contain at least one token")  # as the scheduler's Request says
 
     @property
     def tenant(self) -> str | None:
