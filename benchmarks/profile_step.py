@@ -24,8 +24,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from agent_engine.config import EngineConfig
 from agent_engine.reporting import machine_info, print_table, write_json
-from benchmarks.throughput import engine_sizing, make_prompts
+from benchmarks.throughput import make_prompts, offline_engine_config
+
+ENGINE_FLAGS = ("dtype", "device")  # EngineConfig's, with its defaults (offline mode)
+ENGINE_DEFAULTS: dict[str, object] = {}
 
 OP_GROUPS = (  # (group, substrings of a profiler op name), first match wins
     ("matmul (linear)", ("aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::bmm", "small_linear",
@@ -82,12 +86,9 @@ def offline_profile(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from agent_engine import LLM, SamplingParams
-    from agent_engine.engine.factory import resolve_device
 
-    device = resolve_device(args.device)
     # The model as named (a GGUF is then served as the server would: from its own blocks).
-    llm = LLM(model=args.model, dtype=args.dtype, max_num_seqs=args.num_prompts, max_num_batched_tokens=4096,
-              max_model_len=2048, device=device, **engine_sizing(device))
+    llm = LLM(config=offline_engine_config(args, ENGINE_FLAGS, args.model, args.num_prompts))
     prompts = make_prompts(args.num_prompts, args.min_len, args.max_len, llm.engine.vocab_size, args.seed)
     sp = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=True)
     llm.generate([{"prompt_token_ids": p} for p in prompts[:4]], sp, use_tqdm=False)  # warm-up
@@ -108,7 +109,7 @@ def _decode_op_profile(llm: Any, prompts: list[list[int]], sp: Any, torch: Any) 
     engine = llm.engine
     gpu = engine.runner.device.type == "cuda"
     for i, p in enumerate(prompts):
-        engine.add_request(f"prof-{i}", {"prompt_token_ids": p}, sp)
+        engine.add_request(engine.make_request(f"prof-{i}", {"prompt_token_ids": p}, sp))
     while engine.scheduler.waiting or any(r.num_computed_tokens < r.num_prompt_tokens
                                           for r in engine.scheduler.running):
         engine.step()
@@ -149,9 +150,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--min-len", type=int, default=16)
     ap.add_argument("--max-len", type=int, default=512)
     ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
-    ap.add_argument("--device", default="auto", help="auto | cpu | cuda[:N] (offline mode)")
-    ap.add_argument("--seed", type=int, default=0)
+    EngineConfig.add_arguments(ap, ENGINE_FLAGS, ENGINE_DEFAULTS, title="engine options (offline mode)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
     ap.add_argument("--concurrency", type=int, default=8, help="streaming clients while serving")
     ap.add_argument("--serve-seconds", type=float, default=20.0, help="py-spy sampling time")
     ap.add_argument("--json", default="out/profile_step.json")

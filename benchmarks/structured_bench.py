@@ -84,7 +84,7 @@ def _run(engine: Any, prompts: list[list[int]], params: list[Any], timed: int | 
     """Run a batch to the end; tokens/s of its first ``timed`` requests (until the last of them ends)."""
     ids = [f"r{time.monotonic_ns()}-{i}" for i in range(len(prompts))]
     for rid, prompt, p in zip(ids, prompts, params, strict=True):
-        engine.add_request(rid, prompt, p)
+        engine.add_request(engine.make_request(rid, prompt, p))
     watched, tokens, t0, t_end = set(ids[:timed or len(ids)]), 0, time.perf_counter(), 0.0
     while engine.has_unfinished_requests():
         for out in engine.step():

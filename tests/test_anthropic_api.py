@@ -17,8 +17,8 @@ import httpx
 import pytest
 from server_fixtures import FakeEngine, ThreadServer, post_api, start_thread_server
 
+from agent_engine.engine.engine_request import EngineRequest
 from agent_engine.server import AsyncEngine
-from scheduler import NO_HINTS, JobHints
 
 pytestmark = [pytest.mark.core, pytest.mark.timeout(60)]
 
@@ -35,10 +35,9 @@ class RecordingEngine(FakeEngine):
         super().__init__(**kw)
         self.added: list[dict[str, Any]] = []
 
-    def add_request(self, request_id: str, prompt: Any, params: Any, hints: JobHints = NO_HINTS, *,
-                    grammar: Any = None) -> None:
-        super().add_request(request_id, prompt, params, hints, grammar=grammar)
-        self.added.append({"prompt": prompt, "params": params, **dataclasses.asdict(hints)})
+    def add_request(self, request: EngineRequest) -> None:
+        super().add_request(request)
+        self.added.append({"request": request, "params": request.params, **dataclasses.asdict(request.hints)})
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +82,7 @@ def test_message_body_and_usage(srv):
     body = r.json()
     assert body["id"].startswith("msg_") and body["type"] == "message" and body["role"] == "assistant"
     assert body["model"] == MODEL and body["stop_reason"] == "max_tokens" and body["stop_sequence"] is None
-    prompt_ids = srv.engine.added[-1]["prompt"].token_ids
+    prompt_ids = list(srv.engine.added[-1]["request"].prompt_token_ids)
     assert body["content"] == [{"type": "text", "text": FakeEngine.expected_text(prompt_ids, 4)}]
     assert body["usage"] == {"input_tokens": len(prompt_ids), "output_tokens": 4,
                              "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}

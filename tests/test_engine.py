@@ -68,7 +68,7 @@ def test_seeded_sampling_is_reproducible(llm: LLM) -> None:
 
 def test_abort_frees_blocks(llm: LLM) -> None:
     eng = llm.engine
-    eng.add_request("a", "some prompt text", SamplingParams(max_tokens=50, ignore_eos=True))
+    eng.add_request(eng.make_request("a", "some prompt text", SamplingParams(max_tokens=50, ignore_eos=True)))
     eng.step()
     assert eng.scheduler.kv.pool.num_used_blocks > 0
     eng.abort("a")
@@ -95,18 +95,19 @@ def test_continuum_pins_turn_and_next_turn_hits() -> None:
                                  ttl_policy="fixed", pin_threshold=30.0))
     sp = SamplingParams(max_tokens=20, temperature=0, ignore_eos=True)
     prompt = list(range(10, 110))
-    eng.add_request("t1", prompt, sp, JobHints.for_job("job", tool_name="bash:ls"))
+    eng.add_request(eng.make_request("t1", prompt, sp, JobHints.for_job("job", tool_name="bash:ls")))
     o1 = _run(eng, "t1")
     assert eng.scheduler.policy.leases.has_lease("job")
     # Churn: other requests fill the pool; the pinned blocks must survive.
     for k in range(3):
         # One-off requests: no job, and is_last_step says so (else each is an inferred job's turn).
-        eng.add_request(f"x{k}", [200 + k] * 300, SamplingParams(max_tokens=5, ignore_eos=True),
-                        JobHints(is_last_step=True))
+        eng.add_request(eng.make_request(f"x{k}", [200 + k] * 300, SamplingParams(max_tokens=5, ignore_eos=True),
+                                         JobHints(is_last_step=True)))
     while eng.has_unfinished_requests():
         eng.step()
     ctx = prompt + o1.outputs[0].token_ids
-    eng.add_request("t2", ctx + [5, 6, 7], sp, JobHints.for_job("job", tool_name="bash:cat", is_last_step=True))
+    eng.add_request(eng.make_request("t2", ctx + [5, 6, 7], sp,
+                                     JobHints.for_job("job", tool_name="bash:cat", is_last_step=True)))
     o2 = _run(eng, "t2")
     computed = len(ctx) - 1  # the last sampled token of turn 1 was never fed back
     assert o2.num_cached_tokens == computed // 16 * 16
@@ -135,7 +136,7 @@ def test_failed_step_fails_its_batch_without_poisoning_the_prefix_cache(llm: LLM
 
     eng.runner.execute = fail_once
     try:
-        eng.add_request("doomed", prompt + [1], sp, JobHints.for_job("jf", is_last_step=True))
+        eng.add_request(eng.make_request("doomed", prompt + [1], sp, JobHints.for_job("jf", is_last_step=True)))
         outs = eng.step()
         assert [o.outputs[0].finish_reason for o in outs] == ["error"]
         assert eng.scheduler.kv.pool.num_used_blocks == 0 and not eng.has_unfinished_requests()
@@ -149,8 +150,8 @@ def test_failed_step_fails_its_batch_without_poisoning_the_prefix_cache(llm: LLM
 
 def test_aborted_last_step_ends_the_job(llm: LLM) -> None:
     eng = llm.engine
-    eng.add_request("last", "final turn", SamplingParams(max_tokens=50, ignore_eos=True),
-                    JobHints.for_job("jab", is_last_step=True))
+    eng.add_request(eng.make_request("last", "final turn", SamplingParams(max_tokens=50, ignore_eos=True),
+                                     JobHints.for_job("jab", is_last_step=True)))
     eng.step()
     assert eng.job_hooks.estimator.job_turns("jab") is not None
     eng.abort("last")

@@ -36,7 +36,7 @@ def test_a_request_whose_sampling_fails_ends_alone(eng, monkeypatch):
     monkeypatch.setattr(eng.runner.sampler, "sample", poisoned)
     sp = SamplingParams(max_tokens=6, temperature=0, ignore_eos=True)
     for rid in ("a", "poison", "b"):
-        eng.add_request(rid, f"prompt of {rid}", sp)
+        eng.add_request(eng.make_request(rid, f"prompt of {rid}", sp))
     finals = _run_all(eng)
     assert finals["poison"].outputs[0].finish_reason == "error"
     for rid in ("a", "b"):
@@ -47,7 +47,7 @@ def test_a_request_whose_sampling_fails_ends_alone(eng, monkeypatch):
 def test_a_request_whose_output_processing_fails_ends_alone(eng, monkeypatch):
     sp = SamplingParams(max_tokens=5, temperature=0, ignore_eos=True)
     for rid in ("c", "bad-detok"):
-        eng.add_request(rid, f"prompt of {rid}", sp)
+        eng.add_request(eng.make_request(rid, f"prompt of {rid}", sp))
     state = eng._states["bad-detok"]
 
     def broken(ids):

@@ -106,7 +106,8 @@ def test_store_sizes() -> None:
 
 
 def _turn(eng: LLMEngine, rid: str, prompt: list[int], job: str) -> RequestOutput:
-    eng.add_request(rid, prompt, SamplingParams(max_tokens=6, temperature=0, ignore_eos=True), JobHints.for_job(job))
+    sp = SamplingParams(max_tokens=6, temperature=0, ignore_eos=True)
+    eng.add_request(eng.make_request(rid, prompt, sp, JobHints.for_job(job)))
     while True:
         for o in eng.step():
             if o.request_id == rid and o.finished:

@@ -1,7 +1,8 @@
-"""Every engine option is defined once, in ``EngineConfig``: the simulator's and ``bench jct``'s engine
-flags are EngineConfig's own (name, type, help), with EngineConfig's defaults except where the command
-lists a visible override (``GPU_DEFAULTS``, ``ENGINE_DEFAULTS``), and no other flag of theirs takes an
-engine option's name unless it is listed here as the command's own."""
+"""Every engine option is defined once, in ``EngineConfig``: the simulator's and the benchmarks' engine
+flags (``bench jct``, ``agent-tasks``, ``quant-parity``, ``serve``, ``throughput``, ``profile_step``)
+are EngineConfig's own (name, type, help), with EngineConfig's defaults except where the command lists
+a visible override (``GPU_DEFAULTS``, ``ENGINE_DEFAULTS``), and no other flag of theirs takes an engine
+option's name unless it is listed here as the command's own."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from agent_engine.config import EngineConfig
 from agent_engine.sim import cli as sim_cli
-from benchmarks import agent_tasks, jct_config, quant_parity
+from benchmarks import agent_tasks, jct_config, profile_step, quant_parity, serve_load, throughput
 
 FIELDS = {f.name: f for f in dataclasses.fields(EngineConfig)}
 # Flags that share an engine option's name but mean the command's own thing.
@@ -97,3 +98,23 @@ def test_the_agent_and_parity_benchmarks_engine_flags_are_engine_config_flags(mo
     if module is agent_tasks:
         own["seed"] = "the servers' and the agent's seed"
     _check(parser, module.ENGINE_FLAGS, module.ENGINE_DEFAULTS, own)  # type: ignore[attr-defined]
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("module", [serve_load, throughput, profile_step], ids=["serve", "throughput", "profile-step"])
+def test_the_serving_and_offline_benchmarks_engine_flags_are_engine_config_flags(module: object) -> None:
+    """``bench serve`` passes its engine flags to each server of ours, ``bench throughput`` and
+    ``profile_step`` build their engine from them (``EngineConfig.from_args``): EngineConfig's flags with
+    visible overrides. ``--model`` (a named model or a file, resolved per server) and the prompts'
+    ``--seed`` are the commands' own, as is ``bench serve``'s ``--gguf-weights`` (a list: one server each)."""
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)  # type: ignore[attr-defined]
+    names, overrides = module.ENGINE_FLAGS, module.ENGINE_DEFAULTS  # type: ignore[attr-defined]
+    own = {"model": "a named model, a folder or a .gguf file"}
+    if module is serve_load:
+        own["gguf_weights"] = "a comma list of weight forms, one server each"
+    else:
+        own["seed"] = "the random prompts' seed"
+    _check(parser, names, overrides, own)
+    config = EngineConfig.from_args(parser.parse_args([]), names)
+    assert config == EngineConfig(**overrides)  # type: ignore[arg-type]

@@ -12,7 +12,6 @@ import httpx
 import pytest
 from server_fixtures import FakeEngine, assert_error, start_thread_server
 
-from agent_engine.engine.prompts import TokenizedPrompt
 from agent_engine.server import AsyncEngine, EngineStoppedError, RequestSpec
 from scheduler import SamplingParams
 
@@ -68,8 +67,7 @@ def test_prompts_are_prepared_on_the_tokenizer_thread_not_the_engine_thread():
         threads: list[str] = []
 
         def tokenize_prompt(self, prompt: Any) -> tuple[str | None, list[int]]:
-            if not isinstance(prompt, TokenizedPrompt):
-                self.threads.append(threading.current_thread().name)
+            self.threads.append(threading.current_thread().name)
             return super().tokenize_prompt(prompt)
 
     engine = AsyncEngine(_Recording()).start()
@@ -87,7 +85,8 @@ def test_prompts_are_prepared_on_the_tokenizer_thread_not_the_engine_thread():
     try:
         final = asyncio.run(run())
         assert final.output.outputs[0].finish_reason == "length"
-        assert rendered and all(name.startswith("tokenizer") for name in rendered + _Recording.threads)
+        assert rendered and _Recording.threads
+        assert all(name.startswith("tokenizer") for name in rendered + _Recording.threads)
         # fill_max_tokens was resolved before the engine saw the request: the room left under max_model_len.
         assert len(final.output.outputs[0].token_ids) == engine.engine.max_model_len - len("templated")
     finally:

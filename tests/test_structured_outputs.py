@@ -250,7 +250,8 @@ def test_bad_specs_raise_and_queue_nothing(llm: LLM) -> None:
 @pytest.mark.core
 def test_abort_frees_the_matcher_and_ignore_eos_still_ends_at_completion(llm: LLM) -> None:
     eng = llm.engine
-    eng.add_request("abort-me", "hi", SamplingParams(max_tokens=20, structured=StructuredSpec.json(RECORD)))
+    sp = SamplingParams(max_tokens=20, structured=StructuredSpec.json(RECORD))
+    eng.add_request(eng.make_request("abort-me", "hi", sp))
     eng.step()
     assert eng.structured.active
     eng.abort("abort-me")

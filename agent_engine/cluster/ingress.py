@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -34,6 +34,9 @@ from agent_engine.cluster.bridge import ProxiedRequest, ResponseStart
 from agent_engine.cluster.cluster_metrics import ClusterMetrics
 from agent_engine.cluster.registry import routers_of
 from agent_engine.cluster.relay import RETRYABLE, error_response, relay
+
+if TYPE_CHECKING:
+    from ray.serve.handle import DeploymentHandle
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +58,7 @@ async def proxied(request: Request) -> ProxiedRequest:
 class Ingress:
     """The deployment class (``app.build_application`` wraps it with ``serve.deployment``)."""
 
-    def __init__(self, engine: Any, engine_name: str) -> None:
+    def __init__(self, engine: DeploymentHandle, engine_name: str) -> None:
         self.engine = engine
         self.engine_name = engine_name
         self.metrics = ClusterMetrics(self._router_counters)
@@ -84,7 +87,7 @@ class Ingress:
             return 0
         return sum(1 for r in results if r is True)
 
-    def router_view(self) -> dict[str, Any]:
+    def router_view(self) -> dict[str, list[dict[str, object]]]:
         """Every router of the engine deployment in this process: counters and per-replica view."""
         return {"routers": [r.view() for r in routers_of(self.engine_name)]}
 

@@ -8,12 +8,19 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from agent_engine.config import EngineConfig
 from agent_engine.engine.job_hooks import JobHooks
-from scheduler import Clock, SchedulerConfig, policy_class
+from scheduler import Clock, Request, SchedulerConfig, policy_class
 from scheduler.tier_copy import KVBlockShape, store_block_bytes, tier_blocks
+
+if TYPE_CHECKING:  # torch and transformers load only when an engine is built
+    import torch
+    from transformers import PretrainedConfig
+
+    from agent_engine.model.loader import LoadedModel
+    from agent_engine.model.runner import ModelRunner
 
 logger = logging.getLogger(__name__)
 
@@ -22,14 +29,19 @@ _DEFAULT_CPU_KV_GIB = 1.0
 T = TypeVar("T")
 
 
-@dataclass
+TraceSink = Callable[[dict[str, object]], None]
+
+
+@dataclass(frozen=True)
 class EngineParts:
-    loaded: Any
-    runner: Any
+    """What ``LLMEngine`` is assembled from: the model and its runner, the scheduler's limits and hooks."""
+
+    loaded: LoadedModel
+    runner: ModelRunner
     sched_config: SchedulerConfig
     job_hooks: JobHooks
-    pin_ttl_fn: Callable[[Any], float] | None
-    trace_sink: Callable[[dict], None] | None
+    pin_ttl_fn: Callable[[Request], float] | None
+    trace_sink: TraceSink | None
     close_trace: Callable[[], None] | None
 
 
@@ -93,7 +105,8 @@ def num_kv_blocks_for(config: EngineConfig, bytes_per_block: int, device: str) -
     return n
 
 
-def num_offload_blocks_for(config: EngineConfig, model_config: Any, bytes_per_block: int, dtype: Any) -> int:
+def num_offload_blocks_for(config: EngineConfig, model_config: PretrainedConfig, bytes_per_block: int,
+                           dtype: torch.dtype) -> int:
     """Blocks the second KV tier holds in ``kv_offload_bytes`` (0: no tier) in its chosen form, for a pool
     of ``bytes_per_block`` in ``dtype`` (``scheduler.tier_copy.tier_blocks``)."""
     from agent_engine.model.runner import kv_shape_from_config
@@ -147,13 +160,13 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
     return EngineParts(loaded, runner, sched_config, tracker, pin_fn, sink, close)
 
 
-def _trace_writer(path: str | None) -> tuple[Callable[[dict], None] | None, Callable[[], None] | None]:
+def _trace_writer(path: str | None) -> tuple[TraceSink | None, Callable[[], None] | None]:
     """A JSONL sink for scheduler events; (None, None) when tracing is off (zero cost)."""
     if not path:
         return None, None
     f = open(path, "w", buffering=1 << 16)  # noqa: SIM115 - closed by LLMEngine.close
 
-    def sink(event: dict) -> None:
+    def sink(event: dict[str, object]) -> None:
         f.write(json.dumps(event) + "\n")
 
     return sink, f.close

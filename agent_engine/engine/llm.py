@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
@@ -12,6 +12,9 @@ from agent_engine.config import EngineConfig
 from agent_engine.engine.llm_engine import LLMEngine, PromptType
 from agent_engine.engine.outputs import RequestOutput
 from scheduler import SamplingParams
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 class LLM:
@@ -21,13 +24,13 @@ class LLM:
     """
 
     def __init__(self, model: str | None = None, *, config: EngineConfig | None = None,
-                 **engine_kwargs: Any) -> None:
+                 **engine_kwargs: object) -> None:
         if config is not None and (model is not None or engine_kwargs):
             raise ValueError("pass either config= or engine options, not both")
         self.engine = LLMEngine(config or EngineConfig.from_kwargs(model=model, **engine_kwargs))
         self._ids = itertools.count()
 
-    def get_tokenizer(self) -> Any:
+    def get_tokenizer(self) -> PreTrainedTokenizerBase:
         return self.engine.tokenizer
 
     def generate(
@@ -59,7 +62,7 @@ class LLM:
         ids = [f"gen-{next(self._ids)}" for _ in prompts]
         try:
             for rid, p, sp in zip(ids, prompts, params_list, strict=True):
-                self.engine.add_request(rid, p, sp)
+                self.engine.add_request(self.engine.make_request(rid, p, sp))
         except Exception:
             self.engine.abort(ids)
             raise

@@ -14,10 +14,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from agent_engine.config import EngineConfig
 from agent_engine.engine.detokenizer import IncrementalDetokenizer
+from agent_engine.engine.engine_request import EngineRequest
 from agent_engine.engine.grammar_build import ReadyGrammar
 from agent_engine.engine.grammar_limits import GrammarLimits
 from agent_engine.engine.job_inference import JobInference
@@ -40,6 +40,7 @@ from scheduler import (
 from scheduler.step_io import NO_LOGPROBS, logprobs_of
 
 logger = logging.getLogger(__name__)
+
 
 class LLMEngine:
     """The offline/online engine core. See ``add_request``, ``step``, ``abort``, ``release_job``."""
@@ -72,7 +73,7 @@ class LLMEngine:
         self.structured = StructuredOutputManager(self.tokenizer, self.vocab_size, self.eos_token_ids)
 
     @classmethod
-    def from_kwargs(cls, **kwargs: Any) -> LLMEngine:
+    def from_kwargs(cls, **kwargs: object) -> LLMEngine:
         return cls(EngineConfig.from_kwargs(**kwargs))
 
     # ---- intake ------------------------------------------------------------------------------
@@ -86,34 +87,31 @@ class LLMEngine:
         """The longest token's UTF-8 bytes (measured once, on first use)."""
         return longest_token_bytes(self.tokenizer, self.vocab_size)
 
-    def add_request(
-        self,
-        request_id: str,
-        prompt: PromptType,
-        params: SamplingParams | None = None,
-        hints: JobHints = NO_HINTS,
-        *,
-        arrival_time: float | None = None,
-        grammar: ReadyGrammar | None = None,
-    ) -> Request:
-        """Queue a request with its job ``hints`` (as the engine keys them: tenant-scoped). Raises
-        ValueError for bad input (nothing is queued then). A request without a job may get an
-        inferred one (``job_inference``); its output reports where its job came from. ``grammar`` is
-        ``params.structured`` compiled (``compile_grammar``); without it the grammar is compiled here."""
-        params = params or SamplingParams()
+    def make_request(self, request_id: str, prompt: PromptType, params: SamplingParams | None = None,
+                     hints: JobHints = NO_HINTS, *, arrival_time: float | None = None) -> EngineRequest:
+        """The engine's message for ``prompt`` (tokenized here; ValueError if bad), for callers without a
+        server: ``engine.add_request(engine.make_request(...))``. ``hints`` as the engine keys them."""
+        text, ids = self.tokenize_prompt(prompt)
+        return EngineRequest(request_id, tuple(ids), text, params or SamplingParams(), hints,
+                             arrival_time=arrival_time)
+
+    def add_request(self, request: EngineRequest) -> Request:
+        """Queue a request. Raises ValueError for bad input (nothing is queued then). A request without
+        a job may get an inferred one (``job_inference``); its output reports where its job came from.
+        Without ``request.grammar``, its output constraint is compiled here."""
+        request_id, ids, params = request.request_id, request.prompt_token_ids, request.params
         if request_id in self._states:
             raise ValueError(f"duplicate request id {request_id!r}")
-        text, ids = self.tokenize_prompt(prompt)
         if len(ids) + params.max_tokens > self.max_model_len:
             raise ValueError(
                 f"prompt ({len(ids)} tokens) plus max_tokens ({params.max_tokens}) exceeds "
                 f"max_model_len ({self.max_model_len})"
             )
-        self.structured.add(request_id, params, grammar)  # compiles params.structured if needed; ValueError if bad
-        now = self.clock.now() if arrival_time is None else arrival_time
+        self.structured.add(request_id, params, request.grammar)  # compiles params.structured if needed; ValueError if bad
+        now = self.clock.now() if request.arrival_time is None else request.arrival_time
         req = Request(request_id, ids, self._with_extra_eos(params), block_size=self.sched_config.block_size,
                       arrival_time=now, eos_token_id=self.eos_token_ids[0] if self.eos_token_ids else None,
-                      hints=hints)
+                      hints=request.hints)
         if req.job_id is None and self.job_inference is not None:
             self.job_inference.assign(req)
         if req.job_id is not None:
@@ -124,7 +122,8 @@ class LLMEngine:
         except BaseException:
             self.structured.remove(request_id)
             raise
-        self._states[request_id] = RequestState(req, text, detok, params.stop, params.include_stop_str_in_output)
+        self._states[request_id] = RequestState(req, request.prompt_text, detok, params.stop,
+                                                params.include_stop_str_in_output)
         return req
 
     def compile_grammar(self, spec: StructuredSpec, limits: GrammarLimits, cancel: threading.Event) -> ReadyGrammar:
@@ -250,18 +249,18 @@ class LLMEngine:
         return outs
 
     # ---- observability -----------------------------------------------------------------------
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, object]:
         """Scheduler and KV-pool counters plus engine-level ones (JSON-able)."""
         s = self.scheduler.stats()
-        d = dict(s.__dict__)
+        d: dict[str, object] = dict(s.__dict__)
         d["num_failed_steps"] = self.num_failed_steps
         d["max_model_len"] = self.max_model_len
         d["block_size"] = self.sched_config.block_size
         d.update(self.job_hooks.stats())
         d["structured_outputs"] = self.structured.stats()
-        store = getattr(self.runner, "offload", None)
+        store = self.runner.offload
         if store is not None:
-            d["tier"] = {**d["tier"], "bytes": store.nbytes, "load_seconds": store.load_seconds,
+            d["tier"] = {**s.tier, "bytes": store.nbytes, "load_seconds": store.load_seconds,
                          "save_seconds": store.save_seconds, "dtype": store.kind}
         if self.job_inference is not None:
             d["job_inference"] = self.job_inference.stats()

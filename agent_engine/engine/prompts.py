@@ -2,8 +2,8 @@
 
 Invariant: ``tokenize_prompt`` either returns a non-empty list of in-vocabulary ids or raises
 ``ValueError`` saying what is wrong; it touches only the tokenizer, so any thread may call it (the
-server tokenizes on its own thread and hands the engine a ``TokenizedPrompt``, which the engine takes
-as already checked).
+server tokenizes on its own thread and hands the engine an ``EngineRequest`` carrying the ids, which
+the engine takes as already checked).
 
 A text prompt is measured before it is tokenized: no token spans more than ``longest_token_bytes``
 bytes (plus ``TOKEN_BYTES_MARGIN`` for tokenizers whose single-token decode drops a leading space),
@@ -14,34 +14,25 @@ megabyte-scale tokenization takes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
-@dataclass(frozen=True)
-class TokenizedPrompt:
-    """A prompt already tokenized and checked by ``tokenize_prompt`` (its text, if it had one)."""
-
-    text: str | None
-    token_ids: list[int]
-
-
-PromptType = str | list[int] | dict[str, Any] | TokenizedPrompt
+PromptType = str | list[int] | dict[str, str | list[int]]
 TOKEN_BYTES_MARGIN = 8
 
 
-def longest_token_bytes(tokenizer: Any, vocab_size: int) -> int:
+def longest_token_bytes(tokenizer: PreTrainedTokenizerBase, vocab_size: int) -> int:
     """The most UTF-8 bytes any single token of ``tokenizer`` decodes to (special tokens included)."""
     texts = tokenizer.batch_decode([[i] for i in range(vocab_size)])
     return max((len(t.encode("utf-8", "surrogatepass")) for t in texts), default=1)
 
 
-def tokenize_prompt(tokenizer: Any, vocab_size: int, prompt: PromptType, max_len: int | None = None,
+def tokenize_prompt(tokenizer: PreTrainedTokenizerBase, vocab_size: int, prompt: PromptType, max_len: int | None = None,
                     token_bytes: int | None = None) -> tuple[str | None, list[int]]:
     """``(text or None, token ids)`` of ``prompt``; ValueError if it is empty, malformed or out of
     vocabulary, or (given ``max_len`` and ``token_bytes``) a text certain to exceed ``max_len`` tokens."""
-    if isinstance(prompt, TokenizedPrompt):
-        return prompt.text, prompt.token_ids
     if isinstance(prompt, dict):
         if "prompt_token_ids" in prompt:
             prompt = prompt["prompt_token_ids"]

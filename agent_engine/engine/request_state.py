@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from agent_engine.engine.detokenizer import find_stop
+from agent_engine.engine.detokenizer import IncrementalDetokenizer, find_stop
 from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from scheduler import Request
 
@@ -27,7 +26,7 @@ class RequestState:
 
     request: Request
     prompt: str | None
-    detokenizer: Any
+    detokenizer: IncrementalDetokenizer
     stop: tuple[str, ...]
     include_stop: bool
     text: str = ""

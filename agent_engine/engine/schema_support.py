@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 MAX_REPORTED = 32
 ENFORCED_FORMATS = frozenset({
@@ -73,7 +72,7 @@ class Unenforced:
         return f"{self.keyword} at {self.path or '/'} ({self.reason})"
 
 
-def unenforced(schema: Mapping[str, Any]) -> list[Unenforced]:
+def unenforced(schema: Mapping[str, object]) -> list[Unenforced]:
     """The keywords of ``schema`` (and its subschemas) a constrained output may break, in document order."""
     found: list[Unenforced] = []
     for path, sub in _subschemas(schema):
@@ -84,7 +83,7 @@ def unenforced(schema: Mapping[str, Any]) -> list[Unenforced]:
     return found
 
 
-def _ignored_here(s: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+def _ignored_here(s: Mapping[str, object]) -> Iterator[tuple[str, str]]:
     for keyword, reason in ALWAYS_IGNORED.items():
         if keyword in s:
             yield keyword, reason
@@ -119,15 +118,15 @@ def _ignored_here(s: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield "$ref", f"keywords beside a $ref are not enforced: {siblings[:5]}"
 
 
-def _subschemas(schema: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+def _subschemas(schema: Mapping[str, object]) -> Iterator[tuple[str, Mapping[str, object]]]:
     """``(json pointer, subschema)`` for the schema and every subschema it holds, depth first."""
-    todo: list[tuple[str, Any]] = [("", schema)]
+    todo: list[tuple[str, object]] = [("", schema)]
     while todo:
         path, s = todo.pop()
         if not isinstance(s, Mapping):
             continue
         yield path, s
-        children: list[tuple[str, Any]] = []
+        children: list[tuple[str, object]] = []
         for key in SUBSCHEMA:
             if key in s:
                 children.append((f"{path}/{key}", s[key]))

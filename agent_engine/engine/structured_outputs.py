@@ -46,21 +46,22 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from agent_engine.engine.grammar_build import ReadyGrammar, compile_prepared, prepare_grammar
 from agent_engine.engine.grammar_limits import DEFAULT_MAX_GRAMMAR_SIZE, GrammarLimits
 from agent_engine.engine.grammar_workers import WORKER_NICE, GrammarWorkers
 from agent_engine.model.sampler import TokenBitmask
-from scheduler import SamplingParams, StructuredSpec
+from scheduler import SamplingParams, ScheduledRequest, StructuredSpec
 
 if TYPE_CHECKING:
+    import torch
     import xgrammar
+    from transformers import PreTrainedTokenizerBase
 
 DEFAULT_CACHE_SIZE = 128
 COMPILER_THREADS = 2
-
-
 
 
 class GrammarCache:
@@ -70,7 +71,7 @@ class GrammarCache:
         if capacity < 1:
             raise ValueError("grammar cache capacity must be >= 1")
         self.capacity = capacity
-        self._items: OrderedDict[StructuredSpec, Any] = OrderedDict()
+        self._items: OrderedDict[StructuredSpec, xgrammar.CompiledGrammar] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = self.evictions = 0
         self.compile_seconds = 0.0
@@ -78,7 +79,7 @@ class GrammarCache:
     def __len__(self) -> int:
         return len(self._items)
 
-    def get(self, spec: StructuredSpec) -> Any:
+    def get(self, spec: StructuredSpec) -> xgrammar.CompiledGrammar | None:
         """The cached grammar of ``spec`` (now the most recent), or None; counts a hit."""
         with self._lock:
             found = self._items.get(spec)
@@ -87,7 +88,7 @@ class GrammarCache:
                 self.hits += 1
             return found
 
-    def put(self, spec: StructuredSpec, compiled: Any, seconds: float) -> None:
+    def put(self, spec: StructuredSpec, compiled: xgrammar.CompiledGrammar, seconds: float) -> None:
         """Cache a grammar that took ``seconds`` to compile (a miss), evicting the least recent."""
         with self._lock:
             self.misses += 1
@@ -98,7 +99,8 @@ class GrammarCache:
                 self._items.popitem(last=False)
                 self.evictions += 1
 
-    def get_or_compile(self, spec: StructuredSpec, compile_fn: Callable[[StructuredSpec], Any]) -> Any:
+    def get_or_compile(self, spec: StructuredSpec,
+                       compile_fn: Callable[[StructuredSpec], xgrammar.CompiledGrammar]) -> xgrammar.CompiledGrammar:
         found = self.get(spec)
         if found is not None:
             return found
@@ -111,21 +113,21 @@ class GrammarCache:
 class StructuredOutputManager:
     """Grammars and matchers of one engine (one tokenizer). Not thread-safe apart from the cache."""
 
-    def __init__(self, tokenizer: Any, vocab_size: int, eos_token_ids: Sequence[int],
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, vocab_size: int, eos_token_ids: Sequence[int],
                  cache_size: int = DEFAULT_CACHE_SIZE, max_grammar_size: int = DEFAULT_MAX_GRAMMAR_SIZE) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size  # the model's (logits may be padded past the tokenizer's)
         self.eos_token_ids = tuple(eos_token_ids)
         self.max_grammar_size = max_grammar_size  # for inline compiles (``compile_checked`` has its limits)
         self.cache = GrammarCache(cache_size)
-        self._matchers: dict[str, Any] = {}
-        self._xgr: Any = None
+        self._matchers: dict[str, xgrammar.GrammarMatcher] = {}
+        self._xgr: ModuleType | None = None  # the library, once imported
         self._compiler: xgrammar.GrammarCompiler | None = None
         self._info: xgrammar.TokenizerInfo | None = None
         self._init_lock = threading.Lock()
         self._workers: GrammarWorkers | None = None
-        self._bitmask: Any = None  # reused int32 buffer, grown on demand
-        self._batch: Any = None  # xgrammar's BatchGrammarMatcher: one call fills every row
+        self._bitmask: torch.Tensor | None = None  # reused int32 buffer, grown on demand
+        self._batch: xgrammar.BatchGrammarMatcher | None = None  # one call fills every row
         self._filler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grammar-mask")
         self._pending: Future[None] | None = None
         self._niced = threading.local()
@@ -227,7 +229,7 @@ class StructuredOutputManager:
         if pending is not None:
             pending.result()
 
-    def bitmask_for(self, scheduled: Sequence[Any]) -> TokenBitmask | None:
+    def bitmask_for(self, scheduled: Sequence[ScheduledRequest]) -> TokenBitmask | None:
         """The allowed tokens of every constrained request that samples this step, or None if none does."""
         if not self._matchers:
             return None
@@ -261,7 +263,7 @@ class StructuredOutputManager:
                 complete.append(rid)
         return complete, failed
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, int | float]:
         c = self.cache
         workers = self._workers
         return {"constrained_requests": len(self._matchers), "grammar_cache_size": len(c),

@@ -2,8 +2,9 @@
 
 Layout, from the engine up:
 - ``engine_like``: ``EngineLike``, exactly what the server uses of the engine, and its final account.
-- ``groups``: request specs, request groups and the engine thread's commands (asyncio side), the
-  live-request table (engine side); ``async_engine``: the single engine thread and its command queue.
+- ``groups``: request groups and their events (asyncio side), the live-request table (engine side);
+  ``async_engine``: the one way in (``RequestSpec``s prepared into the engine's ``EngineRequest``s),
+  the single engine thread and its queue of typed commands.
 - ``server_config``: ``ServerConfig``, the start-up options and their flags.
 - ``hints`` (a request's job and scheduling hints), ``auth`` (API keys and tenants), ``limits`` (body
   size and value checks at the edge), ``errors`` (OpenAI and Anthropic error bodies), ``metrics``
@@ -18,9 +19,9 @@ Importing the package, ``server_config`` or ``serve`` is light; fastapi loads wi
 when an engine is built.
 """
 
-from agent_engine.server.async_engine import AsyncEngine, EngineDeadError, EngineStoppedError
+from agent_engine.server.async_engine import AsyncEngine, EngineDeadError, EngineStoppedError, RequestSpec
 from agent_engine.server.engine_like import EngineLike
-from agent_engine.server.groups import RequestGroup, RequestSpec
+from agent_engine.server.groups import RequestGroup
 from agent_engine.server.server_config import ServerConfig
 
 __all__ = [

@@ -1,8 +1,9 @@
 """``AsyncEngine``: one ``LLMEngine`` driven by one background thread, fed from asyncio.
 
 Invariants:
-- Exactly one thread (the engine thread) ever changes the ``LLMEngine``: submissions, aborts and calls
-  (``call``/``call_sync``) are commands on a lock-protected queue it drains before each step.
+- Exactly one thread (the engine thread) ever changes the ``LLMEngine``: what reaches it are commands,
+  small frozen messages (``AddRequests``, ``AbortRequests``, ``ReleaseJob``, ``EngineCall``) on a
+  lock-protected queue it drains before each step, dispatched by ``match``.
 - The engine thread never busy-spins: with no commands and no unfinished requests it blocks on a
   condition variable (waking every ``idle_tick`` seconds only while pins are live, so their TTLs expire).
 - Every submitted request ends with exactly one terminal event on its group's asyncio queue: a
@@ -11,10 +12,13 @@ Invariants:
   False, every pending request and call fails with ``EngineDeadError``, later submissions at once.
 - ``shutdown`` stops intake, lets running requests finish until a deadline, aborts the rest, then joins;
   the loop's last act is ``release_and_account`` (every pin released, the final account logged).
-- Prompts are prepared (chat template, tokenization, ``max_tokens`` fill) off the event loop and the
-  engine thread, on a pool shared fairly by tenants (``tokenizer_pool``): a huge prompt stalls neither
-  the engine's steps nor another tenant's preparation. The engine thread gets ``TokenizedPrompt``s, a
-  group's specs together (different tenants' groups may overtake each other while being prepared).
+- ``submit`` is the one way in: a route's ``RequestSpec``s (a prompt or how to render it, sampling
+  params, the client's hints) become ``EngineRequest``s, the engine's one request message, off the
+  event loop and the engine thread, on a pool shared fairly by tenants (``tokenizer_pool``): the chat
+  template rendered, the prompt tokenized once, ``max_tokens`` filled, the hints scoped to the tenant
+  (``JobHints.scoped``). A huge prompt stalls neither the engine's steps nor another tenant's
+  preparation. The engine thread gets a group's messages together (``AddRequests``; different
+  tenants' groups may overtake each other while being prepared) and hands each to ``add_request``.
 - Then each new output constraint is compiled on a second fair pool (``grammar_workers`` threads, one
   tenant using at most all but one), within ``grammar_limits`` (``LLMEngine.compile_grammar``: a
   trial compile in a worker process that is killed past the budget). A group reaches the engine thread
@@ -36,38 +40,89 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import replace
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
+from agent_engine.engine.engine_request import EngineRequest
 from agent_engine.engine.grammar_build import ReadyGrammar
 from agent_engine.engine.grammar_limits import GrammarLimits
 from agent_engine.engine.grammar_workers import GrammarCancelled
 from agent_engine.engine.outputs import RequestOutput
+from agent_engine.engine.prompts import PromptType
 from agent_engine.server.engine_like import EngineLike, release_and_account
 from agent_engine.server.groups import (
-    AbortRequests,
-    AddGroup,
-    Command,
-    EngineCall,
     EngineDeadError,
     EngineStoppedError,
     LiveRequests,
     RequestGroup,
-    RequestSpec,
-    prepare_specs,
     reject,
 )
 from agent_engine.server.server_config import DEFAULT_STALL_TIMEOUT_S, ServerConfig
 from agent_engine.server.tokenizer_pool import FairTokenizerPool, PoolClosedError
-from scheduler import StructuredSpec
+from scheduler import NO_HINTS, JobHints, SamplingParams, StructuredSpec
 
 logger = logging.getLogger(__name__)
 
 OutputListener = Callable[[RequestOutput, float], None]
 AbortListener = Callable[[str, str | None], None]  # (request id, tenant)
+RenderPrompt = Callable[[EngineLike], str]  # a prompt rendered with the engine's tokenizer (a chat template)
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request as a route describes it, before it is prepared into an ``EngineRequest``.
+
+    ``prompt`` is text, token ids, or a ``RenderPrompt`` run on the tokenizer pool. With
+    ``fill_max_tokens`` the prompt is tokenized first and ``max_tokens`` becomes
+    ``max_model_len - prompt_len`` (vLLM's behaviour when a client leaves max_tokens unset).
+    ``hints`` are the client's, unscoped: preparation applies the tenant's namespace.
+    ``constraint``, when given, is called after the prompt is rendered (it may depend on what rendering
+    chose, e.g. the tool-call family); a spec it returns becomes ``params.structured``.
+    """
+
+    request_id: str
+    prompt: PromptType | RenderPrompt
+    params: SamplingParams
+    fill_max_tokens: bool = False
+    hints: JobHints = NO_HINTS
+    constraint: Callable[[], StructuredSpec | None] | None = None
+
+
+# ---- the engine thread's commands (see the module docstring) ----------------------------------------
+@dataclass(frozen=True)
+class AddRequests:
+    """Add a group's prepared requests: all of them, or none (the group is rejected)."""
+
+    group: RequestGroup
+    requests: tuple[EngineRequest, ...]
+
+
+@dataclass(frozen=True)
+class AbortRequests:
+    request_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ReleaseJob:
+    """End a job's pin (the engine's, tenant-scoped id): ``future`` gets whether it held one, or None
+    when the engine does not know the job."""
+
+    job_id: str
+    future: concurrent.futures.Future[bool | None]
+
+
+@dataclass(frozen=True)
+class EngineCall:
+    """Run ``fn(engine)`` on the engine thread; ``future`` gets its result or its exception."""
+
+    fn: Callable[[EngineLike], object]
+    future: concurrent.futures.Future[object]
+
+
+Command = AddRequests | AbortRequests | ReleaseJob | EngineCall
 
 
 class AsyncEngine:
@@ -165,11 +220,13 @@ class AsyncEngine:
         """Requests submitted that have not produced an event yet (waiting or still in prefill)."""
         return len(self._queued)
 
-    def submit(self, specs: list[RequestSpec]) -> RequestGroup:
+    def submit(self, specs: Sequence[RequestSpec]) -> RequestGroup:
         """Queue requests as one group; call on the event loop. Raises EngineDead/StoppedError at once;
         a prompt that cannot be prepared rejects the group (``accepted()`` raises its ValueError)."""
         self._check_intake()
-        group = RequestGroup(specs, asyncio.get_running_loop(), self._queued, self.abort)
+        tenant = specs[0].hints.tenant if specs else None
+        group = RequestGroup([s.request_id for s in specs], tenant, asyncio.get_running_loop(), self._queued,
+                             self.abort)
         self._queued.update(group.request_ids)
         task = asyncio.ensure_future(self._prepare_and_enqueue(group, specs))
         group.preparing = task
@@ -177,11 +234,13 @@ class AsyncEngine:
         task.add_done_callback(self._preparing.discard)
         return group
 
-    async def _prepare_and_enqueue(self, group: RequestGroup, specs: list[RequestSpec]) -> None:
-        prepare = lambda: prepare_specs(self.engine, specs, self.max_request_tokens)  # noqa: E731
+    async def _prepare_and_enqueue(self, group: RequestGroup, specs: Sequence[RequestSpec]) -> None:
+        def prepare() -> list[EngineRequest]:
+            return prepare_requests(self.engine, specs, self.max_request_tokens, self.share_prefix_cache)
+
         try:
-            ready = await self._tokenizer_pool.run(group.tenant, prepare)
-            self._enqueue(AddGroup(group, await self._compile_grammars(group.tenant, ready)))
+            requests = await self._tokenizer_pool.run(group.tenant, prepare)
+            self._enqueue(AddRequests(group, tuple(await self._compile_grammars(group.tenant, requests))))
         except asyncio.CancelledError:  # the group was aborted (its client left) while being prepared
             reject(group, EngineStoppedError("the request was cancelled before it started"))
         except (PoolClosedError, GrammarCancelled):
@@ -189,19 +248,19 @@ class AsyncEngine:
         except Exception as exc:  # a bad prompt or grammar, or the engine stopped: the group is rejected
             reject(group, exc)
 
-    async def _compile_grammars(self, tenant: str | None, specs: list[RequestSpec]) -> list[RequestSpec]:
-        """The specs with their output constraints compiled (each distinct one once), in ``tenant``'s
+    async def _compile_grammars(self, tenant: str | None, requests: list[EngineRequest]) -> list[EngineRequest]:
+        """The requests with their output constraints compiled (each distinct one once), in ``tenant``'s
         turn on the grammar pool."""
         compiled: dict[StructuredSpec, ReadyGrammar] = {}
         out = []
-        for spec in specs:
-            structured = spec.params.structured
+        for request in requests:
+            structured = request.structured
             if structured is None:
-                out.append(spec)
+                out.append(request)
                 continue
             if structured not in compiled:
                 compiled[structured] = await self._compile_one(tenant, structured)
-            out.append(replace(spec, grammar=compiled[structured]))
+            out.append(replace(request, grammar=compiled[structured]))
         return out
 
     async def _compile_one(self, tenant: str | None, spec: StructuredSpec) -> ReadyGrammar:
@@ -218,12 +277,19 @@ class AsyncEngine:
             with self._compiles_lock:
                 self._compiles.discard(cancel)
 
-    def abort(self, request_ids: list[str]) -> None:
+    def abort(self, request_ids: Sequence[str]) -> None:
         """Abort requests (thread-safe; unknown or finished ids are ignored)."""
         try:
-            self._enqueue(AbortRequests(list(request_ids)), intake=False)
+            self._enqueue(AbortRequests(tuple(request_ids)), intake=False)
         except (EngineDeadError, EngineStoppedError):
             pass
+
+    async def release_job(self, job_id: str) -> bool | None:
+        """End the pin of ``job_id`` (the engine's, tenant-scoped id) on the engine thread: whether it held
+        one, or None when the engine does not know the job (never seen, or already over)."""
+        future: concurrent.futures.Future[bool | None] = concurrent.futures.Future()
+        self._enqueue(ReleaseJob(job_id, future), intake=False)
+        return await asyncio.wrap_future(future)
 
     async def call(self, fn: Callable[[EngineLike], T]) -> T:
         """Run ``fn(engine)`` on the engine thread and return its result (or raise its exception)."""
@@ -241,14 +307,14 @@ class AsyncEngine:
         except PoolClosedError as exc:
             raise EngineStoppedError("server is shutting down") from exc
 
-    async def stats(self) -> dict[str, Any]:
+    async def stats(self) -> dict[str, object]:
         """A consistent ``engine.stats()`` snapshot taken on the engine thread."""
         return dict(await self.call(lambda eng: eng.stats()))
 
     # ---- the command queue (any thread) ----------------------------------------------------------
     def _call_future(self, fn: Callable[[EngineLike], T]) -> concurrent.futures.Future[T]:
         fut: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._enqueue(EngineCall(fn, fut), intake=False)
+        self._enqueue(EngineCall(fn, fut), intake=False)  # type: ignore[arg-type]
         return fut
 
     def _check_intake(self, intake: bool = True) -> None:
@@ -313,22 +379,22 @@ class AsyncEngine:
             self._stopped.set()
 
     def _apply(self, cmd: Command) -> None:
-        if isinstance(cmd, AddGroup):
-            self._add_group(cmd.group, cmd.specs)
-        elif isinstance(cmd, AbortRequests):
-            self._abort_ids(cmd.request_ids)
-        elif cmd.future.set_running_or_notify_cancel():
-            try:
-                cmd.future.set_result(cmd.fn(self.engine))
-            except BaseException as exc:  # delivered to the caller, the loop goes on
-                cmd.future.set_exception(exc)
+        match cmd:
+            case AddRequests(group, requests):
+                self._add_group(group, requests)
+            case AbortRequests(request_ids):
+                self._abort_ids(request_ids)
+            case ReleaseJob(job_id, future):
+                _resolve(future, lambda: self._release(job_id))
+            case EngineCall(fn, future):
+                _resolve(future, lambda: fn(self.engine))
 
-    def _add_group(self, group: RequestGroup, specs: list[RequestSpec]) -> None:
+    def _add_group(self, group: RequestGroup, requests: tuple[EngineRequest, ...]) -> None:
         added: list[str] = []
         try:
-            for spec in specs:
-                self._add_one(spec)
-                added.append(spec.request_id)
+            for request in requests:
+                self.engine.add_request(request)
+                added.append(request.request_id)
         except Exception as exc:  # validation error: nothing of the group runs
             if added:
                 self.engine.abort(added)
@@ -336,16 +402,12 @@ class AsyncEngine:
             return
         self._live.accept(group, added)
 
-    def _add_one(self, spec: RequestSpec) -> None:
-        """Add one prepared request with its hints scoped to its tenant (``JobHints.scoped``) and its
-        compiled grammar, if it has one."""
-        hints = spec.hints.scoped(self.share_prefix_cache)
-        if spec.grammar is None:
-            self.engine.add_request(spec.request_id, spec.prompt, spec.params, hints)
-        else:
-            self.engine.add_request(spec.request_id, spec.prompt, spec.params, hints, grammar=spec.grammar)
+    def _release(self, job_id: str) -> bool | None:
+        if not self.engine.knows_job(job_id):
+            return None
+        return bool(self.engine.release_job(job_id))
 
-    def _abort_ids(self, ids: list[str]) -> None:
+    def _abort_ids(self, ids: Sequence[str]) -> None:
         live = [rid for rid in ids if rid in self._live]
         if not live:
             return
@@ -367,7 +429,7 @@ class AsyncEngine:
         self._live.deliver(outs)
 
     @staticmethod
-    def _notify_listeners(listeners: list[Callable[..., None]], kind: str, *args: Any) -> None:
+    def _notify_listeners(listeners: list[Callable[..., None]], kind: str, *args: object) -> None:
         for fn in listeners:
             try:
                 fn(*args)
@@ -381,8 +443,54 @@ class AsyncEngine:
             self._commands.clear()
         err = EngineDeadError(f"engine loop died: {type(exc).__name__}: {exc}")
         for cmd in cmds:
-            if isinstance(cmd, AddGroup):
-                reject(cmd.group, err)
-            elif isinstance(cmd, EngineCall) and cmd.future.set_running_or_notify_cancel():
-                cmd.future.set_exception(err)
+            match cmd:
+                case AddRequests(group=group):
+                    reject(group, err)
+                case ReleaseJob(future=future) | EngineCall(future=future):
+                    if future.set_running_or_notify_cancel():
+                        future.set_exception(err)
+                case AbortRequests():
+                    pass
         self._live.fail_all(err)
+
+
+def _resolve(future: concurrent.futures.Future[T], fn: Callable[[], T]) -> None:
+    """Resolve ``future`` with ``fn()``, or with what it raised (the engine loop goes on either way)."""
+    if future.set_running_or_notify_cancel():
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # delivered to the caller
+            future.set_exception(exc)
+
+
+def prepare_requests(engine: EngineLike, specs: Sequence[RequestSpec], max_total_tokens: int | None = None,
+                     share_prefix_cache: bool = False) -> list[EngineRequest]:
+    """The engine's messages for ``specs``: a rendered prompt tokenized and checked, ``fill_max_tokens``
+    resolved, the output constraint set, the hints scoped to the tenant. Runs on the tokenizer pool;
+    reads only the engine's tokenizer and limits. Raises ValueError for a bad prompt, or once the
+    prompts and ``max_tokens`` so far pass ``max_total_tokens`` (the rest is not tokenized)."""
+    ready, total = [], 0
+    for spec in specs:
+        request = _prepare(engine, spec, share_prefix_cache)
+        total += len(request.prompt_token_ids) + request.params.max_tokens
+        if max_total_tokens is not None and total > max_total_tokens:
+            raise ValueError(f"the request's prompts and max_tokens come to more than {max_total_tokens} "
+                             f"tokens (--max-request-tokens)")
+        ready.append(request)
+    return ready
+
+
+def _prepare(engine: EngineLike, spec: RequestSpec, share_prefix_cache: bool) -> EngineRequest:
+    prompt = spec.prompt(engine) if callable(spec.prompt) else spec.prompt
+    text, ids = engine.tokenize_prompt(prompt)
+    params = spec.params
+    structured = spec.constraint() if spec.constraint is not None else None
+    if structured is not None:
+        params = replace(params, structured=structured)
+    if spec.fill_max_tokens:
+        room = engine.max_model_len - len(ids)
+        if room < 1:
+            raise ValueError(f"prompt ({len(ids)} tokens) leaves no room under max_model_len "
+                             f"({engine.max_model_len})")
+        params = replace(params, max_tokens=max(room, params.min_tokens))
+    return EngineRequest(spec.request_id, tuple(ids), text, params, spec.hints.scoped(share_prefix_cache))

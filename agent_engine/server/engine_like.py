@@ -7,8 +7,8 @@ not the other way), so ``LLMEngine`` matches it structurally.
 Invariants: ``add_request`` and everything that changes the engine run on the engine thread only
 (``AsyncEngine``); ``tokenize_prompt``, ``tokenizer``, ``max_model_len`` and ``vocab_size`` only read
 the engine and may also be used on the tokenizer thread; ``compile_grammar`` is thread-safe and runs on
-the grammar pool (``grammar`` hands its result to ``add_request``). Job ids given to ``knows_job`` and
-``release_job`` are the engine's (tenant-scoped).
+the grammar pool (its result reaches ``add_request`` as the ``EngineRequest``'s ``grammar``). Job ids
+given to ``knows_job`` and ``release_job`` are the engine's (tenant-scoped).
 
 ``release_and_account`` is the engine's last act when the loop ends: release every pin (each counted)
 and log the final account (INFO, ``FINAL_STATS_PREFIX`` then JSON), which says what was still running,
@@ -23,14 +23,15 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from agent_engine.config import EngineConfig
+from agent_engine.engine.engine_request import EngineRequest
 from agent_engine.engine.grammar_build import ReadyGrammar
 from agent_engine.engine.grammar_limits import GrammarLimits
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import PromptType
-from scheduler import JobHints, SamplingParams, StructuredSpec
+from scheduler import StructuredSpec
 
 logger = logging.getLogger("agent_engine.server.async_engine")  # the engine loop's log
 
@@ -38,7 +39,17 @@ FINAL_STATS_PREFIX = "final engine stats:"
 FINAL_STATS_KEYS = ("num_running", "num_waiting", "blocks_in_use", "num_pinned_jobs", "pins", "num_failed_steps")
 
 JobListener = Callable[[str, int, float], None]  # (job_id, turns, jct_seconds)
-OutputReader = Callable[[str], list[dict[str, Any]]]  # decoded output -> OpenAI-style tool_calls
+OutputReader = Callable[[str], list[dict[str, object]]]  # decoded output -> OpenAI-style tool_calls
+
+
+class ServerTokenizer(Protocol):
+    """What the server uses of the engine's tokenizer: token text for logprobs, and the chat template
+    (``apply_chat_template`` with HF's keywords; the template's text is read as ``chat_template``)."""
+
+    def decode(self, token_ids: list[int]) -> str: ...
+
+    def apply_chat_template(self, conversation: list[dict[str, object]], *, add_generation_prompt: bool = ...,
+                            tokenize: bool = ..., **kwargs: object) -> str: ...
 
 
 class JobHooksLike(Protocol):
@@ -58,13 +69,12 @@ class EngineLike(Protocol):
     model_name: str
     max_model_len: int
     vocab_size: int
-    tokenizer: Any
+    tokenizer: ServerTokenizer
     job_hooks: JobHooksLike
 
     def tokenize_prompt(self, prompt: PromptType) -> tuple[str | None, list[int]]: ...
 
-    def add_request(self, request_id: str, prompt: PromptType, params: SamplingParams, hints: JobHints, *,
-                    grammar: ReadyGrammar | None = None) -> object: ...
+    def add_request(self, request: EngineRequest) -> object: ...
 
     def compile_grammar(self, spec: StructuredSpec, limits: GrammarLimits, cancel: threading.Event) -> ReadyGrammar: ...
 
@@ -80,7 +90,7 @@ class EngineLike(Protocol):
 
     def release_all_jobs(self) -> int: ...
 
-    def stats(self) -> dict[str, Any]: ...
+    def stats(self) -> dict[str, object]: ...
 
 
 def release_and_account(engine: EngineLike) -> None:

@@ -1,10 +1,7 @@
-"""Per-request bookkeeping between the event loop and the engine thread: specs, groups, the commands
-the event loop hands the engine thread, and the live table.
+"""Per-request bookkeeping between the event loop and the engine thread: request groups, their events,
+and the engine thread's live table.
 
 Invariants:
-- The engine thread is the only consumer of commands (``AddGroup``, ``AbortRequests``, ``EngineCall``):
-  ``EngineCall`` futures are resolved there (result or exception), ``AddGroup`` groups are accepted or
-  rejected there; callers see ``EngineDeadError`` / ``EngineStoppedError`` once it died or stopped.
 - A ``RequestGroup`` belongs to one event loop. Only callbacks that the engine thread posts to that loop
   (``post``) touch its acceptance future and its event queue; consumers await ``accepted`` / ``events``.
 - ``LiveRequests`` is touched by the engine thread only. It maps each accepted, unfinished request id to
@@ -17,39 +14,12 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
-from agent_engine.engine.grammar_build import ReadyGrammar
 from agent_engine.engine.outputs import RequestOutput
-from agent_engine.engine.prompts import TokenizedPrompt
-from agent_engine.server.engine_like import EngineLike
-from scheduler import NO_HINTS, JobHints, SamplingParams, StructuredSpec
 
 AbortFn = Callable[[list[str]], None]
-
-
-@dataclass
-class RequestSpec:
-    """One request to add. ``prompt`` may be a callable run on the engine thread (e.g. a chat template).
-
-    With ``fill_max_tokens`` the prompt is tokenized first and ``max_tokens`` becomes
-    ``max_model_len - prompt_len`` (vLLM's behaviour when a client leaves max_tokens unset).
-    ``hints`` are the client's, unscoped: the engine thread applies the tenant's namespace.
-    ``constraint``, when given, is called after the prompt is rendered (it may depend on what rendering
-    chose, e.g. the tool-call family); a spec it returns becomes ``params.structured``. ``grammar`` is
-    ``params.structured`` compiled, set by the grammar stage before the spec reaches the engine thread.
-    """
-
-    request_id: str
-    prompt: Any
-    params: SamplingParams
-    fill_max_tokens: bool = False
-    hints: JobHints = NO_HINTS
-    constraint: Callable[[], StructuredSpec | None] | None = None
-    grammar: ReadyGrammar | None = None
 
 
 class EngineDeadError(RuntimeError):
@@ -78,10 +48,10 @@ class RequestGroup:
     then none of them runs. ``events()`` yields until every request has had its terminal event.
     """
 
-    def __init__(self, specs: list[RequestSpec], loop: asyncio.AbstractEventLoop, queued: set[str],
-                 abort: AbortFn) -> None:
-        self.request_ids = [s.request_id for s in specs]
-        self.tenant = specs[0].hints.tenant if specs else None
+    def __init__(self, request_ids: list[str], tenant: str | None, loop: asyncio.AbstractEventLoop,
+                 queued: set[str], abort: AbortFn) -> None:
+        self.request_ids = list(request_ids)
+        self.tenant = tenant
         self.loop = loop
         self._queued = queued
         self._abort = abort
@@ -142,32 +112,12 @@ class RequestGroup:
             self._abort(list(self._open))
 
 
-@dataclass(frozen=True)
-class AddGroup:
-    group: RequestGroup
-    specs: list[RequestSpec]
-
-
-@dataclass(frozen=True)
-class AbortRequests:
-    request_ids: list[str]
-
-
-@dataclass(frozen=True)
-class EngineCall:
-    fn: Callable[[EngineLike], Any]
-    future: concurrent.futures.Future[Any]
-
-
-Command = AddGroup | AbortRequests | EngineCall
-
-
-def post(group: RequestGroup, fn: Callable[..., None], *args: Any) -> None:
+def post(group: RequestGroup, fn: Callable[..., None], *args: object) -> None:
     """Run ``fn(*args)`` on the group's event loop (thread-safe); dropped if that loop is closed."""
     _post_on(group.loop, fn, *args)
 
 
-def _post_on(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
+def _post_on(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: object) -> None:
     try:
         loop.call_soon_threadsafe(fn, *args)
     except RuntimeError:  # the event loop is closed: nobody is listening any more
@@ -235,35 +185,3 @@ class LiveRequests:
         for rid, (group, idx) in list(self._live.items()):
             post(group, group.on_event, GroupEvent(idx, rid, None, error=err, finished=True))
         self._live.clear()
-
-
-def prepare_specs(engine: EngineLike, specs: list[RequestSpec], max_total_tokens: int | None = None) -> list[RequestSpec]:
-    """The specs with prompts ready for the engine thread: a callable prompt rendered, the text
-    tokenized and checked (a ``TokenizedPrompt``), ``fill_max_tokens`` resolved. Runs on the tokenizer
-    pool; reads only the engine's tokenizer and limits. Raises ValueError for a bad prompt, or once the
-    prompts and ``max_tokens`` so far pass ``max_total_tokens`` (the rest is not tokenized)."""
-    ready, total = [], 0
-    for spec in specs:
-        done = _prepare(engine, spec)
-        total += len(done.prompt.token_ids) + done.params.max_tokens
-        if max_total_tokens is not None and total > max_total_tokens:
-            raise ValueError(f"the request's prompts and max_tokens come to more than {max_total_tokens} "
-                             f"tokens (--max-request-tokens)")
-        ready.append(done)
-    return ready
-
-
-def _prepare(engine: EngineLike, spec: RequestSpec) -> RequestSpec:
-    prompt = spec.prompt(engine) if callable(spec.prompt) else spec.prompt
-    text, ids = engine.tokenize_prompt(prompt)
-    params = spec.params
-    structured = spec.constraint() if spec.constraint is not None else None
-    if structured is not None:
-        params = replace(params, structured=structured)
-    if spec.fill_max_tokens:
-        room = engine.max_model_len - len(ids)
-        if room < 1:
-            raise ValueError(f"prompt ({len(ids)} tokens) leaves no room under max_model_len "
-                             f"({engine.max_model_len})")
-        params = replace(params, max_tokens=max(room, params.min_tokens))
-    return replace(spec, prompt=TokenizedPrompt(text, ids), params=params, fill_max_tokens=False, constraint=None)

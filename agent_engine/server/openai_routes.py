@@ -1,8 +1,8 @@
 """The HTTP routes: OpenAI-compatible completions and chat, models, job release, health and metrics.
 
 Invariants:
-- Handlers run on the event loop and never touch the engine: they build ``RequestSpec``s, submit them
-  through ``ServerState`` and hand the accepted group to ``respond`` (one JSON body) or ``sse_stream``.
+- Handlers run on the event loop and never touch the engine: they build ``RequestSpec``s, hand them to
+  ``ServerState.admit`` and the accepted group to ``respond`` (one JSON body) or ``sse_stream``.
 - Request-level problems (unknown model, bad values, empty prompts) are ``APIError``s raised before
   anything is submitted, so a rejected call leaves nothing running.
 - Agent hints (the job and its source) come from ``server.hints``: every session convention clients
@@ -21,11 +21,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from agent_engine.server.async_engine import EngineDeadError, EngineStoppedError
+from agent_engine.server.async_engine import EngineDeadError, EngineStoppedError, RequestSpec
 from agent_engine.server.auth import metrics_viewer, tenant_of_scope
 from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.errors import APIError, bad_request, error_body
-from agent_engine.server.groups import RequestGroup, RequestSpec
+from agent_engine.server.groups import RequestGroup
 from agent_engine.server.hints import request_hints
 from agent_engine.server.openai_call import ApiCall
 from agent_engine.server.openai_reply import respond, sse_stream
@@ -85,7 +85,7 @@ async def completions(req: CompletionRequest, request: Request, state: State) ->
     base = f"cmpl-{uuid.uuid4().hex}"
     ids = [base] if len(prompts) == 1 else [f"{base}-{i}" for i in range(len(prompts))]
     specs = [RequestSpec(rid, p, params, hints=hints) for rid, p in zip(ids, prompts, strict=True)]
-    group = await state.submit(specs, request)
+    group = await state.admit(specs, request)
     call = ApiCall(base, state, req, hints.job_id, int(time.time()), chat=False)
     return with_headers(await _reply(call, group, request), ignored_header(ignored))
 
@@ -110,7 +110,7 @@ async def chat(req: ChatCompletionRequest, request: Request, state: State) -> Re
     base = f"chatcmpl-{uuid.uuid4().hex}"
     spec = RequestSpec(base, _chat_prompt(messages, plan, base), params, fill_max_tokens=requested is None,
                        hints=hints, constraint=plan.constraint)
-    group = await state.submit([spec], request)
+    group = await state.admit([spec], request)
     call = ApiCall(base, state, req, hints.job_id, int(time.time()), chat=True, tools=plan.parser)
     return with_headers(await _reply(call, group, request), ignored_header(ignored))
 

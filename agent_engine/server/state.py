@@ -1,10 +1,11 @@
 """``ServerState``: what the route handlers of one app share (the engine, metrics, model facts, limits).
 
 Invariants:
-- Handlers reach the engine only through this state's ``AsyncEngine`` (``submit``, ``call``), never
-  directly; engine failures leave here as ``APIError``s (503 engine unavailable, 400 invalid request).
+- Handlers reach the engine only through this state's ``AsyncEngine`` (``admit`` hands their requests
+  to its ``submit``; ``release_job``, ``call``), never directly; engine failures leave here as
+  ``APIError``s (503 engine unavailable, 400 invalid request).
 - ``tenants`` (the API keys), ``open_metrics`` and ``max_waiting`` start from the ``ServerConfig`` and
-  may be changed at runtime (tests do; ``api_key`` sets a single key); the middlewares and ``submit``
+  may be changed at runtime (tests do; ``api_key`` sets a single key); the middlewares and ``admit``
   read them per request.
 - ``token_strs`` only grows: a token id's decoded text never changes for one tokenizer.
 - Admission, before anything is queued: a request of more than ``max_prompts`` prompts is a 400; one
@@ -13,7 +14,7 @@ Invariants:
   server over ``max_waiting`` queued requests is a 503 with ``Retry-After``. ``inflight`` counts each
   tenant's accepted requests until their terminal event (so a client that stops reading a stream still
   holds its seat until the engine ends the request).
-- While ``submit`` waits for the engine to accept a group (its prompts prepared, its grammar compiled),
+- While ``admit`` waits for the engine to accept a group (its prompts prepared, its grammar compiled),
   a client that disconnects aborts the group: its preparation stops and its compile is killed. A
   refused output constraint is a 400 with the refusal's code (``grammar_too_large``,
   ``grammar_compile_timeout``, ``grammar_admits_no_output``, ``invalid_grammar``).
@@ -29,11 +30,10 @@ from typing import Any
 from fastapi import Request
 
 from agent_engine.engine.grammar_build import GrammarRefused
-from agent_engine.server.async_engine import AsyncEngine, EngineDeadError, EngineStoppedError
+from agent_engine.server.async_engine import AsyncEngine, EngineDeadError, EngineStoppedError, RequestSpec
 from agent_engine.server.auth import Tenants
-from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.errors import APIError, bad_request
-from agent_engine.server.groups import RequestGroup, RequestSpec
+from agent_engine.server.groups import RequestGroup
 from agent_engine.server.metrics import ServerMetrics
 from agent_engine.server.server_config import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_PROMPTS
 from scheduler.job_hints import tenant_job_id
@@ -78,9 +78,10 @@ class ServerState:
             raise APIError(404, f"the model '{model}' does not exist; this server serves '{self.model_name}'",
                            param="model", code="model_not_found")
 
-    async def submit(self, specs: list[RequestSpec], request: Request | None = None) -> RequestGroup:
-        """Queue the requests and wait for the engine to accept them; maps failures to API errors. With
-        ``request``, a client that disconnects meanwhile aborts them (then a 499 nobody reads)."""
+    async def admit(self, specs: list[RequestSpec], request: Request | None = None) -> RequestGroup:
+        """Admit the requests (the limits above), submit them to the engine and wait for it to accept
+        them; maps failures to API errors. With ``request``, a client that disconnects meanwhile aborts
+        them (then a 499 nobody reads)."""
         tenant = specs[0].hints.tenant if specs else None
         self._check_admission(tenant, len(specs))
         self._check_top_k(specs)
@@ -105,14 +106,8 @@ class ServerState:
         """Release the job's pin (True if it held one); 404 when the job is unknown to ``tenant`` (never
         seen, already over, or another tenant's)."""
         engine_job = job_id if tenant is None else tenant_job_id(tenant, job_id)
-
-        def release(eng: EngineLike) -> bool | None:
-            if not eng.knows_job(engine_job):
-                return None
-            return bool(eng.release_job(engine_job))
-
         try:
-            released = await self.engine.call(release)
+            released = await self.engine.release_job(engine_job)
         except (EngineDeadError, EngineStoppedError) as exc:
             raise APIError(503, str(exc), code="engine_unavailable") from exc
         if released is None:

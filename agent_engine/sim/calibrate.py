@@ -80,7 +80,7 @@ class _Bench:
         rid = f"cal{self.counter}"
         ids = self.rng.integers(16, self.eng.vocab_size, n).tolist()
         params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
-        self.eng.add_request(rid, ids, params)
+        self.eng.add_request(self.eng.make_request(rid, ids, params))
         return rid
 
     def run_shape(self, shape: Shape, decode_steps: int, mixed_steps: int) -> None:

@@ -3,7 +3,7 @@
 Invariants:
 - Handlers never touch the engine directly: a request is converted to the chat form (``convert``),
   rendered by ``prompt`` on the tokenizer thread, submitted as one ``RequestSpec`` through
-  ``ServerState.submit`` and answered by ``reply`` (one body) or ``streaming`` (SSE), like chat.
+  ``ServerState.admit`` and answered by ``reply`` (one body) or ``streaming`` (SSE), like chat.
 - Every problem found before submitting (unknown model, a conversation that cannot be converted, a
   bad hint) is an ``APIError``, so a rejected call leaves nothing running; the app renders every error
   on these paths as an Anthropic body.
@@ -38,11 +38,11 @@ from agent_engine.server.anthropic.schema import (
     sampling_params,
 )
 from agent_engine.server.anthropic.streaming import message_stream
-from agent_engine.server.async_engine import EngineDeadError, EngineStoppedError
+from agent_engine.server.async_engine import EngineDeadError, EngineStoppedError, RequestSpec
 from agent_engine.server.auth import tenant_of_scope
 from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.errors import APIError, bad_request
-from agent_engine.server.groups import RequestGroup, RequestSpec
+from agent_engine.server.groups import RequestGroup
 from agent_engine.server.hints import request_hints
 from agent_engine.server.openai_routes import unenforced_schema, with_headers
 from agent_engine.server.state import ServerState, server_state
@@ -117,11 +117,11 @@ async def _submit(state: ServerState, call: MessagesCall, plan: ToolPlan, hints:
     """Submit with the requested ``max_tokens``, or capped at the room left when that does not fit."""
     fill = call.req.max_tokens >= state.max_model_len  # can never fit: cap at once
     try:
-        return await state.submit([_spec(call, plan, hints, fill)], request)
+        return await state.admit([_spec(call, plan, hints, fill)], request)
     except APIError as exc:
         if fill or exc.code != "context_length_exceeded":
             raise
-    return await state.submit([_spec(call, plan, hints, fill=True)], request)
+    return await state.admit([_spec(call, plan, hints, fill=True)], request)
 
 
 def _spec(call: MessagesCall, plan: ToolPlan, hints: JobHints, fill: bool) -> RequestSpec:
