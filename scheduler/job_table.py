@@ -5,7 +5,7 @@ fact; the components that care about jobs register as ``JobListener``s and are t
 by the table, instead of being called one by one by whoever saw the event:
 
 - ``arrive``: a turn of the job was added (``Scheduler.add_request``);
-- ``turn_ended``: a turn finished, not aborted (``Scheduler._finish``); ``request.is_last_step`` says
+- ``end_turn``: a turn finished, not aborted (``Scheduler._finish``); ``request.is_last_step`` says
   it was the job's final turn, which ends the record;
 - ``release``: the client said the job is over (``Scheduler.release_job``); an unknown job is a no-op;
 - ``forget``: the table's bound dropped a record that held nothing (the oldest activity first).
@@ -20,7 +20,7 @@ Invariants:
   being told: every listener is told, then the first exception is raised again (later ones are logged).
 - Events are per turn, never per token: nothing here runs on the step's hot path.
 - At most ``max_jobs`` records are kept beyond those that hold something: past it, the least recently
-  active records that hold nothing are forgotten (each with ``on_job_forgotten``).
+  active records that hold nothing are dropped (each with ``on_job_drop``).
 """
 
 from __future__ import annotations
@@ -51,15 +51,15 @@ class JobListener(Protocol):
         """A turn of the job was added (its first, or its next after a tool call)."""
         return None
 
-    def on_turn_ended(self, record: JobRecord, request: Request, now: float) -> None:
+    def on_turn_end(self, record: JobRecord, request: Request, now: float) -> None:
         """A turn of the job finished (not aborted); ``request.is_last_step``: the job ended with it."""
         return None
 
-    def on_job_released(self, record: JobRecord, now: float) -> None:
+    def on_job_release(self, record: JobRecord, now: float) -> None:
         """The client said the job is over."""
         return None
 
-    def on_job_forgotten(self, record: JobRecord) -> None:
+    def on_job_drop(self, record: JobRecord) -> None:
         """The table dropped the record (it held nothing and was idle longest)."""
         return None
 
@@ -83,6 +83,7 @@ class JobTable:
         rec = self._records.get(job_id)
         if rec is None:
             rec = self._records[job_id] = JobRecord(job_id)
+            self._bound(keep=rec)
         return rec
 
     def __contains__(self, job_id: object) -> bool:
@@ -115,19 +116,21 @@ class JobTable:
             self._bound()
         return rec
 
-    def turn_ended(self, request: Request, now: float) -> JobRecord | None:
+    def end_turn(self, request: Request, now: float) -> JobRecord | None:
         """``request``'s turn finished (not aborted) at ``now``: a final turn ends the record."""
         job_id = request.job_id
         if job_id is None:
             return None
         if request.is_last_step:
-            rec = self.record(job_id)
+            rec = self._records.get(job_id)
+            if rec is None:
+                rec = self._records[job_id] = JobRecord(job_id)
             rec.ended = True
         else:
             rec = self._active(job_id, now)
             assert rec is not None
         try:
-            self._publish("on_turn_ended", rec, request, now)
+            self._publish("on_turn_end", rec, request, now)
         finally:
             self._bound()
         return rec
@@ -139,7 +142,7 @@ class JobTable:
         if rec is None:
             return None
         rec.ended = True
-        self._publish("on_job_released", rec, now)
+        self._publish("on_job_release", rec, now)
         return rec
 
     # ---- internals -----------------------------------------------------------------------------
@@ -169,13 +172,14 @@ class JobTable:
         if error is not None:
             raise error
 
-    def _bound(self) -> None:
+    def _bound(self, keep: JobRecord | None = None) -> None:
         """Past ``max_jobs`` records, forget the least recently active ones that hold nothing (looking
-        at twice as many as there are too many, so an overfull table costs a bounded scan)."""
+        at twice as many as there are too many, so an overfull table costs a bounded scan); ``keep``,
+        a record just handed out, is never forgotten."""
         extra = len(self._records) - self.max_jobs
         if extra <= 0:
             return
-        idle = [r for r in islice(self._records.values(), 2 * extra) if r.holds_nothing()][:extra]
+        idle = [r for r in islice(self._records.values(), 2 * extra) if r.holds_nothing() and r is not keep][:extra]
         for rec in idle:
             del self._records[rec.job_id]
-            self._publish("on_job_forgotten", rec)
+            self._publish("on_job_drop", rec)

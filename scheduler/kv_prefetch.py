@@ -59,10 +59,10 @@ class Prefetcher(JobListener):
     def on_job_arrival(self, record: JobRecord, request: Request, now: float) -> None:
         self._ask_afresh(record)
 
-    def on_turn_ended(self, record: JobRecord, request: Request, now: float) -> None:
+    def on_turn_end(self, record: JobRecord, request: Request, now: float) -> None:
         self._ask_afresh(record)
 
-    def on_job_released(self, record: JobRecord, now: float) -> None:
+    def on_job_release(self, record: JobRecord, now: float) -> None:
         self._ask_afresh(record)
 
     @staticmethod

@@ -101,10 +101,10 @@ class KVTier(JobListener):
     def on_job_arrival(self, record: JobRecord, request: Request, now: float) -> None:
         self._unmark_prefetched(record)
 
-    def on_turn_ended(self, record: JobRecord, request: Request, now: float) -> None:
+    def on_turn_end(self, record: JobRecord, request: Request, now: float) -> None:
         self._unmark_prefetched(record)
 
-    def on_job_released(self, record: JobRecord, now: float) -> None:
+    def on_job_release(self, record: JobRecord, now: float) -> None:
         self._unmark_prefetched(record)
 
     # ---- queries and moves ---------------------------------------------------------------------

@@ -277,7 +277,7 @@ class Scheduler(Admission):
             self.kv.free(req)
             return
         self.policy.on_finished(req, now)
-        self.jobs.turn_ended(req, now)
+        self.jobs.end_turn(req, now)
 
     # ---- observability -----------------------------------------------------------------------
     def stats(self) -> SchedulerStats:

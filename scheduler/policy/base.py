@@ -61,7 +61,7 @@ class PinStats:
 
 class SchedulingPolicy(JobListener, abc.ABC):
     """Decisions of one scheduler; see the module docstring for the contract. The job events
-    (``on_job_arrival``, ``on_job_released``, ...) are no-ops unless a policy overrides them."""
+    (``on_job_arrival``, ``on_job_release``, ...) are no-ops unless a policy overrides them."""
 
     name: ClassVar[str]
     uses_pins: ClassVar[bool] = False

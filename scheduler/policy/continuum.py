@@ -67,7 +67,7 @@ class ContinuumPolicy(SchedulingPolicy):
     def on_job_arrival(self, record: JobRecord, request: Request, now: float) -> None:
         self.leases.mark_job_returned(record.job_id)  # the job is back: its lease stops expiring
 
-    def on_job_released(self, record: JobRecord, now: float) -> None:
+    def on_job_release(self, record: JobRecord, now: float) -> None:
         self.leases.end(record.job_id, now, EndReason.RELEASED)
 
     # ---- request life cycle --------------------------------------------------------------------
