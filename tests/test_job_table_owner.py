@@ -170,12 +170,12 @@ def job_keyed_containers(source: str) -> list[str]:
     return sorted(out)
 
 
-def scan() -> set[str]:
+def scan(root: Path = ROOT) -> set[str]:
     """``path:Owner.name`` of every container keyed by job id in the scanned folders, the table's aside."""
     found = set()
     for folder in SCANNED:
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            rel = path.relative_to(ROOT).as_posix()
+        for path in sorted((root / folder).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
             if rel == TABLE:
                 continue
             found.update(f"{rel}:{label}" for label in job_keyed_containers(path.read_text(encoding="utf-8")))
@@ -219,6 +219,14 @@ class Tracked:
 def test_the_rule_finds_a_planted_job_keyed_dict_and_leaves_other_keys_alone() -> None:
     assert job_keyed_containers(PLANTED) == ["Holder.by_job", "Holder.seen", "Holder.waits", "LAST_SEEN",
                                              "Tracked._jobs"]
+
+
+def test_the_check_fails_on_a_planted_module_in_a_scanned_folder(tmp_path: Path) -> None:
+    (tmp_path / "scheduler").mkdir()
+    (tmp_path / "scheduler" / "planted.py").write_text(PLANTED, encoding="utf-8")
+    (tmp_path / "scheduler" / "job_table.py").write_text(PLANTED, encoding="utf-8")  # the owner: not scanned
+    assert scan(tmp_path) - EXCEPTIONS.keys() == {f"scheduler/planted.py:{label}" for label in (
+        "Holder.by_job", "Holder.seen", "Holder.waits", "LAST_SEEN", "Tracked._jobs")}
 
 
 def test_the_rule_sees_the_per_job_maps_this_table_replaced() -> None:
