@@ -57,11 +57,6 @@ class TierEntry:
     residency: TierResidency  # whose entry it is (its job's, or the tier's own for job-less blocks)
     stored_at: float
 
-    @property
-    def job_id(self) -> str | None:
-        record = self.residency.record
-        return None if record is None else record.job_id
-
 
 @dataclass
 class TierCounters:
