@@ -113,7 +113,7 @@ class JobTable:
         try:
             self._publish("on_job_arrival", rec, request, now)
         finally:
-            self._bound()
+            self._bound(keep=rec)
         return rec
 
     def end_turn(self, request: Request, now: float) -> JobRecord | None:
@@ -132,7 +132,7 @@ class JobTable:
         try:
             self._publish("on_turn_end", rec, request, now)
         finally:
-            self._bound()
+            self._bound(keep=rec)
         return rec
 
     def release(self, job_id: str, now: float) -> JobRecord | None:
@@ -175,7 +175,7 @@ class JobTable:
     def _bound(self, keep: JobRecord | None = None) -> None:
         """Past ``max_jobs`` records, forget the least recently active ones that hold nothing (looking
         at twice as many as there are too many, so an overfull table costs a bounded scan); ``keep``,
-        a record just handed out, is never forgotten."""
+        the record of the event or lookup at hand, is never forgotten."""
         extra = len(self._records) - self.max_jobs
         if extra <= 0:
             return

@@ -134,6 +134,12 @@ def test_the_bound_drops_only_idle_records_that_hold_nothing_oldest_first() -> N
     jobs.arrive(make_request("r3", [1], job_id="new"), 2.0)
     assert [e for e in log if e[1] == "drop"] == [("only", "drop", "old")]
     assert "busy" in jobs and "old" not in jobs and "new" in jobs and len(jobs) == 2
+    tight = JobTable(max_jobs=1)
+    tight.arrive(make_request("r4", [1], job_id="a"), 0.0)
+    tight.get("a").prefetched = True
+    tight.arrive(make_request("r5", [1], job_id="b"), 1.0)
+    assert tight.arrive(make_request("r6", [1], job_id="c"), 2.0) is tight.get("c")  # never its own event's
+    assert "b" not in tight and len(tight) == 2
     with pytest.raises(ValueError):
         JobTable(max_jobs=0)
 
