@@ -1,6 +1,7 @@
 """Tool-latency estimator: parse a finished turn's tool call, learn tool durations, choose pin TTLs.
 
-Also the project's one per-job table (first arrival, turn count, pending turn; see ``estimator.job_tracker``).
+Also what the engine knows of a job's turns (first arrival, turn count, pending turn; see
+``estimator.job_tracker``), kept on the job's record in the scheduler's ``JobTable``.
 Imports neither torch, transformers, fastapi nor ``agent_engine`` (a test checks the first three in a
 fresh interpreter); trace files are read by ``agent_engine``, whose trace turns satisfy ``ToolTurn``.
 """
@@ -9,7 +10,7 @@ from estimator.config import TTL_POLICIES, EstimatorConfig, TurnDecision
 from estimator.durations import DurationHistory, EmpiricalCDF, EtaTracker, SlidingMean
 from estimator.estimator import Estimator
 from estimator.fitting import ToolTurn, fit_learned_model, holdout_mae, is_holdout, trace_dataset
-from estimator.job_tracker import JobState, JobTracker, PendingTurn
+from estimator.job_tracker import JobEstimate, JobTracker, PendingTurn
 from estimator.reload_cost import ReloadCostModel
 from estimator.tool_parser import ToolCall, normalize_tool_name, parse_tool, parse_tool_call
 from estimator.ttl_fixed import FixedTTLPolicy
@@ -18,7 +19,7 @@ from estimator.ttl_paper import PaperTTLPolicy, TTLRequest, best_tau, cap_ttl
 
 __all__ = [
     "TTL_POLICIES", "DurationHistory", "EmpiricalCDF", "Estimator", "EstimatorConfig", "EtaTracker",
-    "FixedTTLPolicy", "JobState", "JobTracker", "LearnedTTLPolicy", "PaperTTLPolicy", "PendingTurn",
+    "FixedTTLPolicy", "JobEstimate", "JobTracker", "LearnedTTLPolicy", "PaperTTLPolicy", "PendingTurn",
     "QuantileDurationModel", "ReloadCostModel", "SlidingMean", "TTLRequest", "ToolCall", "ToolTurn",
     "TurnDecision", "best_tau", "cap_ttl", "fit_learned_model", "holdout_mae", "is_holdout",
     "normalize_tool_name", "parse_tool", "parse_tool_call", "trace_dataset",

@@ -6,14 +6,15 @@ Invariants:
 - ``ttl`` returns a float >= 0 (0 = don't pin), never above ``ttl_hint`` when a hint is given.
 - A job has at most one pending turn; ``record_turn_arrival`` measures it at most once.
 - A job is active from its first ``on_turn_arrival`` until ``end_job`` / ``record_job_finished``
-  (or until the bounded job table forgets it); only active jobs have a first arrival and a turn count.
+  (or until the bounded tracker forgets it); only active jobs have a first arrival and a turn count.
+  What it knows of a job is on the job's record in a ``JobTable`` (``estimator.job_tracker``): its
+  own, or the scheduler's once ``keep_jobs_in`` shares that (the engine does, before any job arrives).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from typing import Any
 
 from estimator.config import TTL_POLICIES, EstimatorConfig, TurnDecision
 from estimator.durations import DurationHistory, EmpiricalCDF, EtaTracker, SlidingMean
@@ -24,6 +25,7 @@ from estimator.ttl_fixed import FixedTTLPolicy
 from estimator.ttl_learned import LearnedTTLPolicy, QuantileDurationModel
 from estimator.ttl_paper import PaperTTLPolicy, TTLRequest
 from scheduler.clock import Clock, MonotonicClock
+from scheduler.job_table import JobTable
 
 __all__ = ["Estimator", "EstimatorConfig", "TTL_POLICIES", "TurnDecision"]
 
@@ -74,7 +76,7 @@ class Estimator:
     # ------------------------------------------------------------------ parsing
 
     @staticmethod
-    def parse_tool(text: str | None, tool_calls: Any = None) -> str | None:
+    def parse_tool(text: str | None, tool_calls: object = None) -> str | None:
         """``bash:<program>`` / a function name / None; see ``estimator.tool_parser``."""
         return parse_tool(text, tool_calls)
 
@@ -108,7 +110,7 @@ class Estimator:
         job_id: str,
         *,
         text: str | None = None,
-        tool_calls: Any = None,
+        tool_calls: object = None,
         tool_name: str | None = None,
         context_tokens: int = 0,
         turn_index: int = 0,
@@ -198,6 +200,14 @@ class Estimator:
             self.learned.tier_reload_cost = model
 
     # ------------------------------------------------------------------ jobs
+
+    def keep_jobs_in(self, jobs: JobTable) -> None:
+        """Keep the per-job state on ``jobs``' records (the scheduler's table) from now on; only while no
+        job is tracked yet (``ValueError`` otherwise)."""
+        with self._lock:
+            if len(self.jobs):
+                raise ValueError("the estimator already tracks jobs: share a job table before the first arrives")
+            self.jobs = JobTracker(self.jobs.max_jobs, self.jobs.max_durations_per_job, table=jobs)
 
     def on_turn_arrival(self, job_id: str, now: float | None = None) -> float:
         """A turn of ``job_id`` arrived at ``now`` (default: the clock): counts it and, unless it is the

@@ -18,7 +18,6 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["ToolCall", "normalize_tool_name", "parse_shell", "parse_tool", "parse_tool_call"]
 
@@ -59,13 +58,13 @@ def normalize_tool_name(name: str) -> str:
     return name
 
 
-def parse_tool(text: str | None, tool_calls: Any = None) -> str | None:
+def parse_tool(text: str | None, tool_calls: object = None) -> str | None:
     """The tool name the turn issued, or None. See ``parse_tool_call``."""
     call = parse_tool_call(text, tool_calls)
     return None if call is None else call.name
 
 
-def parse_tool_call(text: str | None, tool_calls: Any = None) -> ToolCall | None:
+def parse_tool_call(text: str | None, tool_calls: object = None) -> ToolCall | None:
     """Parse the first tool call of a finished turn.
 
     ``tool_calls``: OpenAI-style calls as a list of dicts, one dict, or their JSON text.
@@ -85,7 +84,7 @@ def parse_tool_call(text: str | None, tool_calls: Any = None) -> ToolCall | None
 # --------------------------------------------------------------------------- OpenAI tool_calls
 
 
-def _from_openai(tool_calls: Any) -> ToolCall | None:
+def _from_openai(tool_calls: object) -> ToolCall | None:
     if tool_calls is None:
         return None
     if isinstance(tool_calls, (str, bytes)):
@@ -107,7 +106,7 @@ def _from_openai(tool_calls: Any) -> ToolCall | None:
     return None
 
 
-def _shell_function(name: str, arguments: Any) -> ToolCall:
+def _shell_function(name: str, arguments: object) -> ToolCall:
     """A function named like a shell whose arguments carry a command is read as that command."""
     if name.lower() in _SHELL_FUNCS:
         if isinstance(arguments, str):

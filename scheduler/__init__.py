@@ -8,6 +8,8 @@ from scheduler.clock import Clock, FakeClock, MonotonicClock
 from scheduler.config import SchedulerConfig
 from scheduler.fake_runner import FakeRunner
 from scheduler.job_hints import NO_HINTS, JobHints
+from scheduler.job_record import JobRecord
+from scheduler.job_table import JobListener, JobTable
 from scheduler.kv_cache_manager import KVCacheManager
 from scheduler.observability import SchedulerStats
 from scheduler.policy import (
@@ -38,8 +40,8 @@ from scheduler.structured import StructuredSpec
 
 __all__ = [
     "NO_HINTS", "POLICY_NAMES", "BlockPool", "Clock", "ContinuumPolicy", "EndReason", "EngineCoreOutput", "FakeClock",
-    "FakeRunner", "FcfsPolicy", "FreeBlockQueue", "JobHints", "KVCacheBlock", "KVCacheManager", "Lease", "LeaseCounters",
-    "LeaseState", "LeaseTable", "ModelRunnerOutput", "MonotonicClock", "PinStats", "PriorityPolicy",
+    "FakeRunner", "FcfsPolicy", "FreeBlockQueue", "JobHints", "JobListener", "JobRecord", "JobTable", "KVCacheBlock",
+    "KVCacheManager", "Lease", "LeaseCounters", "LeaseState", "LeaseTable", "ModelRunnerOutput", "MonotonicClock", "PinStats", "PriorityPolicy",
     "Request", "RequestStatus", "SamplingParams", "ScheduledRequest", "Scheduler", "SchedulerConfig",
     "SchedulerOutput", "SchedulerStats", "SchedulingPolicy", "StepOutputs", "policy_class", "StructuredSpec",
 ]

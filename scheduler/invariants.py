@@ -9,7 +9,10 @@ O(blocks + requests): call it in tests, not on the serving hot path. Checked:
 - pool: every block's ``ref_cnt`` equals its holders (running requests plus leases), a block is in
   the free queue exactly when unreferenced, and the cached-free count and hash map agree;
 - second tier: no hash in both tiers, slots partitioned between entries and free ones, every entry
-  leaves exactly once (the counters add up).
+  leaves exactly once (the counters add up);
+- job records: a live lease is its job record's ``lease`` and every record's lease is live; a tier
+  resident is its record's ``tier`` and every record's residency is a resident; the tier's
+  ``prefetched`` index is exactly the records marked prefetched.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 
 from scheduler.block_pool import BlockPool
+from scheduler.job_table import JobTable
 from scheduler.kv_tier import KVTier
 from scheduler.policy import ContinuumPolicy, LeaseState, LeaseTable
 from scheduler.request import RequestStatus
@@ -32,6 +36,7 @@ def check_invariants(s: Scheduler) -> None:
     _check_pool(s.kv.pool, holders)
     if s.kv.tier is not None:
         _check_tier(s.kv.tier, s.kv.pool)
+    _check_job_records(s.jobs, s.policy.leases if isinstance(s.policy, ContinuumPolicy) else None, s.kv.tier)
     _check_queues(s)
 
 
@@ -92,10 +97,31 @@ def _check_tier(tier: KVTier, pool: BlockPool) -> None:
     assert len(set(slots)) == len(slots), "two tier entries share a slot"
     assert not set(slots) & set(tier.free_slots), "a tier slot both used and free"
     assert len(slots) + len(tier.free_slots) == tier.num_slots, "tier slots drifted"
-    assert sum(len(h) for h in tier.by_job.values()) == len(tier.entries), "tier job index drifted"
+    assert all(res.hashes for res in tier.residents), "an empty residency among the tier's residents"
+    assert sum(len(res.hashes) for res in tier.residents) == len(tier.entries), "tier job index drifted"
+    assert all(tier.entries[h].residency is res for res in tier.residents for h in res.hashes), "entry owner drifted"
     c = tier.counters
     assert c.stored == c.reloaded + c.dropped + c.cleared + len(tier.entries), "a tier entry left twice or never"
     assert not tier.protected, "tier entries still protected after the step"
+
+
+def _check_job_records(jobs: JobTable, leases: LeaseTable | None, tier: KVTier | None) -> None:
+    live = {id(le) for le in leases.leases.values()} if leases is not None else set()
+    residents = {id(res) for res in tier.residents} if tier is not None else set()
+    prefetched = {id(r) for r in tier.prefetched} if tier is not None else set()
+    for record in jobs:
+        if record.lease is not None:
+            assert id(record.lease) in live and record.lease.job_id == record.job_id, f"{record.job_id}: stale lease"
+        if record.tier is not None:
+            assert id(record.tier) in residents and record.tier.record is record, f"{record.job_id}: stale residency"
+        assert record.prefetched == (id(record) in prefetched), f"{record.job_id}: prefetched index drifted"
+    if leases is not None:
+        for job, lease in leases.leases.items():
+            rec = jobs.get(job)
+            assert rec is not None and rec.lease is lease, f"{job}: a live lease off its record"
+    if tier is not None:
+        for res in tier.residents:
+            assert res.record is None or res.record.tier is res, "a tier resident off its record"
 
 
 def _check_queues(s: Scheduler) -> None:

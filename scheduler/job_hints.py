@@ -9,9 +9,10 @@ Invariants:
   ``job_id`` is None or a non-empty string (else ``ValueError`` at construction).
 - ``hint_source`` names where ``job_id`` came from: a client convention (see the server's hint
   table), ``"inferred"`` when the engine gave the job from the prefix chain, ``"none"`` without a job.
-- ``scoped`` is the only place a tenant's namespace is applied: the engine keys a tenant's job as
-  ``tenant_job_id(tenant, job_id)`` and, unless tenants share cached prefixes, salts its blocks with the
-  tenant, so no tenant's request ever hits another tenant's blocks or names another tenant's job.
+- ``tenant_job_id`` is the only function that puts a job id in a tenant's namespace: ``scoped`` uses
+  it for a request's hints (and, unless tenants share cached prefixes, salts its blocks with the
+  tenant), and the server's job release uses it for the id a client names, so both reach the same
+  job record and no tenant's request ever hits another tenant's blocks or names another tenant's job.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ __all__ = ["INFERRED", "NO_HINTS", "JobHints", "tenant_job_id"]
 INFERRED = "inferred"
 
 
-def tenant_job_id(tenant: str, job_id: str) -> str:
-    """The engine's id of a tenant's job: tenants never see (or release) each other's jobs."""
-    return f"{tenant}/{job_id}"
+def tenant_job_id(tenant: str | None, job_id: str) -> str:
+    """The engine's id of ``tenant``'s job ``job_id`` (the default tenant, None: the id unchanged):
+    tenants never see (or release) each other's jobs."""
+    return job_id if tenant is None else f"{tenant}/{job_id}"
 
 
 def job_tenant(engine_job_id: str) -> str | None:
@@ -75,12 +77,12 @@ class JobHints:
         return cls(job_id=job_id, hint_source=source, **hints)  # type: ignore[arg-type]
 
     def scoped(self, share_prefix_cache: bool = False) -> JobHints:
-        """These hints as the engine keys them: a tenant's job id in its namespace and, unless
-        ``share_prefix_cache``, the tenant in the cache salt. Without a tenant, unchanged."""
-        if self.tenant is None:
-            return self
+        """These hints as the engine keys them: the job id through ``tenant_job_id`` and, for a tenant
+        (not the default one) unless ``share_prefix_cache``, the tenant in the cache salt. Without a
+        tenant, equal to these hints."""
         job_id = None if self.job_id is None else tenant_job_id(self.tenant, self.job_id)
-        salt = self.cache_salt if share_prefix_cache else f"{self.tenant}\x1f{self.cache_salt or ''}"
+        walled = self.tenant is not None and not share_prefix_cache
+        salt = f"{self.tenant}\x1f{self.cache_salt or ''}" if walled else self.cache_salt
         return replace(self, job_id=job_id, cache_salt=salt)
 
     def inferred(self, job_id: str, confirmed: bool = False) -> JobHints:

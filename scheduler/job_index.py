@@ -20,8 +20,10 @@ Invariants:
 - At most ``max_jobs`` jobs are remembered; the least recently finished is forgotten first and
   reported by ``record`` so the caller can end it; ``expire`` forgets jobs idle too long the same way.
 - Prompts shorter than one block are never matched nor indexed (nothing to key them by).
-- A job's strong joins are counted while it is remembered (``JobMatch.strong_joins``): how often the
-  prefix chain, output included, has vouched for it. The counts are bounded with the index.
+- A job's strong joins (``JobMatch.strong_joins``: how often the prefix chain, output included, has
+  vouched for it) travel with its turn: kept on its indexed turn while it waits, handed to the joining
+  request by ``match`` and back to ``record`` with the finished turn (``Request.strong_joins``), so they
+  are bounded with the index and no count outlives its job.
 - New job ids are unguessable (``inferred-`` + 64 random bits from ``secrets``): a client cannot name,
   and so cannot release, a job inferred for another client.
 """
@@ -68,6 +70,7 @@ class _Turn:
     num_prompt_tokens: int
     finished_at: float
     owner: str | None = None
+    strong_joins: int = 0
 
 
 @dataclass
@@ -81,7 +84,6 @@ class JobIndex:
     stats: JobInferenceStats = field(default_factory=JobInferenceStats)
     _turns: OrderedDict[str, _Turn] = field(default_factory=OrderedDict)
     _by_key: dict[int, list[str]] = field(default_factory=dict)
-    _strong_joins: dict[str, int] = field(default_factory=dict)  # per job still remembered or running
 
     def __post_init__(self) -> None:
         if self.block_size < 1:
@@ -111,13 +113,12 @@ class JobIndex:
         if best is None:
             return None
         strong, matched, job_id = best
+        joins = self._turns[job_id].strong_joins + strong
         self._forget(job_id)
         self.stats.joins += 1
         self.stats.weak_joins += not strong
         self.stats.matched_tokens += matched
-        if strong:
-            self._strong_joins[job_id] = self._strong_joins.get(job_id, 0) + 1
-        return JobMatch(job_id, matched, self._strong_joins.get(job_id, 0))
+        return JobMatch(job_id, matched, joins)
 
     def new_job_id(self) -> str:
         """A fresh id for a hint-less request that continues no job."""
@@ -129,19 +130,18 @@ class JobIndex:
 
     def record(self, job_id: str, prompt_block_hashes: Sequence[int], tokens: Sequence[int],
                num_prompt_tokens: int, finished_at: float = 0.0,
-               owner: str | None = None) -> list[tuple[str, float]]:
+               owner: str | None = None, strong_joins: int = 0) -> list[tuple[str, float]]:
         """Remember ``job_id``'s finished turn (``tokens`` = its prompt + output, finished at
-        ``finished_at``, never earlier than the last recorded turn's); returns ``(job, finished_at)`` of
-        the jobs forgotten to stay within ``max_jobs`` (the caller ends them)."""
+        ``finished_at``, never earlier than the last recorded turn's; ``strong_joins``: the job's so far,
+        as its turn carried them); returns ``(job, finished_at)`` of the jobs forgotten to stay within
+        ``max_jobs`` (the caller ends them)."""
         self._forget(job_id)
         n_full = self._vouched(num_prompt_tokens) // self.block_size
         if n_full == 0 or len(prompt_block_hashes) < n_full:
             return []
         key = prompt_block_hashes[n_full - 1]
-        self._turns[job_id] = _Turn(key, tuple(tokens), num_prompt_tokens, finished_at, owner)
+        self._turns[job_id] = _Turn(key, tuple(tokens), num_prompt_tokens, finished_at, owner, strong_joins)
         self._by_key.setdefault(key, []).append(job_id)
-        if len(self._strong_joins) > 2 * self.max_jobs:  # counts of jobs that ran and never came back
-            self._strong_joins = {j: n for j, n in self._strong_joins.items() if j in self._turns}
         return self._forget_oldest(lambda turn: len(self._turns) > self.max_jobs)
 
     def expire(self, idle_before: float) -> list[tuple[str, float]]:
@@ -155,7 +155,6 @@ class JobIndex:
             if not while_(turn):
                 break
             self._forget(job_id)
-            self._strong_joins.pop(job_id, None)
             self.stats.forgotten += 1
             gone.append((job_id, turn.finished_at))
         return gone
@@ -163,7 +162,6 @@ class JobIndex:
     def forget(self, job_id: str) -> None:
         """Drop ``job_id`` (it ended); a no-op for unknown jobs."""
         self._forget(job_id)
-        self._strong_joins.pop(job_id, None)
 
     def _confirm(self, turn: _Turn, prompt: Sequence[int]) -> tuple[int, bool]:
         """``(tokens of prompt equal to turn's, strong)``: strong when that covers the turn's prompt and

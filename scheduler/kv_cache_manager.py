@@ -9,6 +9,7 @@ Invariants:
 - With a second tier (``num_offload_blocks``), a hashed block the pool evicts is offered to the tier
   (``scheduler.kv_tier``), and a prefix lookup that misses the pool goes on in the tier: those blocks
   are allocated like new ones, loaded (``load_from_tier``) and count as computed, not as prefill.
+  The tier reads which job an entry is worth keeping for from ``jobs``, the scheduler's job table.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from itertools import islice
 
 from scheduler.block_pool import BlockPool, KVCacheBlock
 from scheduler.clock import Clock, MonotonicClock
+from scheduler.job_table import JobTable
 from scheduler.kv_tier import KVTier
 from scheduler.request import Request
 from scheduler.tier_copy import PREFETCH
@@ -25,7 +27,7 @@ from scheduler.tier_copy import PREFETCH
 
 class KVCacheManager:
     def __init__(self, num_blocks: int, block_size: int, enable_caching: bool = True,
-                 num_offload_blocks: int = 0, clock: Clock | None = None) -> None:
+                 num_offload_blocks: int = 0, clock: Clock | None = None, jobs: JobTable | None = None) -> None:
         if block_size < 1:
             raise ValueError("block_size must be >= 1")
         if num_offload_blocks < 0:
@@ -34,7 +36,7 @@ class KVCacheManager:
         self.enable_caching = enable_caching
         self.pool = BlockPool(num_blocks, enable_caching)
         self.clock = clock or MonotonicClock()
-        self.tier = KVTier(num_offload_blocks) if (num_offload_blocks and enable_caching) else None
+        self.tier = KVTier(num_offload_blocks, jobs) if (num_offload_blocks and enable_caching) else None
         if self.tier is not None:
             self.pool.on_evict = self._demote
         self.req_blocks: dict[str, list[KVCacheBlock]] = {}
@@ -90,7 +92,7 @@ class KVCacheManager:
         caller's choice; cached ones are evicted, and demoted if worth it), ahead of its next turn: they
         wait there cached-free for its prefix lookup (evictable, demoted again if evicted)."""
         assert self.tier is not None
-        hashes = list(self.tier.by_job[job_id])
+        hashes = self.tier.entries_of(job_id)
         if len(hashes) != len(blocks):
             raise ValueError(f"prefetch of {len(hashes)} entries into {len(blocks)} blocks")
         with self.tier.protecting(hashes):  # the demotions below never evict what is being moved up

@@ -17,26 +17,33 @@ Invariants:
   arrives, they are demoted as usual and wait for the lookup (no ping-pong between the tiers).
 - Jobs are taken soonest expected return first; the return times are asked of ``return_time``
   only for jobs whose last answer is due within the horizon (or unknown), at most once per step each.
-- Memory is bounded: jobs are forgotten when their turn arrives or they end, and past ``MAX_JOBS``.
+- What it knows of a job is on the job's record (``return_due``, ``prefetch_done``), asked afresh
+  whenever a turn of the job arrives or ends or the job is released (the job table tells it); a job
+  that ended, or never had a turn here, is never prefetched nor asked about.
 """
 
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from scheduler.block_pool import KVCacheBlock
+from scheduler.job_record import JobRecord
+from scheduler.job_table import JobListener
 from scheduler.kv_cache_manager import KVCacheManager
+from scheduler.kv_tier import KVTier
 
-__all__ = ["MAX_JOBS", "Prefetcher", "ReturnTimeFn"]
+if TYPE_CHECKING:
+    from scheduler.request import Request
+
+__all__ = ["Prefetcher", "ReturnTimeFn"]
 
 # (job id, tenant) -> when the job's pending turn is expected back (clock time), None if unknown.
 ReturnTimeFn = Callable[[str, "str | None"], "float | None"]
-MAX_JOBS = 65536
 
 
-class Prefetcher:
+class Prefetcher(JobListener):
     """Decides, once per step, which tier-held jobs to move back into the pool (module docstring)."""
 
     def __init__(self, kv: KVCacheManager, return_time: ReturnTimeFn, horizon: float) -> None:
@@ -45,40 +52,40 @@ class Prefetcher:
         if not horizon > 0:
             raise ValueError("the prefetch horizon must be > 0 seconds")
         self.kv, self.return_time, self.horizon = kv, return_time, horizon
-        self.tenants: OrderedDict[str, str | None] = OrderedDict()  # job -> tenant (its estimator)
-        self.due: dict[str, float] = {}  # job -> expected return, as last asked
-        self.done: set[str] = set()  # jobs prefetched for their pending turn
+        self.tier: KVTier = kv.tier
+        self.jobs = kv.tier.jobs
 
-    def job_active(self, job_id: str | None, tenant: str | None) -> None:
-        """A turn of ``job_id`` arrived or finished: its expected return is asked afresh."""
-        if job_id is None:
-            return
-        self.tenants.pop(job_id, None)
-        self.tenants[job_id] = tenant
-        self.due.pop(job_id, None)
-        self.done.discard(job_id)
-        while len(self.tenants) > MAX_JOBS:
-            self.forget(next(iter(self.tenants)))
+    # ---- what the job table tells the prefetcher (a turn arrived or ended, the job was released) --
+    def on_job_arrival(self, record: JobRecord, request: Request, now: float) -> None:
+        self._ask_afresh(record)
 
-    def forget(self, job_id: str | None) -> None:
-        """``job_id`` ended: nothing more to prefetch for it."""
-        if job_id is not None:
-            self.tenants.pop(job_id, None)
-            self.due.pop(job_id, None)
-            self.done.discard(job_id)
+    def on_turn_end(self, record: JobRecord, request: Request, now: float) -> None:
+        self._ask_afresh(record)
+
+    def on_job_release(self, record: JobRecord, now: float) -> None:
+        self._ask_afresh(record)
+
+    @staticmethod
+    def _ask_afresh(record: JobRecord) -> None:
+        record.return_due = None
+        record.prefetch_done = False
+
+    @staticmethod
+    def _known(record: JobRecord) -> bool:
+        """A job with a turn here that has not ended: the only kind asked about and prefetched."""
+        return record.last_active is not None and not record.ended
 
     def step(self, now: float, num_running: int) -> int:
         """Prefetch the jobs due within the horizon, soonest first, while the pool has room worth less;
         returns the blocks moved."""
-        tier = self.kv.tier
-        assert tier is not None
         moved = 0
-        for due, job in sorted(self._due_jobs(now)):
-            room = self._room(job, due, len(tier.by_job[job]), num_running)
+        for due, job, record in sorted(self._due_jobs(now), key=lambda d: (d[0], d[1])):
+            assert record.tier is not None
+            room = self._room(job, due, len(record.tier.hashes), num_running)
             if room is None:
                 break  # a later job would find no more room
             self.kv.prefetch(job, room)
-            self.done.add(job)
+            record.prefetch_done = True
             moved += len(room)
         return moved
 
@@ -98,25 +105,31 @@ class Prefetcher:
 
     def _worth_less(self, owner: str | None, due: float) -> bool:
         """Whether a cached block of ``owner`` is worth less than a block of a job due at ``due``."""
-        if owner is None or self.kv.tier.job_is_done(owner):  # type: ignore[union-attr]
+        if owner is None:
             return True
-        later = self.due.get(owner)
-        if later is None and owner in self.tenants:
-            answer = self.return_time(owner, self.tenants[owner])
-            later = self.due[owner] = math.inf if answer is None else answer
+        record = self.jobs.get(owner)
+        if record is None:
+            return False  # a job this engine knows nothing of: never displaced for a prefetch
+        if record.ended:
+            return True
+        later = record.return_due
+        if later is None and self._known(record):
+            answer = self.return_time(owner, record.tenant)
+            later = record.return_due = math.inf if answer is None else answer
         return later is not None and later != math.inf and later > due + self.horizon
 
-    def _due_jobs(self, now: float) -> list[tuple[float, str]]:
-        """(expected return, job) of the tier's jobs expected back by ``now + horizon``."""
+    def _due_jobs(self, now: float) -> list[tuple[float, str, JobRecord]]:
+        """(expected return, job, its record) of the tier's jobs expected back by ``now + horizon``."""
         limit = now + self.horizon
         out = []
-        for job in self.kv.tier.by_job:  # type: ignore[union-attr]
-            if job is None or job in self.done or job not in self.tenants:
+        for residency in self.tier.residents:
+            record = residency.record
+            if record is None or record.prefetch_done or not self._known(record):
                 continue
-            due = self.due.get(job)
+            due = record.return_due
             if due is None or due <= limit:  # unknown, or due: ask again (the residual moves on)
-                answer = self.return_time(job, self.tenants[job])
-                due = self.due[job] = math.inf if answer is None else answer
+                answer = self.return_time(record.job_id, record.tenant)
+                due = record.return_due = math.inf if answer is None else answer
             if due <= limit:
-                out.append((due, job))
+                out.append((due, record.job_id, record))
         return out

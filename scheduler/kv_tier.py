@@ -9,10 +9,13 @@ it moves up (``LOAD``: tier slot -> pool block) when a prefix lookup misses the 
 or ahead of its job's predicted return (``PREFETCH``, the same move off the critical path:
 ``scheduler.kv_prefetch``), into an empty pool block that stays cached-free until the job is back.
 
-Which entries stay is job-aware: each entry remembers the job whose turn last used its block; a job
-the client ended (or whose final turn finished) is worth nothing, and otherwise the job idle longest
-(its last turn finished or arrived earliest) is the least likely to be back soon. A demotion that
-would have to evict an entry of a job active more recently than its own is dropped instead.
+Which entries stay is job-aware: each entry remembers the job whose turn last used its block (its
+``TierResidency`` on the job's ``JobRecord``); a job the client ended (or whose final turn finished) is
+worth nothing, and otherwise the job idle longest (its last turn finished or arrived earliest: the
+record's ``last_active``) is the least likely to be back soon. A demotion that would have to evict an
+entry of a job active more recently than its own is dropped instead. The tier listens to the job table
+(``scheduler.job_table``): a job's turn arriving or ending, or its release, makes what was prefetched
+for it an ordinary pool block again.
 
 Invariants:
 - A hash is in the pool's cache map or in the tier, never both: a block moves down on eviction and
@@ -24,29 +27,34 @@ Invariants:
 - Tenants never share an entry: the hash chain includes the request's cache salt, as in the pool.
 - Copies are listed in the order they were decided, so a slot a load frees and a later save refills
   in the same step is read before it is written.
+- ``residents`` holds exactly the residencies with entries, in order of their first entry; a job's
+  residency is its record's ``tier``, and ``prefetched`` indexes exactly the records marked prefetched.
 """
 
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from itertools import islice
+from typing import TYPE_CHECKING
 
+from scheduler.job_record import JobRecord, TierResidency
+from scheduler.job_table import JobListener, JobTable
 from scheduler.tier_copy import LOAD, PREFETCH, SAVE, KVCopy
+
+if TYPE_CHECKING:
+    from scheduler.request import Request
 
 __all__ = ["KVTier", "TierCounters", "TierEntry"]
 
-_DONE = -math.inf  # the last-active time of a job that will not come back
-MAX_JOBS = 65536  # jobs whose activity the tier remembers beyond those with entries
+_DONE = -math.inf  # the worth of an entry of a job that will not come back
 
 
-@dataclass
+@dataclass(slots=True)
 class TierEntry:
     slot: int
-    job_id: str | None
+    residency: TierResidency  # whose entry it is (its job's, or the tier's own for job-less blocks)
     stored_at: float
 
 
@@ -65,45 +73,34 @@ class TierCounters:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-class KVTier:
+class KVTier(JobListener):
     """Index of the second tier: which block hash sits in which slot, and for which job."""
 
-    def __init__(self, num_slots: int) -> None:
+    def __init__(self, num_slots: int, jobs: JobTable | None = None) -> None:
         if num_slots < 1:
             raise ValueError("a KV tier needs at least one slot")
         self.num_slots = num_slots
+        self.jobs = jobs if jobs is not None else JobTable()
         self.free_slots = list(range(num_slots - 1, -1, -1))  # pop() hands out slot 0 first
         self.entries: dict[int, TierEntry] = {}
-        self.by_job: dict[str | None, OrderedDict[int, None]] = {}  # job -> its hashes, oldest first
-        self.last_active: dict[str, float] = {}  # job -> when its last turn arrived or finished
+        # Residencies with entries, in order of their first entry (an index of records' ``tier``).
+        self.residents: dict[TierResidency, None] = {}
+        self._jobless = TierResidency(None)  # entries of requests without a job
+        self.prefetched: dict[JobRecord, None] = {}  # the records marked ``prefetched`` (an index)
         self.copies: list[KVCopy] = []  # decided since the last ``take_copies``
         self.protected: frozenset[int] = frozenset()  # entries an admission is about to load
-        self.prefetched_jobs: set[str] = set()  # jobs whose entries went up ahead of their next turn
         self.version = 0  # changes whenever ``holds_job`` may change its answer
         self.counters = TierCounters()
 
-    # ---- what the scheduler tells the tier about jobs ----------------------------------------
-    def job_active(self, job_id: str | None, now: float) -> None:
-        """A turn of ``job_id`` arrived or finished: its entries are worth more than idler jobs'."""
-        if job_id is not None:
-            self.last_active.pop(job_id, None)  # re-inserted: the dict's order is the order of activity
-            self.last_active[job_id] = now
-            self._forget_old_jobs()
-            self._unmark_prefetched(job_id)
+    # ---- what the job table tells the tier -----------------------------------------------------
+    def on_job_arrival(self, record: JobRecord, request: Request, now: float) -> None:
+        self._unmark_prefetched(record)
 
-    def job_done(self, job_id: str | None) -> None:
-        """``job_id`` will not come back: its entries go first, and its blocks are no longer demoted."""
-        if job_id is not None:
-            self.last_active[job_id] = _DONE
-            self._forget_old_jobs()
-            self._unmark_prefetched(job_id)
+    def on_turn_end(self, record: JobRecord, request: Request, now: float) -> None:
+        self._unmark_prefetched(record)
 
-    def _forget_old_jobs(self) -> None:
-        """Bounded memory: past ``MAX_JOBS`` remembered jobs, the oldest ones without entries are forgotten."""
-        extra = len(self.last_active) - MAX_JOBS
-        if extra > 0:
-            for job in [j for j in islice(self.last_active, 2 * extra) if j not in self.by_job][:extra]:
-                del self.last_active[job]
+    def on_job_release(self, record: JobRecord, now: float) -> None:
+        self._unmark_prefetched(record)
 
     # ---- queries and moves ---------------------------------------------------------------------
     def __contains__(self, block_hash: int) -> bool:
@@ -112,26 +109,37 @@ class KVTier:
     def holds_job(self, job_id: str | None) -> bool:
         """Whether some of ``job_id``'s blocks wait here, or were prefetched for its next turn (its job
         is warm, like a pinned one)."""
-        return job_id is not None and (job_id in self.by_job or job_id in self.prefetched_jobs)
+        record = self.jobs.get(job_id)
+        return record is not None and (record.tier is not None or record.prefetched)
 
-    def job_is_done(self, job_id: str | None) -> bool:
-        """Whether ``job_id`` will not come back (its final turn finished, or the client ended it)."""
-        return job_id is not None and self.last_active.get(job_id) == _DONE
+    def entries_of(self, job_id: str) -> list[int]:
+        """The hashes of ``job_id``'s entries, oldest first (empty when it has none)."""
+        record = self.jobs.get(job_id)
+        return [] if record is None or record.tier is None else list(record.tier.hashes)
+
+    def held_job_ids(self) -> Iterator[str]:
+        """Jobs with entries here or prefetched for their next turn (unordered; a job may repeat)."""
+        yield from (res.record.job_id for res in self.residents if res.record is not None)
+        yield from (record.job_id for record in self.prefetched)
 
     def save(self, block_hash: int, block_id: int, job_id: str | None, now: float) -> bool:
         """The pool evicts ``block_id`` (holding ``block_hash``'s KV): demote it, or refuse (False)."""
         if block_hash in self.entries:
             return False
-        worth = self._worth(job_id, now)
+        record = self.jobs.get(job_id)
+        worth = self._worth(record, now)
         if worth == _DONE or (not self.free_slots and not self._evict_below(worth)):
             self.counters.refused += 1
             return False
         slot = self.free_slots.pop()
-        self.entries[block_hash] = TierEntry(slot, job_id, now)
-        if job_id not in self.by_job:
-            self.by_job[job_id] = OrderedDict()
+        residency = self._residency(record, job_id)
+        self.entries[block_hash] = TierEntry(slot, residency, now)
+        if not residency.hashes:
+            self.residents[residency] = None
+            if residency.record is not None:
+                residency.record.tier = residency
             self.version += 1
-        self.by_job[job_id][block_hash] = None
+        residency.hashes[block_hash] = None
         self.copies.append((SAVE, block_id, slot))
         self.counters.stored += 1
         return True
@@ -145,8 +153,10 @@ class KVTier:
         self.counters.reloaded += 1
         if kind == PREFETCH:
             self.counters.prefetched += 1
-            if entry.job_id is not None and entry.job_id not in self.prefetched_jobs:
-                self.prefetched_jobs.add(entry.job_id)
+            record = entry.residency.record
+            if record is not None and not record.prefetched:
+                record.prefetched = True
+                self.prefetched[record] = None
                 self.version += 1
 
     @contextmanager
@@ -175,31 +185,52 @@ class KVTier:
         for entry in self.entries.values():
             self.free_slots.append(entry.slot)
         self.entries.clear()
-        self.by_job.clear()
-        self.prefetched_jobs.clear()
+        for residency in self.residents:
+            residency.hashes.clear()
+            if residency.record is not None:
+                residency.record.tier = None
+        self.residents.clear()
+        for record in self.prefetched:
+            record.prefetched = False
+        self.prefetched.clear()
         self.version += 1
 
     # ---- internals ---------------------------------------------------------------------------
-    def _unmark_prefetched(self, job_id: str) -> None:
-        """The job's turn arrived or finished: what was prefetched for it is an ordinary pool block now."""
-        if job_id in self.prefetched_jobs:
-            self.prefetched_jobs.discard(job_id)
+    def _unmark_prefetched(self, record: JobRecord) -> None:
+        """The job's turn arrived or ended, or it was released: what was prefetched for it is an
+        ordinary pool block now."""
+        if record.prefetched:
+            record.prefetched = False
+            del self.prefetched[record]
             self.version += 1
 
-    def _worth(self, job_id: str | None, stored_at: float) -> float:
-        """An entry's worth: its job's last-active time (a job-less entry: when it was stored)."""
+    def _residency(self, record: JobRecord | None, job_id: str | None) -> TierResidency:
+        """Where an entry of ``job_id`` goes: its record's residency (a record is made for a job the
+        table does not know), or the tier's own for a block without a job."""
         if job_id is None:
+            return self._jobless
+        if record is None:
+            record = self.jobs.record(job_id)
+        return record.tier if record.tier is not None else TierResidency(record)
+
+    @staticmethod
+    def _worth(record: JobRecord | None, stored_at: float) -> float:
+        """An entry's worth: its job's last-active time (an entry of no job, or of a job never active
+        here: when it was stored); a job that ended is worth nothing."""
+        if record is None:
             return stored_at
-        return self.last_active.get(job_id, stored_at)
+        if record.ended:
+            return _DONE
+        return stored_at if record.last_active is None else record.last_active
 
     def _evict_below(self, worth: float) -> bool:
         """Drop the oldest entry of the least valuable job, if that job is worth less than ``worth``."""
         victim, victim_worth = None, math.inf
-        for job, hashes in self.by_job.items():
-            oldest = next((h for h in hashes if h not in self.protected), None)
+        for residency in self.residents:
+            oldest = next((h for h in residency.hashes if h not in self.protected), None)
             if oldest is None:
                 continue
-            w = self._worth(job, self.entries[oldest].stored_at)
+            w = self._worth(residency.record, self.entries[oldest].stored_at)
             if w < victim_worth:
                 victim, victim_worth = oldest, w
         if victim is None or victim_worth >= worth:
@@ -210,9 +241,11 @@ class KVTier:
 
     def _remove(self, block_hash: int) -> TierEntry:
         entry = self.entries.pop(block_hash)
-        hashes = self.by_job[entry.job_id]
-        del hashes[block_hash]
-        if not hashes:
-            del self.by_job[entry.job_id]
+        residency = entry.residency
+        del residency.hashes[block_hash]
+        if not residency.hashes:
+            del self.residents[residency]
+            if residency.record is not None:
+                residency.record.tier = None
             self.version += 1
         return entry

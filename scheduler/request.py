@@ -53,7 +53,7 @@ class Request:
         "first_scheduled_time", "first_token_time", "hints", "job_arrival_time", "length_limit",
         "num_cached_tokens", "num_computed_tokens", "num_preemptions", "output_token_ids", "pin_hit",
         "pinned", "prompt_token_ids", "request_id", "sampling_params", "scheduled_view", "status",
-        "stop_candidates",
+        "stop_candidates", "strong_joins", "turn_recorded",
     )
 
     def __init__(
@@ -77,6 +77,7 @@ class Request:
         self.arrival_time = arrival_time
         self.eos_token_id = eos_token_id
         self.hints = hints  # whole, as the client (or the engine's job inference) gave them
+        self.strong_joins = 0  # an inferred job's strong joins so far, carried while this turn runs
         self.job_arrival_time = arrival_time if job_arrival_time is None else job_arrival_time
         self._init_stop_rules()
         self._init_progress()
@@ -102,6 +103,9 @@ class Request:
         self.pin_hit = False
         # True when this turn's blocks were pinned for its job as it finished.
         self.pinned = False
+        # True once the estimator recorded this finished turn (the pin-TTL callback did), so the
+        # engine's finish hook does not record it twice.
+        self.turn_recorded = False
         # This request's chunk in the step being run (a ScheduledRequest the scheduler refreshes in
         # place each step; a new one at each admission). None until first admitted.
         self.scheduled_view: ScheduledRequest | None = None
@@ -151,11 +155,13 @@ class Request:
         """An inferred job the prefix chain has vouched for often enough to pin like a declared one."""
         return self.hints.confirmed
 
-    def join_inferred_job(self, job_id: str, confirmed: bool = False) -> None:
-        """Give this request (which came without a job) the job the engine inferred for it."""
+    def join_inferred_job(self, job_id: str, confirmed: bool = False, strong_joins: int = 0) -> None:
+        """Give this request (which came without a job) the job the engine inferred for it, with the
+        job's strong joins so far (``scheduler.job_index``: the turn carries them back to the index)."""
         if self.hints.job_id is not None:
             raise ValueError(f"request {self.request_id!r} already belongs to job {self.hints.job_id!r}")
         self.hints = self.hints.inferred(job_id, confirmed)
+        self.strong_joins = strong_joins
 
     # ---- sizes -------------------------------------------------------------------------------
     @property

@@ -13,7 +13,10 @@ hits and decode are one mechanism. A step (``schedule``) is four named steps:
    request within its tenant's KV share may pass a blocked head (``scheduler.tenant_shares``).
 4. ``_emit_output``: the step's ``SchedulerOutput`` (and a trace event).
 Every policy decision goes through ``scheduler.policy.SchedulingPolicy``; this module knows nothing
-of pins. Invariants, checked by ``scheduler.invariants`` in the blast tests:
+of pins. A job's events (a turn arrives, a turn ends, the client releases the job) are published once,
+by the scheduler's ``JobTable`` (``scheduler.job_table``), to its listeners: the policy, the second KV
+tier and the prefetcher (and whatever the engine registers); each intake or finish publishes one event.
+Invariants, checked by ``scheduler.invariants`` in the blast tests:
 - a request is in exactly one of ``waiting``, ``running`` or neither (finished);
 - every block is free or referenced (by running requests or by the policy's leases), never both;
 - a pinned block is never handed to another request while its lease lives.
@@ -27,6 +30,7 @@ from scheduler.admission import Admission, StepDraft
 from scheduler.admission_memo import BlockedAdmissionMemo
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.config import SchedulerConfig
+from scheduler.job_table import JobTable
 from scheduler.kv_cache_manager import KVCacheManager
 from scheduler.kv_prefetch import Prefetcher, ReturnTimeFn
 from scheduler.observability import QueueCounts, SchedulerStats, stats_snapshot, step_event
@@ -48,13 +52,17 @@ class Scheduler(Admission):
         self.clock = clock or MonotonicClock()
         self.trace_sink = trace_sink
         self.decode_streak: DecodeStreak | None = None  # left by update for the next schedule
+        self.jobs = JobTable()  # one record per job; its events reach the listeners registered below
         self.kv = KVCacheManager(config.num_blocks, config.block_size, config.enable_prefix_caching,
-                                 config.num_offload_blocks, self.clock)
-        self.policy = make_policy(config, self.kv, pin_ttl_fn)
+                                 config.num_offload_blocks, self.clock, self.jobs)
+        self.policy = make_policy(config, self.kv, self.jobs, pin_ttl_fn)
         # With a second tier and the estimator's return times: demoted jobs go back up ahead of their turn.
         self.prefetcher = (Prefetcher(self.kv, return_time_fn, config.prefetch_horizon)
                            if self.kv.tier is not None and return_time_fn is not None and config.prefetch_horizon > 0
                            else None)
+        for listener in (self.policy, self.kv.tier, self.prefetcher):
+            if listener is not None:
+                self.jobs.listen(listener)
         self.waiting = WaitingQueue(self.policy.waiting_key, self.policy.state_version)
         self.admission_memo = BlockedAdmissionMemo(self.kv, self.policy)
         self.running: list[Request] = []
@@ -75,14 +83,10 @@ class Scheduler(Admission):
                 f"prompt has {request.num_tokens} tokens; max_model_len is {self.config.max_model_len}"
             )
         request.length_limit = min(request.length_limit, self.config.max_model_len)
+        self.jobs.arrive(request, self.clock.now())  # a listener that raises leaves the request out
         self.requests[request.request_id] = request
         self._tenant_requests[request.tenant] = self._tenant_requests.get(request.tenant, 0) + 1
         self.waiting.add(request)
-        self.policy.on_arrival(request)
-        if self.kv.tier is not None:
-            self.kv.tier.job_active(request.job_id, self.clock.now())
-        if self.prefetcher is not None:
-            self.prefetcher.job_active(request.job_id, request.tenant)
 
     def abort_requests(self, request_ids: Iterable[str]) -> list[Request]:
         """Abort waiting or running requests (unknown ids are ignored); their jobs' pins end too."""
@@ -106,12 +110,12 @@ class Scheduler(Admission):
                 self._finish(req, status, now)
 
     def release_job(self, job_id: str) -> bool:
-        """End what the policy holds for a job (the client said the job is over). Idempotent."""
-        if self.kv.tier is not None:
-            self.kv.tier.job_done(job_id)
-        if self.prefetcher is not None:
-            self.prefetcher.forget(job_id)
-        return self.policy.on_job_released(job_id, self.clock.now())
+        """The client said the job is over: its record ends and every listener is told (the policy
+        ends its lease). Idempotent; an unknown job is a no-op. Returns whether the policy held
+        something for the job."""
+        held = self.policy.holds_job(job_id)
+        self.jobs.release(job_id, self.clock.now())
+        return held
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.requests)
@@ -121,8 +125,7 @@ class Scheduler(Admission):
         tier, the jobs with blocks in it (what a router sends a job's turns back for)."""
         jobs = set(self.policy.stats(self.clock.now()).pinned_jobs)
         if self.kv.tier is not None:
-            jobs.update(j for j in self.kv.tier.by_job if j is not None)
-            jobs.update(self.kv.tier.prefetched_jobs)
+            jobs.update(self.kv.tier.held_job_ids())
         return sorted(jobs)
 
     # ---- the step ----------------------------------------------------------------------------
@@ -255,7 +258,8 @@ class Scheduler(Admission):
         self.waiting.add(req)
 
     def _finish(self, req: Request, status: RequestStatus, now: float, aborted: bool = False) -> None:
-        """Take ``req`` out of its queue; its blocks are freed (aborted) or handed to the policy."""
+        """Take ``req`` out of its queue; its blocks are freed (aborted) or handed to the policy, and
+        then (not aborted) the job table publishes the turn's end."""
         if req.status is RequestStatus.RUNNING:
             self.running.remove(req)
             self.decode_streak = None
@@ -272,20 +276,8 @@ class Scheduler(Admission):
         if aborted:
             self.kv.free(req)
             return
-        if self.kv.tier is not None:
-            self._tell_tier_turn_ended(req, now)
         self.policy.on_finished(req, now)
-
-    def _tell_tier_turn_ended(self, req: Request, now: float) -> None:
-        """A turn finished: a final one's job is worth nothing to the tier, another's is active again."""
-        if req.is_last_step:
-            self.kv.tier.job_done(req.job_id)  # type: ignore[union-attr]
-            if self.prefetcher is not None:
-                self.prefetcher.forget(req.job_id)
-            return
-        self.kv.tier.job_active(req.job_id, now)  # type: ignore[union-attr]
-        if self.prefetcher is not None:
-            self.prefetcher.job_active(req.job_id, req.tenant)
+        self.jobs.end_turn(req, now)
 
     # ---- observability -----------------------------------------------------------------------
     def stats(self) -> SchedulerStats:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple, overload
 
 from scheduler.sampling_params import SamplingParams
 from scheduler.tier_copy import KVCopy
@@ -124,7 +124,11 @@ class StepOutputs(Sequence[EngineCoreOutput]):
     def __len__(self) -> int:
         return len(self.request_ids)
 
-    def __getitem__(self, i: int | slice) -> Any:
+    @overload
+    def __getitem__(self, i: int) -> EngineCoreOutput: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[EngineCoreOutput]: ...
+    def __getitem__(self, i: int | slice) -> EngineCoreOutput | list[EngineCoreOutput]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self.request_ids)))]
         rid = self.request_ids[i]

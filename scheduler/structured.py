@@ -27,13 +27,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 KINDS = ("json", "regex", "choice", "grammar", "structural_tag")
 ANY_OBJECT_SCHEMA = '{"type":"object"}'
 
 
-def canonical_schema(schema: Mapping[str, Any] | str | bool | None) -> str:
+def canonical_schema(schema: Mapping[str, object] | str | bool | None) -> str:
     """The canonical JSON text of a schema (dict, JSON text, ``True`` or None = any object); ValueError if bad."""
     if schema is None or schema is True:
         return ANY_OBJECT_SCHEMA
@@ -52,7 +51,7 @@ def canonical_schema(schema: Mapping[str, Any] | str | bool | None) -> str:
         raise ValueError(f"json schema is not serialisable as JSON: {exc}") from None
 
 
-def canonical_structural_tag(tag: Mapping[str, Any] | str) -> str:
+def canonical_structural_tag(tag: Mapping[str, object] | str) -> str:
     """The canonical JSON text of a structural tag; ValueError unless it is an object of type
     "structural_tag" with a ``format`` object (the library checks the rest when compiling)."""
     if isinstance(tag, str):
@@ -100,7 +99,7 @@ class StructuredSpec:
             raise ValueError(f"{self.kind} must be a non-empty string")
 
     @classmethod
-    def json(cls, schema: Mapping[str, Any] | str | bool | None = None, *,
+    def json(cls, schema: Mapping[str, object] | str | bool | None = None, *,
              any_whitespace: bool = False) -> StructuredSpec:
         """Output is JSON matching ``schema`` (a dict or JSON text); None: any JSON object."""
         return cls("json", canonical_schema(schema), any_whitespace)
@@ -118,12 +117,12 @@ class StructuredSpec:
         return cls("grammar", ebnf)
 
     @classmethod
-    def structural_tag(cls, tag: Mapping[str, Any] | str) -> StructuredSpec:
+    def structural_tag(cls, tag: Mapping[str, object] | str) -> StructuredSpec:
         """Output matches a structural tag (a dict or JSON text with ``type`` "structural_tag")."""
         return cls("structural_tag", canonical_structural_tag(tag))
 
     @property
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> dict[str, object]:
         """The JSON schema as a dict (json kind only)."""
         if self.kind != "json":
             raise ValueError(f"a {self.kind} spec has no schema")

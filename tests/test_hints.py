@@ -15,6 +15,7 @@ from agent_engine.server.hints import (
     session_of_user_id,
 )
 from scheduler import JobHints
+from scheduler.job_hints import tenant_job_id
 
 pytestmark = pytest.mark.core
 
@@ -101,6 +102,13 @@ def test_scoped_hints_put_a_tenant_in_its_namespace():
     assert hints.scoped(share_prefix_cache=True) == replace(hints, job_id="t-1/j")
     assert JobHints.for_job("j").scoped() == JobHints.for_job("j")  # the default tenant: unchanged
     assert JobHints(tenant="t").scoped().job_id is None
+
+
+def test_one_function_scopes_a_job_id_for_a_request_and_for_its_release():
+    # The server's DELETE /v1/jobs names the job through ``tenant_job_id``, as ``scoped`` keys a request.
+    assert tenant_job_id(None, "j") == "j" and tenant_job_id("t-1", "j") == "t-1/j"
+    for tenant in (None, "t-1"):
+        assert JobHints.for_job("j", tenant=tenant).scoped().job_id == tenant_job_id(tenant, "j")
 
 
 @pytest.mark.parametrize("bad", [{"tool_ttl_hint": -1.0}, {"tool_ttl_hint": float("nan")}, {"priority": True},

@@ -18,8 +18,8 @@ def _hashes(tokens: list[int]) -> list[int]:
     return make_request("h", tokens, block_size=BS).block_hashes
 
 
-def _finished_turn(index: JobIndex, job: str, prompt: list[int], output: list[int]) -> list[int]:
-    index.record(job, _hashes(prompt), prompt + output, len(prompt))
+def _finished_turn(index: JobIndex, job: str, prompt: list[int], output: list[int], strong_joins: int = 0) -> list[int]:
+    index.record(job, _hashes(prompt), prompt + output, len(prompt), strong_joins=strong_joins)
     return prompt + output
 
 
@@ -153,12 +153,13 @@ def test_a_retry_may_replace_the_generation_prompt_within_the_slack():
 def test_strong_joins_confirm_an_inferred_job_and_confirmed_jobs_pin_hard():
     index = JobIndex(BS)
     conversation = list(range(100, 112)) + [1, 2, 3, 4, 5]
-    counts = []
-    for turn in range(3):
-        conversation = _finished_turn(index, "a", conversation, [60 + turn, 70 + turn, 80 + turn])
+    counts = [0]
+    for turn in range(3):  # each finished turn hands the index back the count its request carried
+        conversation = _finished_turn(index, "a", conversation, [60 + turn, 70 + turn, 80 + turn], counts[-1])
         conversation = conversation + [90 + turn, 91, 92, 93]
         match = index.match(conversation, _hashes(conversation))
         counts.append(match.strong_joins)
+    counts = counts[1:]
     assert counts == [1, 2, 3]
     index.forget("a")
     assert index.match(conversation, _hashes(conversation)) is None

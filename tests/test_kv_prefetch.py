@@ -39,7 +39,7 @@ def _demote_job_a(s: Scheduler, runner: FakeRunner, clock: FakeClock) -> int:
     saves = sum(c[0] == SAVE for c in out.kv_copies)
     s.update(out, runner.execute(out))
     run_to_completion(s, runner)
-    assert saves and len(s.kv.tier.by_job["a"]) == saves
+    assert saves and len(s.kv.tier.entries_of("a")) == saves
     return saves
 
 
@@ -49,7 +49,7 @@ def test_a_job_due_back_is_prefetched_and_its_turn_hits_the_pool_without_a_load(
     runner = FakeRunner()
     saved = _demote_job_a(s, runner, clock)
     out = s.schedule()  # now 1.0: a is expected at 10.0, beyond the 2 s horizon
-    assert not out.kv_copies and "a" in s.kv.tier.by_job
+    assert not out.kv_copies and s.kv.tier.entries_of("a")
     clock.advance(7.5)  # 8.5: due within the horizon
     out = s.schedule()
     assert [c[0] for c in out.kv_copies] == [PREFETCH] * saved
@@ -71,7 +71,7 @@ def test_no_prefetch_while_a_turn_waits_for_unknown_returns_or_with_a_zero_horiz
         clock = FakeClock()
         s = _scheduler(returns, clock, horizon)
         _demote_job_a(s, FakeRunner(), clock)
-        assert not s.schedule().kv_copies and "a" in s.kv.tier.by_job
+        assert not s.schedule().kv_copies and s.kv.tier.entries_of("a")
     clock = FakeClock()
     s = _scheduler({"a": 1.0}, clock, seats=1)
     runner = FakeRunner()
@@ -96,7 +96,7 @@ def test_a_job_is_prefetched_once_per_pending_turn() -> None:
     # Another job's long turn evicts the prefetched blocks again: they are demoted, not prefetched again.
     s.add_request(make_request("d1", list(range(400, 428)), max_tokens=1, t=1.0, job_id="d", is_last_step=True))
     run_to_completion(s, runner)
-    assert "a" in s.kv.tier.by_job
+    assert s.kv.tier.entries_of("a")
     for _ in range(3):
         out = s.schedule()
         assert not [c for c in out.kv_copies if c[0] == PREFETCH]

@@ -17,9 +17,20 @@ pytestmark = pytest.mark.core
 
 def _tier_with(entries: list[tuple[int, str | None, float]], slots: int) -> KVTier:
     tier = KVTier(slots)
+    tier.jobs.listen(tier)
     for h, job, t in entries:
         assert tier.save(h, 100 + h, job, t)
     return tier
+
+
+def _turn_arrived(tier: KVTier, job: str, t: float) -> None:
+    """A turn of ``job`` arrives at ``t``: its entries are worth more than idler jobs'."""
+    tier.jobs.arrive(make_request(f"{job}@{t}", [1, 2], job_id=job, t=t), t)
+
+
+def _job_released(tier: KVTier, job: str) -> None:
+    """The client ends ``job``: its entries are worth nothing."""
+    tier.jobs.release(job, 0.0)
 
 
 def test_entries_move_down_and_up_once_with_ordered_copies() -> None:
@@ -36,19 +47,19 @@ def test_entries_move_down_and_up_once_with_ordered_copies() -> None:
 
 def test_eviction_is_job_aware_done_jobs_first_then_the_idlest_job() -> None:
     tier = _tier_with([(1, "old", 0.0), (2, "new", 0.0), (3, "done", 0.0)], slots=3)
-    tier.job_active("old", 1.0)
-    tier.job_active("new", 5.0)
-    tier.job_done("done")
+    _turn_arrived(tier, "old", 1.0)
+    _turn_arrived(tier, "new", 5.0)
+    _job_released(tier, "done")
     assert tier.save(4, 104, "c", 6.0)  # the done job's entry goes first
     assert 3 not in tier
     assert tier.save(5, 105, "c", 6.0)  # then the idlest job's ("old", active at 1.0)
     assert 1 not in tier and 2 in tier
-    tier.job_active("c", 2.0)
+    _turn_arrived(tier, "c", 2.0)
     # Every entry left is worth more than a block of a job idle since 0.5: the demotion is refused.
-    tier.job_active("idle", 0.5)
+    _turn_arrived(tier, "idle", 0.5)
     assert not tier.save(6, 106, "idle", 7.0)
     assert tier.counters.refused == 1 and tier.counters.dropped == 2
-    tier.job_done("idle")
+    _job_released(tier, "idle")
     assert not tier.save(7, 107, "idle", 7.0)  # a done job's blocks are never demoted
 
 

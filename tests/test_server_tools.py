@@ -281,7 +281,7 @@ def test_a_tool_aware_template_renders_tools_itself() -> None:
 def _finished(rid: str, job: str, at: float) -> SimpleNamespace:
     return SimpleNamespace(request_id=rid, job_id=job, tenant=None, status=RequestStatus.FINISHED_STOPPED,
                            is_last_step=False, pin_hit=False, first_scheduled_time=None, tool_name=None,
-                           finished_time=at, num_tokens=10)
+                           finished_time=at, num_tokens=10, turn_recorded=False)
 
 
 @pytest.mark.parametrize("choice,family,output,tool", [

@@ -3,12 +3,14 @@
 The scheduler decides pins but holds only token ids; this adapter owns the tokenizer view. It is
 the pin-TTL callback the scheduler calls for a finished non-final CONTINUUM turn, and it feeds the
 estimator what the engine measures: turn finish/arrival times (tool durations), queueing delays of
-returning turns that found no pin (T), and finished jobs' turn counts (eta). The per-job state
-(first arrival, turn count, the pending turn) lives in the estimator's one ``JobTracker``; this
-adapter keeps only the finished-job totals and listeners.
-Invariants: each finished non-final turn is recorded with the estimator exactly once; a request's
-observations go to its tenant's own estimator (``estimator_for``), so one tenant's tool timings
-never move another tenant's TTLs. A request whose output the server reads for tool calls registers
+returning turns that found no pin (T), and finished jobs' turn counts (eta). It is a listener of the
+scheduler's job table (``attach``): a job's arrival and release reach it from there, once each. The
+per-job state (first arrival, turn count, the pending turn) is on the job's record in that table
+(``JobRecord.estimate``, written by the estimators); this adapter keeps only the finished-job totals
+and listeners, and the per-tenant estimators (keyed by tenant, not job).
+Invariants: each finished non-final turn is recorded with the estimator exactly once (the request's
+``turn_recorded`` says pin_ttl did it); a request's observations go to its tenant's own estimator
+(``estimator_for``), so one tenant's tool timings never move another tenant's TTLs. A request whose output the server reads for tool calls registers
 that reader (``read_output_with``): its calls name the turn's tool exactly as the API returned them
 (a forced call's opening lives in the prompt, not the output); readers are dropped when their request
 finishes, and at most ``MAX_OUTPUT_READERS`` are kept (a request rejected after rendering never finishes).
@@ -18,31 +20,52 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
+from agent_engine.config import EngineConfig
 from estimator import Estimator, EstimatorConfig, ReloadCostModel
 from scheduler import Clock, Request, RequestStatus, policy_class
+from scheduler.job_record import JobRecord
+from scheduler.job_table import JobListener, JobTable
 
 logger = logging.getLogger(__name__)
 
 # Context lengths timed at start-up to fit the reload cost R(ctx) of the paper's TTL rule.
 PROFILE_LENGTHS = (64, 256, 512, 1024, 2048)
 
-JobListener = Callable[[str, int, float], None]  # (job_id, turns, jct_seconds)
-OutputReader = Callable[[str], list[dict[str, Any]]]  # decoded output -> OpenAI-style tool_calls
+JobEndedFn = Callable[[str, int, float], None]  # (job_id, turns, jct_seconds)
+ToolCalls = list[dict[str, object]]  # OpenAI-style tool_calls
+OutputReader = Callable[[str], ToolCalls]  # decoded output -> its tool calls
 MAX_OUTPUT_READERS = 4096
 
 
-def _profile_prefill(est: Estimator, runner: Any, lengths: list[int]) -> None:
+class TextDecoder(Protocol):
+    """The tokenizer as the hooks use it: token ids back to text."""
+
+    def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = ...) -> str: ...
+
+
+class ProfilingRunner(Protocol):
+    """The model runner as the hooks use it at start-up: its KV geometry and the timing probes."""
+
+    num_kv_blocks: int
+    block_size: int
+
+    def profile_prefill(self, lengths: Sequence[int]) -> list[float]: ...
+
+    def profile_tier_load(self, lengths: Sequence[int]) -> list[float]: ...
+
+
+def _profile_prefill(est: Estimator, runner: ProfilingRunner, lengths: list[int]) -> None:
     """R(ctx): time fresh prefills of ``lengths`` tokens on the loaded model."""
     seconds = runner.profile_prefill(lengths)
     est.set_reload_cost(ReloadCostModel.fit(lengths, seconds))
     logger.info("reload cost profile: %s", dict(zip(lengths, [round(t, 4) for t in seconds], strict=True)))
 
 
-def _profile_tier_load(est: Estimator, runner: Any, lengths: list[int]) -> None:
+def _profile_tier_load(est: Estimator, runner: ProfilingRunner, lengths: list[int]) -> None:
     """L(ctx): time loads of ``lengths`` tokens back from the second tier (nothing without one)."""
     seconds = runner.profile_tier_load(lengths)
     if seconds:
@@ -51,20 +74,21 @@ def _profile_tier_load(est: Estimator, runner: Any, lengths: list[int]) -> None:
 
 
 @dataclass
-class JobHooks:
+class JobHooks(JobListener):
     estimator: Estimator
-    tokenizer: Any
+    tokenizer: TextDecoder | None
     clock: Clock
-    job_listeners: list[JobListener] = field(default_factory=list)
+    job_listeners: list[JobEndedFn] = field(default_factory=list)
     probably_final_ttl: float = 2.0
     jobs_finished: int = 0
     jct_sum: float = 0.0
-    _recorded: set[str] = field(default_factory=set)
-    tenant_estimators: dict[str, Estimator] = field(default_factory=dict)
-    output_readers: OrderedDict[str, OutputReader] = field(default_factory=OrderedDict)
+    tenant_estimators: dict[str, Estimator] = field(default_factory=dict)  # keyed by tenant
+    output_readers: OrderedDict[str, OutputReader] = field(default_factory=OrderedDict)  # by request id
+    job_table: JobTable | None = None  # the scheduler's, once ``attach``ed
 
     @classmethod
-    def build(cls, config: Any, clock: Clock, tokenizer: Any, runner: Any) -> JobHooks:
+    def build(cls, config: EngineConfig, clock: Clock, tokenizer: TextDecoder | None,
+              runner: ProfilingRunner) -> JobHooks:
         """An estimator configured from the engine config; profiles R(ctx) on the model if asked."""
         est = Estimator(
             EstimatorConfig(
@@ -95,7 +119,7 @@ class JobHooks:
         calls = None
         probably_final = False
         if req.tool_name is None:
-            text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
+            text = self._decode(req.output_token_ids)
             calls = self._read_calls(self.output_readers.get(req.request_id), text)
             probably_final = req.job_inferred and est.parse_tool(text, calls) is None
         turns = (est.job_turns(req.job_id) if req.job_id else None) or 1
@@ -104,24 +128,47 @@ class JobHooks:
             turn_index=turns - 1, ttl_hint=req.tool_ttl_hint,
             finish_time=req.finished_time,
         )
-        self._recorded.add(req.request_id)
+        req.turn_recorded = True
         return min(decision.ttl, self.probably_final_ttl) if probably_final else decision.ttl
+
+    def _decode(self, token_ids: Sequence[int]) -> str:
+        if self.tokenizer is None:
+            raise ValueError("reading a turn's tool from its text needs a tokenizer")
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
 
     def expected_return(self, job_id: str, tenant: str | None = None) -> float | None:
         """When ``job_id``'s pending turn is expected back (clock time; None if no turn is pending): the
         scheduler's prefetch from the second tier asks this."""
         return self.estimator_for(tenant).expected_return_time(job_id)
 
+    # ---- the scheduler's job table -----------------------------------------------------------
+    def attach(self, jobs: JobTable) -> None:
+        """Listen to the scheduler's job table and keep every estimator's per-job state on its records
+        (before any job arrives: ``ValueError`` otherwise)."""
+        if self.job_table is not None or self.tenant_estimators:
+            raise ValueError("job hooks attach to one job table, before any tenant's job arrives")
+        self.estimator.keep_jobs_in(jobs)
+        self.job_table = jobs
+        jobs.listen(self)
+
+    def on_job_arrival(self, record: JobRecord, request: Request, now: float) -> None:
+        """A turn of the job was added to the scheduler: stamp its program-order key (the job's first arrival)."""
+        request.job_arrival_time = self.on_arrival(record.job_id, request.arrival_time, record.tenant)
+
+    def on_job_release(self, record: JobRecord, now: float) -> None:
+        """The client ended the job: it ends in its tenant's estimator, as of ``now``."""
+        self._end_job(record.job_id, now)
+
     # ---- engine hooks ------------------------------------------------------------------------
     def on_arrival(self, job_id: str, now: float, tenant: str | None = None) -> float:
-        """A turn of ``job_id`` arrived; returns the job's first arrival (program-level FCFS key)."""
+        """A turn of ``job_id`` arrived; returns the job's first arrival (program-level FCFS key). Told by
+        the job table once attached; a caller without a table (the simulator) calls it itself."""
         return self.estimator_for(tenant).on_turn_arrival(job_id, now)
 
     def on_finished(self, req: Request, text: str) -> None:
         """A request ended (any reason). Records the turn, its queueing delay and a finished job."""
         rid = req.request_id
-        already = rid in self._recorded
-        self._recorded.discard(rid)
+        already = req.turn_recorded
         reader = self.output_readers.pop(rid, None)
         if req.job_id is None:
             return
@@ -153,7 +200,7 @@ class JobHooks:
             self.output_readers.popitem(last=False)
 
     @staticmethod
-    def _read_calls(reader: OutputReader | None, text: str) -> list[dict[str, Any]] | None:
+    def _read_calls(reader: OutputReader | None, text: str) -> ToolCalls | None:
         if reader is None:
             return None
         try:
@@ -163,7 +210,8 @@ class JobHooks:
             return None
 
     def on_job_released(self, job_id: str) -> None:
-        """The client ended the job (DELETE /v1/jobs/{id}); idempotent."""
+        """The client ended the job (DELETE /v1/jobs/{id}); idempotent. Once attached the job table tells
+        ``on_job_release``; a caller without a table (the simulator) calls this itself."""
         self._end_job(job_id, self.clock.now())
 
     def end_job(self, job_id: str, at: float) -> None:
@@ -184,6 +232,8 @@ class JobHooks:
             est = Estimator(self.estimator.config, clock=self.clock, reload_cost=self.estimator.paper.reload_cost,
                             learned_model=self.estimator.learned.model)
             est.set_tier_reload_cost(self.estimator.paper.tier_reload_cost)
+            if self.job_table is not None:
+                est.keep_jobs_in(self.job_table)
             self.tenant_estimators[tenant] = est
         return est
 
@@ -202,7 +252,7 @@ class JobHooks:
         for fn in self.job_listeners:
             fn(job_id, turns, jct)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, object]:
         return {
             "jobs_active": sum(e.active_jobs() for e in (self.estimator, *self.tenant_estimators.values())),
             "estimator_tenants": len(self.tenant_estimators),

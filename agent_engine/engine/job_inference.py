@@ -10,12 +10,14 @@ issued no tool call is taken as probably final (``JobHooks`` gives it only the s
 inferred job ends when it is forgotten: idle for ``MAX_IDLE_S`` or pushed out of the bounded index.
 
 Invariants: only requests without a client job are touched; an inferred job is in the index only
-between its turns; a job the index forgets is ended with the estimator as of its last turn's finish.
+between its turns (its strong joins ride on its running request meanwhile); a job the index forgets
+is ended with the estimator as of its last turn's finish.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from scheduler import Request, RequestStatus
 from scheduler.job_index import JobIndex
@@ -27,11 +29,28 @@ MAX_IDLE_S = 600.0
 CONFIRMED_JOINS = 2
 
 
+class JobEnder(Protocol):
+    """Who ends a job nobody will continue (the engine's ``JobHooks``)."""
+
+    def end_job(self, job_id: str, at: float) -> None: ...
+
+
+class ChatTokenizer(Protocol):
+    """A tokenizer with a chat template, as ``generation_prompt_len`` reads it."""
+
+    chat_template: str | None
+
+    def apply_chat_template(self, conversation: Sequence[Mapping[str, str]], *, add_generation_prompt: bool,
+                            tokenize: bool) -> str: ...
+
+    def __call__(self, text: str) -> Mapping[str, list[int]]: ...
+
+
 class JobInference:
     """Assigns inferred jobs to hint-less requests and remembers finished inferred turns."""
 
-    def __init__(self, block_size: int, job_hooks: Any, max_jobs: int = 10_000,
-                 max_idle_s: float = MAX_IDLE_S, tokenizer: Any = None) -> None:
+    def __init__(self, block_size: int, job_hooks: JobEnder, max_jobs: int = 10_000,
+                 max_idle_s: float = MAX_IDLE_S, tokenizer: ChatTokenizer | None = None) -> None:
         self.index = JobIndex(block_size, max_jobs=max_jobs, prompt_slack=generation_prompt_len(tokenizer))
         self.job_hooks = job_hooks
         self.max_idle_s = max_idle_s
@@ -43,7 +62,8 @@ class JobInference:
         if match is None:
             req.join_inferred_job(self.index.new_job_id())
             return
-        req.join_inferred_job(match.job_id, confirmed=match.strong_joins >= CONFIRMED_JOINS)
+        req.join_inferred_job(match.job_id, confirmed=match.strong_joins >= CONFIRMED_JOINS,
+                              strong_joins=match.strong_joins)
 
     def on_finished(self, req: Request) -> None:
         """Index a finished turn of an inferred job so its next turn finds it (aborted turns are not)."""
@@ -53,17 +73,17 @@ class JobInference:
         prompt_hashes = req.block_hashes[: n_prompt // req.block_size]
         finished_at = req.finished_time if req.finished_time is not None else req.arrival_time
         self._end(self.index.record(req.job_id, prompt_hashes, req.all_token_ids, n_prompt, finished_at,
-                                    owner=req.tenant))
+                                    owner=req.tenant, strong_joins=req.strong_joins))
 
     def _end(self, forgotten: list[tuple[str, float]]) -> None:
         for job_id, last_finish in forgotten:
             self.job_hooks.end_job(job_id, last_finish)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, int]:
         return {**self.index.stats.as_dict(), "indexed_jobs": len(self.index)}
 
 
-def generation_prompt_len(tokenizer: Any) -> int:
+def generation_prompt_len(tokenizer: ChatTokenizer | None) -> int:
     """Tokens the chat template adds to open the assistant's answer (0 without a chat template)."""
     if tokenizer is None or not getattr(tokenizer, "chat_template", None):
         return 0

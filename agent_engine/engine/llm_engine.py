@@ -64,6 +64,7 @@ class LLMEngine:
             parts.sched_config, clock=self.clock, pin_ttl_fn=parts.pin_ttl_fn, trace_sink=parts.trace_sink,
             return_time_fn=self.job_hooks.expected_return,
         )
+        self.job_hooks.attach(self.scheduler.jobs)  # the estimators hear a job's events from the job table
         self._close_trace: Callable[[], None] | None = parts.close_trace
         self._states: dict[str, RequestState] = {}
         self.job_inference = (JobInference(parts.sched_config.block_size, self.job_hooks, tokenizer=self.tokenizer)
@@ -113,9 +114,7 @@ class LLMEngine:
                       arrival_time=now, eos_token_id=self.eos_token_ids[0] if self.eos_token_ids else None,
                       hints=request.hints)
         if req.job_id is None and self.job_inference is not None:
-            self.job_inference.assign(req)
-        if req.job_id is not None:
-            req.job_arrival_time = self.job_hooks.on_arrival(req.job_id, now, req.tenant)
+            self.job_inference.assign(req)  # which job it is; the job table publishes its arrival
         detok = IncrementalDetokenizer(self.tokenizer, ids, skip_special_tokens=True)
         try:
             self.scheduler.add_request(req)
@@ -147,10 +146,9 @@ class LLMEngine:
             self.job_hooks.on_finished(req, "")
 
     def release_job(self, job_id: str) -> bool:
-        """The client says the job is over: end its pin. Idempotent; returns whether a pin existed."""
-        released = self.scheduler.release_job(job_id)
-        self.job_hooks.on_job_released(job_id)
-        return released
+        """The client says the job is over: the job table tells every listener (the policy ends its pin,
+        the estimator ends the job). Idempotent; returns whether a pin existed."""
+        return self.scheduler.release_job(job_id)
 
     def knows_job(self, job_id: str) -> bool:
         """Whether ``job_id`` is a live job here: tracked by an estimator or holding a pin."""

@@ -105,7 +105,7 @@ class ServerState:
     async def release_job(self, job_id: str, tenant: str | None = None) -> bool:
         """Release the job's pin (True if it held one); 404 when the job is unknown to ``tenant`` (never
         seen, already over, or another tenant's)."""
-        engine_job = job_id if tenant is None else tenant_job_id(tenant, job_id)
+        engine_job = tenant_job_id(tenant, job_id)  # the one scoping, as ``JobHints.scoped`` applies it
         try:
             released = await self.engine.release_job(engine_job)
         except (EngineDeadError, EngineStoppedError) as exc:

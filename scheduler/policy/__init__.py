@@ -2,13 +2,14 @@
 
 The registry validates names (``policy_class``: a ``ValueError`` naming the known ones), so
 ``SchedulerConfig`` stays a leaf; adding a policy means adding its class here (built as
-``cls(config, kv)``, with ``pin_ttl_fn`` when it ``uses_pins``; see ``scheduler.policy.base``).
+``cls(config, kv, jobs)``, with ``pin_ttl_fn`` when it ``uses_pins``; see ``scheduler.policy.base``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from scheduler.job_table import JobTable
 from scheduler.kv_cache_manager import KVCacheManager
 from scheduler.policy.base import NoPinsPolicy, PinStats, PinTTLFn, SchedulingPolicy
 from scheduler.policy.continuum import ContinuumPolicy
@@ -37,12 +38,12 @@ def policy_class(name: str) -> type[SchedulingPolicy]:
 
 
 def make_policy(
-    config: SchedulerConfig, kv: KVCacheManager, pin_ttl_fn: PinTTLFn | None = None
+    config: SchedulerConfig, kv: KVCacheManager, jobs: JobTable, pin_ttl_fn: PinTTLFn | None = None
 ) -> SchedulingPolicy:
-    """The policy named by ``config.policy``, deciding over ``kv``'s blocks; ``pin_ttl_fn`` reaches
-    only a policy that ``uses_pins``."""
+    """The policy named by ``config.policy``, deciding over ``kv``'s blocks for the jobs of ``jobs``;
+    ``pin_ttl_fn`` reaches only a policy that ``uses_pins``."""
     cls = policy_class(config.policy)
-    return cls(config, kv, pin_ttl_fn) if cls.uses_pins else cls(config, kv)  # type: ignore[call-arg]
+    return cls(config, kv, jobs, pin_ttl_fn) if cls.uses_pins else cls(config, kv, jobs)  # type: ignore[call-arg]
 
 
 __all__ = [

@@ -16,7 +16,10 @@ step. Contract:
   blocks for their jobs (and so wants a pin-TTL callback, a reload-cost profile and job inference),
   ``holds_job`` whether it holds something for a job now. Nothing outside ``scheduler.policy``
   compares a policy's name.
-- Every policy class is built as ``cls(config, kv)``, plus ``pin_ttl_fn`` when it ``uses_pins``
+- A policy is a ``JobListener`` of the scheduler's job table (``scheduler.job_table``): a job's
+  arrival and release reach it from the table, once each (CONTINUUM: its lease stops expiring, or
+  ends); what it holds for a job it keeps on the job's record.
+- Every policy class is built as ``cls(config, kv, jobs)``, plus ``pin_ttl_fn`` when it ``uses_pins``
   (see ``scheduler.policy.make_policy``).
 """
 
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from scheduler.block_pool import KVCacheBlock
+from scheduler.job_table import JobListener, JobTable
 from scheduler.kv_cache_manager import KVCacheManager
 from scheduler.policy.lease import LeaseCounters
 from scheduler.request import Request
@@ -55,14 +59,16 @@ class PinStats:
     pin_block_refs: int = 0
 
 
-class SchedulingPolicy(abc.ABC):
-    """Decisions of one scheduler; see the module docstring for the contract."""
+class SchedulingPolicy(JobListener, abc.ABC):
+    """Decisions of one scheduler; see the module docstring for the contract. The job events
+    (``on_job_arrival``, ``on_job_release``, ...) are no-ops unless a policy overrides them."""
 
     name: ClassVar[str]
     uses_pins: ClassVar[bool] = False
 
-    def __init__(self, config: SchedulerConfig, kv: KVCacheManager) -> None:
+    def __init__(self, config: SchedulerConfig, kv: KVCacheManager, jobs: JobTable) -> None:
         self.kv = kv
+        self.jobs = jobs
 
     def holds_job(self, job_id: str) -> bool:
         """Whether this policy holds something (a lease) for ``job_id`` now."""
@@ -83,10 +89,6 @@ class SchedulingPolicy(abc.ABC):
 
     # ---- request life cycle --------------------------------------------------------------------
     @abc.abstractmethod
-    def on_arrival(self, req: Request) -> None:
-        """A request was added (for CONTINUUM: its job is back)."""
-
-    @abc.abstractmethod
     def on_admitted(self, req: Request, now: float) -> None:
         """A waiting request was admitted and holds its prefix hits (for CONTINUUM: a pin hit)."""
 
@@ -97,10 +99,6 @@ class SchedulingPolicy(abc.ABC):
     @abc.abstractmethod
     def on_aborted(self, req: Request, now: float) -> None:
         """A request is being aborted; the scheduler frees its own blocks right after."""
-
-    @abc.abstractmethod
-    def on_job_released(self, job_id: str, now: float) -> bool:
-        """The client ended the job: drop what is held for it; True if something was."""
 
     # ---- memory pressure and time --------------------------------------------------------------
     @abc.abstractmethod
@@ -133,9 +131,6 @@ class NoPinsPolicy(SchedulingPolicy):
     def state_version(self) -> int:
         return 0
 
-    def on_arrival(self, req: Request) -> None:
-        return None
-
     def on_admitted(self, req: Request, now: float) -> None:
         return None
 
@@ -144,9 +139,6 @@ class NoPinsPolicy(SchedulingPolicy):
 
     def on_aborted(self, req: Request, now: float) -> None:
         return None
-
-    def on_job_released(self, job_id: str, now: float) -> bool:
-        return False
 
     def on_allocation_failed(self, req: Request, now: float) -> bool:
         return False

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from scheduler.block_pool import KVCacheBlock
+from scheduler.job_record import JobRecord
+from scheduler.job_table import JobTable
 from scheduler.kv_cache_manager import KVCacheManager
 from scheduler.policy.base import PinStats, PinTTLFn, SchedulingPolicy
 from scheduler.policy.lease import EndReason
@@ -35,15 +37,16 @@ class ContinuumPolicy(SchedulingPolicy):
     uses_pins = True
 
     def __init__(
-        self, config: SchedulerConfig, kv: KVCacheManager, pin_ttl_fn: PinTTLFn | None = None
+        self, config: SchedulerConfig, kv: KVCacheManager, jobs: JobTable, pin_ttl_fn: PinTTLFn | None = None
     ) -> None:
-        super().__init__(config, kv)
+        super().__init__(config, kv, jobs)
         self.pin_ttl_fn = pin_ttl_fn
         self.tier = kv.tier  # a job with blocks in the second tier waits like a pinned one
         max_pinned = int(config.max_pinned_fraction * (config.num_blocks - 1))
         self.leases = LeaseTable(max_pinned, kv.free_block_list, soft=config.soft_pins,
                                  soft_grace=config.soft_pin_grace,
-                                 max_pinned_blocks_per_tenant=int(config.max_pinned_fraction_per_tenant * max_pinned))
+                                 max_pinned_blocks_per_tenant=int(config.max_pinned_fraction_per_tenant * max_pinned),
+                                 jobs=jobs)
 
     def holds_job(self, job_id: str) -> bool:
         return self.leases.has_lease(job_id)
@@ -60,9 +63,14 @@ class ContinuumPolicy(SchedulingPolicy):
         has_lease = self.leases.has_lease
         return max(running, key=lambda r: (not has_lease(r.job_id), r.job_arrival_time, r.arrival_time))
 
+    # ---- job events (from the job table) -------------------------------------------------------
+    def on_job_arrival(self, record: JobRecord, request: Request, now: float) -> None:
+        self.leases.mark_job_returned(record.job_id)  # the job is back: its lease stops expiring
+
+    def on_job_release(self, record: JobRecord, now: float) -> None:
+        self.leases.end(record.job_id, now, EndReason.RELEASED)
+
     # ---- request life cycle --------------------------------------------------------------------
-    def on_arrival(self, req: Request) -> None:
-        self.leases.mark_job_returned(req.job_id)
 
     def on_admitted(self, req: Request, now: float) -> None:
         # The job is back: its prefix hit holds its own references now.
@@ -84,9 +92,6 @@ class ContinuumPolicy(SchedulingPolicy):
 
     def on_aborted(self, req: Request, now: float) -> None:
         self.leases.end(req.job_id, now, EndReason.ABORTED)
-
-    def on_job_released(self, job_id: str, now: float) -> bool:
-        return self.leases.end(job_id, now, EndReason.RELEASED)
 
     # ---- memory pressure and time --------------------------------------------------------------
     def on_allocation_failed(self, req: Request, now: float) -> bool:

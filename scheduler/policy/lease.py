@@ -30,8 +30,10 @@ class EndReason(str, enum.Enum):
     ABORTED = "aborted"  # a request of the job was aborted
 
 
-@dataclass
+@dataclass(eq=False)
 class Lease:
+    """One job's lease; compared and hashed by identity (the lease table indexes live leases)."""
+
     job_id: str
     request_id: str
     blocks: list[KVCacheBlock]

@@ -16,7 +16,9 @@ A lease is a state machine; every transition is one method of ``LeaseTable``::
 Invariants:
 - A lease holds exactly one reference on each of its blocks; while it lives none of them can be
   evicted or handed to another request (their ``ref_cnt`` stays >= 1).
-- At most one lease per job; a newer pin of the same job ends the older lease as released.
+- At most one lease per job, kept on the job's record (``JobRecord.lease`` in the scheduler's job
+  table): a live lease is its record's ``lease`` and is in ``_live`` (pin order), an ended one in
+  neither; ``leases`` reads them by job id. A newer pin of the same job ends the older lease as released.
 - ``num_pinned_blocks`` (the sum of the hard parts) never exceeds ``max_pinned_blocks``, and one
   tenant's hard parts (``pinned_by_tenant``) never exceed ``max_pinned_blocks_per_tenant``, so one
   tenant's pins cannot take the whole budget from another's;
@@ -39,9 +41,10 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from scheduler.block_pool import KVCacheBlock
+from scheduler.job_table import JobTable
 from scheduler.policy.lease import EndReason, Lease, LeaseCounters, LeaseState
 
 _ANY = object()  # ``tenant=`` default of the lease queries: every tenant's leases
@@ -55,8 +58,27 @@ _NEXT_STATES: dict[LeaseState, frozenset[LeaseState]] = {
 }
 
 
+class LiveLeases(Mapping[str, Lease]):
+    """The live leases by job id, in pin order: a read-only view of the job records' leases."""
+
+    def __init__(self, live: dict[Lease, None], jobs: JobTable) -> None:
+        self._live, self._jobs = live, jobs
+
+    def __getitem__(self, job_id: str) -> Lease:
+        record = self._jobs.get(job_id)
+        if record is None or record.lease is None:
+            raise KeyError(job_id)
+        return record.lease
+
+    def __iter__(self) -> Iterator[str]:
+        return (le.job_id for le in self._live)
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+
 class LeaseTable:
-    """The live leases, keyed by job id. ``version`` changes on every transition and block change."""
+    """The live leases (on their jobs' records). ``version`` changes on every transition and block change."""
 
     def __init__(
         self,
@@ -65,6 +87,7 @@ class LeaseTable:
         soft: bool = False,
         soft_grace: float = 0.0,
         max_pinned_blocks_per_tenant: int | None = None,
+        jobs: JobTable | None = None,
     ) -> None:
         self.max_pinned_blocks = max_pinned_blocks
         self.max_pinned_blocks_per_tenant = (max_pinned_blocks if max_pinned_blocks_per_tenant is None
@@ -73,7 +96,9 @@ class LeaseTable:
         self.release_fn = release_fn
         self.soft = soft
         self.soft_grace = soft_grace
-        self.leases: dict[str, Lease] = {}
+        self.jobs = jobs if jobs is not None else JobTable()
+        self._live: dict[Lease, None] = {}  # the live leases, oldest pin first (leases hash by identity)
+        self.leases = LiveLeases(self._live, self.jobs)
         self.counters = LeaseCounters()
         self.num_pinned_blocks = 0
         self.num_soft_blocks = 0
@@ -81,17 +106,21 @@ class LeaseTable:
 
     # ---- queries -----------------------------------------------------------------------------
     def has_lease(self, job_id: str | None) -> bool:
-        return job_id is not None and job_id in self.leases
+        return self._lease_of(job_id) is not None
+
+    def _lease_of(self, job_id: str | None) -> Lease | None:
+        record = self.jobs.get(job_id)
+        return None if record is None else record.lease
 
     def pinned_block_seconds(self, now: float) -> float:
         """Hard-pinned block-seconds: ended leases plus the live ones up to ``now`` (non-decreasing)."""
-        live = sum(le.num_hard * (now - le.created_at) for le in self.leases.values())
+        live = sum(le.num_hard * (now - le.created_at) for le in self._live)
         return self.counters.pinned_block_seconds + live
 
     def soft_block_seconds(self, now: float) -> float:
         """Soft-tail block-seconds: ended tails plus the live ones up to ``now`` (non-decreasing)."""
         live = sum(
-            le.num_soft * (now - le.created_at) - le.demoted_hard_seconds for le in self.leases.values()
+            le.num_soft * (now - le.created_at) - le.demoted_hard_seconds for le in self._live
         )
         return self.counters.soft_block_seconds + live
 
@@ -100,7 +129,7 @@ class LeaseTable:
         return sum(le.num_soft for le in self._soft_tails(after_job_arrival, exclude_job))
 
     def _soft_tails(self, after_job_arrival: float | None, exclude_job: str | None) -> Iterator[Lease]:
-        for le in self.leases.values():
+        for le in self._live:
             if le.num_soft and le.job_id != exclude_job and le.later_than(after_job_arrival):
                 yield le
 
@@ -119,8 +148,9 @@ class LeaseTable:
         prefix is held soft and nothing gives way for it. Returns the number of blocks pinned hard (0
         may still leave a wholly soft lease; ``has_lease`` tells).
         """
-        if job_id in self.leases:
-            self._end(self.leases[job_id], now, EndReason.RELEASED)
+        record = self.jobs.record(job_id)
+        if record.lease is not None:
+            self._end(record.lease, now, EndReason.RELEASED)
         useful = 0
         while useful < len(blocks) and blocks[useful].block_hash is not None:
             useful += 1
@@ -132,10 +162,11 @@ class LeaseTable:
         if not held:
             return 0
         state = LeaseState.HARD if keep else LeaseState.SOFT
-        self.leases[job_id] = Lease(
+        lease = record.lease = Lease(
             job_id, request_id, blocks[:held], now, expires, keep, job_arrival_time, state, cheap=not hard,
             tenant=tenant,
         )
+        self._live[lease] = None
         self._add_hard(tenant, keep)
         self.num_soft_blocks += held - keep
         self.counters.created += 1
@@ -170,13 +201,13 @@ class LeaseTable:
     def distinct_blocks(self) -> tuple[int, int]:
         """``(hard, soft)``: the distinct pool blocks the leases hold (a prefix block that two jobs'
         leases share counts once; ``num_pinned_blocks``, the cap's account, counts it per lease)."""
-        hard = {b.block_id for le in self.leases.values() for b in le.blocks[:le.num_hard]}
-        soft = {b.block_id for le in self.leases.values() for b in le.blocks[le.num_hard:]} - hard
+        hard = {b.block_id for le in self._live for b in le.blocks[:le.num_hard]}
+        soft = {b.block_id for le in self._live for b in le.blocks[le.num_hard:]} - hard
         return len(hard), len(soft)
 
     def mark_job_returned(self, job_id: str | None) -> None:
         """The job's next turn arrived while its lease lived: the lease is no longer subject to expiry."""
-        le = self.leases.get(job_id) if job_id is not None else None
+        le = self._lease_of(job_id)
         if le is not None:
             le.job_returned = True
 
@@ -186,7 +217,7 @@ class LeaseTable:
         HARD or SOFT -> GRACE (with soft pins and a grace still running, counted from the TTL's end),
         else -> ENDED(expired); GRACE -> ENDED(expired).
         """
-        due = [le for le in self.leases.values() if now >= le.ends_at and not le.job_returned]
+        due = [le for le in self._live if now >= le.ends_at and not le.job_returned]
         for le in due:
             grace_ends_at = le.expires_at + self.soft_grace
             if le.state is LeaseState.GRACE or not self.soft or now >= grace_ends_at:
@@ -198,7 +229,7 @@ class LeaseTable:
 
     def end(self, job_id: str | None, now: float, reason: EndReason) -> bool:
         """Live -> ENDED(``reason``) for the job's lease; False if it has none."""
-        le = self.leases.get(job_id) if job_id is not None else None
+        le = self._lease_of(job_id)
         if le is None:
             return False
         self._end(le, now, reason)
@@ -246,7 +277,7 @@ class LeaseTable:
     def _latest(self, exclude_job: str | None, hard_only: bool = False, tenant: object = _ANY) -> Lease | None:
         """The least valuable lease: one whose job has not returned yet, expected back latest."""
         best = None
-        for le in self.leases.values():
+        for le in self._live:
             if le.job_id == exclude_job or (hard_only and not le.num_hard):
                 continue
             if tenant is not _ANY and le.tenant != tenant:
@@ -287,7 +318,10 @@ class LeaseTable:
     def _end(self, le: Lease, now: float, reason: EndReason) -> None:
         """Live -> ENDED: drop the lease, book its block-seconds, count ``reason`` (and a late hit),
         and release its blocks, tail first."""
-        del self.leases[le.job_id]
+        del self._live[le]
+        record = self.jobs.get(le.job_id)
+        assert record is not None and record.lease is le, f"lease of {le.job_id} is not its record's"
+        record.lease = None
         tail = self._cut_soft(le, now)
         self._add_hard(le.tenant, -le.num_hard)
         c = self.counters
