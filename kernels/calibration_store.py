@@ -6,9 +6,9 @@ kernels' variant and build, torch, the thread count and the shape it was measure
 ``<cache>/kernels/routes/<key>.json``.
 
 Invariants:
-- :func:`crossover` is the smallest measured size from which the second route wins (by more than
+- :func:`crossover_size` is the smallest measured size from which the second route wins (by more than
   ``margin``) at it and at every larger measured size; ``NEVER`` when it does not win at the largest.
-- A stored result is used only under the exact key it was measured under (:func:`read` checks the
+- A stored result is used only under the exact key it was measured under (:func:`read_calibration` checks the
   key written inside the file against its name); files are written atomically, and an unreadable
   one reads as None (the caller measures again).
 """
@@ -30,7 +30,7 @@ from kernels.isa import cpu_flags, cpu_model, selected_variant
 NEVER = 1 << 30  # a size no call reaches: the first route always
 
 
-def crossover(sizes: Sequence[int], first_s: Sequence[float], second_s: Sequence[float], margin: float) -> int:
+def crossover_size(sizes: Sequence[int], first_s: Sequence[float], second_s: Sequence[float], margin: float) -> int:
     """The smallest size from which the second route beats the first by ``margin`` at every larger size
     too (sizes ascending); ``NEVER`` when it does not win at the largest."""
     threshold = NEVER
@@ -53,7 +53,7 @@ def store_path(key: str) -> Path:
     return cache_dir() / "routes" / f"{key}.json"
 
 
-def read(key: str) -> dict[str, object] | None:
+def read_calibration(key: str) -> dict[str, object] | None:
     """The stored calibration under ``key``, or None (absent, unreadable, or stored under another key)."""
     try:
         data = json.loads(store_path(key).read_text())
@@ -62,7 +62,7 @@ def read(key: str) -> dict[str, object] | None:
     return data if isinstance(data, dict) and data.get("key") == key else None
 
 
-def write(key: str, data: dict[str, object]) -> None:
+def write_calibration(key: str, data: dict[str, object]) -> None:
     """Store ``data`` (with its ``key`` field) atomically under ``key``."""
     path = store_path(key)
     path.parent.mkdir(parents=True, exist_ok=True)

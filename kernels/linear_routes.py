@@ -29,8 +29,13 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from kernels import calibration_store
-from kernels.calibration_store import NEVER
+from kernels.calibration_store import (
+    NEVER,
+    crossover_size,
+    read_calibration,
+    store_key,
+    write_calibration,
+)
 from kernels.timing import best_seconds_each
 
 logger = logging.getLogger(__name__)
@@ -62,7 +67,7 @@ class LinearCalibration:
 
 
 def cache_key(shape: MatmulShape, threads: int) -> str:
-    return calibration_store.store_key("linear", VERSION, asdict(shape), threads)
+    return store_key("linear", VERSION, asdict(shape), threads)
 
 
 def ladder(shape: MatmulShape) -> tuple[int, ...]:
@@ -89,7 +94,7 @@ def measure(shape: MatmulShape) -> LinearCalibration:
         else:
             panels, onednn = best_seconds_each([by_panels], REPEATS)[0], float("inf")
         seconds.append((panels, onednn))
-    first = calibration_store.crossover(rows, [p for p, _ in seconds], [o for _, o in seconds], MARGIN)
+    first = crossover_size(rows, [p for p, _ in seconds], [o for _, o in seconds], MARGIN)
     return LinearCalibration(first, {str(n): (p * 1e3, o * 1e3) for n, (p, o) in zip(rows, seconds, strict=True)},
                              cache_key(shape, torch.get_num_threads()), time.strftime("%Y-%m-%dT%H:%M:%S"))
 
@@ -100,7 +105,7 @@ def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
 
 
 def _read(key: str) -> LinearCalibration | None:
-    data = calibration_store.read(key)
+    data = read_calibration(key)
     try:
         return None if data is None else LinearCalibration(int(data["onednn_from"]), data["ms"], key,
                                                            data["measured_at"])
@@ -122,7 +127,7 @@ def calibrate(shape: MatmulShape, remeasure: bool = False) -> LinearCalibration:
         logger.info("measuring where a %dx%d matmul leaves the panels for oneDNN (%d threads)",
                     shape.out_features, shape.in_features, threads)
         cal = measure(shape)
-        calibration_store.write(key, asdict(cal))
+        write_calibration(key, asdict(cal))
     with _lock:
         _known[(shape.out_features, shape.in_features, threads)] = cal.onednn_from
     return cal

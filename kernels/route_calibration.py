@@ -29,8 +29,14 @@ from pathlib import Path
 
 import torch
 
-from kernels import calibration_store
-from kernels.calibration_store import NEVER
+from kernels.calibration_store import (
+    NEVER,
+    crossover_size,
+    read_calibration,
+    store_key,
+    store_path,
+    write_calibration,
+)
 from kernels.timing import best_seconds_each
 
 logger = logging.getLogger(__name__)
@@ -76,16 +82,16 @@ def crossover(lengths: Sequence[int], cpp_s: Sequence[float], sdpa_s: Sequence[f
               margin: float = MARGIN) -> int:
     """The shortest length from which SDPA beats the C++ route by ``margin`` at every longer length
     too (lengths ascending); ``NEVER`` when SDPA does not win at the longest."""
-    return calibration_store.crossover(lengths, cpp_s, sdpa_s, margin)
+    return crossover_size(lengths, cpp_s, sdpa_s, margin)
 
 
 def cache_key(shape: HeadShape, threads: int) -> str:
     """What a calibration depends on (``kernels.calibration_store.store_key``) for this head shape."""
-    return calibration_store.store_key("attention", VERSION, asdict(shape), threads)
+    return store_key("attention", VERSION, asdict(shape), threads)
 
 
 def cache_file(shape: HeadShape, threads: int) -> Path:
-    return calibration_store.store_path(cache_key(shape, threads))
+    return store_path(cache_key(shape, threads))
 
 
 # The attention under calibration: ``kernels.paged_attention.paged_attention_cpp``'s signature
@@ -132,7 +138,7 @@ def measure(shape: HeadShape, attend: Attend) -> Calibration:
 
 
 def _read(key: str) -> Calibration | None:
-    data = calibration_store.read(key)
+    data = read_calibration(key)
     try:
         return None if data is None else Calibration(SdpaRoutes(**data["routes"]), data["fresh_ms"],
                                                      data["context_ms"], key, data["measured_at"])
@@ -153,7 +159,7 @@ def calibrate(shape: HeadShape, attend: Attend, remeasure: bool = False) -> Cali
     if cal is None:
         logger.info("measuring where attention leaves the C++ tiles for SDPA (%s, %d threads)", shape, threads)
         cal = measure(shape, attend)
-        calibration_store.write(key, asdict(cal))
+        write_calibration(key, asdict(cal))
     with _lock:
         _known[(shape, threads)] = cal.routes
     return cal

@@ -84,6 +84,6 @@ def test_a_real_calibration_follows_the_crossover_rule(fresh_routes: None, monke
     cal = linear_routes.calibrate(MatmulShape(200, 96))
     assert set(cal.ms) == {"1", "16", "128"} and all(p > 0 and o > 0 for p, o in cal.ms.values())
     times = [cal.ms[str(n)] for n in (1, 16, 128)]
-    assert cal.onednn_from == calibration_store.crossover(
+    assert cal.onednn_from == calibration_store.crossover_size(
         (1, 16, 128), [p for p, _ in times], [o for _, o in times], linear_routes.MARGIN)
     assert linear_routes.onednn_from(200, 96) == cal.onednn_from
