@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agent_engine.malloc_arenas import limit_malloc_arenas
+from agent_engine.malloc_settings import tune_malloc
 from agent_engine.thread_wait import default_bounded_spin
 
 default_bounded_spin()  # before anything loads torch (and with it libgomp)
-limit_malloc_arenas()  # before any thread allocates
+tune_malloc()  # before any thread allocates
 
 from scheduler.job_hints import JobHints  # noqa: E402
 from scheduler.sampling_params import SamplingParams  # noqa: E402
