@@ -65,13 +65,23 @@ void panel_linear_avx2(float* op, const float* xp, const W* pp, int64_t m_dim, i
           const int64_t g1 = std::min(p1, g + group);
           for (int64_t b = 0, m = m0; b < blocks; ++b) {
             const int64_t rows = rows_here / blocks + (b < rows_here % blocks ? 1 : 0);
-            for (int64_t p = g; p < g1; ++p) {
+            for (int64_t p = g; p < g1;) {
               // Each block of rows brings its share of the next group's panel into L2 as it walks this one.
               const int64_t next = p + (g1 - g);
               const Ahead<W> ahead{next < p1 ? pp + (next * k_dim + k0) * kPanel : nullptr, b, blocks};
+#if defined(AE_PANEL_AVX512)
+              if (p + 1 < g1) {  // two panels a pass (see micro2); a prefetch past the end never faults
+                ae::panel::kMicro2<W>[rows](xp + m * k_dim + k0, k_dim, k_len, pp + (p * k_dim + k0) * kPanel,
+                                            k_dim * kPanel, op + m * n_dim + p * kPanel, n_dim,
+                                            std::min(kPanel, n_dim - (p + 1) * kPanel), ahead, k0 > 0);
+                p += 2;
+                continue;
+              }
+#endif
               kMicro<W>[rows](xp + m * k_dim + k0, k_dim, k_len, pp + (p * k_dim + k0) * kPanel,
                               op + m * n_dim + p * kPanel, n_dim, std::min(kPanel, n_dim - p * kPanel), ahead,
                               k0 > 0);
+              ++p;
             }
             m += rows;
           }

@@ -69,6 +69,53 @@ template <typename W>
 constexpr MicroFn<W> kMicro[kRows + 1] = {nullptr,        micro<1, W>,  micro<2, W>, micro<3, W>, micro<4, W>,
                                           micro<5, W>,    micro<6, W>,  micro<7, W>, micro<8, W>, micro<9, W>,
                                           micro<10, W>,   micro<11, W>, micro<12, W>};
+
+// Two neighbouring panels at once (``panel`` and the next, at ``panel_stride`` elements): 2 R
+// accumulators, per k two panel-row loads and R broadcasts feed 2 R FMAs (one panel: 1 + R loads for
+// R FMAs, which leaves the load ports, not the FMA units, setting the pace). The first panel is
+// whole; the second has ``cols`` columns (masked when fewer than 16). Same contract as ``micro``.
+template <int R, typename W>
+inline void micro2(const float* x, int64_t x_stride, int64_t k_len, const W* panel, int64_t panel_stride,
+                   float* out, int64_t n_dim, int64_t cols, Ahead<W> ahead, bool add) {
+  const __mmask16 mask = cols == kPanel ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1);
+  const W* second = panel + panel_stride;
+  __m512 acc0[R], acc1[R];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    acc0[r] = add ? _mm512_loadu_ps(out + r * n_dim) : _mm512_setzero_ps();
+    acc1[r] = add ? _mm512_maskz_loadu_ps(mask, out + r * n_dim + kPanel) : _mm512_setzero_ps();
+  }
+  int64_t next = ahead.panel != nullptr ? ahead.first : k_len;
+  for (int64_t k = 0; k < k_len; ++k) {
+    const __m512 b0 = panel_row(panel, k);
+    const __m512 b1 = panel_row(second, k);
+    if (k == next) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead.panel + k * kPanel), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead.panel + panel_stride + k * kPanel), _MM_HINT_T1);
+      next += ahead.step;
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const __m512 xb = _mm512_set1_ps(x[r * x_stride + k]);
+      acc0[r] = _mm512_fmadd_ps(xb, b0, acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(xb, b1, acc1[r]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(out + r * n_dim, acc0[r]);
+    _mm512_mask_storeu_ps(out + r * n_dim + kPanel, mask, acc1[r]);
+  }
+}
+
+template <typename W>
+using Micro2Fn = void (*)(const float*, int64_t, int64_t, const W*, int64_t, float*, int64_t, int64_t, Ahead<W>,
+                          bool);
+template <typename W>
+constexpr Micro2Fn<W> kMicro2[kRows + 1] = {nullptr,         micro2<1, W>,  micro2<2, W>, micro2<3, W>,
+                                            micro2<4, W>,    micro2<5, W>,  micro2<6, W>, micro2<7, W>,
+                                            micro2<8, W>,    micro2<9, W>,  micro2<10, W>, micro2<11, W>,
+                                            micro2<12, W>};
 #elif defined(AE_AVX2)
 // out rows [0, R) x panel columns [0, cols): x is R rows of stride k_dim, panel is [K, 16].
 // The panel row of k as two float32 vectors: columns 0-7 and 8-15.
