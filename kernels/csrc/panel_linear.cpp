@@ -6,10 +6,11 @@
 // of 16 weights per k (columns past N are zero). In bfloat16 the 16 weights of a row are interleaved,
 // column c at slot 2c for c < 8 and at slot 2(c - 8) + 1 above, so one 256-bit load gives both halves
 // as float32 by a shift (low halves: columns 0-7) and a mask (high halves: columns 8-15): the
-// exact float32 values of the bf16 weights, with no convert. The micro-kernel keeps a 6 x 16 block
-// of the output in twelve accumulator registers while it walks K (AVX2: per k, the panel row's two
-// loads, six broadcasts of x and twelve FMAs; AVX-512: a 12 x 16 block, one load, twelve broadcast
-// FMAs), so the FMA units, not memory, set the pace. Panels are split
+// exact float32 values of the bf16 weights, with no convert. The micro-kernel keeps a block of the
+// output in accumulator registers while it walks K (AVX2: 6 x 16 in twelve, per k the panel row's two
+// loads, six broadcasts of x and twelve FMAs; AVX-512: 12 x 32 over two neighbouring panels in 24,
+// per k two loads, twelve broadcasts and 24 FMAs; a lone last panel 12 x 16), so the FMA units, not
+// memory or the load ports, set the pace. Panels are split
 // between the threads; a long K goes in blocks (later blocks add to out); rows go in chunks small
 // enough that a chunk of x (over one block of K) stays in L2 while every
 // panel of the thread passes over it, each panel read from memory once per chunk (once in all for

@@ -2,7 +2,8 @@
 // float32 x and out), in a header of its own for any kernel that feeds panels: out rows [0, R) x
 // panel columns [0, cols) of x rows at stride x_stride, over k in [0, k_len); ``add``: out += the
 // product, else out = it. Inside ``micro``, ``n_dim`` is out's row stride. Built for AVX-512 (F, DQ):
-// up to 12 rows, one 16-wide accumulator each; for AVX2: up to 6 rows, two 8-wide accumulators each.
+// up to 12 rows, one 16-wide accumulator each, or two per row over two panels (``micro2``); for AVX2:
+// up to 6 rows, two 8-wide accumulators each.
 #pragma once
 
 #include <algorithm>
