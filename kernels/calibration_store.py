@@ -10,7 +10,7 @@ Invariants:
   ``margin``) at it and at every larger measured size; ``NEVER`` when it does not win at the largest.
 - A stored result is used only under the exact key it was measured under (:func:`read_calibration` checks the
   key written inside the file against its name); files are written atomically, and an unreadable
-  one reads as None (the caller measures again).
+  or unparsable one is measured again and rewritten (:func:`stored_or_measured`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 
@@ -28,6 +30,10 @@ from kernels.cpp_build import cache_dir, library_path
 from kernels.isa import cpu_flags, cpu_model, selected_variant
 
 NEVER = 1 << 30  # a size no call reaches: the first route always
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+Cal = TypeVar("Cal", bound="DataclassInstance")  # a calibration: a dataclass, stored as its fields
 
 
 def crossover_size(sizes: Sequence[int], first_s: Sequence[float], second_s: Sequence[float], margin: float) -> int:
@@ -70,3 +76,19 @@ def write_calibration(key: str, data: dict[str, object]) -> None:
     with os.fdopen(fd, "w") as f:
         json.dump({**data, "key": key}, f, indent=1)
     os.replace(tmp, path)
+
+
+def stored_or_measured(key: str, parse: Callable[[dict[str, object]], Cal], measure: Callable[[], Cal],
+                       remeasure: bool = False) -> Cal:
+    """The calibration stored under ``key`` as ``parse`` reads it, unless ``remeasure`` or the file is
+    missing or unparsable (``parse`` raising KeyError, TypeError or ValueError); then ``measure()``,
+    stored under ``key``."""
+    data = None if remeasure else read_calibration(key)
+    if data is not None:
+        try:
+            return parse(data)
+        except (KeyError, TypeError, ValueError):
+            pass
+    cal = measure()
+    write_calibration(key, asdict(cal))
+    return cal

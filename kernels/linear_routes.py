@@ -24,18 +24,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 import torch
 
-from kernels.calibration_store import (
-    NEVER,
-    crossover_size,
-    read_calibration,
-    store_key,
-    write_calibration,
-)
+from kernels.calibration_store import NEVER, crossover_size, store_key, stored_or_measured
 from kernels.timing import best_seconds_each
 
 logger = logging.getLogger(__name__)
@@ -104,13 +98,8 @@ def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
-def _read(key: str) -> LinearCalibration | None:
-    data = read_calibration(key)
-    try:
-        return None if data is None else LinearCalibration(int(data["onednn_from"]), data["ms"], key,
-                                                           data["measured_at"])
-    except (KeyError, TypeError, ValueError):
-        return None
+def _parse(data: dict) -> LinearCalibration:
+    return LinearCalibration(int(data["onednn_from"]), data["ms"], data["key"], data["measured_at"])
 
 
 _lock = threading.Lock()
@@ -121,24 +110,22 @@ def calibrate(shape: MatmulShape, remeasure: bool = False) -> LinearCalibration:
     """This CPU's calibration for ``shape`` at the current thread count: from the cache unless
     ``remeasure``, else measured now and stored."""
     threads = torch.get_num_threads()
-    key = cache_key(shape, threads)
-    cal = None if remeasure else _read(key)
-    if cal is None:
+
+    def measure_now() -> LinearCalibration:
         logger.info("measuring where a %dx%d matmul leaves the panels for oneDNN (%d threads)",
                     shape.out_features, shape.in_features, threads)
-        cal = measure(shape)
-        write_calibration(key, asdict(cal))
+        return measure(shape)
+
+    cal = stored_or_measured(cache_key(shape, threads), _parse, measure_now, remeasure)
     with _lock:
         _known[(shape.out_features, shape.in_features, threads)] = cal.onednn_from
     return cal
 
 
-def prepare(shapes: Iterable[MatmulShape], progress: Callable[[MatmulShape], None] | None = None) -> None:
+def prepare(shapes: Iterable[MatmulShape]) -> None:
     """Calibrate every distinct shape (cached ones are read, not measured) so that ``onednn_from``
     knows them."""
     for shape in dict.fromkeys(shapes):
-        if progress is not None:
-            progress(shape)
         calibrate(shape)
 
 

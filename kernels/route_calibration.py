@@ -29,14 +29,7 @@ from pathlib import Path
 
 import torch
 
-from kernels.calibration_store import (
-    NEVER,
-    crossover_size,
-    read_calibration,
-    store_key,
-    store_path,
-    write_calibration,
-)
+from kernels.calibration_store import NEVER, crossover_size, store_key, store_path, stored_or_measured
 from kernels.timing import best_seconds_each
 
 logger = logging.getLogger(__name__)
@@ -137,13 +130,9 @@ def measure(shape: HeadShape, attend: Attend) -> Calibration:
                        cache_key(shape, torch.get_num_threads()), time.strftime("%Y-%m-%dT%H:%M:%S"))
 
 
-def _read(key: str) -> Calibration | None:
-    data = read_calibration(key)
-    try:
-        return None if data is None else Calibration(SdpaRoutes(**data["routes"]), data["fresh_ms"],
-                                                     data["context_ms"], key, data["measured_at"])
-    except (KeyError, TypeError):
-        return None
+def _parse(data: dict) -> Calibration:
+    return Calibration(SdpaRoutes(**data["routes"]), data["fresh_ms"], data["context_ms"], data["key"],
+                       data["measured_at"])
 
 
 _lock = threading.Lock()
@@ -154,12 +143,12 @@ def calibrate(shape: HeadShape, attend: Attend, remeasure: bool = False) -> Cali
     """This CPU's calibration of ``attend`` for ``shape`` at the current thread count: from the cache file
     unless ``remeasure``, else measured now and written."""
     threads = torch.get_num_threads()
-    key = cache_key(shape, threads)
-    cal = None if remeasure else _read(key)
-    if cal is None:
+
+    def measure_now() -> Calibration:
         logger.info("measuring where attention leaves the C++ tiles for SDPA (%s, %d threads)", shape, threads)
-        cal = measure(shape, attend)
-        write_calibration(key, asdict(cal))
+        return measure(shape, attend)
+
+    cal = stored_or_measured(cache_key(shape, threads), _parse, measure_now, remeasure)
     with _lock:
         _known[(shape, threads)] = cal.routes
     return cal

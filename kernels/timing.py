@@ -17,13 +17,7 @@ def best_seconds(fn: Callable[[], object], repeats: int, device: str = "cpu") ->
         if device.startswith("cuda"):
             torch.cuda.synchronize(device)
 
-    call()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return best_seconds_each([call], repeats)[0]
 
 
 def best_seconds_each(fns: Sequence[Callable[[], object]], repeats: int) -> list[float]:
