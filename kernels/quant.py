@@ -5,8 +5,11 @@ usually a zero-copy view of the memory-mapped file. The C++ kernels (``csrc/gguf
 multiply by those bytes directly, the way llama.cpp does: the activations are quantized to int8
 per block (32 weights, or 256 for the K-quants: llama.cpp's Q8_0 / Q8_K) and each block's dot
 product is an integer dot product (AVX-512 VNNI, AVX-VNNI, AVX2 or scalar, picked when the kernels
-are compiled for the CPU), scaled by the block's scales. :class:`QuantMatmul` is a fused matmul of
-such parts (Q, K and V; gate and up), each writing its own columns of one output.
+are compiled for the CPU), scaled by the block's scales. From the row count where it measured faster
+on this CPU (``kernels.quant_routes``) a wide step (a prefill chunk, many streams) takes the other
+route instead: the blocks dequantized to float32 a slice at a time, straight into the panel
+micro-kernel (``csrc/gguf_wide.cpp``). :class:`QuantMatmul` is a fused matmul of such parts (Q, K and
+V; gate and up), each writing its own columns of one output.
 
 Invariants:
 - Nothing is copied or widened: a weight's memory is its file bytes (``nbytes``), read once per
@@ -14,9 +17,10 @@ Invariants:
   the rows it reorders.
 - ``dequantize()`` gives the float32 weights of gguf-py's ``dequantize`` bit for bit (a zero may be +0
   where gguf-py has -0).
-- :func:`quant_matmul` equals ``F.linear(x, dequantize(), bias)`` up to the int8 rounding of ``x``:
-  each block of ``x`` is rounded to 8 bits of its largest magnitude (the tests bound the error at
-  2% of the largest output; on the served models' activations, docs/models.md states it).
+- :func:`quant_matmul` equals ``F.linear(x, dequantize(), bias)`` up to the int8 rounding of ``x`` on
+  the int8 route (each block of ``x`` rounded to 8 bits of its largest magnitude; the tests bound the
+  error at 2% of the largest output; on the served models' activations, docs/models.md states it),
+  up to float32 summation order on the wide route.
 - Only the types in ``GGML_BLOCKS`` are served; ``from_gguf`` refuses others with a ``ValueError``.
 """
 
@@ -24,10 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
 from kernels.cpp_build import ops
+from kernels.quant_routes import QuantShape, wide_from
 
 # GGML type id -> (name, weights per block, bytes per block): the types gguf_linear.cpp implements.
 GGML_BLOCKS: dict[int, tuple[str, int, int]] = {
@@ -112,6 +118,20 @@ class QuantMatmul:
     def out_features(self) -> int:
         return sum(p.out_features for p in self.parts)
 
+    @cached_property
+    def shape(self) -> QuantShape:
+        """What the route calibration is keyed by: input width and (type, rows) per part."""
+        return QuantShape(self.in_features, tuple((p.qtype, p.out_features) for p in self.parts))
+
+    @property
+    def raws(self) -> list[torch.Tensor]:
+        """Every part's blocks, in order (the kernels' argument)."""
+        return [p.raw for p in self.parts]
+
+    @property
+    def qtypes(self) -> list[int]:
+        return [p.qtype for p in self.parts]
+
     @property
     def nbytes(self) -> int:
         return sum(p.nbytes for p in self.parts)
@@ -129,11 +149,14 @@ class QuantMatmul:
 
 def quant_matmul(x: torch.Tensor, weight: QuantMatmul, bias: torch.Tensor | None = None,
                  out: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear(x, weight.dequantize(), bias)`` up to the int8 rounding of ``x`` (see the module's
+    """``F.linear(x, weight.dequantize(), bias)`` up to the rounding of its route (see the module's
     invariants) for a contiguous float32 ``[M, K]`` ``x`` on CPU; into ``out`` ``[M, N]`` when given.
-    One kernel call: ``x`` is quantized once, and every part's rows share one parallel region, each
-    part writing its own columns."""
+    One kernel call, every part's rows in one parallel region, each part writing its own columns: the
+    wide route from this CPU's measured row count for the shape, else the int8 route."""
     if out is None:
         out = x.new_empty(x.shape[0], weight.out_features)
-    ops().gguf_linear_int8(out, x, [p.raw for p in weight.parts], [p.qtype for p in weight.parts])
+    if x.shape[0] >= wide_from(weight.shape):
+        ops().gguf_linear_wide(out, x, weight.raws, weight.qtypes)
+    else:
+        ops().gguf_linear_int8(out, x, weight.raws, weight.qtypes)
     return out if bias is None else out.add_(bias)

@@ -85,6 +85,60 @@ def test_cpp_attention_matches_reference(reqs: list[tuple[int, int]], block_size
     torch.testing.assert_close(out, fallback, rtol=2e-5, atol=2e-5)
 
 
+def _shared_prefix_case(families: list[tuple[int, list[int]]], extra: list[tuple[int, int]], block_size: int,
+                        hq: int, hk: int, d: int, seed: int) -> dict:
+    """Decode rows in families that share leading blocks: ``families[f] = (shared blocks, [own keys of each
+    row after them])``, then ``extra`` requests ``(context, query)`` on blocks of their own; blocks shuffled."""
+    gen = torch.Generator().manual_seed(seed)
+    shuffled = list(range(1, 4000))
+    random.Random(seed).shuffle(shuffled)
+    tables, ctx, qlens = [], [], []
+    for shared_blocks, owns in families:
+        prefix = [shuffled.pop() for _ in range(shared_blocks)]
+        for own in owns:
+            seq = shared_blocks * block_size + own
+            tables.append(prefix + [shuffled.pop() for _ in range(-(-own // block_size))])
+            ctx.append(seq - 1)
+            qlens.append(1)
+    for c, q in extra:
+        tables.append([shuffled.pop() for _ in range(-(-(c + q) // block_size))])
+        ctx.append(c)
+        qlens.append(q)
+    k_cache, v_cache = (torch.randn(4000, block_size, hk, d, generator=gen) for _ in range(2))
+    meta = build_attention_metadata(qlens, ctx, tables, block_size)
+    qkv = torch.randn(meta.num_tokens, hq + 2 * hk, d, generator=gen)
+    query, key, value = qkv[:, :hq], qkv[:, hq : hq + hk], qkv[:, hq + hk :]
+    write_kv_cache(key, value, k_cache, v_cache, meta.slot_mapping)
+    return dict(query=query, key=key, value=value, k_cache=k_cache, v_cache=v_cache, meta=meta)
+
+
+SHARED_CASES = [
+    ([(8, [1, 5, 40, 17])], []),  # one family; a row whose own keys are just its new one
+    ([(8, [3, 9]), (5, [20, 1, 7]), (1, [2, 2])], [(0, 9), (70, 1)]),  # families, one too short to share, others
+    ([(6, [16] * 20)], [(40, 30)]),  # a family wider than one tile, beside a prefill chunk
+]
+
+
+@needs_cpp
+@pytest.mark.parametrize("families,extra", SHARED_CASES)
+@pytest.mark.parametrize("hq,hk,d", [(9, 3, 64), (14, 2, 64), (8, 2, 128), (4, 4, 16)])
+@pytest.mark.parametrize("bf16", [False, True], ids=["f32-cache", "bf16-cache"])
+def test_decode_rows_over_shared_blocks_match_reference(families: list, extra: list, hq: int, hk: int, d: int,
+                                                         bf16: bool) -> None:
+    """Decode rows whose requests share leading blocks (read once for all of them, the softmax parts
+    merged) give the reference's outputs, as do the rows beside them; head dims 64 and 128 take the
+    shared path, 16 the generic kernel."""
+    case = _shared_prefix_case(families, extra, 16, hq, hk, d, seed=hq + d)
+    k_cache, v_cache = case["k_cache"], case["v_cache"]
+    if bf16:
+        k_cache, v_cache = k_cache.bfloat16(), v_cache.bfloat16()
+    ref = paged_attention_reference(case["query"].contiguous(), k_cache.float(), v_cache.float(), case["meta"], 0.125)
+    key, value = (case["key"].bfloat16().float(), case["value"].bfloat16().float()) if bf16 else (case["key"],
+                                                                                                   case["value"])
+    out = paged_attention_cpp(case["query"], key, value, k_cache, v_cache, case["meta"], 0.125)
+    torch.testing.assert_close(out, ref, rtol=2e-5, atol=2e-5)
+
+
 @needs_cpp
 @pytest.mark.parametrize("reqs", CASES)
 @pytest.mark.parametrize("hq,hk,d", [(8, 2, 64), (4, 2, 128), (4, 4, 16)])  # AVX2 paths and the generic one

@@ -16,7 +16,8 @@ Invariants:
   panels (``kernels.prepack``) when memory allows, and every step multiplies by that copy.
 - Built with :class:`QuantizedWeights` (a GGUF served from its file: ``model.gguf_native``), every
   matmul (LM head included) multiplies by its quantized blocks (``kernels.quant``) at any row count,
-  prefill included, and token embeddings are rows of the quantized embedding, dequantized per step:
+  prefill included (by the route measured faster on this CPU for the shape and row count:
+  ``kernels.quant_routes``, calibrated when the decoder is built), and token embeddings are rows of the quantized embedding, dequantized per step:
   there are no float32 matmul or embedding weights at all (the model's are on the ``meta`` device),
   only float32 norms and biases. Such a decoder needs the CPU and the C++ kernels.
 - Rotary cos/sin come from the model's own ``rotary_emb`` (any rope scaling type); for the static types
@@ -39,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from agent_engine.config import KV_CACHE_DTYPES
-from kernels import AttentionMetadata, AttentionWorkspace, linear_routes, paged_attention
+from kernels import AttentionMetadata, AttentionWorkspace, linear_routes, paged_attention, quant_routes
 from kernels.cpu_ops import linear, rms_norm, rotary_and_cache, silu_and_mul, use_cpp
 from kernels.linear_routes import MatmulShape
 from kernels.prepack import pack_weight, prepack_allowed
@@ -167,6 +168,11 @@ class LeanDecoder:
             raise ValueError("quantized weights need the C++ CPU kernels and float32 activations")
         if self.cpp and quantized is None:
             self._prepack()
+        if quantized is not None:
+            quant_matmuls = [m for layer in self.layers for m in layer.quant.values()]
+            if self.head_quant is not None:
+                quant_matmuls.append(self.head_quant)
+            quant_routes.prepare((m.shape, m.raws) for m in quant_matmuls)
 
     @staticmethod
     def activation_dtype(model: torch.nn.Module) -> torch.dtype:

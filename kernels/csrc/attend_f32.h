@@ -105,20 +105,40 @@ inline void prefetch_rows(const C* const* k, int64_t j0, int64_t j1, int c0 = 0)
     for (int c = 0; c < (D < 64 ? D : 64); c += kLine) _mm_prefetch(reinterpret_cast<const char*>(k[r] + c0 + c), _MM_HINT_T0);
 }
 
-// p[0..n) = exp(p - max(p)); returns the sum.
-inline float softmax_numerators(float* p, int64_t n) {
+// p[0..n) = exp(p - max(p)); returns the sum (and the max in ``max_out`` when given). With AVX-512,
+// sixteen scores a step.
+inline float softmax_numerators(float* p, int64_t n, float* max_out = nullptr) {
   float mx = p[0];
   int64_t t = 0;
-  if (n >= 8) {  // eight running maxima, then their max: no serial chain through every score
+#if defined(AE_ATTN_AVX512)
+  if (n >= 16) {  // sixteen running maxima, then their max: no serial chain through every score
+    __m512 m16 = _mm512_loadu_ps(p);
+    for (t = 16; t + 16 <= n; t += 16) m16 = _mm512_max_ps(m16, _mm512_loadu_ps(p + t));
+    mx = _mm512_reduce_max_ps(m16);
+  }
+#else
+  if (n >= 8) {  // eight running maxima, then their max
     __m256 m8 = _mm256_loadu_ps(p);
     for (t = 8; t + 8 <= n; t += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(p + t));
     alignas(32) float lanes[8];
     _mm256_store_ps(lanes, m8);
     mx = *std::max_element(lanes, lanes + 8);
   }
+#endif
   for (; t < n; ++t) mx = std::max(mx, p[t]);
+  if (max_out != nullptr) *max_out = mx;
   float sum = 0.f;
   t = 0;
+#if defined(AE_ATTN_AVX512)
+  __m512 acc16 = _mm512_setzero_ps();
+  const __m512 m16 = _mm512_set1_ps(mx);
+  for (; t + 16 <= n; t += 16) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(p + t), m16));
+    _mm512_storeu_ps(p + t, e);
+    acc16 = _mm512_add_ps(acc16, e);
+  }
+  sum = _mm512_reduce_add_ps(acc16);
+#endif
   __m256 acc = _mm256_setzero_ps();
   const __m256 m8 = _mm256_set1_ps(mx);
   for (; t + 8 <= n; t += 8) {
@@ -178,10 +198,11 @@ inline void values_group_f32z(const float* s, int64_t group, const C* const* v, 
 #endif
 
 // The G query vectors of a GQA group (q: G x D floats, pre-scaled) against keys/values [0, n):
-// out + g * D = softmax(q_g K^T) V. ``s`` is scratch of at least G * n floats.
+// out + g * D = softmax(q_g K^T) V; with ``lse``, lse[g] = log(sum_j exp(q_g k_j)) (to merge this
+// softmax with one over other keys). ``s`` is scratch of at least G * n floats.
 template <int D, typename C>
 inline void attend_group_f32(const float* q, int64_t group, const C* const* k, const C* const* v,
-                             int64_t n, float* s, float* out) {
+                             int64_t n, float* s, float* out, float* lse = nullptr) {
   constexpr int64_t kBlock = 16;  // keys per block: 16 rows of K or V stay in L1 for the whole group
   for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
     const int64_t j1 = std::min(n, j0 + kBlock);
@@ -194,7 +215,12 @@ inline void attend_group_f32(const float* q, int64_t group, const C* const* k, c
   }
   thread_local std::vector<float> inv_sum;
   inv_sum.resize(group);
-  for (int64_t g = 0; g < group; ++g) inv_sum[g] = 1.f / softmax_numerators(s + g * n, n);
+  for (int64_t g = 0; g < group; ++g) {
+    float mx;
+    const float sum = softmax_numerators(s + g * n, n, &mx);
+    inv_sum[g] = 1.f / sum;
+    if (lse != nullptr) lse[g] = mx + std::log(sum);
+  }
 #if defined(AE_ATTN_AVX512)
   if constexpr (D % 16 == 0) {
     values_group_f32z<D, C>(s, group, v, n, inv_sum.data(), out);

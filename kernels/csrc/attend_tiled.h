@@ -41,25 +41,6 @@ inline void load16(const uint16_t* p, __m256& lo, __m256& hi) {
   hi = load8(p + 8);
 }
 
-// The 8 x 8 transpose of r[0..8) in place: r[i] becomes lane i of every input.
-inline void transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-  }
-}
-
 // The keys k[j0 .. j0 + 16) as a [D, 16] panel: kt[c * 16 + t] = k[j0 + t][c].
 template <int D, typename C>
 inline void key_panel(const C* const* k, int64_t j0, float* kt) {
@@ -127,19 +108,24 @@ inline void block_upto12(int64_t rows, const float* a, int64_t a_stride, int64_t
 }
 #endif
 
-// p[0..n) = exp(p - max) over a vector's prefix of n keys, zero over [n, padded); returns 1 / sum.
-inline float softmax_prefix(float* p, int64_t n, int64_t padded) {
-  const float inv = 1.f / softmax_numerators(p, n);
+// p[0..n) = exp(p - max) over a vector's prefix of n keys, zero over [n, padded); returns 1 / sum
+// (and log(sum) + max in ``lse`` when given).
+inline float softmax_prefix(float* p, int64_t n, int64_t padded, float* lse = nullptr) {
+  float mx;
+  const float sum = softmax_numerators(p, n, &mx);
+  if (lse != nullptr) *lse = mx + std::log(sum);
   std::fill(p + n, p + padded, 0.f);
-  return inv;
+  return 1.f / sum;
 }
 
 // The tile's ``nq`` query vectors (q: nq x D floats, pre-scaled; vector i = row * group + g sees keys
 // [0, nk[i]), nk non-decreasing, nk[nq - 1] <= the rows in k and v) against k, v: the output of
-// vector i, softmax(q_i K^T) V, goes to out + (i / group) * out_row_stride + (i % group) * D.
+// vector i, softmax(q_i K^T) V, goes to out + (i / group) * out_row_stride + (i % group) * D; with
+// ``lse``, the log of vector i's softmax denominator to lse[(i / group) * lse_row_stride + i % group].
 template <int D, typename C>
 inline void attend_tile_matrix(const float* q, int64_t nq, const int64_t* nk, const C* const* k,
-                               const C* const* v, int64_t group, float* out, int64_t out_row_stride) {
+                               const C* const* v, int64_t group, float* out, int64_t out_row_stride,
+                               float* lse = nullptr, int64_t lse_row_stride = 0) {
   thread_local std::vector<float> qp, s, o, inv, kt;
   thread_local std::vector<const C*> kp;
   const int64_t nq_pad = (nq + kTileVecs - 1) / kTileVecs * kTileVecs;
@@ -167,7 +153,8 @@ inline void attend_tile_matrix(const float* q, int64_t nq, const int64_t* nk, co
     }
   }
   for (int64_t i = 0; i < nq_pad; ++i) {
-    if (i < nq) inv[i] = softmax_prefix(&s[i * ld], nk[i], ld);
+    if (i < nq) inv[i] = softmax_prefix(&s[i * ld], nk[i], ld,
+                                        lse != nullptr ? lse + (i / group) * lse_row_stride + i % group : nullptr);
     else std::fill(&s[i * ld], &s[i * ld] + ld, 0.f);
   }
   for (int64_t i0 = 0; i0 < nq_pad; i0 += kTileVecs) {

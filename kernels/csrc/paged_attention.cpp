@@ -15,6 +15,7 @@
 
 #include "attend_f32.h"
 #include "attend_tiled.h"
+#include "shared_prefix.h"
 #include "vec_math.h"
 
 namespace {
@@ -26,6 +27,10 @@ constexpr int64_t kTileRows = 16;    // query rows of one request handled togeth
 constexpr int64_t kMaxHeadDim = 256;
 // Work (query vectors x keys x head dim) below which a call stays on the calling thread.
 constexpr int64_t kParallelElems = 1 << 15;
+// Decode rows sharing at least this many leading keys read them once together (shared_prefix.h).
+constexpr int64_t kMinSharedKeys = 64;
+// Query vectors of one shared-prefix tile, about: a prefill tile's (kTileRows rows of a GQA group of 3).
+constexpr int64_t kSharedTileVecs = 48;
 
 // p[0..n) = exp(p - max); returns the sum.
 inline float exp_and_sum(float* p, int64_t n, float mx) {
@@ -174,6 +179,91 @@ void attend_tile_f32(const WorkItem& w, float* out, int64_t out_row_stride, cons
 }
 #endif
 
+#ifdef AE_AVX2
+// Row pointers of keys [first, first + count) of one KV head through a block table.
+template <typename C>
+void row_pointers(const C* cache, const int32_t* table, int64_t first, int64_t count, int64_t block_size,
+                  int64_t token_stride, int64_t head_offset, std::vector<const C*>& rows) {
+  rows.resize(count);
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t key = first + j;
+    rows[j] = cache + (static_cast<int64_t>(table[key / block_size]) * block_size + key % block_size) * token_stride +
+              head_offset;
+  }
+}
+
+// The decode rows of ``shared``'s groups (float32 queries, head dim D, cache rows C): each group's shared
+// keys as matrix tiles of up to kSharedTileVecs query vectors per KV head, then each row's own keys as
+// a decode row, merged (shared_prefix.h). Writes those rows of out.
+template <int D, typename C>
+void attend_shared_prefixes(const ae::SharedPrefixes& shared, float* out, const float* query, int64_t q_row_stride,
+                            const C* k_cache, const C* v_cache, const int32_t* tables, int64_t max_blocks,
+                            const int32_t* seq_lens, const int32_t* query_start_loc, int64_t hq, int64_t hk,
+                            int64_t group, int64_t block_size, float scale) {
+  struct TileItem {
+    int64_t group_index, first, count, kv_head;  // members[first .. first + count) of a group
+  };
+  const int64_t per_tile = std::max<int64_t>(1, kSharedTileVecs / group);
+  std::vector<TileItem> tiles;
+  for (int64_t g = 0; g < static_cast<int64_t>(shared.groups.size()); ++g) {
+    const ae::PrefixGroup& pg = shared.groups[g];
+    const int64_t n_tiles = (pg.count + per_tile - 1) / per_tile;
+    for (int64_t t = 0; t < n_tiles; ++t) {  // balanced member ranges
+      const int64_t m0 = pg.first + pg.count * t / n_tiles, m1 = pg.first + pg.count * (t + 1) / n_tiles;
+      for (int64_t h = 0; h < hk; ++h) tiles.push_back({g, m0, m1 - m0, h});
+    }
+  }
+  const int64_t n_members = static_cast<int64_t>(shared.members.size()), token_stride = hk * D;
+  std::vector<float> part_o(n_members * hq * D), part_lse(n_members * hq);
+  at::parallel_for(0, static_cast<int64_t>(tiles.size()), 1, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<const C*> krow, vrow;
+    thread_local std::vector<float> q;
+    thread_local std::vector<int64_t> nk;
+    for (int64_t t = t0; t < t1; ++t) {
+      const TileItem& it = tiles[t];
+      const ae::PrefixGroup& pg = shared.groups[it.group_index];
+      const int32_t* table = tables + static_cast<int64_t>(shared.members[pg.first]) * max_blocks;
+      row_pointers(k_cache, table, 0, pg.shared_keys, block_size, token_stride, it.kv_head * D, krow);
+      row_pointers(v_cache, table, 0, pg.shared_keys, block_size, token_stride, it.kv_head * D, vrow);
+      q.resize(it.count * group * D);
+      nk.assign(it.count * group, pg.shared_keys);
+      for (int64_t m = 0; m < it.count; ++m) {
+        const int64_t row = query_start_loc[shared.members[it.first + m]];
+        load_row(&q[m * group * D], query + row * q_row_stride + it.kv_head * group * D, group * D, scale);
+      }
+      ae::attend_tile_matrix<D, C>(q.data(), it.count * group, nk.data(), krow.data(), vrow.data(), group,
+                                   &part_o[(it.first * hq + it.kv_head * group) * D], hq * D,
+                                   &part_lse[it.first * hq + it.kv_head * group], hq);
+    }
+  });
+  at::parallel_for(0, n_members * hk, 1, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<const C*> krow, vrow;
+    thread_local std::vector<float> q, s, o, lse;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t slot = i / hk, h = i % hk, req = shared.members[slot];
+      int64_t shared_keys = 0;
+      for (const ae::PrefixGroup& pg : shared.groups)
+        if (slot >= pg.first && slot < pg.first + pg.count) shared_keys = pg.shared_keys;
+      const int64_t own = seq_lens[req] - shared_keys, row = query_start_loc[req];
+      const int32_t* table = tables + req * max_blocks;
+      row_pointers(k_cache, table, shared_keys, own, block_size, token_stride, h * D, krow);
+      row_pointers(v_cache, table, shared_keys, own, block_size, token_stride, h * D, vrow);
+      q.resize(group * D);
+      s.resize(group * own);
+      o.resize(group * D);
+      lse.resize(group);
+      load_row(q.data(), query + row * q_row_stride + h * group * D, group * D, scale);
+      ae::attend_group_f32<D, C>(q.data(), group, krow.data(), vrow.data(), own, s.data(), o.data(), lse.data());
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t head = h * group + g;
+        ae::merge_parts<D>(&part_o[(slot * hq + head) * D], part_lse[slot * hq + head], &o[g * D], lse[g],
+                           out + row * hq * D + head * D);
+      }
+    }
+  });
+}
+#endif
+
 // What one call computes, shared by every work item.
 struct Step {
   const std::vector<WorkItem>& items;
@@ -269,14 +359,41 @@ void paged_attention(at::Tensor out, const at::Tensor& query, const at::Tensor& 
   const int32_t* sl = seq_lens.contiguous().data_ptr<int32_t>();
   auto reqs = req_indices.contiguous();
   const int32_t* ri = reqs.data_ptr<int32_t>();
+  // float32 queries with head dim 64 or 128 take the vector kernels; their decode rows over shared
+  // leading blocks go together (shared_prefix.h), the rest as work items.
+  ae::SharedPrefixes shared;
+#ifdef AE_AVX2
+  const bool vector_path = query.scalar_type() == at::kFloat && (d == 64 || d == 128);
+  if (vector_path)
+    shared = ae::find_shared_prefixes(ri, reqs.numel(), seq_lens.size(0), qsl, sl, tables, max_blocks, block_size,
+                                      kMinSharedKeys);
+#endif
   std::vector<WorkItem> items;
   for (int64_t k = 0; k < reqs.numel(); ++k) {
     const int32_t i = ri[k];
+    if (!shared.groups.empty() && shared.slot_of[i] >= 0) continue;
     for (int32_t r0 = qsl[i]; r0 < qsl[i + 1]; r0 += kTileRows) {
       const int32_t r1 = std::min<int32_t>(qsl[i + 1], r0 + kTileRows);
       for (int32_t h = 0; h < hk; ++h) items.push_back({i, h, r0, r1});
     }
   }
+#ifdef AE_AVX2
+  if (!shared.groups.empty()) {
+    float* o = out.data_ptr<float>();
+    const float* q = query.data_ptr<float>();
+    auto run = [&]<typename C>(const C* kc, const C* vc) {
+      auto fn = d == 64 ? &attend_shared_prefixes<64, C> : &attend_shared_prefixes<128, C>;
+      fn(shared, o, q, query.stride(0), kc, vc, tables, max_blocks, sl, qsl, hq, hk, group, block_size,
+         static_cast<float>(scale));
+    };
+    if (bf16_cache) {  // bfloat16 rows as their 16-bit patterns (attend_f32.h widens them)
+      run(reinterpret_cast<const uint16_t*>(k_cache.data_ptr<at::BFloat16>()),
+          reinterpret_cast<const uint16_t*>(v_cache.data_ptr<at::BFloat16>()));
+    } else {
+      run(k_cache.data_ptr<float>(), v_cache.data_ptr<float>());
+    }
+  }
+#endif
   const std::vector<int64_t> bounds = balanced_runs(items, sl, qsl, group * d);
   const Step step{items, tables, max_blocks, sl, qsl, hq, hk, group, d, block_size, static_cast<float>(scale)};
   if (bf16_cache) {

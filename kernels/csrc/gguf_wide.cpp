@@ -1,0 +1,180 @@
+// ``agent_engine::gguf_linear_wide(out, x, raws, qtypes)``: out[M, sum N_i] = x[M, K] @ [W_1; W_2; ...]^T
+// for the GGUF weights of a fused matmul (same arguments and output as gguf_linear_int8), the route
+// for wide steps: prefill chunks and many decoding streams. Registered here, declared in cpu_ops.cpp.
+//
+// The int8 route (gguf_linear.cpp) unpacks a weight row once per four or eight rows of x and reduces
+// every output to a scalar: right for a decode step's few rows, where reading the weights sets the
+// pace, and compute-poor for hundreds of rows. Here each weight's rows are dequantized to float32 a
+// block of K at a time (gguf_dequant.h: gguf-py's exact values) into a small buffer and multiplied by
+// the float32 panel micro-kernel (panel_micro.h) with the roles turned: the dequantized weight rows
+// are its broadcast side (kRows of them per call) and x, transposed once per call into panels of 16
+// rows, its panel side; each call leaves a kRows x 16 (or 32) block of out^T in a per-thread buffer,
+// written to out when the group's K is done. So a weight element is dequantized once per chunk of
+// x rows and used for all of them, and nothing is rounded but float32 sums: the result is
+// ``x @ dequantize()^T`` up to summation order (the int8 route also rounds x to 8 bits).
+//
+// Blocking: weight rows go in groups of kRows (never across two weights), split between the threads;
+// K in blocks of at most kMaxKBlock (whole quantization blocks); x rows in chunks whose panels over
+// one K block stay in L2 while every group of the thread passes over them.
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>
+#include <torch/library.h>
+
+#include "ops_library.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "gguf_dequant.h"
+#include "panel_micro.h"
+#include "vec_math.h"
+
+namespace {
+
+using ae::panel::kPanel;
+using ae::panel::kRows;
+
+constexpr int64_t kMaxKBlock = 512;          // K per dequantized block, at most
+constexpr int64_t kChunkBytes = 384 * 1024;  // x panels of one K block per chunk of rows (L2)
+
+// One weight of the fused product: its blocks, type, rows and first output column.
+struct Part {
+  const uint8_t* w;
+  int64_t stride, rows, qtype, col, block;  // block: weights per quantization block
+};
+
+// kRows (or fewer, a weight's last) consecutive rows of one part.
+struct Group {
+  int32_t part;
+  int64_t n0, n1;
+};
+
+#ifdef AE_AVX2
+using ae::panel::Ahead;
+using ae::panel::kMicro;
+
+// x [M, K] as ceil(M / 16) panels [K, 16] of 16 rows each, rows past M zero: 8 x 8 blocks transposed
+// in registers (K's last K % 8 columns one by one).
+void transpose_to_panels(const float* x, int64_t m, int64_t k, float* xt) {
+  const int64_t panels = (m + kPanel - 1) / kPanel;
+  at::parallel_for(0, panels, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      float* dst = xt + p * k * kPanel;
+      for (int64_t h = 0; h < kPanel; h += 8) {  // rows 16p + h .. + 7 into columns h .. h + 7 of the panel
+        const float* src[8];
+        for (int j = 0; j < 8; ++j) src[j] = p * kPanel + h + j < m ? x + (p * kPanel + h + j) * k : nullptr;
+        int64_t c = 0;
+        for (; c + 8 <= k; c += 8) {
+          __m256 r[8];
+          for (int j = 0; j < 8; ++j) r[j] = src[j] != nullptr ? _mm256_loadu_ps(src[j] + c) : _mm256_setzero_ps();
+          ae::transpose8(r);
+          for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + (c + i) * kPanel + h, r[i]);
+        }
+        for (; c < k; ++c)
+          for (int j = 0; j < 8; ++j) dst[c * kPanel + h + j] = src[j] != nullptr ? src[j][c] : 0.f;
+      }
+    }
+  });
+}
+
+// The groups [g0, g1) for rows [m0, m0 + rows) of x: per group, every K block's dequantized rows times
+// the chunk's panels into ``acc`` (group rows x chunk columns), then acc into out's columns.
+void groups_over_chunk(const std::vector<Part>& parts, const std::vector<Group>& groups, int64_t g0, int64_t g1,
+                       const float* xt, int64_t k, int64_t k_block, int64_t m0, int64_t rows, float* out,
+                       int64_t ldo, std::vector<float>& wbuf, std::vector<float>& acc) {
+  const int64_t p_first = m0 / kPanel, p_count = (rows + kPanel - 1) / kPanel, ld = p_count * kPanel;
+  wbuf.resize(kRows * k_block);
+  acc.resize(kRows * ld);
+  for (int64_t g = g0; g < g1; ++g) {
+    const Part& part = parts[groups[g].part];
+    const int64_t wrows = groups[g].n1 - groups[g].n0;
+    for (int64_t k0 = 0; k0 < k; k0 += k_block) {
+      const int64_t k_len = std::min(k_block, k - k0);
+      for (int64_t r = 0; r < wrows; ++r)
+        ae::dequant::row_span(part.qtype, part.w + (groups[g].n0 + r) * part.stride, k0 / part.block,
+                              (k0 + k_len) / part.block, wbuf.data() + r * k_len);
+      for (int64_t p = 0; p < p_count;) {
+        const float* panel = xt + ((p_first + p) * k + k0) * kPanel;
+#if defined(AE_PANEL_AVX512)
+        if (p + 1 < p_count) {  // two panels (32 rows of x) a call
+          ae::panel::kMicro2<float>[wrows](wbuf.data(), k_len, k_len, panel, k * kPanel, acc.data() + p * kPanel,
+                                           ld, kPanel, Ahead<float>{}, k0 > 0);
+          p += 2;
+          continue;
+        }
+#endif
+        kMicro<float>[wrows](wbuf.data(), k_len, k_len, panel, acc.data() + p * kPanel, ld, kPanel, Ahead<float>{},
+                             k0 > 0);
+        ++p;
+      }
+    }
+    float* dst = out + m0 * ldo + part.col + groups[g].n0;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t r = 0; r < wrows; ++r) dst[i * ldo + r] = acc[r * ld + i];
+  }
+}
+#endif
+
+void gguf_linear_wide(at::Tensor out, const at::Tensor& x, at::TensorList raws, at::IntArrayRef qtypes) {
+  TORCH_CHECK(raws.size() == qtypes.size() && !raws.empty(), "gguf_linear_wide: one GGML type per weight");
+  TORCH_CHECK(x.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && x.dim() == 2 && out.dim() == 2 &&
+                  x.is_contiguous() && out.stride(1) == 1 && out.stride(0) >= out.size(1) && out.size(0) == x.size(0),
+              "gguf_linear_wide: contiguous float32 x [M, K], float32 out [M, N] with unit column stride");
+  const int64_t m = x.size(0), k = x.size(1);
+  std::vector<Part> parts;
+  int64_t col = 0;
+  for (size_t i = 0; i < raws.size(); ++i) {
+    const at::Tensor& raw = raws[i];
+    TORCH_CHECK(raw.scalar_type() == at::kByte && raw.dim() == 2 && (raw.size(0) == 0 || raw.stride(1) == 1),
+                "gguf_linear_wide: raw blocks are uint8 [N, row_bytes] with contiguous rows");
+    int64_t block = 0, bytes = 0;
+    TORCH_CHECK(ae::gguf::with_block_type(qtypes[i], [&]<class T>() { block = T::kBlock, bytes = T::kBytes; }),
+                "gguf_linear_wide: no decoder for GGML type ", qtypes[i]);
+    TORCH_CHECK(k % block == 0 && raw.size(1) == k / block * bytes, "gguf_linear_wide: rows of ", raw.size(1),
+                " bytes do not hold K=", k);
+    parts.push_back({raw.data_ptr<uint8_t>(), raw.stride(0), raw.size(0), qtypes[i], col, block});
+    col += raw.size(0);
+  }
+  TORCH_CHECK(col == out.size(1), "gguf_linear_wide: the weights have ", col, " rows, out ", out.size(1), " columns");
+  if (m == 0 || col == 0) return;
+#ifdef AE_AVX2
+  std::vector<Group> groups;
+  for (size_t i = 0; i < parts.size(); ++i)
+    for (int64_t n0 = 0; n0 < parts[i].rows; n0 += kRows)
+      groups.push_back({static_cast<int32_t>(i), n0, std::min(parts[i].rows, n0 + kRows)});
+  // K blocks: balanced, about kMaxKBlock at most, of whole quantization blocks of every part (32 or
+  // 256 weights; 32 divides 256). Rows: balanced chunks of whole panels whose x panels over one K block
+  // take about kChunkBytes.
+  int64_t quantum = 32;
+  for (const Part& p : parts) quantum = std::max(quantum, p.block);
+  const int64_t k_blocks = (k + kMaxKBlock - 1) / kMaxKBlock;
+  const int64_t k_block = ((k + k_blocks - 1) / k_blocks + quantum - 1) / quantum * quantum;
+  const int64_t max_chunk = std::max<int64_t>(2 * kPanel, kChunkBytes / 4 / k_block);
+  const int64_t n_chunks = (m + max_chunk - 1) / max_chunk;
+  const int64_t chunk = ((m + n_chunks - 1) / n_chunks + kPanel - 1) / kPanel * kPanel;
+  at::Tensor xt = at::empty({(m + kPanel - 1) / kPanel * kPanel * k}, x.options());
+  transpose_to_panels(x.data_ptr<float>(), m, k, xt.data_ptr<float>());
+  const float* xtp = xt.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  const int64_t ldo = out.stride(0);
+  at::parallel_for(0, static_cast<int64_t>(groups.size()), 1, [&](int64_t g0, int64_t g1) {
+    thread_local std::vector<float> wbuf, acc;
+    for (int64_t m0 = 0; m0 < m; m0 += chunk)
+      groups_over_chunk(parts, groups, g0, g1, xtp, k, k_block, m0, std::min(chunk, m - m0), op, ldo, wbuf, acc);
+  });
+#else
+  // No AVX2 on the build machine: the dequantized weights through ATen.
+  for (const Part& p : parts) {
+    at::Tensor w = at::empty({p.rows, k}, x.options());
+    float* wp = w.data_ptr<float>();
+    for (int64_t n = 0; n < p.rows; ++n) ae::dequant::row_span(p.qtype, p.w + n * p.stride, 0, k / p.block, wp + n * k);
+    out.narrow(1, p.col, p.rows).copy_(at::mm(x, w.t()));
+  }
+#endif
+}
+
+}  // namespace
+
+AE_LIBRARY_IMPL(m) { m.impl("gguf_linear_wide", &gguf_linear_wide); }

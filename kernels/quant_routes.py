@@ -1,0 +1,133 @@
+"""Where a matmul on GGUF blocks leaves the int8 dot products for dequantized float32 panels, measured
+on this CPU.
+
+A matmul on a GGUF file's own blocks (``kernels.quant``) has two routes, both reading the one quantized
+copy: ``gguf_linear_int8`` rounds the activations to int8 per block and takes integer dot products, a
+weight row unpacked once per few rows of ``x`` (the decode route: few rows, bound by reading the
+weights); ``gguf_linear_wide`` dequantizes the weights a block of K at a time into float32 and runs the
+panel micro-kernel over every row of ``x`` (the wide route: prefill chunks, many streams, bound by
+the FMA units). Where they cross depends on the CPU (vector width, VNNI, caches), the build, the
+thread count and the weight's shape and types, so it is measured, never assumed: :func:`prepare` times
+both routes on the model's own weights over a ladder of row counts when it loads, caches the result
+per CPU, build, torch, threads and shape (``kernels.calibration_store``), and :func:`wide_from`
+answers a matmul's question in one dict lookup. ``agent-engine bench kernels --calibrate`` measures
+again and prints the table.
+
+Invariants:
+- :func:`wide_from` never measures: a shape nobody prepared stays on the int8 route.
+- The ladder stops where one call would exceed ``FLOP_BUDGET`` (a vocabulary-sized LM head is timed at
+  a decode step's widths only); larger row counts follow the largest measured one.
+- The wide route is ``x @ dequantize()^T`` up to float32 summation order; the int8 route adds the
+  rounding of ``x`` to 8 bits. The choice changes speed and that rounding only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from kernels.calibration_store import NEVER, crossover_size, store_key, stored_or_measured
+from kernels.timing import best_seconds_each
+
+logger = logging.getLogger(__name__)
+
+ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # row counts timed, ascending
+FLOP_BUDGET = 4e9  # no timed call past this many floating-point operations
+MARGIN = 0.05  # the wide route must be this much faster to take a row count
+REPEATS = 5
+VERSION = 1  # bump when the measurement changes
+
+
+@dataclass(frozen=True)
+class QuantShape:
+    """A fused matmul on GGUF blocks: its input width and, per part, (GGML type, output features)."""
+
+    in_features: int
+    parts: tuple[tuple[int, int], ...]
+
+    @property
+    def out_features(self) -> int:
+        return sum(n for _, n in self.parts)
+
+
+@dataclass(frozen=True)
+class QuantCalibration:
+    """One measurement: the wide route from this many rows on, and the ms per row count behind it."""
+
+    wide_from: int
+    ms: dict[str, tuple[float, float]]  # rows -> (int8 ms, wide ms)
+    key: str
+    measured_at: str
+
+
+def cache_key(shape: QuantShape, threads: int) -> str:
+    return store_key("quant", VERSION, {"in_features": shape.in_features, "parts": [list(p) for p in shape.parts]},
+                     threads)
+
+
+def ladder(shape: QuantShape) -> tuple[int, ...]:
+    """The row counts timed for ``shape``: ``ROWS`` up to the ``FLOP_BUDGET``, at least the first two."""
+    flops_per_row = 2 * shape.out_features * shape.in_features
+    return tuple(r for i, r in enumerate(ROWS) if i < 2 or r * flops_per_row <= FLOP_BUDGET)
+
+
+def measure(shape: QuantShape, raws: Sequence[torch.Tensor]) -> QuantCalibration:
+    """Both routes over ``ladder(shape)`` on this CPU, now, on the weight blocks ``raws`` (one per part)."""
+    from kernels.cpp_build import ops
+
+    qtypes = [q for q, _ in shape.parts]
+    gen = torch.Generator().manual_seed(shape.in_features * 7919 + shape.out_features)
+    rows, seconds = ladder(shape), []
+    for n in rows:
+        x = torch.randn(n, shape.in_features, generator=gen)
+        out = x.new_empty(n, shape.out_features)
+        int8, wide = best_seconds_each([lambda x=x, out=out: ops().gguf_linear_int8(out, x, list(raws), qtypes),
+                                        lambda x=x, out=out: ops().gguf_linear_wide(out, x, list(raws), qtypes)],
+                                       REPEATS)
+        seconds.append((int8, wide))
+    first = crossover_size(rows, [a for a, _ in seconds], [b for _, b in seconds], MARGIN)
+    return QuantCalibration(first, {str(n): (a * 1e3, b * 1e3) for n, (a, b) in zip(rows, seconds, strict=True)},
+                            cache_key(shape, torch.get_num_threads()), time.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def _parse(data: dict) -> QuantCalibration:
+    return QuantCalibration(int(data["wide_from"]), data["ms"], data["key"], data["measured_at"])
+
+
+_lock = threading.Lock()
+_known: dict[tuple[QuantShape, int], int] = {}  # (shape, threads) -> the wide route from this many rows
+
+
+def calibrate(shape: QuantShape, raws: Sequence[torch.Tensor], remeasure: bool = False) -> QuantCalibration:
+    """This CPU's calibration for ``shape`` at the current thread count: from the cache unless
+    ``remeasure``, else measured now on ``raws`` and stored."""
+    threads = torch.get_num_threads()
+
+    def measure_now() -> QuantCalibration:
+        logger.info("measuring where a GGUF matmul %s leaves the int8 route (%d threads)", shape, threads)
+        return measure(shape, raws)
+
+    cal = stored_or_measured(cache_key(shape, threads), _parse, measure_now, remeasure)
+    with _lock:
+        _known[(shape, threads)] = cal.wide_from
+    return cal
+
+
+def prepare(matmuls: Iterable[tuple[QuantShape, Sequence[torch.Tensor]]]) -> None:
+    """Calibrate every distinct shape of ``(shape, raws)`` (cached ones are read, not measured) so that
+    ``wide_from`` knows them."""
+    seen: set[QuantShape] = set()
+    for shape, raws in matmuls:
+        if shape not in seen:
+            seen.add(shape)
+            calibrate(shape, raws)
+
+
+def wide_from(shape: QuantShape) -> int:
+    """The row count from which this shape goes to the wide route (``NEVER`` if unprepared)."""
+    return _known.get((shape, torch.get_num_threads()), NEVER)

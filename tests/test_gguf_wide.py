@@ -1,0 +1,131 @@
+"""The wide-step route on GGUF blocks (``gguf_linear_wide``: weights dequantized a slice at a time into
+the float32 panel micro-kernel) and the measured choice between it and the int8 route
+(``kernels.quant_routes``).
+
+The wide route is ``x @ dequantize()^T`` up to float32 summation order for every served type, at row
+counts that are and are not multiples of the panel width, over K in one and in several blocks, over
+row counts that take several chunks; fused parts of mixed types write their own columns of a wider
+output. ``quant_matmul`` takes the wide route exactly from the calibrated row count; an unprepared
+shape never measures and stays on the int8 route."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmarks.quant_bench import random_blocks
+from kernels import quant_routes
+from kernels.calibration_store import NEVER
+from kernels.cpp_build import load_cpu_ops, ops
+from kernels.quant import GGML_BLOCKS, QuantMatmul, QuantWeight, quant_matmul
+
+pytestmark = [pytest.mark.core,
+              pytest.mark.skipif(not load_cpu_ops(), reason="the C++ CPU kernels did not build")]
+TYPES = sorted(GGML_BLOCKS)
+TYPE_IDS = [GGML_BLOCKS[t][0] for t in TYPES]
+
+
+def weight(qtype: int, n: int, k: int, seed: int = 0) -> QuantWeight:
+    return QuantWeight.from_gguf(torch.from_numpy(random_blocks(qtype, n, k, seed=seed)), qtype, k)
+
+
+def exact(x: torch.Tensor, weights: list[QuantWeight]) -> torch.Tensor:
+    """The float64 product with the dequantized weights, side by side."""
+    return x.double() @ torch.cat([w.dequantize() for w in weights]).double().T
+
+
+def wide(x: torch.Tensor, weights: list[QuantWeight], out: torch.Tensor | None = None) -> torch.Tensor:
+    out = x.new_empty(x.shape[0], sum(w.out_features for w in weights)) if out is None else out
+    ops().gguf_linear_wide(out, x, [w.raw for w in weights], [w.qtype for w in weights])
+    return out
+
+
+def assert_close(got: torch.Tensor, want: torch.Tensor) -> None:
+    scale = want.abs().max().item() or 1.0
+    assert (got.double() - want).abs().max().item() <= 2e-6 * scale * max(1.0, want.shape[-1] ** 0.5 / 8)
+
+
+@pytest.mark.parametrize("qtype", TYPES, ids=TYPE_IDS)
+@pytest.mark.parametrize("rows", [1, 5, 16, 17, 33, 130])
+def test_wide_route_is_the_product_with_the_dequantized_weights(qtype: int, rows: int) -> None:
+    k = 768 if GGML_BLOCKS[qtype][1] == 256 else 608  # K in two blocks, one of them partial
+    w = weight(qtype, 29, k, seed=rows)  # 29 rows: groups of 12 (or 6) and a short last one
+    x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows))
+    assert_close(wide(x, [w]), exact(x, [w]))
+
+
+def test_many_rows_go_in_several_chunks() -> None:
+    w = weight(3, 40, 1024, seed=1)  # Q4_1, K in two blocks: chunks of fewer rows than x has
+    x = torch.randn(900, 1024, generator=torch.Generator().manual_seed(2))
+    assert_close(wide(x, [w]), exact(x, [w]))
+
+
+def test_fused_parts_of_mixed_types_write_their_columns_of_a_wider_output() -> None:
+    parts = [weight(12, 20, 512, seed=1), weight(14, 7, 512, seed=2), weight(8, 13, 512, seed=3)]
+    x = torch.randn(40, 512, generator=torch.Generator().manual_seed(4))
+    wider = torch.full((40, 50), 7.0)
+    wide(x, parts, out=wider[:, 5:45])
+    assert_close(wider[:, 5:45], exact(x, parts))
+    assert torch.equal(wider[:, :5], torch.full((40, 5), 7.0)) and torch.equal(wider[:, 45:], torch.full((40, 5), 7.0))
+
+
+def test_zero_rows_and_bad_shapes() -> None:
+    w = weight(2, 8, 64)
+    assert wide(torch.empty(0, 64), [w]).shape == (0, 8)
+    with pytest.raises(RuntimeError, match="do not hold K"):
+        ops().gguf_linear_wide(torch.empty(3, 8), torch.randn(3, 96), [w.raw], [w.qtype])
+    with pytest.raises(RuntimeError, match="no decoder"):
+        ops().gguf_linear_wide(torch.empty(3, 8), torch.randn(3, 64), [w.raw], [99])
+
+
+@pytest.fixture
+def routes(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The route table, emptied for the test (restored after)."""
+    known: dict = {}
+    monkeypatch.setattr(quant_routes, "_known", known)
+    return known
+
+
+def test_quant_matmul_takes_the_wide_route_from_the_calibrated_row_count(routes: dict) -> None:
+    matmul = QuantMatmul.of([weight(3, 24, 256, seed=5), weight(8, 8, 256, seed=6)])
+    routes[(matmul.shape, torch.get_num_threads())] = 8
+    for rows in (7, 8):
+        x = torch.randn(rows, 256, generator=torch.Generator().manual_seed(rows))
+        int8, by_wide = x.new_empty(rows, 32), x.new_empty(rows, 32)
+        ops().gguf_linear_int8(int8, x, matmul.raws, matmul.qtypes)
+        ops().gguf_linear_wide(by_wide, x, matmul.raws, matmul.qtypes)
+        assert not torch.equal(int8, by_wide)  # the two routes round differently: the choice is visible
+        assert torch.equal(quant_matmul(x, matmul), by_wide if rows >= 8 else int8)
+
+
+def test_an_unprepared_shape_stays_on_the_int8_route_without_measuring(routes: dict,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(quant_routes, "measure", lambda *a: pytest.fail("measured on a step's path"))
+    matmul = QuantMatmul.of([weight(2, 16, 64)])
+    assert quant_routes.wide_from(matmul.shape) == NEVER
+    x = torch.randn(300, 64, generator=torch.Generator().manual_seed(0))
+    int8 = x.new_empty(300, 16)
+    ops().gguf_linear_int8(int8, x, matmul.raws, matmul.qtypes)
+    assert torch.equal(quant_matmul(x, matmul), int8)
+
+
+def test_calibration_times_both_routes_and_is_cached(routes: dict, monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path) -> None:
+    monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
+    monkeypatch.setattr(quant_routes, "REPEATS", 1)
+    matmul = QuantMatmul.of([weight(6, 64, 256, seed=7)])
+    cal = quant_routes.calibrate(matmul.shape, matmul.raws)
+    assert list(cal.ms) == [str(r) for r in quant_routes.ladder(matmul.shape)]
+    assert all(a > 0 and b > 0 for a, b in cal.ms.values())
+    assert cal.wide_from == NEVER or str(cal.wide_from) in cal.ms
+    assert quant_routes.wide_from(matmul.shape) == cal.wide_from
+    monkeypatch.setattr(quant_routes, "measure", lambda *a: pytest.fail("measured again"))
+    again = quant_routes.calibrate(matmul.shape, matmul.raws)  # read back from the store
+    assert (again.wide_from, again.key, again.measured_at) == (cal.wide_from, cal.key, cal.measured_at)
+
+
+def test_the_ladder_stops_at_the_flop_budget_but_keeps_two_rows() -> None:
+    huge = quant_routes.QuantShape(4096, ((12, 200_000),))
+    assert quant_routes.ladder(huge) == (1, 2)
+    small = quant_routes.QuantShape(64, ((2, 16),))
+    assert quant_routes.ladder(small) == quant_routes.ROWS
