@@ -9,10 +9,10 @@
 //   softmax:          per vector over the keys it sees (its causal prefix); p = 0 past it;
 //   O = P V:          blocks of 6 vectors x 16 output columns in twelve accumulators over the keys.
 // Both products run one micro-kernel (block_6x16), the shape of panel_linear's: per step two loads,
-// six broadcasts and twelve FMAs. With AVX-512 (AE_ATTN_AVX512) it is block_rows<R> for up to 12
-// vectors, one 512-bit accumulator each (one load, R broadcasts, R FMAs per step), the last block of a
-// tile taking only its real vectors. Vectors are padded to a multiple of 6 (zero queries, p = 0) and keys to a multiple of
-// 16 (the padding points at key 0, its scores land past every vector's prefix): no tails.
+// six broadcasts and twelve FMAs. Vectors are padded to a multiple of 6 (zero queries, p = 0) and keys
+// to a multiple of 16 (the padding points at key 0, its scores land past every vector's prefix): no
+// tails. With AVX-512 (AE_ATTN_AVX512) the tile takes attend_tiled512.h's route instead: no key
+// transposed, the softmax down 16-vector columns.
 #pragma once
 
 #include <algorithm>
@@ -20,16 +20,13 @@
 #include <vector>
 
 #include "attend_f32.h"
+#include "attend_tiled512.h"
 #include "vec_math.h"
 
 #ifdef AE_AVX2
 namespace ae {
 
-#if defined(AE_ATTN_AVX512)
-constexpr int64_t kTileVecs = 12;  // query vectors per micro-kernel block (one accumulator each)
-#else
 constexpr int64_t kTileVecs = 6;  // query vectors per micro-kernel block (twelve accumulators)
-#endif
 
 // Sixteen cache values as two float32 vectors.
 inline void load16(const float* p, __m256& lo, __m256& hi) {
@@ -73,41 +70,6 @@ inline void block_6x16(const float* a, int64_t a_stride, int64_t steps, RowB b_r
   }
 }
 
-#if defined(AE_ATTN_AVX512)
-// out[r * out_stride + 0 .. 16) = sum over t < steps of a[r * a_stride + t] * b_row(t) for r < R, where
-// ``b_row(t)`` is row t of the right-hand side as one float32 vector of 16 columns.
-template <int R, typename RowB>
-inline void block_rows(const float* a, int64_t a_stride, int64_t steps, RowB b_row, float* out, int64_t out_stride) {
-  __m512 acc[R];
-#pragma GCC unroll 12
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-#pragma GCC unroll 2
-  for (int64_t t = 0; t < steps; ++t) {
-    const __m512 b = b_row(t);
-#pragma GCC unroll 12
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * a_stride + t]), b, acc[r]);
-  }
-#pragma GCC unroll 12
-  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * out_stride, acc[r]);
-}
-
-// block_rows for ``rows`` (1 .. 12) vectors.
-template <typename RowB>
-inline void block_upto12(int64_t rows, const float* a, int64_t a_stride, int64_t steps, RowB b_row, float* out,
-                         int64_t out_stride) {
-  switch (rows) {
-#define AE_BLOCK_CASE(R) \
-  case R:                \
-    return block_rows<R>(a, a_stride, steps, b_row, out, out_stride);
-    AE_BLOCK_CASE(1) AE_BLOCK_CASE(2) AE_BLOCK_CASE(3) AE_BLOCK_CASE(4) AE_BLOCK_CASE(5) AE_BLOCK_CASE(6)
-    AE_BLOCK_CASE(7) AE_BLOCK_CASE(8) AE_BLOCK_CASE(9) AE_BLOCK_CASE(10) AE_BLOCK_CASE(11)
-#undef AE_BLOCK_CASE
-    default:
-      return block_rows<12>(a, a_stride, steps, b_row, out, out_stride);
-  }
-}
-#endif
-
 // p[0..n) = exp(p - max) over a vector's prefix of n keys, zero over [n, padded); returns 1 / sum
 // (and log(sum) + max in ``lse`` when given).
 inline float softmax_prefix(float* p, int64_t n, int64_t padded, float* lse = nullptr) {
@@ -126,6 +88,12 @@ template <int D, typename C>
 inline void attend_tile_matrix(const float* q, int64_t nq, const int64_t* nk, const C* const* k,
                                const C* const* v, int64_t group, float* out, int64_t out_row_stride,
                                float* lse = nullptr, int64_t lse_row_stride = 0) {
+#if defined(AE_ATTN_AVX512)
+  if constexpr (D % 64 == 0) {
+    tile512::attend_tile<D, C>(q, nq, nk, k, v, group, out, out_row_stride, lse, lse_row_stride);
+    return;
+  }
+#endif
   thread_local std::vector<float> qp, s, o, inv, kt;
   thread_local std::vector<const C*> kp;
   const int64_t nq_pad = (nq + kTileVecs - 1) / kTileVecs * kTileVecs;
@@ -143,13 +111,8 @@ inline void attend_tile_matrix(const float* q, int64_t nq, const int64_t* nk, co
     for (int64_t i0 = 0; i0 < nq_pad; i0 += kTileVecs) {
       if (nk[std::min(nq, i0 + kTileVecs) - 1] <= j0) continue;
       const float* panel = kt.data();
-#if defined(AE_ATTN_AVX512)
-      block_upto12(std::min(kTileVecs, nq - i0), &qp[i0 * D], D, D,
-                   [panel](int64_t c) { return _mm512_loadu_ps(panel + c * 16); }, &s[i0 * ld + j0], ld);
-#else
       block_6x16(&qp[i0 * D], D, D, [panel](int64_t c, __m256& lo, __m256& hi) { load16(panel + c * 16, lo, hi); },
                  &s[i0 * ld + j0], ld);
-#endif
     }
   }
   for (int64_t i = 0; i < nq_pad; ++i) {
@@ -160,13 +123,8 @@ inline void attend_tile_matrix(const float* q, int64_t nq, const int64_t* nk, co
   for (int64_t i0 = 0; i0 < nq_pad; i0 += kTileVecs) {
     const int64_t keys = nk[std::min(nq, i0 + kTileVecs) - 1];
     for (int c0 = 0; c0 < D; c0 += 16) {
-#if defined(AE_ATTN_AVX512)
-      block_upto12(std::min(kTileVecs, nq - i0), &s[i0 * ld], ld, keys,
-                   [v, c0](int64_t j) { return load16z(v[j] + c0); }, &o[i0 * D + c0], D);
-#else
       block_6x16(&s[i0 * ld], ld, keys, [v, c0](int64_t j, __m256& lo, __m256& hi) { load16(v[j] + c0, lo, hi); },
                  &o[i0 * D + c0], D);
-#endif
     }
   }
   for (int64_t i = 0; i < nq; ++i) {
