@@ -182,3 +182,40 @@ def test_every_variant_gives_the_same_paged_attention(variant: isa.IsaVariant,
     expected = paged_attention_reference(query.contiguous(), k_cache, v_cache, meta, 0.125)
     got = paged_attention_cpp(query, key, value, k_cache, v_cache, meta, 0.125)
     torch.testing.assert_close(got, expected, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.skipif(not cpp_build.load_cpu_ops(), reason="the C++ kernels did not build")
+def test_every_variant_gives_the_dequantized_product_on_the_wide_route(variant: isa.IsaVariant) -> None:
+    ops = cpp_build.variant_ops(variant)
+    for qtype in sorted(GGML_BLOCKS):
+        k = 768 if GGML_BLOCKS[qtype][1] == 256 else 608
+        weight = QuantWeight.from_gguf(torch.from_numpy(random_blocks(qtype, 30, k, seed=qtype)), qtype, k)
+        for rows in (1, 17, 40):
+            x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows))
+            out = torch.empty(rows, 30)
+            ops.gguf_linear_wide(out, x, [weight.raw], [qtype])
+            expected = x.double() @ weight.dequantize().double().T
+            torch.testing.assert_close(out.double(), expected, rtol=0, atol=1e-5 * expected.abs().max().item())
+
+
+@pytest.mark.skipif(not cpp_build.load_cpu_ops(), reason="the C++ kernels did not build")
+def test_every_variant_attends_decode_rows_over_shared_blocks(variant: isa.IsaVariant) -> None:
+    """Five decode rows whose requests share their first six blocks, beside a prefill chunk."""
+    gen = torch.Generator().manual_seed(12)
+    block, hq, hk, d = 16, 9, 3, 64
+    shared, own = list(range(1, 7)), [3, 20, 1, 16, 40]
+    tables, start, ctx = [], 7, []
+    for n in own:
+        used = -(-n // block)
+        tables.append(shared + list(range(start, start + used)))
+        ctx.append(6 * block + n - 1)
+        start += used
+    tables.append(list(range(start, start + 3)))
+    meta = build_attention_metadata([1] * len(own) + [40], ctx + [0], tables, block)
+    k_cache, v_cache = (torch.randn(start + 3, block, hk, d, generator=gen) for _ in range(2))
+    qkv = torch.randn(meta.num_tokens, hq + 2 * hk, d, generator=gen)
+    query, key, value = qkv[:, :hq], qkv[:, hq : hq + hk], qkv[:, hq + hk :]
+    write_kv_cache(key, value, k_cache, v_cache, meta.slot_mapping)
+    expected = paged_attention_reference(query.contiguous(), k_cache, v_cache, meta, 0.125)
+    got = paged_attention_cpp(query, key, value, k_cache, v_cache, meta, 0.125)
+    torch.testing.assert_close(got, expected, rtol=2e-5, atol=2e-5)
