@@ -149,6 +149,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--calibrate", action="store_true",
                     help="only measure where attention leaves the C++ tiles for SDPA and where float32 matmuls leave "
                          "the panels for oneDNN on this CPU again, and cache it")
+    ap.add_argument("--gguf-models", default="",
+                    help="with --calibrate: comma list of GGUF models (named or .gguf paths) whose matmuls' int8 / "
+                         "wide routes are measured again on their own blocks (a named model is fetched if missing)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -225,8 +228,48 @@ def _run_calibrate(args: argparse.Namespace) -> int:
             rows.append([threads, f"{hq}/{hk}x{d}", "SDPA from (fresh / over context)", fresh, context, None, None])
     print_table(["threads", "heads", "chunk", "query", "C++ ms", "SDPA ms", "C++ / SDPA"], rows)
     matmuls = _calibrate_matmuls(args.threads)
-    write_json(args.json, {"calibration": rows, "matmuls": matmuls, "machine": machine_info()})
+    quant = _calibrate_quant(args.threads, [m for m in args.gguf_models.split(",") if m])
+    write_json(args.json, {"calibration": rows, "matmuls": matmuls, "quant": quant, "machine": machine_info()})
     return 0
+
+
+def _calibrate_quant(threads_list: str, models: list[str]) -> list[list[object]]:
+    """The int8 / wide routes of every distinct fused matmul (and the LM head) of each GGUF model, timed on
+    its own memory-mapped blocks, as the model's loading does."""
+    import torch
+
+    from agent_engine.model.gguf_tensors import read_tensor_table
+    from agent_engine.model.gguf_weights import EMBEDDING, HEAD, LAYER_PARTS, quant_part
+    from agent_engine.model.sources import gguf_source
+    from kernels.calibration_store import NEVER
+    from kernels.quant import QuantMatmul
+    from kernels.quant_routes import calibrate
+
+    rows: list[list[object]] = []
+    for model in models:
+        path = gguf_source(model)
+        if path is None:
+            raise ValueError(f"--gguf-models takes named GGUF models or .gguf files, got {model!r}")
+        table = read_tensor_table(path)
+        layers = sorted({int(name.split(".")[1]) for name in table.tensors if name.startswith("blk.")})
+        matmuls = {}
+        for i in layers:
+            for names in LAYER_PARTS.values():
+                m = QuantMatmul.of([quant_part(table.tensors[f"blk.{i}.{n}.weight"]) for n in names])
+                matmuls.setdefault(m.shape, m)
+        head = QuantMatmul.of([quant_part(table.tensors[HEAD if HEAD in table.tensors else EMBEDDING])])
+        matmuls.setdefault(head.shape, head)
+        for threads in (int(t) for t in threads_list.split(",")):
+            torch.set_num_threads(threads)
+            for shape, m in matmuls.items():
+                cal = calibrate(shape, m.raws, remeasure=True)
+                label = "+".join(f"{n}" for _, n in shape.parts) + f"x{shape.in_features}"
+                rows += [[threads, model, label, int(r), int8, wide, int8 / wide] for r, (int8, wide) in cal.ms.items()]
+                rows.append([threads, model, label, "wide from", "never" if cal.wide_from == NEVER else cal.wide_from,
+                             None, None])
+    if rows:
+        print_table(["threads", "model", "weight", "rows", "int8 ms", "wide ms", "int8 / wide"], rows)
+    return rows
 
 
 def _calibrate_matmuls(threads_list: str) -> list[list[object]]:

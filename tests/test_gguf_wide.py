@@ -129,3 +129,29 @@ def test_the_ladder_stops_at_the_flop_budget_but_keeps_two_rows() -> None:
     assert quant_routes.ladder(huge) == (1, 2)
     small = quant_routes.QuantShape(64, ((2, 16),))
     assert quant_routes.ladder(small) == quant_routes.ROWS
+
+
+def test_bench_calibrate_measures_a_gguf_models_own_matmuls(routes: dict, monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path) -> None:
+    """``bench kernels --calibrate --gguf-models FILE``: every distinct fused matmul of the file and its LM
+    head, timed on the file's blocks under the keys the model's loading reads."""
+    from gguf_helpers import write_tiny_llama_gguf
+
+    from benchmarks.kernels_bench import _calibrate_quant
+
+    monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(quant_routes, "REPEATS", 1)
+    parts = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down", "output", "token_embd")
+    path = tmp_path / "tiny.gguf"
+    write_tiny_llama_gguf(path, quant={p: 8 for p in parts})  # Q8_0
+    rows = _calibrate_quant(str(torch.get_num_threads()), [str(path)])
+    decisions = [r for r in rows if r[3] == "wide from"]
+    assert {r[2] for r in decisions} == {"64+32+32x64", "64x64", "128+128x64", "64x128", f"{routes_head(path)}x64"}
+    assert len(routes) == len(decisions)  # each shape's route is known for this thread count
+
+
+def routes_head(path) -> int:
+    """The LM head's rows (the vocabulary) of a tiny GGUF file."""
+    from agent_engine.model.gguf_tensors import read_tensor_table
+
+    return read_tensor_table(path).tensors["output.weight"].rows
