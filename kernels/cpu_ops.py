@@ -88,6 +88,22 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return F.linear(x, weight, bias)
 
 
+def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, interleaved: torch.Tensor,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
+    """``silu(x @ gate^T) * (x @ up^T)`` for a contiguous float32 ``x`` and a fused ``[gate; up]``
+    ``weight`` whose panels are ``interleaved`` (``kernels.prepack.pack_gate_up``), into ``out`` when
+    given: one ``panel_linear_silu`` call, whose gate/up product never reaches memory (equal to
+    ``panel_linear`` then ``silu_and_mul`` for K up to 1,024), or, for a float32 weight from the row count
+    where oneDNN measured faster for the shape, oneDNN's product then ``silu_and_mul``."""
+    rows, inter = x.shape[0], weight.shape[0] // 2
+    out = x.new_empty(rows, inter) if out is None else out
+    if weight.dtype == torch.float32 and weight.is_contiguous() and rows >= onednn_from(*weight.shape):
+        ops().silu_and_mul(out, onednn_linear(x, weight))
+        return out
+    ops().panel_linear_silu(out, x, interleaved)
+    return out
+
+
 def silu_and_mul(gate_up: torch.Tensor, cpp: bool = False, out: torch.Tensor | None = None) -> torch.Tensor:
     """See the module docstring."""
     inter = gate_up.shape[-1] // 2

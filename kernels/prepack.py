@@ -50,6 +50,17 @@ def pack_weight(weight: torch.Tensor) -> torch.Tensor | None:
         return packed.reshape(panels, k, PANEL).contiguous()
 
 
+def pack_gate_up(weight: torch.Tensor, intermediate: int) -> torch.Tensor | None:
+    """The panels of a fused ``[gate; up]`` weight ``[2 I, K]`` with gate's and up's panels interleaved
+    (panel 2j: gate columns 16j .. 16j + 15, panel 2j + 1: the same up columns), as ``panel_linear_silu``
+    reads them; None where ``pack_weight`` gives none or ``I`` is not a multiple of 16."""
+    if weight.dim() != 2 or weight.shape[0] != 2 * intermediate or intermediate % PANEL:
+        return None
+    k = weight.shape[1]
+    order = weight.view(2, intermediate // PANEL, PANEL, k).transpose(0, 1).reshape(2 * intermediate, k)
+    return pack_weight(order)
+
+
 def prepack_allowed(total_bytes: int) -> bool:
     """Whether to keep packed copies of weights totalling ``total_bytes`` (see the module invariants)."""
     switch = os.environ.get(ENV_SWITCH, "").strip()

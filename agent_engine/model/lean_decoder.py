@@ -41,9 +41,9 @@ import torch.nn.functional as F
 
 from agent_engine.config import KV_CACHE_DTYPES
 from kernels import AttentionMetadata, AttentionWorkspace, linear_routes, paged_attention, quant_routes
-from kernels.cpu_ops import linear, rms_norm, rotary_and_cache, silu_and_mul, use_cpp
+from kernels.cpu_ops import gate_up_silu, linear, rms_norm, rotary_and_cache, silu_and_mul, use_cpp
 from kernels.linear_routes import MatmulShape
-from kernels.prepack import pack_weight, prepack_allowed
+from kernels.prepack import pack_gate_up, pack_weight, prepack_allowed
 from kernels.quant import QuantMatmul, quant_matmul
 
 logger = logging.getLogger(__name__)
@@ -53,6 +53,7 @@ _STATIC_ROPE = ("default", "linear", "llama3", "yarn")
 
 
 LAYER_MATMULS = ("qkv_w", "o_w", "gate_up_w", "down_w")
+_GATE_UP_SILU = "gate_up_silu"  # a layer's packed key for its gate/up panels interleaved (prepack.pack_gate_up)
 
 
 @dataclass(frozen=True)
@@ -211,6 +212,11 @@ class LeanDecoder:
             return
         for layer in self.layers:
             for name in _Layer.MATMULS:
+                if name == "gate_up_w" and layer.gate_up_w is not None:
+                    interleaved = pack_gate_up(layer.gate_up_w, self.intermediate)
+                    if interleaved is not None:  # gate/up and the activation in one kernel
+                        layer.packed[_GATE_UP_SILU] = interleaved
+                        continue
                 packed = pack_weight(getattr(layer, name))
                 if packed is not None:
                     layer.packed[name] = packed
@@ -225,6 +231,16 @@ class LeanDecoder:
         if quant is not None:
             return quant_matmul(x, quant, bias, out=out)
         return linear(x, getattr(layer, name), bias, self.cpp, layer.packed.get(name), out)
+
+    def _mlp_activation(self, layer: _Layer, h: torch.Tensor,
+                        buf: Callable[[str, int], torch.Tensor | None]) -> torch.Tensor:
+        """``silu(h @ gate^T) * (h @ up^T)``: in one kernel on the interleaved gate/up panels where the
+        layer has them, else the gate/up matmul then ``silu_and_mul``."""
+        interleaved = layer.packed.get(_GATE_UP_SILU)
+        if interleaved is not None and layer.gate_up_w is not None and h.is_contiguous():
+            return gate_up_silu(h, layer.gate_up_w, interleaved, out=buf("act", self.intermediate))
+        gate_up = self._matmul(layer, "gate_up_w", h, out=buf("gate_up", 2 * self.intermediate))
+        return silu_and_mul(gate_up, self.cpp, buf("act", self.intermediate))
 
     def _embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         """The token embeddings ``[T, H]`` in the activation dtype."""
@@ -300,8 +316,7 @@ class LeanDecoder:
             attn = self._attention(layer, h, cos, sin, k_cache, v_cache, metadata, buf("qkv", self.qkv_width))
             delta = self._matmul(layer, "o_w", attn, out=buf("delta", self.hidden))
             h = rms_norm(delta, layer.ln2, layer.eps2, residual, self.cpp, buf("h", self.hidden))
-            gate_up = self._matmul(layer, "gate_up_w", h, out=buf("gate_up", 2 * self.intermediate))
-            act = silu_and_mul(gate_up, self.cpp, buf("act", self.intermediate))
+            act = self._mlp_activation(layer, h, buf)
             delta = self._matmul(layer, "down_w", act, out=buf("delta", self.hidden))
         assert delta is not None
         if rows.numel() != residual.shape[0]:

@@ -177,6 +177,7 @@ AE_LIBRARY(m) {
   m.def("silu_and_mul(Tensor(a!) out, Tensor gate_up) -> ()");
   m.def("small_linear(Tensor(a!) out, Tensor x, Tensor w) -> ()");
   m.def("panel_linear(Tensor(a!) out, Tensor x, Tensor panels) -> ()");
+  m.def("panel_linear_silu(Tensor(a!) out, Tensor x, Tensor panels) -> ()");
   m.def("gguf_linear_int8(Tensor(a!) out, Tensor x, Tensor[] raws, int[] qtypes) -> ()");
   m.def("gguf_linear_wide(Tensor(a!) out, Tensor x, Tensor[] raws, int[] qtypes) -> ()");
   m.def("gguf_dequantize(Tensor(a!) out, Tensor raw, int qtype) -> ()");

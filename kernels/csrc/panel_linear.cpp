@@ -20,6 +20,8 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/mm.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/silu.h>
 #include <torch/library.h>
 
 #include "ops_library.h"
@@ -91,6 +93,52 @@ void panel_linear_avx2(float* op, const float* xp, const W* pp, int64_t m_dim, i
     }
   });
 }
+
+// out[M, I] = silu(x @ gate^T) * (x @ up^T) on a gate/up weight packed with its panels interleaved
+// (panel 2j: gate columns 16j .. 16j + 15, panel 2j + 1: the same up columns; I a multiple of 16): each
+// block of rows times a pair of panels stays in registers over all of K (the micro-kernel's own
+// order, so the sums equal panel_linear's for K <= kMaxKBlock), and only silu(gate) * up is written.
+// The gate_up product never reaches memory. Rows and panel pairs are blocked as in panel_linear.
+template <typename W>
+void panel_silu_avx2(float* op, const float* xp, const W* pp, int64_t m_dim, int64_t k_dim, int64_t inter) {
+  const int64_t pairs = inter / kPanel;
+  const int64_t max_chunk = std::max<int64_t>(kRows, 256 * 1024 / 4 / k_dim);
+  const int64_t n_chunks = (m_dim + max_chunk - 1) / max_chunk;
+  const int64_t chunk = (m_dim + n_chunks - 1) / n_chunks;
+  const int64_t group = std::max<int64_t>(1, 128 * 1024 / static_cast<int64_t>(sizeof(W)) / (2 * k_dim * kPanel));
+  at::parallel_for(0, pairs, 1, [&](int64_t q0, int64_t q1) {
+    alignas(64) float tmp[kRows * 2 * kPanel];
+    for (int64_t m0 = 0; m0 < m_dim; m0 += chunk) {
+      const int64_t rows_here = std::min(chunk, m_dim - m0);
+      const int64_t blocks = (rows_here + kRows - 1) / kRows;
+      for (int64_t g = q0; g < q1; g += group) {
+        const int64_t g1 = std::min(q1, g + group);
+        for (int64_t b = 0, m = m0; b < blocks; ++b) {
+          const int64_t rows = rows_here / blocks + (b < rows_here % blocks ? 1 : 0);
+          for (int64_t q = g; q < g1; ++q) {
+            const W* gate = pp + 2 * q * k_dim * kPanel;
+            // Each block of rows brings its share of the next group's pair into L2 (as panel_linear does).
+            const int64_t next = q + (g1 - g);
+            const W* ahead = next < q1 ? pp + 2 * next * k_dim * kPanel : nullptr;
+#if defined(AE_PANEL_AVX512)
+            ae::panel::kMicro2<W>[rows](xp + m * k_dim, k_dim, k_dim, gate, k_dim * kPanel, tmp, 2 * kPanel, kPanel,
+                                        Ahead<W>{ahead, b, blocks}, false);
+#else
+            kMicro<W>[rows](xp + m * k_dim, k_dim, k_dim, gate, tmp, 2 * kPanel, kPanel, Ahead<W>{ahead, b, blocks},
+                            false);
+            kMicro<W>[rows](xp + m * k_dim, k_dim, k_dim, gate + k_dim * kPanel, tmp + kPanel, 2 * kPanel, kPanel,
+                            Ahead<W>{ahead != nullptr ? ahead + k_dim * kPanel : nullptr, b, blocks}, false);
+#endif
+            for (int64_t r = 0; r < rows; ++r)
+              ae::silu_mul_row(op + (m + r) * inter + q * kPanel, tmp + r * 2 * kPanel, tmp + r * 2 * kPanel + kPanel,
+                               kPanel);
+          }
+          m += rows;
+        }
+      }
+    }
+  });
+}
 #else
 // The [K, N] float32 weight of the panels (the fallback's view).
 at::Tensor panels_as_weight(const at::Tensor& panels, int64_t n_dim) {
@@ -133,6 +181,37 @@ void panel_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& panels)
 #endif
 }
 
+void panel_linear_silu(at::Tensor out, const at::Tensor& x, const at::Tensor& panels) {
+  const bool bf16 = panels.scalar_type() == at::kBFloat16;
+  TORCH_CHECK(x.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat &&
+                  (bf16 || panels.scalar_type() == at::kFloat),
+              "panel_linear_silu: x and out float32, panels float32 or bfloat16");
+  TORCH_CHECK(x.dim() == 2 && panels.dim() == 3 && out.dim() == 2 && x.is_contiguous() && panels.is_contiguous() &&
+                  out.is_contiguous(), "panel_linear_silu needs contiguous tensors");
+  const int64_t m_dim = x.size(0), k_dim = x.size(1), inter = out.size(1);
+  TORCH_CHECK(inter % kPanel == 0 && panels.size(0) == 2 * inter / kPanel && panels.size(1) == k_dim &&
+                  panels.size(2) == kPanel && out.size(0) == m_dim,
+              "panel_linear_silu: gate/up panels interleaved for an intermediate size that is a multiple of 16");
+  if (m_dim == 0 || inter == 0) return;
+#ifdef AE_AVX2
+  float* op = out.data_ptr<float>();
+  const float* xp = x.data_ptr<float>();
+  if (bf16) {
+    panel_silu_avx2(op, xp, reinterpret_cast<const uint16_t*>(panels.data_ptr<at::BFloat16>()), m_dim, k_dim, inter);
+  } else {
+    panel_silu_avx2(op, xp, panels.data_ptr<float>(), m_dim, k_dim, inter);
+  }
+#else
+  // No AVX2 on the build machine: undo the interleave, then the product and the activation through ATen.
+  at::Tensor w = panels_as_weight(panels, 2 * inter).view({k_dim, inter / kPanel, 2, kPanel});
+  at::Tensor gate = w.select(2, 0).reshape({k_dim, inter}), up = w.select(2, 1).reshape({k_dim, inter});
+  out.copy_(at::mul(at::silu(at::mm(x, gate)), at::mm(x, up)));
+#endif
+}
+
 }  // namespace
 
-AE_LIBRARY_IMPL(m) { m.impl("panel_linear", &panel_linear); }
+AE_LIBRARY_IMPL(m) {
+  m.impl("panel_linear", &panel_linear);
+  m.impl("panel_linear_silu", &panel_linear_silu);
+}
