@@ -13,7 +13,9 @@ Invariants:
   anything it does not reproduce exactly: another architecture, an activation other than SiLU, MLP or
   o_proj biases, per-head norms, a non-CPU device.
 - With the C++ kernels on, every matmul weight (LM head included) also gets a copy packed in column
-  panels (``kernels.prepack``) when memory allows, and every step multiplies by that copy.
+  panels (``kernels.prepack``) when memory allows, and every step multiplies by that copy; the fused
+  gate/up weight's panels are interleaved (``pack_gate_up``, an intermediate size that is a multiple of
+  16) so that gate/up and the SiLU run as one kernel (``kernels.cpu_ops.gate_up_silu``).
 - Built with :class:`QuantizedWeights` (a GGUF served from its file: ``model.gguf_native``), every
   matmul (LM head included) multiplies by its quantized blocks (``kernels.quant``) at any row count,
   prefill included (by the route measured faster on this CPU for the shape and row count:
