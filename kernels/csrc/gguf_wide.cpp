@@ -14,8 +14,8 @@
 // ``x @ dequantize()^T`` up to summation order (the int8 route also rounds x to 8 bits).
 //
 // Blocking: weight rows go in groups of kRows (never across two weights), split between the threads;
-// K in blocks of at most kMaxKBlock (whole quantization blocks); x rows in chunks whose panels over
-// one K block stay in L2 while every group of the thread passes over them.
+// K in balanced blocks of about kMaxKBlock (rounded up to whole quantization blocks); x rows in chunks
+// whose panels over one K block stay in L2 while every group of the thread passes over them.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -36,7 +36,7 @@ namespace {
 using ae::panel::kPanel;
 using ae::panel::kRows;
 
-constexpr int64_t kMaxKBlock = 512;          // K per dequantized block, at most
+constexpr int64_t kMaxKBlock = 512;          // K per dequantized block, about (whole quantization blocks)
 constexpr int64_t kChunkBytes = 384 * 1024;  // x panels of one K block per chunk of rows (L2)
 
 // One weight of the fused product: its blocks, type, rows and first output column.
