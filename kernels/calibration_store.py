@@ -8,6 +8,8 @@ kernels' variant and build, torch, the thread count and the shape it was measure
 Invariants:
 - :func:`crossover_size` is the smallest measured size from which the second route wins (by more than
   ``margin``) at it and at every larger measured size; ``NEVER`` when it does not win at the largest.
+- A :class:`RouteTable` answers from what this process calibrated, never by measuring: a lookup on a
+  step's path is one dict access.
 - A stored result is used only under the exact key it was measured under (:func:`read_calibration` checks the
   key written inside the file against its name); files are written atomically, and an unreadable
   or unparsable one is measured again and rewritten (:func:`stored_or_measured`).
@@ -17,12 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import torch
 
@@ -34,6 +38,9 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 Cal = TypeVar("Cal", bound="DataclassInstance")  # a calibration: a dataclass, stored as its fields
+Shape = TypeVar("Shape", bound=Hashable)
+Route = TypeVar("Route")
+logger = logging.getLogger(__name__)
 
 
 def crossover_size(sizes: Sequence[int], first_s: Sequence[float], second_s: Sequence[float], margin: float) -> int:
@@ -92,3 +99,32 @@ def stored_or_measured(key: str, parse: Callable[[dict[str, object]], Cal], meas
     cal = measure()
     write_calibration(key, asdict(cal))
     return cal
+
+
+class RouteTable(Generic[Shape, Route]):
+    """The routes this process knows for one kind of calibration, by (shape, thread count): each one read
+    from the store or measured by :meth:`calibrate`, answered by :meth:`get` in one dict lookup."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what  # for the log line of a measurement, e.g. "where matmuls leave the panels"
+        self.known: dict[tuple[Shape, int], Route] = {}
+        self._lock = threading.Lock()
+
+    def calibrate(self, shape: Shape, key_of: Callable[[int], str], parse: Callable[[dict[str, object]], Cal],
+                  measure: Callable[[], Cal], route_of: Callable[[Cal], Route], remeasure: bool = False) -> Cal:
+        """``shape``'s calibration at the current thread count (``key_of(threads)`` its store key): stored,
+        unless ``remeasure`` or unreadable, else ``measure()`` now and stored; its route is known after."""
+        threads = torch.get_num_threads()
+
+        def measure_now() -> Cal:
+            logger.info("measuring %s for %s (%d threads)", self.what, shape, threads)
+            return measure()
+
+        cal = stored_or_measured(key_of(threads), parse, measure_now, remeasure)
+        with self._lock:
+            self.known[(shape, threads)] = route_of(cal)
+        return cal
+
+    def get(self, shape: Shape, default: Route) -> Route:
+        """The route known for ``shape`` at the current thread count, else ``default`` (never measures)."""
+        return self.known.get((shape, torch.get_num_threads()), default)

@@ -21,18 +21,14 @@ Invariants:
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 import torch
 
-from kernels.calibration_store import NEVER, crossover_size, store_key, stored_or_measured
+from kernels.calibration_store import NEVER, RouteTable, crossover_size, store_key
 from kernels.timing import best_seconds_each
-
-logger = logging.getLogger(__name__)
 
 ROWS = (1, 8, 32, 64, 128, 256, 512, 1024, 2048)  # row counts timed, ascending
 FLOP_BUDGET = 8e9  # no timed call past this many floating-point operations
@@ -102,24 +98,15 @@ def _parse(data: dict) -> LinearCalibration:
     return LinearCalibration(int(data["onednn_from"]), data["ms"], data["key"], data["measured_at"])
 
 
-_lock = threading.Lock()
-_known: dict[tuple[int, int, int], int] = {}  # (out, in, threads) -> oneDNN from this many rows
+# (out, in) -> oneDNN from this many rows: keyed by the weight's shape tuple, looked up on every matmul
+_routes: RouteTable[tuple[int, int], int] = RouteTable("where a float32 matmul leaves the panels for oneDNN")
 
 
 def calibrate(shape: MatmulShape, remeasure: bool = False) -> LinearCalibration:
     """This CPU's calibration for ``shape`` at the current thread count: from the cache unless
     ``remeasure``, else measured now and stored."""
-    threads = torch.get_num_threads()
-
-    def measure_now() -> LinearCalibration:
-        logger.info("measuring where a %dx%d matmul leaves the panels for oneDNN (%d threads)",
-                    shape.out_features, shape.in_features, threads)
-        return measure(shape)
-
-    cal = stored_or_measured(cache_key(shape, threads), _parse, measure_now, remeasure)
-    with _lock:
-        _known[(shape.out_features, shape.in_features, threads)] = cal.onednn_from
-    return cal
+    return _routes.calibrate((shape.out_features, shape.in_features), lambda threads: cache_key(shape, threads),
+                             _parse, lambda: measure(shape), lambda cal: cal.onednn_from, remeasure)
 
 
 def prepare(shapes: Iterable[MatmulShape]) -> None:
@@ -131,4 +118,4 @@ def prepare(shapes: Iterable[MatmulShape]) -> None:
 
 def onednn_from(out_features: int, in_features: int) -> int:
     """The row count from which this shape's float32 matmul goes to oneDNN (``NEVER`` if unprepared)."""
-    return _known.get((out_features, in_features, torch.get_num_threads()), NEVER)
+    return _routes.get((out_features, in_features), NEVER)

@@ -23,18 +23,14 @@ Invariants:
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
 
-from kernels.calibration_store import NEVER, crossover_size, store_key, stored_or_measured
+from kernels.calibration_store import NEVER, RouteTable, crossover_size, store_key
 from kernels.timing import best_seconds_each
-
-logger = logging.getLogger(__name__)
 
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # row counts timed, ascending
 FLOP_BUDGET = 4e9  # no timed call past this many floating-point operations
@@ -99,23 +95,14 @@ def _parse(data: dict) -> QuantCalibration:
     return QuantCalibration(int(data["wide_from"]), data["ms"], data["key"], data["measured_at"])
 
 
-_lock = threading.Lock()
-_known: dict[tuple[QuantShape, int], int] = {}  # (shape, threads) -> the wide route from this many rows
+_routes: RouteTable[QuantShape, int] = RouteTable("where a GGUF matmul leaves the int8 route")
 
 
 def calibrate(shape: QuantShape, raws: Sequence[torch.Tensor], remeasure: bool = False) -> QuantCalibration:
     """This CPU's calibration for ``shape`` at the current thread count: from the cache unless
     ``remeasure``, else measured now on ``raws`` and stored."""
-    threads = torch.get_num_threads()
-
-    def measure_now() -> QuantCalibration:
-        logger.info("measuring where a GGUF matmul %s leaves the int8 route (%d threads)", shape, threads)
-        return measure(shape, raws)
-
-    cal = stored_or_measured(cache_key(shape, threads), _parse, measure_now, remeasure)
-    with _lock:
-        _known[(shape, threads)] = cal.wide_from
-    return cal
+    return _routes.calibrate(shape, lambda threads: cache_key(shape, threads), _parse, lambda: measure(shape, raws),
+                             lambda cal: cal.wide_from, remeasure)
 
 
 def prepare(matmuls: Iterable[tuple[QuantShape, Sequence[torch.Tensor]]]) -> None:
@@ -130,4 +117,4 @@ def prepare(matmuls: Iterable[tuple[QuantShape, Sequence[torch.Tensor]]]) -> Non
 
 def wide_from(shape: QuantShape) -> int:
     """The row count from which this shape goes to the wide route (``NEVER`` if unprepared)."""
-    return _known.get((shape, torch.get_num_threads()), NEVER)
+    return _routes.get(shape, NEVER)

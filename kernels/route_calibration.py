@@ -20,8 +20,6 @@ Invariants:
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -29,10 +27,8 @@ from pathlib import Path
 
 import torch
 
-from kernels.calibration_store import NEVER, crossover_size, store_key, store_path, stored_or_measured
+from kernels.calibration_store import NEVER, RouteTable, crossover_size, store_key, store_path
 from kernels.timing import best_seconds_each
-
-logger = logging.getLogger(__name__)
 
 FRESH_LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)  # fresh chunks (no cached context)
 CONTEXT_LENGTHS = (4, 8, 16, 32, 64, 128, 256, 512)  # chunks over CONTEXT cached tokens
@@ -135,29 +131,19 @@ def _parse(data: dict) -> Calibration:
                        data["measured_at"])
 
 
-_lock = threading.Lock()
-_known: dict[tuple[HeadShape, int], SdpaRoutes] = {}
+_routes: RouteTable[HeadShape, SdpaRoutes] = RouteTable("where attention leaves the C++ tiles for SDPA")
 
 
 def calibrate(shape: HeadShape, attend: Attend, remeasure: bool = False) -> Calibration:
     """This CPU's calibration of ``attend`` for ``shape`` at the current thread count: from the cache file
     unless ``remeasure``, else measured now and written."""
-    threads = torch.get_num_threads()
-
-    def measure_now() -> Calibration:
-        logger.info("measuring where attention leaves the C++ tiles for SDPA (%s, %d threads)", shape, threads)
-        return measure(shape, attend)
-
-    cal = stored_or_measured(cache_key(shape, threads), _parse, measure_now, remeasure)
-    with _lock:
-        _known[(shape, threads)] = cal.routes
-    return cal
+    return _routes.calibrate(shape, lambda threads: cache_key(shape, threads), _parse, lambda: measure(shape, attend),
+                             lambda cal: cal.routes, remeasure)
 
 
 def sdpa_routes(shape: HeadShape, attend: Attend) -> SdpaRoutes:
     """The routes of ``attend`` for ``shape`` (cached in the process, then on disk, else measured once)."""
-    key = (shape, torch.get_num_threads())
-    routes = _known.get(key)
+    routes = _routes.get(shape, None)
     if routes is None:
         routes = calibrate(shape, attend).routes
     return routes

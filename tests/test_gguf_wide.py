@@ -82,7 +82,7 @@ def test_zero_rows_and_bad_shapes() -> None:
 def routes(monkeypatch: pytest.MonkeyPatch) -> dict:
     """The route table, emptied for the test (restored after)."""
     known: dict = {}
-    monkeypatch.setattr(quant_routes, "_known", known)
+    monkeypatch.setattr(quant_routes._routes, "known", known)
     return known
 
 

@@ -166,16 +166,25 @@ def test_every_variant_gives_the_same_paged_attention(variant: isa.IsaVariant,
     attention = importlib.import_module("kernels.paged_attention")
     monkeypatch.setattr(attention, "SDPA_MIN_FRESH_QUERY", 1 << 20)
     monkeypatch.setattr(attention, "SDPA_MIN_CONTEXT_QUERY", 1 << 20)
-    gen = torch.Generator().manual_seed(11)
-    reqs, block, hq, hk, d = [(0, 20), (37, 1), (130, 1), (40, 17)], 16, 8, 2, 64
-    blocks = sum(-(-(c + q) // block) for c, q in reqs)
-    k_cache, v_cache = (torch.randn(blocks + 1, block, hk, d, generator=gen) for _ in range(2))
+    reqs, block = [(0, 20), (37, 1), (130, 1), (40, 17)], 16
     tables, start = [], 1  # block 0 is the pool's null block
     for c, q in reqs:
         used = -(-(c + q) // block)
         tables.append(list(range(start, start + used)))
         start += used
-    meta = build_attention_metadata([q for _, q in reqs], [c for c, _ in reqs], tables, block)
+    _assert_cpp_attention_matches_reference([q for _, q in reqs], [c for c, _ in reqs], tables, block, (8, 2, 64),
+                                            seed=11)
+
+
+def _assert_cpp_attention_matches_reference(query_lens: list[int], context_lens: list[int], tables: list[list[int]],
+                                            block: int, heads: tuple[int, int, int], seed: int) -> None:
+    """Random caches (as many blocks as the tables name) and queries ``heads`` = (Hq, Hk, D): the C++
+    attention of the step equals the float64 reference."""
+    hq, hk, d = heads
+    gen = torch.Generator().manual_seed(seed)
+    blocks = 1 + max(b for t in tables for b in t)
+    k_cache, v_cache = (torch.randn(blocks, block, hk, d, generator=gen) for _ in range(2))
+    meta = build_attention_metadata(query_lens, context_lens, tables, block)
     qkv = torch.randn(meta.num_tokens, hq + 2 * hk, d, generator=gen)
     query, key, value = qkv[:, :hq], qkv[:, hq : hq + hk], qkv[:, hq + hk :]
     write_kv_cache(key, value, k_cache, v_cache, meta.slot_mapping)
@@ -201,8 +210,7 @@ def test_every_variant_gives_the_dequantized_product_on_the_wide_route(variant: 
 @pytest.mark.skipif(not cpp_build.load_cpu_ops(), reason="the C++ kernels did not build")
 def test_every_variant_attends_decode_rows_over_shared_blocks(variant: isa.IsaVariant) -> None:
     """Five decode rows whose requests share their first six blocks, beside a prefill chunk."""
-    gen = torch.Generator().manual_seed(12)
-    block, hq, hk, d = 16, 9, 3, 64
+    block = 16
     shared, own = list(range(1, 7)), [3, 20, 1, 16, 40]
     tables, start, ctx = [], 7, []
     for n in own:
@@ -211,14 +219,7 @@ def test_every_variant_attends_decode_rows_over_shared_blocks(variant: isa.IsaVa
         ctx.append(6 * block + n - 1)
         start += used
     tables.append(list(range(start, start + 3)))
-    meta = build_attention_metadata([1] * len(own) + [40], ctx + [0], tables, block)
-    k_cache, v_cache = (torch.randn(start + 3, block, hk, d, generator=gen) for _ in range(2))
-    qkv = torch.randn(meta.num_tokens, hq + 2 * hk, d, generator=gen)
-    query, key, value = qkv[:, :hq], qkv[:, hq : hq + hk], qkv[:, hq + hk :]
-    write_kv_cache(key, value, k_cache, v_cache, meta.slot_mapping)
-    expected = paged_attention_reference(query.contiguous(), k_cache, v_cache, meta, 0.125)
-    got = paged_attention_cpp(query, key, value, k_cache, v_cache, meta, 0.125)
-    torch.testing.assert_close(got, expected, rtol=2e-5, atol=2e-5)
+    _assert_cpp_attention_matches_reference([1] * len(own) + [40], ctx + [0], tables, block, (9, 3, 64), seed=12)
 
 
 @pytest.mark.skipif(not cpp_build.load_cpu_ops(), reason="the C++ kernels did not build")

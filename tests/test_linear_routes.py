@@ -18,7 +18,7 @@ needs_cpp = pytest.mark.skipif(not load_cpu_ops(), reason=f"C++ kernels unavaila
 @pytest.fixture
 def fresh_routes(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
-    monkeypatch.setattr(linear_routes, "_known", {})
+    monkeypatch.setattr(linear_routes._routes, "known", {})
 
 
 @pytest.mark.core
@@ -50,12 +50,12 @@ def test_prepare_measures_each_shape_once_and_caches_it(fresh_routes: None, monk
     linear_routes.prepare([a, b, a])
     assert measured == [a, b]
     assert linear_routes.onednn_from(96, 40) == 256 and linear_routes.onednn_from(40, 96) == 256
-    monkeypatch.setattr(linear_routes, "_known", {})  # a new process reads the files
+    monkeypatch.setattr(linear_routes._routes, "known", {})  # a new process reads the files
     linear_routes.prepare([a])
     assert measured == [a, b] and linear_routes.onednn_from(96, 40) == 256
     assert linear_routes.cache_key(a, 1) != linear_routes.cache_key(a, 2) != linear_routes.cache_key(b, 2)
     calibration_store.store_path(linear_routes.cache_key(a, torch.get_num_threads())).write_text("{not json")
-    monkeypatch.setattr(linear_routes, "_known", {})
+    monkeypatch.setattr(linear_routes._routes, "known", {})
     linear_routes.prepare([a])
     assert measured == [a, b, a]  # an unreadable file is measured again
 
@@ -69,7 +69,7 @@ def test_both_routes_give_the_same_product(fresh_routes: None, rows: int) -> Non
     packed = prepack.pack_weight(w)
     expected = F.linear(x, w, b)
     panels = linear(x, w, b, True, packed)
-    linear_routes._known[(200, 96, torch.get_num_threads())] = 64  # oneDNN from 64 rows
+    linear_routes._routes.known[((200, 96), torch.get_num_threads())] = 64  # oneDNN from 64 rows
     routed = linear(x, w, b, True, packed)
     torch.testing.assert_close(panels, expected, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(routed, expected, rtol=1e-4, atol=1e-4)

@@ -32,7 +32,7 @@ def test_crossover_is_where_sdpa_wins_from_then_on(cpp: list[float], sdpa: list[
 @pytest.mark.core
 def test_a_calibration_is_measured_once_per_key_and_cached(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
-    monkeypatch.setattr(route_calibration, "_known", {})
+    monkeypatch.setattr(route_calibration._routes, "known", {})
     measured: list[HeadShape] = []
 
     def fake_measure(shape: HeadShape, attend: object) -> route_calibration.Calibration:
@@ -44,7 +44,7 @@ def test_a_calibration_is_measured_once_per_key_and_cached(monkeypatch: pytest.M
     assert route_calibration.sdpa_routes(SHAPE, ATTEND) == SdpaRoutes(128, 32)
     assert route_calibration.sdpa_routes(SHAPE, ATTEND) == SdpaRoutes(128, 32)
     assert measured == [SHAPE]
-    monkeypatch.setattr(route_calibration, "_known", {})  # a new process reads the file
+    monkeypatch.setattr(route_calibration._routes, "known", {})  # a new process reads the file
     assert route_calibration.sdpa_routes(SHAPE, ATTEND) == SdpaRoutes(128, 32)
     assert measured == [SHAPE]
     other = HeadShape(12, 2, 128)
@@ -54,7 +54,7 @@ def test_a_calibration_is_measured_once_per_key_and_cached(monkeypatch: pytest.M
     assert measured == [SHAPE, SHAPE]
     path = route_calibration.cache_file(SHAPE, torch.get_num_threads())
     path.write_text("{not json")
-    monkeypatch.setattr(route_calibration, "_known", {})
+    monkeypatch.setattr(route_calibration._routes, "known", {})
     route_calibration.sdpa_routes(SHAPE, ATTEND)
     assert measured == [SHAPE, SHAPE, SHAPE]
     assert json.loads(path.read_text())["routes"] == {"min_fresh_query": 128, "min_context_query": 32}
@@ -65,7 +65,7 @@ def test_a_real_calibration_drives_the_routes(monkeypatch: pytest.MonkeyPatch, t
     """Measured here: every length timed on both routes, the routes follow the crossover rule, and the
     attention of a chunk plans by them."""
     monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
-    monkeypatch.setattr(route_calibration, "_known", {})
+    monkeypatch.setattr(route_calibration._routes, "known", {})
     monkeypatch.setattr(route_calibration, "FRESH_LENGTHS", (16, 64, 256))
     monkeypatch.setattr(route_calibration, "CONTEXT_LENGTHS", (4, 16, 64))
     monkeypatch.setattr(route_calibration, "CONTEXT", 256)

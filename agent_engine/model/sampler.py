@@ -11,7 +11,7 @@ Randomness: a request with ``seed`` draws from its own generator, reseeded every
 batch composition, step count or preemption. Other requests share the engine generator.
 Draws invert the row's CDF at one uniform number (the first token whose cumulative probability, summed
 in float64, exceeds ``u`` times the row's total), which samples exactly from ``p`` with one random number
-per row (the exponential race ``argmax(p / E)`` drew one per vocabulary entry: 18x slower at 49k tokens).
+per row (the exponential race ``argmax(p / E)`` drew one per vocabulary entry).
 
 Structured outputs: ``sample(..., grammar=TokenBitmask)`` masks the constrained rows (after min_tokens,
 before greedy/temperature/top-k/top-p) with their packed allowed-token bitmask; tokens past the
@@ -226,8 +226,8 @@ class Sampler:
         """One index per row of ``probs`` ``[B, V]`` (rows sum to about 1), drawn from that row by its
         inverse CDF: the first index whose cumulative mass (float64) exceeds ``u * total`` for one
         uniform ``u`` per row, from the row's own generator when its request is seeded, else from the
-        engine's. One random number per row: the vocabulary-wide noise of an exponential race cost
-        27 ms a step at 32 rows of a 49,152-token vocabulary, this 1.5 ms."""
+        engine's. One random number per row, where an exponential race draws one per vocabulary entry
+        (docs/performance.md has the timings)."""
         uniform = torch.empty(probs.shape[0], 1, dtype=torch.float64, device=probs.device)
         unseeded = [i for i, r in enumerate(requests) if r.sampling_params.seed is None]
         if unseeded:

@@ -215,6 +215,9 @@ void attend_shared_prefixes(const ae::SharedPrefixes& shared, float* out, const 
   }
   const int64_t n_members = static_cast<int64_t>(shared.members.size()), token_stride = hk * D;
   std::vector<float> part_o(n_members * hq * D), part_lse(n_members * hq);
+  std::vector<int64_t> shared_keys_of(n_members);  // by member slot: its group's shared keys
+  for (const ae::PrefixGroup& pg : shared.groups)
+    std::fill_n(shared_keys_of.begin() + pg.first, pg.count, pg.shared_keys);
   at::parallel_for(0, static_cast<int64_t>(tiles.size()), 1, [&](int64_t t0, int64_t t1) {
     thread_local std::vector<const C*> krow, vrow;
     thread_local std::vector<float> q;
@@ -240,10 +243,7 @@ void attend_shared_prefixes(const ae::SharedPrefixes& shared, float* out, const 
     thread_local std::vector<const C*> krow, vrow;
     thread_local std::vector<float> q, s, o, lse;
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t slot = i / hk, h = i % hk, req = shared.members[slot];
-      int64_t shared_keys = 0;
-      for (const ae::PrefixGroup& pg : shared.groups)
-        if (slot >= pg.first && slot < pg.first + pg.count) shared_keys = pg.shared_keys;
+      const int64_t slot = i / hk, h = i % hk, req = shared.members[slot], shared_keys = shared_keys_of[slot];
       const int64_t own = seq_lens[req] - shared_keys, row = query_start_loc[req];
       const int32_t* table = tables + req * max_blocks;
       row_pointers(k_cache, table, shared_keys, own, block_size, token_stride, h * D, krow);
