@@ -63,6 +63,8 @@ _HELP = {
                       "bfloat16 (half the bytes a token's K and V take and a decode step reads; rounded to "
                       "bf16, attention in float32; the lean CPU decoder with the C++ kernels)",
     "device": "auto | cpu | cuda[:N]",
+    "cuda_graphs": "CUDA: replay decode steps (up to max_num_seqs rows) from CUDA graphs captured per batch and "
+                   "context bucket on first use; --no-cuda-graphs runs every step eagerly",
     "seed": "engine seed for sampling without a per-request seed",
     "block_size": "tokens per KV block",
     "num_kv_blocks": "KV pool size in blocks (overrides --kv-cache-memory)",
@@ -118,6 +120,7 @@ class EngineConfig:
     gguf_weights: str = "native"
     kv_cache_dtype: str = "auto"
     device: str = "auto"
+    cuda_graphs: bool = True
     seed: int = 0
     block_size: int = 16
     num_kv_blocks: int | None = None

@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "reliability": "benchmarks.reliability",
     "structured": "benchmarks.structured_bench",
     "quant-parity": "benchmarks.quant_parity",
+    "graphs": "benchmarks.decode_graphs",
 }
 
 

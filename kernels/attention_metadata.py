@@ -77,6 +77,9 @@ class AttentionMetadata:
     seq_lens_list: list[int]
     context_lens_list: list[int]
     all_decode: bool  # every request has exactly one query token
+    # A fixed-shape decode step (kernels.static_decode): lengths and tables live only in the tensors,
+    # which change between CUDA-graph replays; the list mirrors and max_seq_len are upper bounds.
+    static_decode: bool = False
     workspace: AttentionWorkspace | None = None
     cache: dict[Any, Any] = field(default_factory=dict, repr=False)
 

@@ -13,7 +13,8 @@ Three implementations share this contract:
 
 * :func:`paged_attention_reference`: per-request loop with explicit float64 math; the test oracle.
 * :func:`paged_attention_torch`: the fast path on any device: all decodes (query length 1) in one
-  padded gather + one SDPA call, each prefill chunk in one SDPA call (plain causal when it has no
+  padded gather + one SDPA call (on CUDA a step of decodes alone goes to the Triton kernel of
+  ``kernels.triton_decode``, which reads each row's own blocks), each prefill chunk in one SDPA call (plain causal when it has no
   cached context, otherwise a causal mask offset by its context length).
 * :func:`paged_attention_flash`: flash-attn's ``flash_attn_varlen_func`` with ``block_table`` (CUDA,
   fp16/bf16, block sizes that are multiples of 256 as flash-attn 2 requires).
@@ -39,7 +40,9 @@ import torch.nn.functional as F
 from kernels.attention_metadata import AttentionMetadata, AttentionWorkspace
 from kernels.cpu_ops import paged_attention_cpu, use_cpp
 from kernels.route_calibration import HeadShape, SdpaRoutes, sdpa_routes
+from kernels.static_decode import paged_attention_static_decode
 from kernels.torch_plan import PrefillChunk, prefill_chunks, torch_plan
+from kernels.triton_decode import paged_decode_triton, triton_available
 
 # Set (tests, benchmarks) to override the calibrated routes: chunk lengths from which SDPA takes a chunk.
 SDPA_MIN_FRESH_QUERY: int | None = None
@@ -114,6 +117,8 @@ def paged_attention_torch(
     scale: float,
 ) -> torch.Tensor:
     """Fast torch path (CPU or CUDA); see the module docstring for the contract."""
+    if metadata.all_decode and query.is_cuda and triton_available():  # each row reads only its own blocks
+        return paged_decode_triton(query, k_cache, v_cache, metadata.block_tables, metadata.seq_lens, scale)
     num_q_heads, num_kv_heads, head_dim, block_size, group = _layout(query, k_cache)
     num_tokens = query.shape[0]
     workspace = metadata.workspace if metadata.workspace is not None else AttentionWorkspace()
@@ -296,7 +301,10 @@ def paged_attention(
     metadata: AttentionMetadata,
     scale: float,
 ) -> torch.Tensor:
-    """Dispatch: flash-attn on CUDA when usable, else the torch path. Same contract as the module."""
+    """Dispatch: a fixed-shape decode step to its own route (``kernels.static_decode``), else flash-attn
+    on CUDA when usable, else the C++ kernels on CPU, else the torch path. Same contract as the module."""
+    if metadata.static_decode:
+        return paged_attention_static_decode(query, k_cache, v_cache, metadata, scale)
     if (
         query.is_cuda
         and query.dtype in (torch.float16, torch.bfloat16)

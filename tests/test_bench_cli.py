@@ -46,6 +46,8 @@ MINIMAL: dict[str, tuple[list[str], dict[str, object]]] = {
     "structured": ([], {"model": None, "requests": 1000, "batch": 16, "companions": 8, "repeats": 3,
                         "json": "out/structured_bench.json"}),
     "quant-parity": ([], {"model": "qwen2.5-coder-1.5b", "max_tokens": 48, "json": "out/quant_parity.json"}),
+    "graphs": ([], {"model": None, "dtype": "bfloat16", "streams": "1,64,256", "max_tokens": 128, "repeats": 2,
+                    "json": "out/decode_graphs.json"}),
     "reliability": ([], {"policies": "fcfs,priority,continuum,continuum-fixed", "jobs": 12, "turns": 6,
                          "sigterm_after": 40, "json": "out/reliability.json"}),
 }

@@ -148,7 +148,8 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
     num_offload = num_offload_blocks_for(config, loaded.model.config, bpb, kv_dtype)
     runner = ModelRunner(loaded.model, num_kv_blocks=num_blocks, block_size=config.block_size, device=device,
                          seed=config.seed, num_offload_blocks=num_offload, offload_dtype=config.kv_offload_dtype,
-                         kv_cache_dtype=config.kv_cache_dtype, quantized=loaded.quantized)
+                         kv_cache_dtype=config.kv_cache_dtype, quantized=loaded.quantized,
+                         decode_graph_rows=config.max_num_seqs if config.cuda_graphs else 0)
     sched_config = config.scheduler_config(num_blocks, max_len, num_offload)
     tracker = JobHooks.build(config, clock, loaded.tokenizer, runner)
     pin_fn = tracker.pin_ttl if policy_class(config.policy).uses_pins else None

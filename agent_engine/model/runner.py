@@ -13,6 +13,8 @@ Invariants:
 * The runner's device is the one asked for, else that of the model's real (non-``meta``) parameters.
 * Per-request sampler state is dropped for ``finished_req_ids`` before the step runs, and the
   second tier's ``kv_copies`` are performed, in order, before the forward pass reads the cache.
+* On CUDA with ``decode_graph_rows > 0``, a step of decodes alone (every row sampled) of at most that
+  many rows replays a CUDA graph of the same computation (``decode_graphs``); other steps run eagerly.
 * ``execute(out, grammar=TokenBitmask)`` limits the constrained requests' sampled tokens to their
   bitmask rows (structured outputs); without it (the default) sampling does no grammar work.
 """
@@ -28,10 +30,12 @@ from typing import Any
 import torch
 
 from agent_engine.model.attention import KV_CACHES_KWARG, METADATA_KWARG, sdpa_backends, use_paged_attention
+from agent_engine.model.decode_graphs import DecodeGraphs
 from agent_engine.model.lean_decoder import LeanDecoder, QuantizedWeights, model_device
 from agent_engine.model.sampler import Sampler, SamplerOutput, TokenBitmask
 from kernels import AttentionWorkspace, allocate_kv_caches, build_attention_metadata
 from kernels.kv_offload import HostKVStore
+from kernels.static_decode import StaticDecodeBatch
 from scheduler.step_io import ModelRunnerOutput, SchedulerOutput
 from scheduler.tier_copy import LOAD
 
@@ -79,6 +83,7 @@ class ModelRunner:
         offload_dtype: str = "auto",
         kv_cache_dtype: str = "auto",
         quantized: QuantizedWeights | None = None,
+        decode_graph_rows: int = 0,
     ) -> None:
         if num_kv_blocks < 2:
             raise ValueError("num_kv_blocks must be >= 2 (block 0 is reserved)")
@@ -101,6 +106,23 @@ class ModelRunner:
         self.sampler = Sampler(self.device, seed)
         self.workspace = AttentionWorkspace()
         self.last_logits: torch.Tensor | None = None
+        self.graphs = self._decode_graphs(decode_graph_rows) if decode_graph_rows and self.lean is None else None
+
+    def _decode_graphs(self, max_rows: int) -> DecodeGraphs | None:
+        """CUDA graphs for decode steps of up to ``max_rows`` rows (``decode_graphs``); None off CUDA."""
+        if self.device.type != "cuda":
+            return None
+        return DecodeGraphs(self._static_decode_step, max_rows, self.num_kv_blocks - 1, self.block_size,
+                            self.device)
+
+    def _static_decode_step(self, batch: StaticDecodeBatch) -> torch.Tensor:
+        """The float32 logits ``[rows, V]`` of a fixed-shape decode step, from its buffers alone (what a
+        decode graph records)."""
+        kwargs = {METADATA_KWARG: batch.metadata, KV_CACHES_KWARG: self.kv_caches}
+        with torch.inference_mode(), sdpa_backends(self.device):
+            hidden = self._decoder(input_ids=batch.input_ids.view(1, -1), position_ids=batch.positions.view(1, -1),
+                                   use_cache=False, **kwargs).last_hidden_state[0]
+            return self._lm_head(hidden).float()
 
     @staticmethod
     def kv_dtype_for(model: torch.nn.Module, kv_cache_dtype: str = "auto") -> torch.dtype:
@@ -123,7 +145,15 @@ class ModelRunner:
         block_tables: list[list[int]],
         sample_rows: list[int],
     ) -> torch.Tensor:
-        """Run the decoder on the packed batch; return float32 logits at ``sample_rows`` ``[len, V]``."""
+        """Run the decoder on the packed batch; return float32 logits at ``sample_rows`` ``[len, V]``.
+        A step of decodes alone, every row sampled, replays a decode graph where one fits."""
+        if self.graphs is not None and len(token_ids) == len(query_lens) == len(sample_rows):
+            max_blocks = -(-(max(context_lens) + 1) // self.block_size)
+            if self.graphs.accepts(len(token_ids), max_blocks):
+                try:
+                    return self.graphs.run(token_ids, context_lens, block_tables)
+                except RuntimeError:  # its capture failed (logged once): this step runs eagerly
+                    pass
         metadata = build_attention_metadata(
             query_lens, context_lens, block_tables, self.block_size, self.device, self.workspace
         )

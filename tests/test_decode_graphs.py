@@ -1,0 +1,161 @@
+"""Fixed-shape decode steps (what a CUDA graph records) == the eager step; the Triton decode kernel ==
+the reference. On CPU the graphs' step runs eagerly (``capture=False``) and the Triton kernel in
+Triton's interpreter; the captured graphs themselves are checked by the ``gpu`` tests."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from test_model_runner import BLOCK, Seq, _step, _tiny
+
+from agent_engine.model.decode_graphs import DecodeGraphs
+from agent_engine.model.runner import ModelRunner
+from kernels import build_attention_metadata
+from kernels.paged_attention import paged_attention_reference
+from kernels.static_decode import StaticDecodeBatch
+
+pytestmark = pytest.mark.core
+
+
+def _runner(model: torch.nn.Module, graph_rows: int) -> ModelRunner:
+    """A CPU runner on the HF modules (the path graphs record on a GPU), with eager decode graphs."""
+    runner = ModelRunner(copy.deepcopy(model), num_kv_blocks=64, block_size=BLOCK)
+    runner.lean = None
+    if graph_rows:
+        runner.graphs = DecodeGraphs(runner._static_decode_step, graph_rows, runner.num_kv_blocks - 1, BLOCK,
+                                     runner.device, capture=False)
+    return runner
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_static_decode_steps_equal_eager_steps(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decode steps of 3 and then 2 rows through padded static batches (row buckets 4 and 2, widths 8
+    and 16 blocks as the contexts grow past 32 tokens) give the eager path's logits; prefill steps and a
+    step of more rows than the graphs hold stay eager."""
+    monkeypatch.setattr(importlib.import_module("kernels.static_decode"), "STATIC_DECODE_ROUTE", "gather")
+    model = _tiny(kind)
+    gen = torch.Generator().manual_seed(5)
+    prompts = [torch.randint(0, 128, (n,), generator=gen).tolist() for n in (27, 5, 12)]
+    tables = [[3, 7, 1, 12, 9, 2, 30, 31, 40, 41, 42, 43], [5, 4, 10, 20, 21], [6, 8, 11, 13, 14, 15, 16]]
+
+    def run(graph_rows: int) -> tuple[list[torch.Tensor], DecodeGraphs | None]:
+        runner = _runner(model, graph_rows)
+        seqs = [Seq(r, p, list(t)) for r, p, t in zip("abc", prompts, tables, strict=True)]
+        logits = [_step(runner, [(s, len(s.tokens)) for s in seqs])[1]]
+        for _ in range(8):  # a's context grows from 28 past 32 tokens: width bucket 8 -> 16 blocks
+            logits.append(_step(runner, [(s, 1) for s in seqs])[1])
+        for _ in range(2):
+            logits.append(_step(runner, [(s, 1) for s in seqs[:2]])[1])
+        return logits, runner.graphs
+
+    eager, _ = run(0)
+    static, graphs = run(4)
+    assert graphs is not None and graphs.steps == 10
+    assert {key[1] for key in graphs._entries} == {8, 16} and {key[0] for key in graphs._entries} == {2, 4}
+    for x, y in zip(static, eager, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
+    small, graphs = run(2)  # 3 rows never fit: every step eager, the 2-row decodes static
+    assert graphs is not None and graphs.steps == 2
+    for x, y in zip(small, eager, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
+
+
+def test_static_batch_pads_rows_and_rejects_what_does_not_fit() -> None:
+    batch = StaticDecodeBatch(rows=4, width=3, block_size=4, device=torch.device("cpu"))
+    batch.fill([11, 12], [5, 0], [[7, 2, 9, 9], [3]])
+    assert batch.input_ids.tolist() == [11, 12, 0, 0]
+    assert batch.positions.tolist() == [5, 0, 0, 0]
+    assert batch.slot_mapping.tolist() == [2 * 4 + 1, 3 * 4, 0, 0]  # padding writes the null block only
+    assert batch.seq_lens.tolist() == [6, 1, 1, 1]
+    assert batch.cu_seqlens_k.tolist() == [0, 6, 7, 8, 9]
+    assert batch.block_tables.tolist() == [[7, 2, 9], [3, 0, 0], [0, 0, 0], [0, 0, 0]]
+    assert batch.metadata.static_decode and batch.metadata.all_decode
+    batch.fill([], [], [])  # padding alone: what a graph is captured on ahead of use
+    assert batch.seq_lens.tolist() == [1] * 4 and batch.slot_mapping.tolist() == [0] * 4
+    with pytest.raises(ValueError, match="do not fit"):
+        batch.fill([1] * 5, [0] * 5, [[1]] * 5)
+    with pytest.raises(ValueError, match="past this batch"):
+        batch.fill([1], [12], [[1, 2, 3, 4]])
+    with pytest.raises(ValueError, match="misses the block"):
+        batch.fill([1], [4], [[1]])
+    graphs = DecodeGraphs(lambda b: torch.zeros(b.rows, 3), max_rows=20, max_width=100, block_size=4,
+                          device=torch.device("cpu"), capture=False)
+    assert graphs.row_buckets[-1] == 16 and graphs.width_buckets == (8, 16, 32, 64, 100)
+    assert graphs.accepts(16, 100) and not graphs.accepts(17, 1) and not graphs.accepts(1, 101)
+    with pytest.raises(ValueError, match="CUDA graphs need a CUDA device"):
+        DecodeGraphs(lambda b: torch.zeros(1), 4, 8, 4, torch.device("cpu"))
+
+
+_INTERPRETED_CHECK = """
+import torch
+from kernels import build_attention_metadata
+from kernels.paged_attention import paged_attention_reference
+from kernels.static_decode import StaticDecodeBatch, paged_attention_static_decode
+from kernels.triton_decode import paged_decode_triton
+import kernels.static_decode as static
+
+torch.manual_seed(0)
+for hq, hk, d in [(14, 2, 64), (8, 8, 32), (4, 1, 80)]:
+    k, v = torch.randn(64, 16, hk, d), torch.randn(64, 16, hk, d)
+    ctx, order, tables = [1, 17, 100, 63, 200], (torch.randperm(63) + 1).tolist(), []
+    for c in ctx:
+        n = -(-c // 16)
+        tables.append(order[:n])
+        order = order[n:]
+    meta = build_attention_metadata([1] * 5, [c - 1 for c in ctx], tables, 16)
+    q = torch.randn(5, hq, d)
+    ref = paged_attention_reference(q, k, v, meta, d**-0.5)
+    torch.testing.assert_close(paged_decode_triton(q, k, v, meta.block_tables, meta.seq_lens, d**-0.5), ref,
+                               rtol=1e-5, atol=1e-5)
+batch = StaticDecodeBatch(rows=8, width=16, block_size=16, device=torch.device("cpu"))
+batch.fill(list(range(5)), [c - 1 for c in ctx], tables)
+padded = torch.cat([q, torch.randn(3, hq, d)])
+routes = []
+for route in ("triton", "gather"):
+    static.STATIC_DECODE_ROUTE = route
+    routes.append(paged_attention_static_decode(padded, k, v, batch.metadata, d**-0.5)[:5])
+torch.testing.assert_close(routes[0], ref, rtol=1e-5, atol=1e-5)
+torch.testing.assert_close(routes[1], ref, rtol=1e-5, atol=1e-5)
+try:
+    two_heads = torch.randn(64, 16, 2, 16)
+    paged_decode_triton(torch.randn(1, 3, 16), two_heads, two_heads, meta.block_tables, meta.seq_lens, 1.0)
+except ValueError as exc:
+    assert "does not fit" in str(exc)
+else:
+    raise AssertionError("a query whose heads do not divide into the cache's took no error")
+print("ok")
+"""
+
+
+def test_triton_decode_kernel_matches_reference_in_interpreter() -> None:
+    """In Triton's interpreter (a fresh process: Triton reads TRITON_INTERPRET when it is imported):
+    GQA groups of 7, 1 and 4 heads, head sizes 64 / 32 / 80 (padded to 128), contexts of 1 to 200 keys
+    over shuffled blocks, within float32 rounding of the float64 reference; the static step's Triton and
+    gather routes agree on a padded batch; a query whose heads do not fit the cache is a ValueError."""
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    result = subprocess.run([sys.executable, "-c", _INTERPRETED_CHECK], capture_output=True, text=True,
+                            timeout=300, env=env, cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+def test_gather_route_matches_reference_with_padding() -> None:
+    """The graphs' SDPA route over tables gathered to the full width == the reference, padded rows aside."""
+    from kernels.static_decode import paged_attention_static_decode
+
+    torch.manual_seed(1)
+    k, v = torch.randn(40, 4, 2, 16), torch.randn(40, 4, 2, 16)
+    ctx, tables = [0, 9, 30], [[5], [7, 3, 8], [1, 2, 4, 6, 9, 10, 11, 12]]
+    batch = StaticDecodeBatch(rows=4, width=8, block_size=4, device=torch.device("cpu"))
+    batch.fill([1, 2, 3], ctx, tables)
+    q = torch.randn(4, 4, 16)
+    out = paged_attention_static_decode(q, k, v, batch.metadata, 0.25)
+    ref = paged_attention_reference(q[:3], k, v, build_attention_metadata([1] * 3, ctx, tables, 4), 0.25)
+    torch.testing.assert_close(out[:3], ref, rtol=1e-5, atol=1e-5)
