@@ -20,21 +20,40 @@ smallest matrix-unit shape) against ``TILE`` keys a step.
 from __future__ import annotations
 
 import functools
+import logging
 
 import torch
+
+logger = logging.getLogger(__name__)
 
 TILE = 64  # keys per loop step (4 blocks of 16)
 MIN_ROWS = 16  # tl.dot's smallest M
 
 
+_disabled: list[str] = []  # why the kernel is off in this process (it failed to build or run here)
+
+
 @functools.lru_cache(maxsize=1)
-def triton_available() -> bool:
-    """True when Triton imports (its kernels still need a CUDA device, or ``TRITON_INTERPRET=1``)."""
+def _triton_imports() -> bool:
     try:
         import triton  # noqa: F401
     except ImportError:
         return False
     return True
+
+
+def triton_available() -> bool:
+    """True when Triton imports and the kernel has not failed in this process (it still needs a CUDA
+    device, or ``TRITON_INTERPRET=1``)."""
+    return not _disabled and _triton_imports()
+
+
+def disable_triton(exc: BaseException) -> None:
+    """Turn the kernel off for this process after it failed (a Triton that cannot build it for this
+    GPU): callers go back to the gather path. Logged once."""
+    if not _disabled:
+        logger.warning("Triton paged decode off (%s: %s); decode rows take the gather path", type(exc).__name__, exc)
+        _disabled.append(f"{type(exc).__name__}: {exc}")
 
 
 @functools.lru_cache(maxsize=1)

@@ -15,7 +15,7 @@ import pytest
 import torch
 from test_model_runner import BLOCK, Seq, _step, _tiny
 
-from agent_engine.model.decode_graphs import DecodeGraphs
+from agent_engine.model.decode_graphs import DecodeGraphs, _check_replay
 from agent_engine.model.runner import ModelRunner
 from kernels import build_attention_metadata
 from kernels.paged_attention import paged_attention_reference
@@ -89,6 +89,9 @@ def test_static_batch_pads_rows_and_rejects_what_does_not_fit() -> None:
                           device=torch.device("cpu"), capture=False)
     assert graphs.row_buckets[-1] == 16 and graphs.width_buckets == (8, 16, 32, 64, 100)
     assert graphs.accepts(16, 100) and not graphs.accepts(17, 1) and not graphs.accepts(1, 101)
+    _check_replay(torch.full((2, 3), 40.0), torch.full((2, 3), 40.2))  # rounding of other kernels: kept
+    with pytest.raises(RuntimeError, match="differs"):
+        _check_replay(torch.zeros(2, 3), torch.full((2, 3), 40.0))  # a graph that recorded something else
     with pytest.raises(ValueError, match="CUDA graphs need a CUDA device"):
         DecodeGraphs(lambda b: torch.zeros(1), 4, 8, 4, torch.device("cpu"))
 

@@ -9,10 +9,11 @@ launch of every kernel take longer than the GPU's work. A captured graph replays
 
 Invariants:
 
-* a graph is captured the first time its bucket is used, from the step at hand: one eager warm-up
-  run on a side stream (it computes that step; writing the same K/V twice is harmless), then the
-  capture, then the replay that gives the step's logits. All graphs share one memory pool and never
-  run concurrently;
+* a graph is captured the first time its bucket is used, from the step at hand (or ahead, by
+  ``warm_up``, on a step of padding alone): one eager warm-up run on a side stream (it computes that
+  step; writing the same K/V twice is harmless), then the capture, then one replay whose logits must
+  match the warm-up's before the graph is kept. All graphs share one memory pool and never run
+  concurrently;
 * a bucket whose capture fails (out of memory, an op that cannot be captured) is remembered and its
   steps go back to the caller's eager path (``accepts`` says no), with one warning;
 * ``run`` returns float32 logits ``[n, V]``: a view of the graph's output buffer, valid until the
@@ -48,6 +49,15 @@ class _Entry:
 
 def _bucket(n: int, buckets: tuple[int, ...]) -> int | None:
     return next((b for b in buckets if b >= n), None)
+
+
+def _check_replay(replayed: torch.Tensor, eager: torch.Tensor) -> None:
+    """``RuntimeError`` unless a graph's first replay gave the eager run's logits of the same step (up to
+    the rounding of kernels chosen differently under capture): a graph that recorded something else
+    (an op that read a host value, a buffer that moved) is never used."""
+    scale = float(eager.abs().max()) if eager.numel() else 0.0
+    if replayed.shape != eager.shape or not torch.allclose(replayed, eager, rtol=2e-2, atol=2e-2 * max(scale, 1.0)):
+        raise RuntimeError("the graph's replay differs from the eager run of the same step")
 
 
 class DecodeGraphs:
@@ -95,9 +105,10 @@ class DecodeGraphs:
         if not self.capture:
             return self.step(entry.batch)[: len(token_ids)]
         if entry.graph is None:
-            self._capture(key, entry)
-        assert entry.graph is not None and entry.logits is not None
-        entry.graph.replay()
+            self._capture(key, entry)  # replays once, checked against the eager run of this step
+        else:
+            entry.graph.replay()
+        assert entry.logits is not None
         return entry.logits[: len(token_ids)]
 
     def warm_up(self, max_rows: int, max_blocks: int) -> int:
@@ -135,10 +146,12 @@ class DecodeGraphs:
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.stream(side):
-                self.step(entry.batch)  # warm-up: lazy initialisations happen outside the capture
+                expected = self.step(entry.batch)  # warm-up: lazy initialisations happen outside the capture
             torch.cuda.current_stream(self.device).wait_stream(side)
             with torch.cuda.graph(graph, pool=self._pool):
                 logits = self.step(entry.batch)
+            graph.replay()
+            _check_replay(logits, expected)
         except Exception as exc:  # noqa: BLE001 - this bucket runs eagerly from now on
             self._failed.add(key)
             del self._entries[key]
