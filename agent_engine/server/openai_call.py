@@ -15,13 +15,13 @@ stream is one ``data: {"error": {...}}`` event.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.server.openai_schema import ChatCompletionRequest, CompletionRequest
+from agent_engine.server.sse import event_json
 from agent_engine.server.state import ServerState
 from agent_engine.server.tools import ToolParser
 
@@ -29,7 +29,7 @@ DONE = "data: [DONE]\n\n"
 
 
 def sse(obj: Mapping[str, Any]) -> str:
-    return f"data: {json.dumps(obj, separators=(',', ':'), ensure_ascii=False)}\n\n"
+    return f"data: {event_json(obj)}\n\n"
 
 
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict[str, Any]:

@@ -18,7 +18,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,13 +27,14 @@ from agent_engine.server.anthropic.convert import json_object, stop_reason, to_a
 from agent_engine.server.anthropic.reply import MessagesCall, output_usage
 from agent_engine.server.errors import anthropic_error_body
 from agent_engine.server.groups import GroupEvent, RequestGroup
+from agent_engine.server.sse import event_json
 from agent_engine.server.tools import DeltaEvent, StreamingToolParser
 
 Event = tuple[str, dict[str, Any]]
 
 
 def sse_event(name: str, data: dict[str, Any]) -> str:
-    return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'), ensure_ascii=False)}\n\n"
+    return f"event: {name}\ndata: {event_json(data)}\n\n"
 
 
 @dataclass
