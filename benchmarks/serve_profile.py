@@ -28,7 +28,9 @@ import httpx
 from agent_engine.reporting import print_table
 
 GROUPS = (  # (group, substrings of "function (file:line)"), innermost match wins
-    ("paged attention", ("paged_attention", "cpu_ops.py")),
+    ("paged attention", ("paged_attention",)),
+    ("matmul (C++ ops)", ("linear (", "gate_up_silu (", "quant.py")),
+    ("norms, rotary, SiLU (C++ ops)", ("cpu_ops.py",)),
     ("model forward", ("lean_decoder.py", "modeling_", "torch/nn/", "runner.py")),
     ("sampler", ("sampler.py",)),
     ("attention metadata", ("attention_metadata.py", "torch_plan.py")),

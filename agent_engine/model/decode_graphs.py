@@ -148,7 +148,8 @@ class DecodeGraphs:
             with torch.cuda.stream(side):
                 expected = self.step(entry.batch)  # warm-up: lazy initialisations happen outside the capture
             torch.cuda.current_stream(self.device).wait_stream(side)
-            with torch.cuda.graph(graph, pool=self._pool):
+            # thread_local: CUDA calls other threads make meanwhile (a server's) do not break the capture
+            with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
                 logits = self.step(entry.batch)
             graph.replay()
             _check_replay(logits, expected)
