@@ -16,8 +16,11 @@ Invariants:
   concurrently;
 * a bucket whose capture fails (out of memory, an op that cannot be captured) is remembered and its
   steps go back to the caller's eager path (``accepts`` says no), with one warning;
-* ``run`` returns float32 logits ``[n, V]``: a view of the graph's output buffer, valid until the
-  next ``run`` (the caller samples from it at once);
+* memory: the graphs' intermediate tensors live in the one pool (sized by the largest graph, since
+  no graph's tensors outlive its replay), and the graphs of one row count write their logits into one
+  buffer of that many rows, allocated outside the pool;
+* ``run`` returns float32 logits ``[n, V]``: a view of that buffer, valid until the next ``run`` (the
+  caller samples from it at once);
 * with ``capture=False`` (any device) the same fixed-shape step runs eagerly: the path the graphs
   record, testable where there is no GPU.
 """
@@ -76,6 +79,7 @@ class DecodeGraphs:
             w *= 2
         self.width_buckets = (*widths, max_width)
         self._entries: dict[tuple[int, int], _Entry] = {}
+        self._logits: dict[int, torch.Tensor] = {}  # the output of every graph of a row count
         self._failed: set[tuple[int, int]] = set()
         self._pool = torch.cuda.graph_pool_handle() if capture else None
         self.steps = 0  # decode steps served (replayed, or run eagerly with capture=False)
@@ -148,9 +152,12 @@ class DecodeGraphs:
             with torch.cuda.stream(side):
                 expected = self.step(entry.batch)  # warm-up: lazy initialisations happen outside the capture
             torch.cuda.current_stream(self.device).wait_stream(side)
+            logits = self._logits.get(key[0])
+            if logits is None or logits.shape != expected.shape:
+                logits = self._logits[key[0]] = torch.empty_like(expected)
             # thread_local: CUDA calls other threads make meanwhile (a server's) do not break the capture
             with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
-                logits = self.step(entry.batch)
+                logits.copy_(self.step(entry.batch))  # the step's own tensors are the pool's, for any graph
             graph.replay()
             _check_replay(logits, expected)
         except Exception as exc:  # noqa: BLE001 - this bucket runs eagerly from now on
