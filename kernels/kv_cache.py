@@ -37,7 +37,8 @@ def write_kv_cache(
 ) -> None:
     """Write ``key[t]``/``value[t]`` (``[T, Hk, D]``, any strides) into slot ``slot_mapping[t]`` (int64 [T]).
 
-    Slots must be distinct and in range; the caches must be contiguous (they are viewed as
+    Slots must be in range and distinct, except slots of the null block 0, which only padding rows
+    write (a fixed-shape decode step's, all with the same values); the caches must be contiguous (they are viewed as
     ``[num_blocks * block_size, Hk, D]``). Values are cast to the cache dtype.
     """
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]

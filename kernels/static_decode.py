@@ -41,6 +41,7 @@ class StaticDecodeBatch:
         host = torch.zeros(size, dtype=torch.int64)
         self._host = host.pin_memory() if device.type == "cuda" else host
         self._host_np = self._host.numpy()
+        self._uploaded: torch.cuda.Event | None = None  # the last copy to the device (CUDA)
         self.input_ids, self.positions, self.slot_mapping, self.seq_lens = (
             self._packed[i * rows : (i + 1) * rows] for i in range(4))
         self.cu_seqlens_k = self._packed[4 * rows : 5 * rows + 1]
@@ -61,14 +62,13 @@ class StaticDecodeBatch:
         over ``block_tables[i]``; no requests at all writes a step of padding alone (what a graph is
         first captured on). ``ValueError`` when it does not fit this shape.
 
-        The host buffer is pinned and copied without blocking: the caller synchronises with the device
-        (reads the step's results) before the next ``fill`` of this batch."""
+        The host buffer is pinned and copied without blocking; a ``fill`` first waits for the previous
+        one's copy, so it never rewrites bytes still on their way to the device."""
         num = len(token_ids)
         if num > self.rows or len(context_lens) != num or len(block_tables) != num:
             raise ValueError(f"{num} decode rows do not fit a static batch of {self.rows}")
         rows, width, bs = self.rows, self.width, self.block_size
-        host = self._host_np
-        host[:] = 0
+        host = self._cleared_host()
         tables = host[5 * rows + 1 :].reshape(rows, width)
         for i, table in enumerate(block_tables):
             n = min(len(table), width)
@@ -86,7 +86,37 @@ class StaticDecodeBatch:
         seq_lens[:] = 1
         seq_lens[:num] = positions + 1
         host[4 * rows + 1 : 5 * rows + 1] = np.cumsum(seq_lens)
+        self._upload()
+
+    def fill_probe(self) -> None:
+        """A step that writes and reads only the null block, unlike padding: row ``r < block_size``
+        decodes token ``r`` at position ``r`` over the ``r + 1`` keys of block 0 (row 0 is padding's own
+        token and position, so the rows past ``block_size``, padding, write the same slot alike). What
+        a graph's replay is checked on: tokens, positions and lengths differ from the capture's."""
+        rows = self.rows
+        host = self._cleared_host()
+        probe = np.arange(min(rows, self.block_size), dtype=np.int64)
+        n = len(probe)
+        host[:n] = probe
+        host[rows : rows + n] = probe
+        host[2 * rows : 2 * rows + n] = probe
+        seq_lens = host[3 * rows : 4 * rows]
+        seq_lens[:] = 1
+        seq_lens[:n] = probe + 1
+        host[4 * rows + 1 : 5 * rows + 1] = np.cumsum(seq_lens)
+        self._upload()
+
+    def _cleared_host(self) -> np.ndarray:
+        if self._uploaded is not None:
+            self._uploaded.synchronize()
+        self._host_np[:] = 0
+        return self._host_np
+
+    def _upload(self) -> None:
         self._packed.copy_(self._host, non_blocking=True)
+        if self._packed.is_cuda:
+            self._uploaded = torch.cuda.Event()
+            self._uploaded.record()
 
 
 def _static_route(query: torch.Tensor) -> str:

@@ -49,8 +49,11 @@ def triton_available() -> bool:
 
 
 def disable_triton(exc: BaseException) -> None:
-    """Turn the kernel off for this process after it failed (a Triton that cannot build it for this
-    GPU): callers go back to the gather path. Logged once."""
+    """Turn the kernel off for this process after it failed to build or launch (a Triton that cannot
+    build it for this GPU): callers go back to the gather path. Logged once. A ``ValueError`` (shapes
+    that do not fit) or running out of memory is the call's own problem and is raised again instead."""
+    if isinstance(exc, ValueError | torch.cuda.OutOfMemoryError):
+        raise exc
     if not _disabled:
         logger.warning("Triton paged decode off (%s: %s); decode rows take the gather path", type(exc).__name__, exc)
         _disabled.append(f"{type(exc).__name__}: {exc}")
@@ -111,14 +114,19 @@ def paged_decode_triton(query: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     (``[B, Hq, D]``, the query's dtype) when given. ``ValueError`` for shapes that do not fit."""
     num_rows, num_q_heads, head_dim = query.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
-    if num_q_heads % num_kv_heads or k_cache.shape != v_cache.shape or not k_cache.is_contiguous():
+    if (num_q_heads % num_kv_heads or k_cache.shape != v_cache.shape or not k_cache.is_contiguous()
+            or not v_cache.is_contiguous()):
         raise ValueError(f"query {tuple(query.shape)} does not fit caches {tuple(k_cache.shape)}")
     if query.stride(2) != 1 or block_tables.stride(1) != 1 or block_tables.shape[0] < num_rows:
         raise ValueError("query rows and block tables must be contiguous along their last dimension")
+    if seq_lens.dim() != 1 or seq_lens.shape[0] < num_rows or seq_lens.stride(0) != 1:
+        raise ValueError(f"seq_lens must hold a key count per row, got {tuple(seq_lens.shape)}")
+    if out is not None and (out.shape != query.shape or out.dtype != query.dtype or out.stride(2) != 1):
+        raise ValueError(f"out must be {tuple(query.shape)} {query.dtype}, contiguous along the head dim")
     group = num_q_heads // num_kv_heads
     if out is None:
         out = torch.empty_like(query)
-    precision = "ieee" if query.dtype == torch.float32 else "tf32"
+    precision = "ieee" if query.dtype == torch.float32 else None  # fp32 without TF32; else the default
     _kernel()[(num_rows, num_kv_heads)](
         query, k_cache, v_cache, out, block_tables, seq_lens, scale,
         query.stride(0), query.stride(1), out.stride(0), out.stride(1),

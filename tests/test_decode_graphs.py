@@ -77,8 +77,14 @@ def test_static_batch_pads_rows_and_rejects_what_does_not_fit() -> None:
     assert batch.cu_seqlens_k.tolist() == [0, 6, 7, 8, 9]
     assert batch.block_tables.tolist() == [[7, 2, 9], [3, 0, 0], [0, 0, 0], [0, 0, 0]]
     assert batch.metadata.static_decode and batch.metadata.all_decode
-    batch.fill([], [], [])  # padding alone: what a graph is captured on ahead of use
+    batch.fill([], [], [])  # padding alone: what a graph is captured on
     assert batch.seq_lens.tolist() == [1] * 4 and batch.slot_mapping.tolist() == [0] * 4
+    batch.fill_probe()  # what its replay is checked on: other values, still only the null block
+    assert batch.input_ids.tolist() == batch.positions.tolist() == batch.slot_mapping.tolist() == [0, 1, 2, 3]
+    assert batch.seq_lens.tolist() == [1, 2, 3, 4] and batch.block_tables.tolist() == [[0, 0, 0]] * 4
+    wide = StaticDecodeBatch(rows=6, width=1, block_size=4, device=torch.device("cpu"))
+    wide.fill_probe()  # rows past the block are padding, writing what row 0 writes
+    assert wide.slot_mapping.tolist() == [0, 1, 2, 3, 0, 0] and wide.seq_lens.tolist() == [1, 2, 3, 4, 1, 1]
     with pytest.raises(ValueError, match="do not fit"):
         batch.fill([1] * 5, [0] * 5, [[1]] * 5)
     with pytest.raises(ValueError, match="past this batch"):
@@ -87,8 +93,9 @@ def test_static_batch_pads_rows_and_rejects_what_does_not_fit() -> None:
         batch.fill([1], [4], [[1]])
     graphs = DecodeGraphs(lambda b: torch.zeros(b.rows, 3), max_rows=20, max_width=100, block_size=4,
                           device=torch.device("cpu"), capture=False)
-    assert graphs.row_buckets[-1] == 16 and graphs.width_buckets == (8, 16, 32, 64, 100)
-    assert graphs.accepts(16, 100) and not graphs.accepts(17, 1) and not graphs.accepts(1, 101)
+    assert graphs.row_buckets == (1, 2, 4, 8, 16, 20) and graphs.width_buckets == (8, 16, 32, 64, 100)
+    assert graphs.accepts(20, 100) and not graphs.accepts(21, 1) and not graphs.accepts(1, 101)
+    assert graphs.warm_up(20, 100) == 0  # nothing to capture without CUDA graphs
     _check_replay(torch.full((2, 3), 40.0), torch.full((2, 3), 40.2))  # rounding of other kernels: kept
     with pytest.raises(RuntimeError, match="differs"):
         _check_replay(torch.zeros(2, 3), torch.full((2, 3), 40.0))  # a graph that recorded something else
@@ -162,3 +169,63 @@ def test_gather_route_matches_reference_with_padding() -> None:
     out = paged_attention_static_decode(q, k, v, batch.metadata, 0.25)
     ref = paged_attention_reference(q[:3], k, v, build_attention_metadata([1] * 3, ctx, tables, 4), 0.25)
     torch.testing.assert_close(out[:3], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_runner_runs_a_step_eagerly_when_its_graph_cannot_be_captured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A capture that fails (``RuntimeError`` from ``run``) leaves that step to the eager path: the same
+    logits as a runner without graphs."""
+    model = _tiny("llama")
+
+    class Broken:
+        steps = 0
+
+        def accepts(self, num_rows: int, max_blocks: int) -> bool:
+            return True
+
+        def run(self, *args: object) -> torch.Tensor:
+            Broken.steps += 1
+            raise RuntimeError("decode graph capture failed: planted")
+
+    def run(graphs: object) -> list[torch.Tensor]:
+        runner = _runner(model, 0)
+        runner.graphs = graphs  # type: ignore[assignment]
+        seqs = [Seq("a", [5, 6, 7, 8, 9], [3, 4]), Seq("b", [1, 2], [6, 8])]
+        out = [_step(runner, [(s, len(s.tokens)) for s in seqs])[1]]
+        out += [_step(runner, [(s, 1) for s in seqs])[1] for _ in range(3)]
+        return out
+
+    for x, y in zip(run(Broken()), run(None), strict=True):
+        torch.testing.assert_close(x, y, rtol=0, atol=0)
+    assert Broken.steps == 3  # every decode step asked the graphs first
+
+
+def test_a_failing_triton_kernel_turns_itself_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel that fails to build or launch: the static step takes the gather route, and the kernel
+    stays off for the process; a ValueError (shapes that do not fit) is raised, not swallowed."""
+    from kernels import static_decode, triton_decode
+
+    monkeypatch.setattr(triton_decode, "_disabled", [])
+    monkeypatch.setattr(static_decode, "STATIC_DECODE_ROUTE", "triton")
+    torch.manual_seed(2)
+    k, v = torch.randn(12, 4, 2, 16), torch.randn(12, 4, 2, 16)
+    batch = StaticDecodeBatch(rows=2, width=3, block_size=4, device=torch.device("cpu"))
+    batch.fill([1, 2], [5, 2], [[3, 4], [7]])
+    q = torch.randn(2, 4, 16)
+
+    def fails(*args: object, **kwargs: object) -> torch.Tensor:
+        raise RuntimeError("planted: no kernel for this GPU")
+
+    monkeypatch.setattr(static_decode, "paged_decode_triton", fails)
+    out = static_decode.paged_attention_static_decode(q, k, v, batch.metadata, 0.25)
+    ref = paged_attention_reference(q, k, v, build_attention_metadata([1, 1], [5, 2], [[3, 4], [7]], 4), 0.25)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    assert not triton_decode.triton_available() and "planted" in triton_decode._disabled[0]
+
+    def misfits(*args: object, **kwargs: object) -> torch.Tensor:
+        raise ValueError("planted: shapes")
+
+    monkeypatch.setattr(triton_decode, "_disabled", [])
+    monkeypatch.setattr(static_decode, "paged_decode_triton", misfits)
+    with pytest.raises(ValueError, match="planted"):
+        static_decode.paged_attention_static_decode(q, k, v, batch.metadata, 0.25)
+    assert not triton_decode._disabled

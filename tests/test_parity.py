@@ -172,7 +172,8 @@ def test_cuda_parity_float32_with_prefix_hits_and_preemption(vocab: int) -> None
               max_num_batched_tokens=96)
     assert llm.engine.runner.kv_caches[0][0].is_cuda
     assert _engine_greedy(llm, prompts) == ref
-    assert llm.engine.runner.graphs is not None and llm.engine.runner.graphs.steps > 0  # decodes replayed
+    graphs = llm.engine.runner.graphs
+    assert graphs is not None and graphs.steps > 0 and not graphs._failed and graphs.disabled is None  # replayed
     assert _engine_greedy(llm, shared[:1]) == ref_shared[:1]
     assert _engine_greedy(llm, shared) == ref_shared
     assert llm.engine.scheduler.kv.prefix_hit_tokens >= 8 * 144
@@ -206,8 +207,9 @@ def test_cuda_bfloat16_and_seeded_sampling(vocab: int) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_cuda_graph_decodes_equal_eager_decodes(vocab: int, dtype: str) -> None:
-    """Decode steps replayed from CUDA graphs (captured ahead on padding, and on first use) give the
-    eager engine's greedy tokens, float32 and bf16 alike; without graphs no step replays."""
+    """Decode steps replayed from CUDA graphs (captured ahead, and on first use) give the eager engine's
+    greedy tokens: float32 exactly; bf16 on the first token of every prompt and >= 90% of the leading
+    tokens (padding rows change the row counts cuBLAS sees, and with them the kernels it picks)."""
     prompts = _prompts(vocab)
     eager = LLM(device="cuda", num_kv_blocks=256, max_model_len=1024, dtype=dtype, cuda_graphs=False)
     assert eager.engine.runner.graphs is None
@@ -216,6 +218,11 @@ def test_cuda_graph_decodes_equal_eager_decodes(vocab: int, dtype: str) -> None:
     llm = LLM(device="cuda", num_kv_blocks=256, max_model_len=1024, dtype=dtype)
     graphs = llm.engine.runner.graphs
     assert graphs is not None and graphs.warm_up(4, 16) > 0
-    assert _engine_greedy(llm, prompts) == expected
-    assert graphs.steps > 0 and not graphs._failed
+    replayed = _engine_greedy(llm, prompts)
+    if dtype == "float32":
+        assert replayed == expected
+    else:
+        first, agree = _agreement(replayed, expected)
+        assert first == len(prompts) and agree >= 0.9, (first, agree)
+    assert graphs.steps > 0 and not graphs._failed and graphs.disabled is None
     assert llm.engine.scheduler.kv.pool.num_used_blocks == 0

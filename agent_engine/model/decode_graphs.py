@@ -9,16 +9,17 @@ launch of every kernel take longer than the GPU's work. A captured graph replays
 
 Invariants:
 
-* a graph is captured the first time its bucket is used, from the step at hand (or ahead, by
-  ``warm_up``, on a step of padding alone): one eager warm-up run on a side stream (it computes that
-  step; writing the same K/V twice is harmless), then the capture, then one replay whose logits must
-  match the warm-up's before the graph is kept. All graphs share one memory pool and never run
-  concurrently;
-* a bucket whose capture fails (out of memory, an op that cannot be captured) is remembered and its
-  steps go back to the caller's eager path (``accepts`` says no), with one warning;
+* a graph is captured the first time its bucket is used (or ahead, by ``warm_up``), always on a step
+  of padding alone: an eager warm-up run on a side stream, then the capture; then a probe step (other
+  tokens, positions and lengths, all inside the null block) runs eagerly and replayed, and the graph
+  is kept only if the two agree. Capturing never writes a real request's blocks. All graphs share
+  one memory pool and never run concurrently;
+* a bucket whose warm-up or probe fails (out of memory, a wrong replay) is remembered and its steps go
+  back to the caller's eager path (``accepts`` says no), with one warning; a capture that breaks
+  turns every graph off (``disabled``), since it can leave the shared pool unusable;
 * memory: the graphs' intermediate tensors live in the one pool (sized by the largest graph, since
-  no graph's tensors outlive its replay), and the graphs of one row count write their logits into one
-  buffer of that many rows, allocated outside the pool;
+  no graph's tensors outlive its replay), and every graph writes its logits into the first rows of one
+  ``[max_rows, V]`` buffer allocated outside the pool;
 * ``run`` returns float32 logits ``[n, V]``: a view of that buffer, valid until the next ``run`` (the
   caller samples from it at once);
 * with ``capture=False`` (any device) the same fixed-shape step runs eagerly: the path the graphs
@@ -30,6 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
 import torch
 
@@ -55,9 +57,8 @@ def _bucket(n: int, buckets: tuple[int, ...]) -> int | None:
 
 
 def _check_replay(replayed: torch.Tensor, eager: torch.Tensor) -> None:
-    """``RuntimeError`` unless a graph's first replay gave the eager run's logits of the same step (up to
-    the rounding of kernels chosen differently under capture): a graph that recorded something else
-    (an op that read a host value, a buffer that moved) is never used."""
+    """``RuntimeError`` unless a graph's replay of a step gave the logits of that step run eagerly (up to
+    the rounding of kernels chosen differently under capture)."""
     scale = float(eager.abs().max()) if eager.numel() else 0.0
     if replayed.shape != eager.shape or not torch.allclose(replayed, eager, rtol=2e-2, atol=2e-2 * max(scale, 1.0)):
         raise RuntimeError("the graph's replay differs from the eager run of the same step")
@@ -71,16 +72,19 @@ class DecodeGraphs:
                  capture: bool = True) -> None:
         if capture and device.type != "cuda":
             raise ValueError(f"CUDA graphs need a CUDA device, not {device}")
+        if max_rows < 1 or max_width < 1:
+            raise ValueError(f"decode graphs need max_rows >= 1 and max_width >= 1, got {max_rows}, {max_width}")
         self.step, self.block_size, self.device, self.capture = step, block_size, device, capture
-        self.row_buckets = tuple(b for b in ROW_BUCKETS if b <= max_rows) or (max_rows,)
+        self.row_buckets = (*(b for b in ROW_BUCKETS if b < max_rows), max_rows)
         widths, w = [], MIN_WIDTH
         while w < max_width:
             widths.append(w)
             w *= 2
         self.width_buckets = (*widths, max_width)
         self._entries: dict[tuple[int, int], _Entry] = {}
-        self._logits: dict[int, torch.Tensor] = {}  # the output of every graph of a row count
+        self._logits: torch.Tensor | None = None  # [max_rows, V]: every graph writes its rows here
         self._failed: set[tuple[int, int]] = set()
+        self.disabled: str | None = None  # why no graph runs any more (a capture broke), else None
         self._pool = torch.cuda.graph_pool_handle() if capture else None
         self.steps = 0  # decode steps served (replayed, or run eagerly with capture=False)
 
@@ -93,7 +97,7 @@ class DecodeGraphs:
     def accepts(self, num_rows: int, max_blocks: int) -> bool:
         """Whether a decode step of ``num_rows`` rows whose longest needs ``max_blocks`` blocks runs here."""
         key = self._key(num_rows, max_blocks)
-        return key is not None and key not in self._failed
+        return self.disabled is None and key is not None and key not in self._failed
 
     def run(self, token_ids: list[int], context_lens: list[int], block_tables: list[list[int]]) -> torch.Tensor:
         """One decode step (``token_ids[i]`` at position ``context_lens[i]`` over ``block_tables[i]``):
@@ -101,37 +105,37 @@ class DecodeGraphs:
         bucket's capture fails now (the step has not run: run it eagerly)."""
         max_blocks = max(-(-(c + 1) // self.block_size) for c in context_lens)
         key = self._key(len(token_ids), max_blocks)
-        if key is None or key in self._failed:
+        if key is None or not self.accepts(len(token_ids), max_blocks):
             raise ValueError(f"no decode graph for {len(token_ids)} rows over {max_blocks} blocks")
         entry = self._entry(key)
+        if self.capture and entry.graph is None:
+            self._capture(key, entry)  # on padding and a probe step: nothing but the null block is written
         entry.batch.fill(token_ids, context_lens, block_tables)
-        self.steps += 1
-        if not self.capture:
-            return self.step(entry.batch)[: len(token_ids)]
-        if entry.graph is None:
-            self._capture(key, entry)  # replays once, checked against the eager run of this step
-        else:
+        if self.capture:
+            assert entry.graph is not None and entry.logits is not None
             entry.graph.replay()
-        assert entry.logits is not None
-        return entry.logits[: len(token_ids)]
+            logits = entry.logits
+        else:
+            logits = self.step(entry.batch)
+        self.steps += 1
+        return logits[: len(token_ids)]
 
     def warm_up(self, max_rows: int, max_blocks: int) -> int:
-        """Capture now, on steps of padding alone (they write only the null block), every bucket that
-        steps of up to ``max_rows`` rows over up to ``max_blocks`` blocks use; returns how many graphs
-        were captured. Buckets that fail stay eager, as in :meth:`run`."""
+        """Capture now every bucket that steps of up to ``max_rows`` rows over up to ``max_blocks`` blocks
+        use (without capture: nothing); returns how many graphs were captured. Buckets that fail stay
+        eager, as in :meth:`run`."""
         captured = 0
-        for rows in self.row_buckets:
+        for rows in self.row_buckets if self.capture else ():
             for width in self.width_buckets:
                 key = (rows, width)
-                if key in self._failed or (key in self._entries and self._entries[key].graph is not None):
-                    continue
-                entry = self._entry(key)
-                entry.batch.fill([], [], [])
-                try:
-                    self._capture(key, entry)
-                    captured += 1
-                except RuntimeError:
-                    pass
+                if not self.accepts(rows, width):
+                    break
+                if self._entry(key).graph is None:
+                    try:
+                        self._capture(key, self._entries[key])
+                        captured += 1
+                    except RuntimeError:
+                        pass
                 if width >= max_blocks:
                     break
             if rows >= max_rows:
@@ -145,26 +149,50 @@ class DecodeGraphs:
         return entry
 
     def _capture(self, key: tuple[int, int], entry: _Entry) -> None:
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
+        """Record ``key``'s graph on a step of padding alone, then keep it only if its replay of a probe
+        step (other tokens, positions and lengths, all in the null block) matches that step run eagerly:
+        a graph that baked in a value of the capture step, or reads a buffer that moved, is never used.
+        ``RuntimeError`` when it fails: the bucket runs eagerly from now on, or every bucket does when the
+        capture itself broke (the shared pool may be left recording)."""
+        current = torch.cuda.current_stream(self.device)
+        batch, side = entry.batch, None
+        try:
+            side = torch.cuda.Stream(self.device)
+            side.wait_stream(current)
+            batch.fill([], [], [])
+            with torch.cuda.stream(side):
+                warm = self.step(batch)  # lazy initialisations happen outside the capture
+            current.wait_stream(side)
+            if self._logits is None:
+                self._logits = torch.empty((self.row_buckets[-1], warm.shape[1]), dtype=warm.dtype, device=self.device)
+            logits = self._logits[: key[0]]
+        except Exception as exc:  # noqa: BLE001 - this bucket runs eagerly from now on
+            if side is not None:  # nothing the side stream still reads is freed under it
+                current.wait_stream(side)
+            self._fail(key, exc, everything=False)
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.stream(side):
-                expected = self.step(entry.batch)  # warm-up: lazy initialisations happen outside the capture
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            logits = self._logits.get(key[0])
-            if logits is None or logits.shape != expected.shape:
-                logits = self._logits[key[0]] = torch.empty_like(expected)
             # thread_local: CUDA calls other threads make meanwhile (a server's) do not break the capture
             with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
-                logits.copy_(self.step(entry.batch))  # the step's own tensors are the pool's, for any graph
+                logits.copy_(self.step(batch))  # the step's own tensors are the pool's, for any graph
+        except Exception as exc:  # noqa: BLE001 - the capture stream and the pool may be left broken
+            torch.cuda.set_stream(current)
+            self._fail(key, exc, everything=True)
+        try:
+            batch.fill_probe()
+            expected = self.step(batch).clone()
             graph.replay()
             _check_replay(logits, expected)
         except Exception as exc:  # noqa: BLE001 - this bucket runs eagerly from now on
-            self._failed.add(key)
-            del self._entries[key]
-            logger.warning("decode graph for %d rows x %d blocks not captured (%s: %s); those steps run eagerly",
-                           key[0], key[1], type(exc).__name__, exc)
-            raise RuntimeError(f"decode graph capture failed: {exc}") from exc
+            self._fail(key, exc, everything=False)
         entry.graph, entry.logits = graph, logits
         logger.info("captured the decode graph for %d rows x %d blocks", *key)
+
+    def _fail(self, key: tuple[int, int], exc: Exception, everything: bool) -> NoReturn:
+        self._failed.add(key)
+        self._entries.pop(key, None)
+        if everything:
+            self.disabled = f"{type(exc).__name__}: {exc}"
+        logger.warning("decode graph for %d rows x %d blocks not captured (%s: %s); %s run eagerly", key[0], key[1],
+                       type(exc).__name__, exc, "all decode steps" if everything else "those steps")
+        raise RuntimeError(f"decode graph capture failed: {exc}") from exc
