@@ -44,18 +44,29 @@ void rms_norm_rows(T* out, T* residual, const T* delta, const T* weight, int64_t
     std::vector<float> x(h);
     for (int64_t r = begin; r < end; ++r) {
       T* res = residual + r * h;
+      // The sum of squares in vector lanes (as torch's own reduction), not one add after another: a
+      // serial sum waits on each add's latency, which made this op cost as much as a small matmul.
       float ss = 0.f;
-      for (int64_t c = 0; c < h; ++c) {
-        float v = static_cast<float>(res[c]);
-        if (delta != nullptr) {
-          v = static_cast<float>(static_cast<T>(v + static_cast<float>(delta[r * h + c])));
+      if (delta != nullptr) {
+        const T* d = delta + r * h;
+#pragma omp simd reduction(+ : ss)
+        for (int64_t c = 0; c < h; ++c) {
+          const float v = static_cast<float>(static_cast<T>(static_cast<float>(res[c]) + static_cast<float>(d[c])));
           res[c] = static_cast<T>(v);
+          x[c] = v;
+          ss += v * v;
         }
-        x[c] = v;
-        ss += v * v;
+      } else {
+#pragma omp simd reduction(+ : ss)
+        for (int64_t c = 0; c < h; ++c) {
+          const float v = static_cast<float>(res[c]);
+          x[c] = v;
+          ss += v * v;
+        }
       }
       const float inv = 1.f / std::sqrt(ss / static_cast<float>(h) + eps);
       T* o = out + r * h;
+#pragma omp simd
       for (int64_t c = 0; c < h; ++c) o[c] = static_cast<T>(static_cast<float>(weight[c]) *
                                                              static_cast<float>(static_cast<T>(x[c] * inv)));
     }
