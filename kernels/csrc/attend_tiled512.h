@@ -10,6 +10,9 @@
 //     each, a vector's causal prefix (keys past it) masked to p = 0; no horizontal reductions.
 //   O = P V: 6 vectors x 64 output columns in 24 accumulators, per key 4 value loads and 6 broadcasts
 //     of P^T's row for 24 FMAs.
+// Keys go in blocks of kBlockKeys, flash-style: a block's scores, then the online softmax (each
+// vector's running maximum and sum; its output so far scaled by exp(old max - new max)), then the
+// block's share of P V, so the scores in flight are one block's whatever the context's length.
 // Keys are padded to a multiple of 8 with key 0 (their scores are never read); vectors to a multiple of
 // 16 with zero queries (their outputs are never written). A bfloat16 cache (C = uint16_t, the bits)
 // has each block of 8 key rows widened once into a float32 scratch before its broadcasts.
@@ -59,22 +62,27 @@ inline void scores(const float* qt, int64_t panel_stride, const float* const* k,
     for (int pc = 0; pc < PC; ++pc) _mm512_storeu_ps(st + r * ld + 16 * pc, acc[r][pc]);
 }
 
-// o[r * D + cp * 16 ..] = sum_{j < keys} st[j * ld + r] * v[j][c0 + 16 cp ..] for r < R, cp < 4.
+// o[r * D + cp * 16 ..] = alpha[r] o[..] + sum_{j_begin <= j < j_end} st[(j - j_begin) * ld + r] *
+// v[j][c0 + 16 cp ..] for r < R, cp < 4
+// (o is first scaled by alpha[r], then added to: the online softmax's running output.)
 template <int R, int D, typename C>
-inline void values(const float* st, int64_t ld, const C* const* v, int64_t keys, int c0, float* o) {
+inline void values(const float* st, int64_t ld, const C* const* v, int64_t j_begin, int64_t j_end, int c0,
+                   const float* alpha, float* o) {
   __m512 acc[R][kCols];
 #pragma GCC unroll 6
-  for (int r = 0; r < R; ++r)
+  for (int r = 0; r < R; ++r) {
+    const __m512 a = _mm512_set1_ps(alpha[r]);
 #pragma GCC unroll 4
-    for (int cp = 0; cp < kCols; ++cp) acc[r][cp] = _mm512_setzero_ps();
+    for (int cp = 0; cp < kCols; ++cp) acc[r][cp] = _mm512_mul_ps(a, _mm512_loadu_ps(o + r * D + c0 + 16 * cp));
+  }
 #pragma GCC unroll 2
-  for (int64_t j = 0; j < keys; ++j) {
+  for (int64_t j = j_begin; j < j_end; ++j) {
     __m512 vv[kCols];
 #pragma GCC unroll 4
     for (int cp = 0; cp < kCols; ++cp) vv[cp] = load16z(v[j] + c0 + 16 * cp);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-      const __m512 p = _mm512_set1_ps(st[j * ld + r]);
+      const __m512 p = _mm512_set1_ps(st[(j - j_begin) * ld + r]);
 #pragma GCC unroll 4
       for (int cp = 0; cp < kCols; ++cp) acc[r][cp] = _mm512_fmadd_ps(p, vv[cp], acc[r][cp]);
     }
@@ -86,95 +94,115 @@ inline void values(const float* st, int64_t ld, const C* const* v, int64_t keys,
 }
 
 template <int D, typename C>
-inline void values_upto6(int64_t rows, const float* st, int64_t ld, const C* const* v, int64_t keys, int c0,
-                         float* o) {
+inline void values_upto6(int64_t rows, const float* st, int64_t ld, const C* const* v, int64_t j_begin,
+                         int64_t j_end, int c0, const float* alpha, float* o) {
   switch (rows) {
-    case 1: return values<1, D, C>(st, ld, v, keys, c0, o);
-    case 2: return values<2, D, C>(st, ld, v, keys, c0, o);
-    case 3: return values<3, D, C>(st, ld, v, keys, c0, o);
-    case 4: return values<4, D, C>(st, ld, v, keys, c0, o);
-    case 5: return values<5, D, C>(st, ld, v, keys, c0, o);
-    default: return values<6, D, C>(st, ld, v, keys, c0, o);
+    case 1: return values<1, D, C>(st, ld, v, j_begin, j_end, c0, alpha, o);
+    case 2: return values<2, D, C>(st, ld, v, j_begin, j_end, c0, alpha, o);
+    case 3: return values<3, D, C>(st, ld, v, j_begin, j_end, c0, alpha, o);
+    case 4: return values<4, D, C>(st, ld, v, j_begin, j_end, c0, alpha, o);
+    case 5: return values<5, D, C>(st, ld, v, j_begin, j_end, c0, alpha, o);
+    default: return values<6, D, C>(st, ld, v, j_begin, j_end, c0, alpha, o);
   }
 }
 
-// Softmax down the columns of one 16-vector panel of S^T (rows [0, n), column stride ld): lane i sees
-// rows below nkv[i]; p = 0 elsewhere. inv[lane] = 1 / sum; lse (when given) = max + log(sum).
-inline void softmax_columns(float* st, int64_t ld, int64_t n, __m512i nkv, float* inv, float* lse_lanes) {
-  __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+// The online softmax down the columns of one 16-vector panel of a block of S^T: rows [0, n) are keys
+// j0 .. j0 + n (column stride ld); lane i sees keys below nkv[i], p = 0 elsewhere. mx and sum are the
+// lanes' running maximum and denominator over the earlier blocks, updated here; alpha[lane] receives
+// exp(old max - new max), the factor the lanes' running outputs take before this block's are added.
+inline void softmax_block(float* st, int64_t ld, int64_t n, int64_t j0, __m512i nkv, __m512& mx, __m512& sum,
+                          float* alpha) {
+  __m512 m = mx;
   for (int64_t j = 0; j < n; ++j) {
-    const __mmask16 seen = _mm512_cmpgt_epi32_mask(nkv, _mm512_set1_epi32(static_cast<int>(j)));
-    mx = _mm512_mask_max_ps(mx, seen, mx, _mm512_loadu_ps(st + j * ld));
+    const __mmask16 seen = _mm512_cmpgt_epi32_mask(nkv, _mm512_set1_epi32(static_cast<int>(j0 + j)));
+    m = _mm512_mask_max_ps(m, seen, m, _mm512_loadu_ps(st + j * ld));
   }
-  __m512 sum = _mm512_setzero_ps();
+  // A lane that has seen no key yet keeps -inf: its factor is 0 (nothing to rescale), never NaN.
+  const __mmask16 had = _mm512_cmp_ps_mask(mx, _mm512_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_NEQ_OQ);
+  const __m512 a = _mm512_maskz_mov_ps(had, exp16(_mm512_sub_ps(mx, m)));
+  __m512 s = _mm512_mul_ps(sum, a);
   for (int64_t j = 0; j < n; ++j) {
-    const __mmask16 seen = _mm512_cmpgt_epi32_mask(nkv, _mm512_set1_epi32(static_cast<int>(j)));
-    const __m512 e = _mm512_maskz_mov_ps(seen, exp16(_mm512_sub_ps(_mm512_loadu_ps(st + j * ld), mx)));
+    const __mmask16 seen = _mm512_cmpgt_epi32_mask(nkv, _mm512_set1_epi32(static_cast<int>(j0 + j)));
+    const __m512 e = _mm512_maskz_mov_ps(seen, exp16(_mm512_sub_ps(_mm512_loadu_ps(st + j * ld), m)));
     _mm512_storeu_ps(st + j * ld, e);
-    sum = _mm512_add_ps(sum, e);
+    s = _mm512_add_ps(s, e);
   }
-  _mm512_storeu_ps(inv, _mm512_div_ps(_mm512_set1_ps(1.f), sum));
-  if (lse_lanes != nullptr) {
-    alignas(64) float m[16], s[16];
-    _mm512_store_ps(m, mx);
-    _mm512_store_ps(s, sum);
-    for (int i = 0; i < 16; ++i) lse_lanes[i] = m[i] + std::log(s[i]);
-  }
+  _mm512_storeu_ps(alpha, a);
+  mx = m;
+  sum = s;
 }
 
-// attend_tile_matrix's contract (attend_tiled.h) on AVX-512, for D a multiple of 64.
+// attend_tile_matrix's contract (attend_tiled.h) on AVX-512, for D a multiple of 64. Keys go in blocks
+// of kBlockKeys (flash-style): a block's scores, its online softmax and its part of P V, so the scores
+// in flight stay a block (48 vectors x 256 keys: 48 KB) however long the context, instead of a
+// context's worth of S^T that no longer fits L2 past a few thousand keys.
+constexpr int64_t kBlockKeys = 256;
+
 template <int D, typename C>
 inline void attend_tile(const float* q, int64_t nq, const int64_t* nk, const C* const* k, const C* const* v,
                         int64_t group, float* out, int64_t out_row_stride, float* lse, int64_t lse_row_stride) {
   static_assert(D % 64 == 0, "the values kernel takes 64 columns a pass");
-  thread_local std::vector<float> qt, st, o, inv, lse_all, kf;
+  static_assert(kBlockKeys % kKeys == 0, "a block holds whole calls of the scores kernel");
+  thread_local std::vector<float> qt, st, o, alpha, mx_all, sum_all, kf;
   thread_local std::vector<const float*> kp;
+  thread_local std::vector<int32_t> lanes;
   const int64_t panels = (nq + 15) / 16, ld = panels * 16;
-  const int64_t n = nk[nq - 1], n_pad = (n + kKeys - 1) / kKeys * kKeys;
+  const int64_t n = nk[nq - 1];
   qt.assign(panels * D * 16, 0.f);  // the queries as panels [D][16]
   for (int64_t i = 0; i < nq; ++i)
     for (int c = 0; c < D; ++c) qt[(i / 16) * D * 16 + c * 16 + i % 16] = q[i * D + c];
-  st.resize(n_pad * ld);
+  lanes.resize(ld);
+  for (int64_t i = 0; i < ld; ++i) lanes[i] = i < nq ? static_cast<int32_t>(nk[i]) : 1;
+  st.resize(kBlockKeys * ld);
   kp.resize(kKeys);
   if constexpr (!std::is_same_v<C, float>) kf.resize(kKeys * D);
-  for (int64_t j0 = 0; j0 < n_pad; j0 += kKeys) {
-    for (int r = 0; r < kKeys; ++r) {  // padded keys read key 0
-      const C* row = k[j0 + r < n ? j0 + r : 0];
-      if constexpr (std::is_same_v<C, float>) {
-        kp[r] = row;
-      } else {
-        for (int c = 0; c < D; c += 16) _mm512_storeu_ps(&kf[r * D + c], load16z(row + c));
-        kp[r] = &kf[r * D];
+  o.assign(ld * D, 0.f);
+  alpha.resize(ld);
+  mx_all.assign(ld, -std::numeric_limits<float>::infinity());
+  sum_all.assign(ld, 0.f);
+  for (int64_t b0 = 0; b0 < n; b0 += kBlockKeys) {
+    const int64_t b1 = std::min(n, b0 + kBlockKeys), b_pad = b0 + (b1 - b0 + kKeys - 1) / kKeys * kKeys;
+    for (int64_t j0 = b0; j0 < b_pad; j0 += kKeys) {
+      for (int r = 0; r < kKeys; ++r) {  // padded keys read key 0
+        const C* row = k[j0 + r < n ? j0 + r : 0];
+        if constexpr (std::is_same_v<C, float>) {
+          kp[r] = row;
+        } else {
+          for (int c = 0; c < D; c += 16) _mm512_storeu_ps(&kf[r * D + c], load16z(row + c));
+          kp[r] = &kf[r * D];
+        }
+      }
+      for (int64_t p = 0; p < panels; p += kPanels) {
+        const int64_t pc = std::min<int64_t>(kPanels, panels - p);
+        if (nk[std::min(nq, 16 * (p + pc)) - 1] <= j0) continue;  // no vector of these panels sees these keys
+        const float* panel = &qt[p * D * 16];
+        float* dst = &st[(j0 - b0) * ld + 16 * p];
+        if (pc == 3) scores<3, D>(panel, D * 16, kp.data(), dst, ld);
+        else if (pc == 2) scores<2, D>(panel, D * 16, kp.data(), dst, ld);
+        else scores<1, D>(panel, D * 16, kp.data(), dst, ld);
       }
     }
-    for (int64_t p = 0; p < panels; p += kPanels) {
-      const int64_t pc = std::min<int64_t>(kPanels, panels - p);
-      if (nk[std::min(nq, 16 * (p + pc)) - 1] <= j0) continue;  // no vector of these panels sees these keys
-      const float* panel = &qt[p * D * 16];
-      float* dst = &st[j0 * ld + 16 * p];
-      if (pc == 3) scores<3, D>(panel, D * 16, kp.data(), dst, ld);
-      else if (pc == 2) scores<2, D>(panel, D * 16, kp.data(), dst, ld);
-      else scores<1, D>(panel, D * 16, kp.data(), dst, ld);
+    // Every panel, even one that sees none of the block: its lanes get alpha 1 and p = 0, which a block
+    // of six vectors straddling it and a panel that does see the block reads.
+    for (int64_t p = 0; p < panels; ++p) {
+      __m512 mx = _mm512_loadu_ps(&mx_all[16 * p]), sum = _mm512_loadu_ps(&sum_all[16 * p]);
+      softmax_block(&st[16 * p], ld, b1 - b0, b0, _mm512_loadu_si512(&lanes[16 * p]), mx, sum, &alpha[16 * p]);
+      _mm512_storeu_ps(&mx_all[16 * p], mx);
+      _mm512_storeu_ps(&sum_all[16 * p], sum);
+    }
+    for (int64_t i0 = 0; i0 < nq; i0 += kVecs) {
+      const int64_t rows = std::min<int64_t>(kVecs, nq - i0);
+      const int64_t keys = std::min(b1, nk[i0 + rows - 1]);
+      if (keys <= b0) continue;  // none of the six sees this block: their outputs stand (alpha 1)
+      for (int c0 = 0; c0 < D; c0 += 64)
+        values_upto6<D, C>(rows, &st[i0], ld, v, b0, keys, c0, &alpha[i0], &o[i0 * D]);
     }
   }
-  inv.resize(ld);
-  lse_all.resize(ld);
-  for (int64_t p = 0; p < panels; ++p) {
-    alignas(64) int32_t lanes[16];
-    for (int i = 0; i < 16; ++i) lanes[i] = 16 * p + i < nq ? static_cast<int32_t>(nk[16 * p + i]) : 1;
-    softmax_columns(&st[16 * p], ld, n, _mm512_load_si512(lanes), &inv[16 * p], lse != nullptr ? &lse_all[16 * p] : nullptr);
-  }
-  o.resize(ld * D);
-  for (int64_t i0 = 0; i0 < nq; i0 += kVecs) {
-    const int64_t rows = std::min<int64_t>(kVecs, nq - i0);
-    const int64_t keys = nk[i0 + rows - 1];
-    for (int c0 = 0; c0 < D; c0 += 64) values_upto6<D, C>(rows, &st[i0], ld, v, keys, c0, &o[i0 * D]);
-  }
   for (int64_t i = 0; i < nq; ++i) {
-    const __m512 m = _mm512_set1_ps(inv[i]);
+    const __m512 m = _mm512_set1_ps(1.f / sum_all[i]);
     float* dst = out + (i / group) * out_row_stride + (i % group) * D;
     for (int c = 0; c < D; c += 16) _mm512_storeu_ps(dst + c, _mm512_mul_ps(_mm512_loadu_ps(&o[i * D + c]), m));
-    if (lse != nullptr) lse[(i / group) * lse_row_stride + i % group] = lse_all[i];
+    if (lse != nullptr) lse[(i / group) * lse_row_stride + i % group] = mx_all[i] + std::log(sum_all[i]);
   }
 }
 
