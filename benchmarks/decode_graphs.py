@@ -121,14 +121,14 @@ def run(args: argparse.Namespace) -> int:
     print(machine_line())
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}, prompts of {args.min_len}-"
           f"{args.max_len} tokens, {args.max_tokens} new tokens each, median of {args.repeats} sets per mode; "
-          f"decode graphs captured ahead: {warmed}, in all: {len(graphs._entries)}")
+          f"decode graphs captured ahead: {warmed}, in all: {graphs.captured}")
     print_table(["streams", "graphs tok/s", "eager tok/s", "eager-gather tok/s", "graphs / eager",
                  "graphs / gather", "ms/token/stream graphs", "ms/token/stream gather",
                  "same tokens eager / gather"], rows)
     write_json(args.json, {"model": model_dir, "dtype": args.dtype, "max_tokens": args.max_tokens,
                            "prompt_lens": [args.min_len, args.max_len], "repeats": args.repeats,
                            "device_name": torch.cuda.get_device_name(), "torch": torch.__version__,
-                           "levels": results, "graphs_captured": len(graphs._entries), "machine": machine_info()})
+                           "levels": results, "graphs_captured": graphs.captured, "machine": machine_info()})
     return 0
 
 

@@ -88,6 +88,11 @@ class DecodeGraphs:
         self._pool = torch.cuda.graph_pool_handle() if capture else None
         self.steps = 0  # decode steps served (replayed, or run eagerly with capture=False)
 
+    @property
+    def captured(self) -> int:
+        """How many buckets have a graph."""
+        return sum(entry.graph is not None for entry in self._entries.values())
+
     def _key(self, num_rows: int, max_blocks: int) -> tuple[int, int] | None:
         rows, width = _bucket(num_rows, self.row_buckets), _bucket(max_blocks, self.width_buckets)
         if rows is None or width is None:
