@@ -50,15 +50,15 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 @contextmanager
 def _mode(runner: Any, graphs: Any, mode: str) -> Iterator[None]:
     """The runner set up for ``mode`` while inside; restored after."""
-    paged = importlib.import_module("kernels.paged_attention")
-    saved = paged.triton_available
+    triton = importlib.import_module("kernels.triton_decode")
+    saved = triton.triton_available
     runner.graphs = graphs if mode == "graphs" else None
     if mode == "eager-gather":
-        paged.triton_available = lambda: False
+        triton.triton_available = lambda: False
     try:
         yield
     finally:
-        paged.triton_available = saved
+        triton.triton_available = saved
         runner.graphs = graphs
 
 

@@ -42,7 +42,7 @@ from kernels.cpu_ops import paged_attention_cpu, use_cpp
 from kernels.route_calibration import HeadShape, SdpaRoutes, sdpa_routes
 from kernels.static_decode import paged_attention_static_decode
 from kernels.torch_plan import PrefillChunk, prefill_chunks, torch_plan
-from kernels.triton_decode import disable_triton, paged_decode_triton, triton_available
+from kernels.triton_decode import decode_or_none
 
 # Set (tests, benchmarks) to override the calibrated routes: chunk lengths from which SDPA takes a chunk.
 SDPA_MIN_FRESH_QUERY: int | None = None
@@ -117,11 +117,10 @@ def paged_attention_torch(
     scale: float,
 ) -> torch.Tensor:
     """Fast torch path (CPU or CUDA); see the module docstring for the contract."""
-    if metadata.all_decode and query.is_cuda and triton_available():  # each row reads only its own blocks
-        try:
-            return paged_decode_triton(query, k_cache, v_cache, metadata.block_tables, metadata.seq_lens, scale)
-        except Exception as exc:  # noqa: BLE001 - a Triton that cannot build it here: the gather path below
-            disable_triton(exc)
+    if metadata.all_decode and query.is_cuda:  # each row reads only its own blocks, where Triton runs
+        out = decode_or_none(query, k_cache, v_cache, metadata.block_tables, metadata.seq_lens, scale)
+        if out is not None:
+            return out
     num_q_heads, num_kv_heads, head_dim, block_size, group = _layout(query, k_cache)
     num_tokens = query.shape[0]
     workspace = metadata.workspace if metadata.workspace is not None else AttentionWorkspace()

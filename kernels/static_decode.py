@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.attention_metadata import AttentionMetadata
-from kernels.triton_decode import disable_triton, paged_decode_triton, triton_available
+from kernels.triton_decode import decode_or_none, triton_available
 
 # Set (tests) to force a route of paged_attention_static_decode: "triton" or "gather".
 STATIC_DECODE_ROUTE: str | None = None
@@ -130,10 +130,9 @@ def paged_attention_static_decode(query: torch.Tensor, k_cache: torch.Tensor, v_
     """Decode attention of a :class:`StaticDecodeBatch` step (``metadata.static_decode``): ``query``
     ``[rows, Hq, D]`` -> ``[rows, Hq, D]``, with no host sync and no shape that depends on the lengths."""
     if _static_route(query) == "triton":
-        try:
-            return paged_decode_triton(query, k_cache, v_cache, metadata.block_tables, metadata.seq_lens, scale)
-        except Exception as exc:  # noqa: BLE001 - a Triton that cannot build it here: the gather route below
-            disable_triton(exc)
+        out = decode_or_none(query, k_cache, v_cache, metadata.block_tables, metadata.seq_lens, scale)
+        if out is not None:
+            return out
     rows, num_q_heads, head_dim = query.shape
     num_kv_heads, block_size = k_cache.shape[2], k_cache.shape[1]
     keys = metadata.block_tables.shape[1] * block_size

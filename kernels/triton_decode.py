@@ -48,12 +48,9 @@ def triton_available() -> bool:
     return not _disabled and _triton_imports()
 
 
-def disable_triton(exc: BaseException) -> None:
+def _turn_off(exc: BaseException) -> None:
     """Turn the kernel off for this process after it failed to build or launch (a Triton that cannot
-    build it for this GPU): callers go back to the gather path. Logged once. A ``ValueError`` (shapes
-    that do not fit) or running out of memory is the call's own problem and is raised again instead."""
-    if isinstance(exc, ValueError | torch.cuda.OutOfMemoryError):
-        raise exc
+    build it for this GPU). Logged once."""
     if not _disabled:
         logger.warning("Triton paged decode off (%s: %s); decode rows take the gather path", type(exc).__name__, exc)
         _disabled.append(f"{type(exc).__name__}: {exc}")
@@ -135,3 +132,20 @@ def paged_decode_triton(query: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         D_PAD=_next_power_of_two(head_dim, MIN_ROWS), BLOCK_SIZE=block_size, TILE=TILE, PRECISION=precision,
     )
     return out
+
+
+def decode_or_none(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
+                   seq_lens: torch.Tensor, scale: float) -> torch.Tensor | None:
+    """:func:`paged_decode_triton`'s output, or None when the kernel is off here or fails to build or
+    launch (it then stays off for the process, logged once): the caller takes its gather path. A
+    ``ValueError`` (shapes that do not fit) or running out of memory is the call's own problem and is
+    raised."""
+    if not triton_available():
+        return None
+    try:
+        return paged_decode_triton(query, k_cache, v_cache, block_tables, seq_lens, scale)
+    except (ValueError, torch.cuda.OutOfMemoryError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a Triton that cannot build it here
+        _turn_off(exc)
+        return None

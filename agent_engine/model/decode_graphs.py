@@ -104,17 +104,21 @@ class DecodeGraphs:
         key = self._key(num_rows, max_blocks)
         return self.disabled is None and key is not None and key not in self._failed
 
-    def run(self, token_ids: list[int], context_lens: list[int], block_tables: list[list[int]]) -> torch.Tensor:
+    def run(self, token_ids: list[int], context_lens: list[int],
+            block_tables: list[list[int]]) -> torch.Tensor | None:
         """One decode step (``token_ids[i]`` at position ``context_lens[i]`` over ``block_tables[i]``):
-        float32 logits ``[len(token_ids), V]``. Call only where :meth:`accepts`; ``RuntimeError`` if the
-        bucket's capture fails now (the step has not run: run it eagerly)."""
+        float32 logits ``[len(token_ids), V]``, or None when no graph serves it (no bucket fits, or its
+        capture failed, now or before): the step has not run, the caller runs it eagerly."""
         max_blocks = max(-(-(c + 1) // self.block_size) for c in context_lens)
         key = self._key(len(token_ids), max_blocks)
-        if key is None or not self.accepts(len(token_ids), max_blocks):
-            raise ValueError(f"no decode graph for {len(token_ids)} rows over {max_blocks} blocks")
+        if key is None or not self.accepts(*key):
+            return None
         entry = self._entry(key)
         if self.capture and entry.graph is None:
-            self._capture(key, entry)  # on padding and a probe step: nothing but the null block is written
+            try:
+                self._capture(key, entry)  # on padding and a probe step: nothing but the null block is written
+            except RuntimeError:  # logged once; this bucket (or every one) runs eagerly from now on
+                return None
         entry.batch.fill(token_ids, context_lens, block_tables)
         if self.capture:
             assert entry.graph is not None and entry.logits is not None

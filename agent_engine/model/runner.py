@@ -148,12 +148,9 @@ class ModelRunner:
         """Run the decoder on the packed batch; return float32 logits at ``sample_rows`` ``[len, V]``.
         A step of decodes alone, every row sampled, replays a decode graph where one fits."""
         if self.graphs is not None and len(token_ids) == len(query_lens) == len(sample_rows):
-            max_blocks = -(-(max(context_lens) + 1) // self.block_size)
-            if self.graphs.accepts(len(token_ids), max_blocks):
-                try:
-                    return self.graphs.run(token_ids, context_lens, block_tables)
-                except RuntimeError:  # its capture failed (logged once): this step runs eagerly
-                    pass
+            logits = self.graphs.run(token_ids, context_lens, block_tables)
+            if logits is not None:
+                return logits
         metadata = build_attention_metadata(
             query_lens, context_lens, block_tables, self.block_size, self.device, self.workspace
         )
