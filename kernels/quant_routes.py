@@ -6,7 +6,8 @@ copy: ``gguf_linear_int8`` rounds the activations to int8 per block and takes in
 weight row unpacked once per few rows of ``x`` (the decode route: few rows, bound by reading the
 weights); ``gguf_linear_wide`` dequantizes the weights a block of K at a time into float32 and runs the
 panel micro-kernel over every row of ``x`` (the wide route: prefill chunks, many streams, bound by
-the FMA units). Where they cross depends on the CPU (vector width, VNNI, caches), the build, the
+the FMA units; on the AVX512_BF16 build both operands are rounded to bfloat16 first and multiplied in
+``vdpbf16ps`` pairs, ``IsaVariant.wide_operands``). Where they cross depends on the CPU (vector width, VNNI, caches), the build, the
 thread count and the weight's shape and types, so it is measured, never assumed: :func:`prepare` times
 both routes on the model's own weights over a ladder of row counts when it loads, caches the result
 per CPU, build, torch, threads and shape (``kernels.calibration_store``), and :func:`wide_from`
@@ -17,8 +18,9 @@ Invariants:
 - :func:`wide_from` never measures: a shape nobody prepared stays on the int8 route.
 - The ladder stops where one call would exceed ``FLOP_BUDGET`` (a vocabulary-sized LM head is timed at
   a decode step's widths only); larger row counts follow the largest measured one.
-- The wide route is ``x @ dequantize()^T`` up to float32 summation order; the int8 route adds the
-  rounding of ``x`` to 8 bits. The choice changes speed and that rounding only.
+- The wide route is ``x @ dequantize()^T`` up to float32 summation order (with both operands rounded
+  to bfloat16 where ``wide_operands`` says so); the int8 route adds the rounding of ``x`` to 8 bits.
+  The choice changes speed and that rounding only.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The wide-step route on GGUF blocks (``gguf_linear_wide``: weights dequantized a slice at a time into
-the float32 panel micro-kernel) and the measured choice between it and the int8 route
-(``kernels.quant_routes``).
+the panel micro-kernel) and the measured choice between it and the int8 route (``kernels.quant_routes``).
 
-The wide route is ``x @ dequantize()^T`` up to float32 summation order for every served type, at row
+The wide route is ``x @ dequantize()^T`` with both operands rounded as the selected build says
+(``IsaVariant.wide_operands``: float32, or bfloat16 on the AVX512_BF16 build), up to float32 summation
+order, for every served type, at row
 counts that are and are not multiples of the panel width, over K in one and in several blocks, over
 row counts that take several chunks; fused parts of mixed types write their own columns of a wider
 output. ``quant_matmul`` takes the wide route exactly from the calibrated row count; an unprepared
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 from benchmarks.quant_bench import random_blocks
-from kernels import quant_routes
+from kernels import isa, quant_routes
 from kernels.calibration_store import NEVER
 from kernels.cpp_build import load_cpu_ops, ops
 from kernels.quant import GGML_BLOCKS, QuantMatmul, QuantWeight, quant_matmul
@@ -29,9 +30,13 @@ def weight(qtype: int, n: int, k: int, seed: int = 0) -> QuantWeight:
     return QuantWeight.from_gguf(torch.from_numpy(random_blocks(qtype, n, k, seed=seed)), qtype, k)
 
 
-def exact(x: torch.Tensor, weights: list[QuantWeight]) -> torch.Tensor:
-    """The float64 product with the dequantized weights, side by side."""
-    return x.double() @ torch.cat([w.dequantize() for w in weights]).double().T
+def exact(x: torch.Tensor, weights: list[QuantWeight], variant: isa.IsaVariant | None = None) -> torch.Tensor:
+    """The float64 product with the dequantized weights, side by side, both operands first rounded as
+    ``variant`` (default: the selected one) rounds them."""
+    w = torch.cat([w.dequantize() for w in weights])
+    if (variant or isa.selected_variant()).wide_operands == "bfloat16":
+        x, w = x.bfloat16(), w.bfloat16()
+    return x.double() @ w.double().T
 
 
 def wide(x: torch.Tensor, weights: list[QuantWeight], out: torch.Tensor | None = None) -> torch.Tensor:

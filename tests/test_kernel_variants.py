@@ -7,8 +7,9 @@ a library's cache name depends on its variant and never on the machine it was bu
 Equivalence (builds each variant this CPU runs, about 30 s each on 2 cores; the others skip, naming the
 missing features): every variant's ops, forced in place of the selected one, give the same results on
 the same inputs: the quantized matmul within float32 summation order of the selected variant (which
-``test_gguf_linear`` checks exactly against the int8 reference) and ``gguf_dequantize`` bit for bit;
-the float32 matmuls, norms and paged attention within float32 rounding of torch and the float64 oracle.
+``test_gguf_linear`` checks exactly against the int8 reference), the wide route against the product of
+its operands rounded as the variant says (``wide_operands``: bfloat16 on ``avx512_bf16``, else float32),
+``gguf_dequantize`` bit for bit; the float32 matmuls, norms and paged attention within float32 rounding of torch and the float64 oracle.
 """
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ X86 = isa.VARIANTS[-1].name == "baseline"
 @pytest.mark.core
 @pytest.mark.skipif(not X86, reason="the variants below are x86-64's")
 @pytest.mark.parametrize("flags,expected", [
-    (ZEN5, ["avx512_vnni", "avx512", "avx2_vnni", "avx2", "baseline"]),
-    (XEON_AVX512, ["avx512_vnni", "avx512", "avx2", "baseline"]),
+    (ZEN5, ["avx512_bf16", "avx512_vnni", "avx512", "avx2_vnni", "avx2", "baseline"]),
+    (XEON_AVX512, ["avx512_bf16", "avx512_vnni", "avx512", "avx2", "baseline"]),
+    (XEON_AVX512 - {"avx512_bf16"}, ["avx512_vnni", "avx512", "avx2", "baseline"]),
     (AVX2_ONLY, ["avx2", "baseline"]),
     (AVX2_ONLY - {"fma"}, ["baseline"]),
     (frozenset(), ["baseline"]),
-], ids=["zen5", "xeon-avx512", "avx2-only", "avx2-without-fma", "nothing"])
+], ids=["zen5", "xeon-avx512", "avx512-without-bf16", "avx2-only", "avx2-without-fma", "nothing"])
 def test_supported_variants_follow_the_cpu_flags(flags: frozenset[str], expected: list[str],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(isa.ENV_FORCE, raising=False)
@@ -69,13 +71,15 @@ def test_every_flag_a_variant_compiles_with_is_one_it_requires() -> None:
     never faults."""
     implied = {"-march=x86-64-v4": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd", "avx2", "fma"},
                "-march=x86-64-v3": {"avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "abm"},
-               "-mavx512vnni": {"avx512_vnni"}, "-mavxvnni": {"avx_vnni"}, "-march=x86-64": set(),
+               "-mavx512vnni": {"avx512_vnni"}, "-mavx512bf16": {"avx512_bf16"}, "-mavxvnni": {"avx_vnni"},
+               "-march=x86-64": set(),
                "-mtune=generic": set()}
     for variant in isa.VARIANTS:
         assert set(variant.flags) <= set(implied), variant
         for flag in variant.flags:
             assert implied[flag] <= variant.requires, (variant.name, flag)
     assert len({v.namespace for v in isa.VARIANTS}) == len(isa.VARIANTS)
+    assert all((v.wide_operands == "bfloat16") == ("-mavx512bf16" in v.flags) for v in isa.VARIANTS)
 
 
 @pytest.mark.core
@@ -203,7 +207,10 @@ def test_every_variant_gives_the_dequantized_product_on_the_wide_route(variant: 
             x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows))
             out = torch.empty(rows, 30)
             ops.gguf_linear_wide(out, x, [weight.raw], [qtype])
-            expected = x.double() @ weight.dequantize().double().T
+            x_op, w_op = x, weight.dequantize()
+            if variant.wide_operands == "bfloat16":  # both operands rounded, float32 sums
+                x_op, w_op = x_op.bfloat16(), w_op.bfloat16()
+            expected = x_op.double() @ w_op.double().T
             torch.testing.assert_close(out.double(), expected, rtol=0, atol=1e-5 * expected.abs().max().item())
 
 
