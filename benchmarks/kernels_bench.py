@@ -264,11 +264,14 @@ def _calibrate_quant(threads_list: str, models: list[str]) -> list[list[object]]
             for shape, m in matmuls.items():
                 cal = calibrate(shape, m.raws, remeasure=True)
                 label = "+".join(f"{n}" for _, n in shape.parts) + f"x{shape.in_features}"
-                rows += [[threads, model, label, int(r), int8, wide, int8 / wide] for r, (int8, wide) in cal.ms.items()]
+                chosen = 2 if cal.wide_bf16 else 1
+                rows += [[threads, model, label, int(r), ms[0], ms[1], ms[2] if len(ms) > 2 else None, ms[0] / ms[chosen]]
+                         for r, ms in cal.ms.items()]
                 rows.append([threads, model, label, "wide from", "never" if cal.wide_from == NEVER else cal.wide_from,
-                             None, None])
+                             "bf16" if cal.wide_bf16 else "float32", None, None])
     if rows:
-        print_table(["threads", "model", "weight", "rows", "int8 ms", "wide ms", "int8 / wide"], rows)
+        print_table(["threads", "model", "weight", "rows", "int8 ms", "wide f32 ms", "wide bf16 ms", "int8 / chosen wide"],
+                    rows)
     return rows
 
 

@@ -33,15 +33,15 @@ _X86_64_V4 = _X86_64_V3 | {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx51
 @dataclass(frozen=True)
 class IsaVariant:
     """One build of the kernels: ``flags`` for the compiler, ``requires`` of the CPU, and what it
-    enables in words (``describes``). ``wide_operands``: what the wide GGUF matmul route
-    (``gguf_linear_wide``) rounds x and the dequantized weights to before it multiplies them, float32
-    sums either way ("bfloat16" exactly where the flags enable AVX512_BF16)."""
+    enables in words (``describes``). ``bf16_products``: the build has the bfloat16-pair kernels
+    (``vdpbf16ps``; exactly where the flags enable AVX512_BF16), so ``gguf_linear_wide(..., bf16=True)``
+    runs instead of raising."""
 
     name: str
     flags: tuple[str, ...]
     requires: frozenset[str]
     describes: str
-    wide_operands: str = "float32"
+    bf16_products: bool = False
 
     @property
     def namespace(self) -> str:
@@ -56,7 +56,7 @@ def _x86_variants() -> tuple[IsaVariant, ...]:
     return (
         IsaVariant("avx512_bf16", ("-march=x86-64-v4", "-mavx512vnni", "-mavx512bf16", "-mtune=generic"),
                    _X86_64_V4 | {"avx512_vnni", "avx512_bf16"},
-                   "AVX-512 F/BW/VL with VNNI int8 and BF16 dot products", wide_operands="bfloat16"),
+                   "AVX-512 F/BW/VL with VNNI int8 and BF16 dot products", bf16_products=True),
         IsaVariant("avx512_vnni", ("-march=x86-64-v4", "-mavx512vnni", "-mtune=generic"),
                    _X86_64_V4 | {"avx512_vnni"}, "AVX-512 F/BW/VL with VNNI int8 dot products"),
         IsaVariant("avx512", ("-march=x86-64-v4", "-mtune=generic"), _X86_64_V4, "AVX-512 F/BW/VL"),

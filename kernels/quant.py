@@ -33,7 +33,7 @@ from functools import cached_property
 import torch
 
 from kernels.cpp_build import ops
-from kernels.quant_routes import QuantShape, wide_from
+from kernels.quant_routes import QuantShape, wide_route
 
 # GGML type id -> (name, weights per block, bytes per block): the types gguf_linear.cpp implements.
 GGML_BLOCKS: dict[int, tuple[str, int, int]] = {
@@ -155,8 +155,9 @@ def quant_matmul(x: torch.Tensor, weight: QuantMatmul, bias: torch.Tensor | None
     wide route from this CPU's measured row count for the shape, else the int8 route."""
     if out is None:
         out = x.new_empty(x.shape[0], weight.out_features)
-    if x.shape[0] >= wide_from(weight.shape):
-        ops().gguf_linear_wide(out, x, weight.raws, weight.qtypes)
+    route = wide_route(weight.shape)
+    if x.shape[0] >= route.from_rows:
+        ops().gguf_linear_wide(out, x, weight.raws, weight.qtypes, route.bf16)
     else:
         ops().gguf_linear_int8(out, x, weight.raws, weight.qtypes)
     return out if bias is None else out.add_(bias)

@@ -9,13 +9,17 @@ panel micro-kernel over every row of ``x`` (the wide route: prefill chunks, many
 the FMA units; on the AVX512_BF16 build both operands are rounded to bfloat16 first and multiplied in
 ``vdpbf16ps`` pairs, ``IsaVariant.wide_operands``). Where they cross depends on the CPU (vector width, VNNI, caches), the build, the
 thread count and the weight's shape and types, so it is measured, never assumed: :func:`prepare` times
-both routes on the model's own weights over a ladder of row counts when it loads, caches the result
-per CPU, build, torch, threads and shape (``kernels.calibration_store``), and :func:`wide_from`
+both routes (the wide one in each form the build has: float32, and bfloat16 products where the CPU has
+AVX512_BF16) on the model's own weights over a ladder of row counts when it loads, caches the result
+per CPU, build, torch, threads and shape (``kernels.calibration_store``), and :func:`wide_route`
 answers a matmul's question in one dict lookup. ``agent-engine bench kernels --calibrate`` measures
 again and prints the table.
 
 Invariants:
-- :func:`wide_from` never measures: a shape nobody prepared stays on the int8 route.
+- :func:`wide_route` never measures: a shape nobody prepared stays on the int8 route.
+- The wide form is bfloat16 only where the build has it and it beat float32 by ``MARGIN`` over the
+  ladder's total time (the wide rows' cost is the large row counts'); ``wide_from`` is then where that
+  form beats the int8 route.
 - The ladder stops where one call would exceed ``FLOP_BUDGET`` (a vocabulary-sized LM head is timed at
   a decode step's widths only); larger row counts follow the largest measured one.
 - The wide route is ``x @ dequantize()^T`` up to float32 summation order (with both operands rounded
@@ -32,13 +36,14 @@ from dataclasses import dataclass
 import torch
 
 from kernels.calibration_store import NEVER, RouteTable, crossover_size, store_key
+from kernels.isa import selected_variant
 from kernels.timing import best_seconds_each
 
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # row counts timed, ascending
 FLOP_BUDGET = 4e9  # no timed call past this many floating-point operations
 MARGIN = 0.05  # the wide route must be this much faster to take a row count
 REPEATS = 5
-VERSION = 1  # bump when the measurement changes
+VERSION = 2  # bump when the measurement changes
 
 
 @dataclass(frozen=True)
@@ -54,13 +59,31 @@ class QuantShape:
 
 
 @dataclass(frozen=True)
+class WideRoute:
+    """A shape's route: the wide one from ``from_rows`` rows on (``NEVER``: always int8), in bfloat16
+    products when ``bf16`` (else float32)."""
+
+    from_rows: int
+    bf16: bool = False
+
+
+INT8_ONLY = WideRoute(NEVER)
+
+
+@dataclass(frozen=True)
 class QuantCalibration:
-    """One measurement: the wide route from this many rows on, and the ms per row count behind it."""
+    """One measurement: the wide route from this many rows on, in which form, and the ms per row count
+    behind it."""
 
     wide_from: int
-    ms: dict[str, tuple[float, float]]  # rows -> (int8 ms, wide ms)
+    wide_bf16: bool
+    ms: dict[str, tuple[float, ...]]  # rows -> (int8 ms, float32 wide ms[, bfloat16 wide ms])
     key: str
     measured_at: str
+
+    @property
+    def route(self) -> WideRoute:
+        return WideRoute(self.wide_from, self.wide_bf16)
 
 
 def cache_key(shape: QuantShape, threads: int) -> str:
@@ -80,36 +103,41 @@ def measure(shape: QuantShape, raws: Sequence[torch.Tensor]) -> QuantCalibration
 
     qtypes = [q for q, _ in shape.parts]
     gen = torch.Generator().manual_seed(shape.in_features * 7919 + shape.out_features)
+    forms = (False, True) if selected_variant().bf16_products else (False,)
     rows, seconds = ladder(shape), []
     for n in rows:
         x = torch.randn(n, shape.in_features, generator=gen)
         out = x.new_empty(n, shape.out_features)
-        int8, wide = best_seconds_each([lambda x=x, out=out: ops().gguf_linear_int8(out, x, list(raws), qtypes),
-                                        lambda x=x, out=out: ops().gguf_linear_wide(out, x, list(raws), qtypes)],
-                                       REPEATS)
-        seconds.append((int8, wide))
-    first = crossover_size(rows, [a for a, _ in seconds], [b for _, b in seconds], MARGIN)
-    return QuantCalibration(first, {str(n): (a * 1e3, b * 1e3) for n, (a, b) in zip(rows, seconds, strict=True)},
+        routes = [lambda x=x, out=out: ops().gguf_linear_int8(out, x, list(raws), qtypes)]
+        routes += [lambda x=x, out=out, bf16=bf16: ops().gguf_linear_wide(out, x, list(raws), qtypes, bf16)
+                   for bf16 in forms]
+        seconds.append(tuple(best_seconds_each(routes, REPEATS)))
+    f32_total, bf16_total = sum(s[1] for s in seconds), sum(s[-1] for s in seconds)
+    bf16 = len(forms) == 2 and bf16_total < (1 - MARGIN) * f32_total
+    wide = [s[2 if bf16 else 1] for s in seconds]
+    first = crossover_size(rows, [s[0] for s in seconds], wide, MARGIN)
+    return QuantCalibration(first, bf16, {str(n): tuple(t * 1e3 for t in s) for n, s in zip(rows, seconds, strict=True)},
                             cache_key(shape, torch.get_num_threads()), time.strftime("%Y-%m-%dT%H:%M:%S"))
 
 
 def _parse(data: dict) -> QuantCalibration:
-    return QuantCalibration(int(data["wide_from"]), data["ms"], data["key"], data["measured_at"])
+    return QuantCalibration(int(data["wide_from"]), bool(data["wide_bf16"]),
+                            {r: tuple(ms) for r, ms in data["ms"].items()}, data["key"], data["measured_at"])
 
 
-_routes: RouteTable[QuantShape, int] = RouteTable("where a GGUF matmul leaves the int8 route")
+_routes: RouteTable[QuantShape, WideRoute] = RouteTable("where a GGUF matmul leaves the int8 route")
 
 
 def calibrate(shape: QuantShape, raws: Sequence[torch.Tensor], remeasure: bool = False) -> QuantCalibration:
     """This CPU's calibration for ``shape`` at the current thread count: from the cache unless
     ``remeasure``, else measured now on ``raws`` and stored."""
     return _routes.calibrate(shape, lambda threads: cache_key(shape, threads), _parse, lambda: measure(shape, raws),
-                             lambda cal: cal.wide_from, remeasure)
+                             lambda cal: cal.route, remeasure)
 
 
 def prepare(matmuls: Iterable[tuple[QuantShape, Sequence[torch.Tensor]]]) -> None:
     """Calibrate every distinct shape of ``(shape, raws)`` (cached ones are read, not measured) so that
-    ``wide_from`` knows them."""
+    ``wide_route`` knows them."""
     seen: set[QuantShape] = set()
     for shape, raws in matmuls:
         if shape not in seen:
@@ -117,6 +145,6 @@ def prepare(matmuls: Iterable[tuple[QuantShape, Sequence[torch.Tensor]]]) -> Non
             calibrate(shape, raws)
 
 
-def wide_from(shape: QuantShape) -> int:
-    """The row count from which this shape goes to the wide route (``NEVER`` if unprepared)."""
-    return _routes.get(shape, NEVER)
+def wide_route(shape: QuantShape) -> WideRoute:
+    """This shape's measured route at the current thread count (``INT8_ONLY`` if unprepared)."""
+    return _routes.get(shape, INT8_ONLY)

@@ -1,13 +1,12 @@
 """The wide-step route on GGUF blocks (``gguf_linear_wide``: weights dequantized a slice at a time into
 the panel micro-kernel) and the measured choice between it and the int8 route (``kernels.quant_routes``).
 
-The wide route is ``x @ dequantize()^T`` with both operands rounded as the selected build says
-(``IsaVariant.wide_operands``: float32, or bfloat16 on the AVX512_BF16 build), up to float32 summation
-order, for every served type, at row
+The wide route is ``x @ dequantize()^T`` up to float32 summation order (its bfloat16 form, where the
+build has it: the product of both operands rounded to bfloat16) for every served type, at row
 counts that are and are not multiples of the panel width, over K in one and in several blocks, over
 row counts that take several chunks; fused parts of mixed types write their own columns of a wider
-output. ``quant_matmul`` takes the wide route exactly from the calibrated row count; an unprepared
-shape never measures and stays on the int8 route."""
+output. ``quant_matmul`` takes the wide route exactly from the calibrated row count, in the calibrated
+form; an unprepared shape never measures and stays on the int8 route."""
 
 from __future__ import annotations
 
@@ -30,19 +29,25 @@ def weight(qtype: int, n: int, k: int, seed: int = 0) -> QuantWeight:
     return QuantWeight.from_gguf(torch.from_numpy(random_blocks(qtype, n, k, seed=seed)), qtype, k)
 
 
-def exact(x: torch.Tensor, weights: list[QuantWeight], variant: isa.IsaVariant | None = None) -> torch.Tensor:
-    """The float64 product with the dequantized weights, side by side, both operands first rounded as
-    ``variant`` (default: the selected one) rounds them."""
+def exact(x: torch.Tensor, weights: list[QuantWeight], bf16: bool = False) -> torch.Tensor:
+    """The float64 product with the dequantized weights, side by side (``bf16``: of both operands
+    rounded to bfloat16)."""
     w = torch.cat([w.dequantize() for w in weights])
-    if (variant or isa.selected_variant()).wide_operands == "bfloat16":
+    if bf16:
         x, w = x.bfloat16(), w.bfloat16()
     return x.double() @ w.double().T
 
 
-def wide(x: torch.Tensor, weights: list[QuantWeight], out: torch.Tensor | None = None) -> torch.Tensor:
+def wide(x: torch.Tensor, weights: list[QuantWeight], out: torch.Tensor | None = None,
+         bf16: bool = False) -> torch.Tensor:
     out = x.new_empty(x.shape[0], sum(w.out_features for w in weights)) if out is None else out
-    ops().gguf_linear_wide(out, x, [w.raw for w in weights], [w.qtype for w in weights])
+    ops().gguf_linear_wide(out, x, [w.raw for w in weights], [w.qtype for w in weights], bf16)
     return out
+
+
+BF16 = isa.selected_variant().bf16_products
+needs_bf16 = pytest.mark.skipif(not BF16, reason=f"the {isa.selected_variant().name} build has no bfloat16 products "
+                                                 "(needs AVX512_BF16)")
 
 
 def assert_close(got: torch.Tensor, want: torch.Tensor) -> None:
@@ -57,6 +62,35 @@ def test_wide_route_is_the_product_with_the_dequantized_weights(qtype: int, rows
     w = weight(qtype, 29, k, seed=rows)  # 29 rows: groups of 12 (or 6) and a short last one
     x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows))
     assert_close(wide(x, [w]), exact(x, [w]))
+
+
+@needs_bf16
+@pytest.mark.parametrize("qtype", TYPES, ids=TYPE_IDS)
+@pytest.mark.parametrize("rows", [1, 17, 33, 130])
+def test_bf16_form_is_the_product_of_the_rounded_operands(qtype: int, rows: int) -> None:
+    k = 768 if GGML_BLOCKS[qtype][1] == 256 else 608
+    w = weight(qtype, 29, k, seed=rows)
+    x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows))
+    got = wide(x, [w], bf16=True)
+    assert_close(got, exact(x, [w], bf16=True))
+    assert not torch.equal(got, wide(x, [w]))  # the rounding is real: the two forms differ
+
+
+@needs_bf16
+def test_bf16_form_over_several_chunks_and_mixed_parts() -> None:
+    parts = [weight(12, 20, 1024, seed=1), weight(14, 7, 1024, seed=2), weight(3, 13, 1024, seed=3)]
+    x = torch.randn(900, 1024, generator=torch.Generator().manual_seed(4))
+    wider = torch.full((900, 50), 7.0)
+    wide(x, parts, out=wider[:, 5:45], bf16=True)
+    assert_close(wider[:, 5:45], exact(x, parts, bf16=True))
+    assert torch.equal(wider[:, :5], torch.full((900, 5), 7.0)) and torch.equal(wider[:, 45:], torch.full((900, 5), 7.0))
+
+
+@pytest.mark.skipif(BF16, reason="this build has bfloat16 products")
+def test_bf16_form_is_refused_by_a_build_without_it() -> None:
+    w = weight(2, 8, 64)
+    with pytest.raises(RuntimeError, match="AVX512_BF16"):
+        wide(torch.randn(3, 64), [w], bf16=True)
 
 
 def test_many_rows_go_in_several_chunks() -> None:
@@ -91,14 +125,15 @@ def routes(monkeypatch: pytest.MonkeyPatch) -> dict:
     return known
 
 
-def test_quant_matmul_takes_the_wide_route_from_the_calibrated_row_count(routes: dict) -> None:
+@pytest.mark.parametrize("bf16", [False, pytest.param(True, marks=needs_bf16)], ids=["float32", "bf16"])
+def test_quant_matmul_takes_the_wide_route_from_the_calibrated_row_count(routes: dict, bf16: bool) -> None:
     matmul = QuantMatmul.of([weight(3, 24, 256, seed=5), weight(8, 8, 256, seed=6)])
-    routes[(matmul.shape, torch.get_num_threads())] = 8
+    routes[(matmul.shape, torch.get_num_threads())] = quant_routes.WideRoute(8, bf16)
     for rows in (7, 8):
         x = torch.randn(rows, 256, generator=torch.Generator().manual_seed(rows))
         int8, by_wide = x.new_empty(rows, 32), x.new_empty(rows, 32)
         ops().gguf_linear_int8(int8, x, matmul.raws, matmul.qtypes)
-        ops().gguf_linear_wide(by_wide, x, matmul.raws, matmul.qtypes)
+        ops().gguf_linear_wide(by_wide, x, matmul.raws, matmul.qtypes, bf16)
         assert not torch.equal(int8, by_wide)  # the two routes round differently: the choice is visible
         assert torch.equal(quant_matmul(x, matmul), by_wide if rows >= 8 else int8)
 
@@ -107,7 +142,7 @@ def test_an_unprepared_shape_stays_on_the_int8_route_without_measuring(routes: d
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(quant_routes, "measure", lambda *a: pytest.fail("measured on a step's path"))
     matmul = QuantMatmul.of([weight(2, 16, 64)])
-    assert quant_routes.wide_from(matmul.shape) == NEVER
+    assert quant_routes.wide_route(matmul.shape) == quant_routes.INT8_ONLY
     x = torch.randn(300, 64, generator=torch.Generator().manual_seed(0))
     int8 = x.new_empty(300, 16)
     ops().gguf_linear_int8(int8, x, matmul.raws, matmul.qtypes)
@@ -121,12 +156,13 @@ def test_calibration_times_both_routes_and_is_cached(routes: dict, monkeypatch: 
     matmul = QuantMatmul.of([weight(6, 64, 256, seed=7)])
     cal = quant_routes.calibrate(matmul.shape, matmul.raws)
     assert list(cal.ms) == [str(r) for r in quant_routes.ladder(matmul.shape)]
-    assert all(a > 0 and b > 0 for a, b in cal.ms.values())
+    assert all(len(ms) == 2 + BF16 and min(ms) > 0 for ms in cal.ms.values())  # int8, float32 wide[, bf16 wide]
     assert cal.wide_from == NEVER or str(cal.wide_from) in cal.ms
-    assert quant_routes.wide_from(matmul.shape) == cal.wide_from
+    assert BF16 or not cal.wide_bf16
+    assert quant_routes.wide_route(matmul.shape) == quant_routes.WideRoute(cal.wide_from, cal.wide_bf16)
     monkeypatch.setattr(quant_routes, "measure", lambda *a: pytest.fail("measured again"))
     again = quant_routes.calibrate(matmul.shape, matmul.raws)  # read back from the store
-    assert (again.wide_from, again.key, again.measured_at) == (cal.wide_from, cal.key, cal.measured_at)
+    assert again == cal
 
 
 def test_the_ladder_stops_at_the_flop_budget_but_keeps_two_rows() -> None:

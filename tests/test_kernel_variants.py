@@ -7,9 +7,9 @@ a library's cache name depends on its variant and never on the machine it was bu
 Equivalence (builds each variant this CPU runs, about 30 s each on 2 cores; the others skip, naming the
 missing features): every variant's ops, forced in place of the selected one, give the same results on
 the same inputs: the quantized matmul within float32 summation order of the selected variant (which
-``test_gguf_linear`` checks exactly against the int8 reference), the wide route against the product of
-its operands rounded as the variant says (``wide_operands``: bfloat16 on ``avx512_bf16``, else float32),
-``gguf_dequantize`` bit for bit; the float32 matmuls, norms and paged attention within float32 rounding of torch and the float64 oracle.
+``test_gguf_linear`` checks exactly against the int8 reference), the wide route against the exact
+product and its bfloat16 form against the product of the rounded operands where the variant has it
+(``bf16_products``; refused elsewhere), ``gguf_dequantize`` bit for bit; the float32 matmuls, norms and paged attention within float32 rounding of torch and the float64 oracle.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_every_flag_a_variant_compiles_with_is_one_it_requires() -> None:
         for flag in variant.flags:
             assert implied[flag] <= variant.requires, (variant.name, flag)
     assert len({v.namespace for v in isa.VARIANTS}) == len(isa.VARIANTS)
-    assert all((v.wide_operands == "bfloat16") == ("-mavx512bf16" in v.flags) for v in isa.VARIANTS)
+    assert all(v.bf16_products == ("-mavx512bf16" in v.flags) for v in isa.VARIANTS)
 
 
 @pytest.mark.core
@@ -207,10 +207,14 @@ def test_every_variant_gives_the_dequantized_product_on_the_wide_route(variant: 
             x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows))
             out = torch.empty(rows, 30)
             ops.gguf_linear_wide(out, x, [weight.raw], [qtype])
-            x_op, w_op = x, weight.dequantize()
-            if variant.wide_operands == "bfloat16":  # both operands rounded, float32 sums
-                x_op, w_op = x_op.bfloat16(), w_op.bfloat16()
-            expected = x_op.double() @ w_op.double().T
+            expected = x.double() @ weight.dequantize().double().T
+            torch.testing.assert_close(out.double(), expected, rtol=0, atol=1e-5 * expected.abs().max().item())
+            if not variant.bf16_products:
+                with pytest.raises(RuntimeError, match="AVX512_BF16"):
+                    ops.gguf_linear_wide(out, x, [weight.raw], [qtype], True)
+                continue
+            ops.gguf_linear_wide(out, x, [weight.raw], [qtype], True)  # both operands rounded, float32 sums
+            expected = x.bfloat16().double() @ weight.dequantize().bfloat16().double().T
             torch.testing.assert_close(out.double(), expected, rtol=0, atol=1e-5 * expected.abs().max().item())
 
 

@@ -1,4 +1,4 @@
-// ``agent_engine::gguf_linear_wide(out, x, raws, qtypes)``: out[M, sum N_i] = x[M, K] @ [W_1; W_2; ...]^T
+// ``agent_engine::gguf_linear_wide(out, x, raws, qtypes, bf16)``: out[M, sum N_i] = x[M, K] @ [W_1; W_2; ...]^T
 // for the GGUF weights of a fused matmul (same arguments and output as gguf_linear_int8), the route
 // for wide steps: prefill chunks and many decoding streams. Registered here, declared in cpu_ops.cpp.
 //
@@ -13,13 +13,13 @@
 // x rows and used for all of them, and nothing is rounded but float32 sums: the result is
 // ``x @ dequantize()^T`` up to summation order (the int8 route also rounds x to 8 bits).
 //
-// Built for AVX512_BF16 (``isa.py``'s avx512_bf16 variant, ``wide_operands`` "bfloat16"), the same
-// blocking multiplies in bfloat16 pairs (panel_bf16.h's ``vdpbf16ps``: twice the multiply-adds an
-// instruction): x is rounded to bfloat16 (nearest even) before its transpose, the dequantized weight
-// rows after their dequantization, and the sums stay float32. So there the result is the product of
-// the two rounded operands up to summation order: about half the int8 route's error against the
-// exact product, at about 1.8x the float32 panels' speed on a 2-core Zen 5 (``bench kernels
-// --calibrate --gguf-models smollm2``).
+// ``bf16`` (only where the build targets AVX512_BF16: isa.py's ``bf16_products`` variants, else an
+// error): the same blocking multiplies in bfloat16 pairs (panel_bf16.h's ``vdpbf16ps``, twice the
+// multiply-adds an instruction where the CPU runs it at the FMA's rate): x is rounded to bfloat16
+// (nearest even) before its transpose, the dequantized weight rows after their dequantization, and
+// the sums stay float32. The result is then the product of the two rounded operands up to summation
+// order (about half the int8 route's error against the exact product). Whether it is faster is the
+// CPU's to say: kernels/quant_routes.py measures both forms.
 //
 // Blocking: weight rows go in groups of kRows (never across two weights), split between the threads;
 // K in balanced blocks of about kMaxKBlock (rounded up to whole quantization blocks); x rows in chunks
@@ -48,6 +48,13 @@ using ae::panel::kRows;
 
 constexpr int64_t kMaxKBlock = 512;          // K per dequantized block, about (whole quantization blocks)
 constexpr int64_t kChunkBytes = 384 * 1024;  // x panels of one K block per chunk of rows (L2)
+
+#if defined(AE_PANEL_BF16)
+static_assert(ae::panel_bf16::kRows == kRows && ae::panel_bf16::kPanel == kPanel, "one group shape for both routes");
+constexpr bool kBf16Products = true;
+#else
+constexpr bool kBf16Products = false;
+#endif
 
 // One weight of the fused product: its blocks, type, rows and first output column.
 struct Part {
@@ -91,13 +98,6 @@ void transpose_to_panels(const float* x, int64_t m, int64_t k, float* xt) {
 
 // A thread's buffers: the dequantized rows of a group over one K block (float32, and for the bfloat16
 // route those rows rounded), the group's outputs over a chunk of x rows.
-#if defined(AE_PANEL_BF16)
-static_assert(ae::panel_bf16::kRows == kRows && ae::panel_bf16::kPanel == kPanel, "one group shape for both routes");
-constexpr bool kBf16Products = true;
-#else
-constexpr bool kBf16Products = false;
-#endif
-
 struct Scratch {
   std::vector<float> w;
   std::vector<uint16_t> w16;
@@ -160,8 +160,9 @@ void groups_over_chunk(const std::vector<Part>& parts, const std::vector<Group>&
 }
 #endif
 
-void gguf_linear_wide(at::Tensor out, const at::Tensor& x, at::TensorList raws, at::IntArrayRef qtypes) {
+void gguf_linear_wide(at::Tensor out, const at::Tensor& x, at::TensorList raws, at::IntArrayRef qtypes, bool bf16) {
   TORCH_CHECK(raws.size() == qtypes.size() && !raws.empty(), "gguf_linear_wide: one GGML type per weight");
+  TORCH_CHECK(!bf16 || kBf16Products, "gguf_linear_wide: bf16 products need a build for AVX512_BF16 (this one is not)");
   TORCH_CHECK(x.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && x.dim() == 2 && out.dim() == 2 &&
                   x.is_contiguous() && out.stride(1) == 1 && out.stride(0) >= out.size(1) && out.size(0) == x.size(0),
               "gguf_linear_wide: contiguous float32 x [M, K], float32 out [M, N] with unit column stride");
@@ -194,7 +195,6 @@ void gguf_linear_wide(at::Tensor out, const at::Tensor& x, at::TensorList raws, 
   for (const Part& p : parts) quantum = std::max(quantum, p.block);
   const int64_t k_blocks = (k + kMaxKBlock - 1) / kMaxKBlock;
   const int64_t k_block = ((k + k_blocks - 1) / k_blocks + quantum - 1) / quantum * quantum;
-  constexpr bool bf16 = kBf16Products;
   const int64_t max_chunk = std::max<int64_t>(2 * kPanel, kChunkBytes / (bf16 ? 2 : 4) / k_block);
   const int64_t n_chunks = (m + max_chunk - 1) / max_chunk;
   const int64_t chunk = ((m + n_chunks - 1) / n_chunks + kPanel - 1) / kPanel * kPanel;
@@ -209,8 +209,11 @@ void gguf_linear_wide(at::Tensor out, const at::Tensor& x, at::TensorList raws, 
   const int64_t ldo = out.stride(0);
   at::parallel_for(0, static_cast<int64_t>(groups.size()), 1, [&](int64_t g0, int64_t g1) {
     thread_local Scratch scratch;
-    for (int64_t m0 = 0; m0 < m; m0 += chunk)
-      groups_over_chunk<bf16>(parts, groups, g0, g1, xtp, k, k_block, m0, std::min(chunk, m - m0), op, ldo, scratch);
+    for (int64_t m0 = 0; m0 < m; m0 += chunk) {
+      const int64_t rows = std::min(chunk, m - m0);
+      if (bf16) groups_over_chunk<true>(parts, groups, g0, g1, xtp, k, k_block, m0, rows, op, ldo, scratch);
+      else groups_over_chunk<false>(parts, groups, g0, g1, xtp, k, k_block, m0, rows, op, ldo, scratch);
+    }
   });
 #else
   // No AVX2 on the build machine: the dequantized weights through ATen.
