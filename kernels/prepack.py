@@ -3,7 +3,12 @@
 ``pack_weight(w)`` lays a ``[N, K]`` weight out as ``[ceil(N / 16), K, 16]``: panel p holds output
 columns 16p .. 16p + 15, one row of 16 weights per k, zero past N. A bfloat16 weight keeps its dtype
 and interleaves each row of 16 (column c at slot 2c for c < 8, at 2(c - 8) + 1 above), so the kernel
-widens a row to float32 with a shift and a mask (``csrc/panel_linear.cpp``). ``panel_linear``'s 6 x 16
+widens a row to float32 with a shift and a mask (``csrc/panel_linear.cpp``). Where the kernels' build
+has bfloat16 products (``IsaVariant.bf16_products``: AVX512_BF16) a bfloat16 weight is packed in K
+pairs instead, ``[ceil(N / 16), ceil(K / 2), 32]`` (lane c of pair row kp holds column c's weights at
+k 2kp and 2kp + 1, a zero past K), which ``panel_linear`` multiplies by x rounded to bfloat16 in
+``vdpbf16ps`` pairs (twice the multiply-adds per instruction of the widened float32 form; float32
+sums). ``panel_linear``'s 6 x 16
 register-blocked micro-kernel walks a panel with two vector loads per k; on this project's 2-core
 AVX2 machine it runs a decode step's matmuls at the memory bandwidth (1 row) and at 75-145 GFLOP/s
 from 16 rows up, ahead of the plain-weight kernels (``small_linear``, oneDNN, MKL) at every row
@@ -14,6 +19,8 @@ every packed weight.
 Invariants:
 - :func:`pack_weight` returns None when the weight is not a float32 or bfloat16 CPU matrix (callers
   then use the plain weight alone); it never changes the weight, and its panels hold exactly its values.
+- Pair panels (the last dimension 32) exist only for bfloat16 weights, and by default only where the
+  selected build multiplies them; ``panel_linear`` refuses them elsewhere.
 - A packed weight is computed from the plain weight once and never updated: pack after loading,
   before serving, and do not pack weights that will change.
 - :func:`prepack_allowed` decides once per model: ``AGENT_ENGINE_PREPACK=1`` packs, ``=0`` never;
@@ -27,6 +34,8 @@ import os
 
 import torch
 
+from kernels.isa import selected_variant
+
 logger = logging.getLogger(__name__)
 
 ENV_SWITCH = "AGENT_ENGINE_PREPACK"  # "1" always pack, "0" never; unset: when memory allows
@@ -35,11 +44,20 @@ PANEL = 16  # output columns per panel (two AVX2 registers; kPanel in csrc/panel
 PANEL_DTYPES = (torch.float32, torch.bfloat16)
 
 
-def pack_weight(weight: torch.Tensor) -> torch.Tensor | None:
-    """The ``[ceil(N / 16), K, 16]`` panels of a float32 or bfloat16 CPU ``[N, K]`` weight, or None."""
+def bf16_pairs_by_default() -> bool:
+    """Whether bfloat16 weights are packed in K pairs: the selected build has bfloat16 products."""
+    return selected_variant().bf16_products
+
+
+def pack_weight(weight: torch.Tensor, pairs: bool | None = None) -> torch.Tensor | None:
+    """The ``[ceil(N / 16), K, 16]`` panels of a float32 or bfloat16 CPU ``[N, K]`` weight, or None; for a
+    bfloat16 weight with ``pairs`` (default :func:`bf16_pairs_by_default`) its ``[ceil(N / 16), ceil(K /
+    2), 32]`` pair panels."""
     if weight.dim() != 2 or weight.dtype not in PANEL_DTYPES or weight.device.type != "cpu":
         return None
     n, k = weight.shape
+    if weight.dtype == torch.bfloat16 and (bf16_pairs_by_default() if pairs is None else pairs):
+        return _pair_panels(weight)
     with torch.no_grad():
         panels = (n + PANEL - 1) // PANEL
         padded = weight.new_zeros(panels * PANEL, k)
@@ -50,7 +68,17 @@ def pack_weight(weight: torch.Tensor) -> torch.Tensor | None:
         return packed.reshape(panels, k, PANEL).contiguous()
 
 
-def pack_gate_up(weight: torch.Tensor, intermediate: int) -> torch.Tensor | None:
+def _pair_panels(weight: torch.Tensor) -> torch.Tensor:
+    """``[ceil(N / 16), ceil(K / 2), 32]``: lane 2c + j of pair row kp of panel p = weight[16p + c, 2kp + j]."""
+    n, k = weight.shape
+    panels, k2 = (n + PANEL - 1) // PANEL, (k + 1) // 2
+    with torch.no_grad():
+        padded = weight.new_zeros(panels * PANEL, 2 * k2)
+        padded[:n, :k] = weight
+        return padded.view(panels, PANEL, k2, 2).permute(0, 2, 1, 3).reshape(panels, k2, 2 * PANEL).contiguous()
+
+
+def pack_gate_up(weight: torch.Tensor, intermediate: int, pairs: bool | None = None) -> torch.Tensor | None:
     """The panels of a fused ``[gate; up]`` weight ``[2 I, K]`` with gate's and up's panels interleaved
     (panel 2j: gate columns 16j .. 16j + 15, panel 2j + 1: the same up columns), as ``panel_linear_silu``
     reads them; None where ``pack_weight`` gives none or ``I`` is not a multiple of 16."""
@@ -58,7 +86,7 @@ def pack_gate_up(weight: torch.Tensor, intermediate: int) -> torch.Tensor | None
         return None
     k = weight.shape[1]
     order = weight.view(2, intermediate // PANEL, PANEL, k).transpose(0, 1).reshape(2 * intermediate, k)
-    return pack_weight(order)
+    return pack_weight(order, pairs)
 
 
 def prepack_allowed(total_bytes: int) -> bool:

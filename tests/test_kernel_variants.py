@@ -237,24 +237,29 @@ def test_every_variant_attends_decode_rows_over_shared_blocks(variant: isa.IsaVa
 def test_every_variant_fuses_gate_up_and_silu_exactly(variant: isa.IsaVariant) -> None:
     """``panel_linear_silu`` on interleaved gate/up panels equals ``panel_linear`` then ``silu_and_mul`` on
     the plain panels bit for bit where the micro-kernel runs (K <= 1,024: the same sums; the scalar build
-    goes through ATen, within float32 rounding), for float32 and bfloat16 weights, and torch's
-    silu(gate) * up within float32 rounding."""
+    goes through ATen, within float32 rounding), for float32 and bfloat16 weights (in pair panels where
+    the variant has bfloat16 products), and torch's silu(gate) * up within float32 rounding (of x rounded
+    to bfloat16 on the pair route)."""
     from kernels.prepack import pack_gate_up
 
     ops = cpp_build.variant_ops(variant)
     gen = torch.Generator().manual_seed(13)
-    for inter, k, dtype in ((48, 64, torch.float32), (96, 40, torch.float32), (32, 64, torch.bfloat16)):
+    for inter, k, dtype in ((48, 64, torch.float32), (96, 40, torch.float32), (32, 64, torch.bfloat16),
+                            (48, 63, torch.bfloat16)):
         w = (torch.randn(2 * inter, k, generator=gen) * 0.1).to(dtype)
         for rows in (1, 5, 13, 40):
             x = torch.randn(rows, k, generator=gen)
             gate_up, unfused, fused = torch.empty(rows, 2 * inter), torch.empty(rows, inter), torch.empty(rows, inter)
-            ops.panel_linear(gate_up, x, pack_weight(w))
+            pairs = variant.bf16_products  # bfloat16 pair panels where the variant multiplies them
+            ops.panel_linear(gate_up, x, pack_weight(w, pairs))
             ops.silu_and_mul(unfused, gate_up)
-            ops.panel_linear_silu(fused, x, pack_gate_up(w, inter))
+            ops.panel_linear_silu(fused, x, pack_gate_up(w, inter, pairs))
             if variant.name == "baseline":
                 torch.testing.assert_close(fused, unfused, rtol=1e-5, atol=1e-6)
             else:
                 assert torch.equal(fused, unfused), (inter, k, dtype, rows)
             wf = w.float()
+            if pairs and dtype == torch.bfloat16:  # x rounded to bfloat16 on the pair route
+                x = x.bfloat16().float()
             expected = F.silu(x @ wf[:inter].T) * (x @ wf[inter:].T)
             torch.testing.assert_close(fused, expected, rtol=1e-4, atol=1e-5)

@@ -14,6 +14,7 @@ import torch
 
 from agent_engine import LLM, SamplingParams
 from agent_engine.model.default_model import default_model_dir
+from kernels.prepack import bf16_pairs_by_default
 
 pytestmark = pytest.mark.slow
 
@@ -128,7 +129,9 @@ def test_parity_bfloat16(vocab: int) -> None:
 def test_bfloat16_is_float32_math_on_the_bf16_weights(vocab: int, tmp_path) -> None:
     """The stated bf16 reference: a bfloat16 model runs float32 activations and KV over its bf16
     weights (packed in bf16 panels), so its greedy tokens equal the float32 engine's on a checkpoint
-    holding the same bf16-rounded weights in float32."""
+    holding the same bf16-rounded weights in float32; where the build has bfloat16 products
+    (AVX512_BF16) the panels are K pairs and each matmul's x is rounded to bfloat16 too, so there the
+    tokens agree within the bf16 tolerance of ``test_parity_bfloat16`` instead."""
     import shutil
 
     from transformers import AutoModelForCausalLM
@@ -144,8 +147,16 @@ def test_bfloat16_is_float32_math_on_the_bf16_weights(vocab: int, tmp_path) -> N
     runner = bf16.engine.runner
     assert runner.kv_dtype == torch.float32 and runner.kv_caches[0][0].dtype == torch.float32
     assert runner.lean is not None and runner.lean.layers[0].packed["qkv_w"].dtype == torch.bfloat16
+    pairs = runner.lean.layers[0].packed["qkv_w"].shape[-1] == 32
+    assert pairs == bf16_pairs_by_default()
     got = _engine_greedy(bf16, prompts)
-    assert got == _engine_greedy(LLM(model=str(tmp_path), num_kv_blocks=256, max_model_len=1024), prompts)
+    rounded_weights = _engine_greedy(LLM(model=str(tmp_path), num_kv_blocks=256, max_model_len=1024), prompts)
+    if not pairs:
+        assert got == rounded_weights
+        return
+    first, agree = _agreement(got, rounded_weights)
+    print(f"bf16 pairs against float32 math on the rounded weights: first {first}/16, mean prefix {agree:.2%}")
+    assert first >= 14 and agree >= 0.5
 
 
 def test_bfloat16_kv_cache_keeps_greedy_close(vocab: int, reference: dict) -> None:

@@ -46,7 +46,8 @@ def test_panel_linear_blocks_of_k(rows: int, dtype: torch.dtype) -> None:
     gen = torch.Generator().manual_seed(rows)
     x, w, b = torch.randn(rows, 2500, generator=gen), torch.randn(37, 2500, generator=gen).to(dtype), torch.randn(37)
     got = linear(x, w, b, True, prepack.pack_weight(w))
-    torch.testing.assert_close(got, F.linear(x, w.float(), b), rtol=1e-4, atol=1e-3)
+    pairs = dtype == torch.bfloat16 and prepack.bf16_pairs_by_default()  # x rounded to bfloat16 then
+    torch.testing.assert_close(got, F.linear(x.bfloat16().float() if pairs else x, w.float(), b), rtol=1e-4, atol=1e-3)
 
 
 @pytest.mark.parametrize("rows", [1, 5, 8, 97])
@@ -58,7 +59,7 @@ def test_bfloat16_panels_multiply_by_the_exact_weights(rows: int, k: int, n: int
     gen = torch.Generator().manual_seed(rows + n)
     x, w = torch.randn(rows, k, generator=gen), torch.randn(n, k, generator=gen).bfloat16()
     b = torch.randn(n, generator=gen)
-    packed = prepack.pack_weight(w)
+    packed = prepack.pack_weight(w, pairs=False)
     assert packed is not None and packed.dtype == torch.bfloat16 and packed.shape == ((n + 15) // 16, k, 16)
     assert torch.equal(packed[0, 3, 0::2], w[:8, 3]) and torch.equal(packed[0, 3, 1::2], w[8:16, 3])
     expected = F.linear(x, w.float(), b)
@@ -66,6 +67,42 @@ def test_bfloat16_panels_multiply_by_the_exact_weights(rows: int, k: int, n: int
     assert got.dtype == torch.float32
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(linear(x, w, b), expected)  # no kernels, no panels: widened by torch
+
+
+needs_pairs = pytest.mark.skipif(not prepack.bf16_pairs_by_default(),
+                                 reason="this build has no bfloat16 products (needs AVX512_BF16)")
+
+
+@needs_pairs
+@pytest.mark.parametrize("rows", [1, 5, 13, 97, 300])
+@pytest.mark.parametrize("k,n", [(96, 200), (63, 33), (1100, 40)])
+def test_bfloat16_pair_panels_multiply_the_rounded_x(rows: int, k: int, n: int) -> None:
+    """Pair panels (the default for bfloat16 weights where the build has bfloat16 products): lane 2c + j
+    of pair row kp holds column c's weight at k 2kp + j (a zero past an odd K); the product is x rounded
+    to bfloat16 times the weights, float32 sums (only the summation order differs), with a partial
+    last panel, K in blocks (1,100) and a bias."""
+    gen = torch.Generator().manual_seed(rows + n + k)
+    x, w = torch.randn(rows, k, generator=gen), torch.randn(n, k, generator=gen).bfloat16()
+    b = torch.randn(n, generator=gen)
+    packed = prepack.pack_weight(w)
+    assert packed is not None and packed.dtype == torch.bfloat16 and packed.shape == ((n + 15) // 16, (k + 1) // 2, 32)
+    assert torch.equal(packed[0, 3, 0::2], w[:16, 6]) and torch.equal(packed[0, 3, 1::2], w[:16, 7])
+    if k % 2:
+        assert torch.equal(packed[:, -1, 1::2], torch.zeros_like(packed[:, -1, 1::2]))
+    got = linear(x, w, b, True, packed)
+    expected = F.linear(x.bfloat16().double(), w.double(), b.double())
+    torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5 * max(1.0, k / 96) ** 0.5)
+    assert not torch.equal(got, F.linear(x, w.float(), b))  # x really is rounded
+
+
+def test_pair_panels_are_refused_where_the_build_has_no_bfloat16_products() -> None:
+    if not load_cpu_ops() or prepack.bf16_pairs_by_default():
+        pytest.skip("needs the C++ kernels of a build without bfloat16 products")
+    from kernels.cpp_build import ops
+
+    w = torch.randn(16, 8).bfloat16()
+    with pytest.raises(RuntimeError, match="AVX512_BF16"):
+        ops().panel_linear(torch.empty(2, 16), torch.randn(2, 8), prepack.pack_weight(w, pairs=True))
 
 
 def test_pack_weight_refuses_what_it_cannot_pack() -> None:
@@ -95,3 +132,16 @@ def test_panel_linear_empty_shapes() -> None:
     empty_w = torch.randn(40, 0)
     out = linear(torch.randn(3, 0), empty_w, None, True, prepack.pack_weight(empty_w))
     assert torch.equal(out, torch.zeros(3, 40))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gate_up_silu_over_an_empty_k_is_zero(dtype: torch.dtype) -> None:
+    """K = 0: silu(0) * 0 for every output, in float32 and bfloat16 (pair) panels."""
+    if not load_cpu_ops():
+        pytest.skip("C++ kernels unavailable")
+    from kernels.cpp_build import ops
+
+    packed = prepack.pack_gate_up(torch.empty(64, 0, dtype=dtype), 32)
+    out = torch.full((3, 32), 5.0)
+    ops().panel_linear_silu(out, torch.empty(3, 0), packed)
+    assert torch.equal(out, torch.zeros(3, 32))

@@ -136,7 +136,7 @@ void groups_over_chunk(const std::vector<Part>& parts, const std::vector<Group>&
         if constexpr (Bf16) {
           const auto* lanes = reinterpret_cast<const uint32_t*>(panel);
           (both == 2 ? ae::panel_bf16::kMicro<2> : ae::panel_bf16::kMicro<1>)[wrows](
-              s.w16.data(), k_len, k_len / 2, lanes, panel_stride, acc, ld, kPanel, k0 > 0);
+              s.w16.data(), k_len, k_len / 2, lanes, panel_stride, acc, ld, kPanel, ae::panel_bf16::Ahead{}, k0 > 0);
           p += both;
           continue;
         }

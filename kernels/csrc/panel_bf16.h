@@ -19,17 +19,22 @@
 #include <cstdint>
 #include <cstring>
 
+#include "panel_micro.h"
+
 namespace ae::panel_bf16 {
+
+using Ahead = ae::panel::Ahead<uint32_t>;  // pair rows of a panel yet to be read, brought into L2
 
 constexpr int64_t kPanel = 16;  // output columns per panel: one AVX-512 register of float32
 constexpr int kRows = 12;       // rows per call: 2 x 12 accumulators + 2 panel rows + a broadcast
 
 // ``add``: out += the product (a later block of K), else out = it. With P == 2 the first panel is whole
 // and ``second`` (at ``panel_stride`` lanes) has ``cols`` columns; with P == 1 the one panel has them.
-// A partial panel is read and written under a mask.
+// A partial panel is read and written under a mask. ``ahead``: pair rows first, first + step, ... of
+// the P panels at ahead.panel are prefetched into L2 on the way (panel_micro.h's Ahead).
 template <int R, int P>
 inline void micro(const uint16_t* w, int64_t w_stride, int64_t pairs, const uint32_t* panel, int64_t panel_stride,
-                  float* out, int64_t n_dim, int64_t cols, bool add) {
+                  float* out, int64_t n_dim, int64_t cols, Ahead ahead, bool add) {
   static_assert(P == 1 || P == 2, "one or two panels a call");
   const __mmask16 full = 0xFFFF;
   const __mmask16 last = cols == kPanel ? full : static_cast<__mmask16>((1u << cols) - 1);
@@ -40,10 +45,17 @@ inline void micro(const uint16_t* w, int64_t w_stride, int64_t pairs, const uint
     for (int q = 0; q < P; ++q)
       acc[q][r] = add ? _mm512_maskz_loadu_ps(q == P - 1 ? last : full, out + r * n_dim + q * kPanel)
                       : _mm512_setzero_ps();
+  int64_t next = ahead.panel != nullptr ? ahead.first : pairs;
   for (int64_t kp = 0; kp < pairs; ++kp) {
     __m512i b[P];
 #pragma GCC unroll 2
     for (int q = 0; q < P; ++q) b[q] = _mm512_loadu_si512(panel + q * panel_stride + kp * kPanel);
+    if (kp == next) {
+#pragma GCC unroll 2
+      for (int q = 0; q < P; ++q)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead.panel + q * panel_stride + kp * kPanel), _MM_HINT_T1);
+      next += ahead.step;
+    }
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       int32_t pair;
@@ -59,7 +71,8 @@ inline void micro(const uint16_t* w, int64_t w_stride, int64_t pairs, const uint
     for (int q = 0; q < P; ++q) _mm512_mask_storeu_ps(out + r * n_dim + q * kPanel, q == P - 1 ? last : full, acc[q][r]);
 }
 
-using MicroFn = void (*)(const uint16_t*, int64_t, int64_t, const uint32_t*, int64_t, float*, int64_t, int64_t, bool);
+using MicroFn = void (*)(const uint16_t*, int64_t, int64_t, const uint32_t*, int64_t, float*, int64_t, int64_t, Ahead,
+                         bool);
 
 template <int P>
 constexpr MicroFn kMicro[kRows + 1] = {nullptr,         micro<1, P>,  micro<2, P>,  micro<3, P>, micro<4, P>,
