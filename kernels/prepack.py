@@ -20,7 +20,7 @@ Invariants:
 - :func:`pack_weight` returns None when the weight is not a float32 or bfloat16 CPU matrix (callers
   then use the plain weight alone); it never changes the weight, and its panels hold exactly its values.
 - Pair panels (the last dimension 32) exist only for bfloat16 weights, and by default only where the
-  selected build multiplies them; ``panel_linear`` refuses them elsewhere.
+  kernels in use multiply them; ``panel_linear`` refuses them elsewhere.
 - A packed weight is computed from the plain weight once and never updated: pack after loading,
   before serving, and do not pack weights that will change.
 - :func:`prepack_allowed` decides once per model: ``AGENT_ENGINE_PREPACK=1`` packs, ``=0`` never;
@@ -34,7 +34,7 @@ import os
 
 import torch
 
-from kernels.isa import selected_variant
+from kernels.cpp_build import active_variant
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +45,10 @@ PANEL_DTYPES = (torch.float32, torch.bfloat16)
 
 
 def bf16_pairs_by_default() -> bool:
-    """Whether bfloat16 weights are packed in K pairs: the selected build has bfloat16 products."""
-    return selected_variant().bf16_products
+    """Whether bfloat16 weights are packed in K pairs: the kernels this process uses
+    (``cpp_build.active_variant``) have bfloat16 products."""
+    variant = active_variant()
+    return variant is not None and variant.bf16_products
 
 
 def pack_weight(weight: torch.Tensor, pairs: bool | None = None) -> torch.Tensor | None:

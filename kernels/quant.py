@@ -20,7 +20,8 @@ Invariants:
 - :func:`quant_matmul` equals ``F.linear(x, dequantize(), bias)`` up to the int8 rounding of ``x`` on
   the int8 route (each block of ``x`` rounded to 8 bits of its largest magnitude; the tests bound the
   error at 2% of the largest output; on the served models' activations, docs/models.md states it),
-  up to float32 summation order on the wide route.
+  up to float32 summation order on the wide route (and, in its bfloat16 form, the rounding of ``x`` and
+  of the dequantized weights to bfloat16: ``kernels.quant_routes``).
 - Only the types in ``GGML_BLOCKS`` are served; ``from_gguf`` refuses others with a ``ValueError``.
 """
 

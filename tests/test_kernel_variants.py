@@ -119,6 +119,12 @@ def variant(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     ops = cpp_build.variant_ops(chosen)
     for module in ("kernels.cpu_ops", "kernels.quant"):
         monkeypatch.setattr(f"{module}.ops", lambda: ops)
+    # What the kernels in use decide (pair panels, the wide route's form) follows the variant too.
+    monkeypatch.setattr("kernels.prepack.active_variant", lambda: chosen)
+    monkeypatch.setattr("kernels.quant_routes.active_variant", lambda: chosen)
+    from kernels import quant_routes
+
+    monkeypatch.setattr(quant_routes._routes, "known", {})
     yield chosen
 
 
@@ -263,3 +269,24 @@ def test_every_variant_fuses_gate_up_and_silu_exactly(variant: isa.IsaVariant) -
                 x = x.bfloat16().float()
             expected = F.silu(x @ wf[:inter].T) * (x @ wf[inter:].T)
             torch.testing.assert_close(fused, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.core
+@pytest.mark.skipif(not X86, reason="the variants below are x86-64's")
+def test_a_variant_that_does_not_build_gives_way_to_the_next(monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """A toolchain too old for the best variant's flags: the next supported variant that builds serves
+    (one warning naming both); forced by ``AGENT_ENGINE_ISA``, there is no substitute."""
+    monkeypatch.delenv(isa.ENV_FORCE, raising=False)
+    monkeypatch.delenv(cpp_build.ENV_SWITCH, raising=False)
+    monkeypatch.setattr(isa, "cpu_flags", lambda *_: ZEN5)
+    monkeypatch.setattr(cpp_build, "_errors", {"avx512_bf16": "RuntimeError: g++: unrecognized -mavx512bf16"})
+    monkeypatch.setattr(cpp_build, "_loaded", {"avx512_bf16": False, "avx512_vnni": True})
+    monkeypatch.setattr(cpp_build, "_warned", set())
+    with caplog.at_level("WARNING", logger="kernels.cpp_build"):
+        assert cpp_build.active_variant().name == "avx512_vnni"
+        assert cpp_build.active_variant().name == "avx512_vnni"
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "avx512_bf16" in warnings[0] and "using avx512_vnni" in warnings[0]
+    monkeypatch.setenv(isa.ENV_FORCE, "avx512_bf16")
+    assert cpp_build.active_variant() is None and not cpp_build.load_cpu_ops()

@@ -69,8 +69,8 @@ def test_bfloat16_panels_multiply_by_the_exact_weights(rows: int, k: int, n: int
     torch.testing.assert_close(linear(x, w, b), expected)  # no kernels, no panels: widened by torch
 
 
-needs_pairs = pytest.mark.skipif(not prepack.bf16_pairs_by_default(),
-                                 reason="this build has no bfloat16 products (needs AVX512_BF16)")
+needs_pairs = pytest.mark.skipif(not load_cpu_ops() or not prepack.bf16_pairs_by_default(),
+                                 reason="no C++ kernels with bfloat16 products (needs AVX512_BF16)")
 
 
 @needs_pairs
@@ -91,8 +91,21 @@ def test_bfloat16_pair_panels_multiply_the_rounded_x(rows: int, k: int, n: int) 
         assert torch.equal(packed[:, -1, 1::2], torch.zeros_like(packed[:, -1, 1::2]))
     got = linear(x, w, b, True, packed)
     expected = F.linear(x.bfloat16().double(), w.double(), b.double())
-    torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5 * max(1.0, k / 96) ** 0.5)
-    assert not torch.equal(got, F.linear(x, w.float(), b))  # x really is rounded
+    atol = 1e-5 * max(1.0, k / 96) ** 0.5
+    torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=atol)
+    unrounded = F.linear(x.double(), w.double(), b.double())
+    assert (got.double() - unrounded).abs().max() > 20 * atol  # x really is rounded
+
+
+@needs_pairs
+def test_bfloat16_pair_panels_over_an_empty_k_give_zeros() -> None:
+    from kernels.cpp_build import ops
+
+    packed = prepack.pack_weight(torch.empty(20, 0, dtype=torch.bfloat16))
+    assert packed is not None and packed.shape == (2, 0, 32)
+    out = torch.full((3, 20), 5.0)
+    ops().panel_linear(out, torch.empty(3, 0), packed)
+    assert torch.equal(out, torch.zeros(3, 20))
 
 
 def test_pair_panels_are_refused_where_the_build_has_no_bfloat16_products() -> None:

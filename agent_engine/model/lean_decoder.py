@@ -26,9 +26,11 @@ Invariants:
   a table over positions is computed once and grown on demand.
 - A bfloat16 model with the C++ kernels runs float32 activations over its bfloat16 weights
   (:meth:`LeanDecoder.activation_dtype`): every matmul weight is packed in bfloat16 panels whatever the
-  memory (they are its working copy; ``panel_linear`` widens them exactly), norms and biases get
-  float32 copies, and the KV cache is float32 (bfloat16 on request: :meth:`kv_cache_dtype`). Its
-  outputs are those of the float32 model whose weights are the bfloat16 values, up to summation order.
+  memory (they are its working copy), norms and biases get float32 copies, and the KV cache is float32
+  (bfloat16 on request: :meth:`kv_cache_dtype`). Where the kernels have no bfloat16 products,
+  ``panel_linear`` widens the weights exactly and the outputs are those of the float32 model whose
+  weights are the bfloat16 values, up to summation order; where they have them (AVX512_BF16), the
+  panels are K pairs and each matmul also rounds its input to bfloat16 (``kernels.prepack``).
 """
 
 from __future__ import annotations

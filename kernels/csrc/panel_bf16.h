@@ -8,7 +8,8 @@
 // - ``panel``: [K / 2, 16] 32-bit lanes, lane j of pair row kp = (column j's K 2kp, K 2kp + 1).
 // One ``vdpbf16ps`` adds both products of a pair into the float32 accumulator of a lane, so a pair row
 // costs one panel load (per panel) and R broadcasts for R (or 2 R) instructions, twice the multiply-adds
-// of the float32 micro-kernel's R FMAs.
+// of the float32 micro-kernel's R FMAs. ``vdpbf16ps`` and ``vcvtneps2bf16`` treat denormal inputs as
+// zero (and flush denormal results): otherwise the result is the product of the rounded operands.
 #pragma once
 
 #if defined(__AVX512BF16__) && defined(__AVX512F__)

@@ -1,6 +1,8 @@
 // ``agent_engine::panel_linear``: out[M, N] = x[M, K] @ w[N, K]^T on a weight packed in column panels
 // (float32 or bfloat16 weights, float32 x, out and accumulators; AVX2 or AVX-512), for any number of rows.
-// Registered here, declared in cpu_ops.cpp.
+// Registered here, declared in cpu_ops.cpp. Bfloat16 weights in K-pair panels ([P, ceil(K / 2), 32],
+// built for AVX512_BF16 only; refused elsewhere) multiply x rounded to bfloat16 instead (see
+// panel_pairs_linear below).
 //
 // Layout: ``panels`` is [ceil(N / 16), K, 16]: panel p holds output columns 16p .. 16p + 15, one row
 // of 16 weights per k (columns past N are zero). In bfloat16 the 16 weights of a row are interleaved,
@@ -66,6 +68,7 @@ constexpr bool kTwoPanels = false;
 template <class Step>
 void walk_panels(int64_t m_dim, int64_t units, int64_t max_units, int64_t unit_bytes, int64_t n_panels, bool two,
                  Step&& step) {
+  TORCH_CHECK(units >= 1 && max_units >= 1, "walk_panels: an empty K has no blocks");
   const int64_t k_blocks = (units + max_units - 1) / max_units;
   const int64_t k_block = (units + k_blocks - 1) / k_blocks;
   const int64_t max_chunk = std::max<int64_t>(kRows, 256 * 1024 / 4 / k_block);
@@ -146,6 +149,8 @@ void panel_silu_avx2(float* op, const float* xp, const W* pp, int64_t m_dim, int
 }
 
 #if defined(AE_PANEL_BF16)
+static_assert(ae::panel_bf16::kRows >= kRows && ae::panel_bf16::kPanel == kPanel,
+              "walk_panels' row blocks index the bfloat16 kernels too");
 // The bfloat16-pair form (panels [P, K2, 32]: lane c of pair row kp = (column c's k 2kp, k 2kp + 1), K2
 // = ceil(K / 2), a zero past K): x rounded to bfloat16 ([M, 2 K2], a zero column past an odd K), then
 // panel_bf16.h's micro-kernel, one vdpbf16ps per K pair, blocked by walk_panels in K pairs. Float32
