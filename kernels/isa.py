@@ -125,7 +125,8 @@ def selected_variant(flags: frozenset[str] | None = None) -> IsaVariant:
     return supported_variants(flags)[0]
 
 
-def describe() -> str:
-    """One line naming the CPU and the kernels' variant, for benchmark tables and logs."""
-    v = selected_variant()
+def describe(variant: IsaVariant | None = None) -> str:
+    """One line naming the CPU and the kernels' variant (default: the selected one; pass the one in use,
+    ``cpp_build.active_variant()``, where it differs), for benchmark tables and logs."""
+    v = variant or selected_variant()
     return f"{cpu_model()} · kernels {v.name} ({v.describes})"

@@ -290,3 +290,15 @@ def test_a_variant_that_does_not_build_gives_way_to_the_next(monkeypatch: pytest
     assert len(warnings) == 1 and "avx512_bf16" in warnings[0] and "using avx512_vnni" in warnings[0]
     monkeypatch.setenv(isa.ENV_FORCE, "avx512_bf16")
     assert cpp_build.active_variant() is None and not cpp_build.load_cpu_ops()
+
+
+@pytest.mark.core
+def test_benchmark_lines_name_the_kernels_in_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables and JSON name the variant that actually serves (after a fallback too), or the torch path."""
+    from agent_engine.reporting import machine_info, machine_line
+
+    fallback = isa.VARIANTS[-1]
+    monkeypatch.setattr(cpp_build, "active_variant", lambda: fallback)
+    assert machine_info()["kernel_isa"] == fallback.name and f"kernels {fallback.name}" in machine_line()
+    monkeypatch.setattr(cpp_build, "active_variant", lambda: None)
+    assert machine_info()["kernel_isa"] == "none (torch path)" and "torch path" in machine_line()
