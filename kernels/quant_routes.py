@@ -20,8 +20,9 @@ Invariants:
 - The wide form is bfloat16 only where the build has it and it beat float32 by ``MARGIN`` over the
   ladder's total time (the wide rows' cost is the large row counts'); ``wide_from`` is then where that
   form beats the int8 route.
-- The ladder stops where one call would exceed ``FLOP_BUDGET`` (a vocabulary-sized LM head is timed at
-  a decode step's widths only); larger row counts follow the largest measured one.
+- The ladder always holds the decode widths (up to ``DECODE_ROWS``: a vocabulary-sized LM head runs at
+  every decode step's width, and 32 or 64 streams are where its route turns) and stops past them where
+  one call would exceed ``FLOP_BUDGET``; larger row counts follow the largest measured one.
 - The wide route is ``x @ dequantize()^T`` up to float32 summation order (in its bfloat16 form, of both
   operands rounded to bfloat16, denormals flushed); the int8 route adds the rounding of ``x`` to 8 bits.
   The choice changes speed and that rounding only.
@@ -40,10 +41,11 @@ from kernels.cpp_build import active_variant
 from kernels.timing import best_seconds_each
 
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # row counts timed, ascending
-FLOP_BUDGET = 4e9  # no timed call past this many floating-point operations
+DECODE_ROWS = 64  # row counts up to this are always timed
+FLOP_BUDGET = 4e9  # no timed call past this many floating-point operations beyond DECODE_ROWS
 MARGIN = 0.05  # the wide route must be this much faster to take a row count
 REPEATS = 5
-VERSION = 2  # bump when the measurement changes
+VERSION = 3  # bump when the measurement changes
 
 
 @dataclass(frozen=True)
@@ -92,9 +94,9 @@ def cache_key(shape: QuantShape, threads: int) -> str:
 
 
 def ladder(shape: QuantShape) -> tuple[int, ...]:
-    """The row counts timed for ``shape``: ``ROWS`` up to the ``FLOP_BUDGET``, at least the first two."""
+    """The row counts timed for ``shape``: ``ROWS`` up to ``DECODE_ROWS``, then up to the ``FLOP_BUDGET``."""
     flops_per_row = 2 * shape.out_features * shape.in_features
-    return tuple(r for i, r in enumerate(ROWS) if i < 2 or r * flops_per_row <= FLOP_BUDGET)
+    return tuple(r for r in ROWS if r <= DECODE_ROWS or r * flops_per_row <= FLOP_BUDGET)
 
 
 def measure(shape: QuantShape, raws: Sequence[torch.Tensor]) -> QuantCalibration:

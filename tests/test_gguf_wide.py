@@ -166,9 +166,11 @@ def test_calibration_times_both_routes_and_is_cached(routes: dict, monkeypatch: 
     assert again == cal
 
 
-def test_the_ladder_stops_at_the_flop_budget_but_keeps_two_rows() -> None:
-    huge = quant_routes.QuantShape(4096, ((12, 200_000),))
-    assert quant_routes.ladder(huge) == (1, 2)
+def test_the_ladder_keeps_the_decode_widths_and_stops_at_the_flop_budget_past_them() -> None:
+    huge = quant_routes.QuantShape(4096, ((12, 200_000),))  # an LM head: 1.6 GFLOP a row
+    assert quant_routes.ladder(huge) == tuple(r for r in quant_routes.ROWS if r <= quant_routes.DECODE_ROWS)
+    layer = quant_routes.QuantShape(1536, ((12, 8960), (12, 8960)))  # 55 MFLOP a row: up to 64 rows by budget
+    assert quant_routes.ladder(layer)[-1] == 64
     small = quant_routes.QuantShape(64, ((2, 16),))
     assert quant_routes.ladder(small) == quant_routes.ROWS
 
