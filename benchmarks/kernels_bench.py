@@ -86,13 +86,14 @@ def bench_linear(rows: list[int], layers: int, repeats: int) -> list[dict[str, A
     """ms per pass over ``layers`` layers' weights for each row count and variant."""
     import torch
 
-    from kernels.prepack import bf16_pairs_by_default, pack_weight
+    from kernels.cpp_build import bf16_products
+    from kernels.prepack import pack_weight
 
     shapes = [(768, 512), (512, 512), (2816, 512), (512, 1408)]  # QKV, O, gate/up, down
     weights = [torch.randn(n, k) for _ in range(layers) for n, k in shapes]
     packs = {id(w): pack_weight(w) for w in weights}
     bf16_packs = {id(w): pack_weight(w.bfloat16(), pairs=False) for w in weights}
-    pair_packs = {id(w): pack_weight(w.bfloat16(), pairs=True) for w in weights} if bf16_pairs_by_default() else {}
+    pair_packs = {id(w): pack_weight(w.bfloat16(), pairs=True) for w in weights} if bf16_products() else {}
     try:
         dnn_packs = {id(w): torch.ops.mkldnn._reorder_linear_weight(w, 32) for w in weights}
     except (RuntimeError, AttributeError):  # a torch without oneDNN's reorder op

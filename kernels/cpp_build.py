@@ -53,6 +53,7 @@ _loaded: dict[str, bool] = {}  # variant name -> whether its library loaded
 _switched_off_logged = False  # AGENT_ENGINE_CPP_KERNELS=0 is logged once per process
 _errors: dict[str, str] = {}
 _warned: set[str] = set()  # warnings already logged
+_active: dict[str, IsaVariant | None] = {}  # AGENT_ENGINE_ISA value -> the variant in use (active_variant)
 
 
 def cache_dir() -> Path:
@@ -130,24 +131,31 @@ def active_variant() -> IsaVariant | None:
     """The variant whose library this process uses: the selected one (``kernels.isa.selected_variant``)
     or, when its build fails and none was forced by ``AGENT_ENGINE_ISA``, the next one the CPU supports
     that builds (a toolchain too old for the best variant's flags still gets vector kernels); None when
-    ``AGENT_ENGINE_CPP_KERNELS=0`` or nothing builds. Each outcome is logged once."""
+    ``AGENT_ENGINE_CPP_KERNELS=0`` or nothing builds. Decided once per ``AGENT_ENGINE_ISA`` value (a
+    dict lookup after that: the attention and matmul dispatchers ask on every call); each outcome is
+    logged once."""
     global _switched_off_logged
     if os.environ.get(ENV_SWITCH, "1") == "0":
         if not _switched_off_logged:
             _switched_off_logged = True
             logger.info("C++ CPU kernels disabled by %s=0; using the torch path", ENV_SWITCH)
         return None
+    forced = os.environ.get(ENV_FORCE, "").strip()
+    try:
+        return _active[forced]
+    except KeyError:
+        pass
     selected = selected_variant()
-    forced = bool(os.environ.get(ENV_FORCE, "").strip())
-    for variant in [selected] if forced else list(supported_variants()):
-        if load_variant(variant):
-            if variant != selected:
-                _warn_once(f"C++ CPU kernels ({selected.name}) did not build, using {variant.name}: "
-                           f"{_errors.get(selected.name)}")
-            return variant
-    _warn_once(f"C++ CPU kernels ({selected.name}) unavailable, using the slower torch path: "
-               f"{_errors.get(selected.name)}")
-    return None
+    found = next((v for v in ([selected] if forced else supported_variants()) if load_variant(v)), None)
+    if found is None:
+        _warn_once(f"C++ CPU kernels ({selected.name}) unavailable, using the slower torch path: "
+                   f"{_errors.get(selected.name)}")
+    elif found != selected:
+        _warn_once(f"C++ CPU kernels ({selected.name}) did not build, using {found.name}: "
+                   f"{_errors.get(selected.name)}")
+    with _lock:
+        _active[forced] = found
+    return found
 
 
 def _warn_once(message: str) -> None:
@@ -156,6 +164,14 @@ def _warn_once(message: str) -> None:
             return
         _warned.add(message)
     logger.warning("%s", message)
+
+
+def bf16_products() -> bool:
+    """Whether the kernels in use (:func:`active_variant`) multiply bfloat16 pairs (``vdpbf16ps``): what
+    decides the bfloat16 weight layout (``kernels.prepack``) and the GGUF wide route's forms
+    (``kernels.quant_routes``)."""
+    variant = active_variant()
+    return variant is not None and variant.bf16_products
 
 
 def load_cpu_ops() -> bool:

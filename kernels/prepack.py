@@ -34,7 +34,7 @@ import os
 
 import torch
 
-from kernels.cpp_build import active_variant
+from kernels.cpp_build import bf16_products
 
 logger = logging.getLogger(__name__)
 
@@ -44,21 +44,14 @@ PANEL = 16  # output columns per panel (two AVX2 registers; kPanel in csrc/panel
 PANEL_DTYPES = (torch.float32, torch.bfloat16)
 
 
-def bf16_pairs_by_default() -> bool:
-    """Whether bfloat16 weights are packed in K pairs: the kernels this process uses
-    (``cpp_build.active_variant``) have bfloat16 products."""
-    variant = active_variant()
-    return variant is not None and variant.bf16_products
-
-
 def pack_weight(weight: torch.Tensor, pairs: bool | None = None) -> torch.Tensor | None:
     """The ``[ceil(N / 16), K, 16]`` panels of a float32 or bfloat16 CPU ``[N, K]`` weight, or None; for a
-    bfloat16 weight with ``pairs`` (default :func:`bf16_pairs_by_default`) its ``[ceil(N / 16), ceil(K /
+    bfloat16 weight with ``pairs`` (default ``cpp_build.bf16_products()``) its ``[ceil(N / 16), ceil(K /
     2), 32]`` pair panels."""
     if weight.dim() != 2 or weight.dtype not in PANEL_DTYPES or weight.device.type != "cpu":
         return None
     n, k = weight.shape
-    if weight.dtype == torch.bfloat16 and (bf16_pairs_by_default() if pairs is None else pairs):
+    if weight.dtype == torch.bfloat16 and (bf16_products() if pairs is None else pairs):
         return _pair_panels(weight)
     with torch.no_grad():
         panels = (n + PANEL - 1) // PANEL

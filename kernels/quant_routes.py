@@ -6,8 +6,9 @@ copy: ``gguf_linear_int8`` rounds the activations to int8 per block and takes in
 weight row unpacked once per few rows of ``x`` (the decode route: few rows, bound by reading the
 weights); ``gguf_linear_wide`` dequantizes the weights a block of K at a time into float32 and runs the
 panel micro-kernel over every row of ``x`` (the wide route: prefill chunks, many streams, bound by
-the FMA units; where the kernels have bfloat16 products, ``IsaVariant.bf16_products``, it has a second
-form that rounds both operands to bfloat16 and multiplies them in ``vdpbf16ps`` pairs). Where they cross depends on the CPU (vector width, VNNI, caches), the build, the
+the FMA units; where the kernels have bfloat16 products, ``cpp_build.bf16_products()``, it has a
+second form that rounds both operands to bfloat16 and multiplies them in ``vdpbf16ps`` pairs). Where
+they cross depends on the CPU (vector width, VNNI, caches), the build, the
 thread count and the weight's shape and types, so it is measured, never assumed: :func:`prepare` times
 both routes (the wide one in each form the build has: float32, and bfloat16 products where the CPU has
 AVX512_BF16) on the model's own weights over a ladder of row counts when it loads, caches the result
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 import torch
 
 from kernels.calibration_store import NEVER, RouteTable, crossover_size, store_key
-from kernels.cpp_build import active_variant
+from kernels.cpp_build import bf16_products
 from kernels.timing import best_seconds_each
 
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # row counts timed, ascending
@@ -105,8 +106,7 @@ def measure(shape: QuantShape, raws: Sequence[torch.Tensor]) -> QuantCalibration
 
     qtypes = [q for q, _ in shape.parts]
     gen = torch.Generator().manual_seed(shape.in_features * 7919 + shape.out_features)
-    variant = active_variant()
-    forms = (False, True) if variant is not None and variant.bf16_products else (False,)
+    forms = (False, True) if bf16_products() else (False,)
     rows, seconds = ladder(shape), []
     for n in rows:
         x = torch.randn(n, shape.in_features, generator=gen)

@@ -73,9 +73,9 @@ def test_kernels_tiny_run(tmp_path: Path) -> None:
     data = json.loads(out_json.read_text())
     assert [r["rows"] for r in data["linear"]] == [1, 17] and len(data["attention"]) == 2
     assert all(ms > 0 for r in data["linear"] for ms in r["ms"].values())
-    from kernels.prepack import bf16_pairs_by_default
+    from kernels.cpp_build import bf16_products
 
-    assert ("panel_linear_bf16_pairs" in data["linear"][0]["ms"]) == bf16_pairs_by_default()
+    assert ("panel_linear_bf16_pairs" in data["linear"][0]["ms"]) == bf16_products()
 
 
 def test_kernels_prefill_tiny_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

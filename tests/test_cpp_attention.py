@@ -244,6 +244,7 @@ def test_build_failure_falls_back_with_a_warning(monkeypatch: pytest.MonkeyPatch
                                                  caplog: pytest.LogCaptureFixture) -> None:
     """No compiler: load_cpu_ops warns once and returns False; nothing raises."""
     monkeypatch.setattr(cpp_build, "_loaded", {})
+    monkeypatch.setattr(cpp_build, "_active", {})
     monkeypatch.setattr(cpp_build, "_errors", {})
     monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
@@ -258,6 +259,7 @@ def test_build_failure_falls_back_with_a_warning(monkeypatch: pytest.MonkeyPatch
 
 def test_env_switch_turns_kernels_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cpp_build, "_loaded", {})
+    monkeypatch.setattr(cpp_build, "_active", {})
     monkeypatch.setenv(cpp_build.ENV_SWITCH, "0")
     assert cpp_build.load_cpu_ops() is False
     assert cpp_build.load_error() is None

@@ -16,7 +16,7 @@ import torch
 from benchmarks.quant_bench import random_blocks
 from kernels import quant_routes
 from kernels.calibration_store import NEVER
-from kernels.cpp_build import active_variant, load_cpu_ops, ops
+from kernels.cpp_build import bf16_products, load_cpu_ops, ops
 from kernels.quant import GGML_BLOCKS, QuantMatmul, QuantWeight, quant_matmul
 
 pytestmark = [pytest.mark.core,
@@ -45,8 +45,7 @@ def wide(x: torch.Tensor, weights: list[QuantWeight], out: torch.Tensor | None =
     return out
 
 
-ACTIVE = active_variant()
-BF16 = ACTIVE is not None and ACTIVE.bf16_products
+BF16 = bf16_products()
 needs_bf16 = pytest.mark.skipif(not BF16, reason="the kernels in use have no bfloat16 products (needs AVX512_BF16)")
 
 

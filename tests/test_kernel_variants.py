@@ -120,8 +120,8 @@ def variant(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     for module in ("kernels.cpu_ops", "kernels.quant"):
         monkeypatch.setattr(f"{module}.ops", lambda: ops)
     # What the kernels in use decide (pair panels, the wide route's form) follows the variant too.
-    monkeypatch.setattr("kernels.prepack.active_variant", lambda: chosen)
-    monkeypatch.setattr("kernels.quant_routes.active_variant", lambda: chosen)
+    monkeypatch.setattr("kernels.prepack.bf16_products", lambda: chosen.bf16_products)
+    monkeypatch.setattr("kernels.quant_routes.bf16_products", lambda: chosen.bf16_products)
     from kernels import quant_routes
 
     monkeypatch.setattr(quant_routes._routes, "known", {})
@@ -283,6 +283,7 @@ def test_a_variant_that_does_not_build_gives_way_to_the_next(monkeypatch: pytest
     monkeypatch.setattr(cpp_build, "_errors", {"avx512_bf16": "RuntimeError: g++: unrecognized -mavx512bf16"})
     monkeypatch.setattr(cpp_build, "_loaded", {"avx512_bf16": False, "avx512_vnni": True})
     monkeypatch.setattr(cpp_build, "_warned", set())
+    monkeypatch.setattr(cpp_build, "_active", {})
     with caplog.at_level("WARNING", logger="kernels.cpp_build"):
         assert cpp_build.active_variant().name == "avx512_vnni"
         assert cpp_build.active_variant().name == "avx512_vnni"

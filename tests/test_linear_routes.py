@@ -74,7 +74,7 @@ def test_both_routes_give_the_same_product(fresh_routes: None, rows: int) -> Non
     torch.testing.assert_close(panels, expected, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(routed, expected, rtol=1e-4, atol=1e-4)
     bf16 = w.bfloat16()  # a bfloat16 weight's panels are its only route (x rounded where they are pairs)
-    x_in = x.bfloat16().float() if prepack.bf16_pairs_by_default() else x
+    x_in = x.bfloat16().float() if cpp_build.bf16_products() else x
     torch.testing.assert_close(linear(x, bf16, None, True, prepack.pack_weight(bf16)), F.linear(x_in, bf16.float()),
                                rtol=1e-4, atol=1e-4)
 

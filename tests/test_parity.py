@@ -14,7 +14,7 @@ import torch
 
 from agent_engine import LLM, SamplingParams
 from agent_engine.model.default_model import default_model_dir
-from kernels.prepack import bf16_pairs_by_default
+from kernels.cpp_build import bf16_products
 
 pytestmark = pytest.mark.slow
 
@@ -148,7 +148,7 @@ def test_bfloat16_is_float32_math_on_the_bf16_weights(vocab: int, tmp_path) -> N
     assert runner.kv_dtype == torch.float32 and runner.kv_caches[0][0].dtype == torch.float32
     assert runner.lean is not None and runner.lean.layers[0].packed["qkv_w"].dtype == torch.bfloat16
     pairs = runner.lean.layers[0].packed["qkv_w"].shape[-1] == 32
-    assert pairs == bf16_pairs_by_default()
+    assert pairs == bf16_products()
     got = _engine_greedy(bf16, prompts)
     rounded_weights = _engine_greedy(LLM(model=str(tmp_path), num_kv_blocks=256, max_model_len=1024), prompts)
     if not pairs:

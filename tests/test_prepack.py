@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels import load_cpu_ops, prepack
+from kernels.cpp_build import bf16_products
 from kernels.cpu_ops import linear
 
 pytestmark = pytest.mark.core
@@ -46,7 +47,7 @@ def test_panel_linear_blocks_of_k(rows: int, dtype: torch.dtype) -> None:
     gen = torch.Generator().manual_seed(rows)
     x, w, b = torch.randn(rows, 2500, generator=gen), torch.randn(37, 2500, generator=gen).to(dtype), torch.randn(37)
     got = linear(x, w, b, True, prepack.pack_weight(w))
-    pairs = dtype == torch.bfloat16 and prepack.bf16_pairs_by_default()  # x rounded to bfloat16 then
+    pairs = dtype == torch.bfloat16 and bf16_products()  # x rounded to bfloat16 then
     torch.testing.assert_close(got, F.linear(x.bfloat16().float() if pairs else x, w.float(), b), rtol=1e-4, atol=1e-3)
 
 
@@ -69,7 +70,7 @@ def test_bfloat16_panels_multiply_by_the_exact_weights(rows: int, k: int, n: int
     torch.testing.assert_close(linear(x, w, b), expected)  # no kernels, no panels: widened by torch
 
 
-needs_pairs = pytest.mark.skipif(not load_cpu_ops() or not prepack.bf16_pairs_by_default(),
+needs_pairs = pytest.mark.skipif(not load_cpu_ops() or not bf16_products(),
                                  reason="no C++ kernels with bfloat16 products (needs AVX512_BF16)")
 
 
@@ -109,7 +110,7 @@ def test_bfloat16_pair_panels_over_an_empty_k_give_zeros() -> None:
 
 
 def test_pair_panels_are_refused_where_the_build_has_no_bfloat16_products() -> None:
-    if not load_cpu_ops() or prepack.bf16_pairs_by_default():
+    if not load_cpu_ops() or bf16_products():
         pytest.skip("needs the C++ kernels of a build without bfloat16 products")
     from kernels.cpp_build import ops
 

@@ -201,6 +201,18 @@ at::Tensor panels_as_weight(const at::Tensor& panels, int64_t n_dim) {
 }
 #endif
 
+// Whether ``panels`` hold bfloat16 K pairs ([P, ceil(K / 2), 32]) rather than one panel row per k
+// ([P, K, 16]), checked against K and against the build (pairs need AVX512_BF16).
+bool pair_layout(const at::Tensor& panels, int64_t k_dim, const char* op) {
+  const bool pairs = panels.scalar_type() == at::kBFloat16 && panels.size(2) == 2 * kPanel;
+  TORCH_CHECK(panels.size(1) == (pairs ? (k_dim + 1) / 2 : k_dim) && panels.size(2) == (pairs ? 2 : 1) * kPanel, op,
+              ": the panels do not hold K=", k_dim);
+#if !defined(AE_PANEL_BF16)
+  TORCH_CHECK(!pairs, op, ": bfloat16 pair panels need a build for AVX512_BF16 (this one is not)");
+#endif
+  return pairs;
+}
+
 void panel_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& panels) {
   const bool bf16 = panels.scalar_type() == at::kBFloat16;
   TORCH_CHECK(x.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat &&
@@ -209,31 +221,22 @@ void panel_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& panels)
   TORCH_CHECK(x.dim() == 2 && panels.dim() == 3 && out.dim() == 2 && x.is_contiguous() &&
                   panels.is_contiguous() && out.is_contiguous(), "panel_linear needs contiguous tensors");
   const int64_t m_dim = x.size(0), k_dim = x.size(1), n_dim = out.size(1), n_panels = panels.size(0);
-  if (bf16 && panels.size(2) == 2 * kPanel) {  // bfloat16 pairs
-    const int64_t k2 = (k_dim + 1) / 2;
-    TORCH_CHECK(panels.size(1) == k2 && out.size(0) == m_dim && (n_dim + kPanel - 1) / kPanel == n_panels,
-                "panel_linear: bad shapes (bfloat16 pair panels)");
-    if (m_dim == 0 || n_dim == 0) return;
-    if (k_dim == 0) {
-      out.zero_();
-      return;
-    }
-#if defined(AE_PANEL_BF16)
-    const at::Tensor xb = rounded_pairs(x, k2);
-    panel_pairs_linear(out.data_ptr<float>(), reinterpret_cast<const uint16_t*>(xb.const_data_ptr()),
-                       reinterpret_cast<const uint32_t*>(panels.const_data_ptr()), m_dim, k2, n_dim, n_panels);
-    return;
-#else
-    TORCH_CHECK(false, "panel_linear: bfloat16 pair panels need a build for AVX512_BF16 (this one is not)");
-#endif
-  }
-  TORCH_CHECK(panels.size(1) == k_dim && panels.size(2) == kPanel && out.size(0) == m_dim &&
-                  (n_dim + kPanel - 1) / kPanel == n_panels, "panel_linear: bad shapes");
+  [[maybe_unused]] const bool pairs = pair_layout(panels, k_dim, "panel_linear");
+  TORCH_CHECK(out.size(0) == m_dim && (n_dim + kPanel - 1) / kPanel == n_panels, "panel_linear: bad shapes");
   if (m_dim == 0 || n_dim == 0) return;
   if (k_dim == 0) {  // an empty sum
     out.zero_();
     return;
   }
+#if defined(AE_PANEL_BF16)
+  if (pairs) {
+    const at::Tensor xb = rounded_pairs(x, (k_dim + 1) / 2);
+    panel_pairs_linear(out.data_ptr<float>(), reinterpret_cast<const uint16_t*>(xb.const_data_ptr()),
+                       reinterpret_cast<const uint32_t*>(panels.const_data_ptr()), m_dim, (k_dim + 1) / 2, n_dim,
+                       n_panels);
+    return;
+  }
+#endif
 #ifdef AE_AVX2
   float* op = out.data_ptr<float>();
   const float* xp = x.data_ptr<float>();
@@ -257,32 +260,22 @@ void panel_linear_silu(at::Tensor out, const at::Tensor& x, const at::Tensor& pa
   TORCH_CHECK(x.dim() == 2 && panels.dim() == 3 && out.dim() == 2 && x.is_contiguous() && panels.is_contiguous() &&
                   out.is_contiguous(), "panel_linear_silu needs contiguous tensors");
   const int64_t m_dim = x.size(0), k_dim = x.size(1), inter = out.size(1);
-  if (bf16 && panels.size(2) == 2 * kPanel) {  // bfloat16 pairs
-    const int64_t k2 = (k_dim + 1) / 2;
-    TORCH_CHECK(inter % kPanel == 0 && panels.size(0) == 2 * inter / kPanel && panels.size(1) == k2 &&
-                    out.size(0) == m_dim, "panel_linear_silu: bad shapes (bfloat16 pair panels)");
-    if (m_dim == 0 || inter == 0) return;
-    if (k_dim == 0) {  // silu(0) * 0
-      out.zero_();
-      return;
-    }
-#if defined(AE_PANEL_BF16)
-    const at::Tensor xb = rounded_pairs(x, k2);
-    panel_pairs_silu(out.data_ptr<float>(), reinterpret_cast<const uint16_t*>(xb.const_data_ptr()),
-                     reinterpret_cast<const uint32_t*>(panels.const_data_ptr()), m_dim, k2, inter);
-    return;
-#else
-    TORCH_CHECK(false, "panel_linear_silu: bfloat16 pair panels need a build for AVX512_BF16 (this one is not)");
-#endif
-  }
-  TORCH_CHECK(inter % kPanel == 0 && panels.size(0) == 2 * inter / kPanel && panels.size(1) == k_dim &&
-                  panels.size(2) == kPanel && out.size(0) == m_dim,
+  [[maybe_unused]] const bool pairs = pair_layout(panels, k_dim, "panel_linear_silu");
+  TORCH_CHECK(inter % kPanel == 0 && panels.size(0) == 2 * inter / kPanel && out.size(0) == m_dim,
               "panel_linear_silu: gate/up panels interleaved for an intermediate size that is a multiple of 16");
   if (m_dim == 0 || inter == 0) return;
   if (k_dim == 0) {  // silu(0) * 0
     out.zero_();
     return;
   }
+#if defined(AE_PANEL_BF16)
+  if (pairs) {
+    const at::Tensor xb = rounded_pairs(x, (k_dim + 1) / 2);
+    panel_pairs_silu(out.data_ptr<float>(), reinterpret_cast<const uint16_t*>(xb.const_data_ptr()),
+                     reinterpret_cast<const uint32_t*>(panels.const_data_ptr()), m_dim, (k_dim + 1) / 2, inter);
+    return;
+  }
+#endif
 #ifdef AE_AVX2
   float* op = out.data_ptr<float>();
   const float* xp = x.data_ptr<float>();
