@@ -73,7 +73,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if cpp and x.dtype == torch.float32 and x.is_contiguous():
         rows = x.shape[0]
         if packed is not None:
-            if rows >= onednn_from(*weight.shape) and weight.dtype == torch.float32 and weight.is_contiguous():
+            if not panels_take(weight, rows):
                 return onednn_linear(x, weight, bias)
             out = x.new_empty(rows, weight.shape[0]) if out is None else out
             ops().panel_linear(out, x, packed)
@@ -90,6 +90,13 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return F.linear(x, weight, bias)
 
 
+def panels_take(weight: torch.Tensor, rows: int) -> bool:
+    """Whether a float32 step of ``rows`` rows multiplies by ``weight``'s panels (:func:`linear`,
+    :func:`gate_up_silu`): always for bfloat16 weights, for float32 ones below the row count from which
+    oneDNN measured faster for the shape on this CPU (``kernels.linear_routes``)."""
+    return not (weight.dtype == torch.float32 and weight.is_contiguous() and rows >= onednn_from(*weight.shape))
+
+
 def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, interleaved: torch.Tensor,
                  out: torch.Tensor | None = None) -> torch.Tensor:
     """``silu(x @ gate^T) * (x @ up^T)`` for a contiguous float32 ``x`` and a fused ``[gate; up]``
@@ -99,7 +106,7 @@ def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, interleaved: torch.Tenso
     where oneDNN measured faster for the shape, oneDNN's product then ``silu_and_mul``."""
     rows, inter = x.shape[0], weight.shape[0] // 2
     out = x.new_empty(rows, inter) if out is None else out
-    if weight.dtype == torch.float32 and weight.is_contiguous() and rows >= onednn_from(*weight.shape):
+    if not panels_take(weight, rows):
         ops().silu_and_mul(out, onednn_linear(x, weight))
         return out
     ops().panel_linear_silu(out, x, interleaved)

@@ -217,6 +217,20 @@ def _cpp_plan(metadata: AttentionMetadata,
     return plan
 
 
+def cpp_requests(query: torch.Tensor, k_cache: torch.Tensor, metadata: AttentionMetadata) -> torch.Tensor | None:
+    """The step's requests (int32) when :func:`paged_attention` gives every one of them to the C++
+    kernel (float queries on CPU, no static decode route, no chunk long enough for SDPA on this CPU),
+    else None: what a whole step's layers in one call (``kernels.layer_stack``) need. ``query`` is
+    any ``[T, Hq, D]`` of the step's query dtype (only its shape and dtype are read)."""
+    if metadata.static_decode or not use_cpp(query.device) or query.dtype not in _CPP_DTYPES:
+        return None
+    routes = metadata.cache.get("chunk_routes")
+    if routes is None:
+        routes = metadata.cache["chunk_routes"] = chunk_routes(query, k_cache)
+    idx, fresh, cont = _cpp_plan(metadata, routes)
+    return idx if not fresh and not cont else None
+
+
 def paged_attention_cpp(
     query: torch.Tensor,
     key: torch.Tensor,

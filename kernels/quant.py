@@ -34,7 +34,7 @@ from functools import cached_property
 import torch
 
 from kernels.cpp_build import ops
-from kernels.quant_routes import QuantShape, wide_route
+from kernels.quant_routes import QuantShape, WideRoute, wide_route
 
 # GGML type id -> (name, weights per block, bytes per block): the types gguf_linear.cpp implements.
 GGML_BLOCKS: dict[int, tuple[str, int, int]] = {
@@ -156,9 +156,16 @@ def quant_matmul(x: torch.Tensor, weight: QuantMatmul, bias: torch.Tensor | None
     wide route from this CPU's measured row count for the shape, else the int8 route."""
     if out is None:
         out = x.new_empty(x.shape[0], weight.out_features)
-    route = wide_route(weight.shape)
-    if x.shape[0] >= route.from_rows:
+    route = wide_route_for(weight, x.shape[0])
+    if route is not None:
         ops().gguf_linear_wide(out, x, weight.raws, weight.qtypes, route.bf16)
     else:
         ops().gguf_linear_int8(out, x, weight.raws, weight.qtypes)
     return out if bias is None else out.add_(bias)
+
+
+def wide_route_for(weight: QuantMatmul, rows: int) -> WideRoute | None:
+    """The wide route (its ``bf16`` form or not) when a step of ``rows`` rows takes it for this weight's
+    shape on this CPU, else None (the int8 route): :func:`quant_matmul`'s choice."""
+    route = wide_route(weight.shape)
+    return route if rows >= route.from_rows else None

@@ -46,7 +46,9 @@ import torch.nn.functional as F
 from agent_engine.config import KV_CACHE_DTYPES
 from kernels import AttentionMetadata, AttentionWorkspace, linear_routes, paged_attention, quant_routes
 from kernels.cpu_ops import gate_up_silu, linear, rms_norm, rotary_and_cache, silu_and_mul, use_cpp
+from kernels.layer_stack import LayerStack, StackBuffers, StackMatmul
 from kernels.linear_routes import MatmulShape
+from kernels.paged_attention import cpp_requests
 from kernels.prepack import pack_gate_up, pack_weight, prepack_allowed
 from kernels.quant import QuantMatmul, quant_matmul
 
@@ -178,6 +180,7 @@ class LeanDecoder:
             if self.head_quant is not None:
                 quant_matmuls.append(self.head_quant)
             quant_routes.prepare((m.shape, m.raws) for m in quant_matmuls)
+        self.stack = self._layer_stack() if self.cpp and self.act_dtype == torch.float32 else None
 
     @staticmethod
     def activation_dtype(model: torch.nn.Module) -> torch.dtype:
@@ -313,6 +316,18 @@ class LeanDecoder:
         cos, sin = self._rotary(metadata.positions, metadata.max_seq_len)
         residual = self._embed(input_ids)
         buf = self._buffers(metadata, residual.shape[0])
+        stacked = self._stacked(residual, buf, cos, sin, kv_caches, metadata)
+        delta = stacked.delta if stacked is not None else self._layer_loop(residual, buf, cos, sin, kv_caches,
+                                                                            metadata)
+        if rows.numel() != residual.shape[0]:
+            residual, delta = residual.index_select(0, rows), delta.index_select(0, rows)
+        return rms_norm(delta, self.norm_w, self.norm_eps, residual, self.cpp)
+
+    def _layer_loop(self, residual: torch.Tensor, buf: Callable[[str, int], torch.Tensor | None], cos: torch.Tensor,
+                    sin: torch.Tensor, kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
+                    metadata: AttentionMetadata) -> torch.Tensor:
+        """Every layer, kernel by kernel from Python: ``residual`` becomes the last layer's residual;
+        returns the last layer's output (``delta``)."""
         delta: torch.Tensor | None = None
         for layer, (k_cache, v_cache) in zip(self.layers, kv_caches, strict=True):
             h = rms_norm(residual if delta is None else delta, layer.ln1, layer.eps1,
@@ -323,9 +338,54 @@ class LeanDecoder:
             act = self._mlp_activation(layer, h, buf)
             delta = self._matmul(layer, "down_w", act, out=buf("delta", self.hidden))
         assert delta is not None
-        if rows.numel() != residual.shape[0]:
-            residual, delta = residual.index_select(0, rows), delta.index_select(0, rows)
-        return rms_norm(delta, self.norm_w, self.norm_eps, residual, self.cpp)
+        return delta
+
+    def _layer_stack(self) -> LayerStack | None:
+        """Every layer's matmuls, norms and QKV bias as one :class:`LayerStack` (None where a matmul
+        has neither quantized blocks nor panels)."""
+        def matmul(layer: _Layer, name: str) -> StackMatmul | None:
+            quant = layer.quant.get(name)
+            if quant is not None:
+                return StackMatmul(quant=quant)
+            interleaved = layer.packed.get(_GATE_UP_SILU) if name == "gate_up_w" else None
+            if interleaved is not None:
+                return StackMatmul(weight=layer.gate_up_w, panels=interleaved, silu=True)
+            packed = layer.packed.get(name)
+            return None if packed is None else StackMatmul(weight=getattr(layer, name), panels=packed)
+
+        return LayerStack.build([[matmul(layer, name) for name in LAYER_MATMULS] for layer in self.layers],
+                                [(layer.ln1, layer.ln2) for layer in self.layers],
+                                [(layer.eps1, layer.eps2) for layer in self.layers],
+                                [layer.qkv_b for layer in self.layers])
+
+    def _stacked(self, residual: torch.Tensor, buf: Callable[[str, int], torch.Tensor | None], cos: torch.Tensor,
+                 sin: torch.Tensor, kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
+                 metadata: AttentionMetadata) -> StackBuffers | None:
+        """Every layer in one C++ call (``kernels.layer_stack``) where the step allows it, with the
+        buffers it ran in; None (nothing run) where it does not: then the layer loop runs."""
+        if self.stack is None or not self.cpp:
+            return None
+        tokens, k_cache = residual.shape[0], kv_caches[0][0]
+        plan = self.stack.plan(tokens)
+        if plan is None:
+            return None
+        attn = buf("attn", self.num_q_heads * self.head_dim)
+        if attn is None:
+            attn = residual.new_empty(tokens, self.num_q_heads * self.head_dim)
+        requests = cpp_requests(attn.view(tokens, self.num_q_heads, self.head_dim), k_cache, metadata)
+        if requests is None:
+            return None
+
+        def buffer(role: str, width: int) -> torch.Tensor:
+            out = buf(role, width)
+            return residual.new_empty(tokens, width) if out is None else out
+
+        gate_up = buffer("gate_up", 2 * self.intermediate) if self.stack.needs_gate_up else residual.new_empty(0)
+        buffers = StackBuffers(residual, buffer("delta", self.hidden), buffer("h", self.hidden),
+                               buffer("qkv", self.qkv_width), attn, gate_up, buffer("act", self.intermediate))
+        self.stack.run(plan, buffers, cos, sin, kv_caches, metadata, requests, self.scale, self.num_q_heads,
+                       self.num_kv_heads)
+        return buffers
 
     def _buffers(self, metadata: AttentionMetadata, tokens: int) -> Callable[[str, int], torch.Tensor | None]:
         """``(role, width) -> [tokens, width]`` activation buffer of this step, one per role, reused by

@@ -18,6 +18,7 @@
 #include <torch/library.h>
 
 #include "ops_library.h"
+#include "step_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -73,6 +74,10 @@ void rms_norm_rows(T* out, T* residual, const T* delta, const T* weight, int64_t
   });
 }
 
+}  // namespace
+
+namespace AE_OPS_NS {  // the ops, callable from this library's other sources (step_ops.h)
+
 void rms_norm(at::Tensor out, at::Tensor residual, const std::optional<at::Tensor>& delta,
               const at::Tensor& weight, double eps) {
   TORCH_CHECK(out.is_contiguous() && residual.is_contiguous() && weight.is_contiguous(),
@@ -85,6 +90,10 @@ void rms_norm(at::Tensor out, at::Tensor residual, const std::optional<at::Tenso
                             weight.data_ptr<scalar_t>(), rows, h, static_cast<float>(eps));
   });
 }
+
+}  // namespace AE_OPS_NS
+
+namespace {
 
 template <typename T>
 void silu_mul_row(T* out, const T* g, int64_t inter) {
@@ -101,6 +110,10 @@ void silu_mul_row<float>(float* out, const float* g, int64_t inter) {
   ae::silu_mul_row(out, g, g + inter, inter);
 }
 
+}  // namespace
+
+namespace AE_OPS_NS {  // the ops, callable from this library's other sources (step_ops.h)
+
 // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:].
 void silu_and_mul(at::Tensor out, const at::Tensor& gate_up) {
   TORCH_CHECK(out.is_contiguous() && gate_up.is_contiguous(), "silu_and_mul needs contiguous tensors");
@@ -113,6 +126,10 @@ void silu_and_mul(at::Tensor out, const at::Tensor& gate_up) {
     });
   });
 }
+
+}  // namespace AE_OPS_NS
+
+namespace {
 
 // Row ``src`` (n values) into a cache row: the same type, or float32 rounded to bfloat16 (to nearest even).
 template <typename T, typename C>
@@ -158,6 +175,10 @@ void rotate_and_write(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& 
   });
 }
 
+}  // namespace
+
+namespace AE_OPS_NS {  // the ops, callable from this library's other sources (step_ops.h)
+
 void rotary_and_cache(at::Tensor qkv, const at::Tensor& cos, const at::Tensor& sin, at::Tensor k_cache,
                       at::Tensor v_cache, const at::Tensor& slot_mapping, int64_t hq, int64_t hk) {
   TORCH_CHECK(qkv.is_contiguous() && cos.is_contiguous() && sin.is_contiguous(), "contiguous inputs");
@@ -179,7 +200,7 @@ void rotary_and_cache(at::Tensor qkv, const at::Tensor& cos, const at::Tensor& s
   });
 }
 
-}  // namespace
+}  // namespace AE_OPS_NS
 
 AE_LIBRARY(m) {
   m.def("paged_attention(Tensor(a!) out, Tensor query, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
@@ -194,12 +215,17 @@ AE_LIBRARY(m) {
   m.def("gguf_dequantize(Tensor(a!) out, Tensor raw, int qtype) -> ()");
   m.def("rotary_and_cache(Tensor(a!) qkv, Tensor cos, Tensor sin, Tensor(b!) k_cache, Tensor(c!) v_cache, "
         "Tensor slot_mapping, int hq, int hk) -> ()");
+  m.def("decoder_layers(Tensor(a!) residual, Tensor(b!) delta, Tensor(c!) h, Tensor(d!) qkv, Tensor(e!) attn, "
+        "Tensor(f!) gate_up, Tensor(g!) act, Tensor[] norms, float[] eps, Tensor?[] qkv_bias, Tensor[] weights, "
+        "int[] qtypes, int[] plan, Tensor cos, Tensor sin, Tensor(h!)[] k_caches, Tensor(i!)[] v_caches, "
+        "Tensor slot_mapping, Tensor block_tables, Tensor query_start_loc, Tensor seq_lens, Tensor req_indices, "
+        "float scale, int hq, int hk) -> ()");
   m.def("kv_tier_copy(Tensor(a!)[] pool, Tensor(b!)[] store, Tensor(c!)[] scales, int[] src, int[] dst, "
         "bool save) -> ()");
 }
 
 AE_LIBRARY_IMPL(m) {
-  m.impl("rms_norm", &rms_norm);
-  m.impl("silu_and_mul", &silu_and_mul);
-  m.impl("rotary_and_cache", &rotary_and_cache);
+  m.impl("rms_norm", &AE_OPS_NS::rms_norm);
+  m.impl("silu_and_mul", &AE_OPS_NS::silu_and_mul);
+  m.impl("rotary_and_cache", &AE_OPS_NS::rotary_and_cache);
 }

@@ -17,6 +17,7 @@
 #include <torch/library.h>
 
 #include "ops_library.h"
+#include "step_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -148,6 +149,11 @@ void part_rows(const Part& p, int64_t n0, int64_t n1, const Activations& a, floa
   });
 }
 
+}  // namespace
+
+// The ops, callable from this library's other sources (step_ops.h).
+namespace AE_OPS_NS {
+
 // out[:, sum of earlier parts' rows + n] = x @ part^T for every part: activations quantized once per
 // form, one parallel region over all the parts' weight rows.
 void gguf_linear_int8(at::Tensor out, const at::Tensor& x, at::TensorList raws, at::IntArrayRef qtypes) {
@@ -216,9 +222,9 @@ void gguf_dequantize(at::Tensor out, const at::Tensor& raw, int64_t qtype) {
   TORCH_CHECK(known, "gguf_dequantize: unsupported GGML type ", qtype);
 }
 
-}  // namespace
+}  // namespace AE_OPS_NS
 
 AE_LIBRARY_IMPL(m) {
-  m.impl("gguf_linear_int8", &gguf_linear_int8);
-  m.impl("gguf_dequantize", &gguf_dequantize);
+  m.impl("gguf_linear_int8", &AE_OPS_NS::gguf_linear_int8);
+  m.impl("gguf_dequantize", &AE_OPS_NS::gguf_dequantize);
 }

@@ -32,6 +32,7 @@
 #include <torch/library.h>
 
 #include "ops_library.h"
+#include "step_ops.h"
 
 #include <algorithm>
 #include <vector>
@@ -160,6 +161,11 @@ void groups_over_chunk(const std::vector<Part>& parts, const std::vector<Group>&
 }
 #endif
 
+}  // namespace
+
+// The ops, callable from this library's other sources (step_ops.h).
+namespace AE_OPS_NS {
+
 void gguf_linear_wide(at::Tensor out, const at::Tensor& x, at::TensorList raws, at::IntArrayRef qtypes, bool bf16) {
   TORCH_CHECK(raws.size() == qtypes.size() && !raws.empty(), "gguf_linear_wide: one GGML type per weight");
   TORCH_CHECK(!bf16 || kBf16Products, "gguf_linear_wide: bf16 products need a build for AVX512_BF16 (this one is not)");
@@ -226,6 +232,6 @@ void gguf_linear_wide(at::Tensor out, const at::Tensor& x, at::TensorList raws, 
 #endif
 }
 
-}  // namespace
+}  // namespace AE_OPS_NS
 
-AE_LIBRARY_IMPL(m) { m.impl("gguf_linear_wide", &gguf_linear_wide); }
+AE_LIBRARY_IMPL(m) { m.impl("gguf_linear_wide", &AE_OPS_NS::gguf_linear_wide); }

@@ -8,6 +8,7 @@
 #include <torch/library.h>
 
 #include "ops_library.h"
+#include "step_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -332,6 +333,11 @@ void run_items(const Step& st, at::Tensor& out, const at::Tensor& query, const a
   });
 }
 
+}  // namespace
+
+// The ops, callable from this library's other sources (step_ops.h).
+namespace AE_OPS_NS {
+
 // out[T, Hq, D] (only the rows of the listed requests are written).
 void paged_attention(at::Tensor out, const at::Tensor& query, const at::Tensor& k_cache,
                      const at::Tensor& v_cache, const at::Tensor& block_tables,
@@ -405,6 +411,6 @@ void paged_attention(at::Tensor out, const at::Tensor& query, const at::Tensor& 
   });
 }
 
-}  // namespace
+}  // namespace AE_OPS_NS
 
-AE_LIBRARY_IMPL(m) { m.impl("paged_attention", &paged_attention); }
+AE_LIBRARY_IMPL(m) { m.impl("paged_attention", &AE_OPS_NS::paged_attention); }

@@ -29,6 +29,7 @@
 #include <torch/library.h>
 
 #include "ops_library.h"
+#include "step_ops.h"
 
 #include <algorithm>
 
@@ -213,6 +214,11 @@ bool pair_layout(const at::Tensor& panels, int64_t k_dim, const char* op) {
   return pairs;
 }
 
+}  // namespace
+
+// The ops, callable from this library's other sources (step_ops.h).
+namespace AE_OPS_NS {
+
 void panel_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& panels) {
   const bool bf16 = panels.scalar_type() == at::kBFloat16;
   TORCH_CHECK(x.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat &&
@@ -292,9 +298,9 @@ void panel_linear_silu(at::Tensor out, const at::Tensor& x, const at::Tensor& pa
 #endif
 }
 
-}  // namespace
+}  // namespace AE_OPS_NS
 
 AE_LIBRARY_IMPL(m) {
-  m.impl("panel_linear", &panel_linear);
-  m.impl("panel_linear_silu", &panel_linear_silu);
+  m.impl("panel_linear", &AE_OPS_NS::panel_linear);
+  m.impl("panel_linear_silu", &AE_OPS_NS::panel_linear_silu);
 }

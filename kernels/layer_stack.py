@@ -1,0 +1,169 @@
+"""A step's decoder layers in one C++ call (``decoder_layers``, ``kernels/csrc/decoder_layers.cpp``).
+
+The lean decoder's layer loop calls about nine kernels a layer from Python. At a decode row of a GGUF
+model each kernel streams its weights from memory in tens of microseconds and is wrapped in a few
+microseconds of interpreter and dispatcher, during which the memory stands idle: a tenth of a 1.5B
+model's one-stream step (docs/performance.md). :class:`LayerStack` flattens a decoder's per-layer
+weights once; per step it picks every matmul's route for the step's row count (the same choice the
+loop's ``quant_matmul`` / ``linear`` / ``gate_up_silu`` make) and hands the whole stack to one call.
+
+Invariants:
+- The op runs exactly the kernels the loop would, in the same order: its results are the loop's bit
+  for bit (the tests compare them).
+- :meth:`LayerStack.plan` is None for a row count at which some matmul takes a route the op does not
+  run (a float32 weight that oneDNN takes); the caller then runs the loop, as it does when
+  :func:`kernels.paged_attention.cpp_requests` says the step's attention is not all C++.
+- :meth:`LayerStack.build` returns None unless every matmul of every layer has quantized blocks or
+  panels: a stack is all or nothing, so the loop stays the one path for everything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+import torch
+
+from kernels.attention_metadata import AttentionMetadata
+from kernels.cpp_build import ops
+from kernels.cpu_ops import panels_take
+from kernels.quant import QuantMatmul, wide_route_for
+
+MATMULS_PER_LAYER = 4  # QKV, O, gate/up, down
+GATE_UP = 2
+
+
+class Route(IntEnum):
+    """A matmul's kernel in the op's plan (the C++ ``Route``)."""
+
+    INT8 = 0  # gguf_linear_int8
+    WIDE_F32 = 1  # gguf_linear_wide
+    WIDE_BF16 = 2  # gguf_linear_wide in bfloat16 products
+    PANELS = 3  # panel_linear
+    PANELS_SILU = 4  # panel_linear_silu on interleaved gate/up panels: writes the activation
+
+
+@dataclass(frozen=True)
+class StackMatmul:
+    """One matmul as the stack runs it: a GGUF weight's ``quant`` blocks, or ``panels`` (with the
+    ``weight`` they pack, whose dtype and shape decide panels or oneDNN by row count); ``silu``:
+    interleaved gate/up panels (``kernels.prepack.pack_gate_up``)."""
+
+    quant: QuantMatmul | None = None
+    weight: torch.Tensor | None = None
+    panels: torch.Tensor | None = None
+    silu: bool = False
+
+    def route(self, rows: int) -> Route | None:
+        """This matmul's kernel for a step of ``rows`` rows, or None where the op has none (oneDNN)."""
+        if self.quant is not None:
+            wide = wide_route_for(self.quant, rows)
+            return Route.INT8 if wide is None else Route.WIDE_BF16 if wide.bf16 else Route.WIDE_F32
+        assert self.weight is not None
+        if not panels_take(self.weight, rows):
+            return None
+        return Route.PANELS_SILU if self.silu else Route.PANELS
+
+    @property
+    def tensors(self) -> list[torch.Tensor]:
+        """What the op takes from its ``weights`` list for this matmul."""
+        if self.quant is not None:
+            return self.quant.raws
+        assert self.panels is not None
+        return [self.panels]
+
+
+@dataclass(frozen=True)
+class StackLayer:
+    """One decoder layer's norms (with their epsilons), QKV bias and matmuls (QKV, O, gate/up, down)."""
+
+    ln1: torch.Tensor
+    ln2: torch.Tensor
+    eps1: float
+    eps2: float
+    qkv_bias: torch.Tensor | None
+    matmuls: tuple[StackMatmul, StackMatmul, StackMatmul, StackMatmul]
+
+
+@dataclass(frozen=True)
+class StackBuffers:
+    """The step's activations, each ``[T, width]`` float32 and contiguous: ``residual`` (the
+    embeddings in, the last layer's residual out), ``delta`` (the last layer's output), and the
+    scratch of every layer. ``gate_up`` may be empty where every layer has SiLU panels."""
+
+    residual: torch.Tensor
+    delta: torch.Tensor
+    h: torch.Tensor
+    qkv: torch.Tensor
+    attn: torch.Tensor
+    gate_up: torch.Tensor
+    act: torch.Tensor
+
+
+class LayerStack:
+    """Use :meth:`build`; then per step :meth:`plan` and :meth:`run`."""
+
+    def __init__(self, layers: Sequence[StackLayer]) -> None:
+        matmuls = [m for layer in layers for m in layer.matmuls]
+        self.num_layers = len(layers)
+        self.norms = [n for layer in layers for n in (layer.ln1, layer.ln2)]
+        self.eps = [e for layer in layers for e in (layer.eps1, layer.eps2)]
+        self.qkv_bias = [layer.qkv_bias for layer in layers]
+        self.weights = [t for m in matmuls for t in m.tensors]
+        self.qtypes = [q for m in matmuls for q in (m.quant.qtypes if m.quant is not None else [-1])]
+        self.counts = [len(m.tensors) for m in matmuls]
+        # The route of a matmul depends only on its weight's kind and shape: one lookup per distinct one.
+        kinds: dict[tuple[object, ...], StackMatmul] = {}
+        self._kind_of = [self._kind(m, kinds) for m in matmuls]
+        self._kinds = list(kinds.values())
+        self.needs_gate_up = any(not layer.matmuls[GATE_UP].silu for layer in layers)
+        self._plans: dict[tuple[Route | None, ...], list[int]] = {}
+
+    @staticmethod
+    def _kind(m: StackMatmul, kinds: dict[tuple[object, ...], StackMatmul]) -> int:
+        if m.quant is not None:
+            key: tuple[object, ...] = ("quant", m.quant.shape)
+        else:
+            assert m.weight is not None
+            key = ("panels", m.silu, m.weight.dtype, m.weight.is_contiguous(), tuple(m.weight.shape))
+        if key not in kinds:
+            kinds[key] = m
+        return list(kinds).index(key)
+
+    @classmethod
+    def build(cls, layers: Sequence[Sequence[StackMatmul | None]], norms: Sequence[tuple[torch.Tensor, torch.Tensor]],
+              eps: Sequence[tuple[float, float]], qkv_bias: Sequence[torch.Tensor | None]) -> LayerStack | None:
+        """The stack of these layers (per layer its four matmuls, None where one has neither
+        quantized blocks nor panels; its two norms and epsilons; its QKV bias), or None when a
+        matmul is None or the C++ kernels lack the op."""
+        if not layers or any(m is None for ms in layers for m in ms) or not hasattr(ops(), "decoder_layers"):
+            return None
+        built = [StackLayer(n[0], n[1], e[0], e[1], b, (ms[0], ms[1], ms[2], ms[3]))  # type: ignore[arg-type]
+                 for ms, n, e, b in zip(layers, norms, eps, qkv_bias, strict=True)]
+        return cls(built)
+
+    def plan(self, rows: int) -> list[int] | None:
+        """Two ints per matmul (its :class:`Route`, how many tensors it takes) for a step of ``rows``
+        rows, or None when a matmul's route at that row count is not one the op runs."""
+        routes = tuple(m.route(rows) for m in self._kinds)
+        if any(r is None for r in routes):
+            return None
+        plan = self._plans.get(routes)
+        if plan is None:
+            plan = self._plans[routes] = [int(x) for kind, count in zip(self._kind_of, self.counts, strict=True)
+                                          for x in (routes[kind], count)]  # type: ignore[arg-type]
+        return plan
+
+    def run(self, plan: list[int], buffers: StackBuffers, cos: torch.Tensor, sin: torch.Tensor,
+            kv_caches: Sequence[tuple[torch.Tensor, torch.Tensor]], metadata: AttentionMetadata,
+            requests: torch.Tensor, scale: float, num_q_heads: int, num_kv_heads: int) -> None:
+        """Every layer for the step (``plan`` from :meth:`plan`, ``requests`` from
+        :func:`kernels.paged_attention.cpp_requests`): on return ``buffers.residual`` and
+        ``buffers.delta`` hold the last layer's residual and output."""
+        b = buffers
+        ops().decoder_layers(b.residual, b.delta, b.h, b.qkv, b.attn, b.gate_up, b.act, self.norms, self.eps,
+                             self.qkv_bias, self.weights, self.qtypes, plan, cos, sin,
+                             [k for k, _ in kv_caches], [v for _, v in kv_caches], metadata.slot_mapping,
+                             metadata.block_tables, metadata.query_start_loc, metadata.seq_lens, requests, scale,
+                             num_q_heads, num_kv_heads)
