@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "structured": "benchmarks.structured_bench",
     "quant-parity": "benchmarks.quant_parity",
     "graphs": "benchmarks.decode_graphs",
+    "stack": "benchmarks.layer_stack_bench",
 }
 
 
