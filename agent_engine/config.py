@@ -47,7 +47,7 @@ SERVING_CPU_TOKEN_BUDGET = 256
 
 
 
-GGUF_WEIGHTS = ("native", "float32")
+GGUF_WEIGHTS = ("native", "mapped", "float32")
 KV_CACHE_DTYPES = ("auto", "bfloat16")
 
 _HELP = {
@@ -55,10 +55,11 @@ _HELP = {
              "qwen2.5-coder-0.5b, qwen2.5-coder-1.5b (docs/models.md); default: the embedded model",
     "served_model_name": "model name reported by the API (default: folder name)",
     "dtype": "float32 | bfloat16 | float16 | auto",
-    "gguf_weights": "a .gguf or known model's weights: native (one copy: the file memory-mapped, every matmul "
-                    "on its quantized blocks by the C++ kernels; CPU, float32 activations; where it cannot, "
-                    "float32 with a log line saying why) | float32 (dequantized once into a cached float32 "
-                    "Hugging Face folder)",
+    "gguf_weights": "a .gguf or known model's weights: native (one copy: every matmul on the file's quantized "
+                    "blocks by the C++ kernels, the blocks in transparent huge pages where Linux offers them; "
+                    "CPU, float32 activations; where it cannot, float32 with a log line saying why) | mapped "
+                    "(native on the memory-mapped file itself: 4 KiB pages, shared with other processes of the "
+                    "file) | float32 (dequantized once into a cached float32 Hugging Face folder)",
     "kv_cache_dtype": "auto (the activations' dtype: float32 on CPU for float32 and bfloat16 models) | "
                       "bfloat16 (half the bytes a token's K and V take and a decode step reads; rounded to "
                       "bf16, attention in float32; the lean CPU decoder with the C++ kernels)",

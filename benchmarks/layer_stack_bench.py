@@ -1,15 +1,21 @@
-"""Decode with a step's layers in one C++ call against the layer loop, side by side on one engine.
+"""Decode two ways, taking turns on the same prompts: a step's layers in one C++ call against the
+layer loop, or (``--pages``) a GGUF's blocks in huge pages against the file mapping.
 
-    agent-engine bench stack [--models smollm2,qwen2.5-coder-1.5b] [--streams 1,8] [--repeats 3]
+    agent-engine bench stack [--models smollm2,qwen2.5-coder-1.5b] [--streams 1,8] [--repeats 3] [--pages]
 
-Per model one ``LLM`` (its own defaults: a GGUF model from its quantized blocks, a float32 one on
-its panels) runs each prompt set (``--streams`` prompts of ``--prompt-len`` tokens submitted at once,
-``--max-tokens`` greedy tokens each) twice, taking turns: with the decoder's ``LayerStack``
-(``kernels.layer_stack``: the engine's default) and with it set aside (the kernels called one by one
-from Python). Reported per model and stream count: the median milliseconds of a decode step (steps
-with every stream decoding, timed around ``LLMEngine.step``), the speed-up, and whether both modes
-generated the same tokens (they must: the op is the loop's kernels bit for bit). Prints the CPU,
-its kernel variant and the machine's load; writes JSON.
+Per model, each prompt set (``--streams`` prompts of ``--prompt-len`` tokens submitted at once,
+``--max-tokens`` greedy tokens each) runs in both modes, the order alternating by set:
+
+* default: one ``LLM`` (its own defaults: a GGUF model from its quantized blocks, a float32 one on its
+  panels) with the decoder's ``LayerStack`` (``kernels.layer_stack``: the engine's default) and with it
+  set aside (the kernels called one by one from Python);
+* ``--pages``: two ``LLM`` of a GGUF model, ``gguf_weights="native"`` (the blocks copied into
+  transparent huge pages: ``kernels.huge_pages``) and ``"mapped"`` (the memory-mapped file).
+
+Reported per model and stream count: the median milliseconds of a decode step (the steps between the
+prefill and the last, every stream decoding, timed around ``LLMEngine.step``), the ratio, and
+whether both modes generated the same tokens (they must: either pair runs the same kernels on the
+same bytes). Prints the CPU, its kernel variant and the machine's load; writes JSON.
 """
 
 from __future__ import annotations
@@ -17,13 +23,15 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent_engine.reporting import machine_info, machine_line, print_table, write_json
 
-HELP = "CPU decode: a step's layers in one C++ call vs the Python layer loop (ms per step, side by side)"
-MODES = ("stack", "loop")
+HELP = ("CPU decode: a step's layers in one C++ call vs the Python layer loop, or GGUF blocks in huge pages vs "
+        "the file mapping (ms per step, side by side)")
+STACK_MODES = ("stack", "loop")
+PAGE_MODES = ("huge pages", "file mapping")
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -34,6 +42,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--prompt-len", type=int, default=64, help="prompt tokens (default 64)")
     ap.add_argument("--max-tokens", type=int, default=64, help="tokens generated per prompt (default 64)")
     ap.add_argument("--repeats", type=int, default=3, help="prompt sets per level and mode (default 3)")
+    ap.add_argument("--pages", action="store_true",
+                    help="compare GGUF blocks in huge pages (gguf_weights native) with the file mapping (mapped)")
     ap.add_argument("--json", default="out/layer_stack.json", help="results JSON")
 
 
@@ -55,27 +65,55 @@ def _decode_steps(engine: Any, prompts: list[list[int]], sp: Any, tag: str) -> t
     return steps[1:-1], [tokens[rid] for rid in ids]
 
 
-def _level(llm: Any, streams: int, args: argparse.Namespace, vocab: int) -> dict[str, Any]:
+def _stack_modes(llm: Any) -> dict[str, tuple[Any, Callable[[], None]]]:
+    """Mode -> (engine, set-up): one engine with its layer stack, and with it set aside."""
+    lean = llm.engine.runner.lean
+    if lean is None or lean.stack is None:
+        raise ValueError("this engine has no layer stack (needs the lean CPU decoder with the C++ kernels and "
+                         "every matmul on quantized blocks or panels)")
+    stack = lean.stack
+
+    def use(on: bool) -> Callable[[], None]:
+        return lambda: setattr(lean, "stack", stack if on else None)
+
+    return {"stack": (llm.engine, use(True)), "loop": (llm.engine, use(False))}
+
+
+def _page_modes(model: str, max_seqs: int) -> dict[str, tuple[Any, Callable[[], None]]]:
+    """Mode -> (engine, set-up): the GGUF's blocks in huge pages, and on the file mapping."""
+    from agent_engine import LLM
+
+    modes = {}
+    for mode, weights in zip(PAGE_MODES, ("native", "mapped"), strict=True):
+        llm = LLM(model=model, gguf_weights=weights, max_num_seqs=max_seqs, enable_prefix_caching=False)
+        if llm.engine.runner.lean is None or not llm.engine.runner.lean.layers[0].quant:
+            raise ValueError(f"{model}: --pages compares a GGUF model's quantized blocks; this one has none")
+        modes[mode] = (llm.engine, lambda: None)
+    return modes
+
+
+def _level(modes: dict[str, tuple[Any, Callable[[], None]]], streams: int, args: argparse.Namespace,
+           vocab: int) -> dict[str, Any]:
     import torch
 
     from agent_engine import SamplingParams
 
-    lean = llm.engine.runner.lean
-    stack = lean.stack
+    names = list(modes)
     sp = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=True)
     gen = torch.Generator().manual_seed(streams)
-    step_ms: dict[str, list[float]] = {m: [] for m in MODES}
+    step_ms: dict[str, list[float]] = {m: [] for m in names}
     same = []
     for r in range(args.repeats + 1):  # set 0 warms both modes up
         prompts = [torch.randint(10, vocab - 10, (args.prompt_len,), generator=gen).tolist() for _ in range(streams)]
         tokens = {}
-        for mode in MODES if r % 2 == 0 else MODES[::-1]:
-            lean.stack = stack if mode == "stack" else None
-            steps, tokens[mode] = _decode_steps(llm.engine, prompts, sp, f"{mode}-{streams}-{r}")
+        for mode in names if r % 2 == 0 else names[::-1]:
+            engine, set_up = modes[mode]
+            set_up()
+            steps, tokens[mode] = _decode_steps(engine, prompts, sp, f"{mode}-{streams}-{r}")
             if r:
                 step_ms[mode].append(1e3 * statistics.median(steps))
-        lean.stack = stack
-        same.append(tokens["stack"] == tokens["loop"])
+        same.append(tokens[names[0]] == tokens[names[1]])
+    modes[names[0]][1]()  # the engine's default again
     return {"streams": streams, "step_ms": step_ms, "same_tokens": all(same)}
 
 
@@ -87,25 +125,29 @@ def run(args: argparse.Namespace) -> int:
     if min(levels) < 1 or args.repeats < 1 or args.prompt_len < 1 or args.max_tokens < 4:
         raise ValueError("--streams must be positive, --repeats and --prompt-len >= 1, --max-tokens >= 4")
     results, rows = [], []
+    names = PAGE_MODES if args.pages else STACK_MODES
     monitor = LoadMonitor().start()
     for model in args.models.split(","):
-        llm = LLM(model=None if model == "embedded" else model, max_num_seqs=max(levels), enable_prefix_caching=False)
-        lean = llm.engine.runner.lean
-        if lean is None or lean.stack is None:
-            raise ValueError(f"{model}: this engine has no layer stack (needs the lean CPU decoder with the C++ "
-                             "kernels and every matmul on quantized blocks or panels)")
+        if args.pages:
+            modes = _page_modes(model, max(levels))
+        else:
+            modes = _stack_modes(LLM(model=None if model == "embedded" else model, max_num_seqs=max(levels),
+                                     enable_prefix_caching=False))
+        vocab = next(iter(modes.values()))[0].runner.lean.vocab_rows
         for streams in levels:
-            level = _level(llm, streams, args, lean.vocab_rows)
-            stack_ms, loop_ms = (statistics.median(level["step_ms"][m]) for m in MODES)
-            rows.append([model, streams, loop_ms, stack_ms, loop_ms / stack_ms, level["same_tokens"]])
-            results.append({"model": model, **level, "speedup": loop_ms / stack_ms})
-        del llm
+            level = _level(modes, streams, args, vocab)
+            new_ms, old_ms = (statistics.median(level["step_ms"][m]) for m in names)
+            rows.append([model, streams, old_ms, new_ms, old_ms / new_ms, level["same_tokens"]])
+            results.append({"model": model, **level, "speedup": old_ms / new_ms})
+        del modes
     load = monitor.stop()
     print(machine_line())
-    print_table(["model", "streams", "loop ms/step", "stack ms/step", "loop / stack", "same tokens"], rows)
+    print_table(["model", "streams", f"{names[1]} ms/step", f"{names[0]} ms/step", f"{names[1]} / {names[0]}",
+                 "same tokens"], rows)
     print(f"machine during the runs: {load.label()}")
-    write_json(args.json, {"prompt_len": args.prompt_len, "max_tokens": args.max_tokens, "repeats": args.repeats,
-                           "results": results, "load": load.as_dict(), "machine": machine_info()})
+    write_json(args.json, {"modes": list(names), "prompt_len": args.prompt_len, "max_tokens": args.max_tokens,
+                           "repeats": args.repeats, "results": results, "load": load.as_dict(),
+                           "machine": machine_info()})
     return 0
 
 

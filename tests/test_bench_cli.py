@@ -48,6 +48,8 @@ MINIMAL: dict[str, tuple[list[str], dict[str, object]]] = {
     "quant-parity": ([], {"model": "qwen2.5-coder-1.5b", "max_tokens": 48, "json": "out/quant_parity.json"}),
     "graphs": ([], {"model": None, "dtype": "bfloat16", "streams": "1,64,256", "max_tokens": 128, "repeats": 2,
                     "json": "out/decode_graphs.json"}),
+    "stack": ([], {"models": "smollm2,qwen2.5-coder-1.5b", "streams": "1,8", "prompt_len": 64, "max_tokens": 64,
+                   "repeats": 3, "pages": False, "json": "out/layer_stack.json"}),
     "reliability": ([], {"policies": "fcfs,priority,continuum,continuum-fixed", "jobs": 12, "turns": 6,
                          "sigterm_after": 40, "json": "out/reliability.json"}),
 }

@@ -94,3 +94,19 @@ def test_kernels_prefill_tiny_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert [r["rows"] for r in data["outputs"]] == [24] and data["outputs"][0]["fresh_ms"] > 0
     assert [(r["requests"], r["query"], r["context"]) for r in data["routes"]] == [(2, 20, 0), (1, 8, 40)]
     assert all(r["cpp_ms"] > 0 and r["sdpa_ms"] > 0 for r in data["routes"])
+
+
+def test_layer_stack_tiny_run(tmp_path: Path) -> None:
+    """``bench stack`` on the embedded model: both modes timed on every set, the same tokens."""
+    from benchmarks.layer_stack_bench import main
+    from kernels import load_cpu_ops
+
+    if not load_cpu_ops():
+        pytest.skip("C++ kernels unavailable")
+    out_json = tmp_path / "s.json"
+    assert main(["--models", "embedded", "--streams", "1,3", "--prompt-len", "8", "--max-tokens", "6",
+                 "--repeats", "2", "--json", str(out_json)]) == 0
+    data = json.loads(out_json.read_text())
+    assert data["modes"] == ["stack", "loop"] and [r["streams"] for r in data["results"]] == [1, 3]
+    for r in data["results"]:
+        assert r["same_tokens"] and all(len(ms) == 2 and min(ms) > 0 for ms in r["step_ms"].values())

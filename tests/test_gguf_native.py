@@ -25,6 +25,7 @@ from agent_engine.model.gguf_tensors import read_tensor_table
 from agent_engine.model.gguf_weights import llama_rows
 from agent_engine.model.loader import load_model
 from kernels.cpp_build import load_cpu_ops
+from kernels.huge_pages import huge_pages_available
 
 pytestmark = [pytest.mark.core,
               pytest.mark.skipif(not load_cpu_ops(), reason="the C++ CPU kernels did not build")]
@@ -124,6 +125,31 @@ def test_native_runner_runs_every_matmul_on_the_files_blocks(tiny_q: Path, cache
     assert not lean.layers[0].packed and lean.head_packed is None  # no float32 panels either
     assert llm.engine.model_name == "tiny-q"
     assert _safetensors(cache) == []
+
+
+def _mapped_files(tensor: torch.Tensor) -> set[str]:
+    """The files of the mappings that hold ``tensor``'s first byte (none for anonymous memory)."""
+    address, files = tensor.data_ptr(), set()
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        if start <= address < end and len(fields) == 6 and fields[5].startswith("/"):
+            files.add(fields[5])
+    return files
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/self/maps (Linux)")
+def test_native_blocks_in_huge_pages_are_the_mapped_files_bit_for_bit(tiny_q: Path, cache: Path) -> None:
+    """``native`` copies the blocks once into huge pages where the system offers them, ``mapped`` reads
+    the file mapping: the same bytes, so the same logits bit for bit."""
+    native, mapped = _llm(tiny_q), _llm(tiny_q, "mapped")
+    raw_native = native.engine.runner.lean.layers[0].quant["o_w"].parts[0].raw  # not a reordered copy
+    raw_mapped = mapped.engine.runner.lean.layers[0].quant["o_w"].parts[0].raw
+    assert torch.equal(raw_native, raw_mapped)
+    assert _mapped_files(raw_mapped) == {str(tiny_q.resolve())}
+    assert _mapped_files(raw_native) == (set() if huge_pages_available() else {str(tiny_q.resolve())})
+    for prompt in PROMPTS[:2]:
+        assert torch.equal(_logits(native, prompt), _logits(mapped, prompt))
 
 
 def test_native_logits_and_greedy_tokens_match_the_float32_conversion(tiny_q: Path, cache: Path) -> None:

@@ -1,4 +1,4 @@
-"""A GGUF model served from one copy of its weights: the file itself, memory-mapped.
+"""A GGUF model served from one copy of its weights: the file's own quantized blocks.
 
 :func:`load_native` builds the Hugging Face model on the ``meta`` device from the cached metadata
 folder (``gguf.cached_metadata``: config, tokenizer, generation config) only for its config and
@@ -33,11 +33,13 @@ from agent_engine.model.gguf_weights import (
     check_native,
     check_types,
     float_tensor,
+    in_huge_pages,
     quantized_weights,
 )
 from agent_engine.model.lean_decoder import QuantizedWeights, unsupported_reason
 from agent_engine.model.sources import GGUFModel, gguf_model
 from kernels.cpu_ops import use_cpp
+from kernels.huge_pages import huge_pages_available
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +57,10 @@ class NativeModel:
     metadata_dir: Path
 
 
-def load_native(gguf: GGUFModel, dtype: str, device: str) -> NativeModel | None:
-    """The model ``gguf`` names served from its file, or None (one log line says why; see above)."""
+def load_native(gguf: GGUFModel, dtype: str, device: str, huge_pages: bool = True) -> NativeModel | None:
+    """The model ``gguf`` names served from its file's blocks, or None (one log line says why; see
+    above); with ``huge_pages`` the blocks are copied once into huge pages where this system offers
+    them (``gguf_weights.in_huge_pages``), else every matmul reads the file mapping."""
     reason = _setup_reason(dtype, device)
     if reason is not None:
         return _fallback(gguf, reason)
@@ -85,8 +89,11 @@ def load_native(gguf: GGUFModel, dtype: str, device: str) -> NativeModel | None:
     decoder = model.get_decoder()
     decoder.rotary_emb = type(decoder.rotary_emb)(config=config)
     quantized = quantized_weights(table, int(config.num_hidden_layers), heads)
-    logger.info("serving %s from its GGUF blocks: %.0f MB of quantized weights, no float32 copy", path,
-                quantized.nbytes / 2**20)
+    placed = huge_pages and huge_pages_available()
+    if placed:
+        quantized = in_huge_pages(quantized)
+    logger.info("serving %s from its GGUF blocks: %.0f MB of quantized weights (%s), no float32 copy", path,
+                quantized.nbytes / 2**20, "in huge pages" if placed else "the file mapping")
     return NativeModel(model.eval(), quantized, metadata_dir)
 
 

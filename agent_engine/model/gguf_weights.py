@@ -1,10 +1,12 @@
 """A GGUF file's tensors as a Llama-family model's weights: matmuls and embedding in their quantized
-blocks (zero-copy views of the memory-mapped file), norms and biases as float32.
+blocks (zero-copy views of the memory-mapped file, or one copy of them in huge pages:
+:func:`in_huge_pages`), norms and biases as float32.
 
 Invariants:
 - Each quantized part is ``QuantWeight.from_gguf`` of ``torch.from_numpy`` of the tensor's own
-  read-only mapping (:meth:`GGUFTensor.array`): nothing is copied here, and what the result keeps of
-  the file is the kernels' choice. Nothing else keeps a reference to the mapping.
+  read-only mapping (:meth:`GGUFTensor.array`): :func:`quantized_weights` copies nothing, and what
+  the result keeps of the file is the kernels' choice. Nothing else keeps a reference to the mapping,
+  so :func:`in_huge_pages`, which copies every part once into huge pages, leaves one copy.
 - llama-architecture files store the Q and K rows of each head interleaved (llama.cpp's converter
   permutes them); :func:`llama_rows` is the row order that undoes it (transformers'
   ``reverse_permute_weights``, K with the KV head count), applied to the quantized rows with
@@ -19,6 +21,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import warnings
 
@@ -26,6 +29,7 @@ import torch
 
 from agent_engine.model.gguf_tensors import GGML_F32, GGUFTable, GGUFTensor
 from agent_engine.model.lean_decoder import QuantizedWeights
+from kernels.huge_pages import HugePageArena
 from kernels.quant import GGML_BLOCKS, QuantMatmul, QuantWeight
 
 # Lean decoder matmul -> the GGUF tensors it concatenates (output features in this order).
@@ -142,6 +146,19 @@ def quantized_weights(table: GGUFTable, num_layers: int, heads: tuple[int, int])
     embedding = QuantMatmul.of([quant_part(table.tensors[EMBEDDING])])
     head = QuantMatmul.of([quant_part(table.tensors[HEAD])]) if HEAD in table.tensors else embedding
     return QuantizedWeights(layers, head, embedding)
+
+
+def in_huge_pages(weights: QuantizedWeights) -> QuantizedWeights:
+    """The same weights with every part's blocks copied into one huge-page arena
+    (``kernels.huge_pages``): still one copy in the process (the file's mappings go with their last
+    reference), a tied head still the embedding's object."""
+    matmuls = {id(m): m for m in (weights.embedding, weights.head, *(m for layer in weights.layers
+                                                                      for m in layer.values()))}
+    arena = HugePageArena(HugePageArena.room_for([p.raw for m in matmuls.values() for p in m.parts]))
+    placed = {key: QuantMatmul(tuple(dataclasses.replace(p, raw=arena.place(p.raw)) for p in m.parts))
+              for key, m in matmuls.items()}
+    return QuantizedWeights(tuple({name: placed[id(m)] for name, m in layer.items()} for layer in weights.layers),
+                            placed[id(weights.head)], placed[id(weights.embedding)])
 
 
 def permutation(table: GGUFTable, part: str, rows: int, heads: tuple[int, int]) -> torch.Tensor | None:

@@ -109,13 +109,14 @@ def load_model(model_dir: str | Path | None, dtype: str = "float32", device: str
                gguf_weights: str = "native") -> LoadedModel:
     """Load the model ``model_dir`` names: a folder, a .gguf file or a known name (``None``: the
     embedded default model, built if needed); a GGUF from its own blocks where it can be with
-    ``gguf_weights="native"``, else (and with ``"float32"``) from its float32 conversion.
+    ``gguf_weights="native"`` (in huge pages where available) or ``"mapped"`` (on the file mapping),
+    else (and with ``"float32"``) from its float32 conversion.
 
     The served ``name`` is a GGUF's served name, a folder's name, or ``DEFAULT_MODEL_NAME``.
     """
     gguf = gguf_model(model_dir)
-    if gguf is not None and gguf_weights == "native":
-        native = load_native(gguf, dtype, device)
+    if gguf is not None and gguf_weights in ("native", "mapped"):
+        native = load_native(gguf, dtype, device, huge_pages=gguf_weights == "native")
         if native is not None:
             config = check_model_dir(native.metadata_dir, weights=False)
             tokenizer = _tokenizer(native.metadata_dir)
