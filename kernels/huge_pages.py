@@ -2,9 +2,9 @@
 
 A decode step at one stream reads every weight byte once, as one long stream per matmul. In 4 KiB
 pages that stream crosses a page, and often misses the TLB, every 4 KiB; in 2 MiB pages it does so
-512 times less often. Measured with ``agent-engine bench stack --huge-pages`` (docs/performance.md):
-the one-stream decode of Qwen2.5-Coder-1.5B Q4_K_M was about 5% faster with its blocks in huge pages
-than on the memory-mapped file, whose page cache this kernel maps in 4 KiB pages (``MADV_COLLAPSE``
+512 times less often. Measured with ``agent-engine bench stack --pages`` (docs/performance.md): the
+one-stream decode of the Qwen2.5-Coder 0.5B and 1.5B Q4_K_M files was 8-9% faster with their blocks
+in huge pages than on the memory-mapped file, whose page cache this kernel maps in 4 KiB pages (``MADV_COLLAPSE``
 refuses a file mapping there), on an AMD EPYC (Zen 5, AVX-512).
 
 :class:`HugePageArena` is one anonymous mapping, 2 MiB aligned and advised ``MADV_HUGEPAGE``, that

@@ -96,13 +96,17 @@ def test_kernels_prefill_tiny_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert all(r["cpp_ms"] > 0 and r["sdpa_ms"] > 0 for r in data["routes"])
 
 
-def test_layer_stack_tiny_run(tmp_path: Path) -> None:
-    """``bench stack`` on the embedded model: both modes timed on every set, the same tokens."""
+def test_layer_stack_tiny_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bench stack`` on the embedded model: both modes timed on every set, the stack really run in
+    its mode, the same tokens."""
     from benchmarks.layer_stack_bench import main
-    from kernels import load_cpu_ops
+    from kernels import layer_stack, load_cpu_ops
 
     if not load_cpu_ops():
         pytest.skip("C++ kernels unavailable")
+    runs: list[int] = []
+    real_run = layer_stack.LayerStack.run
+    monkeypatch.setattr(layer_stack.LayerStack, "run", lambda self, *a: (runs.append(1), real_run(self, *a))[1])
     out_json = tmp_path / "s.json"
     assert main(["--models", "embedded", "--streams", "1,3", "--prompt-len", "8", "--max-tokens", "6",
                  "--repeats", "2", "--json", str(out_json)]) == 0
@@ -110,3 +114,4 @@ def test_layer_stack_tiny_run(tmp_path: Path) -> None:
     assert data["modes"] == ["stack", "loop"] and [r["streams"] for r in data["results"]] == [1, 3]
     for r in data["results"]:
         assert r["same_tokens"] and all(len(ms) == 2 and min(ms) > 0 for ms in r["step_ms"].values())
+    assert runs, "the stack mode never ran the stack"

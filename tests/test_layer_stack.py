@@ -123,8 +123,9 @@ def test_steps_the_op_cannot_take_run_the_layer_loop(refuse: str, monkeypatch: p
     _assert_stack_is_the_loop(runner, _counting_runs(monkeypatch), steps_stacked=2)
 
 
-def test_a_malformed_plan_is_refused() -> None:
+def test_a_malformed_plan_or_buffer_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     runner = ModelRunner(_tiny("llama", torch.float32), num_kv_blocks=16, block_size=BLOCK)
+    _all_in_cpp(monkeypatch)
     stack = runner.lean.stack if runner.lean is not None else None
     assert stack is not None
     plan = stack.plan(1)
@@ -141,3 +142,10 @@ def test_a_malformed_plan_is_refused() -> None:
                          ([int(layer_stack.Route.PANELS_SILU), *plan[1:]], "only the gate/up")):
         with pytest.raises(RuntimeError, match=message):
             ops().decoder_layers(*args, bad, *tail)
+    for i, bad_buffer, message in ((2, torch.zeros(1, 32), "h must be"), (6, torch.zeros(1, 128, 2), "act must be"),
+                                   (5, torch.zeros(1, 100), "gate_up must be")):
+        with pytest.raises(RuntimeError, match=message):  # refused before anything is written
+            ops().decoder_layers(*args[:i], bad_buffer, *args[i + 1 :], plan, *tail)
+    bad_tail = [torch.ones(2, 16), *tail[1:]]
+    with pytest.raises(RuntimeError, match="cos and sin"):
+        ops().decoder_layers(*args, plan, *bad_tail)

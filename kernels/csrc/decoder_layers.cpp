@@ -18,7 +18,8 @@
 // plan: two ints per matmul, (route, weights it takes from ``weights``): 0 the int8 route on GGUF
 // blocks, 1 / 2 the wide GGUF route in float32 / bfloat16, 3 panels (panel_linear), 4 interleaved
 // gate/up panels with the SiLU (the gate/up matmul only: it writes act). ``qtypes`` has one GGML type
-// per weight (ignored for panels). Every kernel checks its own shapes; the plan is checked here.
+// per weight (ignored for panels). The plan, the buffers' shapes and the step's per-token tensors are
+// checked here, before anything is written; each kernel checks its weights.
 // Invariant: the results are bit for bit those of the same kernels called one by one in this order.
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
@@ -74,11 +75,42 @@ void check_plan(int64_t layers, at::TensorList weights, at::IntArrayRef qtypes, 
     TORCH_CHECK(route >= kInt8 && route <= kPanelsSilu, "decoder_layers: unknown route ", route);
     TORCH_CHECK(route != kPanelsSilu || i % kMatmulsPerLayer == kGateUp,
                 "decoder_layers: only the gate/up matmul takes interleaved SiLU panels");
-    TORCH_CHECK(n >= 1 && (route < kPanels || n == 1), "decoder_layers: a matmul takes GGUF parts or one panel tensor");
+    TORCH_CHECK(n >= 1 && n <= static_cast<int64_t>(weights.size()) && (route < kPanels || n == 1),
+                "decoder_layers: a matmul takes GGUF parts or one panel tensor");
     total += n;
   }
   TORCH_CHECK(total == static_cast<int64_t>(weights.size()), "decoder_layers: the plan takes ", total,
               " weights, ", weights.size(), " given");
+}
+
+// Every activation buffer float32, contiguous, [tokens, its width]; the norms as wide as the hidden
+// size; the rotary tables and slots one row per token.
+void check_buffers(const at::Tensor& residual, const at::Tensor& delta, const at::Tensor& h, const at::Tensor& qkv,
+                   const at::Tensor& attn, const at::Tensor& gate_up, const at::Tensor& act, at::TensorList norms,
+                   const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& slot_mapping, int64_t hq,
+                   int64_t hk, int64_t d) {
+  TORCH_CHECK(residual.dim() == 2 && residual.size(0) >= 1 && hq >= 1 && hk >= 1 && hq % hk == 0,
+              "decoder_layers: residual must be [T, H] and Hq a multiple of Hk");
+  const int64_t tokens = residual.size(0), hidden = residual.size(1);
+  auto check = [&](const at::Tensor& t, int64_t width, const char* name) {
+    TORCH_CHECK(t.scalar_type() == at::kFloat && t.is_contiguous() && t.dim() == 2 && t.size(0) == tokens &&
+                    t.size(1) == width,
+                "decoder_layers: ", name, " must be a contiguous float32 [", tokens, ", ", width, "] tensor");
+  };
+  check(residual, hidden, "residual");
+  check(delta, hidden, "delta");
+  check(h, hidden, "h");
+  check(qkv, (hq + 2 * hk) * d, "qkv");
+  check(attn, hq * d, "attn");
+  TORCH_CHECK(act.dim() == 2 && act.size(1) >= 1, "decoder_layers: act must be [T, intermediate]");
+  check(act, act.size(1), "act");
+  if (gate_up.numel() != 0) check(gate_up, 2 * act.size(1), "gate_up");
+  for (const at::Tensor& n : norms)
+    TORCH_CHECK(n.scalar_type() == at::kFloat && n.is_contiguous() && n.numel() == hidden,
+                "decoder_layers: every norm weight is float32 with the hidden size's ", hidden, " values");
+  TORCH_CHECK(cos.dim() == 2 && sin.sizes() == cos.sizes() && cos.size(0) == tokens && cos.size(1) == d,
+              "decoder_layers: cos and sin must be [T, D]");
+  TORCH_CHECK(slot_mapping.dim() == 1 && slot_mapping.size(0) == tokens, "decoder_layers: one slot per token");
 }
 
 }  // namespace
@@ -98,27 +130,28 @@ void decoder_layers(at::Tensor residual, at::Tensor delta, at::Tensor h, at::Ten
                   static_cast<int64_t>(qkv_bias.size()) == layers,
               "decoder_layers: per layer one K and one V cache, two norms, two epsilons and one QKV bias (or None)");
   check_plan(layers, weights, qtypes, plan);
-  const int64_t tokens = residual.size(0), d = k_caches[0].size(3);
-  TORCH_CHECK(attn.dim() == 2 && attn.size(0) == tokens && attn.size(1) == hq * d,
-              "decoder_layers: attn must be [T, Hq * D]");
+  TORCH_CHECK(k_caches[0].dim() == 4, "decoder_layers: caches are [blocks, block_size, Hk, D]");
+  const int64_t d = k_caches[0].size(3);
+  check_buffers(residual, delta, h, qkv, attn, gate_up, act, norms, cos, sin, slot_mapping, hq, hk, d);
+  const int64_t tokens = residual.size(0);
   const at::Tensor query = qkv.view({tokens, hq + 2 * hk, d}).narrow(1, 0, hq);
   const at::Tensor attn_heads = attn.view({tokens, hq, d});
   Matmuls matmuls(weights, qtypes, plan);
   for (int64_t l = 0; l < layers; ++l) {
-    rms_norm(h, residual, l == 0 ? std::nullopt : std::optional<at::Tensor>(delta), norms[2 * l], eps[2 * l]);
+    AE_OPS_NS::rms_norm(h, residual, l == 0 ? std::nullopt : std::optional<at::Tensor>(delta), norms[2 * l], eps[2 * l]);
     matmuls.next(qkv, h);
     const std::optional<at::Tensor> bias = qkv_bias.get(l);
     if (bias.has_value()) qkv.add_(*bias);
-    rotary_and_cache(qkv, cos, sin, k_caches[l], v_caches[l], slot_mapping, hq, hk);
-    paged_attention(attn_heads, query, k_caches[l], v_caches[l], block_tables, query_start_loc, seq_lens,
+    AE_OPS_NS::rotary_and_cache(qkv, cos, sin, k_caches[l], v_caches[l], slot_mapping, hq, hk);
+    AE_OPS_NS::paged_attention(attn_heads, query, k_caches[l], v_caches[l], block_tables, query_start_loc, seq_lens,
                     req_indices, scale);
     matmuls.next(delta, attn);
-    rms_norm(h, residual, delta, norms[2 * l + 1], eps[2 * l + 1]);
+    AE_OPS_NS::rms_norm(h, residual, delta, norms[2 * l + 1], eps[2 * l + 1]);
     if (matmuls.route(kMatmulsPerLayer * l + kGateUp) == kPanelsSilu) {
       matmuls.next(act, h);
     } else {
       matmuls.next(gate_up, h);
-      silu_and_mul(act, gate_up);
+      AE_OPS_NS::silu_and_mul(act, gate_up);
     }
     matmuls.next(delta, act);
   }
