@@ -99,6 +99,9 @@ def _level(modes: dict[str, tuple[Any, Callable[[], None]]], streams: int, args:
     from agent_engine import SamplingParams
 
     names = list(modes)
+    budget = modes[names[0]][0].config.token_budget
+    if streams * args.prompt_len > budget:  # _decode_steps drops one prefill step, not a chunked prefill
+        raise ValueError(f"{streams} prompts of {args.prompt_len} tokens do not fit one step's {budget} tokens")
     sp = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=True)
     gen = torch.Generator().manual_seed(streams)
     step_ms: dict[str, list[float]] = {m: [] for m in names}

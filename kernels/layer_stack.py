@@ -13,8 +13,8 @@ Invariants:
 - :meth:`LayerStack.plan` is None for a row count at which some matmul takes a route the op does not
   run (a float32 weight that oneDNN takes); the caller then runs the loop, as it does when
   :func:`kernels.paged_attention.cpp_requests` says the step's attention is not all C++.
-- :meth:`LayerStack.build` returns None unless every matmul of every layer has quantized blocks or
-  panels: a stack is all or nothing, so the loop stays the one path for everything else.
+- A stack is all or nothing: the lean decoder builds one only where every matmul of every layer has
+  quantized blocks or panels, so the loop stays the one path for everything else.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from kernels.cpp_build import ops
 from kernels.cpu_ops import panels_take
 from kernels.quant import QuantMatmul, wide_route_for
 
-MATMULS_PER_LAYER = 4  # QKV, O, gate/up, down
-GATE_UP = 2
+GATE_UP = 2  # the gate/up matmul's index in a layer's four (QKV, O, gate/up, down)
 
 
 class Route(IntEnum):
@@ -101,12 +100,19 @@ class StackBuffers:
     act: torch.Tensor
 
 
+def _kind_key(m: StackMatmul) -> tuple[object, ...]:
+    """What a matmul's route depends on: its quantized shape, or its panels' kind and weight shape."""
+    if m.quant is not None:
+        return ("quant", m.quant.shape)
+    assert m.weight is not None
+    return ("panels", m.silu, m.weight.dtype, m.weight.is_contiguous(), tuple(m.weight.shape))
+
+
 class LayerStack:
     """Use :meth:`build`; then per step :meth:`plan` and :meth:`run`."""
 
     def __init__(self, layers: Sequence[StackLayer]) -> None:
         matmuls = [m for layer in layers for m in layer.matmuls]
-        self.num_layers = len(layers)
         self.norms = [n for layer in layers for n in (layer.ln1, layer.ln2)]
         self.eps = [e for layer in layers for e in (layer.eps1, layer.eps2)]
         self.qkv_bias = [layer.qkv_bias for layer in layers]
@@ -114,34 +120,18 @@ class LayerStack:
         self.qtypes = [q for m in matmuls for q in (m.quant.qtypes if m.quant is not None else [-1])]
         self.counts = [len(m.tensors) for m in matmuls]
         # The route of a matmul depends only on its weight's kind and shape: one lookup per distinct one.
-        kinds: dict[tuple[object, ...], StackMatmul] = {}
-        self._kind_of = [self._kind(m, kinds) for m in matmuls]
-        self._kinds = list(kinds.values())
+        kind_index: dict[tuple[object, ...], int] = {}
+        self._kind_of = [kind_index.setdefault(_kind_key(m), len(kind_index)) for m in matmuls]
+        self._kinds = [matmuls[self._kind_of.index(i)] for i in range(len(kind_index))]
         self.needs_gate_up = any(not layer.matmuls[GATE_UP].silu for layer in layers)
         self._plans: dict[tuple[Route | None, ...], list[int]] = {}
 
-    @staticmethod
-    def _kind(m: StackMatmul, kinds: dict[tuple[object, ...], StackMatmul]) -> int:
-        if m.quant is not None:
-            key: tuple[object, ...] = ("quant", m.quant.shape)
-        else:
-            assert m.weight is not None
-            key = ("panels", m.silu, m.weight.dtype, m.weight.is_contiguous(), tuple(m.weight.shape))
-        if key not in kinds:
-            kinds[key] = m
-        return list(kinds).index(key)
-
     @classmethod
-    def build(cls, layers: Sequence[Sequence[StackMatmul | None]], norms: Sequence[tuple[torch.Tensor, torch.Tensor]],
-              eps: Sequence[tuple[float, float]], qkv_bias: Sequence[torch.Tensor | None]) -> LayerStack | None:
-        """The stack of these layers (per layer its four matmuls, None where one has neither
-        quantized blocks nor panels; its two norms and epsilons; its QKV bias), or None when a
-        matmul is None or the C++ kernels lack the op."""
-        if not layers or any(m is None for ms in layers for m in ms) or not hasattr(ops(), "decoder_layers"):
+    def build(cls, layers: Sequence[StackLayer]) -> LayerStack | None:
+        """The stack of ``layers``, or None when there are none or the C++ kernels lack the op."""
+        if not layers or not hasattr(ops(), "decoder_layers"):
             return None
-        built = [StackLayer(n[0], n[1], e[0], e[1], b, (ms[0], ms[1], ms[2], ms[3]))  # type: ignore[arg-type]
-                 for ms, n, e, b in zip(layers, norms, eps, qkv_bias, strict=True)]
-        return cls(built)
+        return cls(layers)
 
     def plan(self, rows: int) -> list[int] | None:
         """Two ints per matmul (its :class:`Route`, how many tensors it takes) for a step of ``rows``

@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from agent_engine.config import KV_CACHE_DTYPES
 from kernels import AttentionMetadata, AttentionWorkspace, linear_routes, paged_attention, quant_routes
 from kernels.cpu_ops import gate_up_silu, linear, rms_norm, rotary_and_cache, silu_and_mul, use_cpp
-from kernels.layer_stack import LayerStack, StackBuffers, StackMatmul
+from kernels.layer_stack import LayerStack, StackBuffers, StackLayer, StackMatmul
 from kernels.linear_routes import MatmulShape
 from kernels.paged_attention import cpp_requests
 from kernels.prepack import pack_gate_up, pack_weight, prepack_allowed
@@ -353,10 +353,14 @@ class LeanDecoder:
             packed = layer.packed.get(name)
             return None if packed is None else StackMatmul(weight=getattr(layer, name), panels=packed)
 
-        return LayerStack.build([[matmul(layer, name) for name in LAYER_MATMULS] for layer in self.layers],
-                                [(layer.ln1, layer.ln2) for layer in self.layers],
-                                [(layer.eps1, layer.eps2) for layer in self.layers],
-                                [layer.qkv_b for layer in self.layers])
+        stack_layers = []
+        for layer in self.layers:
+            qkv, o, gate_up, down = (matmul(layer, name) for name in LAYER_MATMULS)
+            if qkv is None or o is None or gate_up is None or down is None:
+                return None
+            stack_layers.append(StackLayer(layer.ln1, layer.ln2, layer.eps1, layer.eps2, layer.qkv_b,
+                                           (qkv, o, gate_up, down)))
+        return LayerStack.build(stack_layers)
 
     def _stacked(self, residual: torch.Tensor, buf: Callable[[str, int], torch.Tensor | None], cos: torch.Tensor,
                  sin: torch.Tensor, kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
