@@ -85,6 +85,11 @@ class HugePageArena:
         return view
 
     @staticmethod
+    def room(nbytes: int) -> int:
+        """The arena bytes one tensor of ``nbytes`` takes (rounded up to 4 KiB)."""
+        return _aligned(nbytes, ALIGN)
+
+    @staticmethod
     def room_for(tensors: list[torch.Tensor]) -> int:
         """The arena size that holds ``tensors`` placed one after another."""
-        return sum(_aligned(t.numel() * t.element_size(), ALIGN) for t in tensors)
+        return sum(HugePageArena.room(t.numel() * t.element_size()) for t in tensors)

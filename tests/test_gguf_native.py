@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from gguf_helpers import LAYERS, truncate, write_tiny_llama_gguf
+from gguf_helpers import LAYERS, N_HEAD, N_KV_HEAD, truncate, write_tiny_llama_gguf
 
 from agent_engine import LLM, SamplingParams
 from agent_engine.model.gguf_tensors import read_tensor_table
@@ -150,6 +150,41 @@ def test_native_blocks_in_huge_pages_are_the_mapped_files_bit_for_bit(tiny_q: Pa
     assert _mapped_files(raw_native) == (set() if huge_pages_available() else {str(tiny_q.resolve())})
     for prompt in PROMPTS[:2]:
         assert torch.equal(_logits(native, prompt), _logits(mapped, prompt))
+
+
+def test_placing_the_blocks_holds_one_tensors_mapping_at_a_time(tiny_q: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Copied into an arena, each tensor's mapping is released before the next is opened (the load never
+    holds the file twice); the arena holds every served block, bit for bit the mapped ones."""
+    import weakref
+
+    from agent_engine.model import gguf_tensors
+    from agent_engine.model.gguf_weights import arena_for, quantized_weights
+
+    table = read_tensor_table(tiny_q)
+    heads = (N_HEAD, N_KV_HEAD)
+    mapped = quantized_weights(table, LAYERS, heads)
+    live: list[weakref.ref[np.ndarray]] = []
+    most_open = opens = 0
+    opened = gguf_tensors.GGUFTensor.array
+
+    def counting(self: gguf_tensors.GGUFTensor) -> np.ndarray:
+        nonlocal most_open, opens
+        array = opened(self)
+        opens += 1
+        live[:] = [ref for ref in live if ref() is not None] + [weakref.ref(array)]
+        most_open = max(most_open, len(live))
+        return array
+
+    monkeypatch.setattr(gguf_tensors.GGUFTensor, "array", counting)
+    arena = arena_for(table, LAYERS)
+    placed = quantized_weights(table, LAYERS, heads, arena)
+    assert most_open == 1 and opens > 3 * LAYERS
+    assert arena.used <= arena.capacity and arena.used >= placed.nbytes
+    for got, want in zip(placed.layers, mapped.layers, strict=True):
+        for name in want:
+            for g, w in zip(got[name].parts, want[name].parts, strict=True):
+                assert torch.equal(g.raw, w.raw) and g.raw.data_ptr() != w.raw.data_ptr()
+    assert torch.equal(placed.embedding.parts[0].raw, mapped.embedding.parts[0].raw)
 
 
 def test_native_logits_and_greedy_tokens_match_the_float32_conversion(tiny_q: Path, cache: Path) -> None:

@@ -30,10 +30,10 @@ from agent_engine.model.gguf import cached_metadata
 from agent_engine.model.gguf_tensors import read_tensor_table
 from agent_engine.model.gguf_weights import (
     NotNative,
+    arena_for,
     check_native,
     check_types,
     float_tensor,
-    in_huge_pages,
     quantized_weights,
 )
 from agent_engine.model.lean_decoder import QuantizedWeights, unsupported_reason
@@ -60,7 +60,7 @@ class NativeModel:
 def load_native(gguf: GGUFModel, dtype: str, device: str, huge_pages: bool = True) -> NativeModel | None:
     """The model ``gguf`` names served from its file's blocks, or None (one log line says why; see
     above); with ``huge_pages`` the blocks are copied once into huge pages where this system offers
-    them (``gguf_weights.in_huge_pages``), else every matmul reads the file mapping."""
+    them (``gguf_weights.arena_for``, one tensor at a time), else every matmul reads the file mapping."""
     reason = _setup_reason(dtype, device)
     if reason is not None:
         return _fallback(gguf, reason)
@@ -88,10 +88,9 @@ def load_native(gguf: GGUFModel, dtype: str, device: str, huge_pages: bool = Tru
             _set_parameter(model, name, float_tensor(table, name, heads))
     decoder = model.get_decoder()
     decoder.rotary_emb = type(decoder.rotary_emb)(config=config)
-    quantized = quantized_weights(table, int(config.num_hidden_layers), heads)
     placed = huge_pages and huge_pages_available()
-    if placed:
-        quantized = in_huge_pages(quantized)
+    arena = arena_for(table, int(config.num_hidden_layers)) if placed else None
+    quantized = quantized_weights(table, int(config.num_hidden_layers), heads, arena)
     logger.info("serving %s from its GGUF blocks: %.0f MB of quantized weights (%s), no float32 copy", path,
                 quantized.nbytes / 2**20, "in huge pages" if placed else "the file mapping")
     return NativeModel(model.eval(), quantized, metadata_dir)

@@ -1,12 +1,14 @@
 """A GGUF file's tensors as a Llama-family model's weights: matmuls and embedding in their quantized
 blocks (zero-copy views of the memory-mapped file, or one copy of them in huge pages:
-:func:`in_huge_pages`), norms and biases as float32.
+:func:`arena_for`), norms and biases as float32.
 
 Invariants:
 - Each quantized part is ``QuantWeight.from_gguf`` of ``torch.from_numpy`` of the tensor's own
-  read-only mapping (:meth:`GGUFTensor.array`): :func:`quantized_weights` copies nothing, and what
-  the result keeps of the file is the kernels' choice. Nothing else keeps a reference to the mapping,
-  so :func:`in_huge_pages`, which copies every part once into huge pages, leaves one copy.
+  read-only mapping (:meth:`GGUFTensor.array`): without an arena :func:`quantized_weights` copies
+  nothing, and what the result keeps of the file is the kernels' choice. With one
+  (:func:`arena_for`), each part is copied into huge pages as it is read and its mapping is released
+  before the next is read: one copy in the end, and at most one tensor's mapping beside the arena
+  while loading (the process never holds the whole file twice).
 - llama-architecture files store the Q and K rows of each head interleaved (llama.cpp's converter
   permutes them); :func:`llama_rows` is the row order that undoes it (transformers'
   ``reverse_permute_weights``, K with the KV head count), applied to the quantized rows with
@@ -128,37 +130,41 @@ def _blocks(tensor: GGUFTensor) -> torch.Tensor:
         return torch.from_numpy(tensor.array())
 
 
-def quant_part(tensor: GGUFTensor, order: torch.Tensor | None = None) -> QuantWeight:
-    """The tensor as a ``QuantWeight`` ``[rows, row_length]``, its rows in ``order`` if given."""
+def quant_part(tensor: GGUFTensor, order: torch.Tensor | None = None,
+               arena: HugePageArena | None = None) -> QuantWeight:
+    """The tensor as a ``QuantWeight`` ``[rows, row_length]``, its rows in ``order`` if given, its blocks
+    copied into ``arena`` if given (the tensor's mapping is then released on return)."""
     weight = QuantWeight.from_gguf(_blocks(tensor), tensor.tensor_type, tensor.row_length)
-    return weight if order is None else weight.rows(order)
+    weight = weight if order is None else weight.rows(order)
+    return weight if arena is None else dataclasses.replace(weight, raw=arena.place(weight.raw))
 
 
-def quantized_weights(table: GGUFTable, num_layers: int, heads: tuple[int, int]) -> QuantizedWeights:
+def _served_tensors(table: GGUFTable, num_layers: int) -> list[GGUFTensor]:
+    """The tensors :func:`quantized_weights` reads: every layer's matmul parts, the embedding, the head."""
+    names = [f"blk.{i}.{name}.weight" for i in range(num_layers) for names in LAYER_PARTS.values() for name in names]
+    names += [EMBEDDING] + ([HEAD] if HEAD in table.tensors else [])
+    return [table.tensors[name] for name in names]
+
+
+def arena_for(table: GGUFTable, num_layers: int) -> HugePageArena:
+    """A huge-page arena that holds every block :func:`quantized_weights` reads from ``table``."""
+    return HugePageArena(sum(HugePageArena.room(t.nbytes) for t in _served_tensors(table, num_layers)))
+
+
+def quantized_weights(table: GGUFTable, num_layers: int, heads: tuple[int, int],
+                      arena: HugePageArena | None = None) -> QuantizedWeights:
     """Every matmul of a ``num_layers``-layer decoder with ``heads`` = (query, KV) heads, and its
-    embedding, from ``table`` (checked by :func:`check_native` first)."""
+    embedding, from ``table`` (checked by :func:`check_native` first); with ``arena`` (from
+    :func:`arena_for`) every part's blocks are copied into it one tensor at a time."""
     def part(name: str, index: int) -> QuantWeight:
         tensor = table.tensors[f"blk.{index}.{name}.weight"]
-        return quant_part(tensor, permutation(table, name, tensor.rows, heads))
+        return quant_part(tensor, permutation(table, name, tensor.rows, heads), arena)
 
     layers = tuple({key: QuantMatmul.of([part(name, i) for name in names]) for key, names in LAYER_PARTS.items()}
                    for i in range(num_layers))
-    embedding = QuantMatmul.of([quant_part(table.tensors[EMBEDDING])])
-    head = QuantMatmul.of([quant_part(table.tensors[HEAD])]) if HEAD in table.tensors else embedding
+    embedding = QuantMatmul.of([quant_part(table.tensors[EMBEDDING], arena=arena)])
+    head = QuantMatmul.of([quant_part(table.tensors[HEAD], arena=arena)]) if HEAD in table.tensors else embedding
     return QuantizedWeights(layers, head, embedding)
-
-
-def in_huge_pages(weights: QuantizedWeights) -> QuantizedWeights:
-    """The same weights with every part's blocks copied into one huge-page arena
-    (``kernels.huge_pages``): still one copy in the process (the file's mappings go with their last
-    reference), a tied head still the embedding's object."""
-    matmuls = {id(m): m for m in (weights.embedding, weights.head, *(m for layer in weights.layers
-                                                                      for m in layer.values()))}
-    arena = HugePageArena(HugePageArena.room_for([p.raw for m in matmuls.values() for p in m.parts]))
-    placed = {key: QuantMatmul(tuple(dataclasses.replace(p, raw=arena.place(p.raw)) for p in m.parts))
-              for key, m in matmuls.items()}
-    return QuantizedWeights(tuple({name: placed[id(m)] for name, m in layer.items()} for layer in weights.layers),
-                            placed[id(weights.head)], placed[id(weights.embedding)])
 
 
 def permutation(table: GGUFTable, part: str, rows: int, heads: tuple[int, int]) -> torch.Tensor | None:
