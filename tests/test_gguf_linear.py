@@ -52,9 +52,12 @@ def test_dequantize_is_gguf_py_bit_for_bit(qtype: int) -> None:
 
 @pytest.mark.parametrize("qtype", TYPES, ids=TYPE_IDS)
 @pytest.mark.parametrize("rows", [1, 3, 4, 5, 9, 17])
-def test_quant_matmul_is_the_product_with_int8_activations(qtype: int, rows: int) -> None:
+@pytest.mark.parametrize("pairs", [False, True], ids=["odd-blocks", "block-pairs"])
+def test_quant_matmul_is_the_product_with_int8_activations(qtype: int, rows: int, pairs: bool) -> None:
+    """Both routes of the 32-weight types: an odd count of blocks (256-bit) and pairs of blocks (the
+    512-bit route where the build has it, K a multiple of 64)."""
     block = 256 if GGML_BLOCKS[qtype][1] == 256 else 32
-    k = 768 if block == 256 else 96
+    k = (1024 if pairs else 768) if block == 256 else (128 if pairs else 96)
     raw = random_blocks(qtype, 45, k, seed=rows)
     weight = QuantWeight.from_gguf(torch.from_numpy(raw), qtype, k)
     x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows))

@@ -277,9 +277,12 @@ inline __m256i scaled_add(__m256i acc, __m256i pairs, __m256i scales) {
 template <int R>
 void q4k_rows(const uint8_t* w, const XBlock* x, int64_t x_row, int64_t blocks, float* out, int64_t stride) {
   __m256 acc[R];
-  float mins[R] = {};
+  __m128 mins[R];  // sum over blocks of d_x * dmin * (m[j] * bsums32[j] pairs), four lanes
 #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    mins[r] = _mm_setzero_ps();
+  }
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = w + b * 144;
@@ -306,15 +309,16 @@ void q4k_rows(const uint8_t* w, const XBlock* x, int64_t x_row, int64_t blocks, 
         sum = scaled_add(sum, _mm256_maddubs_epi16(wv[j], xq), sv[j]);
       }
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(xb.d * d), acc[r]);
-      const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums)),
-                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums + 8)));
-      const __m128i mm = _mm_madd_epi16(m16, bs);
-      const __m128i s2 = _mm_add_epi32(mm, _mm_unpackhi_epi64(mm, mm));
-      mins[r] += xb.d * dmin * static_cast<float>(_mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_srli_si128(s2, 4))));
+      const __m128i mm = _mm_madd_epi16(m16, _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums32)));
+      mins[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(mm), _mm_set1_ps(xb.d * dmin), mins[r]);
     }
   }
 #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) out[r * stride] = hsum8(acc[r]) - mins[r];
+  for (int r = 0; r < R; ++r) {
+    __m128 v = mins[r];
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    out[r * stride] = hsum8(acc[r]) - _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+  }
 }
 
 template <int R>

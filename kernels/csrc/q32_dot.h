@@ -58,6 +58,10 @@ template <int Id, int Bytes, bool Min, bool Fifth>
 struct Nibbles {
   static constexpr int kId = Id, kBytes = Bytes;
   static constexpr bool kSigned = false;
+  // Without a min, weight = d_w * (u - kCentre): the offset is an integer one (``rows64`` folds it into
+  // the integer sums); with one, it is a float (``offset``).
+  static constexpr bool kMin = Min;
+  static constexpr int kCentre = Min ? 0 : (Fifth ? 16 : 8);
   static float scale(const uint8_t* b) { return fp16(b); }
   static float offset(const uint8_t* b) { return Min ? fp16(b + 2) : (Fifth ? -16.f : -8.f) * fp16(b); }
   static const uint8_t* qs(const uint8_t* b) { return b + Bytes - 16; }
@@ -86,16 +90,40 @@ struct Nibbles {
     return v;
   }
 #endif
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+  // The codes of two consecutive blocks b0, b1 = b0 + kBytes in one vector (bytes 0-31: b0's, 32-63:
+  // b1's): both blocks' nibble bytes in 128-bit lanes (q0, q0, q1, q1), the second copy of each shifted
+  // down four bits, masked; the fifth bits set from the two qh words as one 64-bit byte mask.
+  static __m512i codes64(const uint8_t* b0) {
+    const uint8_t* b1 = b0 + Bytes;
+    const __m256i both = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(qs(b1)),
+                                             reinterpret_cast<const __m128i*>(qs(b0)));
+    const __m512i lanes = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), _mm512_castsi256_si512(both));
+    __m512i v = _mm512_and_si512(_mm512_srlv_epi64(lanes, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0F));
+    if (Fifth) {
+      const __mmask64 fifth = static_cast<__mmask64>(qh(b0)) | (static_cast<__mmask64>(qh(b1)) << 32);
+      v = _mm512_mask_add_epi8(v, fifth, v, _mm512_set1_epi8(0x10));
+    }
+    return v;
+  }
+#endif
 };
 
 struct Q8 {
   static constexpr int kId = 8, kBytes = 34;
   static constexpr bool kSigned = true;
+  static constexpr bool kMin = false;
+  static constexpr int kCentre = 0;
   static float scale(const uint8_t* b) { return fp16(b); }
   static float offset(const uint8_t*) { return 0.f; }
   static int code(const uint8_t* b, int i) { return reinterpret_cast<const int8_t*>(b + 2)[i]; }
 #if defined(__AVX2__)
   static __m256i codes(const uint8_t* b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)); }
+#endif
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+  static __m512i codes64(const uint8_t* b0) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(codes(b0)), codes(b0 + kBytes), 1);
+  }
 #endif
 };
 
@@ -116,6 +144,9 @@ struct X64 {
   float sx[16];  // lanes 0-7: the first block's d, 8-15: the second's
   float ds[2];
   int8_t q[64];
+  // -8 and -16 times the sum of each lane's four q bytes: the integer offset of Q4_0 and Q5_0 codes
+  // (sum_i (u_i - c) q_i = sum_i u_i q_i - c sum_i q_i), the accumulator a block pair's dot starts from.
+  int32_t minus8[16], minus16[16];
 };
 
 inline void quantize_row64(const float* x, int64_t k, X64* out) {
@@ -128,21 +159,37 @@ inline void quantize_row64(const float* x, int64_t k, X64* out) {
       o.ds[h] = pair[h].ds;
       std::memcpy(o.q + 32 * h, pair[h].q, 32);
     }
+    for (int lane = 0; lane < 16; ++lane) {
+      const int8_t* q = o.q + 4 * lane;
+      const int32_t sum = q[0] + q[1] + q[2] + q[3];
+      o.minus8[lane] = -8 * sum;
+      o.minus16[lane] = -16 * sum;
+    }
   }
 }
 
+// acc + the sixteen int32 sums of four u * q (u unsigned codes, or signed for Q8_0).
 template <bool Signed>
-inline __m512i dot64(__m512i u, __m512i q) {
+inline __m512i dot64(__m512i acc, __m512i u, __m512i q) {
   if (Signed) {
     const __mmask64 neg = _mm512_movepi8_mask(u);
     q = _mm512_mask_sub_epi8(q, neg, _mm512_setzero_si512(), q);
     u = _mm512_abs_epi8(u);
   }
 #if defined(__AVX512VNNI__)
-  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, q);
+  return _mm512_dpbusd_epi32(acc, u, q);
 #else
-  return _mm512_madd_epi16(_mm512_maddubs_epi16(u, q), _mm512_set1_epi16(1));
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, q), _mm512_set1_epi16(1)));
 #endif
+}
+
+// Where a block pair's integer dot starts: minus its code offset times the q sums (zero for Q8_0 and
+// for the types with a float min).
+template <class T>
+inline __m512i centred_start(const X64& xb) {
+  if constexpr (T::kCentre == 16) return _mm512_loadu_si512(xb.minus16);
+  else if constexpr (T::kCentre == 8) return _mm512_loadu_si512(xb.minus8);
+  else return _mm512_setzero_si512();
 }
 
 template <class T, int R>
@@ -154,16 +201,17 @@ void rows64(const uint8_t* w, const X64* x, int64_t x_row, int64_t pairs, float*
   for (int64_t p = 0; p < pairs; ++p) {
     const uint8_t* b0 = w + 2 * p * T::kBytes;
     const uint8_t* b1 = b0 + T::kBytes;
-    const __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(T::codes(b0)), T::codes(b1), 1);
+    const __m512i u = T::codes64(b0);
     const __m512 sw = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(T::scale(b0))),
                                          _mm256_set1_ps(T::scale(b1)), 1);
-    const float o0 = T::offset(b0), o1 = T::offset(b1);
+    float o0 = 0.f, o1 = 0.f;
+    if constexpr (T::kMin) o0 = T::offset(b0), o1 = T::offset(b1);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const X64& xb = x[r * x_row + p];
-      const __m512i s = dot64<T::kSigned>(u, _mm512_loadu_si512(xb.q));
+      const __m512i s = dot64<T::kSigned>(centred_start<T>(xb), u, _mm512_loadu_si512(xb.q));
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sw, _mm512_loadu_ps(xb.sx)), acc[r]);
-      off[r] += o0 * xb.ds[0] + o1 * xb.ds[1];
+      if constexpr (T::kMin) off[r] += o0 * xb.ds[0] + o1 * xb.ds[1];
     }
   }
 #pragma GCC unroll 8
