@@ -289,26 +289,30 @@ void q4k_rows(const uint8_t* w, const XBlock* x, int64_t x_row, int64_t blocks, 
     uint8_t sc[8], m[8];
     q4k_scales(blk + 4, sc, m);
     const float d = fp16(blk), dmin = fp16(blk + 2);
-    const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
-    __m256i wv[8], sv[8];
+    // Sub-block by sub-block, every row's sum beside it: the codes and the scale of one sub-block
+    // live in registers at a time (sixteen 256-bit registers hold R sums, R accumulators and them).
+    __m256i sum[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
-      wv[2 * c] = _mm256_and_si256(q4, low4);
-      wv[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
-      sv[2 * c] = _mm256_set1_epi16(sc[2 * c]);
-      sv[2 * c + 1] = _mm256_set1_epi16(sc[2 * c + 1]);
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        const __m256i wv = _mm256_and_si256(half == 0 ? q4 : _mm256_srli_epi16(q4, 4), low4);
+        const __m256i sv = _mm256_set1_epi16(sc[2 * c + half]);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r * x_row + b].q + 64 * c + 32 * half));
+          sum[r] = scaled_add(sum[r], _mm256_maddubs_epi16(wv, xq), sv);
+        }
+      }
     }
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const XBlock& xb = x[r * x_row + b];
-      __m256i sum = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q + 32 * j));
-        sum = scaled_add(sum, _mm256_maddubs_epi16(wv[j], xq), sv[j]);
-      }
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(xb.d * d), acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r]), _mm256_set1_ps(xb.d * d), acc[r]);
       const __m128i mm = _mm_madd_epi16(m16, _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums32)));
       mins[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(mm), _mm_set1_ps(xb.d * dmin), mins[r]);
     }
@@ -330,38 +334,39 @@ void q6k_rows(const uint8_t* w, const XBlock* x, int64_t x_row, int64_t blocks, 
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = w + b * 210;
     const float d = fp16(blk + 208);
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
-    __m256i wv[8], sv[8];
+    const int8_t* s = reinterpret_cast<const int8_t*>(blk + 192);
+    // As q4k_rows: 32 weights at a time, every row's sum beside them.
+    __m256i sum[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
       // weights 128h + 32t + i (t < 4): low nibble of ql[64h + 32 (t % 2) + i] >> 4 (t / 2), high bits of
       // qh[32h + i] >> 2t
 #pragma GCC unroll 4
       for (int t = 0; t < 4; ++t) {
-        const __m256i ql = t % 2 == 0 ? ql0 : ql1;
+        const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32 * (t % 2)));
         const __m256i lo = _mm256_and_si256(t < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * t), two);
-        wv[4 * h + t] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+        const __m256i wv = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
         const int g = 8 * h + 2 * t;  // s16 lanes 0-7: group g, 8-15: group g + 1
-        const int8_t* s = reinterpret_cast<const int8_t*>(blk + 192);
-        sv[4 * h + t] = _mm256_setr_m128i(_mm_set1_epi16(s[g]), _mm_set1_epi16(s[g + 1]));
+        const __m256i sv = _mm256_setr_m128i(_mm_set1_epi16(s[g]), _mm_set1_epi16(s[g + 1]));
+        const int j = 4 * h + t;
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r * x_row + b].q + 32 * j));
+          sum[r] = scaled_add(sum[r], _mm256_maddubs_epi16(wv, xq), sv);
+        }
       }
     }
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const XBlock& xb = x[r * x_row + b];
-      __m256i sum = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q + 32 * j));
-        sum = scaled_add(sum, _mm256_maddubs_epi16(wv[j], xq), sv[j]);
-      }
       const __m256i corr = _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums)));
-      sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(corr, 5));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(xb.d * d), acc[r]);
+      const __m256i total = _mm256_sub_epi32(sum[r], _mm256_slli_epi32(corr, 5));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(xb.d * d), acc[r]);
     }
   }
 #pragma GCC unroll 4
