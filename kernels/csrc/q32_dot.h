@@ -30,6 +30,9 @@ struct X32 {
   float d;
   float ds;
   int8_t q[32];
+  // -8 and -16 times the sum of each group of four q bytes: where the 256-bit route's dot of a Q4_0 or
+  // Q5_0 block starts (sum_i (u_i - c) q_i = sum_i u_i q_i - c sum_i q_i).
+  int32_t minus8[8], minus16[8];
 };
 
 using ae::kquant::fp16;
@@ -49,6 +52,11 @@ inline void quantize_row(const float* x, int64_t k, X32* out) {
       sum += o.q[i];
     }
     o.ds = o.d * static_cast<float>(sum);
+    for (int lane = 0; lane < 8; ++lane) {
+      const int32_t four = o.q[4 * lane] + o.q[4 * lane + 1] + o.q[4 * lane + 2] + o.q[4 * lane + 3];
+      o.minus8[lane] = -8 * four;
+      o.minus16[lane] = -16 * four;
+    }
   }
 }
 
@@ -220,18 +228,26 @@ void rows64(const uint8_t* w, const X64* x, int64_t x_row, int64_t pairs, float*
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__)
-// The eight int32 sums of pairs of u * q over 32 bytes (u unsigned codes, or signed for Q8_0).
+// acc + the eight int32 sums of four u * q over 32 bytes (u unsigned codes, or signed for Q8_0).
 template <bool Signed>
-inline __m256i dot32(__m256i u, __m256i q) {
+inline __m256i dot32(__m256i acc, __m256i u, __m256i q) {
   if (Signed) {
     q = _mm256_sign_epi8(q, u);
     u = _mm256_abs_epi8(u);
   }
 #if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, q);
+  return _mm256_dpbusd_epi32(acc, u, q);
 #else
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), _mm256_set1_epi16(1));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), _mm256_set1_epi16(1)));
 #endif
+}
+
+// Where a block's integer dot starts on the 256-bit route (as ``centred_start`` on the 512-bit one).
+template <class T>
+inline __m256i centred_start32(const X32& xb) {
+  if constexpr (T::kCentre == 16) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.minus16));
+  else if constexpr (T::kCentre == 8) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.minus8));
+  else return _mm256_setzero_si256();
 }
 #endif
 
@@ -247,13 +263,15 @@ void rows(const uint8_t* w, const X32* x, int64_t x_row, int64_t blocks, float* 
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = w + b * T::kBytes;
     const __m256i u = T::codes(blk);
-    const float d = T::scale(blk), o = T::offset(blk);
+    const float d = T::scale(blk);
+    float o = 0.f;
+    if constexpr (T::kMin) o = T::offset(blk);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const X32& xb = x[r * x_row + b];
-      const __m256i s = dot32<T::kSigned>(u, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q)));
+      const __m256i s = dot32<T::kSigned>(centred_start32<T>(xb), u, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q)));
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * xb.d), acc[r]);
-      off[r] += o * xb.ds;
+      if constexpr (T::kMin) off[r] += o * xb.ds;
     }
   }
 #pragma GCC unroll 4
