@@ -88,8 +88,3 @@ class HugePageArena:
     def room(nbytes: int) -> int:
         """The arena bytes one tensor of ``nbytes`` takes (rounded up to 4 KiB)."""
         return _aligned(nbytes, ALIGN)
-
-    @staticmethod
-    def room_for(tensors: list[torch.Tensor]) -> int:
-        """The arena size that holds ``tensors`` placed one after another."""
-        return sum(HugePageArena.room(t.numel() * t.element_size()) for t in tensors)

@@ -50,14 +50,17 @@ def test_dequantize_is_gguf_py_bit_for_bit(qtype: int) -> None:
     assert torch.equal(got[nonzero].view(torch.int32), expected[nonzero].view(torch.int32))
 
 
-@pytest.mark.parametrize("qtype", TYPES, ids=TYPE_IDS)
-@pytest.mark.parametrize("rows", [1, 3, 4, 5, 9, 17])
-@pytest.mark.parametrize("pairs", [False, True], ids=["odd-blocks", "block-pairs"])
-def test_quant_matmul_is_the_product_with_int8_activations(qtype: int, rows: int, pairs: bool) -> None:
-    """Both routes of the 32-weight types: an odd count of blocks (256-bit) and pairs of blocks (the
-    512-bit route where the build has it, K a multiple of 64)."""
+# (GGML type, K): the K-quants once; the 32-weight types with an odd count of blocks (the 256-bit route)
+# and with pairs of them (the 512-bit route where the build has it: K a multiple of 64).
+SHAPES = [(t, 768) if GGML_BLOCKS[t][1] == 256 else (t, k) for t in TYPES for k in (96, 128)
+          if GGML_BLOCKS[t][1] != 256 or k == 96]
+SHAPE_IDS = [f"{GGML_BLOCKS[t][0]}-K{k}" for t, k in SHAPES]
+
+
+@pytest.mark.parametrize(("qtype", "k"), SHAPES, ids=SHAPE_IDS)
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 6, 7, 9, 17])
+def test_quant_matmul_is_the_product_with_int8_activations(qtype: int, k: int, rows: int) -> None:
     block = 256 if GGML_BLOCKS[qtype][1] == 256 else 32
-    k = (1024 if pairs else 768) if block == 256 else (128 if pairs else 96)
     raw = random_blocks(qtype, 45, k, seed=rows)
     weight = QuantWeight.from_gguf(torch.from_numpy(raw), qtype, k)
     x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows))
@@ -90,6 +93,20 @@ def test_fused_parts_of_mixed_types_write_their_columns_and_take_a_bias() -> Non
         out = torch.full((rows, 64), float("nan"))
         assert quant_matmul(x, fused, bias, out=out) is out
         torch.testing.assert_close(out, parts + bias)
+
+
+def test_a_fused_product_of_both_centred_types_and_a_min_type_is_exact() -> None:
+    """Q4_0 and Q5_0 parts share one set of activation blocks whose integer sums start at their own
+    centres (-8 and -16 times the q sums), beside a Q4_1 part (a float min) and Q8_0: on both routes
+    each part's columns are the int8-activation product with its dequantized weights."""
+    for k in (96, 128):
+        parts = [QuantWeight.from_gguf(torch.from_numpy(random_blocks(t, 24, k, seed=t)), t, k) for t in (2, 6, 3, 8)]
+        weights = torch.cat([reference(p.raw.numpy(), p.qtype, k) for p in parts]).double()
+        for rows in (1, 6, 9):
+            x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows + k))
+            got = quant_matmul(x, QuantMatmul.of(parts)).double()
+            exact = int8_activations(x, 32) @ weights.T
+            torch.testing.assert_close(got, exact, rtol=1e-5, atol=1e-5 * float(exact.abs().max()))
 
 
 def test_a_part_writes_only_its_slice_of_a_wider_output() -> None:

@@ -153,12 +153,14 @@ def test_native_blocks_in_huge_pages_are_the_mapped_files_bit_for_bit(tiny_q: Pa
 
 
 def test_placing_the_blocks_holds_one_tensors_mapping_at_a_time(tiny_q: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Copied into an arena, each tensor's mapping is released before the next is opened (the load never
-    holds the file twice); the arena holds every served block, bit for bit the mapped ones."""
+    """Copied into huge pages, each tensor's mapping is released before the next is opened (the load
+    never holds the file twice) and none outlives the load; every served block is in the arena, bit
+    for bit the mapped one, the arena sized exactly for them."""
     import weakref
 
     from agent_engine.model import gguf_tensors
-    from agent_engine.model.gguf_weights import arena_for, quantized_weights
+    from agent_engine.model.gguf_weights import quantized_weights, served_tensors
+    from kernels.huge_pages import HugePageArena
 
     table = read_tensor_table(tiny_q)
     heads = (N_HEAD, N_KV_HEAD)
@@ -176,15 +178,19 @@ def test_placing_the_blocks_holds_one_tensors_mapping_at_a_time(tiny_q: Path, mo
         return array
 
     monkeypatch.setattr(gguf_tensors.GGUFTensor, "array", counting)
-    arena = arena_for(table, LAYERS)
-    placed = quantized_weights(table, LAYERS, heads, arena)
-    assert most_open == 1 and opens > 3 * LAYERS
-    assert arena.used <= arena.capacity and arena.used >= placed.nbytes
+    placed = quantized_weights(table, LAYERS, heads, huge_pages=True)
+    served = served_tensors(table, LAYERS)
+    assert most_open == 1 and opens == len(served) and all(ref() is None for ref in live)
+    raws = [p.raw for m in (*(m for layer in placed.layers for m in layer.values()), placed.embedding, placed.head)
+            for p in m.parts]
+    base = min(raw.data_ptr() for raw in raws)
+    assert max(raw.data_ptr() + raw.numel() for raw in raws) - base <= sum(HugePageArena.room(t.nbytes) for t in served)
     for got, want in zip(placed.layers, mapped.layers, strict=True):
         for name in want:
             for g, w in zip(got[name].parts, want[name].parts, strict=True):
                 assert torch.equal(g.raw, w.raw) and g.raw.data_ptr() != w.raw.data_ptr()
-    assert torch.equal(placed.embedding.parts[0].raw, mapped.embedding.parts[0].raw)
+    for got_m, want_m in ((placed.embedding, mapped.embedding), (placed.head, mapped.head)):
+        assert torch.equal(got_m.parts[0].raw, want_m.parts[0].raw)
 
 
 def test_native_logits_and_greedy_tokens_match_the_float32_conversion(tiny_q: Path, cache: Path) -> None:

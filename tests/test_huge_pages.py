@@ -15,7 +15,7 @@ pytestmark = pytest.mark.core
 
 def test_placed_tensors_keep_their_values_and_start_on_pages() -> None:
     tensors = [torch.arange(5000, dtype=torch.uint8).view(50, 100), torch.randn(3, 7), torch.arange(9, dtype=torch.int64)]
-    arena = HugePageArena(HugePageArena.room_for(tensors))
+    arena = HugePageArena(sum(HugePageArena.room(t.numel() * t.element_size()) for t in tensors))
     placed = [arena.place(t) for t in tensors]
     base = placed[0].data_ptr()
     assert base % HUGE_PAGE == 0

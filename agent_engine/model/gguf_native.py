@@ -30,7 +30,6 @@ from agent_engine.model.gguf import cached_metadata
 from agent_engine.model.gguf_tensors import read_tensor_table
 from agent_engine.model.gguf_weights import (
     NotNative,
-    arena_for,
     check_native,
     check_types,
     float_tensor,
@@ -60,7 +59,7 @@ class NativeModel:
 def load_native(gguf: GGUFModel, dtype: str, device: str, huge_pages: bool = True) -> NativeModel | None:
     """The model ``gguf`` names served from its file's blocks, or None (one log line says why; see
     above); with ``huge_pages`` the blocks are copied once into huge pages where this system offers
-    them (``gguf_weights.arena_for``, one tensor at a time), else every matmul reads the file mapping."""
+    them (``gguf_weights.quantized_weights``, one tensor at a time), else every matmul reads the file mapping."""
     reason = _setup_reason(dtype, device)
     if reason is not None:
         return _fallback(gguf, reason)
@@ -89,8 +88,7 @@ def load_native(gguf: GGUFModel, dtype: str, device: str, huge_pages: bool = Tru
     decoder = model.get_decoder()
     decoder.rotary_emb = type(decoder.rotary_emb)(config=config)
     placed = huge_pages and huge_pages_available()
-    arena = arena_for(table, int(config.num_hidden_layers)) if placed else None
-    quantized = quantized_weights(table, int(config.num_hidden_layers), heads, arena)
+    quantized = quantized_weights(table, int(config.num_hidden_layers), heads, huge_pages=placed)
     logger.info("serving %s from its GGUF blocks: %.0f MB of quantized weights (%s), no float32 copy", path,
                 quantized.nbytes / 2**20, "in huge pages" if placed else "the file mapping")
     return NativeModel(model.eval(), quantized, metadata_dir)

@@ -1,12 +1,12 @@
 """A GGUF file's tensors as a Llama-family model's weights: matmuls and embedding in their quantized
 blocks (zero-copy views of the memory-mapped file, or one copy of them in huge pages:
-:func:`arena_for`), norms and biases as float32.
+:func:`quantized_weights` with ``huge_pages``), norms and biases as float32.
 
 Invariants:
 - Each quantized part is ``QuantWeight.from_gguf`` of ``torch.from_numpy`` of the tensor's own
   read-only mapping (:meth:`GGUFTensor.array`): without an arena :func:`quantized_weights` copies
-  nothing, and what the result keeps of the file is the kernels' choice. With one
-  (:func:`arena_for`), each part is copied into huge pages as it is read and its mapping is released
+  nothing, and what the result keeps of the file is the kernels' choice. With huge pages
+  (``huge_pages=True``), each part is copied into huge pages as it is read and its mapping is released
   before the next is read: one copy in the end, and at most one tensor's mapping beside the arena
   while loading (the process never holds the whole file twice).
 - llama-architecture files store the Q and K rows of each head interleaved (llama.cpp's converter
@@ -139,23 +139,22 @@ def quant_part(tensor: GGUFTensor, order: torch.Tensor | None = None,
     return weight if arena is None else dataclasses.replace(weight, raw=arena.place(weight.raw))
 
 
-def _served_tensors(table: GGUFTable, num_layers: int) -> list[GGUFTensor]:
+def served_tensors(table: GGUFTable, num_layers: int) -> list[GGUFTensor]:
     """The tensors :func:`quantized_weights` reads: every layer's matmul parts, the embedding, the head."""
-    names = [f"blk.{i}.{name}.weight" for i in range(num_layers) for names in LAYER_PARTS.values() for name in names]
+    names = [f"blk.{i}.{name}.weight" for i in range(num_layers) for parts in LAYER_PARTS.values() for name in parts]
     names += [EMBEDDING] + ([HEAD] if HEAD in table.tensors else [])
     return [table.tensors[name] for name in names]
 
 
-def arena_for(table: GGUFTable, num_layers: int) -> HugePageArena:
-    """A huge-page arena that holds every block :func:`quantized_weights` reads from ``table``."""
-    return HugePageArena(sum(HugePageArena.room(t.nbytes) for t in _served_tensors(table, num_layers)))
-
-
 def quantized_weights(table: GGUFTable, num_layers: int, heads: tuple[int, int],
-                      arena: HugePageArena | None = None) -> QuantizedWeights:
+                      huge_pages: bool = False) -> QuantizedWeights:
     """Every matmul of a ``num_layers``-layer decoder with ``heads`` = (query, KV) heads, and its
-    embedding, from ``table`` (checked by :func:`check_native` first); with ``arena`` (from
-    :func:`arena_for`) every part's blocks are copied into it one tensor at a time."""
+    embedding, from ``table`` (checked by :func:`check_native` first): views of the file's mappings, or
+    with ``huge_pages`` copies in one arena sized for :func:`served_tensors`, made one tensor at a time."""
+    arena = None
+    if huge_pages:
+        arena = HugePageArena(sum(HugePageArena.room(t.nbytes) for t in served_tensors(table, num_layers)))
+
     def part(name: str, index: int) -> QuantWeight:
         tensor = table.tensors[f"blk.{index}.{name}.weight"]
         return quant_part(tensor, permutation(table, name, tensor.rows, heads), arena)

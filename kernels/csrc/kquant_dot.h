@@ -144,12 +144,14 @@ void q6k_rows_scalar(const uint8_t* w, const XBlock* x, int64_t x_row, int64_t b
 }
 
 #if defined(__AVX2__)
-// The sum of the eight lanes.
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+// The sum of the four lanes.
+inline float hsum4(__m128 v) {
+  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
 }
+
+// The sum of the eight lanes.
+inline float hsum8(__m256 v) { return hsum4(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1))); }
 #endif
 
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -209,11 +211,7 @@ void q4k_rows(const uint8_t* w, const XBlock* x, int64_t x_row, int64_t blocks, 
     }
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    __m128 v = mins[r];
-    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-    out[r * stride] = hsum16(acc[r]) - _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
-  }
+  for (int r = 0; r < R; ++r) out[r * stride] = hsum16(acc[r]) - hsum4(mins[r]);
 }
 
 template <int R>
@@ -318,11 +316,7 @@ void q4k_rows(const uint8_t* w, const XBlock* x, int64_t x_row, int64_t blocks, 
     }
   }
 #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-    __m128 v = mins[r];
-    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-    out[r * stride] = hsum8(acc[r]) - _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
-  }
+  for (int r = 0; r < R; ++r) out[r * stride] = hsum8(acc[r]) - hsum4(mins[r]);
 }
 
 template <int R>

@@ -2,13 +2,19 @@
 // straight from the file's blocks) with activations quantized to int8 per block of 32 (llama.cpp's
 // Q8_0 with the block's sum kept): the narrow-step (decode) route of ``gguf_linear.cpp`` for them.
 //
-// Activation block (``X32``): d (float), ds = d * sum(q) (float), q[32] (int8, x ~ d * q).
+// Activation block (``X32``): d (float), ds = d * sum(q) (float), q[32] (int8, x ~ d * q), and -16 times
+// the sum of each group of four q bytes (``minus16``).
 // A weight block is d_w (fp16), maybe m (fp16), maybe qh (the fifth bits), 16 bytes of nibbles
 // (weight i < 16 in the low nibble of byte i, weight 16 + i in its high nibble) or, for Q8_0, 32 int8.
-// With u the unsigned code of a weight (0..15, 0..31 or, for Q8_0, the signed byte), weight =
-// d_w * u + off: off = -8 d_w (Q4_0), m (Q4_1), -16 d_w (Q5_0), m (Q5_1), 0 (Q8_0). So a block's dot is
-//   d_w * d * sum_i u_i q_i  +  off * ds.
-// Integer ranges: maddubs pairs stay below 2 * 31 * 127 < 2^15 (Q8_0 goes through |w| and sign(q, w)).
+// With u the unsigned code of a weight (0..15, 0..31 or, for Q8_0, the signed byte):
+// - Q4_0, Q5_0: weight = d_w * (u - c), c = 8 or 16 (``kCentre``), so a block's dot is
+//   d_w * d * (sum_i u_i q_i - c * sum_i q_i); the vector routes start each group of four's integer sum
+//   at -c times its q sum (``minus16``, halved for c = 8), so the offset costs no float term;
+// - Q4_1, Q5_1: weight = d_w * u + m (``kMin``): d_w * d * sum_i u_i q_i + m * ds;
+// - Q8_0: weight = d_w * u: d_w * d * sum_i u_i q_i.
+// The scalar route uses the float form (offset * ds) for every type.
+// Integer ranges: maddubs pairs stay within 2 * 128 * 127 < 2^15 (Q8_0 goes through |w| and sign(q, w));
+// a group of four's sum within 4 * 31 * 127 + 16 * 4 * 127.
 #pragma once
 
 #include <c10/util/Half.h>
@@ -30,9 +36,9 @@ struct X32 {
   float d;
   float ds;
   int8_t q[32];
-  // -8 and -16 times the sum of each group of four q bytes: where the 256-bit route's dot of a Q4_0 or
-  // Q5_0 block starts (sum_i (u_i - c) q_i = sum_i u_i q_i - c sum_i q_i).
-  int32_t minus8[8], minus16[8];
+  // -16 times the sum of each group of four q bytes (one int32 lane of a dot product): where a Q5_0
+  // block's integer dot starts, halved for Q4_0 (sum_i (u_i - c) q_i = sum_i u_i q_i - c sum_i q_i).
+  int32_t minus16[8];
 };
 
 using ae::kquant::fp16;
@@ -52,22 +58,23 @@ inline void quantize_row(const float* x, int64_t k, X32* out) {
       sum += o.q[i];
     }
     o.ds = o.d * static_cast<float>(sum);
-    for (int lane = 0; lane < 8; ++lane) {
-      const int32_t four = o.q[4 * lane] + o.q[4 * lane + 1] + o.q[4 * lane + 2] + o.q[4 * lane + 3];
-      o.minus8[lane] = -8 * four;
-      o.minus16[lane] = -16 * four;
+    for (int group = 0; group < 8; ++group) {
+      const int8_t* four = o.q + 4 * group;
+      o.minus16[group] = -16 * (four[0] + four[1] + four[2] + four[3]);
     }
   }
 }
 
-// The block types: kId (GGML type), kBytes, scale(b), offset(b), code(b, i) (scalar) and, with AVX2,
-// codes(b) (the 32 codes as bytes).
+// The block types: kId (GGML type), kBytes, kSigned (codes are signed bytes: Q8_0), kMin (a float min:
+// the offset is ``offset(b) * ds``), kCentre (else the integer centre of the codes, 0 for Q8_0),
+// scale(b), offset(b), code(b, i) (scalar), with AVX2 codes(b) (the 32 codes as bytes) and with
+// AVX-512 codes64(b) (two consecutive blocks' codes, b's in bytes 0-31).
 template <int Id, int Bytes, bool Min, bool Fifth>
 struct Nibbles {
   static constexpr int kId = Id, kBytes = Bytes;
   static constexpr bool kSigned = false;
-  // Without a min, weight = d_w * (u - kCentre): the offset is an integer one (``rows64`` folds it into
-  // the integer sums); with one, it is a float (``offset``).
+  // Without a min, weight = d_w * (u - kCentre): the vector routes fold the offset into the integer
+  // sums; with one, it is a float (``offset``).
   static constexpr bool kMin = Min;
   static constexpr int kCentre = Min ? 0 : (Fifth ? 16 : 8);
   static float scale(const uint8_t* b) { return fp16(b); }
@@ -104,9 +111,11 @@ struct Nibbles {
   // down four bits, masked; the fifth bits set from the two qh words as one 64-bit byte mask.
   static __m512i codes64(const uint8_t* b0) {
     const uint8_t* b1 = b0 + Bytes;
-    const __m256i both = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(qs(b1)),
-                                             reinterpret_cast<const __m128i*>(qs(b0)));
-    const __m512i lanes = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), _mm512_castsi256_si512(both));
+    const __m256i both = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs(b0)))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs(b1))), 1);
+    const __m512i wide = _mm512_castsi256_si512(both);
+    const __m512i lanes = _mm512_shuffle_i64x2(wide, wide, 0x50);  // 128-bit lanes 0, 0, 1, 1
     __m512i v = _mm512_and_si512(_mm512_srlv_epi64(lanes, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0F));
     if (Fifth) {
       const __mmask64 fifth = static_cast<__mmask64>(qh(b0)) | (static_cast<__mmask64>(qh(b1)) << 32);
@@ -152,9 +161,8 @@ struct X64 {
   float sx[16];  // lanes 0-7: the first block's d, 8-15: the second's
   float ds[2];
   int8_t q[64];
-  // -8 and -16 times the sum of each lane's four q bytes: the integer offset of Q4_0 and Q5_0 codes
-  // (sum_i (u_i - c) q_i = sum_i u_i q_i - c sum_i q_i), the accumulator a block pair's dot starts from.
-  int32_t minus8[16], minus16[16];
+  // The two blocks' ``X32::minus16``, side by side (lanes 0-7, 8-15).
+  int32_t minus16[16];
 };
 
 inline void quantize_row64(const float* x, int64_t k, X64* out) {
@@ -166,12 +174,7 @@ inline void quantize_row64(const float* x, int64_t k, X64* out) {
       std::fill(o.sx + 8 * h, o.sx + 8 * h + 8, pair[h].d);
       o.ds[h] = pair[h].ds;
       std::memcpy(o.q + 32 * h, pair[h].q, 32);
-    }
-    for (int lane = 0; lane < 16; ++lane) {
-      const int8_t* q = o.q + 4 * lane;
-      const int32_t sum = q[0] + q[1] + q[2] + q[3];
-      o.minus8[lane] = -8 * sum;
-      o.minus16[lane] = -16 * sum;
+      std::memcpy(o.minus16 + 8 * h, pair[h].minus16, sizeof(pair[h].minus16));
     }
   }
 }
@@ -195,8 +198,9 @@ inline __m512i dot64(__m512i acc, __m512i u, __m512i q) {
 // for the types with a float min).
 template <class T>
 inline __m512i centred_start(const X64& xb) {
+  static_assert(T::kCentre == 0 || T::kCentre == 8 || T::kCentre == 16, "a centre the sums hold");
   if constexpr (T::kCentre == 16) return _mm512_loadu_si512(xb.minus16);
-  else if constexpr (T::kCentre == 8) return _mm512_loadu_si512(xb.minus8);
+  else if constexpr (T::kCentre == 8) return _mm512_srai_epi32(_mm512_loadu_si512(xb.minus16), 1);
   else return _mm512_setzero_si512();
 }
 
@@ -245,9 +249,10 @@ inline __m256i dot32(__m256i acc, __m256i u, __m256i q) {
 // Where a block's integer dot starts on the 256-bit route (as ``centred_start`` on the 512-bit one).
 template <class T>
 inline __m256i centred_start32(const X32& xb) {
-  if constexpr (T::kCentre == 16) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.minus16));
-  else if constexpr (T::kCentre == 8) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.minus8));
-  else return _mm256_setzero_si256();
+  static_assert(T::kCentre == 0 || T::kCentre == 8 || T::kCentre == 16, "a centre the sums hold");
+  if constexpr (T::kCentre == 0) return _mm256_setzero_si256();
+  const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.minus16));
+  return T::kCentre == 16 ? sums : _mm256_srai_epi32(sums, 1);
 }
 #endif
 
