@@ -78,7 +78,7 @@ struct Nibbles {
   static constexpr bool kMin = Min;
   static constexpr int kCentre = Min ? 0 : (Fifth ? 16 : 8);
   static float scale(const uint8_t* b) { return fp16(b); }
-  static float offset(const uint8_t* b) { return Min ? fp16(b + 2) : (Fifth ? -16.f : -8.f) * fp16(b); }
+  static float offset(const uint8_t* b) { return Min ? fp16(b + 2) : -static_cast<float>(kCentre) * fp16(b); }
   static const uint8_t* qs(const uint8_t* b) { return b + Bytes - 16; }
   static uint32_t qh(const uint8_t* b) {
     uint32_t v = 0;
