@@ -181,6 +181,7 @@ def test_placing_the_blocks_holds_one_tensors_mapping_at_a_time(tiny_q: Path, mo
     placed = quantized_weights(table, LAYERS, heads, huge_pages=True)
     served = served_tensors(table, LAYERS)
     assert most_open == 1 and opens == len(served) and all(ref() is None for ref in live)
+    assert not mapped.in_huge_pages and (placed.in_huge_pages or not huge_pages_available())
     raws = [p.raw for m in (*(m for layer in placed.layers for m in layer.values()), placed.embedding, placed.head)
             for p in m.parts]
     base = min(raw.data_ptr() for raw in raws)

@@ -90,8 +90,15 @@ def load_native(gguf: GGUFModel, dtype: str, device: str, huge_pages: bool = Tru
     placed = huge_pages and huge_pages_available()
     quantized = quantized_weights(table, int(config.num_hidden_layers), heads, huge_pages=placed)
     logger.info("serving %s from its GGUF blocks: %.0f MB of quantized weights (%s), no float32 copy", path,
-                quantized.nbytes / 2**20, "in huge pages" if placed else "the file mapping")
+                quantized.nbytes / 2**20, _placement(placed, quantized.in_huge_pages))
     return NativeModel(model.eval(), quantized, metadata_dir)
+
+
+def _placement(copied: bool, in_huge_pages: bool) -> str:
+    """Where the served blocks live, in words for the load log."""
+    if not copied:
+        return "on the file mapping"
+    return "in huge pages" if in_huge_pages else "one copy; the system refused huge pages for it"
 
 
 def prepare_native(spec: str) -> None:

@@ -150,7 +150,8 @@ def quantized_weights(table: GGUFTable, num_layers: int, heads: tuple[int, int],
                       huge_pages: bool = False) -> QuantizedWeights:
     """Every matmul of a ``num_layers``-layer decoder with ``heads`` = (query, KV) heads, and its
     embedding, from ``table`` (checked by :func:`check_native` first): views of the file's mappings, or
-    with ``huge_pages`` copies in one arena sized for :func:`served_tensors`, made one tensor at a time."""
+    with ``huge_pages`` copies in one arena sized for :func:`served_tensors`, made one tensor at a time
+    (``in_huge_pages`` says whether the system agreed to back it with huge pages)."""
     arena = None
     if huge_pages:
         arena = HugePageArena(sum(HugePageArena.room(t.nbytes) for t in served_tensors(table, num_layers)))
@@ -163,7 +164,7 @@ def quantized_weights(table: GGUFTable, num_layers: int, heads: tuple[int, int],
                    for i in range(num_layers))
     embedding = QuantMatmul.of([quant_part(table.tensors[EMBEDDING], arena=arena)])
     head = QuantMatmul.of([quant_part(table.tensors[HEAD], arena=arena)]) if HEAD in table.tensors else embedding
-    return QuantizedWeights(layers, head, embedding)
+    return QuantizedWeights(layers, head, embedding, in_huge_pages=arena is not None and arena.advised)
 
 
 def permutation(table: GGUFTable, part: str, rows: int, heads: tuple[int, int]) -> torch.Tensor | None:

@@ -66,11 +66,13 @@ _GATE_UP_SILU = "gate_up_silu"  # a layer's packed key for its gate/up panels in
 class QuantizedWeights:
     """Every matmul of a decoder in quantized blocks: per layer one ``QuantMatmul`` for each name of
     ``LAYER_MATMULS`` (output features in the fused order: q, k, v; gate, up), the LM head, and the
-    token embedding (``[vocab, hidden]``, one part; the head may be the same object when tied)."""
+    token embedding (``[vocab, hidden]``, one part; the head may be the same object when tied).
+    ``in_huge_pages``: the blocks were copied into memory the system agreed to back with huge pages."""
 
     layers: tuple[dict[str, QuantMatmul], ...]
     head: QuantMatmul
     embedding: QuantMatmul
+    in_huge_pages: bool = False
 
     @property
     def nbytes(self) -> int:
