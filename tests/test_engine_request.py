@@ -11,8 +11,7 @@ import pytest
 from server_fixtures import FakeEngine, build_engine, engine_generate
 
 from agent_engine.engine.engine_request import EngineRequest
-from agent_engine.server.async_engine import AsyncEngine
-from agent_engine.server.request_prep import RequestSpec, prepare_requests
+from agent_engine.server.async_engine import AsyncEngine, RequestSpec, prepare_requests
 from scheduler import JobHints, SamplingParams, StructuredSpec
 
 

@@ -238,6 +238,6 @@ def test_the_server_config_sets_the_grammar_limits_and_the_stall_timeout():
     engine = AsyncEngine.from_config(FakeEngine(), ServerConfig(grammar_limits=limits, health_stall_timeout=7.0))
     try:
         assert engine.grammar_limits == limits and engine.stall_timeout == 7.0
-        assert engine._preparer.grammar_pool.workers == 3 and engine._preparer.grammar_pool.per_tenant == 2
+        assert engine._grammars.pool.workers == 3 and engine._grammars.pool.per_tenant == 2
     finally:
         engine.shutdown(drain_timeout=0.0)

@@ -188,8 +188,7 @@ def test_sigterm_past_the_drain_timeout_ends_every_call_cleanly(tmp_path):
 
 
 def test_shutdown_releases_and_counts_every_pin():
-    from agent_engine.server.async_engine import AsyncEngine
-    from agent_engine.server.request_prep import RequestSpec
+    from agent_engine.server.async_engine import AsyncEngine, RequestSpec
     from scheduler import JobHints, SamplingParams
 
     engine = AsyncEngine(build_engine(policy="continuum", ttl_policy="fixed", pin_threshold=600.0)).start()

@@ -3,9 +3,9 @@
 Layout, from the engine up:
 - ``engine_like``: ``EngineLike``, exactly what the server uses of the engine, and its final account.
 - ``groups``: request groups and their events (asyncio side), the live-request table (engine side);
-  ``request_prep``: ``RequestSpec``s prepared into the engine's ``EngineRequest``s on fair pools
-  (tokenized, grammars compiled); ``async_engine``: the one way in, the single engine thread and its
-  queue of typed commands.
+  ``async_engine``: the one way in (``RequestSpec``s prepared into the engine's ``EngineRequest``s),
+  the single engine thread and its queue of typed commands; ``grammar_compiles``: a group's output
+  constraints compiled on a fair pool before it reaches that thread.
 - ``server_config``: ``ServerConfig``, the start-up options and their flags.
 - ``hints`` (a request's job and scheduling hints), ``auth`` (API keys and tenants), ``limits`` (body
   size and value checks at the edge), ``errors`` (OpenAI and Anthropic error bodies), ``metrics``
@@ -20,10 +20,9 @@ Importing the package, ``server_config`` or ``serve`` is light; fastapi loads wi
 when an engine is built.
 """
 
-from agent_engine.server.async_engine import AsyncEngine, EngineDeadError, EngineStoppedError
+from agent_engine.server.async_engine import AsyncEngine, EngineDeadError, EngineStoppedError, RequestSpec
 from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.groups import RequestGroup
-from agent_engine.server.request_prep import RequestSpec
 from agent_engine.server.server_config import ServerConfig
 
 __all__ = [

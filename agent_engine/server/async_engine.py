@@ -12,12 +12,16 @@ Invariants:
   False, every pending request and call fails with ``EngineDeadError``, later submissions at once.
 - ``shutdown`` stops intake, lets running requests finish until a deadline, aborts the rest, then joins;
   the loop's last act is ``release_and_account`` (every pin released, the final account logged).
-- ``submit`` is the one way in: a route's ``RequestSpec``s become ``EngineRequest``s (the engine's one
-  request message) on ``request_prep``'s fair pools, off the event loop and the engine thread, grammars
-  compiled. The engine thread gets a group's messages together (``AddRequests``, only with every
-  grammar ready, so the step loop never compiles; different tenants' groups may overtake each other
-  while being prepared) and hands each to ``add_request``. A group that cannot be prepared is rejected
-  (a bad prompt's ValueError, a refused constraint's ``GrammarRefused``: the client's 400).
+- ``submit`` is the one way in: a route's ``RequestSpec``s (a prompt or how to render it, sampling
+  params, the client's hints) become ``EngineRequest``s, the engine's one request message, off the
+  event loop and the engine thread, on a pool shared fairly by tenants (``tokenizer_pool``): the chat
+  template rendered, the prompt tokenized once, ``max_tokens`` filled, the hints scoped to the tenant
+  (``JobHints.scoped``). A huge prompt stalls neither the engine's steps nor another tenant's
+  preparation. The engine thread gets a group's messages together (``AddRequests``; different
+  tenants' groups may overtake each other while being prepared) and hands each to ``add_request``.
+- Then each new output constraint is compiled (``grammar_compiles``: a fair pool, a budget per
+  compile). A group reaches the engine thread only with every grammar ready, so the step loop never
+  compiles; a refused constraint rejects the group (its ``GrammarRefused`` is the client's 400).
   ``RequestGroup.abort`` while a group is being prepared cancels its preparation and kills its running
   compile; ``shutdown`` cancels every running compile and waits for none.
 - Health (``health_problem``): the loop is unhealthy once it died, and while one iteration (commands
@@ -35,14 +39,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from agent_engine.engine.engine_request import EngineRequest
 from agent_engine.engine.grammar_limits import GrammarLimits
 from agent_engine.engine.grammar_workers import GrammarCancelled
 from agent_engine.engine.outputs import RequestOutput
+from agent_engine.engine.prompts import PromptType
 from agent_engine.server.engine_like import EngineLike, release_and_account
+from agent_engine.server.grammar_compiles import GrammarCompiles
 from agent_engine.server.groups import (
     EngineDeadError,
     EngineStoppedError,
@@ -50,16 +56,37 @@ from agent_engine.server.groups import (
     RequestGroup,
     reject,
 )
-from agent_engine.server.request_prep import RequestPreparer, RequestSpec
 from agent_engine.server.server_config import DEFAULT_STALL_TIMEOUT_S, ServerConfig
-from agent_engine.server.tokenizer_pool import PoolClosedError
+from agent_engine.server.tokenizer_pool import FairTokenizerPool, PoolClosedError
+from scheduler import NO_HINTS, JobHints, SamplingParams, StructuredSpec
 
 logger = logging.getLogger(__name__)
 
 OutputListener = Callable[[RequestOutput, float], None]
 AbortListener = Callable[[str, str | None], None]  # (request id, tenant)
+RenderPrompt = Callable[[EngineLike], str]  # a prompt rendered with the engine's tokenizer (a chat template)
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request as a route describes it, before it is prepared into an ``EngineRequest``.
+
+    ``prompt`` is text, token ids, or a ``RenderPrompt`` run on the tokenizer pool. With
+    ``fill_max_tokens`` the prompt is tokenized first and ``max_tokens`` becomes
+    ``max_model_len - prompt_len`` (vLLM's behaviour when a client leaves max_tokens unset).
+    ``hints`` are the client's, unscoped: preparation applies the tenant's namespace.
+    ``constraint``, when given, is called after the prompt is rendered (it may depend on what rendering
+    chose, e.g. the tool-call family); a spec it returns becomes ``params.structured``.
+    """
+
+    request_id: str
+    prompt: PromptType | RenderPrompt
+    params: SamplingParams
+    fill_max_tokens: bool = False
+    hints: JobHints = NO_HINTS
+    constraint: Callable[[], StructuredSpec | None] | None = None
 
 
 # ---- the engine thread's commands (see the module docstring) ----------------------------------------
@@ -121,7 +148,8 @@ class AsyncEngine:
         self._stopped = threading.Event()
         self._live = LiveRequests()  # engine thread only
         self._queued: set[str] = set()  # event loop only: submitted, no event yet
-        self._preparer = RequestPreparer(engine, tokenizer_workers, self.grammar_limits)
+        self._tokenizer_pool = FairTokenizerPool(tokenizer_workers)
+        self._grammars = GrammarCompiles(engine, self.grammar_limits)
         self._busy_since: float | None = None  # start of the loop's current iteration; None while idle
         self._preparing: set[asyncio.Future[None]] = set()  # event loop only: keeps tasks alive
 
@@ -174,10 +202,10 @@ class AsyncEngine:
     def shutdown(self, drain_timeout: float = 10.0, join_timeout: float = 30.0) -> None:
         """Stop intake, let in-flight requests finish for ``drain_timeout`` s, abort the rest, join."""
         self.begin_drain(drain_timeout)
-        self._preparer.close_grammars()
+        self._grammars.close()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(join_timeout)
-        self._preparer.close_tokenizer()
+        self._tokenizer_pool.shutdown()
 
     # ---- event-loop API ----------------------------------------------------------------------------
     def num_queued(self) -> int:
@@ -199,16 +227,24 @@ class AsyncEngine:
         return group
 
     async def _prepare_and_enqueue(self, group: RequestGroup, specs: Sequence[RequestSpec]) -> None:
+        def prepare() -> list[EngineRequest]:
+            return prepare_requests(self.engine, specs, self.max_request_tokens, self.share_prefix_cache)
+
         try:
-            requests = await self._preparer.prepare(group.tenant, specs, self.max_request_tokens,
-                                                    self.share_prefix_cache)
-            self._enqueue(AddRequests(group, requests))
+            requests = await self._tokenizer_pool.run(group.tenant, prepare)
+            self._enqueue(AddRequests(group, await self._with_grammars(group.tenant, requests)))
         except asyncio.CancelledError:  # the group was aborted (its client left) while being prepared
             reject(group, EngineStoppedError("the request was cancelled before it started"))
         except (PoolClosedError, GrammarCancelled):
             reject(group, EngineStoppedError("server is shutting down"))
         except Exception as exc:  # a bad prompt or grammar, or the engine stopped: the group is rejected
             reject(group, exc)
+
+    async def _with_grammars(self, tenant: str | None, requests: list[EngineRequest]) -> tuple[EngineRequest, ...]:
+        """The requests with their output constraints compiled, in ``tenant``'s turn."""
+        specs = [r.structured for r in requests if r.structured is not None]
+        grammars = await self._grammars.compile_all(tenant, specs)
+        return tuple(r if r.structured is None else replace(r, grammar=grammars[r.structured]) for r in requests)
 
     def abort(self, request_ids: Sequence[str]) -> None:
         """Abort requests (thread-safe; unknown or finished ids are ignored)."""
@@ -236,7 +272,7 @@ class AsyncEngine:
         """Run ``fn(engine)`` on the tokenizer pool in ``tenant``'s turn (work that only reads the tokenizer)."""
         self._check_intake(intake=False)
         try:
-            return await self._preparer.run_on_tokenizer(tenant, fn)
+            return await self._tokenizer_pool.run(tenant, lambda: fn(self.engine))
         except PoolClosedError as exc:
             raise EngineStoppedError("server is shutting down") from exc
 
@@ -394,3 +430,36 @@ def _resolve(future: concurrent.futures.Future[T], fn: Callable[[], T]) -> None:
             future.set_result(fn())
         except BaseException as exc:  # delivered to the caller
             future.set_exception(exc)
+
+
+def prepare_requests(engine: EngineLike, specs: Sequence[RequestSpec], max_total_tokens: int | None = None,
+                     share_prefix_cache: bool = False) -> list[EngineRequest]:
+    """The engine's messages for ``specs``: a rendered prompt tokenized and checked, ``fill_max_tokens``
+    resolved, the output constraint set, the hints scoped to the tenant. Runs on the tokenizer pool;
+    reads only the engine's tokenizer and limits. Raises ValueError for a bad prompt, or once the
+    prompts and ``max_tokens`` so far pass ``max_total_tokens`` (the rest is not tokenized)."""
+    ready, total = [], 0
+    for spec in specs:
+        request = _prepare(engine, spec, share_prefix_cache)
+        total += len(request.prompt_token_ids) + request.params.max_tokens
+        if max_total_tokens is not None and total > max_total_tokens:
+            raise ValueError(f"the request's prompts and max_tokens come to more than {max_total_tokens} "
+                             f"tokens (--max-request-tokens)")
+        ready.append(request)
+    return ready
+
+
+def _prepare(engine: EngineLike, spec: RequestSpec, share_prefix_cache: bool) -> EngineRequest:
+    prompt = spec.prompt(engine) if callable(spec.prompt) else spec.prompt
+    text, ids = engine.tokenize_prompt(prompt)
+    params = spec.params
+    structured = spec.constraint() if spec.constraint is not None else None
+    if structured is not None:
+        params = replace(params, structured=structured)
+    if spec.fill_max_tokens:
+        room = engine.max_model_len - len(ids)
+        if room < 1:
+            raise ValueError(f"prompt ({len(ids)} tokens) leaves no room under max_model_len "
+                             f"({engine.max_model_len})")
+        params = replace(params, max_tokens=max(room, params.min_tokens))
+    return EngineRequest(spec.request_id, tuple(ids), text, params, spec.hints.scoped(share_prefix_cache))

@@ -21,7 +21,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from agent_engine.server.async_engine import EngineDeadError, EngineStoppedError
+from agent_engine.server.async_engine import EngineDeadError, EngineStoppedError, RequestSpec
 from agent_engine.server.auth import metrics_viewer, tenant_of_scope
 from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.errors import APIError, bad_request, error_body
@@ -30,7 +30,6 @@ from agent_engine.server.hints import request_hints
 from agent_engine.server.openai_call import ApiCall
 from agent_engine.server.openai_reply import respond, sse_stream
 from agent_engine.server.openai_schema import ChatCompletionRequest, CompletionRequest, sampling_params
-from agent_engine.server.request_prep import RequestSpec
 from agent_engine.server.state import ServerState, server_state
 from agent_engine.server.structured_request import UnenforcedSchemaError, ignored_header, unenforced_parts
 from agent_engine.server.tools import parse_tool_choice

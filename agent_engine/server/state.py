@@ -30,12 +30,11 @@ from typing import Any
 from fastapi import Request
 
 from agent_engine.engine.grammar_build import GrammarRefused
-from agent_engine.server.async_engine import AsyncEngine, EngineDeadError, EngineStoppedError
+from agent_engine.server.async_engine import AsyncEngine, EngineDeadError, EngineStoppedError, RequestSpec
 from agent_engine.server.auth import Tenants
 from agent_engine.server.errors import APIError, bad_request
 from agent_engine.server.groups import RequestGroup
 from agent_engine.server.metrics import ServerMetrics
-from agent_engine.server.request_prep import RequestSpec
 from agent_engine.server.server_config import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_PROMPTS
 from scheduler.job_hints import tenant_job_id
 

@@ -38,14 +38,13 @@ from agent_engine.server.anthropic.schema import (
     sampling_params,
 )
 from agent_engine.server.anthropic.streaming import message_stream
-from agent_engine.server.async_engine import EngineDeadError, EngineStoppedError
+from agent_engine.server.async_engine import EngineDeadError, EngineStoppedError, RequestSpec
 from agent_engine.server.auth import tenant_of_scope
 from agent_engine.server.engine_like import EngineLike
 from agent_engine.server.errors import APIError, bad_request
 from agent_engine.server.groups import RequestGroup
 from agent_engine.server.hints import request_hints
 from agent_engine.server.openai_routes import unenforced_schema, with_headers
-from agent_engine.server.request_prep import RequestSpec
 from agent_engine.server.state import ServerState, server_state
 from agent_engine.server.structured_request import ignored_header
 from agent_engine.server.tools import parse_tool_choice
