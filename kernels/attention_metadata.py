@@ -13,8 +13,9 @@ Invariants (checked by :func:`build_attention_metadata`):
 * ``slot_mapping[t] = block_id * block_size + offset`` of query token ``t``'s own position, and
   ``positions[t]`` is that position.
 
-Per-token fields are computed with tensor ops (no Python loop over tokens); what only the torch
-fallback needs (gather indices, masks) is built lazily, once per step, by ``kernels.torch_plan``.
+Per-token fields of a step with a prefill chunk are computed with tensor ops (no Python loop over
+its tokens); a step of decodes alone, one token a request, takes its slots from the lists. What only
+the torch fallback needs (gather indices, masks) is built lazily, once per step, by ``kernels.torch_plan``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
+import numpy as np
 import torch
 
 
@@ -132,16 +134,19 @@ def build_attention_metadata(
     _check_shapes(query_lens, context_lens, block_tables, block_size)
     device = torch.device(device)
     seq_lens = [c + q for c, q in zip(context_lens, query_lens, strict=True)]
+    _check_tables(block_tables, seq_lens, block_size)
     starts = [0, *accumulate(query_lens)]
     max_blocks = _cdiv(max(seq_lens), block_size)
     padded = [t[:max_blocks] if len(t) >= max_blocks else [*t, *([0] * (max_blocks - len(t)))]
               for t in block_tables]
-    tables = torch.tensor(padded, dtype=torch.int32)
+    tables = torch.from_numpy(np.array(padded, dtype=np.int32))  # numpy reads nested lists faster
     seq_t = torch.tensor(seq_lens, dtype=torch.int32)
-    _check_tables(tables, seq_t, block_size)
     ctx_t = torch.tensor(context_lens, dtype=torch.int32)
-    qlen_t = torch.tensor(query_lens, dtype=torch.int64)
-    slots, positions = _slots_and_positions(tables, ctx_t, qlen_t, starts[-1], block_size)
+    if starts[-1] == len(query_lens):
+        slots, positions = _decode_slots(block_tables, context_lens, block_size), ctx_t.to(torch.int64)
+    else:
+        qlen_t = torch.tensor(query_lens, dtype=torch.int64)
+        slots, positions = _slots_and_positions(tables, ctx_t, qlen_t, starts[-1], block_size)
     return AttentionMetadata(
         block_size=block_size,
         query_start_loc=torch.tensor(starts, dtype=torch.int32, device=device),
@@ -175,27 +180,28 @@ def _check_shapes(
                          f"got {query_lens[i]}, {context_lens[i]}")
 
 
-def _check_tables(tables: torch.Tensor, seq_lens: torch.Tensor, block_size: int) -> None:
-    """Every block a request needs is a real block (short tables were padded with the null block 0)."""
-    needed = (seq_lens + block_size - 1) // block_size
-    in_use = torch.arange(tables.shape[1], dtype=torch.int32)[None, :] < needed[:, None]
-    bad = (in_use & (tables <= 0)).any(dim=1)
-    if bool(bad.any()):
-        i = int(bad.nonzero()[0, 0])
-        n = int(needed[i])
-        raise ValueError(f"request {i}: needs {n} non-null blocks, got {tables[i, :n].tolist()}")
+def _check_tables(block_tables: list[list[int]], seq_lens: list[int], block_size: int) -> None:
+    """Every block a request needs is a real block (a short table would be padded with the null block 0).
+    Plain list work: a slice and a ``min`` per request, cheaper than tensor ops at a step's sizes."""
+    for i, (table, seq_len) in enumerate(zip(block_tables, seq_lens, strict=True)):
+        n = -(-seq_len // block_size)
+        if len(table) < n or min(table[:n]) <= 0:
+            raise ValueError(f"request {i}: needs {n} non-null blocks, got {[*table[:n], *([0] * (n - len(table)))]}")
+
+
+def _decode_slots(block_tables: list[list[int]], context_lens: list[int], block_size: int) -> torch.Tensor:
+    """``slot_mapping`` of a step of decodes (one token a request, at position ``context_len``), int64."""
+    return torch.tensor([table[pos // block_size] * block_size + pos % block_size
+                         for table, pos in zip(block_tables, context_lens, strict=True)], dtype=torch.int64)
 
 
 def _slots_and_positions(tables: torch.Tensor, context_lens: torch.Tensor, query_lens: torch.Tensor,
                          num_tokens: int, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(slot_mapping, positions)`` of every query token, int64 ``[T]``, with tensor ops only."""
+    """``(slot_mapping, positions)`` of every query token of a step with a prefill chunk, int64 ``[T]``,
+    with tensor ops only (a step of decodes alone: :func:`_decode_slots`)."""
     num_reqs = tables.shape[0]
-    if num_tokens == num_reqs:  # all decodes: one token per request, at position context_len
-        req = torch.arange(num_reqs)
-        positions = context_lens.to(torch.int64)
-    else:
-        req = torch.repeat_interleave(torch.arange(num_reqs), query_lens, output_size=num_tokens)
-        first_row = torch.cumsum(query_lens, 0) - query_lens
-        positions = torch.arange(num_tokens) - first_row[req] + context_lens.to(torch.int64)[req]
+    req = torch.repeat_interleave(torch.arange(num_reqs), query_lens, output_size=num_tokens)
+    first_row = torch.cumsum(query_lens, 0) - query_lens
+    positions = torch.arange(num_tokens) - first_row[req] + context_lens.to(torch.int64)[req]
     blocks = tables[req, positions // block_size].to(torch.int64)
     return blocks * block_size + positions % block_size, positions

@@ -176,6 +176,28 @@ def test_metadata_slot_mapping_and_padding() -> None:
         build_attention_metadata([1], [0], [[0]], block_size=4)  # the null block is not a real block
 
 
+def test_a_decode_step_takes_the_slots_the_tensor_route_gives() -> None:
+    """A step of decodes alone builds its slots from the lists; they equal the tensor route's for the
+    same tables, and a short table or a null block in use is refused with the request it belongs to."""
+    import random
+
+    from kernels.attention_metadata import _slots_and_positions
+
+    rng = random.Random(0)
+    for num_reqs in (1, 3, 17):
+        context = [rng.randrange(0, 200) for _ in range(num_reqs)]
+        tables = [rng.sample(range(1, 500), -(-(c + 1) // 16) + rng.randrange(0, 3)) for c in context]
+        meta = build_attention_metadata([1] * num_reqs, context, tables, block_size=16)
+        slots, positions = _slots_and_positions(meta.block_tables, meta.context_lens, torch.ones(num_reqs,
+                                                dtype=torch.int64), num_reqs, 16)
+        assert meta.slot_mapping.tolist() == slots.tolist()
+        assert meta.positions.tolist() == positions.tolist() == context
+    with pytest.raises(ValueError, match=r"request 1: needs 2 non-null blocks, got \[5, 0\]"):
+        build_attention_metadata([1, 1], [3, 16], [[4], [5]], block_size=16)
+    with pytest.raises(ValueError, match="request 0: needs 1 non-null blocks"):
+        build_attention_metadata([1], [3], [[0, 7]], block_size=16)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_cuda_paths_match_reference(dtype: torch.dtype) -> None:
