@@ -58,8 +58,9 @@ class NativeModel:
 
 def load_native(gguf: GGUFModel, dtype: str, device: str, huge_pages: bool = True) -> NativeModel | None:
     """The model ``gguf`` names served from its file's blocks, or None (one log line says why; see
-    above); with ``huge_pages`` the blocks are copied once into huge pages where this system offers
-    them (``gguf_weights.quantized_weights``, one tensor at a time), else every matmul reads the file mapping."""
+    above); with ``huge_pages`` the blocks are copied once into memory advised for huge pages where this
+    system offers them (``gguf_weights.quantized_weights``, one tensor at a time; the load log says
+    whether the advice was taken), else every matmul reads the file mapping."""
     reason = _setup_reason(dtype, device)
     if reason is not None:
         return _fallback(gguf, reason)
@@ -98,7 +99,7 @@ def _placement(copied: bool, in_huge_pages: bool) -> str:
     """Where the served blocks live, in words for the load log."""
     if not copied:
         return "on the file mapping"
-    return "in huge pages" if in_huge_pages else "one copy; the system refused huge pages for it"
+    return "one copy, advised into huge pages" if in_huge_pages else "one copy; the system refused huge pages for it"
 
 
 def prepare_native(spec: str) -> None:

@@ -7,8 +7,8 @@ Layout, from the engine up:
   the single engine thread and its queue of typed commands; ``grammar_compiles``: a group's output
   constraints compiled on a fair pool before it reaches that thread.
 - ``server_config``: ``ServerConfig``, the start-up options and their flags.
-- ``hints`` (a request's job and scheduling hints), ``auth`` (API keys and tenants), ``limits`` (body
-  size and value checks at the edge), ``errors`` (OpenAI and Anthropic error bodies), ``metrics``
+- ``hints`` (a request's job and scheduling hints), ``auth`` (API keys and tenants), ``request_limits`` and
+  ``edge_middleware`` (body size and value checks at the edge), ``errors`` (OpenAI and Anthropic error bodies), ``metrics``
   (Prometheus), ``state`` (what handlers share).
 - The OpenAI API: ``openai_schema`` (request models), ``openai_call`` (one call and its body
   formatting), ``openai_reply`` (one JSON body or SSE), ``openai_routes`` (the handlers, also health,

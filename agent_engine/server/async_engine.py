@@ -20,10 +20,9 @@ Invariants:
   preparation. The engine thread gets a group's messages together (``AddRequests``; different
   tenants' groups may overtake each other while being prepared) and hands each to ``add_request``.
 - Then each new output constraint is compiled (``grammar_compiles``: a fair pool, a budget per
-  compile). A group reaches the engine thread only with every grammar ready, so the step loop never
-  compiles; a refused constraint rejects the group (its ``GrammarRefused`` is the client's 400).
-  ``RequestGroup.abort`` while a group is being prepared cancels its preparation and kills its running
-  compile; ``shutdown`` cancels every running compile and waits for none.
+  compile, cancellation). A group reaches the engine thread only with every grammar ready, so the step
+  loop never compiles; a refused constraint rejects the group (its ``GrammarRefused`` is the client's
+  400); ``RequestGroup.abort`` while a group is being prepared cancels its preparation.
 - Health (``health_problem``): the loop is unhealthy once it died, and while one iteration (commands
   plus one step) has run longer than ``stall_timeout`` seconds: a step loop that stopped advancing
   while it has work. An idle loop (blocked, nothing to do) is healthy however long it sleeps.
@@ -134,7 +133,6 @@ class AsyncEngine:
         self.engine = engine
         self.idle_tick = idle_tick
         self.share_prefix_cache = share_prefix_cache
-        self.grammar_limits = grammar_limits or GrammarLimits()
         self.stall_timeout = stall_timeout
         self.max_request_tokens: int | None = None  # prompts + max_tokens of one group (None: unbounded)
         self.output_listeners: list[OutputListener] = []
@@ -149,9 +147,13 @@ class AsyncEngine:
         self._live = LiveRequests()  # engine thread only
         self._queued: set[str] = set()  # event loop only: submitted, no event yet
         self._tokenizer_pool = FairTokenizerPool(tokenizer_workers)
-        self._grammars = GrammarCompiles(engine, self.grammar_limits)
+        self._grammars = GrammarCompiles(engine, grammar_limits or GrammarLimits())
         self._busy_since: float | None = None  # start of the loop's current iteration; None while idle
         self._preparing: set[asyncio.Future[None]] = set()  # event loop only: keeps tasks alive
+
+    @property
+    def grammar_limits(self) -> GrammarLimits:
+        return self._grammars.limits
 
     @classmethod
     def from_config(cls, engine: EngineLike, config: ServerConfig) -> AsyncEngine:

@@ -6,8 +6,9 @@ Invariants:
   a worker process that is killed past the budget). Each distinct constraint of a group is compiled
   once. ``compile_all`` returns only with every grammar ready, so the step loop never compiles; a
   refused constraint raises (its ``GrammarRefused`` is the client's 400).
-- Cancelling ``compile_all`` (its group was aborted) kills its running compile; ``close`` refuses new
-  compiles (``GrammarCancelled``, ``PoolClosedError``) and kills every running one, waiting for none.
+- Cancelling ``compile_all`` (its group was aborted) cancels its running compile (a trial compile's
+  worker process is killed); ``close`` refuses new and queued compiles (``PoolClosedError``) and
+  cancels every running one (``GrammarCancelled``), waiting for none.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class GrammarCompiles:
         return compiled
 
     def close(self) -> None:
-        """Refuse new compiles and kill the running ones' worker processes (nobody waits for them)."""
+        """Refuse new compiles and cancel the running ones (nobody waits for them)."""
         self.pool.shutdown()
         with self._lock:
             running = list(self._running)

@@ -3,7 +3,7 @@
 Rendering a chat template and tokenizing a long prompt take real time (a megabyte of text is seconds),
 and they must run off both the event loop and the engine thread. One shared thread would let one
 tenant's huge prompt stall every other tenant's two-token chat; this pool bounds that. The server runs a
-second one (``name="grammar"``) for compiling output constraints, for the same reason.
+second one (``name="grammar"``, in ``grammar_compiles``) for compiling output constraints, for the same reason.
 
 Invariants:
 - ``workers`` threads run jobs; a tenant runs at most ``per_tenant`` jobs at once (``workers - 1``, at
