@@ -142,7 +142,8 @@ def build_attention_metadata(
     tables = torch.from_numpy(np.array(padded, dtype=np.int32))  # numpy reads nested lists faster
     seq_t = torch.tensor(seq_lens, dtype=torch.int32)
     ctx_t = torch.tensor(context_lens, dtype=torch.int32)
-    if starts[-1] == len(query_lens):
+    all_decode = starts[-1] == len(query_lens)
+    if all_decode:
         slots, positions = _decode_slots(block_tables, context_lens, block_size), ctx_t.to(torch.int64)
     else:
         qlen_t = torch.tensor(query_lens, dtype=torch.int64)
@@ -161,7 +162,7 @@ def build_attention_metadata(
         query_start_loc_list=starts,
         seq_lens_list=seq_lens,
         context_lens_list=list(context_lens),
-        all_decode=starts[-1] == len(query_lens),
+        all_decode=all_decode,
         workspace=workspace,
     )
 
@@ -184,7 +185,7 @@ def _check_tables(block_tables: list[list[int]], seq_lens: list[int], block_size
     """Every block a request needs is a real block (a short table would be padded with the null block 0).
     Plain list work: a slice and a ``min`` per request, cheaper than tensor ops at a step's sizes."""
     for i, (table, seq_len) in enumerate(zip(block_tables, seq_lens, strict=True)):
-        n = -(-seq_len // block_size)
+        n = _cdiv(seq_len, block_size)
         if len(table) < n or min(table[:n]) <= 0:
             raise ValueError(f"request {i}: needs {n} non-null blocks, got {[*table[:n], *([0] * (n - len(table)))]}")
 
