@@ -32,7 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from agent_engine.agent.judge import check_paths, protect, restore
+from agent_engine.agent.judge import check_paths, judge, protect
+from agent_engine.agent.sandbox import Sandbox
 
 MINI = Path(sys.executable).with_name("mini")
 JOB_TIMEOUT_FACTOR = 4.0  # a job may take this many times step_limit x command_timeout, at most
@@ -108,17 +109,13 @@ def _read_trajectory(path: Path) -> tuple[int, int, str]:
 
 
 def judge_copy(task: Any, repo: Path, timeout: float) -> bool | None:
-    """Whether ``task``'s check passes in ``repo`` (mini-swe-agent's copy) on the pristine check files;
+    """Whether ``task`` is solved in ``repo`` (mini-swe-agent's copy), judged exactly as our own jobs
+    are (``agent_engine.agent.judge``: in a sandbox made from the copy, its tests run and passed);
     None without a check."""
-    if not task.check:
+    if not task.check and task.tests is None:
         return None
-    if task.repo:
-        restore(task.repo, repo, check_paths(task))
-    try:
-        done = subprocess.run(task.check, shell=True, cwd=repo, capture_output=True, timeout=max(timeout, 30.0))
-    except subprocess.TimeoutExpired:
-        return False
-    return done.returncode == 0
+    with Sandbox.create(repo, timeout=max(timeout, 30.0)) as sandbox:
+        return judge(sandbox, task).solved
 
 
 def summarize(outcomes: list[dict[str, Any]]) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from agent_fakes import FakeServer, answer, run_jobs
@@ -124,4 +123,4 @@ def test_mini_swe_agent_is_judged_on_the_pristine_check_too(tmp_path: Path) -> N
     assert judge_copy(TASK, copy, 20) is False
     assert subprocess.run(["bash", "-c", builtin_solutions()[TASK.name or ""]], cwd=copy).returncode == 0
     assert judge_copy(TASK, copy, 20) is True
-    assert judge_copy(SimpleNamespace(check=None, repo=None), copy, 20) is None
+    assert judge_copy(AgentTask("t", None), copy, 20) is None

@@ -6,10 +6,11 @@ the edited lines in context; ``submit()`` ends the job. As in SWE-agent's interf
 says what happened and what changed, and a failed edit says why and that nothing changed.
 
 Invariants:
-- Every tool runs inside the job's ``Sandbox``: view and edit are a short ``python3`` program
+- Every tool runs inside the job's ``Sandbox``: view and edit are a short ``python3 -I`` program
   (``agent_engine.agent.file_tool``'s source) given its arguments as base64 JSON, so the sandbox's
   confinement (its folder, limits, no network) covers them exactly as it covers ``bash``; nothing here
-  touches the host's files.
+  touches the host's files. Isolated mode keeps the repository off its import path: a repository's
+  ``json.py`` or ``base64.py`` never shadows the program's own modules.
 - ``edit_file`` changes the file only when ``old_text`` occurs exactly once, either verbatim or, failing
   that, line by line with leading and trailing blanks ignored (then ``new_text`` is re-indented to the
   first matched line's indentation); otherwise the file is unchanged and the observation says so, and
@@ -69,7 +70,7 @@ TOOLS: list[dict[str, Any]] = [
 ]
 _REQUIRED = {t["function"]["name"]: t["function"]["parameters"]["required"] for t in TOOLS}
 
-# Runs inside the sandbox (``python3 -c SOURCE ARG``): the view and edit program, stdlib only.
+# Runs inside the sandbox (``python3 -I -c SOURCE ARG``): the view and edit program, stdlib only.
 _FILE_PROGRAM = (Path(__file__).resolve().parent / "file_tool.py").read_text(encoding="utf-8")
 
 
@@ -220,7 +221,7 @@ def _file_command(name: str, args: dict[str, Any]) -> str:
     op = {"op": "view" if name == "view_file" else "edit", "path": args["path"],
           "old": args.get("old_text", ""), "new": args.get("new_text", "")}
     encoded = base64.b64encode(json.dumps(op).encode()).decode()
-    return f"python3 -c {shlex.quote(_FILE_PROGRAM)} {encoded}"
+    return f"python3 -I -c {shlex.quote(_FILE_PROGRAM)} {encoded}"
 
 
 def _format_error(message: str) -> ToolOutcome:

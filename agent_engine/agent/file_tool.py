@@ -1,4 +1,4 @@
-"""The program behind ``view_file`` and ``edit_file``: it runs INSIDE the sandbox, as ``python3 -c SOURCE ARG``.
+"""The program behind ``view_file`` and ``edit_file``: it runs INSIDE the sandbox, as ``python3 -I -c SOURCE ARG``.
 
 ``agent_engine.agent.aci`` sends this file's source to the sandbox's ``python3`` with one argument,
 base64 JSON ``{"op": "view" | "edit", "path", "old", "new"}``; what it prints is the observation, its

@@ -4,11 +4,11 @@ Invariants:
 - At most ``concurrency`` jobs are in flight; each job gets its own fresh ``Sandbox`` (a temp copy of
   its repo), removed when the job ends; sandbox commands run on a thread pool of ``concurrency``
   threads, so one job's command never waits for another job's command.
-- A task with a ``check`` has it run in the job's own sandbox after the job ended (its last answer
+- A task with a ``check`` is judged in the job's own sandbox after the job ended (its last answer
   and command done, its job released) and before the sandbox is closed, on the pristine check files
-  (``agent_engine.agent.judge``: read-only during the job, put back before the check runs);
-  ``AgentJobRecord.solved`` is whether it exited 0 (False when the sandbox never started), None for
-  a task without a check.
+  (``agent_engine.agent.judge``: read-only during the job, put back before the check runs; its tests
+  must run and pass); ``AgentJobRecord.solved`` is the verdict (False when the sandbox never
+  started), None for a task without a check, and ``AgentJobRecord.verdict`` says why.
   ``summary["solved"]`` counts the solved jobs and ``summary["checked"]`` the jobs that had a check;
   ``summary["repeats"]`` the repeated calls of all jobs (``agent_engine.agent.repeats``).
 - ``job_ids`` are unique within a run: ``{prefix}{index}`` unless a task names its own id.
@@ -41,7 +41,7 @@ from typing import Any
 import httpx
 from tqdm import tqdm
 
-from agent_engine.agent.judge import check_paths, judge, protect
+from agent_engine.agent.judge import Verdict, check_paths, judge, protect
 from agent_engine.agent.loop import AgentConfig, AgentJobRecord, AgentJobResult, run_agent_job
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.sandbox.confine import resolve
@@ -150,7 +150,8 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
                         result = await run_agent_job(client, task.task, sandbox, job_id, agent,
                                                      t0=t0, executor=pool, check=task.check)
                         result.job.task_name = task.name
-                        result.job.solved = await _run_check(sandbox, task, pool)
+                        verdict = await _run_check(sandbox, task, pool)
+                        result.job.solved, result.job.verdict = verdict.solved, verdict.reason
                         return result
                     finally:
                         sandbox.close()
@@ -175,13 +176,12 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
     return AgentRunResult(results, records, trace_jobs, summary)
 
 
-async def _run_check(sandbox: Sandbox, task: AgentTask, pool: ThreadPoolExecutor) -> bool | None:
-    """Whether the task's check passes in the job's sandbox on its pristine check files (None without
-    a check)."""
-    solved = await asyncio.get_running_loop().run_in_executor(pool, judge, sandbox, task)
-    if solved is False:
-        log.debug("check %r failed for task %r", task.check, task.name)
-    return solved
+async def _run_check(sandbox: Sandbox, task: AgentTask, pool: ThreadPoolExecutor) -> Verdict:
+    """The judge's verdict on the job's sandbox (``agent_engine.agent.judge``)."""
+    verdict = await asyncio.get_running_loop().run_in_executor(pool, judge, sandbox, task)
+    if verdict.solved is False:
+        log.debug("task %r not solved: %s", task.name, verdict.reason)
+    return verdict
 
 
 async def _context_tokens(client: httpx.AsyncClient, model: str | None) -> int | None:
@@ -205,7 +205,7 @@ def _new_sandbox(task: AgentTask, options: RunOptions, output_chars: int) -> San
     sandbox = Sandbox.create(task.repo, timeout=options.command_timeout, max_output_chars=output_chars,
                              isolation=options.isolation, allow_network=options.allow_network)
     try:
-        protect(sandbox.workdir, check_paths(task))
+        protect(sandbox.workdir_path, check_paths(task))
     except BaseException:
         sandbox.close()
         raise

@@ -174,6 +174,7 @@ class AgentJobRecord(JobRecord):
     task: str = ""
     submission: str | None = None
     solved: bool | None = None
+    verdict: str | None = None  # why the judge said solved or not (agent_engine.agent.judge.Verdict)
     task_name: str | None = None
     elided: int = 0  # observations elided to fit the context
 
@@ -317,7 +318,7 @@ class _Job:
     async def _in_sandbox(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, str]:
         """``fn(*args)`` on the executor, and the repository's ``tree_state`` right after it."""
         def run() -> tuple[Any, str]:
-            return fn(*args), tree_state(self.sandbox.workdir)
+            return fn(*args), tree_state(self.sandbox.workdir_fd)
 
         return await asyncio.get_running_loop().run_in_executor(self.executor, run)
 
@@ -377,7 +378,7 @@ async def run_agent_job(client: httpx.AsyncClient, task: str, sandbox: Sandbox, 
     ``check`` is the task's check command, which the tool interface's advice names."""
     record = AgentJobRecord(job_id, job_id, time.perf_counter() - t0, task=task)
     messages: list[dict[str, Any]] = list(initial_messages(task, config.prompt))
-    state = await asyncio.get_running_loop().run_in_executor(executor, tree_state, sandbox.workdir)
+    state = await asyncio.get_running_loop().run_in_executor(executor, tree_state, sandbox.workdir_fd)
     guard = RepeatGuard(config.temperature, config.seed, config.escalation(), state)
     job = _Job(client, sandbox, config, record, messages, t0, executor, on_turn, guard, progress=Progress(check),
                fit=config.context_fit())

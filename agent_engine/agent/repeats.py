@@ -11,7 +11,7 @@ Invariants:
   keys (tool interface), the command (text interface), or the whole answer when it held no valid call.
 - A call repeats when its key equals the previous call's (whatever that call wrote: a loop such as
   ``cmd > out.txt && cat out.txt`` rewrites its own file), or that of a call that failed among the
-  last ``Escalation.window`` calls AND found the repository as this one does (``tree_state``: every
+  last ``Escalation.window`` calls AND found the repository as this one does (``agent_engine.agent.tree_state``: every
   path's kind, mode, size and content), so that it must fail the same way: running the check again
   after an edit, or viewing a file again later, is normal work and never a repeat.
   ``Repeat.calls_ago`` points at the most recent such call.
@@ -26,20 +26,16 @@ Invariants:
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import stat
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+from agent_engine.agent.tree_state import tree_state
 
 __all__ = ["Escalation", "Repeat", "RepeatGuard", "call_key", "gist", "tree_state"]
 
 GIST_CHARS = 200
-STATE_MAX_ENTRIES = 20000  # tree_state stops here (a huge tree then reads as unchanged past that point)
-STATE_MAX_BYTES = 16 << 20  # tree_state reads at most this many bytes of content
 
 
 @dataclass(frozen=True)
@@ -100,36 +96,6 @@ def gist(output: str, limit: int = GIST_CHARS) -> str:
         return ""
     text = lines[0] if len(lines) == 1 or lines[-1] == lines[0] else f"{lines[0]} ... {lines[-1]}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def tree_state(root: str | os.PathLike[str], max_entries: int = STATE_MAX_ENTRIES,
-               max_bytes: int = STATE_MAX_BYTES) -> str:
-    """A digest of the tree under ``root``: every path (links not followed, in sorted order) with its
-    mode, size and content (files read while the bytes read stay within ``max_bytes``; past that, their
-    modification time stands in for the content). Equal digests mean no path was added, removed,
-    changed mode or changed content; rewriting a file with the same bytes changes nothing."""
-    digest = hashlib.blake2b(digest_size=16)
-    seen, read = 0, 0
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(dirnames + filenames):
-            path = Path(dirpath, name)
-            try:
-                st = path.lstat()
-                content = b""
-                if stat.S_ISREG(st.st_mode) and read + st.st_size <= max_bytes:
-                    content, read = path.read_bytes(), read + st.st_size
-                elif stat.S_ISREG(st.st_mode):
-                    content = str(st.st_mtime_ns).encode()
-            except OSError:  # gone meanwhile, or not ours to read
-                continue
-            rel = os.path.relpath(path, root)
-            digest.update(f"{rel}\0{st.st_mode}\0{st.st_size}\0".encode(errors="replace"))
-            digest.update(hashlib.blake2b(content, digest_size=16).digest())
-            seen += 1
-            if seen >= max_entries:
-                return digest.hexdigest()
-    return digest.hexdigest()
 
 
 @dataclass

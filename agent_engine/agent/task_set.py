@@ -4,7 +4,9 @@ A task file holds one JSON object a line: ``task`` (the text the agent gets; req
 folder copied into the job's sandbox), ``job_id``, ``name``, ``check`` (a shell command run in the
 job's sandbox after the job ends: exit status 0 exactly when the task is solved), ``check_files``
 (a list of the repository's paths that make up the check, restored from the pristine repository
-before it runs: ``agent_engine.agent.judge``; default: the file the check command runs),
+before it runs: ``agent_engine.agent.judge``; default: the file the check command runs), ``tests``
+(test files or folders the judge runs with its own runner instead of ``check``), ``fail_to_pass``
+and ``pass_to_pass`` (test ids, ``path/test_x.py::Class::test``, that must pass),
 ``solution`` (a shell command that applies the known fix; read by the tests, never sent to the
 agent), and ``kind`` and ``difficulty`` (labels for reports).
 
@@ -46,13 +48,16 @@ TASK_SETS: dict[str, tuple[str, ...]] = {  # ``--tasks NAME`` -> its JSONL files
     "all": ("tasks.jsonl", "suites.jsonl"),
 }
 _STRING_FIELDS = ("repo", "job_id", "name", "check", "solution", "kind", "difficulty")
+_LIST_FIELDS = ("check_files", "tests", "fail_to_pass", "pass_to_pass")
 
 
 @dataclass(frozen=True)
 class AgentTask:
     """One job to run: the task text, the repo to copy (None: an empty folder), an optional job id,
-    a name, the check command that says whether the job solved it (None: not checked) and the paths
-    that make up the check (None: those the command names; ``agent_engine.agent.judge``)."""
+    a name, the check command that says whether the job solved it (None: not checked), the paths
+    that make up the check (None: those the command names), the test files or folders the judge runs
+    (None: the judge runs ``check`` itself) and the test ids that must pass (SWE-bench's FAIL_TO_PASS
+    and PASS_TO_PASS; empty: every test that ran must pass): ``agent_engine.agent.judge``."""
 
     task: str
     repo: str | None = None
@@ -60,6 +65,9 @@ class AgentTask:
     check: str | None = None
     name: str | None = None
     check_files: tuple[str, ...] | None = None
+    tests: tuple[str, ...] | None = None
+    fail_to_pass: tuple[str, ...] = ()
+    pass_to_pass: tuple[str, ...] = ()
 
 
 def read_task_lines(path: str | Path) -> list[dict[str, Any]]:
@@ -78,9 +86,10 @@ def read_task_lines(path: str | Path) -> list[dict[str, Any]]:
             bad = [k for k in _STRING_FIELDS if d.get(k) is not None and not isinstance(d[k], str)]
             if bad:
                 raise ValueError(f"{path}:{lineno}: {', '.join(bad)} must be strings")
-            files = d.get("check_files")
-            if files is not None and (not isinstance(files, list) or not all(isinstance(f, str) for f in files)):
-                raise ValueError(f"{path}:{lineno}: check_files must be a list of strings")
+            for key in _LIST_FIELDS:
+                items = d.get(key)
+                if items is not None and (not isinstance(items, list) or not all(isinstance(f, str) for f in items)):
+                    raise ValueError(f"{path}:{lineno}: {key} must be a list of strings")
             out.append(d)
     return out
 
@@ -92,9 +101,10 @@ def load_tasks(path: str | Path, default_repo: str | None = None, base: Path | N
         repo = d.get("repo", default_repo)
         if repo is not None and base is not None and not Path(repo).is_absolute():
             repo = str(base / repo)
-        files = d.get("check_files")
+        files, tests = d.get("check_files"), d.get("tests")
         tasks.append(AgentTask(d["task"], repo, d.get("job_id"), d.get("check"), d.get("name"),
-                               None if files is None else tuple(files)))
+                               None if files is None else tuple(files), None if tests is None else tuple(tests),
+                               tuple(d.get("fail_to_pass") or ()), tuple(d.get("pass_to_pass") or ())))
     return tasks
 
 

@@ -157,8 +157,9 @@ def _probe(run_as: int | None) -> str | None:
         for d in (root / "repo", root / ".newroot"):
             d.mkdir()
         outside.chmod(0o777)
-        if run_as is not None:
-            chown_tree(root, run_as)
+        if run_as is not None:  # the sandbox's own layout: the folder the host's, the work folder theirs
+            root.chmod(0o711)
+            chown_tree(root / "repo", run_as)
         check = f"touch ok && ! touch {outside}/escaped 2>/dev/null && test ! -e /proc/$PPID/environ"
         argv = Confinement(True, True, run_as).argv(check, root, root / "repo", [], None)
         res = subprocess.run(argv, cwd=root, env={"PATH": SANDBOX_PATH}, stdin=subprocess.DEVNULL,

@@ -2,7 +2,11 @@
 
 Invariants (``confine.py``, ``limits.py``, ``cgroup.py``, ``reaper.py`` say how each is enforced):
 - ``Sandbox.create(repo)`` copies ``repo`` (symlinks kept as links) into a new private temp folder;
-  the original is never written. Every command starts in that copy (``workdir``) again: a ``cd``
+  the original is never written. The temp folder itself stays the host's: when commands run as
+  another user they own ``repo``, ``home`` and ``tmp`` but cannot rename them or put links in their
+  place. The work folder is opened (no link followed) when the sandbox is made and held:
+  ``workdir_path`` reaches it through that descriptor and ``workdir_intact()`` says whether the path
+  ``workdir`` still names it; host-side code goes through ``workdir_path`` only. Every command starts in that copy (``workdir``) again: a ``cd``
   does not carry over. Commands run one at a time (a lock serialises ``run``).
 - The environment of a command is exactly ``minimal_env(home, tmpdir)`` plus ``extra_env`` plus the
   sandbox's marker (``MARKER_VAR``); nothing of the caller's environment leaks in. ``HOME`` and
@@ -27,6 +31,7 @@ import contextlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -46,6 +51,7 @@ from agent_engine.agent.sandbox.stream import drain, pump
 __all__ = ["KILL_GRACE_S", "TIMEOUT_EXIT_CODE", "CommandResult", "Sandbox", "minimal_env"]
 
 TIMEOUT_EXIT_CODE = 124  # what coreutils' `timeout` returns
+STDIN_MAX_BYTES = 32 << 10  # a command's standard input always fits the pipe: writing it never blocks
 KILL_GRACE_S = 0.25
 
 
@@ -112,6 +118,7 @@ class Sandbox:
     cgroups: CommandCgroups | None = None
     sandbox_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     non_dumpable: bool = False
+    workdir_fd: int = -1  # the work folder, opened without following links when the sandbox was made
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _closed: bool = field(default=False, init=False, repr=False)
 
@@ -136,7 +143,8 @@ class Sandbox:
         try:
             workdir = _populate(root, repo, confinement.namespaces)
             if confinement.run_as is not None:
-                chown_tree(root, confinement.run_as)
+                _give_rooms(root, confinement.run_as)
+            workdir_fd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             group = CommandCgroups.create(f"agent-sandbox-{sandbox_id}", limits.max_processes) if cgroup else None
         except BaseException:
             _remove_tree(root)
@@ -144,7 +152,7 @@ class Sandbox:
         hide_self = not confinement.namespaces and confinement.run_as is None
         non_dumpable = make_non_dumpable() if hide_self else False
         return cls(root, workdir, root / "home", timeout, max_output_chars, dict(extra_env or {}), limits,
-                   confinement, group, sandbox_id, non_dumpable)
+                   confinement, group, sandbox_id, non_dumpable, workdir_fd)
 
     def enforced(self) -> dict[str, bool]:
         """Which protections hold for this sandbox (documented in docs/sandbox.md)."""
@@ -163,19 +171,53 @@ class Sandbox:
             "network_isolated": c.network_isolated,
         }
 
-    def run(self, command: str) -> CommandResult:
-        """Run ``command`` with ``bash -c`` in ``workdir``; never raises for a failing command."""
+    @property
+    def workdir_path(self) -> Path:
+        """The work folder the sandbox made, whatever now stands at ``workdir``: host-side code reads
+        and writes the job's files through this path (``/proc/self/fd/N``), never through ``workdir``."""
+        if self.workdir_fd < 0:
+            raise ValueError("the sandbox holds no work folder descriptor")
+        return Path(f"/proc/self/fd/{self.workdir_fd}")
+
+    def workdir_intact(self) -> bool:
+        """Whether ``workdir`` is still the folder the sandbox made (not renamed away, not a link)."""
+        try:
+            now, made = os.lstat(self.workdir), os.fstat(self.workdir_fd)
+        except OSError:
+            return False
+        return stat.S_ISDIR(now.st_mode) and (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino)
+
+    def fresh_home(self) -> Path:
+        """A new empty home folder for one command (the judge's check: nothing the agent left in
+        ``home`` runs there), owned by the commands' user."""
+        home = Path(tempfile.mkdtemp(prefix="home-", dir=self.root))
+        if self.confinement.run_as is not None:
+            os.lchown(home, self.confinement.run_as, self.confinement.run_as)
+        return home
+
+    def run(self, command: str, *, stdin: bytes | None = None, home: Path | None = None,
+            max_output_chars: int | None = None) -> CommandResult:
+        """Run ``command`` with ``bash -c`` in ``workdir``; never raises for a failing command.
+
+        ``stdin``: bytes the command reads on its standard input (at most ``STDIN_MAX_BYTES``; else it
+        reads nothing); ``home``: its ``HOME`` instead of the sandbox's; ``max_output_chars``: its output
+        bound instead of the sandbox's."""
+        if stdin is not None and len(stdin) > STDIN_MAX_BYTES:
+            raise ValueError(f"stdin holds at most {STDIN_MAX_BYTES} bytes, got {len(stdin)}")
+        max_chars = self.max_output_chars if max_output_chars is None else max_output_chars
         with self._lock:
             if self._closed:
                 raise ValueError("the sandbox is closed")
             start = time.monotonic()
             group = self.cgroups.start() if self.cgroups is not None else None
             try:
-                proc = self._spawn(command, group)
+                proc = self._spawn(command, group, stdin is not None, home or self.home)
             except OSError as e:
                 self._end_group(group)
                 return CommandResult(127, f"could not start the command: {e}", time.monotonic() - start)
-            capture = OutputCapture.for_chars(self.max_output_chars)
+            if stdin is not None:
+                _feed(proc, stdin)
+            capture = OutputCapture.for_chars(max_chars)
             fd = proc.stdout.fileno()  # type: ignore[union-attr]
             exited = False
             try:
@@ -184,18 +226,18 @@ class Sandbox:
                 self._end_command(proc, fd, capture, group)
             if not exited:
                 capture.feed(f"\n[command timed out after {self.timeout:g} s and was killed]\n".encode())
-            output, truncated = capture.text(self.max_output_chars)
+            output, truncated = capture.text(max_chars)
             code = TIMEOUT_EXIT_CODE if not exited else _exit_code(proc.returncode)
             return CommandResult(code, output, time.monotonic() - start, not exited, truncated,
                                  capture.total_bytes)
 
-    def _spawn(self, command: str, group: PidsCgroup | None) -> subprocess.Popen[bytes]:
+    def _spawn(self, command: str, group: PidsCgroup | None, piped: bool, home: Path) -> subprocess.Popen[bytes]:
         c, uid = self.confinement, self.confinement.command_uid
         nproc = None if group is not None or uid == 0 else count_tasks(uid) + self.limits.max_processes
         limits = prlimit_argv(tool_path("prlimit"), self.limits, self.timeout, nproc)
         argv = c.argv(command, self.root, self.workdir, limits, group.procs_file if group is not None else None)
-        env = {**minimal_env(self.home, self.root / "tmp"), **self.extra_env, MARKER_VAR: self.sandbox_id}
-        return subprocess.Popen(argv, cwd=self.workdir, env=env, stdin=subprocess.DEVNULL,
+        env = {**minimal_env(home, self.root / "tmp"), **self.extra_env, MARKER_VAR: self.sandbox_id}
+        return subprocess.Popen(argv, cwd=self.workdir, env=env, stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 
     def _kill_marked(self, sessions: set[int], timeout: float) -> None:
@@ -234,6 +276,9 @@ class Sandbox:
             self._kill_marked(set(), KILL_GRACE_S)  # what carries the marker; session ids are stale now
             if self.cgroups is not None:
                 self.cgroups.close()
+            if self.workdir_fd >= 0:
+                os.close(self.workdir_fd)
+                self.workdir_fd = -1
             _remove_tree(self.root)
 
     def __enter__(self) -> Sandbox:
@@ -241,6 +286,26 @@ class Sandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _give_rooms(root: Path, uid: int) -> None:
+    """The commands' user owns the work folder, home and tmp (everything below them), never the
+    sandbox folder itself: a command cannot rename ``repo`` away or put a link in its place, so the
+    path host-side code opens stays the folder the sandbox made. Folders the sandbox made for itself
+    (``.newroot``) stay the host's."""
+    root.chmod(0o711)  # the commands' user passes through to its rooms; it cannot list or change root
+    for name in ("repo", "home", "tmp"):
+        chown_tree(root / name, uid)
+
+
+def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    """Write ``data`` to the command's standard input and close it (a command that does not read it
+    never blocks the write: the data fits the pipe)."""
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError, OSError):
+        proc.stdin.write(data)
+    with contextlib.suppress(BrokenPipeError, OSError):
+        proc.stdin.close()
 
 
 def _left(deadline: float) -> float:
