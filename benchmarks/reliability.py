@@ -13,7 +13,8 @@ clients keep going: later requests must be refused cleanly (503 with a JSON body
 With ``--hostile`` a hostile-tenant phase follows (``benchmarks.hostile_tenant``): one tenant sends
 every abusive request we know of while another runs agent jobs; the victim's TTFT and JCT are compared
 with its quiet run, and the server's memory after ``--hostile-requests`` attacker requests with its
-start.
+start; then the agent-side phase (``benchmarks.hostile_agent``): commands a model could write against the
+judge and the host side, each judged on a shipped task through the real sandbox.
 
 The verdict of a policy is clean when nothing was lost: every accepted request ended with a
 completion or an error it could read (a stream with a ``finish_reason`` and ``[DONE]``, or an error
@@ -41,6 +42,7 @@ import httpx
 from agent_engine.reporting import machine_info, print_table, write_json
 from agent_engine.server.engine_like import FINAL_STATS_PREFIX
 from agent_engine.server.launcher import ServerProcess, start_engine_server
+from benchmarks import hostile_agent
 from benchmarks.bad_inputs import BAD_INPUTS, send_bad_input
 from benchmarks.cli import run_standalone
 from benchmarks.hostile_tenant import TTFT_P99_LIMIT, run_phase
@@ -202,9 +204,11 @@ def run(args: argparse.Namespace) -> int:
                       "yes" if r["clean"] else "NO"])
     print_table(header, table)
     hostile = _hostile_phase(args) if args.hostile else None
-    write_json(args.json, {"policies": rows, "hostile_tenant": hostile,
+    agent_side = hostile_agent.run_phase(args) if args.hostile else None
+    write_json(args.json, {"policies": rows, "hostile_tenant": hostile, "hostile_agent": agent_side,
                            "config": {**vars(args), "machine": machine_info()}})
-    clean = all(r["clean"] for r in rows.values()) and (hostile is None or hostile["clean"])
+    clean = all(r["clean"] for r in rows.values()) and all(
+        phase is None or phase["clean"] for phase in (hostile, agent_side))
     return 0 if clean else 1
 
 
