@@ -13,17 +13,26 @@ Invariants:
 - A stored result is used only under the exact key it was measured under (:func:`read_calibration` checks the
   key written inside the file against its name); files are written atomically, and an unreadable
   or unparsable one is measured again and rewritten (:func:`stored_or_measured`).
+- A stored result is trusted only within physical bounds: every timing a finite number of
+  milliseconds in ``[0, MAX_MS]`` (:func:`checked_ms`), every crossover ``NEVER`` or one of the sizes
+  its own table measured (:func:`checked_threshold`); anything else (a tampered or corrupt file) is
+  treated as missing: measured again, with one warning.
+- A calibration that cannot be written (a read-only cache, a folder where its file should be, a full
+  disk) stays in this process's memory under its key, with one warning per key; no temporary file is
+  left behind, and start-up goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -34,6 +43,7 @@ from kernels.cpp_build import active_variant, cache_dir, library_path
 from kernels.isa import cpu_flags, cpu_model, selected_variant
 
 NEVER = 1 << 30  # a size no call reaches: the first route always
+MAX_MS = 60_000.0  # no timed call of a calibration takes a minute: a stored timing over it is no measurement
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
@@ -41,6 +51,8 @@ Cal = TypeVar("Cal", bound="DataclassInstance")  # a calibration: a dataclass, s
 Shape = TypeVar("Shape", bound=Hashable)
 Route = TypeVar("Route")
 logger = logging.getLogger(__name__)
+_unstored: dict[str, dict[str, object]] = {}  # key -> a calibration that could not be written (this process)
+_unstored_lock = threading.Lock()
 
 
 def crossover_size(sizes: Sequence[int], first_s: Sequence[float], second_s: Sequence[float], margin: float) -> int:
@@ -68,7 +80,12 @@ def store_path(key: str) -> Path:
 
 
 def read_calibration(key: str) -> dict[str, object] | None:
-    """The stored calibration under ``key``, or None (absent, unreadable, or stored under another key)."""
+    """The calibration under ``key``: this process's own if it could not be written, else the stored one,
+    or None (absent, unreadable, or stored under another key)."""
+    with _unstored_lock:
+        kept = _unstored.get(key)
+    if kept is not None:
+        return kept
     try:
         data = json.loads(store_path(key).read_text())
     except (OSError, ValueError):
@@ -76,27 +93,75 @@ def read_calibration(key: str) -> dict[str, object] | None:
     return data if isinstance(data, dict) and data.get("key") == key else None
 
 
-def write_calibration(key: str, data: dict[str, object]) -> None:
-    """Store ``data`` (with its ``key`` field) atomically under ``key``."""
-    path = store_path(key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".json", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump({**data, "key": key}, f, indent=1)
-    os.replace(tmp, path)
+def write_calibration(key: str, data: dict[str, object]) -> bool:
+    """Store ``data`` (with its ``key`` field) atomically under ``key``; True when written. A store that
+    cannot be written keeps it in memory (:func:`read_calibration` answers it) with one warning per key
+    and no file left behind."""
+    path, tmp, entry = store_path(key), None, {**data, "key": key}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".json", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(entry, f, indent=1)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        with _unstored_lock:
+            first = key not in _unstored
+            _unstored[key] = entry
+        if first:
+            logger.warning("cannot store the kernel calibration %s (%s: %s): keeping it in memory for this process",
+                           path, type(exc).__name__, exc)
+        return False
+    with _unstored_lock:
+        _unstored.pop(key, None)
+    return True
+
+
+def checked_ms(table: object, columns: Collection[int], infinite: Collection[int] = ()) -> dict[str, tuple[float, ...]]:
+    """A stored timing table (size -> milliseconds per route) if it is one a measurement could have made,
+    else ``ValueError``: sizes positive integers, each row of a length in ``columns``, each timing a
+    finite number in ``[0, MAX_MS]`` (``+inf`` allowed in the ``infinite`` columns: a route this build
+    does not have)."""
+    if not isinstance(table, dict) or not table:
+        raise ValueError("no timing table")
+    out = {}
+    for size, row in table.items():
+        if not (isinstance(size, str) and size.isdecimal() and int(size) > 0):
+            raise ValueError(f"size {size!r} is not a positive integer")
+        if not isinstance(row, list | tuple) or len(row) not in columns:
+            raise ValueError(f"the timings at size {size} are not {' or '.join(map(str, columns))} numbers")
+        for i, ms in enumerate(row):
+            if isinstance(ms, bool) or not isinstance(ms, int | float):
+                raise ValueError(f"timing {ms!r} at size {size} is not a number")
+            if not (0 <= ms <= MAX_MS or (i in infinite and ms == math.inf)):
+                raise ValueError(f"timing {ms!r} ms at size {size} is outside [0, {MAX_MS:g}]")
+        out[size] = tuple(float(ms) for ms in row)
+    return out
+
+
+def checked_threshold(value: object, ms: dict[str, tuple[float, ...]]) -> int:
+    """A stored crossover if it is ``NEVER`` or a size of its own timing table ``ms`` (where
+    :func:`crossover_size` puts one), else ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, int) or (value != NEVER and str(value) not in ms):
+        raise ValueError(f"crossover {value!r} is neither NEVER nor a measured size")
+    return value
 
 
 def stored_or_measured(key: str, parse: Callable[[dict[str, object]], Cal], measure: Callable[[], Cal],
                        remeasure: bool = False) -> Cal:
     """The calibration stored under ``key`` as ``parse`` reads it, unless ``remeasure`` or the file is
-    missing or unparsable (``parse`` raising KeyError, TypeError or ValueError); then ``measure()``,
-    stored under ``key``."""
+    missing or unusable (``parse`` raising KeyError, TypeError or ValueError: malformed, or outside the
+    bounds above, with a warning); then ``measure()``, stored under ``key`` (or kept in memory)."""
     data = None if remeasure else read_calibration(key)
     if data is not None:
         try:
             return parse(data)
-        except (KeyError, TypeError, ValueError):
-            pass
+        except (KeyError, TypeError, ValueError) as exc:
+            logger.warning("the stored kernel calibration %s is unusable (%s: %s): measuring again",
+                           store_path(key), type(exc).__name__, exc)
     cal = measure()
     write_calibration(key, asdict(cal))
     return cal

@@ -12,6 +12,9 @@ Invariants:
   changed source or torch never loads a stale build.
 - A build is published atomically (compiled to a temporary file, then renamed): concurrent
   processes never load a half-written library.
+- A bad ``AGENT_ENGINE_ISA`` is refused before anything slow: :func:`check_forced_variant` (called first
+  when an engine is built, before its model loads) raises the same ``ValueError`` :func:`load_cpu_ops`
+  would, reading only ``/proc/cpuinfo``.
 - :func:`load_cpu_ops` raises only for a bad ``AGENT_ENGINE_ISA`` (``ValueError``); when the selected
   variant's build or load fails it takes the next supported variant that builds (unless one was
   forced), with one warning; when none does (no compiler, no headers) or ``AGENT_ENGINE_CPP_KERNELS=0``
@@ -165,6 +168,14 @@ def _warn_once(message: str) -> None:
             return
         _warned.add(message)
     logger.warning("%s", message)
+
+
+def check_forced_variant() -> None:
+    """``ValueError`` now when ``AGENT_ENGINE_ISA`` names a variant that is unknown or that this CPU does
+    not run (what :func:`active_variant` would raise at the first kernel call); nothing when it is unset
+    or the kernels are switched off (``AGENT_ENGINE_CPP_KERNELS=0``). Builds and loads nothing."""
+    if os.environ.get(ENV_SWITCH, "1") != "0" and os.environ.get(ENV_FORCE, "").strip():
+        selected_variant()
 
 
 def bf16_products() -> bool:

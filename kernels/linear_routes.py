@@ -27,7 +27,14 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from kernels.calibration_store import NEVER, RouteTable, crossover_size, store_key
+from kernels.calibration_store import (
+    NEVER,
+    RouteTable,
+    checked_ms,
+    checked_threshold,
+    crossover_size,
+    store_key,
+)
 from kernels.timing import best_seconds_each
 
 ROWS = (1, 8, 32, 64, 128, 256, 512, 1024, 2048)  # row counts timed, ascending
@@ -95,7 +102,11 @@ def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
 
 
 def _parse(data: dict) -> LinearCalibration:
-    return LinearCalibration(int(data["onednn_from"]), data["ms"], data["key"], data["measured_at"])
+    """A stored calibration, if within bounds (``calibration_store``; oneDNN's column is infinite only
+    where this torch has no oneDNN)."""
+    ms = checked_ms(data["ms"], (2,), () if ONEDNN else (1,))
+    return LinearCalibration(checked_threshold(data["onednn_from"], ms), ms,
+                             data["key"], data["measured_at"])
 
 
 # (out, in) -> oneDNN from this many rows: keyed by the weight's shape tuple, looked up on every matmul

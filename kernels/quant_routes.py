@@ -37,7 +37,14 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels.calibration_store import NEVER, RouteTable, crossover_size, store_key
+from kernels.calibration_store import (
+    NEVER,
+    RouteTable,
+    checked_ms,
+    checked_threshold,
+    crossover_size,
+    store_key,
+)
 from kernels.cpp_build import bf16_products
 from kernels.timing import best_seconds_each
 
@@ -124,8 +131,13 @@ def measure(shape: QuantShape, raws: Sequence[torch.Tensor]) -> QuantCalibration
 
 
 def _parse(data: dict) -> QuantCalibration:
-    return QuantCalibration(int(data["wide_from"]), bool(data["wide_bf16"]),
-                            {r: tuple(ms) for r, ms in data["ms"].items()}, data["key"], data["measured_at"])
+    """A stored calibration, if within bounds (``calibration_store``; the bfloat16 form only where the
+    build has it)."""
+    ms = checked_ms(data["ms"], (2, 3))
+    bf16 = data["wide_bf16"]
+    if not isinstance(bf16, bool) or (bf16 and not bf16_products()):
+        raise ValueError(f"wide_bf16 {bf16!r} is not a form this build has")
+    return QuantCalibration(checked_threshold(data["wide_from"], ms), bf16, ms, data["key"], data["measured_at"])
 
 
 _routes: RouteTable[QuantShape, WideRoute] = RouteTable("where a GGUF matmul leaves the int8 route")

@@ -13,7 +13,8 @@ Invariants:
 - The SDPA route takes a length only from :func:`crossover` on (SDPA wins by more than ``MARGIN`` there
   and at every longer measured length); ``NEVER`` when it does not win at the longest.
 - A cached calibration is used only under the exact key it was measured under (``kernels.
-  calibration_store``); an unreadable one is measured again.
+  calibration_store``); an unreadable one, or one outside physical bounds (a timing negative, not
+  finite or over a minute; a crossover not one of its measured lengths), is measured again.
 - Calibration never changes results beyond float32 rounding: both routes compute the same attention
   (the tests compare them); only speed depends on the choice.
 """
@@ -27,7 +28,15 @@ from pathlib import Path
 
 import torch
 
-from kernels.calibration_store import NEVER, RouteTable, crossover_size, store_key, store_path
+from kernels.calibration_store import (
+    NEVER,
+    RouteTable,
+    checked_ms,
+    checked_threshold,
+    crossover_size,
+    store_key,
+    store_path,
+)
 from kernels.timing import best_seconds_each
 
 FRESH_LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 2048)  # fresh chunks (no cached context)
@@ -127,8 +136,12 @@ def measure(shape: HeadShape, attend: Attend) -> Calibration:
 
 
 def _parse(data: dict) -> Calibration:
-    return Calibration(SdpaRoutes(**data["routes"]), data["fresh_ms"], data["context_ms"], data["key"],
-                       data["measured_at"])
+    """A stored calibration, if within bounds (``calibration_store.checked_ms``, ``checked_threshold``)."""
+    fresh, context = checked_ms(data["fresh_ms"], (2,)), checked_ms(data["context_ms"], (2,))
+    routes = data["routes"]
+    return Calibration(SdpaRoutes(checked_threshold(routes["min_fresh_query"], fresh),
+                                  checked_threshold(routes["min_context_query"], context)),
+                       fresh, context, data["key"], data["measured_at"])
 
 
 _routes: RouteTable[HeadShape, SdpaRoutes] = RouteTable("where attention leaves the C++ tiles for SDPA")

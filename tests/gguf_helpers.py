@@ -5,7 +5,8 @@ or, with ``quant``, some matmul weights in GGUF quantized types; the embedded de
 byte-level BPE vocabulary as a ``gpt2`` tokenizer, and ``CHAT_TEMPLATE``. It returns the Hugging Face
 state dict the file encodes (before any quantization). A ``llama`` file (and any other architecture
 name but ``qwen2``) stores Q and K rows permuted as llama.cpp does; a ``qwen2`` file is a Qwen2 model
-(Q, K and V biases) in Hugging Face row order.
+(Q, K and V biases) in Hugging Face row order. ``set_tensor_offset`` tampers with a written file's
+tensor table in place (an attacker's copy).
 """
 
 from __future__ import annotations
@@ -128,3 +129,16 @@ def truncate(path: Path, keep_fraction: float = 0.5) -> None:
     """Cut ``path`` to a fraction of its size (a download that stopped half-way)."""
     data = path.read_bytes()
     path.write_bytes(data[: int(len(data) * keep_fraction)])
+
+
+def set_tensor_offset(path: Path, name: str, offset: int | str) -> None:
+    """Rewrite, in place, the data offset (relative to the data section) the tensor table gives ``name``:
+    ``offset`` as a number, or the name of another tensor to point it at that tensor's bytes."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(path), "r+")
+    tensors = {t.name: t for t in reader.tensors}
+    value = int(tensors[offset].field.parts[-1][0]) if isinstance(offset, str) else offset
+    tensors[name].field.parts[-1][0] = value
+    tensors[name].field.parts[-1].flush()
+    del reader

@@ -154,6 +154,36 @@ def test_bad_requests_are_anthropic_400s(srv, body, needle):
     assert len(srv.engine.added) == n  # nothing was submitted
 
 
+NOT_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "not": {"const": 3}}}, "required": ["n"]}
+
+
+def test_a_strict_tool_is_honoured_as_on_the_openai_path(srv):
+    """``strict: true`` on a tool whose input_schema has a keyword the grammar library does not enforce is a
+    400 naming it (as ``/v1/chat/completions`` answers); without ``strict`` the keyword is ignored and
+    named in the header; ``strict`` of another type is a 400. Nothing is submitted for a refusal."""
+    from agent_engine.server.structured_request import IGNORED_HEADER
+
+    tool = {"name": "pick", "input_schema": NOT_SCHEMA}
+    n = len(srv.engine.added)
+    message = _anthropic_error(post_api(srv, "/v1/messages", _body(tools=[{**tool, "strict": True}])), 400,
+                               "invalid_request_error")
+    assert "tool pick" in message and "not at /properties/n" in message
+    for wrong in ("yes", 1, "true", [True]):
+        message = _anthropic_error(post_api(srv, "/v1/messages", _body(tools=[{**tool, "strict": wrong}])), 400,
+                                   "invalid_request_error")
+        assert "strict" in message
+    assert len(srv.engine.added) == n
+    for body in (_body(tools=[tool]), _body(tools=[{**tool, "strict": False}])):
+        r = post_api(srv, "/v1/messages", body)
+        assert r.status_code == 200, r.text
+        assert "not at /properties/n" in r.headers[IGNORED_HEADER]
+    r = post_api(srv, "/v1/messages", _body(tools=[{**TOOL, "strict": True}]))  # enforceable: served
+    assert r.status_code == 200 and IGNORED_HEADER not in r.headers
+    openai_tool = {"type": "function", "function": {"name": "pick", "strict": True, "parameters": NOT_SCHEMA}}
+    r = post_api(srv, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "tools": [openai_tool]})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "unsupported_schema_keyword"
+
+
 def test_other_errors_in_anthropic_shape_and_openai_paths_unchanged(srv):
     _anthropic_error(post_api(srv, "/v1/messages", _body(model="claude-x")), 404, "not_found_error")
     _anthropic_error(post_api(srv, "/v1/messages/batches", {}), 404, "not_found_error")

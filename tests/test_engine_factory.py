@@ -51,3 +51,28 @@ def test_engine_is_built_on_a_thread_that_ends(monkeypatch: pytest.MonkeyPatch):
     with pytest.raises(Stop):
         serve.run_serve(_serve_parser().parse_args([]))
     assert seen[-1] is not threading.main_thread() and seen[-1].name == "engine-builder"
+
+
+def test_a_bad_forced_isa_is_refused_before_the_model_loads(monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``AGENT_ENGINE_ISA=garbage`` is the clean error at once, from the engine and from ``agent-engine
+    serve`` (exit 2, one line), not after the model load; ignored with the kernels switched off."""
+    from agent_engine.cli import main as cli
+    from agent_engine.config import EngineConfig
+    from agent_engine.engine.llm_engine import LLMEngine
+    from agent_engine.model import loader
+    from kernels import cpp_build, isa
+
+    monkeypatch.setenv(isa.ENV_FORCE, "garbage")
+    monkeypatch.delenv(cpp_build.ENV_SWITCH, raising=False)
+    monkeypatch.setattr(loader, "load_model", lambda *a, **k: pytest.fail("the model loaded before the check"))
+    with pytest.raises(ValueError, match="'garbage' is unknown"):
+        LLMEngine(EngineConfig())
+    assert cli.main(["serve", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "agent-engine serve: error: instruction-set variant 'garbage' is unknown" in err
+    monkeypatch.setenv(cpp_build.ENV_SWITCH, "0")
+    cpp_build.check_forced_variant()  # the kernels are off: the variable means nothing
+    monkeypatch.setenv(cpp_build.ENV_SWITCH, "1")
+    monkeypatch.setenv(isa.ENV_FORCE, isa.supported_variants()[-1].name)
+    cpp_build.check_forced_variant()  # a variant this CPU runs

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from gguf_helpers import CHAT_TEMPLATE, EOS_ID, truncate, write_tiny_llama_gguf
+from gguf_helpers import CHAT_TEMPLATE, EOS_ID, set_tensor_offset, truncate, write_tiny_llama_gguf
 
 from agent_engine.model import gguf as gguf_mod
 from agent_engine.model import sources
+from agent_engine.model.gguf_tensors import read_tensor_table
 from agent_engine.model.loader import load_model
 from agent_engine.model.sources import (
     KNOWN_MODELS,
@@ -120,6 +121,30 @@ def test_truncated_gguf(tiny: tuple[Path, dict], tmp_path: Path, cache: Path) ->
         resolve_model(str(path))
     gguf_root = cache / "models" / "gguf"
     assert not [p for p in gguf_root.iterdir() if p.is_dir()]  # nothing half-written is published
+
+
+OVERLAP = r"tensors (blk\.0\.attn_norm\.weight .*token_embd\.weight|token_embd\.weight .*blk\.0\.attn_norm\.weight)"
+
+
+def test_overlapping_tensors_are_refused_naming_both(tiny: tuple[Path, dict], tmp_path: Path, cache: Path) -> None:
+    """A copy whose ``blk.0.attn_norm.weight`` points at ``token_embd.weight``'s bytes would convert into
+    a model that answers garbage: the table check refuses it, naming both, before anything is read."""
+    path = _copy(tiny, tmp_path / "overlap.gguf")
+    set_tensor_offset(path, "blk.0.attn_norm.weight", "token_embd.weight")
+    with pytest.raises(ValueError, match=OVERLAP + " .*overlap"):
+        read_tensor_table(path)
+    with pytest.raises(ValueError, match="cannot read GGUF file .*" + OVERLAP):
+        resolve_model(str(path))
+    assert not [p for p in (cache / "models" / "gguf").iterdir() if p.is_dir()]  # nothing converted
+
+
+def test_a_tensor_outside_the_file_is_refused_naming_it(tiny: tuple[Path, dict], tmp_path: Path) -> None:
+    path = _copy(tiny, tmp_path / "far.gguf")
+    set_tensor_offset(path, "blk.1.ffn_up.weight", 2**40)
+    with pytest.raises(ValueError, match=r"tensor blk\.1\.ffn_up\.weight .*outside the file's data section"):
+        read_tensor_table(path)
+    with pytest.raises(ValueError, match=r"cannot read GGUF file .*blk\.1\.ffn_up\.weight .*outside"):
+        resolve_model(str(path))
 
 
 @pytest.mark.parametrize("garbage", [b"\xff" * 16, bytes(range(16)) * 1])

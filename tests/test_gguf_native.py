@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from gguf_helpers import LAYERS, N_HEAD, N_KV_HEAD, truncate, write_tiny_llama_gguf
+from gguf_helpers import LAYERS, N_HEAD, N_KV_HEAD, set_tensor_offset, truncate, write_tiny_llama_gguf
 
 from agent_engine import LLM, SamplingParams
 from agent_engine.model.gguf_tensors import read_tensor_table
@@ -314,6 +314,18 @@ def test_the_tensor_table_of_a_cut_file_is_a_value_error(files: Path) -> None:
     truncate(path, 0.001)
     with pytest.raises(ValueError, match="tensor table"):
         read_tensor_table(path)
+
+
+def test_a_tensor_pointed_at_another_is_refused_at_load(tiny_q: Path, files: Path, cache: Path) -> None:
+    """The attacker's copy: ``blk.0.attn_norm.weight`` given ``token_embd.weight``'s offset loaded without
+    a word and answered garbage; now the load is a ValueError naming both tensors."""
+    path = files / "tiny-overlap.gguf"
+    path.write_bytes(tiny_q.read_bytes())
+    set_tensor_offset(path, "blk.0.attn_norm.weight", "token_embd.weight")
+    with pytest.raises(ValueError, match=r"blk\.0\.attn_norm\.weight .*token_embd\.weight|"
+                                         r"token_embd\.weight .*blk\.0\.attn_norm\.weight"):
+        load_model(str(path))
+    assert not (cache / "models").exists() or not list((cache / "models").rglob("*.safetensors"))
 
 
 def test_a_missing_tensor_is_a_value_error(tiny_q: Path, files: Path, cache: Path) -> None:

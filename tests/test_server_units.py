@@ -82,7 +82,7 @@ def test_server_flags_are_unchanged_and_match_the_config_defaults():
         ["--admin-key"], ["--header-timeout"], ["--body-timeout"]]
     fairness = next(g for g in parser._action_groups if g.title == "fairness options")
     assert [a.option_strings for a in fairness._group_actions] == [
-        ["--tenant-max-requests"], ["--max-prompts-per-request"], ["--max-request-tokens"], ["--tenant-body-rate"], ["--tokenizer-workers"],
+        ["--tenant-max-requests"], ["--tenant-max-open-jobs"], ["--max-prompts-per-request"], ["--max-request-tokens"], ["--tenant-body-rate"], ["--tokenizer-workers"],
         ["--grammar-compile-timeout"], ["--max-grammar-size"], ["--grammar-workers"], ["--health-stall-timeout"]]
     limits = [parser.get_default(d) for d in ("grammar_compile_timeout", "max_grammar_size", "grammar_workers")]
     assert GrammarLimits(*limits) == ServerConfig().grammar_limits
@@ -97,17 +97,19 @@ def test_server_config_from_args():
     args = parser.parse_args(["--host", "0.0.0.0", "--port", "9001", "--api-key", "k", "--api-key", "k2",
                               "--max-waiting", "3", "--drain-timeout", "2.5", "--log-level", "debug",
                               "--open-metrics", "--max-body-bytes", "4096", "--admin-key", "adm",
-                              "--tenant-max-requests", "5", "--max-prompts-per-request", "7",
+                              "--tenant-max-requests", "5", "--tenant-max-open-jobs", "11",
+                              "--max-prompts-per-request", "7",
                               "--max-request-tokens", "900", "--tokenizer-workers", "3",
                               "--header-timeout", "4", "--body-timeout", "6", "--grammar-compile-timeout", "2.5",
                               "--max-grammar-size", "5000", "--grammar-workers", "3", "--health-stall-timeout", "9"])
     cfg = ServerConfig.from_args(args)
     assert cfg == ServerConfig(host="0.0.0.0", port=9001, api_keys=("k", "k2"), max_waiting=3, drain_timeout=2.5,
                                log_level="debug", open_metrics=True, max_body_bytes=4096, admin_keys=("adm",),
-                               tenant_max_requests=5, max_prompts=7, max_request_tokens=900,
+                               tenant_max_requests=5, tenant_max_open_jobs=11, max_prompts=7,
+                               max_request_tokens=900,
                                tokenizer_workers=3, header_timeout=4.0, body_timeout=6.0,
                                grammar_limits=GrammarLimits(2.5, 5000, 3), health_stall_timeout=9.0)
-    for bad in ({"tenant_max_requests": 0}, {"max_prompts": 0}, {"tokenizer_workers": 0}, {"body_timeout": 0},
+    for bad in ({"tenant_max_requests": 0}, {"tenant_max_open_jobs": 0}, {"max_prompts": 0}, {"tokenizer_workers": 0}, {"body_timeout": 0},
                 {"health_stall_timeout": 0}):
         with pytest.raises(ValueError):
             ServerConfig(**bad)

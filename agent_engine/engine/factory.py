@@ -125,11 +125,14 @@ def num_offload_blocks_for(config: EngineConfig, model_config: PretrainedConfig,
 
 
 def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
+    """The engine's parts; a bad ``AGENT_ENGINE_ISA`` is a ``ValueError`` before the model loads."""
     import torch
 
     from agent_engine.model.loader import load_model
     from agent_engine.model.runner import ModelRunner
+    from kernels.cpp_build import check_forced_variant
 
+    check_forced_variant()  # not seconds later, at the model load's first kernel call
     torch.manual_seed(config.seed)
     device = resolve_device(config.device)
     loaded = load_model(config.model, dtype=config.dtype, device=device, gguf_weights=config.gguf_weights)

@@ -17,6 +17,9 @@ Invariants:
   once. The cache keys carry ``CONVERTER_VERSION`` (a conversion) or ``METADATA_VERSION``.
 - Bad input raises ``ValueError`` naming the file: missing, not a GGUF (bad magic bytes), corrupt or
   truncated (or not a causal LM), an architecture transformers does not read, the GGUF packages missing.
+- A conversion reads no tensor before the file's tensor table is checked (``gguf_tensors.check_layout``:
+  every tensor inside the data section, no two overlapping; little-endian files, the ones the table
+  reader parses): a tampered file is refused naming its tensors, never converted into a wrong model.
 """
 
 from __future__ import annotations
@@ -177,6 +180,7 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
     """Dequantize ``gguf_path`` to float32 and write a plain HF folder (weights, config, tokenizer)."""
     gguf_path = check_gguf_file(gguf_path)
     require_gguf_support()
+    check_tensor_layout(gguf_path)
     model = _read(gguf_path, "weights", _load_model)
     tokenizer = _read(gguf_path, "tokenizer", _load_tokenizer)
     plain = _plain_model(model)
@@ -184,6 +188,21 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
     plain.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
     return out_dir
+
+
+def check_tensor_layout(path: Path) -> None:
+    """``ValueError`` naming the file and its tensors when a tensor lies outside the file's data section
+    or overlaps another (``gguf_tensors.check_layout``); a big-endian file is left to gguf-py's reader."""
+    from agent_engine.model.gguf_tensors import read_tensor_table
+
+    with path.open("rb") as f:
+        header = f.read(8)
+    if struct.unpack_from("<I", header, 4)[0] not in GGUF_VERSIONS:
+        return
+    try:
+        read_tensor_table(path)
+    except ValueError as exc:
+        raise ValueError(f"cannot read GGUF file {path}: corrupt, truncated or tampered with ({exc})") from exc
 
 
 def require_gguf_support() -> None:

@@ -5,8 +5,11 @@ seconds); :func:`read_tensor_table` skips the values and reads only ``general.ar
 tensors' names, types, shapes and offsets (milliseconds).
 
 Invariants:
-- Every tensor of the table lies inside the file (checked here, so a truncated file is a
-  ``ValueError`` naming it, never a fault later).
+- Every tensor of the table lies inside the file's data section, and no two tensors share a byte
+  (:func:`check_layout`, run by :func:`read_tensor_table`): a truncated file, an offset past the end or
+  into the header, or two tensors pointed at the same bytes (a tampered file that would load and
+  answer garbage) is a ``ValueError`` naming the tensor (both, for an overlap), never a fault or a
+  silently wrong model later.
 - :meth:`GGUFTensor.array` maps only that tensor's bytes, read-only, for as long as the returned
   array (or a view of it, a torch tensor made by ``torch.from_numpy`` included) lives: dropping every
   reference unmaps it, so pages needed only at load time do not stay resident.
@@ -14,7 +17,9 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,7 +108,8 @@ class _Cursor:
 
 def read_tensor_table(path: Path) -> GGUFTable:
     """The architecture and tensors of a little-endian GGUF (v2, v3); ``ValueError`` naming the file if
-    its header cannot be parsed, a tensor has an unknown type or lies past the end of the file."""
+    its header cannot be parsed, a tensor has an unknown type or shape, lies outside the data section or
+    overlaps another (:func:`check_layout`)."""
     from gguf.constants import GGML_QUANT_SIZES, GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType
 
     size = path.stat().st_size
@@ -125,6 +131,8 @@ def read_tensor_table(path: Path) -> GGUFTable:
                 architecture = cur.text()
             else:
                 cur.skip_value(vtype)
+        if alignment < 1:
+            raise ValueError(f"general.alignment {alignment} is not positive")
         infos = []
         for _ in range(n_tensors):
             name = cur.text()
@@ -134,11 +142,30 @@ def read_tensor_table(path: Path) -> GGUFTable:
         table = {}
         for name, shape, qtype, offset in infos:
             block, nbytes = GGML_QUANT_SIZES[GGMLQuantizationType(qtype)]
-            rows, row_bytes = int(np.prod(shape[1:], dtype=np.int64)), shape[0] // block * nbytes
-            tensor = GGUFTensor(path, name, qtype, shape, start + offset, rows, row_bytes)
-            if tensor.offset + tensor.nbytes > size:
-                raise ValueError(f"tensor {name} ends past the end of the file ({size} bytes)")
-            table[name] = tensor
+            if not shape or shape[0] % block:
+                raise ValueError(f"tensor {name} has shape {shape}, not rows of whole {block}-value blocks")
+            rows, row_bytes = math.prod(shape[1:]), shape[0] // block * nbytes
+            table[name] = GGUFTensor(path, name, qtype, shape, start + offset, rows, row_bytes)
+        check_layout(table.values(), start, size)
         return GGUFTable(path, architecture, table)
     except (struct.error, KeyError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"cannot read the tensor table of {path}: {exc}") from exc
+
+
+def check_layout(tensors: Iterable[GGUFTensor], data_start: int, size: int) -> None:
+    """``ValueError`` unless every tensor lies in ``[data_start, size)`` (the data section of a file of
+    ``size`` bytes) and no two share a byte; the message names the tensor, or both tensors of an
+    overlap, with their byte ranges."""
+    spans = []
+    for t in tensors:
+        end = t.offset + t.nbytes
+        if t.offset < data_start or end > size:
+            raise ValueError(f"tensor {t.name} (bytes {t.offset}-{end}) lies outside the file's data section "
+                             f"(bytes {data_start}-{size}): past the end of the file or corrupt")
+        if t.nbytes:
+            spans.append((t.offset, end, t.name))
+    spans.sort()
+    for (start_a, end_a, a), (start_b, end_b, b) in zip(spans, spans[1:], strict=False):
+        if start_b < end_a:
+            raise ValueError(f"tensors {a} (bytes {start_a}-{end_a}) and {b} (bytes {start_b}-{end_b}) overlap: "
+                             "the file is corrupt or tampered with")

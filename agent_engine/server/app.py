@@ -48,6 +48,7 @@ from agent_engine.server.edge_middleware import (
 )
 from agent_engine.server.errors import install_error_handlers
 from agent_engine.server.metrics import HttpCounterMiddleware, ServerMetrics
+from agent_engine.server.open_jobs import OpenJobs
 from agent_engine.server.openai_routes import router
 from agent_engine.server.server_config import ServerConfig
 from agent_engine.server.state import ServerState
@@ -68,6 +69,7 @@ def build_app(async_engine: AsyncEngine, server_config: ServerConfig | None = No
     tenants = Tenants.from_keys(config.api_keys, config.admin_keys)
     state = ServerState(async_engine, metrics, str(eng.model_name), int(eng.max_model_len),
                         max_waiting=config.max_waiting, tenant_max_requests=_tenant_cap(config, tenants, eng),
+                        open_jobs=OpenJobs(_open_job_cap(config, tenants, eng)),
                         max_prompts=config.max_prompts, tenants=tenants,
                         open_metrics=config.open_metrics, max_body_bytes=config.max_body_bytes,
                         body_timeout=config.body_timeout)
@@ -96,6 +98,14 @@ def _tenant_cap(config: ServerConfig, tenants: Tenants, engine: Any) -> int | No
         return config.tenant_max_requests
     seats = getattr(getattr(engine, "config", None), "max_num_seqs", None)
     return max(1, int(seats) // 2) if seats else None
+
+
+def _open_job_cap(config: ServerConfig, tenants: Tenants, engine: Any) -> int | None:
+    """The per-tenant bound on open jobs: as configured, else the running seats when keys make tenants."""
+    if config.tenant_max_open_jobs is not None or not tenants.multi:
+        return config.tenant_max_open_jobs
+    seats = getattr(getattr(engine, "config", None), "max_num_seqs", None)
+    return max(1, int(seats)) if seats else None
 
 
 def _attach_metrics(async_engine: AsyncEngine) -> ServerMetrics:

@@ -5,8 +5,8 @@ Invariants:
   embedders), and never changed afterwards (frozen); ``build_app`` and ``serve`` read it, nothing else.
 - ``add_arguments`` is the one definition of the server flags; their defaults are the field defaults.
 - Standard library only, so ``agent-engine serve --help`` stays light (the tool-call parser names come
-  from ``server.tools.parser``, the grammar limits' defaults from ``engine.grammar_limits``, both
-  standard library only).
+  from ``server.tools.parser``, the grammar limits' defaults from ``engine.grammar_limits``, the open
+  jobs' idle time from ``server.open_jobs``, all standard library only).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import argparse
 from dataclasses import dataclass
 
 from agent_engine.engine.grammar_limits import GrammarLimits
+from agent_engine.server.open_jobs import IDLE_S
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -34,7 +35,9 @@ class ServerConfig:
     ``share_prefix_cache`` lets tenants share cached prefixes (off: each tenant's salt walls its own).
 
     Fairness (docs/limits.md): ``tenant_max_requests`` bounds one tenant's requests in flight (None:
-    half of ``max_num_seqs`` when there are several tenants, no bound with one); ``max_prompts`` and
+    half of ``max_num_seqs`` when there are several tenants, no bound with one);
+    ``tenant_max_open_jobs`` bounds the agent jobs one tenant holds open (``server.open_jobs``; None:
+    ``max_num_seqs`` when there are several tenants, no bound with one); ``max_prompts`` and
     ``max_request_tokens`` (None: 8 x ``max_model_len``) bound one request's batch;
     ``tokenizer_workers`` threads prepare prompts, one tenant using at most all but one;
     ``tenant_body_rate`` (MiB/s) is what one tenant's request bodies may average with several tenants;
@@ -57,6 +60,7 @@ class ServerConfig:
     open_metrics: bool = False
     share_prefix_cache: bool = False
     tenant_max_requests: int | None = None
+    tenant_max_open_jobs: int | None = None
     max_prompts: int = DEFAULT_MAX_PROMPTS
     max_request_tokens: int | None = None
     tokenizer_workers: int = 2
@@ -74,7 +78,8 @@ class ServerConfig:
             raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
         if self.max_body_bytes < 1024:
             raise ValueError("max_body_bytes must be at least 1024")
-        for name in ("tenant_max_requests", "max_prompts", "max_request_tokens", "tokenizer_workers"):
+        for name in ("tenant_max_requests", "tenant_max_open_jobs", "max_prompts", "max_request_tokens",
+                     "tokenizer_workers"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1")
@@ -116,7 +121,8 @@ class ServerConfig:
                    drain_timeout=args.drain_timeout, log_level=args.log_level,
                    tool_call_parser=args.tool_call_parser, max_body_bytes=args.max_body_bytes,
                    open_metrics=args.open_metrics, share_prefix_cache=args.share_prefix_cache,
-                   tenant_max_requests=args.tenant_max_requests, max_prompts=args.max_prompts_per_request,
+                   tenant_max_requests=args.tenant_max_requests, tenant_max_open_jobs=args.tenant_max_open_jobs,
+                   max_prompts=args.max_prompts_per_request,
                    max_request_tokens=args.max_request_tokens, tokenizer_workers=args.tokenizer_workers,
                    tenant_body_rate=args.tenant_body_rate,
                    header_timeout=args.header_timeout, body_timeout=args.body_timeout,
@@ -155,6 +161,11 @@ def _add_fairness_arguments(parser: argparse.ArgumentParser, d: ServerConfig) ->
     g.add_argument("--tenant-max-requests", type=int, default=d.tenant_max_requests, metavar="N",
                    help="429 + Retry-After for a tenant with N requests queued or running (default: half "
                         "of --max-num-seqs with several API keys, unbounded with one)")
+    g.add_argument("--tenant-max-open-jobs", type=int, default=d.tenant_max_open_jobs, metavar="N",
+                   help="429 + Retry-After for a turn that would open a tenant's N+1st agent job (one whose "
+                        "last turn had is_last_step false and that was not released, idle under "
+                        f"{IDLE_S:g} s); turns of open jobs always pass (default: --max-num-seqs with "
+                        "several API keys, unbounded with one)")
     g.add_argument("--max-prompts-per-request", type=int, default=d.max_prompts,
                    help=f"most prompts in one completions request (default: {d.max_prompts})")
     g.add_argument("--max-request-tokens", type=int, default=d.max_request_tokens,

@@ -11,9 +11,12 @@ Invariants:
 - Admission, before anything is queued: a request of more than ``max_prompts`` prompts is a 400; one
   that would put its tenant over ``tenant_max_requests`` requests in flight (queued or running) is a
   429 with ``Retry-After`` (that tenant only: the others keep their seats); one that would put the
-  server over ``max_waiting`` queued requests is a 503 with ``Retry-After``. ``inflight`` counts each
-  tenant's accepted requests until their terminal event (so a client that stops reading a stream still
-  holds its seat until the engine ends the request).
+  server over ``max_waiting`` queued requests is a 503 with ``Retry-After``; a turn that would open
+  one agent job more than the tenant's ``open_jobs`` bound (``--tenant-max-open-jobs``,
+  ``server.open_jobs``) is a 429 with ``Retry-After`` (turns of its open jobs always pass).
+  ``inflight`` counts each tenant's accepted requests until their terminal event (so a client that
+  stops reading a stream still holds its seat until the engine ends the request); a job's turn counts
+  in ``open_jobs`` the same way, and a released job stops counting.
 - While ``admit`` waits for the engine to accept a group (its prompts prepared, its grammar compiled),
   a client that disconnects aborts the group: its preparation stops and its compile is killed. A
   refused output constraint is a 400 with the refusal's code (``grammar_too_large``,
@@ -23,7 +26,9 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +40,7 @@ from agent_engine.server.auth import Tenants
 from agent_engine.server.errors import APIError, bad_request
 from agent_engine.server.groups import RequestGroup
 from agent_engine.server.metrics import ServerMetrics
+from agent_engine.server.open_jobs import OpenJobs, TooManyOpenJobs
 from agent_engine.server.server_config import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_PROMPTS
 from scheduler.job_hints import tenant_job_id
 
@@ -61,6 +67,7 @@ class ServerState:
     token_strs: dict[int, str] = field(default_factory=dict)
     last_stats: dict[str, Any] = field(default_factory=dict)
     inflight: dict[str | None, int] = field(default_factory=dict)
+    open_jobs: OpenJobs = field(default_factory=lambda: OpenJobs(None))
 
     @property
     def api_key(self) -> str | None:
@@ -85,9 +92,10 @@ class ServerState:
         tenant = specs[0].hints.tenant if specs else None
         self._check_admission(tenant, len(specs))
         self._check_top_k(specs)
+        self._check_open_jobs(specs)
         try:
             group = self.engine.submit(specs)
-            self._count_inflight(tenant, group)
+            self._count_inflight(tenant, group, self._open_job_turn(specs))
             await _accepted_unless_gone(group, request)
         except (EngineDeadError, EngineStoppedError) as exc:
             raise APIError(503, str(exc), code="engine_unavailable") from exc
@@ -110,6 +118,7 @@ class ServerState:
             released = await self.engine.release_job(engine_job)
         except (EngineDeadError, EngineStoppedError) as exc:
             raise APIError(503, str(exc), code="engine_unavailable") from exc
+        self.open_jobs.release(tenant, job_id)
         if released is None:
             raise APIError(404, f"no live job {job_id!r}", param="job_id", code="job_not_found")
         self.metrics.on_job_released(engine_job, tenant)
@@ -150,16 +159,40 @@ class ServerState:
             raise APIError(503, f"too many queued requests (max {self.max_waiting}); retry later",
                            code="server_overloaded", headers={"Retry-After": RETRY_AFTER_S})
 
-    def _count_inflight(self, tenant: str | None, group: RequestGroup) -> None:
-        """``inflight[tenant]`` grows by the group's size now and shrinks as its requests end."""
+    def _check_open_jobs(self, specs: list[RequestSpec]) -> None:
+        """429 when the requests' turn would open one job more than its tenant may hold open."""
+        if not specs:
+            return
+        hints = specs[0].hints
+        try:
+            self.open_jobs.check(hints.tenant, hints.job_id, hints.is_last_step)
+        except TooManyOpenJobs as exc:
+            raise APIError(429, str(exc), param="job_id", code="rate_limit_exceeded",
+                           headers={"Retry-After": str(math.ceil(exc.retry_after))}) from exc
+
+    def _open_job_turn(self, specs: list[RequestSpec]) -> Callable[[], None] | None:
+        """Count the requests' turn of their job in ``open_jobs`` (the requests of one call share it)."""
+        hints = specs[0].hints if specs else None
+        return None if hints is None else self.open_jobs.turn_started(hints.tenant, hints.job_id, hints.is_last_step)
+
+    def _count_inflight(self, tenant: str | None, group: RequestGroup,
+                        turn_ended: Callable[[], None] | None = None) -> None:
+        """``inflight[tenant]`` grows by the group's size now and shrinks as its requests end;
+        ``turn_ended`` is called once, when the last of them has ended."""
         self.inflight[tenant] = self.inflight.get(tenant, 0) + len(group.request_ids)
+        running = len(group.request_ids)
+        turn = [turn_ended] if turn_ended is not None else []
 
         def ended(n: int) -> None:
+            nonlocal running
             left = self.inflight.get(tenant, 0) - n
             if left > 0:
                 self.inflight[tenant] = left
             else:
                 self.inflight.pop(tenant, None)
+            running -= n
+            if running <= 0 and turn:
+                turn.pop()()
 
         group.on_end = ended
 

@@ -97,10 +97,13 @@ def to_chat_form(req: CountTokensRequest) -> ChatForm:
 
 
 def tools_to_openai(req: CountTokensRequest) -> list[dict[str, Any]] | None:
+    """The tools as OpenAI function tools; a tool's ``strict`` travels with it when given."""
     if not req.tools:
         return None
     return [{"type": "function", "function": {"name": t.name, "description": t.description or "",
-                                              "parameters": t.input_schema}} for t in req.tools]
+                                              "parameters": t.input_schema,
+                                              **({} if t.strict is None else {"strict": t.strict})}}
+            for t in req.tools]
 
 
 def tool_choice_to_openai(choice: ToolChoice | None) -> str | dict[str, Any] | None:

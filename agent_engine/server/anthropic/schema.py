@@ -11,6 +11,10 @@ Invariants:
   reasoning channel, and Claude Code sends it by default.
 - ``cache_control`` is accepted on every block and tool; an explicit ``ttl`` ("5m" / "1h") is a TTL hint
   in seconds (see ``cache_ttl_hint``). Without ``ttl`` it is no hint (clients mark every request).
+- A tool's ``strict`` is a boolean (anything else is a 400) and is honoured exactly as an OpenAI
+  function's ``strict``: it travels with the tool (``convert.tools_to_openai``), so a strict
+  ``input_schema`` with a keyword the grammar library does not enforce is a 400
+  ``unsupported_schema_keyword`` (``structured_request.unenforced_parts``).
 """
 
 from __future__ import annotations
@@ -116,6 +120,7 @@ class Tool(BaseModel):
     name: StrictStr = Field(pattern=TOOL_NAME_PATTERN)
     description: StrictStr | None = None
     input_schema: dict[str, Any]
+    strict: StrictBool | None = None
     cache_control: CacheControl | None = None
 
     @field_validator("type")
