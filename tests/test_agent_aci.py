@@ -1,4 +1,6 @@
-"""The tool-calling agent's interface: each tool in a real sandbox, bad calls, and a whole job.
+"""The tool-calling agent's interface: each tool in a real sandbox, bad calls, edits a small model can make
+(line ranges, no broken syntax, no read-only check file, nothing from an answer cut at the token
+limit), and whole jobs (the map in the task, the failing code after a failing check).
 
 A fake OpenAI server (``httpx.MockTransport``) answers each step with a scripted tool call, streamed in
 fragments as a real server streams ``delta.tool_calls``, so the loop's joining of fragments, its
@@ -8,15 +10,16 @@ fragments as a real server streams ``delta.tool_calls``, so the loop's joining o
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from agent_fakes import ToolServer, tool_call
+from agent_fakes import FakeServer, ToolServer, tool_call
 
-from agent_engine.agent.aci import TOOLS, Progress, run_tool_call
+from agent_engine.agent.aci import CUT_MESSAGE, TOOLS, Progress, run_tool_call
 from agent_engine.agent.loop import AgentConfig, run_agent_job
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.task_set import builtin_tasks
@@ -38,7 +41,7 @@ def _file(sb: Sandbox) -> str:
 
 
 def test_every_tool_is_a_strict_function_with_required_strings() -> None:
-    assert [t["function"]["name"] for t in TOOLS] == ["bash", "view_file", "edit_file", "submit"]
+    assert [t["function"]["name"] for t in TOOLS] == ["bash", "view_file", "search", "replace_lines", "edit_file", "submit"]
     for t in TOOLS:
         params = t["function"]["parameters"]
         assert params["additionalProperties"] is False and set(params["required"]) == set(params["properties"])
@@ -130,7 +133,7 @@ def test_a_failed_edit_of_a_huge_file_stays_bounded(tmp_path: Path) -> None:
 def test_a_read_only_file_is_not_edited_and_the_model_is_told(sandbox: Sandbox) -> None:
     assert sandbox.run("chmod a-w calc.py").exit_code == 0
     out = run_tool_call(sandbox, tool_call("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b"))
-    assert out.exit_code == 1 and "calc.py is read-only: nothing changed" in out.observation
+    assert out.exit_code == 1 and "calc.py is read-only" in out.observation and "nothing changed" in out.observation
     assert _file(sandbox) == SOURCE
 
 
@@ -246,3 +249,151 @@ def test_a_missing_path_names_the_files_of_its_folder_and_the_closest(tmp_path: 
     assert "Did you mean: exprcalc/parser.py" in text
     assert "Files in exprcalc: exprcalc/__init__.py, exprcalc/evaluator.py, exprcalc/parser.py" in text
     assert "Files in .: " in file_tool.missing("nowhere/deep/x.py")
+
+
+# --------------------------------------------------------------------------- edits a small model can make
+
+
+def test_replace_lines_replaces_inserts_and_reindents(sandbox: Sandbox) -> None:
+    out = run_tool_call(sandbox, tool_call("replace_lines", path="calc.py", start_line=2, end_line=2,
+                                           new_text="return a + b"))  # indentation left out
+    assert out.exit_code == 0 and out.observation.startswith("Replaced lines 2-2 of calc.py by 1 line(s).")
+    assert "(new_text was re-indented by 4 to match the lines it replaces.)" in out.observation
+    assert _file(sandbox) == SOURCE.replace("a - b", "a + b")
+    out = run_tool_call(sandbox, tool_call("replace_lines", path="calc.py", start_line="2", end_line="1",
+                                           new_text='    """The sum."""\n'))
+    assert out.observation.startswith("Inserted before line 2 of calc.py by 1 line(s).")
+    assert "(Lines after 2 moved by +1: line numbers from earlier views are stale.)" in out.observation
+    assert _file(sandbox).startswith('def add(a, b):\n    """The sum."""\n    return a + b\n')
+    numbered = run_tool_call(sandbox, tool_call("replace_lines", path="calc.py", start_line=7, end_line=7,
+                                                new_text="   7|     return 2 * x"))  # copied from a view
+    assert numbered.exit_code == 0 and _file(sandbox).endswith("def double(x):\n    return 2 * x\n")
+
+
+def test_replace_lines_outside_the_file_changes_nothing(sandbox: Sandbox) -> None:
+    out = run_tool_call(sandbox, tool_call("replace_lines", path="calc.py", start_line=40, end_line=41, new_text="x"))
+    assert out.exit_code == 1 and "Lines 40-41 are not lines of calc.py: its lines are 1-6." in out.observation
+    missing = run_tool_call(sandbox, {"function": {"name": "replace_lines",
+                                                   "arguments": '{"path": "calc.py", "new_text": "x"}'}})
+    assert missing.format_error and "start_line, end_line" in missing.observation
+    assert _file(sandbox) == SOURCE
+
+
+def test_an_edit_that_breaks_the_syntax_is_refused(sandbox: Sandbox) -> None:
+    out = run_tool_call(sandbox, tool_call("replace_lines", path="calc.py", start_line=2, end_line=2,
+                                           new_text="    return (a + b"))
+    assert out.exit_code == 1 and "Nothing changed: the edit would break calc.py's syntax" in out.observation
+    assert "   2|     return (a + b" in out.observation
+    edit = run_tool_call(sandbox, tool_call("edit_file", path="calc.py", old_text="def double(x):",
+                                            new_text="def double(x)"))
+    assert edit.exit_code == 1 and "would break calc.py's syntax" in edit.observation
+    assert _file(sandbox) == SOURCE
+
+
+def test_a_read_only_check_file_points_to_the_librarys_code(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "core.py").write_text("X = 1\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_core.py").write_text("X = 1\n")
+    (tmp_path / "tests" / "test_core.py").chmod(0o444)
+    with Sandbox.create(str(tmp_path), timeout=20, isolation="process") as sb:
+        for call in (tool_call("edit_file", path="tests/test_core.py", old_text="X = 1", new_text="X = 2"),
+                     tool_call("replace_lines", path="tests/test_core.py", start_line=1, end_line=1, new_text="X = 2")):
+            out = run_tool_call(sb, call)
+            assert out.exit_code == 1 and out.observation.startswith(
+                "tests/test_core.py is read-only: it is part of the task's check, so nothing changed. Fix the "
+                "library's code instead: pkg/core.py (view_file . shows each module's classes and functions).")
+        assert sb.run("cat tests/test_core.py").output == "X = 1\n"
+
+
+def test_an_answer_cut_at_the_token_limit_changes_nothing(sandbox: Sandbox) -> None:
+    for call in (tool_call("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b"),
+                 tool_call("replace_lines", path="calc.py", start_line=2, end_line=2, new_text="    return a + b"),
+                 tool_call("bash", command="echo x > calc.py"),
+                 {"function": {"name": "edit_file", "arguments": '{"path": "calc.py", "old_text": "ret'}}):
+        out = run_tool_call(sandbox, call, cut=True)
+        assert out.cut and out.exit_code == 1 and out.observation == CUT_MESSAGE and not out.format_error
+    assert _file(sandbox) == SOURCE
+    view = run_tool_call(sandbox, tool_call("view_file", path="calc.py", start_line=1, end_line=2), cut=True)
+    assert not view.cut and "   2|     return a - b" in view.observation  # a whole read-only call still runs
+
+
+class CutServer(ToolServer):
+    """A ``ToolServer`` whose answers at the given steps end for length (``finish_reason`` "length")."""
+
+    def __init__(self, script: list[dict[str, Any]], cut_steps: set[int]) -> None:
+        super().__init__(script)
+        self.cut_steps = cut_steps
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle(request)
+        if request.method == "POST":
+            step = sum(1 for m in json.loads(request.content)["messages"] if m["role"] == "assistant")
+            if step in self.cut_steps:
+                return httpx.Response(200, text=response.text.replace('"tool_calls"}', '"length"}'),
+                                      headers=response.headers)
+        return response
+
+
+def _job(server: Any, repo: str, config: AgentConfig, check: str | None = None) -> tuple[Any, str]:
+    async def go() -> tuple[Any, str]:
+        async with httpx.AsyncClient(base_url="http://fake", transport=httpx.MockTransport(server.handle)) as c:
+            with Sandbox.create(repo, timeout=30, isolation="process") as sb:
+                result = await run_agent_job(c, "Fix calc.", sb, "job-1", config, t0=0.0, check=check)
+                return result, sb.run("cat calc.py").output
+
+    return asyncio.run(go())
+
+
+def test_a_job_refuses_the_edit_of_a_cut_answer_and_goes_on(tmp_path: Path) -> None:
+    (tmp_path / "calc.py").write_text(SOURCE)
+    edit = tool_call("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b")
+    server = CutServer([edit, edit, tool_call("submit")], cut_steps={0})
+    result, source = _job(server, str(tmp_path), AgentConfig(step_limit=4, interface="tools"))
+    tools = [m["content"] for m in result.messages if m["role"] == "tool"]
+    assert tools[0] == CUT_MESSAGE and tools[1].startswith("Edited calc.py.")
+    assert result.job.cut_answers == 1 and result.turns[0].finish_reason == "length"
+    assert source == SOURCE.replace("a - b", "a + b")
+
+
+def test_a_job_opens_with_the_repository_map_and_shows_the_failing_code(tmp_path: Path) -> None:
+    (tmp_path / "calc.py").write_text(SOURCE)
+    (tmp_path / "check.py").write_text("import calc\nassert calc.double(2) == 4, calc.double(2)\n")
+    check = "python3 check.py"
+    server = ToolServer([tool_call("bash", command=check), tool_call("submit")])
+    result, _ = _job(server, str(tmp_path), AgentConfig(step_limit=3, interface="tools"), check=check)
+    task = result.messages[1]["content"]
+    assert task.startswith("Task: Fix calc.\n\nThe repository's files") and "    1 def add\n    5 def double" in task
+    observation = [m["content"] for m in result.messages if m["role"] == "tool"][0]
+    assert "The library code on the failing path" not in observation  # the assertion is the check's own line
+    assert "The failing tests call this library code" in observation
+    assert "calc.py, def double (lines 5-6), called by check.py:2:" in observation
+    assert "calc.py, def add (lines 1-2), called by double:\n   1| def add(a, b):\n   2|     return a - b" in observation
+    assert observation.endswith("Next: fix the library code shown above (replace_lines with its line numbers, or "
+                                "edit_file); view_file shows more lines.")
+    bare, _ = _job(ToolServer([tool_call("submit")]), str(tmp_path),
+                   AgentConfig(step_limit=1, interface="tools", aids=False))
+    assert bare.messages[1]["content"] == "Task: Fix calc."
+
+
+def test_the_text_interface_runs_tool_commands_and_names_a_cut_answer(tmp_path: Path) -> None:
+    (tmp_path / "calc.py").write_text(SOURCE)
+    script = ["```bash\nview_file calc.py 2 2\n```", "```bash\nreplace_lines calc.py 2 2 'return a + b'\n```",
+              "```bash\ncat > calc.py <<EOF\nhalf of a fi", "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"]
+    server = FakeServer(script)
+    original = server.handle
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        response = original(request)
+        if request.method == "POST" and sum(m["role"] == "assistant" for m in json.loads(request.content)["messages"]) == 2:
+            return httpx.Response(200, text=response.text.replace('"stop"', '"length"'), headers=response.headers)
+        return response
+
+    server.handle = handle  # type: ignore[method-assign]
+    result, source = _job(server, str(tmp_path), AgentConfig(step_limit=5, interface="text", aids=True))
+    users = [m["content"] for m in result.messages if m["role"] == "user"]
+    assert "view_file PATH START END" in result.messages[0]["content"]  # the prompt names the commands
+    assert "calc.py, lines 2-2 of 6:\n   2|     return a - b" in users[1]
+    assert users[2].startswith("<returncode>0</returncode>") and "Replaced lines 2-2 of calc.py" in users[2]
+    assert users[3].startswith("Your answer was cut at the token limit")
+    assert result.job.exit_status == "Submitted" and source == SOURCE.replace("a - b", "a + b")

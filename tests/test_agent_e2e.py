@@ -157,7 +157,7 @@ def test_agent_tasks_benchmark_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "agent_tasks.json"
     t = time.perf_counter()
     rc = bench_main(["--model", str(default_model_dir()), "--jobs", "1", "--policies", "fcfs,continuum", "--hints", "none", "--step-limit", "2",
-                     "--max-tokens", "8", "--max-model-len", "1024", "--num-kv-blocks", "80",
+                     "--max-tokens", "8", "--max-model-len", "2048", "--num-kv-blocks", "160",
                      "--engine-arg=--no-profile-reload-cost", "--log-dir", str(tmp_path / "logs"),
                      "--records-dir", str(tmp_path / "records"), "--json", str(out), "--no-progress"])
     print(f"\nbench agent-tasks: {time.perf_counter() - t:.1f} s")

@@ -77,6 +77,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interface", choices=("tools", "text"), default="tools",
                    help="tools: bash, view_file, edit_file and submit as tool calls (tool_choice required); "
                         "text: one ```bash block per answer, mini-swe-agent style (default: tools)")
+    p.add_argument("--aids", choices=("auto", "on", "off"), default="auto",
+                   help="the repository map in the task and the failing code after a failing command "
+                        "(default auto: on for --interface tools, off for text)")
     p.add_argument("--job-id-prefix", default=None,
                    help="job ids are PREFIX<index> (default: agent-<random>-)")
     p.add_argument("--allow-network", action="store_true",
@@ -112,7 +115,8 @@ def _cmd_agent(args: argparse.Namespace) -> int:
                             temperature=args.temperature, model=args.model, stream=not args.no_stream,
                             hints=args.hints, interface=args.interface, seed=args.seed,
                             repeat_temperature_step=args.repeat_temperature_step,
-                            repeat_temperature_cap=args.repeat_temperature_cap)
+                            repeat_temperature_cap=args.repeat_temperature_cap,
+                            aids=None if args.aids == "auto" else args.aids == "on")
         options = RunOptions(args.base_url, agent, concurrency=args.concurrency,
                              command_timeout=args.command_timeout,
                              max_output_chars=args.max_output_chars, api_key=api_key,

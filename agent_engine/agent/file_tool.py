@@ -1,13 +1,19 @@
-"""The program behind ``view_file`` and ``edit_file``: it runs INSIDE the sandbox, as ``python3 -I -c SOURCE ARG``.
+"""The program behind the file tools: it runs INSIDE the sandbox, as ``python3 -I -c PROGRAM ARG``.
 
-``agent_engine.agent.aci`` sends this file's source to the sandbox's ``python3`` with one argument,
-base64 JSON ``{"op": "view" | "edit", "path", "old", "new"}``; what it prints is the observation, its
-exit status the tool's. Importing it runs nothing; it needs nothing but the standard library.
+``agent_engine.agent.aci`` runs this file's source (followed by ``agent_engine.agent.repo_tool``'s, in
+one namespace: see ``aci.tool_program``) in the sandbox's ``python3`` with one argument, base64 JSON
+``{"op", "path", ...}``; what it prints is the observation, its exit status the tool's. Importing it
+runs nothing; it needs nothing but the standard library (``ast`` for a module's definitions).
 
 Invariants:
-- ``view`` prints the file with line numbers (its first ``VIEW_LINES`` lines), a folder's files, or,
-  when the path does not exist, the files of its nearest existing folder (at most ``MAX_LISTED``) and
-  the closest paths in the tree (``difflib``).
+- ``view`` never floods a small model's context: a file of at most ``WHOLE_FILE_LINES`` lines and
+  ``WHOLE_FILE_CHARS`` characters is shown whole with line numbers; a bigger one without a window
+  shows its outline (each class and function line, numbered, at most ``OUTLINE_ENTRIES``), its first
+  ``HEAD_LINES`` lines and how to ask for more; a window (``start``/``end``, 1-based, inclusive)
+  shows at most ``WINDOW_LINES`` lines and ``VIEW_CHARS`` characters. Every shown line is cut to ``VIEW_LINE_CHARS`` characters.
+  ``PATH:LINE`` (as ``search`` and tracebacks print) views a window around that line. A path that
+  does not exist shows the files of its nearest existing folder (at most ``MAX_LISTED``) and the
+  closest paths in the tree (``difflib``).
 - ``edit`` writes the file only when ``old`` occurs exactly once: verbatim, else line by line with
   leading and trailing blanks ignored (``new`` is then re-indented to the first matched line's
   indentation), each tried again without line numbers when every line of ``old`` carries a
@@ -22,29 +28,48 @@ Invariants:
   on the lines ``old`` names (``gapped_edit``): a changed run of ``old``'s lines must be adjacent in
   the file, the lines ``old`` left out stay, and the observation says the match was not exact and
   shows the result. Anything less certain writes nothing.
-- A file that cannot be written (read-only, as the task's check files are) is left as it was, and the
-  observation says so.
+- ``lines`` replaces lines ``start``..``end`` (1-based, inclusive; ``end = start - 1`` inserts before
+  ``start``) by ``new``; numbers outside the file change nothing and say the file's length. ``new``
+  copied with ``view``'s line numbers is taken without them, and ``new`` whose lines all start left
+  of the replaced lines' indentation while it has none is re-indented to it (the observation says so).
+- No edit leaves a file worse than it found it: an edit of a ``.py`` file that compiled before and
+  would not after is refused (the error and the lines it would have produced are shown); a file with
+  no write bit (a task's check files) is never written, even by root, and the refusal names the
+  repository's writable Python modules, the code to fix instead.
 """
 
 from __future__ import annotations
 
+import ast
 import base64
 import difflib
 import json
 import os
 import re
+import stat
 import sys
 
-VIEW_LINES = 400
+WHOLE_FILE_LINES = 150  # a file up to this many lines (and WHOLE_FILE_CHARS characters) is shown whole
+WHOLE_FILE_CHARS = 6000
+WINDOW_LINES = 100  # lines one view shows at most
+HEAD_LINES = 30  # lines shown after a big file's outline
+OUTLINE_ENTRIES = 50  # definitions in a big file's outline, at most
+VIEW_LINE_CHARS = 300  # characters per viewed line, at most
+VIEW_CHARS = 6000  # characters of one window, at most (its lines are cut short of it)
+AROUND = 10  # lines shown before PATH:LINE
 SHOW_LINES = 12  # lines shown after a failed edit, at most
 LINE_CHARS = 160  # characters per shown line, at most
 CONTEXT = 1  # lines shown around the closest window
 MAX_LISTED = 40  # files named when a path does not exist, at most
+LIBRARY_LISTED = 8  # writable modules named when a read-only file is refused, at most
 MIN_SIMILARITY = 0.5  # below this, no window is offered as "what you meant"
 MAX_WINDOWS = 5000  # windows compared by difflib, at most (the file's first lines)
 PROBE_LINES = 3  # a window is compared on its first lines only
 MAX_GAP = 3  # lines the model may have left out between two lines of old_text (gapped_edit)
 NUMBERED = re.compile(r"^ *[0-9]+[|] ?")
+LINE_SUFFIX = re.compile(r"^(.+?):([0-9]+)(?:-([0-9]+))?:?$")
+SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "venv", "env", "build", "dist"})
+TEST_DIRS = frozenset({"tests", "test", "testing"})
 
 
 def numbered(lines: list[str], start: int = 1) -> str:
@@ -62,6 +87,108 @@ def shown(lines: list[str], first: int) -> str:
     if len(lines) > SHOW_LINES:
         out.append(f"      ... ({len(lines) - SHOW_LINES} more lines)\n")
     return "".join(out)
+
+
+def cut_line(line: str, limit: int = VIEW_LINE_CHARS) -> str:
+    """``line`` (without its line end) cut to ``limit`` characters, marked when cut."""
+    line = line.rstrip("\r\n")
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def numbered_cut(lines: list[str], start: int = 1) -> str:
+    """``lines`` numbered as ``view`` shows them, each cut to ``VIEW_LINE_CHARS`` characters."""
+    return "".join(f"{n:4d}| {cut_line(line)}\n" for n, line in enumerate(lines, start))
+
+
+def definitions(text: str) -> list[tuple[int, int, int, str, str]] | None:
+    """``(first line, last line, depth, kind, name)`` of the module's top-level classes and functions
+    and of the methods of its top-level classes (depth 1, named ``Class.method``), in line order;
+    ``kind`` is "class" or "def". None when ``text`` is not Python that parses."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    found = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.append((node.lineno, node.end_lineno or node.lineno, 0, "def", node.name))
+        elif isinstance(node, ast.ClassDef):
+            found.append((node.lineno, node.end_lineno or node.lineno, 0, "class", node.name))
+            for sub in node.body:
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    found.append((sub.lineno, sub.end_lineno or sub.lineno, 1, "def", f"{node.name}.{sub.name}"))
+    return found
+
+
+def is_test_path(path: str) -> bool:
+    """Whether ``path`` (relative) is a test file or lies in a test folder."""
+    parts = os.path.normpath(path).split(os.sep)
+    name = parts[-1]
+    return (any(p in TEST_DIRS for p in parts[:-1]) or name.startswith("test_") or name.endswith("_test.py")
+            or name == "conftest.py")
+
+
+def read_only(path: str) -> bool:
+    """Whether the file has no write bit at all (the task's check files): true even for root."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode) & 0o222 == 0
+    except OSError:
+        return False
+
+
+def skipped_dir(name: str) -> bool:
+    return name.startswith(".") or name in SKIPPED_DIRS or name.endswith(".egg-info")
+
+
+def library_files(limit: int = LIBRARY_LISTED) -> list[str]:
+    """Up to ``limit`` writable Python modules of the repository that are not tests, sorted: the code a
+    task asks to fix."""
+    found: list[str] = []
+    for folder, dirs, files in os.walk("."):
+        dirs[:] = sorted(d for d in dirs if not skipped_dir(d))
+        for f in sorted(files):
+            path = os.path.normpath(os.path.join(folder, f))
+            if f.endswith(".py") and not is_test_path(path) and not read_only(path):
+                found.append(path)
+        if len(found) >= limit:
+            break
+    return sorted(found)[:limit]
+
+
+def read_only_refusal(path: str) -> str:
+    """Why nothing was written to the read-only ``path``, and which files to fix instead."""
+    code = library_files()
+    where = (f"Fix the library's code instead: {', '.join(code)}" + (", ..." if len(code) >= LIBRARY_LISTED else "")
+             + " (view_file . shows each module's classes and functions).") if code else \
+        "Fix the code the check tests instead."
+    return f"{path} is read-only: it is part of the task's check, so nothing changed. {where}"
+
+
+def syntax_error(path: str, text: str) -> SyntaxError | None:
+    """The syntax error of ``text`` as the Python module ``path`` (None: it compiles, or it is not a
+    ``.py`` file)."""
+    if not path.endswith(".py"):
+        return None
+    try:
+        compile(text, path, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        return e
+    except (ValueError, RecursionError, MemoryError) as e:  # a null byte; absurd nesting
+        return SyntaxError(str(e))
+    return None
+
+
+def breaks_syntax(path: str, before: str, after: str) -> str | None:
+    """The refusal when ``after`` does not compile while ``before`` did (None: the edit may go)."""
+    error = syntax_error(path, after)
+    if error is None or syntax_error(path, before) is not None:
+        return None
+    line = error.lineno or 1
+    lines = after.splitlines()
+    lo, hi = max(1, line - 3), min(len(lines), line + 3)
+    return (f"Nothing changed: the edit would break {path}'s syntax ({error.msg} at line {line} of the "
+            f"result). The result would have read:\n" + shown(lines[lo - 1:hi], lo)
+            + "Check new_text's indentation and brackets, then try again.\n")
 
 
 def variants(old: str) -> list[str]:
@@ -258,38 +385,50 @@ def edit(path: str, text: str, old: str, new: str) -> int:
         if gapped is None:
             print(not_found(path, text, old), end="")
             return 1
-        return write_gapped(path, *gapped)
+        return write_gapped(path, text, *gapped)
     if indent is not None:
         body = new.strip("\n").splitlines()
         base = min((len(x) - len(x.lstrip()) for x in body if x.strip()), default=0)
         new = "".join(indent + x[base:] + "\n" if x.strip() else "\n" for x in body)
-    text = text[:start] + new + text[end:]
-    if not written(path, text):
+    result = text[:start] + new + text[end:]
+    if not written(path, text, result):
         return 1
-    lines = text.splitlines(keepends=True)
-    first = text[:start].count("\n")
+    lines = result.splitlines(keepends=True)
+    first = result[:start].count("\n")
     last = first + max(1, new.count("\n") + (0 if new.endswith("\n") else 1))
     lo = max(0, first - 2)
     print(f"Edited {path}. Lines {lo + 1}-{min(len(lines), last + 2)} now read:")
     print(numbered(lines[lo:last + 2], lo + 1), end="")
+    print(moved(len(text.splitlines()), len(lines), last), end="")
     return 0
 
 
-def written(path: str, text: str) -> bool:
-    """Write ``text`` to ``path``; False (after saying so) when the file is read-only."""
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except PermissionError:
-        print(f"{path} is read-only: nothing changed. A task's check files are read-only: fix the code they "
-              "test instead.")
-        return False
-    return True
+def moved(before: int, after: int, last: int) -> str:
+    """The note that an edit moved the lines after line ``last`` (1-based), "" when it did not."""
+    shift = after - before
+    if shift == 0 or last >= after:
+        return ""
+    return f"(Lines after {last} moved by {shift:+d}: line numbers from earlier views are stale.)\n"
 
 
-def write_gapped(path: str, text: str, first: int, last: int) -> int:
-    """Write a ``gapped_edit`` result; prints what changed (or that the file is read-only)."""
-    if not written(path, text):
+def written(path: str, before: str, text: str) -> bool:
+    """Write ``text`` (the file read ``before``) to ``path``; False, after saying why, when the file is
+    read-only or the edit would break its syntax."""
+    refusal = read_only_refusal(path) + "\n" if read_only(path) else breaks_syntax(path, before, text)
+    if refusal is None:
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            return True
+        except PermissionError:
+            refusal = read_only_refusal(path) + "\n"
+    print(refusal, end="")
+    return False
+
+
+def write_gapped(path: str, before: str, text: str, first: int, last: int) -> int:
+    """Write a ``gapped_edit`` result; prints what changed (or why nothing did)."""
+    if not written(path, before, text):
         return 1
     lines = text.splitlines(keepends=True)
     lo, hi = max(0, first - 1), min(len(lines), last + 2)
@@ -297,6 +436,96 @@ def write_gapped(path: str, text: str, first: int, last: int) -> int:
           f"which were kept); the change was applied to the lines it named. Lines {lo + 1}-{hi} now read:")
     print(numbered(lines[lo:hi], lo + 1), end="")
     return 0
+
+
+def replace_lines(path: str, text: str, start: int, end: int, new: str) -> int:
+    """Replace lines ``start``..``end`` of the file by ``new`` (see the module docstring); prints the
+    observation."""
+    lines = text.splitlines(keepends=True)
+    n = len(lines)
+    if start < 1 or start > n + 1 or end < start - 1:
+        span = f"1-{n}" if n else "none: it is empty"
+        print(f"Lines {start}-{end} are not lines of {path}: its lines are {span}. Give start_line <= end_line "
+              "within the file (end_line = start_line - 1 inserts before start_line). Nothing changed.")
+        return 1
+    note = ""
+    if end > n:
+        note, end = f"(end_line {end} is past the end of the file: replaced up to line {n}.)\n", n
+    body = variants(new)[-1] if new.strip() else ""
+    new_lines = [x.rstrip("\r\n") for x in body.split("\n")] if body else []
+    if new_lines and new_lines[-1] == "" and body.endswith("\n"):
+        new_lines.pop()
+    pad = min((indent_of(x) for x in lines[start - 1:end] if x.strip()), key=len, default="")
+    new_indent = min((len(indent_of(x)) for x in new_lines if x.strip()), default=0)
+    if new_indent == 0 and pad and any(x.strip() for x in new_lines):
+        new_lines = [pad + x if x.strip() else x for x in new_lines]
+        note += f"(new_text was re-indented by {len(pad)} to match the lines it replaces.)\n"
+    result_lines = lines[:start - 1] + [x + "\n" for x in new_lines] + lines[end:]
+    result = "".join(result_lines)
+    if not written(path, text, result):
+        return 1
+    last = start - 1 + len(new_lines)
+    lo, hi = max(0, start - 3), min(len(result_lines), max(last, start) + 2)
+    what = f"Replaced lines {start}-{end}" if end >= start else f"Inserted before line {start}"
+    print(f"{what} of {path} by {len(new_lines)} line(s). Lines {lo + 1}-{hi} now read:")
+    print(numbered_cut(result_lines[lo:hi], lo + 1), end="")
+    print(note + moved(n, len(result_lines), last), end="")
+    return 0
+
+
+def view(path: str, text: str, start: int = 0, end: int = 0) -> str:
+    """What ``view_file`` shows of the file (see the module docstring)."""
+    lines = text.splitlines(keepends=True)
+    n = len(lines)
+    if n == 0:
+        return f"{path} is empty.\n"
+    if start <= 0 and end <= 0:
+        if n <= WHOLE_FILE_LINES and len(text) <= WHOLE_FILE_CHARS:
+            return numbered_cut(lines)
+        return big_file(path, text, lines)
+    if start <= 0:
+        start = max(1, end - WINDOW_LINES + 1)
+    if end <= 0:
+        end = start + WINDOW_LINES - 1
+    if end < start:
+        start, end = end, start
+    if start > n:
+        return f"{path} has only {n} lines: ask for lines within 1-{n}.\n"
+    end, asked = min(end, n), end
+    note = ""
+    if end - start + 1 > WINDOW_LINES:
+        end, note = start + WINDOW_LINES - 1, f" (at most {WINDOW_LINES} lines at a time)"
+    used = 0
+    for k in range(start, end + 1):
+        used += len(cut_line(lines[k - 1])) + 7
+        if used > VIEW_CHARS and k > start:
+            end, note = k - 1, f" (at most {VIEW_CHARS} characters at a time)"
+            break
+    out = f"{path}, lines {start}-{end} of {n}{note}:\n" + numbered_cut(lines[start - 1:end], start)
+    if end < n:
+        out += f"(More: view_file {path} with start_line={end + 1}.)\n"
+    elif asked > n:
+        out += "(End of file.)\n"
+    return out
+
+
+def big_file(path: str, text: str, lines: list[str]) -> str:
+    """A big file without a window: its outline, its first lines and how to ask for more."""
+    out = [f"{path} has {len(lines)} lines, too many to show at once."]
+    defs = definitions(text) if path.endswith(".py") else None
+    if defs:
+        if len(defs) > OUTLINE_ENTRIES:  # methods go first, then the outline is cut
+            defs = [d for d in defs if d[2] == 0] if sum(1 for d in defs if d[2] == 0) <= OUTLINE_ENTRIES else defs
+        out.append("Its classes and functions (line: definition):")
+        out.extend(f"{d[0]:4d}| {cut_line(lines[d[0] - 1], LINE_CHARS)}" for d in defs[:OUTLINE_ENTRIES])
+        if len(defs) > OUTLINE_ENTRIES:
+            out.append(f"      ... ({len(defs) - OUTLINE_ENTRIES} more definitions)")
+    head = min(HEAD_LINES, len(lines))
+    out.append(f"Lines 1-{head}:")
+    out.append(numbered_cut(lines[:head]).rstrip("\n"))
+    out.append(f"To see more, call view_file with start_line and end_line (at most {WINDOW_LINES} lines at a "
+               f"time), e.g. start_line={head + 1}, end_line={min(len(lines), head + 60)}.")
+    return "\n".join(out) + "\n"
 
 
 def tree_files(root: str, limit: int = MAX_LISTED) -> list[str]:
@@ -325,11 +554,27 @@ def missing(path: str) -> str:
     return "\n".join(lines)
 
 
+def number(value: object) -> int:
+    """A line number from the call's JSON (an int, or digits in a string); 0 when there is none."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    """Run one ``view`` or ``edit`` (argv[1]: base64 JSON); returns the exit status."""
+    """Run one ``view``, ``edit`` or ``lines`` (argv[1]: base64 JSON); returns the exit status."""
     a = json.loads(base64.b64decode(argv[1]))
-    path = a["path"]
-    if os.path.isdir(path) and a["op"] != "view":
+    path, op = a["path"], a["op"]
+    start, end = number(a.get("start")), number(a.get("end"))
+    at = LINE_SUFFIX.match(path)
+    if not os.path.exists(path) and at is not None and os.path.isfile(at.group(1)) and op == "view":
+        path, line = at.group(1), int(at.group(2))  # ``parser.py:40`` as search and tracebacks print it
+        start, end = max(1, line - AROUND), int(at.group(3) or line + WINDOW_LINES // 2)
+    if os.path.isdir(path) and op != "view":
         print(f"{path} is a folder, not a file. Nothing changed.")
         return 1
     if os.path.isdir(path):
@@ -339,11 +584,20 @@ def main(argv: list[str]) -> int:
     if not os.path.isfile(path):
         print(missing(path))
         return 1
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    if a["op"] == "view":
-        print(numbered(text.splitlines(keepends=True)[:VIEW_LINES]), end="")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError:
+        print(f"{path} is not a text file (not UTF-8). Nothing changed.")
+        return 1
+    if op == "view":
+        print(view(path, text, start, end), end="")
         return 0
+    if read_only(path):
+        print(read_only_refusal(path))
+        return 1
+    if op == "lines":
+        return replace_lines(path, text, start, end, a["new"])
     return edit(path, text, a["old"], a["new"])
 
 

@@ -33,40 +33,62 @@ Invariants:
   raised temperature with a seed. Each turn record carries the ``temperature`` and ``seed`` its call
   was sent with (seed None: greedy, none sent).
 - With ``AgentConfig.context_tokens`` (the runner sets it from the server's ``GET /models``), a prompt
-  that would not fit the context has its oldest observations elided first (``context_fit``; counted
-  in ``AgentJobRecord.elided``), and one the server still refuses as too long is fitted to half the
-  budget and sent once more.
+  that would not fit the context is shrunk first (``context_fit``, measured in the server's tokens;
+  counted in ``AgentJobRecord.elided``) and each new observation is kept to
+  ``ContextFit.observation_chars``. A prompt the server refuses as too long (``ChatError.
+  context_exceeded``; counted in ``AgentJobRecord.refused``) never ends the job: it is shrunk further
+  and sent again, up to ``len(LEVELS)`` times; without a known context, the refusal's stated length or
+  the last prompt the server took sets one.
+- An answer cut at the token limit (``finish_reason`` "length") changes nothing: its edit or command is
+  refused with the reason (``aci.run_tool_call(cut=True)``; in the text interface, an unclosed block is
+  named as cut); counted in ``AgentJobRecord.cut_answers``.
+- With ``AgentConfig.aids`` (default: the tools interface only, since ``tiny_agent_model`` is trained on
+  the bare text interface), the task message carries the repository map (``aci.repo_map``, computed in
+  the sandbox) and a failing command's observation the failing tests and code (``aci.annotate``); the
+  text interface's prompt then names the tool commands, which it runs as the tools whatever the prompt.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import httpx
 
 from agent_engine.agent.aci import (
+    CUT_MESSAGE,
+    FAILURE_CHARS,
+    MAP_CHARS,
     SYSTEM_PROMPT_TOOLS,
     TOOLS,
     Progress,
     ToolOutcome,
+    annotate,
+    focus_words,
     parse_arguments,
+    repo_map,
     run_tool_call,
+    shell_tool_call,
 )
-from agent_engine.agent.chat import ChatReply, stream_chat
-from agent_engine.agent.context_fit import MARGIN_TOKENS, ContextFit
+from agent_engine.agent.chat import ChatError, ChatReply, stream_chat
+from agent_engine.agent.context_fit import LEVELS, MARGIN_TOKENS, ContextFit
+from agent_engine.agent.failures import cap_text
 from agent_engine.agent.repeats import Escalation, Repeat, RepeatGuard, call_key, tree_state
-from agent_engine.agent.sandbox import Sandbox
+from agent_engine.agent.sandbox import CommandResult, Sandbox
 from agent_engine.agent.text_interface import (
+    CUT_ANSWER_MESSAGE,
+    OBSERVATION_TEMPLATE,
     SYSTEM_PROMPT,
+    TOOL_COMMANDS,
     format_error_message,
     initial_messages,
     is_submission,
-    observation_message,
     parse_actions,
     submission_of,
     tool_name_of,
@@ -78,7 +100,8 @@ from agent_engine.workloads.sse_client import release_job
 __all__ = ["INTERFACES", "AgentConfig", "AgentJobRecord", "AgentJobResult", "AgentTurnRecord", "client_hints",
            "run_agent_job"]
 
-NO_CALL_MESSAGE = "Format error: call exactly one tool (bash, view_file, edit_file or submit)."
+NO_CALL_MESSAGE = ("Format error: call exactly one tool (" + ", ".join(t["function"]["name"] for t in TOOLS[:-1])
+                   + " or submit).")
 INTERFACES = ("text", "tools")
 
 
@@ -102,13 +125,22 @@ class AgentConfig:
     hints: str = "job_id"  # a style of agent_engine.workloads.hint_styles
     interface: str = "text"  # one of INTERFACES
     context_tokens: int | None = None  # the model's context; set: old observations elided to fit it
+    aids: bool | None = None  # the repository map and the failing code; None: on for the tools interface
+    map_chars: int = MAP_CHARS  # the repository map's budget in the task message
+
+    @property
+    def uses_aids(self) -> bool:
+        """Whether the job gets the repository map and the failing code (see the module docstring)."""
+        return self.aids if self.aids is not None else self.interface == "tools"
 
     @property
     def prompt(self) -> str:
         """The system prompt this job sends."""
         if self.system_prompt is not None:
             return self.system_prompt
-        return SYSTEM_PROMPT_TOOLS if self.interface == "tools" else SYSTEM_PROMPT
+        if self.interface == "tools":
+            return SYSTEM_PROMPT_TOOLS
+        return f"{SYSTEM_PROMPT} {TOOL_COMMANDS}" if self.uses_aids else SYSTEM_PROMPT
 
     def __post_init__(self) -> None:
         if self.interface not in INTERFACES:
@@ -119,6 +151,8 @@ class AgentConfig:
             raise ValueError(f"step_limit must be >= 1, got {self.step_limit}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.map_chars < 0:
+            raise ValueError(f"map_chars must be >= 0, got {self.map_chars}")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if self.context_tokens is not None and self.context_tokens <= self.answer_reserve + MARGIN_TOKENS:
@@ -130,9 +164,14 @@ class AgentConfig:
         """Tokens of the context kept for the answer: ``max_tokens``, or 512 when the server decides."""
         return self.max_tokens if self.max_tokens is not None else 512
 
-    def context_fit(self) -> ContextFit | None:
-        """The job's context budget (None: the agent never elides)."""
-        return None if self.context_tokens is None else ContextFit(self.context_tokens, self.answer_reserve)
+    def context_fit(self, context_tokens: int | None = None) -> ContextFit | None:
+        """The job's context budget (None: the agent never elides), for ``context_tokens`` (default: the
+        configured context)."""
+        context = context_tokens or self.context_tokens
+        if context is None or context <= self.answer_reserve + MARGIN_TOKENS:
+            return None
+        overhead = len(json.dumps(TOOLS)) if self.interface == "tools" else 0
+        return ContextFit(context, self.answer_reserve, overhead_chars=overhead)
 
     def escalation(self) -> Escalation:
         """How repeats raise the temperature of this job's calls."""
@@ -176,7 +215,9 @@ class AgentJobRecord(JobRecord):
     solved: bool | None = None
     verdict: str | None = None  # why the judge said solved or not (agent_engine.agent.judge.Verdict)
     task_name: str | None = None
-    elided: int = 0  # observations elided to fit the context
+    elided: int = 0  # messages elided or shortened to fit the context
+    refused: int = 0  # prompts the server refused as too long for the context (each shrunk and sent again)
+    cut_answers: int = 0  # answers cut at the token limit (their edits and commands refused)
 
 
 @dataclass
@@ -263,11 +304,12 @@ class _Job:
             job.exit_status = type(e).__name__
             return True
         done = _take_reply(rec, job, reply, sent, self.t0)
+        self.record.cut_answers += reply.finish_reason == "length"
         if self.config.interface == "tools":
             submitted = await self._call_tool(rec, reply)
         else:
             self.messages.append({"role": "assistant", "content": reply.text})
-            submitted = await self._act(rec, parse_actions(reply.text), reply.text)
+            submitted = await self._act(rec, parse_actions(reply.text), reply.text, reply.finish_reason == "length")
         rec.tool_seconds = rec.tool_sleep = time.perf_counter() - done
         if self.on_turn is not None:
             self.on_turn(rec)
@@ -275,45 +317,75 @@ class _Job:
 
     async def _ask(self, last: bool, rec: AgentTurnRecord, sent: float) -> ChatReply:
         """The model's answer to the conversation, fitted to the context first; a prompt the server still
-        finds too long is fitted to half the budget and sent once more."""
+        finds too long is shrunk further and sent again (see the module docstring)."""
         job = self.record
         headers = client_hints(self.config, job.job_id, last)[1]
-        for attempt in (0, 1):
+        for attempt in range(len(LEVELS)):
             if self.fit is not None:
-                job.elided += self.fit.fit(self.messages, None if attempt == 0 else self.fit.budget // 2)
+                job.elided += self.fit.fit(self.messages, attempt)
             body = _request_body(self.config, self.messages, job.job_id, last, rec.temperature, rec.seed)
             try:
                 reply = await stream_chat(self.client, body, sent, headers)
-            except RuntimeError as e:
-                if attempt or self.fit is None or "context_length_exceeded" not in str(e):
+            except ChatError as e:
+                if not e.context_exceeded or attempt == len(LEVELS) - 1:
                     raise
+                if self.fit is None:
+                    self.fit = self.config.context_fit(e.context_tokens or self._context_seen())
+                    if self.fit is None:
+                        raise
+                job.refused += 1
+                self.fit.refused(self.messages)
                 continue
             if self.fit is not None:
                 self.fit.observe(self.messages, reply.prompt_tokens)
             return reply
-        raise AssertionError("unreachable: the second attempt returns or raises")
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def _act(self, rec: AgentTurnRecord, actions: list[str], answer: str) -> bool:
-        """Run the answer's one command (or report a format error); returns True on a submission."""
+    def _context_seen(self) -> int | None:
+        """A context the server surely has: the largest prompt and answer it took in this job."""
+        seen = [t.prompt_tokens + t.output_tokens for t in self.turns if t.error is None and t.prompt_tokens]
+        return max(seen) if seen else None
+
+    def _observation(self, text: str) -> str:
+        """``text`` kept to the share of the context one observation may take (and the failing code)."""
+        return text if self.fit is None else cap_text(text, self.fit.observation_chars() + FAILURE_CHARS + 400)
+
+    async def _act(self, rec: AgentTurnRecord, actions: list[str], answer: str, cut: bool = False) -> bool:
+        """Run the answer's one command (or report a format error); returns True on a submission. A
+        command that spells a tool (``view_file PATH 10 40``) runs that tool."""
         rec.n_actions = len(actions)
         if len(actions) != 1:
             self.record.format_errors += 1
             message = format_error_message(len(actions))
+            if cut and not actions:
+                message = {**message, "content": CUT_ANSWER_MESSAGE}
             note = self._repeat_note(rec, call_key(None, answer), True, None, message["content"], self.guard.state)
             self.messages.append({**message, "content": _with_note(message["content"], note)})
             return False
-        rec.command, rec.tool_name = actions[0], tool_name_of(actions[0])
-        result, state = await self._in_sandbox(self.sandbox.run, actions[0])
+        command = actions[0]
+        rec.command, rec.tool_name = command, tool_name_of(command)
+        call = shell_tool_call(command)
+        if call is not None and call["function"]["name"] != "submit":
+            outcome, state = await self._in_sandbox(run_tool_call, self.sandbox, call)
+            result = CommandResult(1 if outcome.format_error else outcome.exit_code or 0, outcome.observation, 0.0,
+                                   outcome.timed_out)
+            rec.tool_name = outcome.tool_name or rec.tool_name
+        else:
+            result, state = await self._in_sandbox(self.sandbox.run, command)
         rec.exit_code, rec.timed_out = result.exit_code, result.timed_out
-        rec.submitted = is_submission(actions[0], result.output)
+        rec.submitted = is_submission(command, result.output)
         if rec.submitted:
             self.record.exit_status, self.record.submission = "Submitted", submission_of(result.output)
-        else:
-            message = observation_message(result)
-            note = self._repeat_note(rec, call_key("bash", actions[0]), result.exit_code != 0, result.exit_code,
-                                     result.output, state)
-            self.messages.append({**message, "content": _with_note(message["content"], note)})
-        return rec.submitted
+            return True
+        limit = self.fit.observation_chars() if self.fit is not None else None
+        output = result.output if limit is None else cap_text(result.output, limit)
+        if call is None and result.exit_code != 0 and self.config.uses_aids:
+            output = (await self._in_sandbox(annotate, self.sandbox, result.output, limit))[0].text + "\n"
+        content = OBSERVATION_TEMPLATE.format(exit_code=result.exit_code, output=self._observation(output))
+        note = self._repeat_note(rec, call_key("bash", command), result.exit_code != 0, result.exit_code,
+                                 result.output, state)
+        self.messages.append({"role": "user", "content": _with_note(content, note)})
+        return False
 
     async def _in_sandbox(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, str]:
         """``fn(*args)`` on the executor, and the repository's ``tree_state`` right after it."""
@@ -340,12 +412,15 @@ class _Job:
         rec.n_actions = len(reply.tool_calls)
         if not calls:
             self.record.format_errors += 1
-            note = self._repeat_note(rec, call_key(None, reply.text), True, None, NO_CALL_MESSAGE, self.guard.state)
-            self.messages.append({"role": "user", "content": _with_note(NO_CALL_MESSAGE, note)})
+            message = CUT_MESSAGE if reply.finish_reason == "length" else NO_CALL_MESSAGE
+            note = self._repeat_note(rec, call_key(None, reply.text), True, None, message, self.guard.state)
+            self.messages.append({"role": "user", "content": _with_note(message, note)})
             return False
         call = {**calls[0], "id": calls[0].get("id") or f"call_{rec.turn}"}
         outcome: ToolOutcome
-        outcome, state = await self._in_sandbox(run_tool_call, self.sandbox, call)
+        run = partial(run_tool_call, cut=reply.finish_reason == "length", failure_code=self.config.uses_aids,
+                      output_chars=self.fit.observation_chars() if self.fit is not None else None)
+        outcome, state = await self._in_sandbox(run, self.sandbox, call)
         self.record.format_errors += outcome.format_error
         rec.command, rec.exit_code, rec.timed_out = outcome.command or None, outcome.exit_code, outcome.timed_out
         rec.tool_name = tool_name_of(outcome.command) if outcome.tool_name == "bash" else outcome.tool_name or None
@@ -360,7 +435,7 @@ class _Job:
             note = self._repeat_note(rec, call_key(function.get("name"), raw if args is None else args), failed,
                                      outcome.exit_code, outcome.observation, state)
             advice = self.progress.advice(outcome, repeated=bool(note))
-            observation = _with_note(_with_note(outcome.observation, note), advice)
+            observation = _with_note(_with_note(self._observation(outcome.observation), note), advice)
             self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": observation})
         return outcome.submitted
 
@@ -377,8 +452,11 @@ async def run_agent_job(client: httpx.AsyncClient, task: str, sandbox: Sandbox, 
     """Run one job to its end (see the module docstring); commands run on ``executor`` threads.
     ``check`` is the task's check command, which the tool interface's advice names."""
     record = AgentJobRecord(job_id, job_id, time.perf_counter() - t0, task=task)
-    messages: list[dict[str, Any]] = list(initial_messages(task, config.prompt))
-    state = await asyncio.get_running_loop().run_in_executor(executor, tree_state, sandbox.workdir_fd)
+    loop = asyncio.get_running_loop()
+    the_map = await loop.run_in_executor(executor, repo_map, sandbox, config.map_chars, focus_words(task)) \
+        if config.uses_aids and config.map_chars > 0 else None
+    messages: list[dict[str, Any]] = list(initial_messages(task, config.prompt, the_map))
+    state = await loop.run_in_executor(executor, tree_state, sandbox.workdir_fd)
     guard = RepeatGuard(config.temperature, config.seed, config.escalation(), state)
     job = _Job(client, sandbox, config, record, messages, t0, executor, on_turn, guard, progress=Progress(check),
                fit=config.context_fit())

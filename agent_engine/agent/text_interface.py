@@ -5,7 +5,8 @@ observation reports its exit code and output. These templates are the single sou
 agent loop sends them and ``tiny_agent_model`` trains on transcripts rendered with the same functions.
 
 Invariants: ``parse_actions`` returns every ```bash block's body in order; a command submits exactly
-when its output's first line is ``SUBMIT_MARKER`` (or it is ``SUBMIT_COMMAND`` itself).
+when its output's first line is ``SUBMIT_MARKER`` (or it is ``SUBMIT_COMMAND`` itself). Without a
+``repo_map`` the task message is ``TASK_TEMPLATE`` alone, as ``tiny_agent_model`` is trained on it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from agent_engine.agent.sandbox import CommandResult
 from estimator.tool_parser import parse_shell
 
 __all__ = [
-    "OBSERVATION_TEMPLATE", "SUBMIT_COMMAND", "SUBMIT_MARKER", "SYSTEM_PROMPT", "format_error_message",
+    "CUT_ANSWER_MESSAGE", "OBSERVATION_TEMPLATE", "REPO_MAP_HEADING", "REPO_MAP_TEMPLATE", "SUBMIT_COMMAND",
+    "SUBMIT_MARKER", "SYSTEM_PROMPT", "TOOL_COMMANDS", "format_error_message",
     "initial_messages", "is_submission", "observation_message", "parse_actions", "submission_of", "tool_name_of",
 ]
 
@@ -28,17 +30,29 @@ SYSTEM_PROMPT = (
     f"command. When done, run `{SUBMIT_COMMAND}`."
 )
 TASK_TEMPLATE = "Task: {task}"
+REPO_MAP_HEADING = "The repository's files"
+REPO_MAP_TEMPLATE = (REPO_MAP_HEADING + " (read-only ones are the check); each Python module's classes and "
+                     "functions at their line numbers:\n{map}")
+TOOL_COMMANDS = (
+    "Besides shell commands, these run as commands too: `view_file PATH START END` (lines START-END, "
+    "numbered), `search PATTERN` (file:line: text of each match), `replace_lines PATH START END 'NEW TEXT'`."
+)
 OBSERVATION_TEMPLATE = "<returncode>{exit_code}</returncode>\n<output>\n{output}</output>"
 FORMAT_ERROR_TEMPLATE = "Format error: reply with EXACTLY ONE ```bash block; found {n}."
+CUT_ANSWER_MESSAGE = ("Your answer was cut at the token limit before its ```bash block was closed, so nothing "
+                      "was run. Reply with a shorter command.")
 
 _ACTION = re.compile(r"```bash[ \t]*\r?\n(.*?)\r?\n?```", re.S)
 
 
 
-def initial_messages(task: str, system_prompt: str = SYSTEM_PROMPT) -> list[dict[str, str]]:
-    """The system prompt and the task message that open every job."""
-    return [{"role": "system", "content": system_prompt},
-            {"role": "user", "content": TASK_TEMPLATE.format(task=task)}]
+def initial_messages(task: str, system_prompt: str = SYSTEM_PROMPT, repo_map: str | None = None) -> list[dict[str, str]]:
+    """The system prompt and the task message that open every job (with ``repo_map``: the repository
+    map after the task, ``REPO_MAP_TEMPLATE``)."""
+    content = TASK_TEMPLATE.format(task=task)
+    if repo_map:
+        content += "\n\n" + REPO_MAP_TEMPLATE.format(map=repo_map)
+    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": content}]
 
 
 def observation_message(result: CommandResult) -> dict[str, str]:
