@@ -79,6 +79,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-limit", type=int, default=8, help="model calls per job at most (default 8)")
     p.add_argument("--max-tokens", type=int, default=96, help="max tokens per answer (default 96)")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0)")
+    p.add_argument("--attempts", type=int, default=1,
+                   help="our agent's attempts per job, branching from the first one's reads (default 1)")
+    p.add_argument("--attempt-temperature", type=float, default=None,
+                   help="temperature of attempts after the first (default: agent_engine.agent.attempts')")
     p.add_argument("--command-timeout", type=float, default=20.0, help="seconds per command (default 20)")
     p.add_argument("--seed", type=int, default=0,
                    help="server seed, and the seed of our agent's sampled calls (after a repeated call) (default 0)")
@@ -205,6 +209,7 @@ def run_pair(policy: str, hints: str, model: str, tasks: Sequence[Any], args: ar
              interface: str = "tools") -> dict[str, Any]:
     """Start ``policy``'s server, run the jobs with hint style ``hints`` through ``interface``, scrape,
     stop; the table row."""
+    from agent_engine.agent.attempts import attempt_policy
     from agent_engine.agent.job_runner import RunOptions, run_agent_jobs_sync
     from agent_engine.agent.loop import AgentConfig
     from agent_engine.workloads.replay.records import write_records
@@ -220,7 +225,8 @@ def run_pair(policy: str, hints: str, model: str, tasks: Sequence[Any], args: ar
         with _start(policy, model, args, Path(args.log_dir) / f"{name.replace('/', '-')}.log") as srv:
             options = RunOptions(srv.base_url, agent, concurrency=args.concurrency,
                                  command_timeout=args.command_timeout, job_id_prefix=f"{policy}-{hints}-",
-                                 progress=not args.no_progress)
+                                 progress=not args.no_progress,
+                                 attempts=attempt_policy(args.attempts, args.attempt_temperature))
             result = run_agent_jobs_sync(list(tasks), options)
             metrics = scrape_metrics(srv.base_url)
             peak_rss = srv.peak_rss_mb()
@@ -280,9 +286,11 @@ def _row(policy: str, hints: str, result: Any, metrics: dict[str, float], wall_s
         return _metric(metrics, name)
 
     jobs = [{"task": r.job.task_name, "job_id": r.job.job_id, "solved": r.job.solved, "steps": r.job.steps,
-             "exit_status": r.job.exit_status, "jct_s": r.job.jct, "error": r.job.error} for r in result.results]
+             "attempts": r.job.attempts, "exit_status": r.job.exit_status, "jct_s": r.job.jct,
+             "verdict": r.job.verdict, "refused": r.job.refused, "error": r.job.error} for r in result.results]
     return {
-        "policy": policy, "hints": hints, "solved": s["solved"], "checked": s["checked"], "jobs": s["jobs"],
+        "policy": policy, "hints": hints, "solved": s["solved"], "solved_first_attempt": s.get("solved_first_attempt"),
+        "attempts": s.get("attempts"), "checked": s["checked"], "jobs": s["jobs"],
         "jobs_failed": s["jobs_failed"], "mean_steps": s["steps_mean"], "format_errors": s["format_errors"],
         "repeats": s["repeats"], "mean_jct_s": s["jct_mean"],
         "p90_jct_s": s["jct_p90"], "prefix_hit_ratio": s["prefix_hit_ratio"],
@@ -297,9 +305,10 @@ def _row(policy: str, hints: str, result: Any, metrics: dict[str, float], wall_s
 
 def _report(args: argparse.Namespace, model: str, tasks: Sequence[Any], rows: dict[str, dict[str, Any]],
             load0: list[float]) -> None:
-    headers = ["run", "solved", "mean steps", "format errors", "repeats", "output tokens", "mean JCT s", "p90 JCT s",
-               "prefix hit", "pins hit", "preempt", "server RSS MB", "wall s"]
-    table = [[name, f"{r.get('solved', 0)}/{r['jobs']}", r.get("mean_steps"), r.get("format_errors"),
+    headers = ["run", "solved", "pass@1", "attempts", "mean steps", "format errors", "repeats", "output tokens",
+               "mean JCT s", "p90 JCT s", "prefix hit", "pins hit", "preempt", "server RSS MB", "wall s"]
+    table = [[name, f"{r.get('solved', 0)}/{r['jobs']}", r.get("solved_first_attempt"), r.get("attempts"),
+              r.get("mean_steps"), r.get("format_errors"),
               r.get("repeats"), r.get("output_tokens"), r.get("mean_jct_s"),
               r.get("p90_jct_s"), r.get("prefix_hit_ratio"), r.get("pins_hit"), r.get("preemptions"),
               r.get("server_peak_rss_mb"), r.get("wall_s")] for name, r in rows.items()]

@@ -61,6 +61,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "characters when the server reports it (default: 10000)")
     p.add_argument("--max-tokens", type=int, default=None, help="max tokens per answer (default: server's)")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default: 0)")
+    p.add_argument("--attempts", type=int, default=1,
+                   help="attempts per job: when a task's check does not pass, another attempt branches from the "
+                        "first one's reads, sampled hotter, until one passes (default: 1)")
+    p.add_argument("--attempt-temperature", type=float, default=None,
+                   help="temperature of attempts after the first (default: agent_engine.agent.attempts')")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the agent's sampled calls: a call at step S sends seed SEED+S whenever its "
                         "temperature is above 0 (default: 0)")
@@ -95,6 +100,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _cmd_agent(args: argparse.Namespace) -> int:
     """Run the jobs described by ``args``, write the files, print the summary; returns the exit status."""
+    from agent_engine.agent.attempts import attempt_policy
     from agent_engine.agent.job_runner import RunOptions, run_agent_jobs_sync
     from agent_engine.agent.loop import AgentConfig
     from agent_engine.workloads.replay.records import write_records
@@ -121,7 +127,8 @@ def _cmd_agent(args: argparse.Namespace) -> int:
                              command_timeout=args.command_timeout,
                              max_output_chars=args.max_output_chars, api_key=api_key,
                              job_id_prefix=args.job_id_prefix, progress=not args.no_progress,
-                             allow_network=args.allow_network, isolation=args.isolation)
+                             allow_network=args.allow_network, isolation=args.isolation,
+                             attempts=attempt_policy(args.attempts, args.attempt_temperature))
     except (OSError, ValueError) as e:
         print(f"agent: {e}", file=sys.stderr)
         return 2

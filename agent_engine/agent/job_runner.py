@@ -11,6 +11,10 @@ Invariants:
   started), None for a task without a check, and ``AgentJobRecord.verdict`` says why.
   ``summary["solved"]`` counts the solved jobs and ``summary["checked"]`` the jobs that had a check;
   ``summary["repeats"]`` the repeated calls of all jobs (``agent_engine.agent.repeats``).
+- With ``options.attempts`` above 1, a job whose check does not pass makes another attempt branching
+  from the first one's localization (``agent_engine.agent.attempts``), until one is solved or the
+  attempts are spent; ``summary["solved_first_attempt"]`` is pass@1, ``summary["attempts"]`` the
+  attempts run.
 - ``job_ids`` are unique within a run: ``{prefix}{index}`` unless a task names its own id.
 - ``AgentRunResult.records`` holds, per job in task order, its ``AgentTurnRecord``s then its
   ``AgentJobRecord``; ``agent_engine.workloads.replay.records.write_records``/``summarize`` work on
@@ -41,12 +45,15 @@ from typing import Any
 import httpx
 from tqdm import tqdm
 
+from agent_engine.agent.attempts import AttemptPolicy, branch_prefix, merged
 from agent_engine.agent.judge import Verdict, check_paths, judge, protect
 from agent_engine.agent.loop import AgentConfig, AgentJobRecord, AgentJobResult, run_agent_job
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.sandbox.confine import resolve
 from agent_engine.agent.task_set import AgentTask, load_tasks
+from agent_engine.workloads.hint_styles import releases_jobs
 from agent_engine.workloads.replay.records import Record, summarize
+from agent_engine.workloads.sse_client import release_job
 from agent_engine.workloads.traces.format import TraceJob, TraceTurn
 
 __all__ = ["AgentRunResult", "AgentTask", "RunOptions", "load_tasks", "run_agent_jobs", "run_agent_jobs_sync",
@@ -72,6 +79,7 @@ class RunOptions:
     allow_network: bool = False
     isolation: str = "auto"  # see agent_engine.agent.sandbox.ISOLATION_MODES
     transport: httpx.AsyncBaseTransport | None = None  # tests: an in-process fake server
+    attempts: AttemptPolicy = field(default_factory=AttemptPolicy)  # attempts per job (agent_engine.agent.attempts)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -139,22 +147,9 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
             async def one(task: AgentTask, job_id: str) -> AgentJobResult:
                 async with gate:
                     try:
-                        sandbox = await asyncio.get_running_loop().run_in_executor(
-                            pool, lambda: _new_sandbox(task, options, output_chars))
-                        if not enforced:
-                            enforced.update(_report(sandbox))
-                    except (OSError, ValueError) as e:  # the job cannot start: record it as failed
-                        bar.update(1)
-                        return _failed_job(task, job_id, time.perf_counter() - t0, e)
-                    try:
-                        result = await run_agent_job(client, task.task, sandbox, job_id, agent,
-                                                     t0=t0, executor=pool, check=task.check)
-                        result.job.task_name = task.name
-                        verdict = await _run_check(sandbox, task, pool)
-                        result.job.solved, result.job.verdict = verdict.solved, verdict.reason
-                        return result
+                        return await _attempts(client, task, job_id, agent, options, output_chars, pool, t0,
+                                               enforced)
                     finally:
-                        sandbox.close()
                         bar.update(1)
 
             results = list(await asyncio.gather(*(one(t, j) for t, j in zip(tasks, ids, strict=True))))
@@ -171,9 +166,48 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
     summary["format_errors"] = sum(r.job.format_errors for r in results)
     summary["repeats"] = sum(r.job.repeats for r in results)
     summary["solved"] = sum(1 for r in results if r.job.solved)
+    summary["solved_first_attempt"] = sum(1 for r in results if r.job.solved and r.job.attempts == 1)
+    summary["attempts"] = sum(r.job.attempts for r in results)
     summary["checked"] = sum(1 for t in tasks if t.check is not None)
     summary["sandbox"] = enforced
     return AgentRunResult(results, records, trace_jobs, summary)
+
+
+async def _attempts(client: httpx.AsyncClient, task: AgentTask, job_id: str, agent: AgentConfig,
+                    options: RunOptions, output_chars: int, pool: ThreadPoolExecutor, t0: float,
+                    enforced: dict[str, bool]) -> AgentJobResult:
+    """One job: its attempts, each in its own sandbox and judged there, until one is solved
+    (``agent_engine.agent.attempts``); a task without a check makes one attempt."""
+    policy = options.attempts
+    n = policy.attempts if task.check is not None or task.tests is not None else 1
+    results: list[AgentJobResult] = []
+    prefix: list[dict[str, Any]] | None = None
+    for k in range(n):
+        try:
+            sandbox = await asyncio.get_running_loop().run_in_executor(
+                pool, lambda: _new_sandbox(task, options, output_chars))
+            if not enforced:
+                enforced.update(_report(sandbox))
+        except (OSError, ValueError) as e:  # the attempt cannot start: record it as failed
+            if not results:
+                return _failed_job(task, job_id, time.perf_counter() - t0, e)
+            break
+        try:
+            result = await run_agent_job(client, task.task, sandbox, job_id, policy.config_for(agent, k), t0=t0,
+                                         executor=pool, check=task.check, prefix=prefix, final=k == n - 1)
+            result.job.task_name = task.name
+            verdict = await _run_check(sandbox, task, pool)
+            result.job.solved, result.job.verdict = verdict.solved, verdict.reason
+        finally:
+            sandbox.close()
+        results.append(result)
+        if result.job.solved or result.job.error is not None:
+            break
+        prefix = branch_prefix(results[0])
+    if len(results) < n and releases_jobs(agent.hints):  # ended before the final attempt: release the job now
+        await release_job(client, job_id)
+    chosen = next((i for i, r in enumerate(results) if r.job.solved), len(results) - 1)
+    return merged(results, chosen)
 
 
 async def _run_check(sandbox: Sandbox, task: AgentTask, pool: ThreadPoolExecutor) -> Verdict:

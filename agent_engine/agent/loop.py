@@ -218,6 +218,8 @@ class AgentJobRecord(JobRecord):
     elided: int = 0  # messages elided or shortened to fit the context
     refused: int = 0  # prompts the server refused as too long for the context (each shrunk and sent again)
     cut_answers: int = 0  # answers cut at the token limit (their edits and commands refused)
+    branch_at: int | None = None  # messages before the first call that changed the repository
+    attempts: int = 1  # attempts the job ran (agent_engine.agent.attempts)
 
 
 @dataclass
@@ -286,10 +288,19 @@ class _Job:
     turns: list[AgentTurnRecord] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
     fit: ContextFit | None = None
+    final: bool = True  # the job's last attempt: its last call says so, and the job is released after it
 
     async def step(self, step: int) -> bool:
-        """One model call and the command it issued; returns True when the job is over."""
-        job, last = self.record, step == self.config.step_limit - 1
+        """One model call and the command it issued; returns True when the job is over. Records the
+        branch point: the conversation's length before the first call that changed the repository."""
+        n_before, state_before = len(self.messages), self.guard.state
+        over = await self._step(step)
+        if self.record.branch_at is None and self.guard.state != state_before:
+            self.record.branch_at = n_before
+        return over
+
+    async def _step(self, step: int) -> bool:
+        job, last = self.record, self.final and step == self.config.step_limit - 1
         sent = time.perf_counter()
         rec = AgentTurnRecord(job.job_id, step, sent - self.t0, is_last_step=last,
                               max_tokens=self.config.max_tokens or 0)
@@ -448,26 +459,36 @@ def _with_note(text: str, note: str) -> str:
 async def run_agent_job(client: httpx.AsyncClient, task: str, sandbox: Sandbox, job_id: str,
                         config: AgentConfig, *, t0: float, executor: Executor | None = None,
                         on_turn: Callable[[AgentTurnRecord], None] | None = None,
-                        check: str | None = None) -> AgentJobResult:
+                        check: str | None = None, prefix: list[dict[str, Any]] | None = None,
+                        final: bool = True) -> AgentJobResult:
     """Run one job to its end (see the module docstring); commands run on ``executor`` threads.
-    ``check`` is the task's check command, which the tool interface's advice names."""
+    ``check`` is the task's check command, which the tool interface's advice names.
+
+    ``prefix``: the conversation to continue (an attempt branching from an earlier one's reads,
+    ``agent_engine.agent.attempts``; ``sandbox`` must hold the repository as that conversation left it);
+    its answers count as steps taken. ``final=False``: not the job's last attempt, so no call says
+    ``is_last_step`` and the job is not released (the server keeps what the next attempt reuses)."""
     record = AgentJobRecord(job_id, job_id, time.perf_counter() - t0, task=task)
     loop = asyncio.get_running_loop()
-    the_map = await loop.run_in_executor(executor, repo_map, sandbox, config.map_chars, focus_words(task)) \
-        if config.uses_aids and config.map_chars > 0 else None
-    messages: list[dict[str, Any]] = list(initial_messages(task, config.prompt, the_map))
+    if prefix is not None:
+        messages = [dict(m) for m in prefix]
+    else:
+        the_map = await loop.run_in_executor(executor, repo_map, sandbox, config.map_chars, focus_words(task)) \
+            if config.uses_aids and config.map_chars > 0 else None
+        messages = list(initial_messages(task, config.prompt, the_map))
     state = await loop.run_in_executor(executor, tree_state, sandbox.workdir_fd)
     guard = RepeatGuard(config.temperature, config.seed, config.escalation(), state)
     job = _Job(client, sandbox, config, record, messages, t0, executor, on_turn, guard, progress=Progress(check),
-               fit=config.context_fit())
+               fit=config.context_fit(), final=final)
+    taken = sum(1 for m in messages if m.get("role") == "assistant")
     try:
-        for step in range(config.step_limit):
+        for step in range(taken, config.step_limit):
             if await job.step(step):
                 break
         else:
             record.exit_status, record.truncated = "LimitsExceeded", True
     finally:
-        if releases_jobs(config.hints):
+        if final and releases_jobs(config.hints):
             await release_job(client, job_id)
     record.trace_turns = record.turns
     if record.error is None and record.start_at is not None and record.end_at is not None:
