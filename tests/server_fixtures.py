@@ -245,10 +245,13 @@ class FakeEngine:
             return prompt, self.tokenizer.encode(prompt)
         return None, list(prompt)
 
-    def compile_grammar(self, spec: Any, limits: Any, cancel: Any) -> ReadyGrammar:
+    def compile_grammar(self, spec: Any, limits: Any, cancel: Any, fast: bool = False) -> ReadyGrammar:
         """No grammar library here: every constraint is "compiled" to a placeholder (and not enforced)."""
         self.grammars_compiled.append(spec)
         return ReadyGrammar(spec, None)  # type: ignore[arg-type]
+
+    def cached_grammar(self, spec: Any) -> ReadyGrammar | None:
+        return None  # no cache: every constraint goes to a compile lane
 
     def add_request(self, request: EngineRequest) -> None:
         ids, params, hints = list(request.prompt_token_ids), request.params, request.hints

@@ -5,7 +5,10 @@ machine only makes those compiles longer."""
 
 from __future__ import annotations
 
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +18,14 @@ import xgrammar
 
 from agent_engine.engine.grammar_build import EMPTY, INVALID, TOO_LARGE, TOO_SLOW, GrammarRefused
 from agent_engine.engine.grammar_limits import GrammarLimits
-from agent_engine.engine.grammar_workers import WORKER_NICE, GrammarCancelled, GrammarWorkers
+from agent_engine.engine.grammar_workers import (
+    FAST_WORKER_NICE,
+    WORKER_NICE,
+    FastLaneExceeded,
+    GrammarCancelled,
+    GrammarWorkerDied,
+    GrammarWorkers,
+)
 from scheduler import StructuredSpec
 
 pytestmark = [pytest.mark.core, pytest.mark.timeout(300)]
@@ -34,8 +44,8 @@ def workers() -> Iterator[GrammarWorkers]:
     pool.close()
 
 
-def _pid(workers: GrammarWorkers) -> int | None:
-    proc = workers._slots[0].process
+def _pid(workers: GrammarWorkers, fast: bool = False) -> int | None:
+    proc = (workers._fast_slots if fast else workers._slots)[0].process
     return None if proc is None else proc.pid
 
 
@@ -90,6 +100,71 @@ def test_a_cancelled_compile_kills_its_worker_at_once(workers: GrammarWorkers) -
     assert not thread.is_alive() and isinstance(outcome[0], GrammarCancelled)
     assert workers.cancelled == cancelled + 1
     assert pid is not None and not _alive(pid)
+
+
+def test_a_worker_killed_from_outside_is_no_refusal_of_the_grammar(workers: GrammarWorkers) -> None:
+    workers.prepare(SMALL, BUDGET, threading.Event())  # the worker is up
+    outcome: list[BaseException] = []
+    died = workers.died
+
+    def run() -> None:
+        try:
+            workers.prepare(SLOW, BUDGET, threading.Event())
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.3)  # compiling now (SLOW takes seconds)
+    pid = _pid(workers)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)  # what the out-of-memory killer does
+    thread.join(30.0)
+    assert not thread.is_alive() and isinstance(outcome[0], GrammarWorkerDied), outcome
+    assert not isinstance(outcome[0], GrammarRefused) and "SIGKILL" in str(outcome[0]) and "retry" in str(outcome[0])
+    assert workers.died == died + 1
+    workers.prepare(SMALL, BUDGET, threading.Event())  # a fresh worker takes the next grammar
+    assert _pid(workers) not in (None, pid)
+
+
+def test_killed_multiprocessing_helpers_are_reaped_not_left_zombies(workers: GrammarWorkers) -> None:
+    workers.prepare(SMALL, BUDGET, threading.Event())
+    tracker = multiprocessing.resource_tracker._resource_tracker._pid
+    server = multiprocessing.forkserver._forkserver._forkserver_pid
+    assert tracker is not None and server is not None
+    for pid in (tracker, server):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _state(tracker) != "Z" or _state(server) != "Z":  # dead, and nobody waited for them yet
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    with pytest.warns(UserWarning, match="resource_tracker"):
+        workers.prepare(SMALL, BUDGET, threading.Event())  # the worker is alive: no new worker starts
+    assert _state(tracker) is None and _state(server) is None  # reaped
+    assert multiprocessing.resource_tracker._resource_tracker._pid not in (None, tracker)  # and relaunched
+
+
+def test_the_fast_lane_has_its_own_worker_and_a_short_budget(workers: GrammarWorkers) -> None:
+    prepared = workers.prepare(SMALL, BUDGET, threading.Event(), fast=True)
+    assert xgrammar.Grammar.deserialize_json(prepared) is not None
+    fast_pid, main_pid = _pid(workers, fast=True), _pid(workers)
+    assert fast_pid is not None and fast_pid != main_pid
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    assert os.getpriority(os.PRIO_PROCESS, fast_pid) == min(19, base + FAST_WORKER_NICE)
+    demoted, timed_out = workers.demoted, workers.timed_out
+    with pytest.raises(FastLaneExceeded):  # not a refusal: the caller tries the main lane
+        workers.prepare(SLOW, GrammarLimits(timeout_s=60.0), threading.Event(), fast=True)
+    assert workers.demoted == demoted + 1 and workers.timed_out == timed_out
+    assert _pid(workers, fast=True) is None and not _alive(fast_pid)
+
+
+def _state(pid: int) -> str | None:
+    """The process state letter of ``pid`` (``Z``: a zombie), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
 
 
 def _alive(pid: int) -> bool:

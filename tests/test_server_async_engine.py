@@ -171,7 +171,7 @@ class _SlowGrammarEngine(FakeEngine):
         self.compiling = threading.Event()
         self.cancels: list[threading.Event] = []
 
-    def compile_grammar(self, spec: Any, limits: Any, cancel: threading.Event) -> Any:
+    def compile_grammar(self, spec: Any, limits: Any, cancel: threading.Event, fast: bool = False) -> Any:
         from agent_engine.engine.grammar_workers import GrammarCancelled
 
         self.cancels.append(cancel)

@@ -125,10 +125,16 @@ class LLMEngine:
                                                 params.include_stop_str_in_output)
         return req
 
-    def compile_grammar(self, spec: StructuredSpec, limits: GrammarLimits, cancel: threading.Event) -> ReadyGrammar:
-        """``spec`` compiled within ``limits`` (thread-safe; for a pool thread, never the step loop).
-        Raises ``GrammarRefused`` (a ValueError) or ``GrammarCancelled`` once ``cancel`` is set."""
-        return self.structured.compile_checked(spec, limits, cancel)
+    def compile_grammar(self, spec: StructuredSpec, limits: GrammarLimits, cancel: threading.Event,
+                        fast: bool = False) -> ReadyGrammar:
+        """``spec`` compiled within ``limits`` (thread-safe; for a pool thread, never the step loop), tried
+        on the fast lane with ``fast``. Raises ``GrammarRefused`` (a ValueError), ``GrammarCancelled``
+        once ``cancel`` is set, ``FastLaneExceeded`` or ``GrammarWorkerDied`` (``grammar_workers``)."""
+        return self.structured.compile_checked(spec, limits, cancel, fast)
+
+    def cached_grammar(self, spec: StructuredSpec) -> ReadyGrammar | None:
+        """The compiled grammar of ``spec`` if it is cached, else None (thread-safe, cheap)."""
+        return self.structured.cached(spec)
 
     def _with_extra_eos(self, params: SamplingParams) -> SamplingParams:
         """``params`` as the scheduler sees them: the model's further eos tokens are stop tokens."""

@@ -5,9 +5,10 @@ constrained request, so an engine that never sees one pays nothing (no import, n
 
 Lifecycle (driven by ``LLMEngine``):
 
-* ``compile_checked(spec, limits, cancel)`` (the server's grammar pool, never the step loop) returns a
-  ``ReadyGrammar``: from the cache, or tried first in a worker process under ``limits``
-  (``grammar_workers``: killed past the time budget or on ``cancel``) and then compiled here.
+* ``compile_checked(spec, limits, cancel, fast)`` (the server's grammar pool, never the step loop) returns
+  a ``ReadyGrammar``: from the cache, or tried first in a worker process of the main or the fast lane
+  under ``limits`` (``grammar_workers``: killed past the time budget or on ``cancel``) and then compiled
+  here. ``cached(spec)`` is the cache alone (any thread; the server's fast path for a known grammar).
 * ``add(request_id, params, ready)`` at intake creates the request's matcher from ``ready`` (the
   server always passes one, so the step loop never compiles); without it ``params.structured`` is
   prepared and compiled inline (offline use: ``LLM.generate``), with the size cap and the emptiness
@@ -51,7 +52,7 @@ from typing import TYPE_CHECKING
 
 from agent_engine.engine.grammar_build import ReadyGrammar, compile_prepared, prepare_grammar
 from agent_engine.engine.grammar_limits import DEFAULT_MAX_GRAMMAR_SIZE, GrammarLimits
-from agent_engine.engine.grammar_workers import WORKER_NICE, GrammarWorkers
+from agent_engine.engine.grammar_workers import FAST_WORKER_NICE, WORKER_NICE, GrammarWorkers
 from agent_engine.model.sampler import TokenBitmask
 from scheduler import SamplingParams, ScheduledRequest, StructuredSpec
 
@@ -155,11 +156,19 @@ class StructuredOutputManager:
         ``GrammarRefused`` (a ValueError) if it is invalid, too large or admits no output."""
         return self.cache.get_or_compile(spec, self._compile_uncached)
 
-    def compile_checked(self, spec: StructuredSpec, limits: GrammarLimits, cancel: threading.Event) -> ReadyGrammar:
+    def cached(self, spec: StructuredSpec) -> ReadyGrammar | None:
+        """The cached grammar of ``spec``, or None (thread-safe and cheap: no compile, no import)."""
+        found = self.cache.get(spec)
+        return None if found is None else ReadyGrammar(spec, found)
+
+    def compile_checked(self, spec: StructuredSpec, limits: GrammarLimits, cancel: threading.Event,
+                        fast: bool = False) -> ReadyGrammar:
         """``spec`` compiled, never spending more than ``limits`` on it: a cached grammar, or one whose
-        trial compile in a worker process finished within the budget, then compiled on this thread at
-        lower priority. Raises ``GrammarRefused`` or ``GrammarCancelled`` (``cancel`` was set). Call it
-        from a dedicated pool thread (its priority stays lowered); the first call sizes the workers."""
+        trial compile in a worker process (of the fast lane with ``fast``) finished within the budget,
+        then compiled on this thread at lower priority. Raises ``GrammarRefused``, ``GrammarCancelled``
+        (``cancel`` was set), ``FastLaneExceeded`` or ``GrammarWorkerDied`` (``grammar_workers``). Call
+        it from a dedicated pool thread, one per lane (its priority stays lowered); the first call sizes
+        the workers."""
         found = self.cache.get(spec)
         if found is not None:
             return ReadyGrammar(spec, found)
@@ -169,19 +178,19 @@ class StructuredOutputManager:
                 assert self._info is not None
                 self._workers = GrammarWorkers(self._info.serialize_json(), limits.workers)
             workers = self._workers
-        prepared = workers.prepare(spec, limits, cancel)
-        self._lower_thread_priority()
+        prepared = workers.prepare(spec, limits, cancel, fast)
+        self._lower_thread_priority(FAST_WORKER_NICE if fast else WORKER_NICE)
         t0 = time.perf_counter()
         compiled = compile_prepared(compiler, prepared)
         self.cache.put(spec, compiled, time.perf_counter() - t0)
         return ReadyGrammar(spec, compiled)
 
-    def _lower_thread_priority(self) -> None:
+    def _lower_thread_priority(self, nice: int) -> None:
         if getattr(self._niced, "done", False):
             return
         self._niced.done = True
         try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICE)  # Linux: this thread only
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)  # Linux: this thread only
         except (AttributeError, OSError):
             pass
 
@@ -270,4 +279,6 @@ class StructuredOutputManager:
                 "grammar_cache_hits": c.hits, "grammar_cache_misses": c.misses,
                 "grammar_cache_evictions": c.evictions, "grammar_compile_seconds": round(c.compile_seconds, 6),
                 "grammar_compiles_timed_out": workers.timed_out if workers is not None else 0,
-                "grammar_compiles_cancelled": workers.cancelled if workers is not None else 0}
+                "grammar_compiles_cancelled": workers.cancelled if workers is not None else 0,
+                "grammar_compiles_demoted": workers.demoted if workers is not None else 0,
+                "grammar_workers_died": workers.died if workers is not None else 0}

@@ -19,10 +19,13 @@ Invariants:
   (``JobHints.scoped``). A huge prompt stalls neither the engine's steps nor another tenant's
   preparation. The engine thread gets a group's messages together (``AddRequests``; different
   tenants' groups may overtake each other while being prepared) and hands each to ``add_request``.
-- Then each new output constraint is compiled (``grammar_compiles``: a fair pool, a budget per
+- Then each new output constraint is compiled (``grammar_compiles``: fair lanes, a budget per
   compile, cancellation). A group reaches the engine thread only with every grammar ready, so the step
   loop never compiles; a refused constraint rejects the group (its ``GrammarRefused`` is the client's
-  400); ``RequestGroup.abort`` while a group is being prepared cancels its preparation.
+  400); ``RequestGroup.abort`` while a group is being prepared cancels its preparation. Once a drain
+  begins (``begin_drain``: SIGTERM) the engine thread closes the grammar lanes: queued and running
+  compiles are answered at once (their groups rejected with ``EngineStoppedError``, a 503) and running
+  trial compiles' workers killed, so shutdown waits for no compile.
 - Health (``health_problem``): the loop is unhealthy once it died, and while one iteration (commands
   plus one step) has run longer than ``stall_timeout`` seconds: a step loop that stopped advancing
   while it has work. An idle loop (blocked, nothing to do) is healthy however long it sleeps.
@@ -336,11 +339,14 @@ class AsyncEngine:
         try:
             while (cmds := self._next_commands()) is not None:
                 self._busy_since = time.monotonic()
+                if self._stop_deadline is not None:  # draining: no compile is waited for (idempotent)
+                    self._grammars.close()
                 for cmd in cmds:
                     self._apply(cmd)
                 outs = self.engine.step()
                 if outs:
                     self._dispatch(outs)
+            self._grammars.close()
             self._abort_all("server shutting down")
             release_and_account(self.engine)
         except BaseException as exc:  # the loop must report its death, whatever killed it

@@ -7,7 +7,8 @@ not the other way), so ``LLMEngine`` matches it structurally.
 Invariants: ``add_request`` and everything that changes the engine run on the engine thread only
 (``AsyncEngine``); ``tokenize_prompt``, ``tokenizer``, ``max_model_len`` and ``vocab_size`` only read
 the engine and may also be used on the tokenizer thread; ``compile_grammar`` is thread-safe and runs on
-the grammar pool (its result reaches ``add_request`` as the ``EngineRequest``'s ``grammar``). Job ids
+the grammar pool (its result reaches ``add_request`` as the ``EngineRequest``'s ``grammar``; ``fast``:
+on the fast lane), ``cached_grammar`` is thread-safe and cheap (the event loop may call it). Job ids
 given to ``knows_job`` and ``release_job`` are the engine's (tenant-scoped).
 
 ``release_and_account`` is the engine's last act when the loop ends: release every pin (each counted)
@@ -76,7 +77,10 @@ class EngineLike(Protocol):
 
     def add_request(self, request: EngineRequest) -> object: ...
 
-    def compile_grammar(self, spec: StructuredSpec, limits: GrammarLimits, cancel: threading.Event) -> ReadyGrammar: ...
+    def compile_grammar(self, spec: StructuredSpec, limits: GrammarLimits, cancel: threading.Event,
+                        fast: bool = False) -> ReadyGrammar: ...
+
+    def cached_grammar(self, spec: StructuredSpec) -> ReadyGrammar | None: ...
 
     def abort(self, request_ids: Iterable[str]) -> None: ...
 

@@ -111,7 +111,9 @@ _TIER_COUNTERS = {"stored": "Blocks demoted into the second tier", "reloaded": "
 _GRAMMAR_COUNTERS = {"grammar_cache_misses": "Output formats compiled (not found in the grammar cache)",
                      "grammar_compile_seconds": "Seconds spent compiling output formats in the server process",
                      "grammar_compiles_timed_out": "Trial compiles killed at --grammar-compile-timeout (400s)",
-                     "grammar_compiles_cancelled": "Trial compiles killed because their client went away"}
+                     "grammar_compiles_cancelled": "Trial compiles killed because their client went away",
+                     "grammar_compiles_demoted": "Fast-lane trial compiles stopped at its budget (then tried on the main lane)",
+                     "grammar_workers_died": "Grammar compile workers that died while compiling (503s)"}
 
 
 def _tier_metrics(tier: dict[str, Any]) -> Iterator[Metric]:

@@ -20,7 +20,10 @@ Invariants:
 - While ``admit`` waits for the engine to accept a group (its prompts prepared, its grammar compiled),
   a client that disconnects aborts the group: its preparation stops and its compile is killed. A
   refused output constraint is a 400 with the refusal's code (``grammar_too_large``,
-  ``grammar_compile_timeout``, ``grammar_admits_no_output``, ``invalid_grammar``).
+  ``grammar_compile_timeout``, ``grammar_admits_no_output``, ``invalid_grammar``); a compile worker
+  killed from outside while it compiled is a 503 ``grammar_worker_died`` with ``Retry-After`` (the
+  constraint is not to blame). A handler cancelled while it waits leaves its group aborted and its
+  acceptance read (no "exception was never retrieved").
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any
 from fastapi import Request
 
 from agent_engine.engine.grammar_build import GrammarRefused
+from agent_engine.engine.grammar_workers import GrammarWorkerDied
 from agent_engine.server.async_engine import AsyncEngine, EngineDeadError, EngineStoppedError, RequestSpec
 from agent_engine.server.auth import Tenants
 from agent_engine.server.errors import APIError, bad_request
@@ -99,6 +103,8 @@ class ServerState:
             await _accepted_unless_gone(group, request)
         except (EngineDeadError, EngineStoppedError) as exc:
             raise APIError(503, str(exc), code="engine_unavailable") from exc
+        except GrammarWorkerDied as exc:  # killed from outside: not the constraint's fault
+            raise APIError(503, str(exc), code="grammar_worker_died", headers={"Retry-After": RETRY_AFTER_S}) from exc
         except GrammarRefused as exc:
             raise bad_request(str(exc), code=exc.code) from exc
         except ValueError as exc:
@@ -214,6 +220,10 @@ async def _accepted_unless_gone(group: RequestGroup, request: Request | None) ->
         gone = asyncio.ensure_future(wait_disconnect(request))
         try:
             await asyncio.wait({group.acceptance, gone}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the handler was cancelled (the server closes): nobody reads it
+            group.acceptance.add_done_callback(_consume_result)
+            group.abort()
+            raise
         finally:
             gone.cancel()
         if not group.acceptance.done():
