@@ -83,7 +83,16 @@ def test_open_metrics_and_no_keys():
 def test_keys_file(tmp_path):
     f = tmp_path / "keys"
     f.write_text("# team keys\nalpha\n\n  beta  \n")
-    assert load_keys_file(f) == ["alpha", "beta"]
+    assert load_keys_file(f) == (["alpha", "beta"], {})
+    f.write_text("alpha team-a\nbeta team-a\ngamma\n")
+    keys, named = load_keys_file(f)
+    assert (keys, named) == (["alpha", "beta", "gamma"], {"alpha": "team-a", "beta": "team-a"})
+    tenants = Tenants.from_keys(keys, named=named)
+    assert tenants.keys["alpha"] == tenants.keys["beta"] != tenants.keys["gamma"]  # two keys, one tenant
+    assert "team-a" not in str(tenants.keys["alpha"]) and "alpha" not in str(tenants.keys["alpha"])
+    f.write_text("alpha team-a extra\n")
+    with pytest.raises(ValueError, match="more than a key and a tenant"):
+        load_keys_file(f)
     (tmp_path / "empty").write_text("# nothing\n")
     with pytest.raises(ValueError, match="holds no key"):
         load_keys_file(tmp_path / "empty")

@@ -66,7 +66,7 @@ def build_app(async_engine: AsyncEngine, server_config: ServerConfig | None = No
     config = server_config if server_config is not None else ServerConfig()
     metrics = _attach_metrics(async_engine)
     eng = async_engine.engine
-    tenants = Tenants.from_keys(config.api_keys, config.admin_keys)
+    tenants = Tenants.from_keys(config.api_keys, config.admin_keys, dict(config.key_tenants))
     state = ServerState(async_engine, metrics, str(eng.model_name), int(eng.max_model_len),
                         max_waiting=config.max_waiting, tenant_max_requests=_tenant_cap(config, tenants, eng),
                         open_jobs=OpenJobs(_open_job_cap(config, tenants, eng)),

@@ -1,6 +1,7 @@
 """API keys and tenants: who may call what, and whose namespace a request lives in.
 
-Each API key is a tenant. With one key (or none) there is one, default tenant (``None``): jobs and the
+Each API key is a tenant, unless a keys file names one tenant for several keys (``KEY TENANT`` lines):
+those keys are one tenant. With one key (or none) there is one, default tenant (``None``): jobs and the
 prefix cache are shared as they are without keys. With several keys each key's tenant gets its own
 job namespace (another tenant's job id is unknown to it), its own prefix-cache salt (unless sharing is
 configured), its own share of the pin budget and its own tool-time estimator. A tenant's name is
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,12 +47,16 @@ class Tenants:
     admin_keys: tuple[str, ...] = ()
 
     @classmethod
-    def from_keys(cls, keys: Iterable[str], admin_keys: Iterable[str] = ()) -> Tenants:
+    def from_keys(cls, keys: Iterable[str], admin_keys: Iterable[str] = (),
+                  named: Mapping[str, str] | None = None) -> Tenants:
+        """The tenants of ``keys``: one per key, except that keys ``named`` with one tenant name share
+        that tenant (its shares, namespace, salt and estimator: a tenant with two keys is one tenant)."""
         unique = list(dict.fromkeys(k for k in keys if k))
         admins = tuple(dict.fromkeys(k for k in admin_keys if k and k not in unique))
         if len(unique) <= 1:
             return cls(dict.fromkeys(unique), admins)
-        return cls({k: "t-" + hashlib.sha256(k.encode()).hexdigest()[:12] for k in unique}, admins)
+        named = named or {}
+        return cls({k: _tenant_name(f"tenant:{named[k]}" if k in named else k) for k in unique}, admins)
 
     @property
     def required(self) -> bool:
@@ -79,18 +84,24 @@ class Tenants:
         return found
 
 
-def load_keys_file(path: str | Path) -> list[str]:
-    """API keys of a file, one a line (blank lines and ``#`` comments skipped); ValueError if unusable."""
+def load_keys_file(path: str | Path) -> tuple[list[str], dict[str, str]]:
+    """API keys of a file and the tenant each names: one key a line, optionally followed by a tenant
+    name (``KEY TENANT``: the keys naming one tenant are that one tenant); blank lines and ``#``
+    comments skipped. ValueError if unusable."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read the API keys file {path}: {exc}") from exc
-    keys = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    if not keys:
+    lines = [line.split() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
         raise ValueError(f"the API keys file {path} holds no key")
-    if any(any(c.isspace() for c in k) for k in keys):
-        raise ValueError(f"the API keys file {path} has a key with whitespace inside")
-    return keys
+    if any(len(fields) > 2 for fields in lines):
+        raise ValueError(f"the API keys file {path} has a line with more than a key and a tenant name")
+    return [f[0] for f in lines], {f[0]: f[1] for f in lines if len(f) == 2}
+
+
+def _tenant_name(secret: str) -> str:
+    return "t-" + hashlib.sha256(secret.encode()).hexdigest()[:12]
 
 
 def tenant_of_scope(scope: dict[str, Any]) -> str | None:

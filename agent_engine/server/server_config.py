@@ -27,8 +27,8 @@ DEFAULT_STALL_TIMEOUT_S = 60.0
 class ServerConfig:
     """Where to listen, who may call ``/v1/*``, when to shed load, how long to drain, how much to log.
 
-    ``api_keys`` empty leaves ``/v1/*`` open (one key: one tenant; several: one tenant each, see
-    ``server.auth``); ``max_waiting`` None admits without bound; ``drain_timeout`` is how long
+    ``api_keys`` empty leaves ``/v1/*`` open (one key: one tenant; several: one tenant each, or one per
+    name in ``key_tenants``, see ``server.auth``); ``max_waiting`` None admits without bound; ``drain_timeout`` is how long
     in-flight requests may run after SIGTERM before they are aborted; ``tool_call_parser`` is the
     tool-call format read from chat outputs ("auto": the chat template's); ``max_body_bytes`` bounds a
     request body (413 past it); ``open_metrics`` serves ``/metrics`` and the API docs without a key;
@@ -52,6 +52,7 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     api_keys: tuple[str, ...] = ()
+    key_tenants: tuple[tuple[str, str], ...] = ()  # (key, tenant name): keys naming one tenant share it
     max_waiting: int | None = None
     drain_timeout: float = 10.0
     log_level: str = "info"
@@ -112,12 +113,14 @@ class ServerConfig:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ServerConfig:
         """The config of parsed ``add_arguments`` flags; ValueError for an unreadable keys file."""
-        keys = list(args.api_key or [])
+        keys, named = list(args.api_key or []), {}
         if args.api_keys_file:
             from agent_engine.server.auth import load_keys_file
 
-            keys += load_keys_file(args.api_keys_file)
-        return cls(host=args.host, port=args.port, api_keys=tuple(keys), max_waiting=args.max_waiting,
+            file_keys, named = load_keys_file(args.api_keys_file)
+            keys += file_keys
+        return cls(host=args.host, port=args.port, api_keys=tuple(keys), key_tenants=tuple(sorted(named.items())),
+                   max_waiting=args.max_waiting,
                    drain_timeout=args.drain_timeout, log_level=args.log_level,
                    tool_call_parser=args.tool_call_parser, max_body_bytes=args.max_body_bytes,
                    open_metrics=args.open_metrics, share_prefix_cache=args.share_prefix_cache,
@@ -139,7 +142,8 @@ def _add_security_arguments(parser: argparse.ArgumentParser, d: ServerConfig) ->
                    help="require this key ('Authorization: Bearer KEY' or 'x-api-key: KEY') on /v1/*, "
                         "/metrics and the docs; repeat for several tenants (default: no authentication)")
     g.add_argument("--api-keys-file", default=None, metavar="FILE",
-                   help="more keys, one a line ('#' comments); each key is a tenant")
+                   help="more keys, one a line ('#' comments); each key is a tenant, or 'KEY TENANT' lines: "
+                        "the keys naming one tenant are that tenant (its shares count across its keys)")
     g.add_argument("--open-metrics", action="store_true",
                    help="serve /metrics and the API docs without a key (default: behind the key)")
     g.add_argument("--share-prefix-cache", action="store_true",
