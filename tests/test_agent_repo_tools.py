@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from agent_fakes import tool_call
 
-from agent_engine.agent import file_tool, repo_tool
+from agent_engine.agent import failing_code, file_tool, repo_tool
 from agent_engine.agent.aci import annotate, focus_words, repo_map, run_tool_call, tool_program
 from agent_engine.agent.failures import cap_text, failures_line, read_failures, summarize_unittest
 from agent_engine.agent.sandbox import Sandbox
@@ -318,15 +318,15 @@ def test_an_exception_in_the_library_shows_the_functions_it_passed(sandbox: Sand
 
 def test_a_failed_assertion_shows_the_library_code_the_test_calls(repo: Path) -> None:
     frames = [[[str(repo / "tests/test_calc.py"), 8]]]
-    text = repo_tool.failing_code(frames)
+    text = failing_code.failing_code(frames)
     assert text.startswith("The failing tests call this library code")
     # evaluate (re-exported by the package) is a short wrapper: the functions it calls follow, parse's too
     assert "calcpkg/evaluator.py, def evaluate (lines 4-5), called by tests/test_calc.py:8:" in text
     assert "calcpkg/parser.py, def parse (lines 25-27), called by evaluate:" in text
     assert "def Parser.parse_sum (lines 15-22), called by parse:" in text
     assert "  21|             node = (op, node, self.parse_sum())" in text
-    assert len(text) <= repo_tool.FAILURE_CHARS + 200
-    assert repo_tool.failing_code([[["/usr/lib/python3/unittest/case.py", 3]]]) == ""  # nothing of the repository
+    assert len(text) <= failing_code.FAILURE_CHARS + 200
+    assert failing_code.failing_code([[["/usr/lib/python3/unittest/case.py", 3]]]) == ""  # nothing of the repository
 
 
 def test_a_long_function_is_shown_as_a_window_around_the_failing_line(tmp_path: Path,
@@ -334,9 +334,9 @@ def test_a_long_function_is_shown_as_a_window_around_the_failing_line(tmp_path: 
     body = "".join(f"    x{i} = {i}\n" for i in range(200))
     (tmp_path / "long.py").write_text(f"def long():\n{body}    raise ValueError(x1)\n")
     monkeypatch.chdir(tmp_path)
-    text = repo_tool.failing_code([[[str(tmp_path / "long.py"), 202]]])
+    text = failing_code.failing_code([[[str(tmp_path / "long.py"), 202]]])
     numbered = [line for line in text.splitlines() if "| " in line]
-    assert len(numbered) == repo_tool.FUNCTION_LINES and " 202|     raise ValueError(x1)" in text
+    assert len(numbered) == failing_code.FUNCTION_LINES and " 202|     raise ValueError(x1)" in text
 
 
 def test_a_long_unittest_report_is_summarized_and_outputs_are_capped() -> None:

@@ -54,8 +54,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_engine.agent.failing_code import FAILURE_CHARS
 from agent_engine.agent.failures import cap_text, failures_line, read_failures, summarize_unittest
-from agent_engine.agent.repo_tool import FAILURE_CHARS, SANDBOX_NAMESPACE
+from agent_engine.agent.repo_tool import SANDBOX_NAMESPACE
 from agent_engine.agent.sandbox import CommandResult, Sandbox
 
 __all__ = ["CUT_MESSAGE", "EDIT_TOOLS", "FAILURE_CHARS", "MAP_CHARS", "SYSTEM_PROMPT_TOOLS", "TOOLS", "Annotated", "Progress", "ToolOutcome",
@@ -116,12 +117,13 @@ _SHAPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "replace_lines": (("path", "start_line", "end_line", "new_text"),),
     "edit_file": (("path", "old_text", "new_text"),), "submit": ((),)}
 _SOURCES = [(Path(__file__).resolve().parent / name).read_text(encoding="utf-8")
-            for name in ("file_tool.py", "repo_tool.py")]
+            for name in ("text_match.py", "file_tool.py", "failing_code.py", "repo_tool.py")]
 
 
 def tool_program() -> str:
     """The program every file and repository tool runs in the sandbox (``python3 -I -c PROGRAM ARG``):
-    ``file_tool``'s source and then ``repo_tool``'s, executed in one namespace named
+    ``text_match``'s, ``file_tool``'s, ``failing_code``'s and then ``repo_tool``'s sources, executed in one
+    namespace named
     ``SANDBOX_NAMESPACE`` (so neither runs its own ``__main__`` block), then ``repo_tool``'s ``main``."""
     return ("import sys\n"
             f"namespace = {{'__name__': {SANDBOX_NAMESPACE!r}, '__builtins__': __builtins__}}\n"

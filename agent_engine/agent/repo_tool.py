@@ -1,9 +1,10 @@
-"""The program behind the repository-wide tools: it runs INSIDE the sandbox, after ``file_tool``'s source.
+"""The program behind the repository-wide tools: it runs INSIDE the sandbox, after the other tool sources.
 
-``agent_engine.agent.aci.tool_program`` runs ``agent_engine.agent.file_tool``'s source and then this
-one in one namespace (named ``SANDBOX_NAMESPACE``) as ``python3 -I -c PROGRAM ARG``, ARG being base64
-JSON ``{"op", ...}``; this ``main`` answers ``map``, ``search``, ``failing_code`` and the ``view`` of a
-folder, and hands every other op to ``file_tool``'s. What it prints is the observation. Importing it
+``agent_engine.agent.aci.tool_program`` runs ``text_match``'s, ``file_tool``'s and ``failing_code``'s
+sources and then this one in one namespace (named ``SANDBOX_NAMESPACE``) as ``python3 -I -c PROGRAM
+ARG``, ARG being base64 JSON ``{"op", ...}``; this ``main`` answers ``map``, ``search``,
+``failing_code`` (``agent_engine.agent.failing_code``) and the ``view`` of a folder, and hands every
+other op to ``file_tool``'s. What it prints is the observation. Importing it
 runs nothing; it needs nothing but the standard library.
 
 Invariants:
@@ -21,21 +22,10 @@ Invariants:
   the observation says which. At most ``SEARCH_MATCHES`` matches of ``LINE_CHARS`` characters are
   shown (and how many more there are); binary files (a NUL byte) and files over ``SEARCH_BYTES`` are
   skipped; exit status 1 when nothing matched.
-- ``failing_code`` gets a command's tracebacks as ``[path, line]`` frames (outermost first, as Python
-  prints them) and shows the repository code on the failing path: frames outside the repository (the
-  standard library), in tests or in read-only files are not shown; the library functions the frames
-  pass through, most frequent first, innermost first. When no frame is in a library function (an
-  assertion failed in a test, or at a script's top level), the library functions the failing lines
-  call and, less surely, the rest of the failing test calls (resolved through the test module's
-  imports and a package's re-exports; ``obj.method()`` through the classes it imports), then the
-  functions that a short one (``SHORT_FUNCTION`` lines) calls, ranked by how many failures reach them. At most ``FAILING_FUNCTIONS`` functions, each at most ``FUNCTION_LINES`` numbered lines
-  (a window around the failing line), ``FAILURE_CHARS`` characters in all (or the budget given; the
-  first function is always shown whole); nothing printed when there is nothing to show.
 """
 
 from __future__ import annotations
 
-import ast
 import base64
 import json
 import os
@@ -43,17 +33,19 @@ import re
 import sys
 import time
 
-SANDBOX_NAMESPACE = "__agent_tool__"  # the module name the two sources run under in the sandbox
+SANDBOX_NAMESPACE = "__agent_tool__"  # the module name the tool sources run under in the sandbox
 
-if __name__ == SANDBOX_NAMESPACE:  # in the sandbox: file_tool's source ran first, in this namespace
+if __name__ == SANDBOX_NAMESPACE:  # in the sandbox: the earlier tool sources ran first, in this namespace
     file_main = main  # noqa: F821
 else:
+    from agent_engine.agent.failing_code import FAILURE_CHARS, PARSE_BYTES, failing_code
     from agent_engine.agent.file_tool import (
         LINE_CHARS,
         cut_line,
         definitions,
         is_test_path,
         read_only,
+        read_text,
         skipped_dir,
     )
     from agent_engine.agent.file_tool import main as file_main
@@ -61,17 +53,12 @@ else:
 MAP_CHARS = 2000  # the map's default budget
 MAX_FILES = 5000  # paths walked, at most
 MAX_PARSED = 400  # modules parsed for the map, at most
-PARSE_BYTES = 400_000  # a larger module is listed without its definitions
 MAP_SECONDS = 3.0  # time spent parsing for the map, at most
 TEST_NAMES = 6  # test files named per test folder
 FOCUSED_MODULES = 8  # modules the task's words name, kept in full detail, at most
 FOLDER_FILES = 25  # a folder's other (non-Python) files past this many are counted, not listed
 SEARCH_MATCHES = 30
 SEARCH_BYTES = 1_000_000
-FAILING_FUNCTIONS = 4
-FUNCTION_LINES = 40
-SHORT_FUNCTION = 12  # a function this short has its callees shown too (it is a wrapper)
-FAILURE_CHARS = 2600
 REGEX_CHARS = re.compile(r"[.^$*+?{}\[\]\\|()]")
 
 
@@ -91,20 +78,6 @@ def repo_files(root: str = ".") -> tuple[list[str], bool]:
             if len(found) >= MAX_FILES:
                 return sorted(found), False
     return sorted(found), True
-
-
-def read_text(path: str, limit: int) -> str | None:
-    """The file's text when it is at most ``limit`` bytes and not binary (no NUL byte), else None."""
-    try:
-        if os.path.getsize(path) > limit:
-            return None
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
-    except OSError:
-        return None
-    if b"\0" in data[:8192]:
-        return None
-    return data.decode("utf-8", errors="replace")
 
 
 # --------------------------------------------------------------------------- map
@@ -267,304 +240,6 @@ def search(pattern: str, root: str = ".") -> tuple[str, int]:
                     if len(hits) > len(shown) else "")
             return head + "\n" + "\n".join(shown) + more + "\n", 0
     return f"No matches of {pattern!r} in {len(texts)} text files.\n", 1
-
-
-# --------------------------------------------------------------------------- failing code
-
-
-class Source:
-    """A parsed module of the repository: its lines and syntax tree (None when it does not parse)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        text = read_text(path, PARSE_BYTES) or ""
-        self.lines = text.splitlines()
-        try:
-            self.tree: ast.Module | None = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            self.tree = None
-        self._functions: list[tuple[str, ast.AST]] | None = None
-
-    def functions(self) -> list[tuple[str, ast.AST]]:
-        """``(qualified name, node)`` of every function and class, at any depth."""
-        if self._functions is None:
-            found: list[tuple[str, ast.AST]] = []
-            stack: list[tuple[str, ast.AST]] = [("", self.tree)] if self.tree is not None else []
-            while stack:
-                prefix, node = stack.pop()
-                for child in ast.iter_child_nodes(node):
-                    if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                        found.append((prefix + child.name, child))
-                        stack.append((prefix + child.name + ".", child))
-                    elif not isinstance(child, ast.expr):
-                        stack.append((prefix, child))
-            self._functions = found
-        return self._functions
-
-    def enclosing(self, line: int) -> tuple[str, ast.AST] | None:
-        """The innermost function holding ``line`` (None: module level)."""
-        holding = [(n, f) for n, f in self.functions() if not isinstance(f, ast.ClassDef)
-                   and f.lineno <= line <= (f.end_lineno or f.lineno)]
-        return max(holding, key=lambda nf: nf[1].lineno) if holding else None
-
-    def top_level(self, name: str) -> ast.AST | None:
-        for node in self.tree.body if self.tree is not None else ():
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-                return node
-        return None
-
-    def statement_at(self, line: int) -> ast.AST | None:
-        """The smallest statement holding ``line``."""
-        best = None
-        for node in ast.walk(self.tree) if self.tree is not None else ():
-            if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno):
-                if best is None or (node.end_lineno or 0) - node.lineno <= (best.end_lineno or 0) - best.lineno:
-                    best = node
-        return best
-
-
-class FailingCode:
-    """Finds and shows the library code on the failing path (see the module docstring)."""
-
-    def __init__(self, chars: int = FAILURE_CHARS) -> None:
-        self.chars = chars
-        self.root = os.path.realpath(".")
-        self.sources: dict[str, Source] = {}
-
-    def source(self, path: str) -> Source:
-        if path not in self.sources:
-            self.sources[path] = Source(path)
-        return self.sources[path]
-
-    def inside(self, path: str) -> str | None:
-        """``path`` relative to the repository when it is a Python file in it, else None."""
-        real = os.path.realpath(path)
-        if not real.startswith(self.root + os.sep) or not real.endswith(".py") or not os.path.isfile(real):
-            return None
-        rel = os.path.relpath(real, self.root)
-        return None if any(skipped_dir(p) for p in rel.split(os.sep)[:-1]) else rel
-
-    def library(self, path: str) -> bool:
-        return not is_test_path(path) and not read_only(path)
-
-    def show(self, tracebacks: list[list[list[object]]]) -> str:
-        counts: dict[tuple[str, str], list[object]] = {}
-        test_frames: list[list[tuple[str, int]]] = []
-        for tb in tracebacks:
-            test_frames.append([])
-            for order, frame in enumerate(reversed(tb)):  # innermost first
-                rel = self.inside(str(frame[0]))
-                line = int(frame[1]) if str(frame[1]).isdigit() else 0
-                if rel is None or line <= 0:
-                    continue
-                if not self.library(rel):
-                    test_frames[-1].append((rel, line))
-                    continue
-                found = self.source(rel).enclosing(line)
-                if found is None:  # a script's own line (a check): what it calls is what failed
-                    test_frames[-1].append((rel, line))
-                    continue
-                entry = counts.setdefault((rel, found[0]), [0, order, line, found[1]])
-                entry[0] = int(entry[0]) + 1  # type: ignore[call-overload]
-        if counts:
-            ranked = sorted(counts.items(), key=lambda kv: (-int(kv[1][0]), kv[1][1]))  # type: ignore[call-overload]
-            parts = [self.function_text(rel, name, node, f"the failure passes line {line}", int(line))
-                     for (rel, name), (_, _, line, node) in ranked[:FAILING_FUNCTIONS]]
-            return self.joined("The library code on the failing path (innermost first; tests are read-only, "
-                               "fix this code):", parts)
-        return self.called_by_tests(test_frames)
-
-    def called_by_tests(self, tracebacks: list[list[tuple[str, int]]]) -> str:
-        """The library functions the failing tests' lines call, and those short ones call in turn, ranked
-        by how many failures reach them (then shallowest, then first seen)."""
-        # (path, name) -> [failures reaching it, depth, from another module, seen, node, why]
-        reach: dict[tuple[str, str], list[object]] = {}
-        for frames in tracebacks:
-            reached: set[tuple[str, str]] = set()
-            queue: list[tuple[str, str, ast.AST, str, int, bool]] = []
-            for rel, line in frames:
-                queue += [(p, n, node, f"called by {rel}:{line}", 0, False)
-                          for p, n, node in self.calls_in_test(rel, line)]
-            if frames:  # the rest of the failing test: the calls that set up what its assertion saw
-                rel, line = frames[0]
-                queue += [(p, n, node, f"called in the test at {rel}:{line}", 1, False)
-                          for p, n, node in self.calls_in_test(rel, line, whole=True)]
-            while queue:
-                path, name, node, why, depth, foreign = queue.pop(0)
-                if (path, name) in reached or len(reached) >= 4 * FAILING_FUNCTIONS:
-                    continue
-                reached.add((path, name))
-                entry = reach.setdefault((path, name), [0, depth, foreign, len(reach), node, why])
-                entry[0] = int(entry[0]) + 1  # type: ignore[call-overload]
-                if depth < 3 and (node.end_lineno or node.lineno) - node.lineno + 1 <= SHORT_FUNCTION:
-                    queue += [(p, n, callee, f"called by {name}", depth + 1, p != path)
-                              for p, n, callee in self.callees(path, node)]
-        ranked = sorted(reach.items(), key=lambda kv: (-int(kv[1][0]), kv[1][1], kv[1][2], kv[1][3]))  # type: ignore[call-overload]
-        parts = [self.function_text(p, n, e[4], str(e[5])) for (p, n), e in ranked[:FAILING_FUNCTIONS]]  # type: ignore[arg-type]
-        return self.joined("The failing tests call this library code (tests are read-only, fix this code):", parts)
-
-    def joined(self, header: str, parts: list[str]) -> str:
-        out, used = [], len(header)
-        for part in parts:
-            if out and used + len(part) > self.chars:
-                break
-            out.append(part)
-            used += len(part)
-        return header + "\n" + "".join(out) if out else ""
-
-    def function_text(self, path: str, name: str, node: ast.AST, why: str, line: int = 0) -> str:
-        lines = self.source(path).lines
-        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        last = node.end_lineno or node.lineno
-        lo, hi = first, last
-        if last - first + 1 > FUNCTION_LINES:
-            lo = max(first, min(line - FUNCTION_LINES * 2 // 3, last - FUNCTION_LINES + 1)) if line else first
-            hi = min(last, lo + FUNCTION_LINES - 1)
-        text = "".join(f"{n:4d}| {cut_line(x, LINE_CHARS)}\n" for n, x in enumerate(lines[lo - 1:hi], lo))
-        more = f"      ... (to line {last})\n" if hi < last else ""
-        kind = "class" if isinstance(node, ast.ClassDef) else "def"
-        return f"{path}, {kind} {name} (lines {first}-{last}), {why}:\n{text}{more}"
-
-    # resolving what a test line calls
-
-    def module_file(self, module: str, level: int, here: str) -> str | None:
-        """The repository file of ``module`` as imported from ``here`` (a module or package), or None."""
-        parts = module.split(".") if module else []
-        bases = [os.path.dirname(here)] if level else [".", os.path.dirname(here)]
-        if level:
-            for _ in range(level - 1):
-                bases = [os.path.dirname(bases[0])]
-        for base in bases:
-            stem = os.path.join(base, *parts) if parts else base
-            for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
-                rel = self.inside(candidate)
-                if rel is not None:
-                    return rel
-        return None
-
-    def resolve(self, path: str, name: str, depth: int = 0) -> tuple[str, ast.AST] | None:
-        """Where ``name`` as seen in module ``path`` is defined: the module defines it, or imports it
-        from a repository module (followed up to 4 times)."""
-        src = self.source(path)
-        node = src.top_level(name)
-        if node is not None:
-            return path, node
-        if depth >= 4 or src.tree is None:
-            return None
-        for stmt in src.tree.body:
-            if isinstance(stmt, ast.ImportFrom):
-                for alias in stmt.names:
-                    if (alias.asname or alias.name) == name:
-                        target = self.module_file(stmt.module or "", stmt.level, path)
-                        if target is not None and target != path:
-                            return self.resolve(target, alias.name, depth + 1)
-        return None
-
-    def calls_in_test(self, rel: str, line: int, whole: bool = False) -> list[tuple[str, str, ast.AST]]:
-        """The library functions (path, qualified name, node) the statement at ``rel:line`` calls (with
-        ``whole``: the function holding that line)."""
-        src = self.source(rel)
-        holder = src.enclosing(line) if whole else None
-        stmt = holder[1] if holder is not None else src.statement_at(line)
-        if stmt is None or src.tree is None:
-            return []
-        names: dict[str, tuple[str, int, str]] = {}
-        modules: dict[str, str] = {}
-        for node in ast.walk(src.tree):
-            if isinstance(node, ast.ImportFrom):
-                for alias in node.names:
-                    names[alias.asname or alias.name] = (node.module or "", node.level, alias.name)
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    modules[alias.asname or alias.name] = alias.name
-                    modules.setdefault(alias.name.split(".")[0], alias.name.split(".")[0])
-        found: list[tuple[str, str, ast.AST]] = []
-        calls = sorted((n for n in ast.walk(stmt) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
-        for call in calls:
-            dotted = dotted_name(call.func)
-            if dotted is None or dotted[0] in ("self", "cls"):
-                continue
-            hit = self.resolve_call(rel, dotted, names, modules)
-            if hit is not None and self.library(hit[0]) and hit not in found:
-                found.append(hit)
-        return found
-
-    def resolve_call(self, rel: str, dotted: list[str], names: dict[str, tuple[str, int, str]],
-                     modules: dict[str, str]) -> tuple[str, str, ast.AST] | None:
-        head, last = dotted[0], dotted[-1]
-        if len(dotted) == 1 and head in names:
-            module, level, original = names[head]
-            where = self.module_file(module, level, rel)
-            got = self.resolve(where, original) if where else None
-            if got is not None and not isinstance(got[1], ast.ClassDef):
-                return got[0], original, got[1]
-            return None
-        if len(dotted) >= 2:
-            module = ".".join(dotted[:-1])
-            where = self.module_file(modules[module], 0, rel) if module in modules else None
-            if where is None and head in names and len(dotted) == 2:  # ``from pkg import mod``; ``mod.f()``
-                mod, level, original = names[head]
-                where = self.module_file(f"{mod}.{original}" if mod else original, level, rel)
-            if where is not None:
-                got = self.resolve(where, last)
-                return (got[0], last, got[1]) if got is not None else None
-            for mod, level, original in names.values():  # ``obj.method()``: the imported classes
-                where = self.module_file(mod, level, rel)
-                got = self.resolve(where, original) if where else None
-                if got is not None and isinstance(got[1], ast.ClassDef):
-                    method = method_of(got[1], last)
-                    if method is not None:
-                        return got[0], f"{got[1].name}.{last}", method
-        return None
-
-    def callees(self, path: str, node: ast.AST) -> list[tuple[str, str, ast.AST]]:
-        """The library functions a function calls: names its module defines or imports, and methods of
-        the classes its module defines."""
-        src, found = self.source(path), []
-        classes = [n for n in (src.tree.body if src.tree is not None else ()) if isinstance(n, ast.ClassDef)]
-        calls = sorted((n for n in ast.walk(node) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
-        for call in calls:
-            dotted = dotted_name(call.func)
-            if dotted is None:
-                continue
-            hit: tuple[str, str, ast.AST] | None = None
-            if len(dotted) == 1:
-                got = self.resolve(path, dotted[0])
-                if got is not None and not isinstance(got[1], ast.ClassDef):
-                    hit = (got[0], dotted[0], got[1])
-            else:
-                for cls in classes:
-                    method = method_of(cls, dotted[-1])
-                    if method is not None:
-                        hit = (path, f"{cls.name}.{dotted[-1]}", method)
-                        break
-            if hit is not None and self.library(hit[0]) and hit not in found:
-                found.append(hit)
-        return found
-
-
-def dotted_name(node: ast.AST) -> list[str] | None:
-    """``a.b.c`` of a called expression as ``["a", "b", "c"]``; None when it is not a dotted name."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return [node.id, *reversed(parts)]
-
-
-def method_of(cls: ast.ClassDef, name: str) -> ast.AST | None:
-    for node in cls.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-            return node
-    return None
-
-
-def failing_code(tracebacks: list[list[list[object]]], chars: int = FAILURE_CHARS) -> str:
-    """The library code on the failing path of ``tracebacks`` in about ``chars`` characters (see the
-    module docstring); "" for none."""
-    return FailingCode(chars).show(tracebacks)
 
 
 # --------------------------------------------------------------------------- entry point
