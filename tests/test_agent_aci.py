@@ -279,6 +279,17 @@ def test_replace_lines_outside_the_file_changes_nothing(sandbox: Sandbox) -> Non
     assert _file(sandbox) == SOURCE
 
 
+def test_a_range_wider_than_the_lines_new_text_rewrites_replaces_only_those(sandbox: Sandbox) -> None:
+    """The model viewed lines 1-5 and replaced them all by the one line it meant to fix."""
+    out = run_tool_call(sandbox, tool_call("replace_lines", path="calc.py", start_line=1, end_line=5,
+                                           new_text="return a + b"))
+    assert out.exit_code == 0 and "new_text rewrites line(s) 2, so only those were replaced" in out.observation
+    assert _file(sandbox) == SOURCE.replace("a - b", "a + b")
+    unlike = run_tool_call(sandbox, tool_call("replace_lines", path="calc.py", start_line=1, end_line=5,
+                                              new_text="print('hello')"))  # rewrites none of them: refused
+    assert unlike.exit_code == 1 and "would break calc.py's syntax" in unlike.observation
+
+
 def test_an_edit_that_breaks_the_syntax_is_refused(sandbox: Sandbox) -> None:
     out = run_tool_call(sandbox, tool_call("replace_lines", path="calc.py", start_line=2, end_line=2,
                                            new_text="    return (a + b"))

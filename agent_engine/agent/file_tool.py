@@ -33,6 +33,9 @@ Invariants:
   ``start``) by ``new``; numbers outside the file change nothing and say the file's length. ``new``
   copied with ``view``'s line numbers is taken without them, and ``new`` whose lines all start left
   of the replaced lines' indentation while it has none is re-indented to it (the observation says so).
+- A ``lines`` edit that would break the file's syntax, whose new lines each rewrite one of the
+  replaced lines (``aligned_rewrite``: similar text, in order), rewrites only those lines when that
+  compiles, and says so; otherwise it is refused as below.
 - No edit leaves a file worse than it found it: an edit of a ``.py`` file that compiled before and
   would not after is refused (the error and the lines it would have produced are shown); a file with
   no write bit (a task's check files) is never written, even by root, and the refusal names the
@@ -54,6 +57,7 @@ if __name__.startswith("agent_engine."):  # on the host; in the sandbox text_mat
     from agent_engine.agent.text_match import (
         LINE_CHARS,
         MIN_SIMILARITY,
+        aligned_rewrite,
         closest,
         gapped_edit,
         indent_of,
@@ -311,6 +315,10 @@ def replace_lines(path: str, text: str, start: int, end: int, new: str) -> int:
         new_lines = [pad + x if x.strip() else x for x in new_lines]
         note += f"(new_text was re-indented by {len(pad)} to match the lines it replaces.)\n"
     result_lines = lines[:start - 1] + [x + "\n" for x in new_lines] + lines[end:]
+    aligned = aligned_result(path, text, lines, start, end, new_lines)
+    if aligned is not None:
+        result_lines, start, end, new_lines, why = aligned
+        note += why
     result = "".join(result_lines)
     if not written(path, text, result):
         return 1
@@ -321,6 +329,30 @@ def replace_lines(path: str, text: str, start: int, end: int, new: str) -> int:
     print(numbered_cut(result_lines[lo:hi], lo + 1), end="")
     print(note + moved(n, len(result_lines), last), end="")
     return 0
+
+
+def aligned_result(path: str, text: str, lines: list[str], start: int, end: int,
+                   new_lines: list[str]) -> tuple[list[str], int, int, list[str], str] | None:
+    """When replacing lines ``start``..``end`` by ``new_lines`` would break the file's syntax but each
+    new line rewrites one of those lines (``aligned_rewrite``) and rewriting only them compiles: the
+    result, the span it changed, its new lines and a note saying so; else None."""
+    literal = "".join(lines[:start - 1] + [x + "\n" for x in new_lines] + lines[end:])
+    if breaks_syntax(path, text, literal) is None:
+        return None
+    pairs = aligned_rewrite([x.rstrip("\r\n") for x in lines[start - 1:end]], new_lines)
+    if pairs is None:
+        return None
+    result = list(lines)
+    for k, line in pairs:
+        result[start - 1 + k] = line + "\n"
+    if breaks_syntax(path, text, "".join(result)) is not None:
+        return None
+    first, last = start + pairs[0][0], start + pairs[-1][0]
+    kept = ", ".join(str(start + k) for k in range(end - start + 1) if k not in {k for k, _ in pairs})
+    why = (f"(Replacing lines {start}-{end} by new_text alone would have broken the file; new_text rewrites "
+           f"line(s) {', '.join(str(start + k) for k, _ in pairs)}, so only those were replaced and lines "
+           f"{kept} were kept.)\n")
+    return result, first, last, result[first - 1:last], why
 
 
 def view(path: str, text: str, start: int = 0, end: int = 0) -> str:

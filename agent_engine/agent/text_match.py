@@ -12,6 +12,9 @@ Invariants:
 - ``gapped_edit`` applies an edit whose ``old`` left out up to ``MAX_GAP`` lines between two of its
   lines, only when that reading is certain: one place, each line equal but for blanks, a changed run
   adjacent in the file.
+- ``aligned_rewrite`` reads a range replacement whose new lines each rewrite one of the range's lines
+  (similar text, in order) as rewriting those lines only; the caller uses it only where the literal
+  replacement would break the file.
 - ``closest`` is the ``difflib`` closest window of the file's lines, bounded by ``MAX_WINDOWS``
   windows compared on their first ``PROBE_LINES`` lines cut to ``LINE_CHARS`` characters.
 """
@@ -25,6 +28,7 @@ LINE_CHARS = 160  # characters per shown line, at most
 MIN_SIMILARITY = 0.5  # below this, no window is offered as "what you meant"
 MAX_WINDOWS = 5000  # windows compared by difflib, at most (the file's first lines)
 PROBE_LINES = 3  # a window is compared on its first lines only
+ALIGN_SIMILARITY = 0.6  # a rewritten line this similar to an old one is taken as its rewrite (aligned_rewrite)
 MAX_GAP = 3  # lines the model may have left out between two lines of old_text (gapped_edit)
 NUMBERED = re.compile(r"^ *[0-9]+[|] ?")
 
@@ -127,6 +131,32 @@ def closest(text: str, old: str) -> tuple[float, int, int]:
 
 def indent_of(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
+
+
+def aligned_rewrite(old_lines: list[str], new_lines: list[str]) -> list[tuple[int, str]] | None:
+    """Where a range replacement that names too many lines meant to land: each non-blank line of
+    ``new_lines``, in order, paired with a distinct later line of ``old_lines`` it rewrites (stripped
+    text at least ``ALIGN_SIMILARITY`` similar) and re-indented to it; None unless every non-blank new
+    line pairs, fewer lines pair than ``old_lines`` holds, and at least one paired line changes.
+    (A small model asked to fix line 6 often replaces the whole window 4-9 it viewed by line 6 alone.)"""
+    wanted = [x for x in new_lines if x.strip()]
+    if not wanted or len(wanted) >= len([x for x in old_lines if x.strip()]):
+        return None
+    pairs: list[tuple[int, str]] = []
+    at = 0
+    for line in wanted:
+        scores = [(difflib.SequenceMatcher(None, old_lines[k].strip(), line.strip()).ratio(), k)
+                  for k in range(at, len(old_lines)) if old_lines[k].strip()]
+        best = max(scores, default=(0.0, -1))
+        if best[0] < ALIGN_SIMILARITY:
+            return None
+        k = best[1]
+        indent = indent_of(old_lines[k]) if len(indent_of(line)) < len(indent_of(old_lines[k])) else ""
+        pairs.append((k, indent + line))
+        at = k + 1
+    if all(old_lines[k].rstrip("\r\n") == text for k, text in pairs):
+        return None
+    return pairs
 
 
 def gapped_places(lines: list[str], want: list[str]) -> list[list[int]]:
