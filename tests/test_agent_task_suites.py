@@ -54,7 +54,7 @@ def test_the_23_small_tasks_are_still_the_builtin_set_and_all_adds_the_suites() 
     assert len(builtin) == 23 and builtin == builtin_tasks()
     assert resolve_tasks("suites") == SUITES and resolve_tasks("all") == builtin + SUITES
     assert not {t.name for t in builtin} & {t.name for t in SUITES}
-    assert set(TASK_SETS) == {"builtin", "suites", "all"}
+    assert set(TASK_SETS) == {"builtin", "suites", "libraries", "all"}
     for name in TASK_SETS:
         with pytest.raises(ValueError, match="--repo"):
             resolve_tasks(name, default_repo="/tmp")

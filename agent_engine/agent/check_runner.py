@@ -104,6 +104,9 @@ def pytest_id(test: object, root: str) -> str:
     """``relative/file.py::Class::method`` for a test case (its module's file relative to ``root``)."""
     if isinstance(test, PlainTest):
         return test.test_id
+    doc = getattr(test, "_dt_test", None)  # a doctest: its file and its name
+    if doc is not None:
+        return f"{relative(doc.filename or '', root)}::{doc.name}"
     method = getattr(test, "_testMethodName", None)
     cls = type(test)
     module = sys.modules.get(cls.__module__)
@@ -329,8 +332,12 @@ def run_script(argv: list[str], root: str, check_files: list[str]) -> dict[str, 
 
 
 def run_tests(paths: list[str], root: str, stream: io.TextIOBase | None = None) -> dict[str, object]:
-    """Collect and run the tests under ``paths``; what went wrong besides failing tests is reported."""
+    """Collect and run the tests under ``paths``; what went wrong besides failing tests is reported.
+    The repository's root goes first on the path, and its ``src`` folder when it has one (the
+    ``src/`` layout, as pytest's ``pythonpath = src``)."""
     sys.path.insert(0, root)
+    if os.path.isdir(os.path.join(root, "src")):
+        sys.path.insert(0, os.path.join(root, "src"))
     suite, broken = collect(paths, root)
     runner = unittest.TextTestRunner(stream=stream or sys.stderr, verbosity=1)
     runner.run(suite)

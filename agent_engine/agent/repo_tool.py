@@ -17,6 +17,9 @@ Invariants:
   two levels and then one level deep are folded into one line each (file count, first names; not the
   folders of focused modules), then the list is cut with a note saying how many lines it leaves out. Work is bounded: ``MAX_FILES`` paths walked, ``MAX_PARSED`` modules parsed, none
   larger than ``PARSE_BYTES``, ``MAP_SECONDS`` of parsing.
+- After the map, the numbered source of small modules (at most ``SOURCE_LINES`` lines each,
+  ``SOURCE_CHARS`` characters in all, within what the budget leaves): those the task's words name or, when none is named and the
+  repository has at most ``FEW_MODULES`` modules, those; never a read-only file.
 - ``search`` matches a pattern line by line over the repository's text files (library code first,
   then tests): as a regex when it compiles and matches, else as literal text, else case-insensitively;
   the observation says which. At most ``SEARCH_MATCHES`` matches of ``LINE_CHARS`` characters are
@@ -44,6 +47,7 @@ else:
         cut_line,
         definitions,
         is_test_path,
+        numbered_cut,
         read_only,
         read_text,
         skipped_dir,
@@ -51,6 +55,9 @@ else:
     from agent_engine.agent.file_tool import main as file_main
 
 MAP_CHARS = 2000  # the map's default budget
+SOURCE_LINES = 60  # a module this short, named by the task (or one of few), is shown whole after the map
+SOURCE_CHARS = 1600  # characters of such sources after the map, at most
+FEW_MODULES = 4  # a repository with at most this many modules has its small ones shown whole even unnamed
 MAX_FILES = 5000  # paths walked, at most
 MAX_PARSED = 400  # modules parsed for the map, at most
 MAP_SECONDS = 3.0  # time spent parsing for the map, at most
@@ -158,7 +165,28 @@ def repo_map(root: str = ".", budget: int = MAP_CHARS, focus: list[str] | tuple[
         used += len(line) + 1
     if not complete:
         out.append(f"(Only the first {MAX_FILES} files were read.)")
-    return "\n".join(out) + "\n" if out else "(no files)\n"
+    modules = [p for p in defs if not read_only(p)]
+    text = "\n".join(out) + "\n" if out else "(no files)\n"
+    room = min(SOURCE_CHARS, budget - len(text))
+    return text + small_sources(sorted(focused) if focused else modules if len(modules) <= FEW_MODULES else [], room)
+
+
+def small_sources(paths: list[str], room: int) -> str:
+    """The numbered source of the first of ``paths`` that are small (at most ``SOURCE_LINES`` lines),
+    within ``room`` characters in all: a small model reads the code it must fix at once."""
+    out: list[str] = []
+    used = 0
+    for path in paths:
+        text = read_text(path, SOURCE_CHARS)
+        if text is None or read_only(path):
+            continue
+        lines = text.splitlines(keepends=True)
+        block = f"\n{path}:\n" + numbered_cut(lines)
+        if len(lines) > SOURCE_LINES or used + len(block) > room:
+            continue
+        out.append(block)
+        used += len(block)
+    return "".join(out)
 
 
 def map_lines(code: list[str], defs: dict[str, list[tuple[int, int, int, str, str]] | None], focused: set[str],

@@ -18,13 +18,17 @@ task), named by ``TASK_SETS``:
   ``check.py`` runs in tens of milliseconds.
 - ``suites`` (``suites.jsonl``): small libraries whose check is a real ``unittest`` suite of many
   cases that takes seconds of CPU, as real test suites do; the task names only the symptom.
-- ``all``: both, ``builtin`` first.
+- ``libraries`` (``libraries.jsonl``): real permissively licensed libraries from their PyPI sdists
+  (package, own test suite, licence), each with one injected bug that fails some of its own tests;
+  the task is written as a user's issue (``docs/agent.md``, "Real-library tasks").
+- ``all``: ``builtin`` and ``suites``, ``builtin`` first.
 Every shipped check needs nothing but ``python3`` and says what fails.
 
 Invariants:
 - Every shipped check exits non-zero on its shipped repository and 0 once its ``solution`` ran there,
   and no solution touches a check file (``tests/test_agent_tasks.py`` and
-  ``tests/test_agent_task_suites.py`` prove it for every task).
+  ``tests/test_agent_task_suites.py`` prove it for every task; ``tests/test_agent_task_libraries.py``
+  through the judge).
 - A relative ``repo`` is resolved against ``base`` when one is given (the shipped sets: their own
   folder), else left as written (relative to the working directory, as before).
 - Malformed lines raise ``ValueError`` naming the file and line.
@@ -45,6 +49,7 @@ TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 TASK_SETS: dict[str, tuple[str, ...]] = {  # ``--tasks NAME`` -> its JSONL files under TASKS_DIR, in order
     BUILTIN: ("tasks.jsonl",),
     "suites": ("suites.jsonl",),
+    "libraries": ("libraries.jsonl",),
     "all": ("tasks.jsonl", "suites.jsonl"),
 }
 _STRING_FIELDS = ("repo", "job_id", "name", "check", "solution", "kind", "difficulty")
