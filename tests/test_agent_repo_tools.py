@@ -351,3 +351,16 @@ def test_a_long_unittest_report_is_summarized_and_outputs_are_capped() -> None:
     assert summarize_unittest("short") == "short"
     capped = cap_text("a" * 5000 + "b" * 5000, 900)
     assert capped.startswith("a" * 600) and capped.endswith("b" * 300) and "9100 characters of output left out" in capped
+
+
+def test_the_map_shows_the_small_modules_a_task_names_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "temps.py").write_text("def to_f(c):\n    return c * 9 / 5 + 23\n")
+    (tmp_path / "check.py").write_text("import temps\nassert temps.to_f(0) == 32\n")
+    (tmp_path / "check.py").chmod(0o444)
+    monkeypatch.chdir(tmp_path)
+    text = repo_tool.repo_map(".", budget=2000, focus=["check", "temps"])
+    assert "temps.py:\n   1| def to_f(c):\n   2|     return c * 9 / 5 + 23\n" in text
+    assert "check.py:" not in text  # read-only: listed, never shown
+    for m in range(6):  # many modules, none named: only the map
+        (tmp_path / f"mod{m}.py").write_text("def f():\n    pass\n")
+    assert "temps.py:\n" not in repo_tool.repo_map(".", budget=2000, focus=["run"])

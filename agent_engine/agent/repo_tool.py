@@ -18,8 +18,9 @@ Invariants:
   folders of focused modules), then the list is cut with a note saying how many lines it leaves out. Work is bounded: ``MAX_FILES`` paths walked, ``MAX_PARSED`` modules parsed, none
   larger than ``PARSE_BYTES``, ``MAP_SECONDS`` of parsing.
 - After the map, the numbered source of small modules (at most ``SOURCE_LINES`` lines each,
-  ``SOURCE_CHARS`` characters in all, within what the budget leaves): those the task's words name or, when none is named and the
-  repository has at most ``FEW_MODULES`` modules, those; never a read-only file.
+  ``SOURCE_CHARS`` characters in all, within what the budget leaves): the writable ones the task's
+  words name or, when it names none and the repository has at most ``FEW_MODULES`` writable modules,
+  those; never a read-only file.
 - ``search`` matches a pattern line by line over the repository's text files (library code first,
   then tests): as a regex when it compiles and matches, else as literal text, else case-insensitively;
   the observation says which. At most ``SEARCH_MATCHES`` matches of ``LINE_CHARS`` characters are
@@ -166,9 +167,10 @@ def repo_map(root: str = ".", budget: int = MAP_CHARS, focus: list[str] | tuple[
     if not complete:
         out.append(f"(Only the first {MAX_FILES} files were read.)")
     modules = [p for p in defs if not read_only(p)]
+    named = sorted(p for p in focused if not read_only(p))
     text = "\n".join(out) + "\n" if out else "(no files)\n"
     room = min(SOURCE_CHARS, budget - len(text))
-    return text + small_sources(sorted(focused) if focused else modules if len(modules) <= FEW_MODULES else [], room)
+    return text + small_sources(named or (modules if len(modules) <= FEW_MODULES else []), room)
 
 
 def small_sources(paths: list[str], room: int) -> str:
