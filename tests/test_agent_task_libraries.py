@@ -59,7 +59,8 @@ def test_the_libraries_set_is_shipped_beside_the_others() -> None:
 def test_each_task_is_a_library_with_its_own_tests_and_licence(task: AgentTask) -> None:
     line = LINES[task.name or ""]
     assert line["kind"] == "real library" and line["difficulty"] in ("easy", "medium", "hard")
-    assert task.repo is not None and Path(task.repo).parent == TASKS_DIR and task.tests
+    assert line["repo"].startswith("libraries/") and (TASKS_DIR / line["repo"]).is_file() and task.tests
+    assert task.repo is not None and Path(task.repo).is_dir()  # unpacked from its archive
     repo = Path(task.repo)
     # the check: the judge's runner, run on the task's test paths, and those paths are check files
     assert (repo / "check.py").read_bytes() == Path(check_runner.__file__).read_bytes()

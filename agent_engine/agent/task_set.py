@@ -29,6 +29,8 @@ Invariants:
   and no solution touches a check file (``tests/test_agent_tasks.py`` and
   ``tests/test_agent_task_suites.py`` prove it for every task; ``tests/test_agent_task_libraries.py``
   through the judge).
+- A ``repo`` ending in ``.tar.gz`` is an archived repository, unpacked once into the cache
+  (``agent_engine.agent.task_archive``; the ``libraries`` set).
 - A relative ``repo`` is resolved against ``base`` when one is given (the shipped sets: their own
   folder), else left as written (relative to the working directory, as before).
 - Malformed lines raise ``ValueError`` naming the file and line.
@@ -40,6 +42,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from agent_engine.agent.task_archive import ARCHIVE_SUFFIX, unpacked_repo
 
 __all__ = ["BUILTIN", "TASKS_DIR", "TASK_SETS", "AgentTask", "builtin_solutions", "builtin_tasks", "load_tasks",
            "read_task_lines", "resolve_tasks", "set_lines", "set_solutions", "set_tasks"]
@@ -106,6 +110,8 @@ def load_tasks(path: str | Path, default_repo: str | None = None, base: Path | N
         repo = d.get("repo", default_repo)
         if repo is not None and base is not None and not Path(repo).is_absolute():
             repo = str(base / repo)
+        if repo is not None and repo.endswith(ARCHIVE_SUFFIX):
+            repo = str(unpacked_repo(Path(repo)))
         files, tests = d.get("check_files"), d.get("tests")
         tasks.append(AgentTask(d["task"], repo, d.get("job_id"), d.get("check"), d.get("name"),
                                None if files is None else tuple(files), None if tests is None else tuple(tests),
