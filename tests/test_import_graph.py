@@ -25,14 +25,9 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-TASK_REPOSITORIES = ROOT / "agent_engine" / "agent" / "tasks"  # the agent's task repositories: data, not modules
-
-
 def project_modules() -> dict[str, Path]:
-    """Every project module by dotted name (a package by its ``__init__.py``); the shipped task
-    repositories (other projects' code, run only inside a sandbox) are not the project's modules."""
-    return {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
-            if TASK_REPOSITORIES not in p.parents}
+    """Every project module by dotted name (a package by its ``__init__.py``)."""
+    return {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
 
 
 def _resolve(name: str, modules: dict[str, Path]) -> str | None:
