@@ -66,7 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"model folder, .gguf file or known name (default {DEFAULT_MODEL})")
     p.add_argument("--tasks", default="builtin",
                    help="a shipped task set: builtin (23 small tasks), suites (checks are real test suites), "
-                        "all; or a task JSONL file (default builtin)")
+                        "libraries (real libraries with one bug, judged by their own tests), all; or a task "
+                        "JSONL file (default builtin)")
     p.add_argument("--interfaces", default="tools",
                    help="comma list of agents: tools (our agent, tool calls), text (our agent, one bash block), "
                         "mini (mini-swe-agent, unmodified; runs commands outside our sandbox) (default tools)")
@@ -95,7 +96,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine-arg", action="append", default=[], help="extra flag passed to every server")
     p.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for each server")
     p.add_argument("--log-dir", default="out/agent_tasks_logs", help="server logs go here")
-    p.add_argument("--records-dir", default=None, help="write each row's agent records here (JSONL)")
+    p.add_argument("--records-dir", default=None,
+                   help="write each row's agent records here (JSONL) and each attempt's transcript under "
+                        "ROW/ (JSON)")
     p.add_argument("--json", default="out/agent_tasks.json", help="results JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     EngineConfig.add_arguments(p, ENGINE_FLAGS, ENGINE_DEFAULTS, title="engine options (every server of the run)")
@@ -226,7 +229,9 @@ def run_pair(policy: str, hints: str, model: str, tasks: Sequence[Any], args: ar
             options = RunOptions(srv.base_url, agent, concurrency=args.concurrency,
                                  command_timeout=args.command_timeout, job_id_prefix=f"{policy}-{hints}-",
                                  progress=not args.no_progress,
-                                 attempts=attempt_policy(args.attempts, args.attempt_temperature))
+                                 attempts=attempt_policy(args.attempts, args.attempt_temperature),
+                                 transcripts=(str(Path(args.records_dir) / name.replace("/", "-"))
+                                              if args.records_dir else None))
             result = run_agent_jobs_sync(list(tasks), options)
             metrics = scrape_metrics(srv.base_url)
             peak_rss = srv.peak_rss_mb()

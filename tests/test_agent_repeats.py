@@ -7,6 +7,7 @@ as the small models did: the same failing ``edit_file`` again and again, the sam
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import httpx
 import pytest
 from agent_fakes import FakeServer, ToolServer, tool_call
 
-from agent_engine.agent.loop import AgentConfig, AgentJobResult, run_agent_job
+from agent_engine.agent.loop import MAX_DROPPED_REPEATS, AgentConfig, AgentJobResult, run_agent_job
 from agent_engine.agent.repeats import Escalation, RepeatGuard, call_key, gist, tree_state
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.task_set import builtin_tasks
@@ -112,9 +113,10 @@ def test_tree_state_sees_content_and_new_files_not_reads_or_same_bytes(tmp_path:
 # --------------------------------------------------------------------------- whole jobs
 
 
-def _tool_job(script: list[dict[str, Any]], config: AgentConfig) -> tuple[AgentJobResult, ToolServer, int]:
+def _tool_job(script: list[dict[str, Any]], config: AgentConfig,
+              server_type: type[ToolServer] = ToolServer) -> tuple[AgentJobResult, ToolServer, int]:
     task = next(t for t in builtin_tasks() if t.name == "add_operator")
-    server = ToolServer(script)
+    server = server_type(script)
 
     async def go() -> tuple[AgentJobResult, int]:
         async with httpx.AsyncClient(base_url="http://fake", transport=httpx.MockTransport(server.handle)) as c:
@@ -126,22 +128,48 @@ def _tool_job(script: list[dict[str, Any]], config: AgentConfig) -> tuple[AgentJ
     return result, server, check
 
 
-def test_a_tool_job_that_repeats_a_failing_edit_is_told_and_sampled_hotter_then_solves() -> None:
+class SequenceServer(ToolServer):
+    """Answers ``script[k]`` to the ``k``-th request, whatever the conversation holds (a dropped repeat
+    leaves the conversation as it was, so the step count of ``ToolServer`` would not move)."""
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        if request.method != "POST":
+            return super().handle(request)
+        k = len(self.bodies)
+        body = json.loads(request.content)
+        fake = dict(body, messages=[{"role": "assistant"}] * k)  # ToolServer reads the step from these
+        response = super().handle(httpx.Request("POST", request.url, json=fake))
+        self.bodies[-1] = body
+        return response
+
+
+def test_a_repeated_failing_edit_is_dropped_and_the_next_call_sampled_hotter_from_the_same_prompt() -> None:
     wrong = tool_call("edit_file", path="calc.py", old_text="return a-b", new_text="return a + b")
-    script = [tool_call("view_file", path="calc.py"), wrong, wrong, wrong,
-              tool_call("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b"),
-              tool_call("bash", command="python3 check.py"), tool_call("submit")]
-    result, server, check = _tool_job(script, AgentConfig(step_limit=10, interface="tools", seed=7))
+    right = tool_call("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b")
+    script = [tool_call("view_file", path="calc.py"), wrong, wrong, wrong, right]
+    result, server, check = _tool_job(script, AgentConfig(step_limit=10, interface="tools", seed=7), SequenceServer)
     assert check == 0 and result.job.exit_status == "Submitted" and result.job.repeats == 2
-    assert [b["temperature"] for b in server.bodies] == pytest.approx([0, 0, 0, 0.4, 0.8, 0, 0])
-    assert [b.get("seed") for b in server.bodies] == [None, None, None, 10, 11, None, None]
-    assert [(t.temperature, t.seed) for t in result.turns][3:5] == [(pytest.approx(0.4), 10), (pytest.approx(0.8), 11)]
-    assert [t.repeat_of for t in result.turns] == [None, None, 1, 2, None, None, None]
+    assert [b["temperature"] for b in server.bodies] == pytest.approx([0, 0, 0, 0.4, 0.8])
+    assert [b.get("seed") for b in server.bodies] == [None, None, None, 10, 11]
+    assert [t.repeat_of for t in result.turns] == [None, None, 1, 2, None]
+    # The two repeats left nothing behind: calls 3 and 4 were asked exactly what call 2 was asked.
+    assert server.bodies[2]["messages"] == server.bodies[3]["messages"] == server.bodies[4]["messages"]
     tools = [m["content"] for m in result.messages if m["role"] == "tool"]
-    assert "Lines 6-6 of calc.py match old_text except for whitespace" in tools[1] and "Repeated" not in tools[1]
+    assert len(tools) == 3 and not any("Repeated call" in t for t in tools)
+    assert "Lines 6-6 of calc.py match old_text except for whitespace" in tools[1]
+    assert "The check passes with this edit" in tools[2]  # the edit ran the check, which ended the job
+
+
+def test_after_the_dropped_repeats_one_is_kept_with_its_note() -> None:
+    wrong = tool_call("edit_file", path="calc.py", old_text="return a-b", new_text="return a + b")
+    right = tool_call("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b")
+    script = [wrong] * (MAX_DROPPED_REPEATS + 2) + [right]
+    result, server, check = _tool_job(script, AgentConfig(step_limit=10, interface="tools", seed=7), SequenceServer)
+    assert check == 0 and result.job.repeats == MAX_DROPPED_REPEATS + 1
+    tools = [m["content"] for m in result.messages if m["role"] == "tool"]
+    assert len(tools) == 3 and "Repeated call" not in tools[0]
     assert "Repeated call: you made this exact call (same tool and arguments) just before, and it failed then " \
-           "(exit code 1: old_text was not found in calc.py. Nothing changed." in tools[2]
-    assert tools[2].count("Repeated call") == 1 and "Repeated call" not in tools[4]
+           "(exit code 1: old_text was not found in calc.py. Nothing changed." in tools[1]
 
 
 def test_a_repeat_escalation_of_zero_keeps_greedy_but_still_says_so() -> None:

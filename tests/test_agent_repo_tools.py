@@ -319,7 +319,8 @@ def test_an_exception_in_the_library_shows_the_functions_it_passed(sandbox: Sand
 def test_a_failed_assertion_shows_the_library_code_the_test_calls(repo: Path) -> None:
     frames = [[[str(repo / "tests/test_calc.py"), 8]]]
     text = failing_code.failing_code(frames)
-    assert text.startswith("The failing tests call this library code")
+    assert text.startswith("The failing test, tests/test_calc.py (read-only), lines 7-8:\n   7|     def test_chain")
+    assert "\nThe failing tests call this library code" in text
     # evaluate (re-exported by the package) is a short wrapper: the functions it calls follow, parse's too
     assert "calcpkg/evaluator.py, def evaluate (lines 4-5), called by tests/test_calc.py:8:" in text
     assert "calcpkg/parser.py, def parse (lines 25-27), called by evaluate:" in text
@@ -327,6 +328,41 @@ def test_a_failed_assertion_shows_the_library_code_the_test_calls(repo: Path) ->
     assert "  21|             node = (op, node, self.parse_sum())" in text
     assert len(text) <= failing_code.FAILURE_CHARS + 200
     assert failing_code.failing_code([[["/usr/lib/python3/unittest/case.py", 3]]]) == ""  # nothing of the repository
+
+
+def test_an_assertion_on_an_object_shows_its_constructor_and_what_that_calls(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "ptr.py").write_text(
+        "class Pointer:\n"
+        "    def __init__(self, text):\n"
+        "        self.parts = [unescape(p) for p in text.split('/')[1:]]\n"
+        "\n\n"
+        "def unescape(s):\n"
+        "    return s.replace('~0', '~').replace('~1', '/')\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_ptr.py").write_text(
+        "import unittest\n"
+        "from ptr import Pointer\n"
+        "\n\n"
+        "class T(unittest.TestCase):\n"
+        "    def test_parts(self):\n"
+        "        pointer = Pointer('/~01')\n"
+        "        self.assertEqual(pointer.parts, ['~1'])\n")
+    monkeypatch.chdir(tmp_path)
+    text = failing_code.failing_code([[[str(tmp_path / "tests" / "test_ptr.py"), 8]]])
+    # The assertion reads ``pointer``: the line that made it is on the failing path, and so is what
+    # calling the class runs, and what that calls.
+    assert "lines 6-8:\n   6|     def test_parts(self):\n   7|         pointer = Pointer('/~01')\n" in text
+    assert "ptr.py, def Pointer.__init__ (lines 2-3), called by tests/test_ptr.py:8:" in text
+    assert "ptr.py, def unescape (lines 6-7), called by Pointer.__init__:" in text
+
+
+def test_a_long_docstring_is_folded_and_the_line_numbers_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "m.py").write_text('def f(x):\n    """Doc.\n\n    >>> f(1)\n    2\n    """\n    return x - 1\n')
+    monkeypatch.chdir(tmp_path)
+    text = failing_code.failing_code([[[str(tmp_path / "m.py"), 7]]])
+    assert '   2|     """Doc.\n      ... (docstring to line 6)\n   7|     return x - 1\n' in text
+    assert ">>> f(1)" not in text
 
 
 def test_a_long_function_is_shown_as_a_window_around_the_failing_line(tmp_path: Path,

@@ -59,7 +59,8 @@ from agent_engine.agent.failures import cap_text, failures_line, read_failures, 
 from agent_engine.agent.repo_tool import SANDBOX_NAMESPACE
 from agent_engine.agent.sandbox import CommandResult, Sandbox
 
-__all__ = ["CUT_MESSAGE", "EDIT_TOOLS", "FAILURE_CHARS", "MAP_CHARS", "SYSTEM_PROMPT_TOOLS", "TOOLS", "Annotated", "Progress", "ToolOutcome",
+__all__ = ["CUT_MESSAGE", "EDIT_TOOLS", "FAILURE_CHARS", "MAP_CHARS", "SYSTEM_PROMPT_TOOLS",
+           "SYSTEM_PROMPT_TOOLS_CHECKED", "TOOLS", "Annotated", "Progress", "ToolOutcome",
            "annotate", "focus_words", "parse_arguments", "repo_map", "run_program", "run_tool_call",
            "shell_tool_call", "tool_program"]
 
@@ -73,6 +74,18 @@ SYSTEM_PROMPT_TOOLS = (
     "Tests and the check are read-only.\n"
     "4. Run the check again. If it still fails, read its output and fix again.\n"
     "5. When the check passes, call submit."
+)
+SYSTEM_PROMPT_TOOLS_CHECKED = (
+    "You are a careful software engineer fixing a bug in a Python repository. The task message lists the "
+    "repository's files, with each module's classes and functions at their line numbers, and the check's "
+    "output: the failing tests and the library code on the failing path. Call exactly one tool per reply. "
+    "Work in this order:\n"
+    "1. Read the failing tests and the code shown; view_file with start_line and end_line, or search for a "
+    "name, to read more.\n"
+    "2. Fix the library's code with replace_lines (line numbers as view_file shows them) or edit_file: "
+    "change only the wrong lines. Tests and the check are read-only.\n"
+    "3. Each edit runs the check: an edit that makes it worse is undone; when it passes, you are done. If it "
+    "still fails, read its output and fix again."
 )
 CUT_MESSAGE = ("Your answer was cut at the token limit before the call was complete, so nothing was run or "
                "changed. Make a shorter call: replace_lines on fewer lines, or a shorter command.")
@@ -117,12 +130,12 @@ _SHAPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "replace_lines": (("path", "start_line", "end_line", "new_text"),),
     "edit_file": (("path", "old_text", "new_text"),), "submit": ((),)}
 _SOURCES = [(Path(__file__).resolve().parent / name).read_text(encoding="utf-8")
-            for name in ("text_match.py", "file_tool.py", "failing_code.py", "repo_tool.py")]
+            for name in ("edit_undo.py", "text_match.py", "file_tool.py", "failing_code.py", "repo_tool.py")]
 
 
 def tool_program() -> str:
     """The program every file and repository tool runs in the sandbox (``python3 -I -c PROGRAM ARG``):
-    ``text_match``'s, ``file_tool``'s, ``failing_code``'s and then ``repo_tool``'s sources, executed in one
+    ``edit_undo``'s, ``text_match``'s, ``file_tool``'s, ``failing_code``'s and then ``repo_tool``'s sources, executed in one
     namespace named
     ``SANDBOX_NAMESPACE`` (so neither runs its own ``__main__`` block), then ``repo_tool``'s ``main``."""
     return ("import sys\n"

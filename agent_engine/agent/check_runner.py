@@ -153,6 +153,9 @@ class PlainTest(unittest.FunctionTestCase):
     def id(self) -> str:
         return self.test_id
 
+    def __str__(self) -> str:  # the report's ``ERROR: ...`` line names the test, not ``_call``
+        return self.test_id
+
 
 def plain_tests(module: types.ModuleType, rel_path: str) -> list[unittest.TestCase]:
     """The pytest-style tests of ``module`` (functions and plain classes defined in it)."""

@@ -94,6 +94,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "process: limits and cleanup only (default: auto)")
     p.add_argument("--out", required=True, help="per-turn and per-job records (JSONL)")
     p.add_argument("--save-trace", default=None, help="also save the run in the agent-trace format (JSONL)")
+    p.add_argument("--transcripts", default=None, metavar="DIR",
+                   help="write each attempt's conversation and verdict here, one JSON file per attempt")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_agent)
 
@@ -128,7 +130,8 @@ def _cmd_agent(args: argparse.Namespace) -> int:
                              max_output_chars=args.max_output_chars, api_key=api_key,
                              job_id_prefix=args.job_id_prefix, progress=not args.no_progress,
                              allow_network=args.allow_network, isolation=args.isolation,
-                             attempts=attempt_policy(args.attempts, args.attempt_temperature))
+                             attempts=attempt_policy(args.attempts, args.attempt_temperature),
+                             transcripts=args.transcripts)
     except (OSError, ValueError) as e:
         print(f"agent: {e}", file=sys.stderr)
         return 2

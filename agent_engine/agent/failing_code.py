@@ -13,9 +13,14 @@ Invariants:
   assertion failed in a test, or at a script's top level), the library functions the failing lines
   call and, less surely, the rest of the failing test calls (resolved through the test module's
   imports and a package's re-exports; ``obj.method()`` through the classes it imports), then the
-  functions that a short one (``SHORT_FUNCTION`` lines) calls, ranked by how many failures reach them. At most ``FAILING_FUNCTIONS`` functions, each at most ``FUNCTION_LINES`` numbered lines
-  (a window around the failing line), ``FAILURE_CHARS`` characters in all (or the budget given; the
-  first function is always shown whole); nothing printed when there is nothing to show.
+  functions that a short one (``SHORT_FUNCTION`` lines) calls, ranked by how many failures reach them;
+  calling a class is calling its initializer, and the statements that assigned the names a failing
+  line reads count as that line. Then the failing test's own lines (at most ``TEST_LINES``, up to its
+  failing line) open the answer. At most ``FAILING_FUNCTIONS`` functions, each at most
+  ``FUNCTION_LINES`` numbered lines (a window around the failing line; a docstring of more than
+  ``DOCSTRING_LINES`` lines folded to its first line, the numbers of the rest kept), ``FAILURE_CHARS``
+  characters in all (or the budget given; the first function is always shown); nothing printed when
+  there is nothing to show.
 """
 
 from __future__ import annotations
@@ -35,7 +40,10 @@ if __name__.startswith("agent_engine."):  # on the host; in the sandbox the earl
 
 FAILING_FUNCTIONS = 4
 FUNCTION_LINES = 40
-SHORT_FUNCTION = 12  # a function this short has its callees shown too (it is a wrapper)
+SHORT_FUNCTION = 20  # a function this short has its callees shown too (a wrapper, an initializer)
+CONSTRUCTORS = ("__init__", "__post_init__", "__new__")  # what calling a class runs, first found shown
+DOCSTRING_LINES = 3  # a longer docstring is shown as its first line and a note
+TEST_LINES = 10  # lines of a failing test shown, at most (up to its failing line)
 FAILURE_CHARS = 2600
 PARSE_BYTES = 400_000  # a larger module is listed without its definitions
 
@@ -169,29 +177,44 @@ class FailingCode:
                               for p, n, callee in self.callees(path, node)]
         ranked = sorted(reach.items(), key=lambda kv: (-int(kv[1][0]), kv[1][1], kv[1][2], kv[1][3]))  # type: ignore[call-overload]
         parts = [self.function_text(p, n, e[4], str(e[5])) for (p, n), e in ranked[:FAILING_FUNCTIONS]]  # type: ignore[arg-type]
-        return self.joined("The failing tests call this library code (tests are read-only, fix this code):", parts)
+        first = next((frames[0] for frames in tracebacks if frames), None)
+        test = self.test_text(*first) if first is not None else ""
+        test = test if len(test) <= self.chars // 3 else ""  # the test's lines never crowd out the code
+        shown = self.joined("The failing tests call this library code (tests are read-only, fix this code):", parts,
+                            self.chars - len(test))
+        return f"{test}{shown}" if shown else ""
 
-    def joined(self, header: str, parts: list[str]) -> str:
-        out, used = [], len(header)
+    def joined(self, header: str, parts: list[str], budget: int | None = None) -> str:
+        """``header`` and as many of ``parts`` as fit ``budget`` characters (default ``self.chars``; the
+        first part always)."""
+        out, used, budget = [], len(header), self.chars if budget is None else budget
         for part in parts:
-            if out and used + len(part) > self.chars:
+            if out and used + len(part) > budget:
                 break
             out.append(part)
             used += len(part)
         return header + "\n" + "".join(out) if out else ""
 
     def function_text(self, path: str, name: str, node: ast.AST, why: str, line: int = 0) -> str:
+        """``node``'s numbered lines (a long docstring folded to its first line; a long function to a
+        ``FUNCTION_LINES`` window around ``line``), headed by where it is and why it is shown."""
         lines = self.source(path).lines
         first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         last = node.end_lineno or node.lineno
-        lo, hi = first, last
-        if last - first + 1 > FUNCTION_LINES:
-            lo = max(first, min(line - FUNCTION_LINES * 2 // 3, last - FUNCTION_LINES + 1)) if line else first
-            hi = min(last, lo + FUNCTION_LINES - 1)
-        text = "".join(f"{n:4d}| {cut_line(x, LINE_CHARS)}\n" for n, x in enumerate(lines[lo - 1:hi], lo))
-        more = f"      ... (to line {last})\n" if hi < last else ""
+        folded = docstring_lines(node)
+        numbers = [n for n in range(first, last + 1) if folded is None or not folded[0] < n <= folded[1]]
+        if len(numbers) > FUNCTION_LINES:
+            at = next((i for i, n in enumerate(numbers) if n >= line), 0) if line else 0
+            lo = max(0, min(at - FUNCTION_LINES * 2 // 3, len(numbers) - FUNCTION_LINES))
+            numbers = numbers[lo:lo + FUNCTION_LINES]
+        out = []
+        for n in numbers:
+            out.append(f"{n:4d}| {cut_line(lines[n - 1], LINE_CHARS)}\n" if n <= len(lines) else "")
+            if folded is not None and n == folded[0]:
+                out.append(f"      ... (docstring to line {folded[1]})\n")
+        more = f"      ... (to line {last})\n" if numbers and numbers[-1] < last else ""
         kind = "class" if isinstance(node, ast.ClassDef) else "def"
-        return f"{path}, {kind} {name} (lines {first}-{last}), {why}:\n{text}{more}"
+        return f"{path}, {kind} {name} (lines {first}-{last}), {why}:\n{''.join(out)}{more}"
 
     # resolving what a test line calls
 
@@ -236,6 +259,7 @@ class FailingCode:
         stmt = holder[1] if holder is not None else src.statement_at(line)
         if stmt is None or src.tree is None:
             return []
+        statements = [stmt] if whole else [*self.feeding(src, stmt, line), stmt]
         names: dict[str, tuple[str, int, str]] = {}
         modules: dict[str, str] = {}
         for node in ast.walk(src.tree):
@@ -247,7 +271,8 @@ class FailingCode:
                     modules[alias.asname or alias.name] = alias.name
                     modules.setdefault(alias.name.split(".")[0], alias.name.split(".")[0])
         found: list[tuple[str, str, ast.AST]] = []
-        calls = sorted((n for n in ast.walk(stmt) if isinstance(n, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
+        calls = sorted((n for st in statements for n in ast.walk(st) if isinstance(n, ast.Call)),
+                       key=lambda c: (c.lineno, c.col_offset))
         for call in calls:
             dotted = dotted_name(call.func)
             if dotted is None or dotted[0] in ("self", "cls"):
@@ -256,6 +281,33 @@ class FailingCode:
             if hit is not None and self.library(hit[0]) and hit not in found:
                 found.append(hit)
         return found
+
+    def feeding(self, src: Source, stmt: ast.AST, line: int) -> list[ast.AST]:
+        """The statements before ``line`` in its function that assign a name the statement ``stmt`` reads
+        (``pointer = JsonPointer('/~01')`` for ``assertEqual(pointer.parts, ...)``), nearest last."""
+        holder = src.enclosing(line)
+        if holder is None:
+            return []
+        read = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        feeding = []
+        for node in ast.walk(holder[1]):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.lineno < stmt.lineno:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+                if names & read:
+                    feeding.append(node)
+        return sorted(feeding, key=lambda n: n.lineno)
+
+    def test_text(self, rel: str, line: int) -> str:
+        """The failing test's lines up to its failing line (at most ``TEST_LINES``), numbered; "" when the
+        line is not in a function."""
+        src = self.source(rel)
+        holder = src.enclosing(line)
+        if holder is None:
+            return ""
+        first = max(holder[1].lineno, line - TEST_LINES + 1)
+        text = "".join(f"{n:4d}| {cut_line(x, LINE_CHARS)}\n" for n, x in enumerate(src.lines[first - 1:line], first))
+        return f"The failing test, {rel} (read-only), lines {first}-{line}:\n{text}"
 
     def resolve_call(self, rel: str, dotted: list[str], names: dict[str, tuple[str, int, str]],
                      modules: dict[str, str]) -> tuple[str, str, ast.AST] | None:
@@ -266,7 +318,7 @@ class FailingCode:
             got = self.resolve(where, original) if where else None
             if got is not None and not isinstance(got[1], ast.ClassDef):
                 return got[0], original, got[1]
-            return None
+            return constructor(got)
         if len(dotted) >= 2:
             module = ".".join(dotted[:-1])
             where = self.module_file(modules[module], 0, rel) if module in modules else None
@@ -275,6 +327,8 @@ class FailingCode:
                 where = self.module_file(f"{mod}.{original}" if mod else original, level, rel)
             if where is not None:
                 got = self.resolve(where, last)
+                if got is not None and isinstance(got[1], ast.ClassDef):
+                    return constructor(got)
                 return (got[0], last, got[1]) if got is not None else None
             for mod, level, original in names.values():  # ``obj.method()``: the imported classes
                 where = self.module_file(mod, level, rel)
@@ -320,6 +374,30 @@ def dotted_name(node: ast.AST) -> list[str] | None:
     if not isinstance(node, ast.Name):
         return None
     return [node.id, *reversed(parts)]
+
+
+def docstring_lines(node: ast.AST) -> tuple[int, int] | None:
+    """``(first, last)`` line of a function's or class's docstring when it spans more than
+    ``DOCSTRING_LINES`` lines (then shown folded), else None."""
+    body = getattr(node, "body", None)
+    if not body or not isinstance(body[0], ast.Expr) or not isinstance(body[0].value, ast.Constant):
+        return None
+    if not isinstance(body[0].value.value, str):
+        return None
+    first, last = body[0].lineno, body[0].end_lineno or body[0].lineno
+    return (first, last) if last - first + 1 > DOCSTRING_LINES else None
+
+
+def constructor(found: tuple[str, ast.AST] | None) -> tuple[str, str, ast.AST] | None:
+    """A class's own initializer (``__init__``, ``__post_init__`` or ``__new__``) as a called function, or
+    None (not a class, or one that defines none)."""
+    if found is None or not isinstance(found[1], ast.ClassDef):
+        return None
+    for name in CONSTRUCTORS:
+        method = method_of(found[1], name)
+        if method is not None:
+            return found[0], f"{found[1].name}.{name}", method
+    return None
 
 
 def method_of(cls: ast.ClassDef, name: str) -> ast.AST | None:

@@ -58,8 +58,9 @@ def read_failures(output: str) -> Failures:
         if test not in tests:
             tests.append(test)
     for m in _PYTEST_FAILURE.finditer(output):
-        if m.group(1) not in tests:
-            tests.append(m.group(1))
+        test = m.group(1).rstrip(":")  # the judge runner's ``FAILED id: message`` lines
+        if test not in tests:
+            tests.append(test)
     tracebacks: list[list[tuple[str, int]]] = []
     for block in output.split(TRACEBACK_START)[1:]:
         frames: list[tuple[str, int]] = []

@@ -53,7 +53,8 @@ import re
 import stat
 import sys
 
-if __name__.startswith("agent_engine."):  # on the host; in the sandbox text_match's source ran first, here
+if __name__.startswith("agent_engine."):  # on the host; in the sandbox edit_undo's and text_match's ran first
+    from agent_engine.agent.edit_undo import save_undo
     from agent_engine.agent.text_match import (
         LINE_CHARS,
         MIN_SIMILARITY,
@@ -271,6 +272,7 @@ def written(path: str, before: str, text: str) -> bool:
     refusal = read_only_refusal(path) + "\n" if read_only(path) else breaks_syntax(path, before, text)
     if refusal is None:
         try:
+            save_undo(path, before)
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
             return True

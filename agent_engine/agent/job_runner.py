@@ -16,6 +16,8 @@ Invariants:
   attempts are spent; ``summary["solved_first_attempt"]`` is pass@1, ``summary["attempts"]`` the
   attempts run.
 - ``job_ids`` are unique within a run: ``{prefix}{index}`` unless a task names its own id.
+- With ``options.transcripts``, every judged attempt's conversation is written there
+  (``agent_engine.agent.transcripts``).
 - ``AgentRunResult.records`` holds, per job in task order, its ``AgentTurnRecord``s then its
   ``AgentJobRecord``; ``agent_engine.workloads.replay.records.write_records``/``summarize`` work on
   them as is.
@@ -51,6 +53,7 @@ from agent_engine.agent.loop import AgentConfig, AgentJobRecord, AgentJobResult,
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.sandbox.confine import resolve
 from agent_engine.agent.task_set import AgentTask, load_tasks
+from agent_engine.agent.transcripts import TranscriptWriter
 from agent_engine.workloads.hint_styles import releases_jobs
 from agent_engine.workloads.replay.records import Record, summarize
 from agent_engine.workloads.sse_client import release_job
@@ -80,6 +83,7 @@ class RunOptions:
     isolation: str = "auto"  # see agent_engine.agent.sandbox.ISOLATION_MODES
     transport: httpx.AsyncBaseTransport | None = None  # tests: an in-process fake server
     attempts: AttemptPolicy = field(default_factory=AttemptPolicy)  # attempts per job (agent_engine.agent.attempts)
+    transcripts: str | None = None  # folder for each attempt's conversation (agent_engine.agent.transcripts)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -128,6 +132,7 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
     if len(set(ids)) != len(ids):
         raise ValueError("job ids must be unique")
     resolve(options.isolation, options.allow_network)  # fail before any job when it cannot be had
+    transcripts = TranscriptWriter(options.transcripts) if options.transcripts else None
     enforced: dict[str, bool] = {}
     headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
     timeout = httpx.Timeout(options.request_timeout, connect=10.0)
@@ -148,7 +153,7 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
                 async with gate:
                     try:
                         return await _attempts(client, task, job_id, agent, options, output_chars, pool, t0,
-                                               enforced)
+                                               enforced, transcripts)
                     finally:
                         bar.update(1)
 
@@ -175,9 +180,10 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
 
 async def _attempts(client: httpx.AsyncClient, task: AgentTask, job_id: str, agent: AgentConfig,
                     options: RunOptions, output_chars: int, pool: ThreadPoolExecutor, t0: float,
-                    enforced: dict[str, bool]) -> AgentJobResult:
+                    enforced: dict[str, bool], transcripts: TranscriptWriter | None) -> AgentJobResult:
     """One job: its attempts, each in its own sandbox and judged there, until one is solved
-    (``agent_engine.agent.attempts``); a task without a check makes one attempt."""
+    (``agent_engine.agent.attempts``); a task without a check makes one attempt. Each judged attempt's
+    conversation goes to ``transcripts`` when given."""
     policy = options.attempts
     n = policy.attempts if task.check is not None or task.tests is not None else 1
     results: list[AgentJobResult] = []
@@ -201,6 +207,8 @@ async def _attempts(client: httpx.AsyncClient, task: AgentTask, job_id: str, age
         finally:
             sandbox.close()
         results.append(result)
+        if transcripts is not None:
+            await asyncio.get_running_loop().run_in_executor(pool, transcripts.write, result, k + 1)
         if result.job.solved or result.job.error is not None:
             break
         prefix = branch_prefix(results[0])

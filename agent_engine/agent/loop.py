@@ -28,9 +28,16 @@ Invariants:
   transcripts with the same functions, so the trained model sees exactly what this loop sends.
 - Repeats (``agent_engine.agent.repeats``): every call the model makes is recorded in the job's
   ``RepeatGuard`` with the repository's state after it; a call that repeats the previous one or a recent
-  failing one on an unchanged repository still runs, its observation carries the guard's note, its
-  turn record's ``repeat_of`` names the turn it repeats, and the next call is sampled at the guard's
-  raised temperature with a seed. Each turn record carries the ``temperature`` and ``seed`` its call
+  failing one on an unchanged repository still runs, its turn record's ``repeat_of`` names the turn it
+  repeats, and the next call is sampled at the guard's raised temperature with a seed. In the tool
+  interface, a repeat that fails again as its original did leaves no trace in the conversation (its
+  answer and observation are dropped, so the next call is sampled hotter from the same prompt and the
+  context never fills with copies a small model keeps copying), up to ``MAX_DROPPED_REPEATS`` in a
+  row; the next one is kept with the guard's note. Any other repeat's observation carries the note.
+- Checked edits (``agent_engine.agent.checked_edits``; tool interface with aids and a task check):
+  the task message carries the check's output before the first call; each edit that wrote a file
+  runs the check, is undone when it made the check worse, and ends the job ("Submitted") when the
+  check passes; a submit while the check fails is refused with the reason a bounded number of times. Each turn record carries the ``temperature`` and ``seed`` its call
   was sent with (seed None: greedy, none sent).
 - With ``AgentConfig.context_tokens`` (the runner sets it from the server's ``GET /models``), a prompt
   that would not fit the context is shrunk first (``context_fit``, measured in the server's tokens;
@@ -51,7 +58,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -63,9 +69,9 @@ import httpx
 
 from agent_engine.agent.aci import (
     CUT_MESSAGE,
+    EDIT_TOOLS,
     FAILURE_CHARS,
-    MAP_CHARS,
-    SYSTEM_PROMPT_TOOLS,
+    SYSTEM_PROMPT_TOOLS_CHECKED,
     TOOLS,
     Progress,
     ToolOutcome,
@@ -77,15 +83,21 @@ from agent_engine.agent.aci import (
     shell_tool_call,
 )
 from agent_engine.agent.chat import ChatError, ChatReply, stream_chat
-from agent_engine.agent.context_fit import LEVELS, MARGIN_TOKENS, ContextFit
+from agent_engine.agent.checked_edits import CheckedEdits
+from agent_engine.agent.context_fit import LEVELS, ContextFit
 from agent_engine.agent.failures import cap_text
-from agent_engine.agent.repeats import Escalation, Repeat, RepeatGuard, call_key, tree_state
+from agent_engine.agent.job_config import (
+    INTERFACES,
+    AgentConfig,
+    AgentJobRecord,
+    AgentJobResult,
+    AgentTurnRecord,
+)
+from agent_engine.agent.repeats import Repeat, RepeatGuard, call_key, tree_state
 from agent_engine.agent.sandbox import CommandResult, Sandbox
 from agent_engine.agent.text_interface import (
     CUT_ANSWER_MESSAGE,
     OBSERVATION_TEMPLATE,
-    SYSTEM_PROMPT,
-    TOOL_COMMANDS,
     format_error_message,
     initial_messages,
     is_submission,
@@ -93,8 +105,7 @@ from agent_engine.agent.text_interface import (
     submission_of,
     tool_name_of,
 )
-from agent_engine.workloads.hint_styles import HINT_STYLES, hint_fields, releases_jobs
-from agent_engine.workloads.replay.records import JobRecord, TurnRecord
+from agent_engine.workloads.hint_styles import hint_fields, releases_jobs
 from agent_engine.workloads.sse_client import release_job
 
 __all__ = ["INTERFACES", "AgentConfig", "AgentJobRecord", "AgentJobResult", "AgentTurnRecord", "client_hints",
@@ -102,133 +113,7 @@ __all__ = ["INTERFACES", "AgentConfig", "AgentJobRecord", "AgentJobResult", "Age
 
 NO_CALL_MESSAGE = ("Format error: call exactly one tool (" + ", ".join(t["function"]["name"] for t in TOOLS[:-1])
                    + " or submit).")
-INTERFACES = ("text", "tools")
-
-
-@dataclass(frozen=True)
-class AgentConfig:
-    """Knobs of one agent job; ``max_tokens=None`` lets the server fill up to the context;
-    ``system_prompt=None`` is the interface's own. ``temperature`` is the base temperature; after a
-    repeated call the next one is sampled at ``repeat_temperature_step`` more per consecutive repeat, up
-    to ``repeat_temperature_cap`` (``agent_engine.agent.repeats.Escalation``; a step of 0 keeps the base),
-    with the seed ``seed + step``."""
-
-    step_limit: int = 30
-    max_tokens: int | None = None
-    temperature: float = 0.0
-    seed: int = 0
-    repeat_temperature_step: float = Escalation.step
-    repeat_temperature_cap: float = Escalation.cap
-    model: str | None = None
-    system_prompt: str | None = None
-    stream: bool = True
-    hints: str = "job_id"  # a style of agent_engine.workloads.hint_styles
-    interface: str = "text"  # one of INTERFACES
-    context_tokens: int | None = None  # the model's context; set: old observations elided to fit it
-    aids: bool | None = None  # the repository map and the failing code; None: on for the tools interface
-    map_chars: int = MAP_CHARS  # the repository map's budget in the task message
-
-    @property
-    def uses_aids(self) -> bool:
-        """Whether the job gets the repository map and the failing code (see the module docstring)."""
-        return self.aids if self.aids is not None else self.interface == "tools"
-
-    @property
-    def prompt(self) -> str:
-        """The system prompt this job sends."""
-        if self.system_prompt is not None:
-            return self.system_prompt
-        if self.interface == "tools":
-            return SYSTEM_PROMPT_TOOLS
-        return f"{SYSTEM_PROMPT} {TOOL_COMMANDS}" if self.uses_aids else SYSTEM_PROMPT
-
-    def __post_init__(self) -> None:
-        if self.interface not in INTERFACES:
-            raise ValueError(f"unknown interface {self.interface!r}; known: {', '.join(INTERFACES)}")
-        if self.hints not in HINT_STYLES:
-            raise ValueError(f"unknown hint style {self.hints!r}; known: {', '.join(HINT_STYLES)}")
-        if self.step_limit < 1:
-            raise ValueError(f"step_limit must be >= 1, got {self.step_limit}")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
-        if self.map_chars < 0:
-            raise ValueError(f"map_chars must be >= 0, got {self.map_chars}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if self.context_tokens is not None and self.context_tokens <= self.answer_reserve + MARGIN_TOKENS:
-            raise ValueError(f"context_tokens {self.context_tokens} leaves no room for a prompt")
-        self.escalation()  # validates the repeat knobs
-
-    @property
-    def answer_reserve(self) -> int:
-        """Tokens of the context kept for the answer: ``max_tokens``, or 512 when the server decides."""
-        return self.max_tokens if self.max_tokens is not None else 512
-
-    def context_fit(self, context_tokens: int | None = None) -> ContextFit | None:
-        """The job's context budget (None: the agent never elides), for ``context_tokens`` (default: the
-        configured context)."""
-        context = context_tokens or self.context_tokens
-        if context is None or context <= self.answer_reserve + MARGIN_TOKENS:
-            return None
-        overhead = len(json.dumps(TOOLS)) if self.interface == "tools" else 0
-        return ContextFit(context, self.answer_reserve, overhead_chars=overhead)
-
-    def escalation(self) -> Escalation:
-        """How repeats raise the temperature of this job's calls."""
-        return Escalation(self.repeat_temperature_step, self.repeat_temperature_cap)
-
-
-@dataclass
-class AgentTurnRecord(TurnRecord):
-    """A ``TurnRecord`` plus what the live agent measured: the command, its exit code and tool seconds.
-
-    ``tool_sleep`` (the replay's time away from the engine) is set to the measured ``tool_seconds``, so
-    replay and live-agent records read the same way; ``max_tokens`` is 0 when none was sent.
-    ``temperature`` and ``seed`` are what the call was sent with (seed None: none sent); ``repeat_of``
-    is the turn whose call this turn's call repeated (None: a new call).
-    """
-
-    tool_seconds: float | None = None
-    command: str | None = None
-    exit_code: int | None = None
-    timed_out: bool = False
-    n_actions: int = 0
-    submitted: bool = False
-    finish_reason: str | None = None
-    echoed_job_id: str | None = None
-    temperature: float | None = None
-    seed: int | None = None
-    repeat_of: int | None = None
-
-
-@dataclass
-class AgentJobRecord(JobRecord):
-    """A ``JobRecord`` plus the agent's exit status, step count, submission and whether its task's check
-    passed afterwards (``solved``; None when the task has no check); ``repeats`` counts its repeated calls."""
-
-    exit_status: str = ""
-    steps: int = 0
-    format_errors: int = 0
-    repeats: int = 0
-    task: str = ""
-    submission: str | None = None
-    solved: bool | None = None
-    verdict: str | None = None  # why the judge said solved or not (agent_engine.agent.judge.Verdict)
-    task_name: str | None = None
-    elided: int = 0  # messages elided or shortened to fit the context
-    refused: int = 0  # prompts the server refused as too long for the context (each shrunk and sent again)
-    cut_answers: int = 0  # answers cut at the token limit (their edits and commands refused)
-    branch_at: int | None = None  # messages before the first call that changed the repository
-    attempts: int = 1  # attempts the job ran (agent_engine.agent.attempts)
-
-
-@dataclass
-class AgentJobResult:
-    """One finished job: its records and the whole conversation."""
-
-    turns: list[AgentTurnRecord]
-    job: AgentJobRecord
-    messages: list[dict[str, str]]
+MAX_DROPPED_REPEATS = 2  # repeats of a failing call dropped in a row before one is kept with its note
 
 
 # --------------------------------------------------------------------------- the job
@@ -289,6 +174,9 @@ class _Job:
     progress: Progress = field(default_factory=Progress)
     fit: ContextFit | None = None
     final: bool = True  # the job's last attempt: its last call says so, and the job is released after it
+    checked: CheckedEdits | None = None  # the task's check after each edit (agent_engine.agent.checked_edits)
+    rejected: int = 0  # repeats of a failing call just dropped from the conversation, in a row
+    last_repeat: Repeat | None = None  # what the last call repeated (None: a new call)
 
     async def step(self, step: int) -> bool:
         """One model call and the command it issued; returns True when the job is over. Records the
@@ -409,6 +297,7 @@ class _Job:
                      state_after: str) -> str:
         """Record the call in the guard; the note its observation carries ("" for a new call)."""
         repeat: Repeat | None = self.guard.record(key, failed, exit_code, output, state_after)
+        self.last_repeat = repeat
         if repeat is None:
             return ""
         rec.repeat_of = rec.turn - repeat.calls_ago
@@ -428,27 +317,62 @@ class _Job:
             self.messages.append({"role": "user", "content": _with_note(message, note)})
             return False
         call = {**calls[0], "id": calls[0].get("id") or f"call_{rec.turn}"}
-        outcome: ToolOutcome
         run = partial(run_tool_call, cut=reply.finish_reason == "length", failure_code=self.config.uses_aids,
-                      output_chars=self.fit.observation_chars() if self.fit is not None else None)
-        outcome, state = await self._in_sandbox(run, self.sandbox, call)
+                      output_chars=self._output_chars())
+        (outcome, passed), state = await self._in_sandbox(self._checked_call, run, call)
         self.record.format_errors += outcome.format_error
         rec.command, rec.exit_code, rec.timed_out = outcome.command or None, outcome.exit_code, outcome.timed_out
         rec.tool_name = tool_name_of(outcome.command) if outcome.tool_name == "bash" else outcome.tool_name or None
-        rec.submitted = outcome.submitted
-        if outcome.submitted:
+        rec.submitted = outcome.submitted or passed
+        if rec.submitted:
             self.record.exit_status, self.record.submission = "Submitted", ""
-        else:
-            function = call.get("function") or {}
-            raw = function.get("arguments")
-            args = parse_arguments(raw)
-            failed = outcome.format_error or outcome.timed_out or outcome.exit_code != 0
-            note = self._repeat_note(rec, call_key(function.get("name"), raw if args is None else args), failed,
-                                     outcome.exit_code, outcome.observation, state)
-            advice = self.progress.advice(outcome, repeated=bool(note))
-            observation = _with_note(_with_note(self._observation(outcome.observation), note), advice)
-            self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": observation})
-        return outcome.submitted
+            if passed:  # the edit made the task's check pass: the model sees it, and the job is done
+                self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": outcome.observation})
+            return True
+        function = call.get("function") or {}
+        raw = function.get("arguments")
+        args = parse_arguments(raw)
+        failed = outcome.format_error or outcome.timed_out or outcome.exit_code != 0
+        note = self._repeat_note(rec, call_key(function.get("name"), raw if args is None else args), failed,
+                                 outcome.exit_code, outcome.observation, state)
+        if self._drop_repeat(failed):
+            self.messages.pop()  # the repeated call leaves no trace the model could copy again
+            return False
+        advice = "" if self.checked is not None and outcome.tool_name in EDIT_TOOLS else \
+            self.progress.advice(outcome, repeated=bool(note))
+        observation = _with_note(_with_note(self._observation(outcome.observation), note), advice)
+        self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": observation})
+        return False
+
+    def _output_chars(self) -> int | None:
+        return self.fit.observation_chars() if self.fit is not None else None
+
+    def _checked_call(self, run: Callable[..., ToolOutcome], call: dict[str, Any]) -> tuple[ToolOutcome, bool]:
+        """Run one tool call in the sandbox; with the task's check known, an edit is checked (kept or
+        undone) and a run of the check moves the baseline. Returns the outcome and whether the check
+        now passes after an edit."""
+        outcome: ToolOutcome = run(self.sandbox, call)
+        if self.checked is None or outcome.format_error:
+            return outcome, False
+        if outcome.submitted:
+            return self.checked.refuse_submit(outcome) or outcome, False
+        if outcome.tool_name in EDIT_TOOLS and outcome.exit_code == 0:
+            result = self.checked.after_edit(self.sandbox, outcome, self._output_chars())
+            return result.outcome, result.passed
+        if outcome.tool_name == "bash" and self.checked.is_check(outcome.command):
+            self.checked.saw_run(outcome.exit_code, outcome.observation)
+        return outcome, False
+
+    def _drop_repeat(self, failed: bool) -> bool:
+        """Whether the call just made, failing again as the call it repeats failed, is dropped from the
+        conversation: up to ``MAX_DROPPED_REPEATS`` in a row (each next call sampled hotter from the same
+        prompt), then one is kept with its note so the model hears why."""
+        repeat = self.last_repeat
+        if not failed or repeat is None or not repeat.failed or self.rejected >= MAX_DROPPED_REPEATS:
+            self.rejected = 0
+            return False
+        self.rejected += 1
+        return True
 
 
 def _with_note(text: str, note: str) -> str:
@@ -470,16 +394,26 @@ async def run_agent_job(client: httpx.AsyncClient, task: str, sandbox: Sandbox, 
     ``is_last_step`` and the job is not released (the server keeps what the next attempt reuses)."""
     record = AgentJobRecord(job_id, job_id, time.perf_counter() - t0, task=task)
     loop = asyncio.get_running_loop()
+    fit = config.context_fit()
+    checked = CheckedEdits(check) if check and config.uses_aids and config.interface == "tools" else None
     if prefix is not None:
         messages = [dict(m) for m in prefix]
+        if checked is not None:  # the branch's repository is the opening's: its check run is the baseline
+            result = await loop.run_in_executor(executor, sandbox.run, check)
+            checked.saw_run(result.exit_code, result.output)
     else:
         the_map = await loop.run_in_executor(executor, repo_map, sandbox, config.map_chars, focus_words(task)) \
             if config.uses_aids and config.map_chars > 0 else None
-        messages = list(initial_messages(task, config.prompt, the_map))
+        prompt = SYSTEM_PROMPT_TOOLS_CHECKED if checked is not None and config.system_prompt is None else config.prompt
+        messages = list(initial_messages(task, prompt, the_map))
+        if checked is not None:
+            chars = fit.observation_chars() if fit is not None else None
+            opening = await loop.run_in_executor(executor, checked.opening, sandbox, chars)
+            messages[-1] = {**messages[-1], "content": messages[-1]["content"] + "\n\n" + opening}
     state = await loop.run_in_executor(executor, tree_state, sandbox.workdir_fd)
     guard = RepeatGuard(config.temperature, config.seed, config.escalation(), state)
     job = _Job(client, sandbox, config, record, messages, t0, executor, on_turn, guard, progress=Progress(check),
-               fit=config.context_fit(), final=final)
+               fit=fit, final=final, checked=checked)
     taken = sum(1 for m in messages if m.get("role") == "assistant")
     try:
         for step in range(taken, config.step_limit):

@@ -42,6 +42,7 @@ SANDBOX_NAMESPACE = "__agent_tool__"  # the module name the tool sources run und
 if __name__ == SANDBOX_NAMESPACE:  # in the sandbox: the earlier tool sources ran first, in this namespace
     file_main = main  # noqa: F821
 else:
+    from agent_engine.agent.edit_undo import undo_last_edit
     from agent_engine.agent.failing_code import FAILURE_CHARS, PARSE_BYTES, failing_code
     from agent_engine.agent.file_tool import (
         LINE_CHARS,
@@ -287,6 +288,8 @@ def main(argv: list[str]) -> int:
         text, status = search(a["pattern"], a.get("path") or ".")
         print(text, end="")
         return status
+    if op == "undo":
+        return undo_last_edit()
     if op == "failing_code":
         print(failing_code(a["tracebacks"], int(a.get("chars") or FAILURE_CHARS)), end="")
         return 0
