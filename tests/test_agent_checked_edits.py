@@ -128,3 +128,11 @@ def test_a_submit_while_the_check_fails_is_refused_with_the_reason_then_let_thro
     # The second refusal repeats the first on an unchanged repository: dropped from the conversation.
     assert len(tools) == 1 and tools[0].startswith("Not submitted: the check still fails (2 failing tests)")
     assert result.job.exit_status == "Submitted" and len(server.bodies) == 3
+
+
+def test_an_edit_that_changes_nothing_fails_and_runs_no_check(tmp_path: Path) -> None:
+    same = tool_call("replace_lines", path="calc.py", start_line=3, end_line=3, new_text="    return a - b")
+    result, _, source = _job(tmp_path, [same, tool_call("submit")])
+    tools = [m["content"] for m in result.messages if m["role"] == "tool"]
+    assert tools[0].startswith("Nothing changed: calc.py already reads so") and "The check" not in tools[0]
+    assert result.turns[0].exit_code == 1 and source == SOURCE

@@ -22,7 +22,8 @@ Invariants:
 - A submit while the last run of the check failed is refused with the reason, at most
   ``SUBMIT_REFUSALS`` times a job (a model that cannot fix it may still end the job).
 - Observations stay within ``output_chars`` for the check's output (its annotation apart), as any
-  command's.
+  command's; after an edit, within ``AFTER_EDIT_CHARS`` for each (the model sees the check after every
+  edit, and each observation costs prompt time).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from agent_engine.agent.sandbox import Sandbox
 __all__ = ["OPENING_HEADING", "CheckedEdits", "EditResult"]
 
 OPENING_HEADING = "The check's output now"
+AFTER_EDIT_CHARS = 1500  # of the check's output after a kept edit, and of its code on the failing path
 SUBMIT_REFUSALS = 2  # submits refused while the check fails, per job; the next one goes through
 
 
@@ -101,7 +103,8 @@ class CheckedEdits:
         if now.passed:
             text = f"{outcome.observation}\n\nThe check passes with this edit (`{self.check}`, exit code 0)."
             return EditResult(replace(outcome, observation=text), passed=True)
-        annotated = annotate(sandbox, result.output, output_chars)
+        chars = AFTER_EDIT_CHARS if output_chars is None else min(output_chars, AFTER_EDIT_CHARS)
+        annotated = annotate(sandbox, result.output, chars)
         shown = annotated.text.rstrip()
         was = f"; {before.describe()} before" if before is not None else ""
         text = (f"{outcome.observation}\n\nThe check after this edit (`{self.check}`): exit code "

@@ -42,6 +42,7 @@ FAILING_FUNCTIONS = 4
 FUNCTION_LINES = 40
 SHORT_FUNCTION = 20  # a function this short has its callees shown too (a wrapper, an initializer)
 CONSTRUCTORS = ("__init__", "__post_init__", "__new__")  # what calling a class runs, first found shown
+REST_OF_TEST_DEPTH = 2  # the rest of a failing test's calls rank after what the failing line's calls call
 DOCSTRING_LINES = 3  # a longer docstring is shown as its first line and a note
 TEST_LINES = 10  # lines of a failing test shown, at most (up to its failing line)
 FAILURE_CHARS = 2600
@@ -163,7 +164,7 @@ class FailingCode:
                           for p, n, node in self.calls_in_test(rel, line)]
             if frames:  # the rest of the failing test: the calls that set up what its assertion saw
                 rel, line = frames[0]
-                queue += [(p, n, node, f"called in the test at {rel}:{line}", 1, False)
+                queue += [(p, n, node, f"called in the test at {rel}:{line}", REST_OF_TEST_DEPTH, False)
                           for p, n, node in self.calls_in_test(rel, line, whole=True)]
             while queue:
                 path, name, node, why, depth, foreign = queue.pop(0)

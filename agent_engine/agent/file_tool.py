@@ -36,6 +36,7 @@ Invariants:
 - A ``lines`` edit that would break the file's syntax, whose new lines each rewrite one of the
   replaced lines (``aligned_rewrite``: similar text, in order), rewrites only those lines when that
   compiles, and says so; otherwise it is refused as below.
+- An edit whose result is the file as it was writes nothing and fails, saying so.
 - No edit leaves a file worse than it found it: an edit of a ``.py`` file that compiled before and
   would not after is refused (the error and the lines it would have produced are shown); a file with
   no write bit (a task's check files) is never written, even by root, and the refusal names the
@@ -270,6 +271,9 @@ def written(path: str, before: str, text: str) -> bool:
     """Write ``text`` (the file read ``before``) to ``path``; False, after saying why, when the file is
     read-only or the edit would break its syntax."""
     refusal = read_only_refusal(path) + "\n" if read_only(path) else breaks_syntax(path, before, text)
+    if refusal is None and text == before:
+        refusal = (f"Nothing changed: {path} already reads so (the new text is the text it replaces). "
+                   "Change the wrong code itself.\n")
     if refusal is None:
         try:
             save_undo(path, before)
