@@ -46,7 +46,6 @@ import json
 import os
 import runpy
 import sys
-import tempfile
 import traceback
 import types
 import unittest
@@ -289,7 +288,9 @@ def source_only_imports(root: str, native: bool) -> None:
     sys.path_hooks[:] = [h for h in sys.path_hooks if "FileFinder" not in getattr(h, "__qualname__", "")] + [hook]
     sys.path_importer_cache.clear()
     sys.dont_write_bytecode = True
-    sys.pycache_prefix = tempfile.mkdtemp(prefix="check-pycache-")
+    # Cached bytecode is looked up (and would be written) under a prefix where nothing can exist, so a
+    # ``__pycache__`` the repository holds is never read, and no folder is left behind.
+    sys.pycache_prefix = os.path.join(os.devnull, "pycache")
 
 
 def exit_origin(exc: SystemExit, root: str, check_files: list[str]) -> str:
