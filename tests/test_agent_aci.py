@@ -290,6 +290,18 @@ def test_a_range_wider_than_the_lines_new_text_rewrites_replaces_only_those(sand
     assert unlike.exit_code == 1 and "would break calc.py's syntax" in unlike.observation
 
 
+def test_a_one_line_edit_naming_the_wrong_line_lands_on_the_line_it_rewrites(sandbox: Sandbox) -> None:
+    """The model meant line 2 (``return a - b``) but named line 1, the ``def``: replacing the ``def`` would
+    break the file, and the new line rewrites line 2 alone, so line 2 is replaced."""
+    out = run_tool_call(sandbox, tool_call("replace_lines", path="calc.py", start_line=1, end_line=1,
+                                           new_text="return a + b"))
+    assert out.exit_code == 0 and "new_text rewrites line 2 nearby, so line 2 was replaced instead" in out.observation
+    assert _file(sandbox) == SOURCE.replace("a - b", "a + b")
+    unlike = run_tool_call(sandbox, tool_call("replace_lines", path="calc.py", start_line=1, end_line=1,
+                                              new_text="print('hello')"))  # rewrites no line near: refused
+    assert unlike.exit_code == 1 and "would break calc.py's syntax" in unlike.observation
+
+
 def test_an_edit_that_breaks_the_syntax_is_refused(sandbox: Sandbox) -> None:
     out = run_tool_call(sandbox, tool_call("replace_lines", path="calc.py", start_line=2, end_line=2,
                                            new_text="    return (a + b"))

@@ -400,3 +400,13 @@ def test_the_map_shows_the_small_modules_a_task_names_whole(tmp_path: Path, monk
     for m in range(6):  # many modules, none named: only the map
         (tmp_path / f"mod{m}.py").write_text("def f():\n    pass\n")
     assert "temps.py:\n" not in repo_tool.repo_map(".", budget=2000, focus=["run"])
+
+
+def test_nearby_rewrite_guesses_only_a_clear_single_line() -> None:
+    from agent_engine.agent.text_match import nearby_rewrite
+
+    window = ["def f(a, b):", "    return a - b", "", "def g(a, b):", "    return a * b"]
+    assert nearby_rewrite(window, ["return a + b"]) is None  # two lines alike: no guess
+    assert nearby_rewrite(window[:3], ["return a + b"]) == [(1, "    return a + b")]
+    assert nearby_rewrite(window[:3], ["return a - b"]) is None  # already so: nothing to rewrite
+    assert nearby_rewrite(window[:3], ["x = 1", "return a + b"]) is None  # one line only

@@ -34,7 +34,8 @@ Invariants:
   copied with ``view``'s line numbers is taken without them, and ``new`` whose lines all start left
   of the replaced lines' indentation while it has none is re-indented to it (the observation says so).
 - A ``lines`` edit that would break the file's syntax, whose new lines each rewrite one of the
-  replaced lines (``aligned_rewrite``: similar text, in order), rewrites only those lines when that
+  replaced lines (``aligned_rewrite``: similar text, in order), or whose one new line rewrites exactly
+  one line within ``NEAR_LINES`` of them (``nearby_rewrite``), rewrites only those lines when that
   compiles, and says so; otherwise it is refused as below.
 - An edit whose result is the file as it was writes nothing and fails, saying so.
 - No edit leaves a file worse than it found it: an edit of a ``.py`` file that compiled before and
@@ -64,6 +65,7 @@ if __name__.startswith("agent_engine."):  # on the host; in the sandbox edit_und
         gapped_edit,
         indent_of,
         locate,
+        nearby_rewrite,
         occurrences,
         variants,
         whitespace_match,
@@ -80,6 +82,7 @@ AROUND = 10  # lines shown before PATH:LINE
 SHOW_LINES = 12  # lines shown after a failed edit, at most
 CONTEXT = 1  # lines shown around the closest window
 MAX_LISTED = 40  # files named when a path does not exist, at most
+NEAR_LINES = 8  # a one-line edit that breaks the file may land on a line this close that it rewrites
 LIBRARY_LISTED = 8  # writable modules named when a read-only file is refused, at most
 LINE_SUFFIX = re.compile(r"^(.+?):([0-9]+)(?:-([0-9]+))?:?$")
 SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "venv", "env", "build", "dist"})
@@ -340,25 +343,36 @@ def replace_lines(path: str, text: str, start: int, end: int, new: str) -> int:
 def aligned_result(path: str, text: str, lines: list[str], start: int, end: int,
                    new_lines: list[str]) -> tuple[list[str], int, int, list[str], str] | None:
     """When replacing lines ``start``..``end`` by ``new_lines`` would break the file's syntax but each
-    new line rewrites one of those lines (``aligned_rewrite``) and rewriting only them compiles: the
-    result, the span it changed, its new lines and a note saying so; else None."""
+    new line rewrites one of those lines (``aligned_rewrite``), or one new line rewrites exactly one
+    line within ``NEAR_LINES`` of them (``nearby_rewrite``: the model named the wrong line), and
+    rewriting only those compiles: the result, the span it changed, its new lines and a note saying
+    so; else None."""
     literal = "".join(lines[:start - 1] + [x + "\n" for x in new_lines] + lines[end:])
     if breaks_syntax(path, text, literal) is None:
         return None
-    pairs = aligned_rewrite([x.rstrip("\r\n") for x in lines[start - 1:end]], new_lines)
-    if pairs is None:
-        return None
-    result = list(lines)
-    for k, line in pairs:
-        result[start - 1 + k] = line + "\n"
-    if breaks_syntax(path, text, "".join(result)) is not None:
-        return None
-    first, last = start + pairs[0][0], start + pairs[-1][0]
-    kept = ", ".join(str(start + k) for k in range(end - start + 1) if k not in {k for k, _ in pairs})
-    why = (f"(Replacing lines {start}-{end} by new_text alone would have broken the file; new_text rewrites "
-           f"line(s) {', '.join(str(start + k) for k, _ in pairs)}, so only those were replaced and lines "
-           f"{kept} were kept.)\n")
-    return result, first, last, result[first - 1:last], why
+    lo, hi = max(1, start - NEAR_LINES), min(len(lines), max(end, start) + NEAR_LINES)
+    for nearby, first_line, found in (
+            (False, start, aligned_rewrite([x.rstrip("\r\n") for x in lines[start - 1:end]], new_lines)),
+            (True, lo, nearby_rewrite([x.rstrip("\r\n") for x in lines[lo - 1:hi]], new_lines))):
+        if found is None:
+            continue
+        pairs = [(first_line - start + k, line) for k, line in found]
+        result = list(lines)
+        for k, line in pairs:
+            result[start - 1 + k] = line + "\n"
+        if breaks_syntax(path, text, "".join(result)) is not None:
+            continue
+        first, last = start + pairs[0][0], start + pairs[-1][0]
+        rewritten = ", ".join(str(start + k) for k, _ in pairs)
+        if not nearby:
+            kept = ", ".join(str(start + k) for k in range(end - start + 1) if k not in {k for k, _ in pairs})
+            why = (f"(Replacing lines {start}-{end} by new_text alone would have broken the file; new_text "
+                   f"rewrites line(s) {rewritten}, so only those were replaced and lines {kept} were kept.)\n")
+        else:
+            why = (f"(Replacing lines {start}-{end} by new_text would have broken the file; new_text rewrites "
+                   f"line {rewritten} nearby, so line {rewritten} was replaced instead.)\n")
+        return result, first, last, result[first - 1:last], why
+    return None
 
 
 def view(path: str, text: str, start: int = 0, end: int = 0) -> str:

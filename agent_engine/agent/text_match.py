@@ -29,6 +29,7 @@ MIN_SIMILARITY = 0.5  # below this, no window is offered as "what you meant"
 MAX_WINDOWS = 5000  # windows compared by difflib, at most (the file's first lines)
 PROBE_LINES = 3  # a window is compared on its first lines only
 ALIGN_SIMILARITY = 0.6  # a rewritten line this similar to an old one is taken as its rewrite (aligned_rewrite)
+NEARBY_MARGIN = 0.1  # nearby_rewrite's best line must be this much more similar than the next best
 MAX_GAP = 3  # lines the model may have left out between two lines of old_text (gapped_edit)
 NUMBERED = re.compile(r"^ *[0-9]+[|] ?")
 
@@ -157,6 +158,25 @@ def aligned_rewrite(old_lines: list[str], new_lines: list[str]) -> list[tuple[in
     if all(old_lines[k].rstrip("\r\n") == text for k, text in pairs):
         return None
     return pairs
+
+
+def nearby_rewrite(window: list[str], new_lines: list[str]) -> list[tuple[int, str]] | None:
+    """The one line of ``window`` that a one-line ``new_lines`` rewrites (a small model asked to fix
+    line 6 that names line 4), re-indented to it: the most similar line, at least ``ALIGN_SIMILARITY``
+    similar (stripped), more so by ``NEARBY_MARGIN`` than any other and not equal to it; else None."""
+    wanted = [x for x in new_lines if x.strip()]
+    if len(wanted) != 1:
+        return None
+    line = wanted[0]
+    scores = sorted(((difflib.SequenceMatcher(None, old.strip(), line.strip()).ratio(), k)
+                     for k, old in enumerate(window) if old.strip()), reverse=True)
+    if not scores or scores[0][0] < ALIGN_SIMILARITY or window[scores[0][1]].strip() == line.strip():
+        return None
+    if len(scores) > 1 and scores[1][0] > scores[0][0] - NEARBY_MARGIN:
+        return None
+    k = scores[0][1]
+    indent = indent_of(window[k]) if len(indent_of(line)) < len(indent_of(window[k])) else ""
+    return [(k, indent + line.lstrip() if indent else line)]
 
 
 def gapped_places(lines: list[str], want: list[str]) -> list[list[int]]:
