@@ -94,7 +94,8 @@ def test_an_edit_that_leaves_the_check_failing_is_kept_with_the_checks_output(tm
     half = tool_call("edit_file", path="calc.py", old_text="return add(a, a)", new_text="return 2 * a")
     result, _, source = _job(tmp_path, [half, tool_call("submit")])
     tools = [m["content"] for m in result.messages if m["role"] == "tool"]
-    assert "The check after this edit" in tools[0] and "1 failing test; 2 failing tests before" in tools[0]
+    assert "The check after this edit (`python3 test_calc.py`) still fails: exit code 1 (1 failing test; 2 failing " \
+           "tests before):" in tools[0]
     assert "return 2 * a" in source
 
 
@@ -120,6 +121,7 @@ def test_worse_only_on_evidence() -> None:
     assert CheckScore(False, None, broken=1).worse_than(two)  # the run crashed
     assert two.worse_than(CheckScore(True, 0)) and not CheckScore(True, 0).worse_than(three)
     assert not CheckScore(False, None).worse_than(CheckScore(False, None))  # nothing countable: keep the edit
+    assert not CheckScore(False, None).countable and CheckScore(False, 0, broken=1).countable
 
 
 def test_a_submit_while_the_check_fails_is_refused_with_the_reason_then_let_through(tmp_path: Path) -> None:

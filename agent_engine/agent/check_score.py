@@ -48,8 +48,14 @@ class CheckScore:
             return True
         return before.failing is not None and self.failing is not None and self.failing > before.failing
 
+    @property
+    def countable(self) -> bool:
+        """Whether the run says how many tests failed or broke (a plain script's check does not)."""
+        return self.passed or self.failing is not None or self.broken > 0
+
     def describe(self) -> str:
-        """The run in a few words: ``passes``, ``3 failing tests``, ``1 test file does not import``."""
+        """The run in a few words: ``passes``, ``3 failing tests``, ``1 test file not importable``,
+        ``fails`` (nothing countable)."""
         if self.passed:
             return "passes"
         parts = []

@@ -39,6 +39,8 @@ __all__ = ["OPENING_HEADING", "CheckedEdits", "EditResult"]
 
 OPENING_HEADING = "The check's output now"
 AFTER_EDIT_CHARS = 1500  # of the check's output after a kept edit, and of its code on the failing path
+OPENING_NEXT = ("Next: find the wrong line in the code above (view_file or search for more), then fix it with "
+                "replace_lines or edit_file; each edit runs the check.")
 SUBMIT_REFUSALS = 2  # submits refused while the check fails, per job; the next one goes through
 
 
@@ -65,8 +67,9 @@ class CheckedEdits:
         if self.baseline is None or self.baseline.passed or self.submits_refused >= SUBMIT_REFUSALS:
             return None
         self.submits_refused += 1
-        text = (f"Not submitted: the check still fails ({self.baseline.describe()}). Fix the library code until "
-                "the check passes; an edit that makes it pass ends the task.")
+        counts = f" ({self.baseline.describe()})" if self.baseline.countable else ""
+        text = (f"Not submitted: the check still fails{counts}. Fix the library code until the check passes; an "
+                "edit that makes it pass ends the task.")
         return replace(outcome, observation=text, submitted=False, exit_code=1)
 
     def opening(self, sandbox: Sandbox, output_chars: int | None) -> str:
@@ -76,7 +79,8 @@ class CheckedEdits:
         if result.exit_code == 0:
             return f"{OPENING_HEADING} (`{self.check}`): it passes already (exit code 0)."
         shown = annotate(sandbox, result.output, output_chars).text
-        return f"{OPENING_HEADING} (`{self.check}`, exit code {result.exit_code}):\n{shown.rstrip()}"
+        return (f"{OPENING_HEADING} (`{self.check}`, exit code {result.exit_code}):\n{shown.rstrip()}\n\n"
+                f"{OPENING_NEXT}")
 
     def saw_run(self, exit_code: int | None, output: str) -> None:
         """The model ran the check itself: its score is the new baseline."""
@@ -106,7 +110,8 @@ class CheckedEdits:
         chars = AFTER_EDIT_CHARS if output_chars is None else min(output_chars, AFTER_EDIT_CHARS)
         annotated = annotate(sandbox, result.output, chars)
         shown = annotated.text.rstrip()
-        was = f"; {before.describe()} before" if before is not None else ""
-        text = (f"{outcome.observation}\n\nThe check after this edit (`{self.check}`): exit code "
-                f"{result.exit_code} ({now.describe()}{was}):\n{shown}")
+        was = f"; {before.describe()} before" if before is not None and before.countable else ""
+        counts = f" ({now.describe()}{was})" if now.countable else ""
+        text = (f"{outcome.observation}\n\nThe check after this edit (`{self.check}`) still fails: exit code "
+                f"{result.exit_code}{counts}:\n{shown}")
         return EditResult(replace(outcome, observation=text, code_files=annotated.code_files))
