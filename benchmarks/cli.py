@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "scheduler": "benchmarks.scheduler_overhead",
     "kernels": "benchmarks.kernels_bench",
     "serve": "benchmarks.serve_load",
+    "prompt": "benchmarks.prompt_speed",
     "jct": "benchmarks.jct",
     "jct-load": "benchmarks.jct_load",
     "ttl-sweep": "benchmarks.ttl_sweep",
