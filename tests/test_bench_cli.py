@@ -31,6 +31,8 @@ MINIMAL: dict[str, tuple[list[str], dict[str, object]]] = {
                      "json": "out/kernels_bench.json"}),
     "serve": ([], {"concurrency": [1, 8, 32], "max_tokens": 32, "vllm_python": None, "budgets": [],
                    "json": "out/serve_load.json", "plot": "out/serve_load.png"}),
+    "prompt": ([], {"model": "qwen2.5-coder-1.5b", "lengths": [512, 2048, 8192], "repeats": 3, "llama_server": None,
+                    "json": "out/prompt_speed.json"}),
     "jct": ([], {"trace": None, "policies": "fcfs,continuum,continuum-fixed,unlimited", "jobs": 16,
                  "jps": None, "concurrency": None, "repeats": 1, "json": "out/jct.json", "plot": "out/jct.png"}),
     "jct-load": ([], {"jps_list": "0.05,0.1,0.2", "json": "out/jct_load.json", "plot": "out/jct_load.png"}),
