@@ -112,6 +112,7 @@ def test_scores_read_from_the_runners_own_summaries() -> None:
     assert score(1, PYTEST) == CheckScore(False, 3)
     assert score(1, CRASH) == CheckScore(False, None, broken=1)
     assert score(1, "expected 4, got 0") == CheckScore(False, None)
+    assert score(1, "FAIL f(1) = 2, expected 1\nFAIL g(0) = 3\n") == CheckScore(False, 2)
 
 
 def test_worse_only_on_evidence() -> None:

@@ -4,8 +4,8 @@ Invariants:
 - Pure: ``score`` reads only the text and the exit status it is given.
 - ``CheckScore.failing`` is the number of failing tests the output states (the judge runner's
   ``N tests: a error, b failed, ...`` line, unittest's ``FAILED (failures=F, errors=E)``, pytest's
-  ``F failed, E error``), else the failing tests it names, else None (a plain script's check says
-  nothing countable); ``broken`` counts test files that could not be imported, and a run that stopped
+  ``F failed, E error``), else the failing tests it names, else its lines that start with ``FAIL``,
+  ``FAILED`` or ``ERROR`` (a plain script's report), else None (nothing countable); ``broken`` counts test files that could not be imported, and a run that stopped
   on a traceback before any test result (the code under test does not import) counts as one.
 - ``worse_than`` is true only on evidence: a passing check that now fails, more broken test files, or
   more failing tests; a countable run that now has no count at all (it crashed). Equal or fewer
@@ -25,6 +25,7 @@ _RUNNER_COUNTS = re.compile(r"^([0-9]+) tests?: (.*)$", re.M)
 _RUNNER_BROKEN = re.compile(r"^could not import ", re.M)
 _UNITTEST_RAN = re.compile(r"^Ran ([0-9]+) tests?", re.M)
 _UNITTEST_FAILED = re.compile(r"^FAILED \(([^)]*)\)", re.M)
+_FAIL_LINES = re.compile(r"^(?:FAIL|FAILED|ERROR)\b", re.M)
 _PYTEST_TAIL = re.compile(r"([0-9]+) (failed|errors?)\b")
 _PYTEST_SUMMARY = re.compile(r"^=+ .*\b(passed|failed|errors?)\b.* in [0-9.]+s.*=+$", re.M)
 
@@ -75,6 +76,9 @@ def score(exit_code: int | None, output: str) -> CheckScore:
     if failing is None:
         named = read_failures(output).tests
         failing = len(named) if named else None
+    if failing is None:
+        lines = _FAIL_LINES.findall(output)  # a plain script's ``FAIL what`` lines, one per failure
+        failing = len(lines) if lines else None
     if failing is None and not broken and TRACEBACK_START in output:
         broken = 1  # stopped on an error before any test ran
     return CheckScore(False, failing, broken)
