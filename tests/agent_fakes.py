@@ -109,6 +109,21 @@ class ToolServer:
         return httpx.Response(200, text=sse, headers={"content-type": "text/event-stream"})
 
 
+class SequenceServer(ToolServer):
+    """Answers ``script[k]`` to the ``k``-th request, whatever the conversation holds (a dropped repeat
+    leaves the conversation as it was, so the step count of ``ToolServer`` would not move)."""
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        if request.method != "POST":
+            return super().handle(request)
+        k = len(self.bodies)
+        body = json.loads(request.content)
+        fake = dict(body, messages=[{"role": "assistant"}] * k)  # ToolServer reads the step from these
+        response = super().handle(httpx.Request("POST", request.url, json=fake))
+        self.bodies[-1] = body
+        return response
+
+
 def run_jobs(tasks: list[AgentTask], server: FakeServer, **agent: Any) -> AgentRunResult:
     """Run ``tasks`` through the real runner (real sandboxes) against ``server``, two at a time."""
     options = RunOptions("http://fake", AgentConfig(**{"step_limit": 4, "max_tokens": 32, **agent}), concurrency=2,

@@ -9,11 +9,17 @@ from typing import Any
 
 import httpx
 import pytest
-from agent_fakes import ToolServer, tool_call
+from agent_fakes import SequenceServer, ToolServer, tool_call
 
 from agent_engine.agent.check_score import CheckScore, score
 from agent_engine.agent.checked_edits import OPENING_HEADING
-from agent_engine.agent.loop import AgentConfig, AgentJobResult, run_agent_job
+from agent_engine.agent.loop import (
+    MAX_DROPPED_EDITS,
+    RESAMPLE_TEMPERATURE,
+    AgentConfig,
+    AgentJobResult,
+    run_agent_job,
+)
 from agent_engine.agent.sandbox import Sandbox
 
 pytestmark = pytest.mark.core
@@ -48,10 +54,11 @@ if __name__ == "__main__":
 CHECK = "python3 test_calc.py"
 
 
-def _job(tmp_path: Path, script: list[dict[str, Any]], steps: int = 6) -> tuple[AgentJobResult, ToolServer, str]:
+def _job(tmp_path: Path, script: list[dict[str, Any]], steps: int = 6,
+         server_type: type[ToolServer] = ToolServer) -> tuple[AgentJobResult, ToolServer, str]:
     (tmp_path / "calc.py").write_text(SOURCE)
     (tmp_path / "test_calc.py").write_text(CHECK_SOURCE)
-    server = ToolServer(script)
+    server = server_type(script)
 
     async def go() -> tuple[AgentJobResult, str]:
         async with httpx.AsyncClient(base_url="http://fake", transport=httpx.MockTransport(server.handle)) as c:
@@ -80,6 +87,25 @@ def test_an_edit_that_makes_the_check_worse_is_undone_in_the_sandbox(tmp_path: P
     assert "the edit was undone" in tools[0] and "calc.py is back as it was before the edit" in tools[0]
     assert source == SOURCE  # the sandbox's file as it was
     assert result.turns[0].exit_code == 1  # counted as a failed call
+
+
+def test_an_undone_edit_leaves_no_trace_and_the_next_edit_is_sampled_hotter(tmp_path: Path) -> None:
+    breaking = tool_call("replace_lines", path="calc.py", start_line=6, end_line=7, new_text="def double(a):\n    return 1")
+    fix = tool_call("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b")
+    result, server, source = _job(tmp_path, [breaking, fix], server_type=SequenceServer)
+    assert result.job.exit_status == "Submitted" and source == SOURCE.replace("a - b", "a + b")
+    assert server.bodies[0]["messages"] == server.bodies[1]["messages"]  # the undone edit was dropped
+    assert server.bodies[0]["temperature"] == 0 and server.bodies[1]["temperature"] == RESAMPLE_TEMPERATURE
+    assert server.bodies[1]["seed"] == 1
+    assert [t.exit_code for t in result.turns] == [1, 0]
+
+
+def test_past_the_dropped_edits_one_is_kept_with_its_message(tmp_path: Path) -> None:
+    breaking = tool_call("replace_lines", path="calc.py", start_line=6, end_line=7, new_text="def double(a):\n    return 1")
+    result, server, _ = _job(tmp_path, [breaking] * (MAX_DROPPED_EDITS + 1) + [tool_call("submit")] * 3,
+                             steps=MAX_DROPPED_EDITS + 2, server_type=SequenceServer)
+    tools = [m["content"] for m in result.messages if m["role"] == "tool"]
+    assert "got worse with this edit" in tools[0] and len(server.bodies) == MAX_DROPPED_EDITS + 2
 
 
 def test_an_edit_that_makes_the_check_pass_ends_the_job(tmp_path: Path) -> None:

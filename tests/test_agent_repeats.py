@@ -7,13 +7,12 @@ as the small models did: the same failing ``edit_file`` again and again, the sam
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from agent_fakes import FakeServer, ToolServer, tool_call
+from agent_fakes import FakeServer, SequenceServer, ToolServer, tool_call
 
 from agent_engine.agent.loop import MAX_DROPPED_REPEATS, AgentConfig, AgentJobResult, run_agent_job
 from agent_engine.agent.repeats import Escalation, RepeatGuard, call_key, gist, tree_state
@@ -126,21 +125,6 @@ def _tool_job(script: list[dict[str, Any]], config: AgentConfig,
 
     result, check = asyncio.run(go())
     return result, server, check
-
-
-class SequenceServer(ToolServer):
-    """Answers ``script[k]`` to the ``k``-th request, whatever the conversation holds (a dropped repeat
-    leaves the conversation as it was, so the step count of ``ToolServer`` would not move)."""
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        if request.method != "POST":
-            return super().handle(request)
-        k = len(self.bodies)
-        body = json.loads(request.content)
-        fake = dict(body, messages=[{"role": "assistant"}] * k)  # ToolServer reads the step from these
-        response = super().handle(httpx.Request("POST", request.url, json=fake))
-        self.bodies[-1] = body
-        return response
 
 
 def test_a_repeated_failing_edit_is_dropped_and_the_next_call_sampled_hotter_from_the_same_prompt() -> None:

@@ -36,8 +36,10 @@ Invariants:
   row; the next one is kept with the guard's note. Any other repeat's observation carries the note.
 - Checked edits (``agent_engine.agent.checked_edits``; tool interface with aids and a task check):
   the task message carries the check's output before the first call; each edit that wrote a file
-  runs the check, is undone when it made the check worse, and ends the job ("Submitted") when the
-  check passes; a submit while the check fails is refused with the reason a bounded number of times. Each turn record carries the ``temperature`` and ``seed`` its call
+  runs the check, is undone when it made the check worse (and, up to ``MAX_DROPPED_EDITS`` in a row,
+  dropped from the conversation like a failing repeat, the next call sampled at
+  ``RESAMPLE_TEMPERATURE`` at least: a search over edits judged by the check), and ends the job
+  ("Submitted") when the check passes; a submit while the check fails is refused with the reason a bounded number of times. Each turn record carries the ``temperature`` and ``seed`` its call
   was sent with (seed None: greedy, none sent).
 - With ``AgentConfig.context_tokens`` (the runner sets it from the server's ``GET /models``), a prompt
   that would not fit the context is shrunk first (``context_fit``, measured in the server's tokens;
@@ -83,7 +85,7 @@ from agent_engine.agent.aci import (
     shell_tool_call,
 )
 from agent_engine.agent.chat import ChatError, ChatReply, stream_chat
-from agent_engine.agent.checked_edits import CheckedEdits
+from agent_engine.agent.checked_edits import CheckedEdits, EditResult
 from agent_engine.agent.context_fit import LEVELS, ContextFit
 from agent_engine.agent.failures import cap_text
 from agent_engine.agent.job_config import (
@@ -114,6 +116,8 @@ __all__ = ["INTERFACES", "AgentConfig", "AgentJobRecord", "AgentJobResult", "Age
 NO_CALL_MESSAGE = ("Format error: call exactly one tool (" + ", ".join(t["function"]["name"] for t in TOOLS[:-1])
                    + " or submit).")
 MAX_DROPPED_REPEATS = 2  # repeats of a failing call dropped in a row before one is kept with its note
+MAX_DROPPED_EDITS = 3  # edits the check undid dropped in a row before one is kept with its message
+RESAMPLE_TEMPERATURE = 0.8  # the least temperature of the call after a dropped one
 
 
 # --------------------------------------------------------------------------- the job
@@ -175,7 +179,8 @@ class _Job:
     fit: ContextFit | None = None
     final: bool = True  # the job's last attempt: its last call says so, and the job is released after it
     checked: CheckedEdits | None = None  # the task's check after each edit (agent_engine.agent.checked_edits)
-    rejected: int = 0  # repeats of a failing call just dropped from the conversation, in a row
+    rejected: int = 0  # calls just dropped from the conversation, in a row
+    resample: bool = False  # the last call was an undone edit, dropped: sample the next one hotter
     last_repeat: Repeat | None = None  # what the last call repeated (None: a new call)
 
     async def step(self, step: int) -> bool:
@@ -192,7 +197,7 @@ class _Job:
         sent = time.perf_counter()
         rec = AgentTurnRecord(job.job_id, step, sent - self.t0, is_last_step=last,
                               max_tokens=self.config.max_tokens or 0)
-        rec.temperature, rec.seed = self.guard.sampling(step)
+        rec.temperature, rec.seed = self._sampling(step)
         self.turns.append(rec)
         if job.start_at is None:
             job.start_at = rec.sent_at
@@ -319,7 +324,8 @@ class _Job:
         call = {**calls[0], "id": calls[0].get("id") or f"call_{rec.turn}"}
         run = partial(run_tool_call, cut=reply.finish_reason == "length", failure_code=self.config.uses_aids,
                       output_chars=self._output_chars())
-        (outcome, passed), state = await self._in_sandbox(self._checked_call, run, call)
+        checked, state = await self._in_sandbox(self._checked_call, run, call)
+        outcome, passed = checked.outcome, checked.passed
         self.record.format_errors += outcome.format_error
         rec.command, rec.exit_code, rec.timed_out = outcome.command or None, outcome.exit_code, outcome.timed_out
         rec.tool_name = tool_name_of(outcome.command) if outcome.tool_name == "bash" else outcome.tool_name or None
@@ -335,8 +341,8 @@ class _Job:
         failed = outcome.format_error or outcome.timed_out or outcome.exit_code != 0
         note = self._repeat_note(rec, call_key(function.get("name"), raw if args is None else args), failed,
                                  outcome.exit_code, outcome.observation, state)
-        if self._drop_repeat(failed):
-            self.messages.pop()  # the repeated call leaves no trace the model could copy again
+        if self._drop(failed, checked.undone):
+            self.messages.pop()  # the call leaves no trace the model could copy again
             return False
         advice = "" if self.checked is not None and outcome.tool_name in EDIT_TOOLS else \
             self.progress.advice(outcome, repeated=bool(note))
@@ -347,32 +353,42 @@ class _Job:
     def _output_chars(self) -> int | None:
         return self.fit.observation_chars() if self.fit is not None else None
 
-    def _checked_call(self, run: Callable[..., ToolOutcome], call: dict[str, Any]) -> tuple[ToolOutcome, bool]:
+    def _checked_call(self, run: Callable[..., ToolOutcome], call: dict[str, Any]) -> EditResult:
         """Run one tool call in the sandbox; with the task's check known, an edit is checked (kept or
-        undone) and a run of the check moves the baseline. Returns the outcome and whether the check
-        now passes after an edit."""
+        undone: ``EditResult``) and a run of the check moves the baseline."""
         outcome: ToolOutcome = run(self.sandbox, call)
         if self.checked is None or outcome.format_error:
-            return outcome, False
+            return EditResult(outcome)
         if outcome.submitted:
-            return self.checked.refuse_submit(outcome) or outcome, False
+            return EditResult(self.checked.refuse_submit(outcome) or outcome)
         if outcome.tool_name in EDIT_TOOLS and outcome.exit_code == 0:
-            result = self.checked.after_edit(self.sandbox, outcome, self._output_chars())
-            return result.outcome, result.passed
+            return self.checked.after_edit(self.sandbox, outcome, self._output_chars())
         if outcome.tool_name == "bash" and self.checked.is_check(outcome.command):
             self.checked.saw_run(outcome.exit_code, outcome.observation)
-        return outcome, False
+        return EditResult(outcome)
 
-    def _drop_repeat(self, failed: bool) -> bool:
-        """Whether the call just made, failing again as the call it repeats failed, is dropped from the
-        conversation: up to ``MAX_DROPPED_REPEATS`` in a row (each next call sampled hotter from the same
-        prompt), then one is kept with its note so the model hears why."""
+    def _drop(self, failed: bool, undone: bool) -> bool:
+        """Whether the call just made is dropped from the conversation, so the next call is sampled
+        hotter from the same prompt: an edit the check undid (up to ``MAX_DROPPED_EDITS`` in a row: a
+        search over edits, judged by the check) or a repeat failing again as the call it repeats failed
+        (up to ``MAX_DROPPED_REPEATS``); past those, the call is kept with what it got, so the model
+        hears why."""
         repeat = self.last_repeat
-        if not failed or repeat is None or not repeat.failed or self.rejected >= MAX_DROPPED_REPEATS:
-            self.rejected = 0
+        repeated = failed and repeat is not None and repeat.failed
+        limit = MAX_DROPPED_EDITS if undone else MAX_DROPPED_REPEATS
+        if not (undone or repeated) or self.rejected >= limit:
+            self.rejected, self.resample = 0, False
             return False
-        self.rejected += 1
+        self.rejected, self.resample = self.rejected + 1, undone
         return True
+
+    def _sampling(self, step: int) -> tuple[float, int | None]:
+        """The call's temperature and seed: the repeat guard's, at least ``RESAMPLE_TEMPERATURE`` (seeded)
+        right after a dropped edit."""
+        temperature, seed = self.guard.sampling(step)
+        if self.resample and temperature < RESAMPLE_TEMPERATURE:
+            return RESAMPLE_TEMPERATURE, self.guard.seed + step
+        return temperature, seed
 
 
 def _with_note(text: str, note: str) -> str:
