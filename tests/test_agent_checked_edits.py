@@ -12,7 +12,7 @@ import pytest
 from agent_fakes import SequenceServer, ToolServer, tool_call
 
 from agent_engine.agent.check_score import CheckScore, score
-from agent_engine.agent.checked_edits import OPENING_HEADING
+from agent_engine.agent.checked_edits import OPENING_HEADING, OPENING_NEXT
 from agent_engine.agent.loop import (
     MAX_DROPPED_EDITS,
     RESAMPLE_TEMPERATURE,
@@ -77,6 +77,7 @@ def test_the_task_message_opens_with_the_checks_failing_output_and_code(tmp_path
     assert OPENING_HEADING in task and "exit code 1" in task
     assert "test_add" in task and "calc.py" in task and "return a - b" in task  # the failing code, numbered
     assert "Each edit runs the check" in server.bodies[0]["messages"][0]["content"]
+    assert task.endswith(OPENING_NEXT)  # code was shown: the advice points at it
 
 
 def test_an_edit_that_makes_the_check_worse_is_undone_in_the_sandbox(tmp_path: Path) -> None:

@@ -41,6 +41,8 @@ OPENING_HEADING = "The check's output now"
 AFTER_EDIT_CHARS = 1500  # of the check's output after a kept edit, and of its code on the failing path
 OPENING_NEXT = ("Next: find the wrong line in the code above (view_file or search for more), then fix it with "
                 "replace_lines or edit_file; each edit runs the check.")
+OPENING_NEXT_SEARCH = ("Next: search for the names the task and the failing tests use, view_file the code they "
+                       "lead to, then fix it with replace_lines or edit_file; each edit runs the check.")
 SUBMIT_REFUSALS = 2  # submits refused while the check fails, per job; the next one goes through
 
 
@@ -78,9 +80,10 @@ class CheckedEdits:
         self.baseline = score(result.exit_code, result.output)
         if result.exit_code == 0:
             return f"{OPENING_HEADING} (`{self.check}`): it passes already (exit code 0)."
-        shown = annotate(sandbox, result.output, output_chars).text
-        return (f"{OPENING_HEADING} (`{self.check}`, exit code {result.exit_code}):\n{shown.rstrip()}\n\n"
-                f"{OPENING_NEXT}")
+        annotated = annotate(sandbox, result.output, output_chars)
+        advice = OPENING_NEXT if annotated.code_files else OPENING_NEXT_SEARCH
+        return (f"{OPENING_HEADING} (`{self.check}`, exit code {result.exit_code}):\n"
+                f"{annotated.text.rstrip()}\n\n{advice}")
 
     def saw_run(self, exit_code: int | None, output: str) -> None:
         """The model ran the check itself: its score is the new baseline."""
