@@ -16,6 +16,7 @@ before and after, and the ratio of each length is ours over llama-server's in th
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
@@ -76,8 +77,6 @@ def _start(name: str, args: argparse.Namespace, model: str, context: int) -> Ser
 
 def run(args: argparse.Namespace) -> int:
     """Measure every length on every server, print the table, write the JSON."""
-    import os
-
     from agent_engine.model.sources import gguf_source
 
     if args.repeats < 1 or not args.lengths or min(args.lengths) < 32:

@@ -96,10 +96,9 @@ def _stated_failures(output: str) -> int | None:
         return counts.get("failures", 0) + counts.get("errors", 0)
     if _UNITTEST_RAN.search(output) and re.search(r"^OK\b", output, re.M):
         return 0
-    summaries = _PYTEST_SUMMARY.findall(output)
+    summaries = list(_PYTEST_SUMMARY.finditer(output))
     if summaries:
-        last = [m for m in re.finditer(_PYTEST_SUMMARY, output)][-1].group(0)
-        return sum(int(n) for n, _ in _PYTEST_TAIL.findall(last))
+        return sum(int(n) for n, _ in _PYTEST_TAIL.findall(summaries[-1].group(0)))
     return None
 
 

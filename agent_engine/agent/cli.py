@@ -60,20 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="command output kept per observation, at most the served model's context length in "
                         "characters when the server reports it (default: 10000)")
     p.add_argument("--max-tokens", type=int, default=None, help="max tokens per answer (default: server's)")
-    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default: 0)")
-    p.add_argument("--attempts", type=int, default=1,
-                   help="attempts per job: when a task's check does not pass, another attempt branches from the "
-                        "first one's reads, sampled hotter, until one passes (default: 1)")
-    p.add_argument("--attempt-temperature", type=float, default=None,
-                   help="temperature of attempts after the first (default: agent_engine.agent.attempts')")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed of the agent's sampled calls: a call at step S sends seed SEED+S whenever its "
-                        "temperature is above 0 (default: 0)")
-    p.add_argument("--repeat-temperature-step", type=float, default=0.4,
-                   help="after a repeated call, the next call's temperature rises by this much per consecutive "
-                        "repeat (0: stay at --temperature) (default: 0.4)")
-    p.add_argument("--repeat-temperature-cap", type=float, default=1.2,
-                   help="the temperature a run of repeats raises the next call to, at most (default: 1.2)")
+    _add_sampling_arguments(p)
     p.add_argument("--no-stream", action="store_true", help="non-streamed requests (no TTFT measured)")
     p.add_argument("--hints", choices=HINT_STYLES, default="job_id", metavar="STYLE",
                    help="how calls name their job: job_id (job_id, is_last_step, DELETE at the end), none "
@@ -92,12 +79,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--isolation", choices=ISOLATION_CHOICES, default="auto",
                    help="auto: namespaces when the machine offers them; namespaces: required; "
                         "process: limits and cleanup only (default: auto)")
+    _add_output_arguments(p)
+    p.set_defaults(func=_cmd_agent)
+
+
+def _add_sampling_arguments(p: argparse.ArgumentParser) -> None:
+    """How the agent's calls sample: temperature, attempts, seeds, the repeat escalation."""
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default: 0)")
+    p.add_argument("--attempts", type=int, default=1,
+                   help="attempts per job: when a task's check does not pass, another attempt branches from the "
+                        "first one's reads, sampled hotter, until one passes (default: 1)")
+    p.add_argument("--attempt-temperature", type=float, default=None,
+                   help="temperature of attempts after the first (default: agent_engine.agent.attempts')")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the agent's sampled calls: a call at step S sends seed SEED+S whenever its "
+                        "temperature is above 0 (default: 0)")
+    p.add_argument("--repeat-temperature-step", type=float, default=0.4,
+                   help="after a repeated call, the next call's temperature rises by this much per consecutive "
+                        "repeat (0: stay at --temperature) (default: 0.4)")
+    p.add_argument("--repeat-temperature-cap", type=float, default=1.2,
+                   help="the temperature a run of repeats raises the next call to, at most (default: 1.2)")
+
+
+def _add_output_arguments(p: argparse.ArgumentParser) -> None:
+    """What a run writes: records, trace, transcripts, progress."""
     p.add_argument("--out", required=True, help="per-turn and per-job records (JSONL)")
     p.add_argument("--save-trace", default=None, help="also save the run in the agent-trace format (JSONL)")
     p.add_argument("--transcripts", default=None, metavar="DIR",
                    help="write each attempt's conversation and verdict here, one JSON file per attempt")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_cmd_agent)
 
 
 def _cmd_agent(args: argparse.Namespace) -> int:

@@ -49,8 +49,7 @@ def undo_last_edit() -> int:
     except (OSError, ValueError):
         print("There is no edit to undo.")
         return 1
-    path, text = record.get("path") if isinstance(record, dict) else None, record.get("text") if isinstance(
-        record, dict) else None
+    path, text = (record.get("path"), record.get("text")) if isinstance(record, dict) else (None, None)
     root = os.path.realpath(".")
     if not isinstance(path, str) or not isinstance(text, str) or not path.startswith(root + os.sep):
         print("The undo record is not usable: nothing changed.")
