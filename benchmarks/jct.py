@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from agent_engine.reporting import write_json
 from benchmarks.cli import run_standalone
 from benchmarks.jct_config import add_jct_args, config_from_args, config_payload, load_trace_jobs
+from benchmarks.jct_regime import settle_and_print
 from benchmarks.jct_report import checks_per_round, compute_checks, format_check, print_results
 from benchmarks.jct_runner import run_policies
 
@@ -32,15 +33,17 @@ def run(args: argparse.Namespace) -> int:
     """``bench jct``: run, print, write JSON and the plot; 0 unless a job failed."""
     cfg = config_from_args(args)
     jobs, trace_name = load_trace_jobs(cfg.trace, cfg.jobs, cfg.seed)
-    config = config_payload(cfg, trace_name, jobs)
+    cfg, regime = settle_and_print(cfg, jobs)
+    config = {**config_payload(cfg, trace_name, jobs), "regime": regime.to_dict()}
     t0 = time.perf_counter()
     runs = run_policies(cfg, jobs)
     rows = {n: r.row for n, r in runs.items()}
     checks = compute_checks(rows)
     per_round = checks_per_round(rows)
     config.update(total_wall_s=round(time.perf_counter() - t0, 1), loadavg_end=list(os.getloadavg()))
-    print(f"trace {trace_name}: {len(jobs)} jobs, pool {cfg.num_kv_blocks} x {cfg.block_size} tokens; "
-          f"total {config['total_wall_s']:.0f} s")
+    print(f"trace {trace_name}: {len(jobs)} jobs, pool {cfg.num_kv_blocks} x {cfg.block_size} tokens, token scale "
+          f"{cfg.token_scale:g}, time scale {cfg.time_scale:g}; total {config['total_wall_s']:.0f} s")
+    print(regime.line())
     print_results(rows, checks)
     for i, rc in enumerate(per_round):
         print(f"round {i + 1}: " + "; ".join(format_check(c) for c in rc.values()))

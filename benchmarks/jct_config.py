@@ -75,6 +75,9 @@ class JCTConfig:
     routers: tuple[str, ...] = ("affinity", "pow2", "rr")
     kv_offload_bytes: str = str(EngineConfig.kv_offload_bytes)  # ``+tier`` rows' tier (``+pool``: pool blocks)
     kv_offload_dtype: str = EngineConfig.kv_offload_dtype
+    # Knobs (of ``jct_regime.MATCHABLE``) the run leaves to the measured regime: ``jct_regime.settle_regime``
+    # replaces their values above before any policy starts. The flags leave open every one the user omits.
+    match: frozenset[str] = frozenset()
 
     @property
     def kv_tokens(self) -> int:
@@ -82,10 +85,11 @@ class JCTConfig:
         return self.num_kv_blocks * self.block_size
 
 
-# Where the benchmark's defaults (``JCTConfig``'s) differ from the engine's: a small pool of bigger
-# blocks and a bounded context. Every other engine flag of ``ENGINE_FLAGS`` keeps the engine's default.
-ENGINE_DEFAULTS: dict[str, object] = {name: getattr(JCTConfig, name)
-                                      for name in ("num_kv_blocks", "block_size", "max_model_len")}
+# Where the benchmark's defaults (``JCTConfig``'s) differ from the engine's: bigger blocks and a bounded
+# context. Every other engine flag of ``ENGINE_FLAGS`` keeps the engine's default; the pool's (None) means
+# here: sized for the measured regime (``jct_regime``).
+ENGINE_DEFAULTS: dict[str, object] = {"block_size": JCTConfig.block_size, "max_model_len": JCTConfig.max_model_len}
+REGIME_CHOSEN = "chosen from the measured regime"  # the help of a flag the regime fills when omitted
 
 
 @dataclass
@@ -217,8 +221,12 @@ def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> None:
                       help=f"closed loop: at most N jobs in flight (default {d.concurrency} without --jps)")
     p.add_argument("--jobs", type=int, default=d.jobs)
     p.add_argument("--max-turns", type=int, default=d.max_turns)
-    p.add_argument("--token-scale", type=float, default=d.token_scale)
-    p.add_argument("--time-scale", type=float, default=d.time_scale)
+    p.add_argument("--token-scale", type=float, default=None,
+                   help=f"scale of every token count of the trace (default: {REGIME_CHOSEN}: re-prefill "
+                        "against tool seconds as in the paper's setting, within --max-model-len)")
+    p.add_argument("--time-scale", type=float, default=None,
+                   help=f"scale of every tool call's seconds (default: {REGIME_CHOSEN}: 1, or shorter "
+                        "where the token scale alone cannot reach it)")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--hints", default="job_id",
                    help=f"comma list of client hint styles, each policy runs under each: {', '.join(HINT_STYLES)}")
@@ -227,7 +235,8 @@ def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> None:
                    help="N > 1: serve N replicas on Ray Serve, each row once per --routers (default 1)")
     p.add_argument("--routers", default=",".join(d.routers),
                    help=f"with --replicas > 1: comma list of routers (default {','.join(d.routers)})")
-    EngineConfig.add_arguments(p, ENGINE_FLAGS, ENGINE_DEFAULTS, title="engine options of every server")
+    EngineConfig.add_arguments(p, ENGINE_FLAGS, ENGINE_DEFAULTS,
+                               title=f"engine options of every server (--num-kv-blocks omitted: {REGIME_CHOSEN})")
     p.add_argument("--engine-arg", action="append", default=[], help="extra flag passed to our servers")
     p.add_argument("--log-dir", default=d.log_dir, help="server logs go here")
     p.add_argument("--records-dir", default=None, help="write per-policy replay records here")
@@ -243,11 +252,13 @@ def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> None:
 def config_from_args(args: argparse.Namespace) -> JCTConfig:
     """``JCTConfig`` from ``add_jct_args`` flags (closed loop of 16 when neither --jps nor --concurrency)."""
     conc = args.concurrency if args.concurrency is not None or args.jps is not None else JCTConfig.concurrency
+    given = {name: getattr(args, name) for name in ("token_scale", "time_scale", "num_kv_blocks")}
     return JCTConfig(
         trace=args.trace, policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()),
         jps=args.jps, concurrency=conc, jobs=args.jobs, max_turns=args.max_turns,
-        token_scale=args.token_scale, time_scale=args.time_scale, seed=args.seed,
-        num_kv_blocks=args.num_kv_blocks, block_size=args.block_size, max_model_len=args.max_model_len,
+        **{name: value for name, value in given.items() if value is not None}, seed=args.seed,
+        match=frozenset(name for name, value in given.items() if value is None),
+        block_size=args.block_size, max_model_len=args.max_model_len,
         max_num_seqs=args.max_num_seqs, vllm=args.vllm, log_dir=args.log_dir, records_dir=args.records_dir,
         sched_trace_dir=args.sched_trace_dir, extra_engine_args=tuple(args.engine_arg),
         progress=not args.no_progress, repeats=args.repeats, hints=_hint_styles(args.hints),

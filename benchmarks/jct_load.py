@@ -18,6 +18,7 @@ from typing import Any
 from agent_engine.reporting import print_table, write_json
 from benchmarks.cli import run_standalone
 from benchmarks.jct_config import add_jct_args, config_from_args, config_payload, load_trace_jobs
+from benchmarks.jct_regime import settle_and_print
 from benchmarks.jct_runner import run_policies
 
 HELP = "mean JCT vs job arrival rate per policy"
@@ -38,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     loads = [float(x) for x in args.jps_list.split(",") if x.strip()]
     base = config_from_args(args)
     jobs, trace_name = load_trace_jobs(base.trace, base.jobs, base.seed)
+    base, regime = settle_and_print(base, jobs)
     t0 = time.perf_counter()
     points: list[dict[str, Any]] = []
     for jps in loads:
@@ -48,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(n for p in points for n in p["policies"]))
     print_table(["jobs/s", *[f"{n} mean JCT" for n in names]],
                 [[p["jps"], *[(p["policies"].get(n) or {}).get("mean_jct_s") for n in names]] for p in points])
-    config = config_payload(replace(base, jps=None), trace_name, jobs)
+    config = {**config_payload(replace(base, jps=None), trace_name, jobs), "regime": regime.to_dict()}
     config.update(jps_list=loads, total_wall_s=round(time.perf_counter() - t0, 1),
                   loadavg_end=list(os.getloadavg()))
     payload = {"loads": points, "config": config}

@@ -19,12 +19,20 @@ from typing import Any
 
 from agent_engine.reporting import print_table, write_json
 from benchmarks.cli import run_standalone
-from benchmarks.jct_config import add_jct_args, config_from_args, config_payload, load_trace_jobs
+from benchmarks.jct_config import (
+    add_jct_args,
+    config_from_args,
+    config_payload,
+    load_trace_jobs,
+    policy_engine_args,
+)
+from benchmarks.jct_regime import settle_and_print
 from benchmarks.jct_runner import run_policies
 
 HELP = "CONTINUUM TTL settings: JCT and pinned block-seconds"
 
-__all__ = ["HELP", "add_arguments", "best_setting", "default_vs_best_fixed", "main", "run", "sweep_policies"]
+__all__ = ["HELP", "add_arguments", "best_setting", "default_vs_best_fixed", "main", "recommendation", "run",
+           "sweep_policies"]
 
 
 def sweep_policies(thresholds: Sequence[float], paper: bool = True, learned: bool = True) -> list[str]:
@@ -51,6 +59,11 @@ def default_vs_best_fixed(settings: dict[str, dict[str, Any]], default: str = "c
     return ref["mean_jct_s"] / settings[best]["mean_jct_s"]
 
 
+def recommendation(best: str | None) -> str | None:
+    """The serve flags of the best setting (``agent-engine serve --policy continuum --ttl-policy ...``)."""
+    return None if best is None else "agent-engine serve " + " ".join(policy_engine_args(best))
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``bench jct`` flags (its --policies unused) plus the sweep's own."""
     add_jct_args(p, with_outputs=False)
@@ -69,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = replace(config_from_args(args), policies=tuple((["fcfs"] if args.with_fcfs else []) + names),
                   vllm=None)
     jobs, trace_name = load_trace_jobs(cfg.trace, cfg.jobs, cfg.seed)
+    cfg, regime = settle_and_print(cfg, jobs)
     t0 = time.perf_counter()
     runs = run_policies(cfg, jobs)
     settings = {n: {**r.row, "jcts_s": r.jcts} for n, r in runs.items()}
@@ -81,9 +95,14 @@ def run(args: argparse.Namespace) -> int:
     ratio = default_vs_best_fixed(settings)
     print(f"best setting: {best}; default (paper) / best fixed mean JCT = "
           f"{'-' if ratio is None else f'{ratio:.3f}'} (want <= 1.03)")
-    config = config_payload(cfg, trace_name, jobs)
+    print(regime.line())
+    recommended = recommendation(best)
+    if recommended:
+        print(f"recommended for this trace in this regime: {recommended}")
+    config = {**config_payload(cfg, trace_name, jobs), "regime": regime.to_dict()}
     config.update(total_wall_s=round(time.perf_counter() - t0, 1), loadavg_end=list(os.getloadavg()))
-    payload = {"settings": settings, "best": best, "default_vs_best_fixed": ratio, "config": config}
+    payload = {"settings": settings, "best": best, "default_vs_best_fixed": ratio, "config": config,
+               "recommended": recommended}
     write_json(args.json, payload)
     if args.plot:
         from benchmarks.plots import plot_sweep

@@ -5,16 +5,20 @@ Timings are never asserted: the benchmark's acceptance checks are computed and p
 
 from __future__ import annotations
 
+import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from agent_engine.server.launcher import parse_prometheus, scrape_metrics, start_engine_server
+from agent_engine.sim.regime import PrefillCurve
 from agent_engine.workloads.replay.client import ReplayOptions, replay_sync
 from agent_engine.workloads.traces.format import TraceJob, TraceTurn
 from benchmarks.jct import main
-from benchmarks.jct_config import PolicyRun, policy_engine_args
+from benchmarks.jct_config import JCTConfig, PolicyRun, add_jct_args, config_from_args, policy_engine_args
+from benchmarks.jct_regime import MATCHABLE, settle_regime
 from benchmarks.jct_report import checks_per_round, compute_checks
 from benchmarks.jct_runner import merge_rounds
 from benchmarks.sched_timeline import plot_timeline
@@ -72,6 +76,8 @@ def test_bench_jct_tiny_run_writes_json_and_png(tmp_path: Path) -> None:
     data = json.loads(out_json.read_text())
     assert set(data) == {"policies", "config", "checks", "checks_per_round"}
     assert data["checks_per_round"] == []  # a single round
+    regime = data["config"]["regime"]  # measured and printed even when every knob is given
+    assert regime["chosen"] == {} and regime["run"]["reprefill_s"] > 0 and regime["reference"]["ratio"] > 0
     assert set(data["policies"]) == {"fcfs", "continuum"}
     for row in data["policies"].values():
         assert ROW_KEYS <= set(row)
@@ -166,3 +172,36 @@ def test_default_ttl_is_judged_against_the_best_fixed_threshold() -> None:
             "continuum-learned": {"mean_jct_s": 30.0}}
     assert default_vs_best_fixed(rows) == pytest.approx(1.05)  # fixed@4 failed; learned is not fixed
     assert default_vs_best_fixed({"continuum": {"mean_jct_s": 1.0}}) is None
+
+
+def _jct_config(*argv: str) -> JCTConfig:
+    p = argparse.ArgumentParser()
+    add_jct_args(p)
+    return config_from_args(p.parse_args(list(argv)))
+
+
+@pytest.mark.core
+def test_omitted_scales_and_pool_are_left_to_the_regime_and_given_ones_are_kept() -> None:
+    assert _jct_config().match == frozenset(MATCHABLE)
+    cfg = _jct_config("--token-scale", "0.2", "--num-kv-blocks", "300")
+    assert cfg.match == {"time_scale"} and cfg.token_scale == 0.2 and cfg.num_kv_blocks == 300
+
+
+@pytest.mark.core
+def test_settling_the_regime_sets_only_the_open_knobs_and_reports_both_regimes() -> None:
+    jobs = [job for k in range(3) for job in (_job(f"a{k}", [1000, 2000, 4000], [100, 100, 100], [1.0, 3.0]),
+                                              _job(f"b{k}", [500, 1500], [50, 50], [2.0]))]
+    curve = PrefillCurve(((1000, 0.001), (4000, 0.004)))  # fast: the token scale alone cannot reach the reference
+    cfg = JCTConfig(jobs=6, concurrency=6, max_turns=None, max_model_len=2048, block_size=16,
+                    match=frozenset({"token_scale", "time_scale", "num_kv_blocks"}))
+    settled, report = settle_regime(cfg, jobs, curve)
+    assert set(report.chosen) == {"token_scale", "time_scale", "num_kv_blocks"}
+    assert settled.token_scale < 1 and settled.time_scale < 1
+    assert report.run.ratio == pytest.approx(report.reference.ratio, rel=0.02)
+    assert report.run.kv_pressure == pytest.approx(report.reference.kv_pressure, rel=0.05)
+    line = report.line()
+    assert line.startswith("regime: ") and "reference (llama-3.1-8b on one h100" in line
+    assert report.to_dict()["chosen"] == report.chosen
+    kept, kept_report = settle_regime(replace(cfg, match=frozenset(), num_kv_blocks=100), jobs, curve)
+    assert kept_report.chosen == {} and (kept.token_scale, kept.num_kv_blocks) == (cfg.token_scale, 100)
+    assert "chosen: as given" in kept_report.line()
