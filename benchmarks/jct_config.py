@@ -208,7 +208,7 @@ def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> None:
     """The flags of ``bench jct`` (shared by ``jct-load`` and ``ttl-sweep``)."""
     d = JCTConfig()
     p.add_argument("--trace", default=None,
-                   help="trace JSONL, synth:<profile> or default (default: the shipped agent trace)")
+                   help="trace JSONL, synth:<profile>, live (our agent's own turns) or default (default: the shipped agent trace)")
     p.add_argument("--policies", default=",".join(d.policies),
                    help=f"comma list of {', '.join(bench_policy_names())}, continuum-{FIXED_TTL}@THRESHOLD "
                         f"(default {','.join(d.policies)}); a policy ending in +tier gets a second KV tier "

@@ -6,11 +6,12 @@ token) and gives the prompt-processing curve (``PrefillCurve``). From it and the
 
 - the run's regime (``agent_engine.sim.regime``): mean re-prefill seconds of an evicted turn against
   mean tool seconds, and KV pressure;
-- the reference regime: the paper's setting (Llama-3.1-8B on one H100 at full token scale, as the
-  simulator's clock prices the same jobs, whole);
+- the reference regime: the paper's setting (Llama-3.1-8B on one H100 running SWE agent jobs whole
+  at full token scale, as the simulator's clock prices the shipped trace; one fixed regime);
 - the knobs the user left open (``JCTConfig.match``) chosen so that the run lands there: the token
   scale (bisection on the ratio; capped so that every planned turn fits ``max_model_len``), then the
-  time scale where that cap falls short, then the KV pool for the reference pressure.
+  time scale where that cap falls short, then the KV pool for the reference pressure (and the context
+  limit lowered to that pool when it is smaller).
 
 Invariants: every policy of the run sees the same chosen values (they are settled once, before any
 policy starts); a knob the user gave is never changed; the probe binds 127.0.0.1 and is always stopped.
@@ -35,6 +36,7 @@ from agent_engine.sim.regime import (
     PrefillCurve,
     Regime,
     match_scales,
+    peak_contexts,
     pool_tokens_for,
     reference_regime,
     workload_regime,
@@ -42,7 +44,7 @@ from agent_engine.sim.regime import (
 from agent_engine.workloads.traces import TraceJob
 from benchmarks.jct_config import JCTConfig, replay_options
 
-__all__ = ["MATCHABLE", "PROBE_LENGTHS", "RegimeReport", "measure_prefill", "settle_and_print", "settle_regime"]
+__all__ = ["MATCHABLE", "PROBE_LENGTHS", "RegimeReport", "measure_prefill", "probe_lengths", "reload_cost_args", "settle_and_print", "settle_regime"]
 
 MATCHABLE = ("token_scale", "time_scale", "num_kv_blocks")  # the knobs a run may leave to the regime
 PROBE_LENGTHS = (256, 1024, 2048, 4096)  # prompt tokens; capped by the run's max_model_len
@@ -64,7 +66,7 @@ class RegimeReport:
         chosen = ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in self.chosen.items()) or "as given"
         rates = ", ".join(f"{n}: {r:,.0f}" for n, r in self.prefill.tokens_per_s().items())
         return (f"regime: {self.run.describe()}; reference ({REFERENCE_MODEL} on one {REFERENCE_GPU}, "
-                f"the same jobs at full scale): {self.reference.describe()}; chosen: {chosen}; "
+                f"SWE agent jobs at full scale): {self.reference.describe()}; chosen: {chosen}; "
                 f"prompt tok/s here ({rates})")
 
     def to_dict(self) -> dict[str, Any]:
@@ -85,10 +87,19 @@ def _prefill_seconds(client: httpx.Client, tokens: int, rng: np.random.Generator
     return time.perf_counter() - t0
 
 
-def measure_prefill(cfg: JCTConfig, log_dir: Path, lengths: Sequence[int] = PROBE_LENGTHS) -> PrefillCurve:
-    """Prompt-processing seconds per length on a probe server with ``cfg``'s engine flags (FCFS)."""
+def probe_lengths(cfg: JCTConfig, jobs: Sequence[TraceJob], lengths: Sequence[int] = PROBE_LENGTHS) -> list[int]:
+    """The prompt lengths to time: ``lengths`` up to the context limit, or, when the token scale is given,
+    up to the first one that covers every planned context (longer ones would price nothing)."""
     top = cfg.max_model_len - 2
-    sizes = sorted({min(n, top) for n in lengths if n > 0})
+    if "token_scale" not in cfg.match:
+        top = min(top, max(peak_contexts(jobs[: cfg.jobs], replay_options(cfg, progress=False)), default=top))
+    sizes = sorted({min(n, cfg.max_model_len - 2) for n in lengths if n > 0})
+    covering = [n for n in sizes if n >= top]
+    return [n for n in sizes if n < top] + covering[:1]
+
+
+def measure_prefill(cfg: JCTConfig, log_dir: Path, sizes: Sequence[int]) -> PrefillCurve:
+    """Prompt-processing seconds of each of ``sizes`` on a probe server with ``cfg``'s engine flags (FCFS)."""
     blocks = math.ceil(cfg.max_model_len / cfg.block_size) + 2
     args = ["--policy", "fcfs", "--num-kv-blocks", str(blocks), "--block-size", str(cfg.block_size),
             "--max-model-len", str(cfg.max_model_len), "--seed", str(cfg.seed), *cfg.extra_engine_args]
@@ -108,9 +119,9 @@ def settle_regime(cfg: JCTConfig, jobs: Sequence[TraceJob],
     """``cfg`` with the knobs of ``cfg.match`` chosen for the reference regime, and the report.
 
     ``prefill`` (measured by ``measure_prefill`` when None) prices this machine's re-prefills."""
-    curve = prefill or measure_prefill(cfg, Path(cfg.log_dir))
     jobs = list(jobs[: cfg.jobs])
-    reference = reference_regime(jobs)
+    curve = prefill or measure_prefill(cfg, Path(cfg.log_dir), probe_lengths(cfg, jobs))
+    reference = reference_regime()
     chosen: dict[str, float] = {}
     if "token_scale" in cfg.match or "time_scale" in cfg.match:
         token, time_scale = match_scales(jobs, replay_options(cfg, progress=False), curve, reference.ratio,
@@ -120,8 +131,11 @@ def settle_regime(cfg: JCTConfig, jobs: Sequence[TraceJob],
         cfg = replace(cfg, token_scale=token, time_scale=time_scale)
     if "num_kv_blocks" in cfg.match:
         tokens = pool_tokens_for(jobs, replay_options(cfg, progress=False), reference.kv_pressure or 1.0)
-        chosen["num_kv_blocks"] = math.ceil(tokens / cfg.block_size) + 1  # the engine keeps one null block
-        cfg = replace(cfg, num_kv_blocks=int(chosen["num_kv_blocks"]))
+        blocks = math.ceil(tokens / cfg.block_size) + 1  # the engine keeps one null block
+        chosen["num_kv_blocks"] = blocks
+        # A pool smaller than the context limit bounds it (every planned turn still fits: the pool holds
+        # the largest job's peak context).
+        cfg = replace(cfg, num_kv_blocks=blocks, max_model_len=min(cfg.max_model_len, (blocks - 1) * cfg.block_size))
     run = workload_regime(jobs, replay_options(cfg, progress=False), curve, (cfg.num_kv_blocks - 1) * cfg.block_size)
     return cfg, RegimeReport(run, reference, curve, chosen)
 
@@ -132,3 +146,14 @@ def settle_and_print(cfg: JCTConfig, jobs: Sequence[TraceJob]) -> tuple[JCTConfi
     cfg, report = settle_regime(cfg, jobs)
     print(report.line(), flush=True)
     return cfg, report
+
+
+def reload_cost_args(report: RegimeReport, path: Path) -> tuple[str, ...]:
+    """Server flags that give a CONTINUUM server the probe's measured prefill cost (a quadratic fitted to
+    its points, written to ``path``) instead of timing prefills again at its own start-up."""
+    from estimator.reload_cost import ReloadCostModel
+
+    lengths, seconds = zip(*report.prefill.points, strict=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ReloadCostModel.fit(lengths, seconds).save(path)
+    return ("--reload-cost-profile", str(path))

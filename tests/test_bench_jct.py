@@ -18,7 +18,7 @@ from agent_engine.workloads.replay.client import ReplayOptions, replay_sync
 from agent_engine.workloads.traces.format import TraceJob, TraceTurn
 from benchmarks.jct import main
 from benchmarks.jct_config import JCTConfig, PolicyRun, add_jct_args, config_from_args, policy_engine_args
-from benchmarks.jct_regime import MATCHABLE, settle_regime
+from benchmarks.jct_regime import MATCHABLE, probe_lengths, settle_regime
 from benchmarks.jct_report import checks_per_round, compute_checks
 from benchmarks.jct_runner import merge_rounds
 from benchmarks.sched_timeline import plot_timeline
@@ -205,3 +205,12 @@ def test_settling_the_regime_sets_only_the_open_knobs_and_reports_both_regimes()
     kept, kept_report = settle_regime(replace(cfg, match=frozenset(), num_kv_blocks=100), jobs, curve)
     assert kept_report.chosen == {} and (kept.token_scale, kept.num_kv_blocks) == (cfg.token_scale, 100)
     assert "chosen: as given" in kept_report.line()
+
+
+@pytest.mark.core
+def test_the_probe_times_only_lengths_the_run_can_price() -> None:
+    jobs = [_job("a", [300, 900], [20, 20], [1.0])]
+    open_scale = JCTConfig(jobs=1, max_model_len=2048, match=frozenset(MATCHABLE))
+    assert probe_lengths(open_scale, jobs) == [256, 1024, 2046]  # up to the context limit
+    given = JCTConfig(jobs=1, max_model_len=8192, token_scale=1.0, match=frozenset({"num_kv_blocks"}))
+    assert probe_lengths(given, jobs) == [256, 1024]  # 1,024 covers the 920-token peak

@@ -13,8 +13,10 @@ place a workload:
   pool's tokens (above 1: the pool cannot hold them all).
 
 The reference regime is the paper's setting as the simulator prices it: Llama-3.1-8B on one H100
-(the cost model's roofline clock, ``specs``) re-prefilling the same jobs at full token scale, and the
-KV pressure of the simulated H100 past its knee (``REFERENCE_KV_PRESSURE``). ``match_scales`` picks the
+(the cost model's roofline clock, ``specs``) running the paper's kind of jobs, whole, at full token
+scale (the shipped trace: SWE agent jobs fitted to real mini-swe-agent runs), and the KV pressure of
+the simulated H100 past its knee (``REFERENCE_KV_PRESSURE``). It is one fixed regime, whatever trace a
+run replays: a trace of short jobs is brought to it, not given a weaker target. ``match_scales`` picks the
 token scale (and, where the model's context caps it, the time scale) that puts a workload on this
 machine at the reference ratio, and ``pool_tokens_for`` the pool that gives the reference pressure.
 
@@ -25,6 +27,7 @@ every job within ``max_model_len``, so a matched replay drops no turn the unscal
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -36,6 +39,7 @@ from agent_engine.sim.cost_model import CostConstants, CostModel
 from agent_engine.sim.specs import get_gpu, get_model
 from agent_engine.workloads.replay.plan import ReplayOptions, plan_job
 from agent_engine.workloads.traces.format import TraceJob
+from agent_engine.workloads.traces.source import load_trace
 
 __all__ = ["REFERENCE_GPU", "REFERENCE_KV_PRESSURE", "REFERENCE_MODEL", "PrefillCurve", "Regime",
            "match_scales", "max_token_scale", "peak_contexts", "pool_tokens_for", "reference_regime", "returning_turns",
@@ -149,13 +153,20 @@ def workload_regime(jobs: Sequence[TraceJob], options: ReplayOptions, prefill_se
     return Regime(reprefill, tool, pressure)
 
 
-def reference_regime(jobs: Sequence[TraceJob], max_turns: int | None = None) -> Regime:
-    """The paper's regime on these jobs: ``REFERENCE_MODEL`` on ``REFERENCE_GPU`` (the simulator's
-    roofline clock) at full token and time scale, with ``REFERENCE_KV_PRESSURE``."""
+def reference_regime(jobs: Sequence[TraceJob] | None = None) -> Regime:
+    """The paper's regime: ``REFERENCE_MODEL`` on ``REFERENCE_GPU`` (the simulator's roofline clock)
+    re-prefilling ``jobs`` (default: the shipped trace's, every turn) at full token and time scale, with
+    ``REFERENCE_KV_PRESSURE``."""
+    if jobs is None:
+        return _shipped_reference()
     clock = CostModel(get_model(REFERENCE_MODEL), CostConstants.from_gpu(get_gpu(REFERENCE_GPU)))
-    options = ReplayOptions(max_turns=max_turns, progress=False)
-    regime = workload_regime(jobs, options, lambda n: clock.prefill_time(n))
+    regime = workload_regime(jobs, ReplayOptions(progress=False), clock.prefill_time)
     return replace(regime, kv_pressure=REFERENCE_KV_PRESSURE)
+
+
+@functools.cache
+def _shipped_reference() -> Regime:
+    return reference_regime(load_trace(None))
 
 
 def max_token_scale(jobs: Sequence[TraceJob], options: ReplayOptions, max_model_len: int) -> float:
@@ -199,7 +210,7 @@ def match_scales(jobs: Sequence[TraceJob], options: ReplayOptions, prefill_secon
     reached = ratio(token)
     if not scale_time or reached >= target_ratio or not math.isfinite(reached) or reached <= 0:
         return token, options.time_scale
-    return token, round(options.time_scale * reached / target_ratio, 4)
+    return token, float(f"{options.time_scale * reached / target_ratio:.4g}")
 
 
 def _bisect(ratio: Callable[[float], float], target: float, top: float) -> float:
