@@ -278,7 +278,7 @@ def _hint_styles(text: str) -> tuple[str, ...]:
 def config_payload(cfg: JCTConfig, trace_name: str, jobs: Sequence[TraceJob]) -> dict[str, Any]:
     """The ``config`` section of the JSON: knobs, derived pool sizes and machine info."""
     d = asdict(cfg)
-    d.update(trace=trace_name, kv_tokens=cfg.kv_tokens, unlimited_kv_blocks=unlimited_blocks(jobs, cfg),
+    d.update(match=sorted(cfg.match), trace=trace_name, kv_tokens=cfg.kv_tokens, unlimited_kv_blocks=unlimited_blocks(jobs, cfg),
              machine=machine_info(), loadavg_start=list(os.getloadavg()))
     if cfg.vllm:
         d["vllm_block_size"] = VLLM_BLOCK_SIZE

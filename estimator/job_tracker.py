@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from scheduler.job_record import JobEstimate, JobRecord, PendingTurn
-from scheduler.job_table import JobTable
+from scheduler.job_table import MAX_JOBS, JobTable
 
 __all__ = ["JobEstimate", "JobTracker", "PendingTurn"]
 
@@ -29,7 +29,7 @@ __all__ = ["JobEstimate", "JobTracker", "PendingTurn"]
 class JobTracker:
     """Per-job bookkeeping, LRU-bounded: jobs that never end are forgotten, least recently touched first."""
 
-    def __init__(self, max_jobs: int = 100_000, max_durations_per_job: int = 64,
+    def __init__(self, max_jobs: int = MAX_JOBS, max_durations_per_job: int = 64,
                  table: JobTable | None = None) -> None:
         self.table = table if table is not None else JobTable()
         self._kept: OrderedDict[JobRecord, None] = OrderedDict()  # an index of records (see the invariants)

@@ -36,6 +36,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from scheduler.job_table import MAX_JOBS
+
 __all__ = ["JobIndex", "JobMatch", "JobInferenceStats"]
 
 
@@ -76,7 +78,7 @@ class _Turn:
 @dataclass
 class JobIndex:
     block_size: int
-    max_jobs: int = 10_000
+    max_jobs: int = MAX_JOBS
     min_output_fraction: float = 0.5
     # Tokens at the end of a prompt that the next prompt may replace: the chat template's generation
     # prompt (``<|im_start|>assistant\n``), absent when the client drops the answer and asks again.

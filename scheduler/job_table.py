@@ -40,7 +40,10 @@ __all__ = ["MAX_JOBS", "JobListener", "JobTable"]
 
 logger = logging.getLogger(__name__)
 
-MAX_JOBS = 65536  # records kept beyond those holding something (a lease, tier entries, an estimate)
+# The one bound on how many jobs anything remembers: the table's records kept beyond those holding something
+# (a lease, tier entries, an estimate), and the default of every other per-job map (the estimator's tracker,
+# the job-inference index, the server's metrics, the cluster router), so none outgrows another.
+MAX_JOBS = 65536
 
 
 class JobListener(Protocol):

@@ -78,6 +78,7 @@ def test_bench_jct_tiny_run_writes_json_and_png(tmp_path: Path) -> None:
     assert data["checks_per_round"] == []  # a single round
     regime = data["config"]["regime"]  # measured and printed even when every knob is given
     assert regime["chosen"] == {} and regime["run"]["reprefill_s"] > 0 and regime["reference"]["ratio"] > 0
+    assert data["config"]["match"] == []  # every knob given
     assert set(data["policies"]) == {"fcfs", "continuum"}
     for row in data["policies"].values():
         assert ROW_KEYS <= set(row)

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from scheduler import Request, RequestStatus
 from scheduler.job_index import JobIndex
+from scheduler.job_table import MAX_JOBS
 
 # A hint-less job not continued for this long is over: its JCT ends at its last turn's finish.
 MAX_IDLE_S = 600.0
@@ -49,7 +50,7 @@ class ChatTokenizer(Protocol):
 class JobInference:
     """Assigns inferred jobs to hint-less requests and remembers finished inferred turns."""
 
-    def __init__(self, block_size: int, job_hooks: JobEnder, max_jobs: int = 10_000,
+    def __init__(self, block_size: int, job_hooks: JobEnder, max_jobs: int = MAX_JOBS,
                  max_idle_s: float = MAX_IDLE_S, tokenizer: ChatTokenizer | None = None) -> None:
         self.index = JobIndex(block_size, max_jobs=max_jobs, prompt_slack=generation_prompt_len(tokenizer))
         self.job_hooks = job_hooks

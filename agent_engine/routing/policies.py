@@ -33,13 +33,14 @@ from typing import Protocol
 
 from agent_engine.routing.prefix import PrefixIndex
 from agent_engine.routing.views import ReplicaView, RouteKey, RoutingCounters
+from scheduler.job_table import MAX_JOBS
 
 __all__ = ["ROUTERS", "AffinityPolicy", "PowerOfTwoPolicy", "RoundRobinPolicy", "RoutingPolicy",
            "make_policy"]
 
 ROUTERS: tuple[str, ...] = ("affinity", "pow2", "rr")
 DEFAULT_MAX_IMBALANCE = 8
-DEFAULT_MAX_JOBS = 100_000
+DEFAULT_MAX_JOBS = MAX_JOBS  # the one bound on remembered jobs (scheduler.job_table)
 
 
 class RoutingPolicy(Protocol):

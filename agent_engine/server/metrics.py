@@ -32,6 +32,7 @@ from agent_engine.engine.outputs import RequestOutput
 
 # The server package's only import of the pin counter names: repoint this line when they move.
 from scheduler.job_hints import job_tenant
+from scheduler.job_table import MAX_JOBS
 from scheduler.policy import PIN_COUNTER_NAMES
 
 PREFIX = "agent_engine"
@@ -128,7 +129,7 @@ def _tier_metrics(tier: dict[str, Any]) -> Iterator[Metric]:
 class ServerMetrics:
     """The metrics of one app. Hook ``on_output``/``on_abort`` into ``AsyncEngine`` listeners."""
 
-    def __init__(self, max_tracked_jobs: int = 10000) -> None:
+    def __init__(self, max_tracked_jobs: int = MAX_JOBS) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         t = ["tenant"]

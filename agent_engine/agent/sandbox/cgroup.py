@@ -72,16 +72,6 @@ class PidsCgroup:
         except OSError:
             return []
 
-    def events_max(self) -> int:
-        """How often a fork was refused because ``pids.max`` was reached."""
-        try:
-            for line in (self.path / "pids.events").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "max":
-                    return int(value)
-        except (OSError, ValueError):
-            pass
-        return 0
 
     def kill_all(self, timeout: float = 2.0) -> bool:
         """SIGKILL every member until none is left; returns True when the cgroup is empty."""

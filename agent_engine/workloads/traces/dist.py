@@ -9,7 +9,6 @@ Invariants:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -93,8 +92,3 @@ class Dist:
         params = {"mu": round(float(logs.mean()), 6), "sigma": round(float(logs.std()), 6)}
         return cls("lognormal", params, lo=round(float(arr.min()), 4), hi=round(float(arr.max()), 4))
 
-    @classmethod
-    def lognormal_moments(cls, mean: float, std: float, **kw: Any) -> Dist:
-        """Log-normal with the given mean and standard deviation (of x, not of log x)."""
-        s2 = math.log(1.0 + (std / mean) ** 2)
-        return cls("lognormal", {"mu": math.log(mean) - s2 / 2, "sigma": math.sqrt(s2)}, **kw)
