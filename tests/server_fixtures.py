@@ -278,6 +278,9 @@ class FakeEngine:
         self.pinned_jobs.discard(job_id)
         return held
 
+    def holds_pins(self) -> bool:
+        return bool(self.pinned_jobs)
+
     def release_all_jobs(self) -> int:
         n = len(self.pinned_jobs)
         self.pinned_jobs.clear()

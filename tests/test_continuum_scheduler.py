@@ -199,7 +199,9 @@ def test_release_job_and_abort_end_pins() -> None:
     runner = FakeRunner()
     s.add_request(_turn("t1", "job", list(range(10)), 0.0, 0.0))
     toks = _finish_turn(s, runner, "t1")
+    assert s.policy.holds_leases() and s.stats().num_pinned_jobs == 1  # what the idle loop asks
     assert s.release_job("job") and not s.release_job("job")  # idempotent
+    assert not s.policy.holds_leases()
     assert pins(s).counters.released == 1 and s.stats().blocks_in_use == 0
     s.add_request(_turn("t2", "job", toks + [1], 1.0, 0.0))
     _finish_turn(s, runner, "t2")

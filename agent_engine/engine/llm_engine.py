@@ -160,6 +160,10 @@ class LLMEngine:
         """Whether ``job_id`` is a live job here: tracked by an estimator or holding a pin."""
         return self.job_hooks.knows_job(job_id) or self.scheduler.policy.holds_job(job_id)
 
+    def holds_pins(self) -> bool:
+        """Whether the policy holds any job's blocks now (their TTLs must be run down even while idle)."""
+        return self.scheduler.policy.holds_leases()
+
     def release_all_jobs(self) -> int:
         """End every pin (shutdown); each is counted as released. Returns how many there were."""
         jobs = self.scheduler.policy.stats(self.clock.now()).pinned_jobs

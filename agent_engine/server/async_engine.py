@@ -331,7 +331,7 @@ class AsyncEngine:
 
     def _pins_live(self) -> bool:
         with contextlib.suppress(Exception):
-            return bool(self.engine.stats().get("num_pinned_jobs", 0))
+            return self.engine.holds_pins()
         return False
 
     # ---- the engine thread -----------------------------------------------------------------------

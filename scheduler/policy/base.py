@@ -121,6 +121,10 @@ class SchedulingPolicy(JobListener, abc.ABC):
     def stats(self, now: float) -> PinStats:
         """Held blocks, jobs and counters now."""
 
+    def holds_leases(self) -> bool:
+        """Whether any job's blocks are held now (cheap: the idle loop asks it every tick)."""
+        return False
+
 
 class NoPinsPolicy(SchedulingPolicy):
     """A policy that holds no blocks: a finished request's blocks are freed, every pin hook is a no-op.

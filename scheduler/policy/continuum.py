@@ -127,6 +127,9 @@ class ContinuumPolicy(SchedulingPolicy):
             self.leases.sweep(now)
 
     # ---- observability -------------------------------------------------------------------------
+    def holds_leases(self) -> bool:
+        return bool(self.leases.leases)
+
     def stats(self, now: float) -> PinStats:
         t = self.leases
         hard, soft = t.distinct_blocks()
