@@ -15,13 +15,22 @@ unfinished requests per tenant), ``kv``, ``config``, ``policy``, ``admission_mem
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from scheduler.block_pool import KVCacheBlock
 from scheduler.observability import admit_event
 from scheduler.request import Request, RequestStatus
 from scheduler.step_io import ScheduledRequest
 from scheduler.tenant_shares import TenantShares
+
+if TYPE_CHECKING:
+    from scheduler.admission_memo import BlockedAdmissionMemo
+    from scheduler.config import SchedulerConfig
+    from scheduler.kv_cache_manager import KVCacheManager
+    from scheduler.policy import SchedulingPolicy
+    from scheduler.waiting_queue import WaitingQueue
 
 __all__ = ["Admission", "StepDraft"]
 
@@ -39,7 +48,23 @@ class StepDraft:
 
 
 class Admission:
-    """Admission and the tenant-share decisions (see the module docstring)."""
+    """Admission and the tenant-share decisions (see the module docstring).
+
+    The state it works on belongs to ``Scheduler``, which sets every attribute declared here."""
+
+    config: SchedulerConfig
+    kv: KVCacheManager
+    policy: SchedulingPolicy
+    waiting: WaitingQueue
+    running: list[Request]
+    admission_memo: BlockedAdmissionMemo
+    num_steps: int
+    trace_sink: Callable[[dict], None] | None
+    _tenant_requests: dict[str | None, int]
+
+    def _preempt(self, req: Request) -> None:
+        """Move a running request back to waiting, its blocks freed (the scheduler's)."""
+        raise NotImplementedError
 
     def _admit_waiting(self, step: StepDraft) -> None:
         """Admit waiting requests in policy order until one does not fit, the budget or the seats run out."""
