@@ -60,8 +60,7 @@ def matched_case(out_dir: str = "out", model: str | None = None) -> DemoCase:
     """Synthesized ``swe`` jobs on the embedded model (or ``model``), token scale, time scale and pool
     left to the measured regime."""
     from agent_engine.workloads.traces import load_trace
-    from benchmarks.jct_config import JCTConfig
-    from benchmarks.jct_regime import MATCHABLE
+    from benchmarks.jct_config import MATCHABLE, JCTConfig
 
     jobs = load_trace("synth:swe", max_jobs=DEMO_JOBS, seed=0)
     cfg = JCTConfig(trace="synth:swe", policies=("fcfs", "continuum"), concurrency=DEMO_JOBS, jobs=DEMO_JOBS,
@@ -138,7 +137,7 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"CONTINUUM mean JCT = {c / f:.2f} x FCFS "
               f"(prefix-hit ratio {rows['fcfs'].get('prefix_hit_ratio', 0):.2f} -> "
               f"{rows['continuum'].get('prefix_hit_ratio', 0):.2f})")
-    config = {**config_payload(cfg, cfg.trace or "default", case.jobs), "regime": regime.to_dict(), "case": case.title}
+    config = {**config_payload(cfg, cfg.trace or "default", case.jobs, regime.to_dict()), "case": case.title}
     payload = {"policies": {n: {**r.row, "jcts_s": r.jcts} for n, r in runs.items()}, "config": config,
                "checks": compute_checks(rows)}
     write_json(Path(out_dir) / "demo_jct.json", payload)

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     jobs, trace_name = load_trace_jobs(cfg.trace, cfg.jobs, cfg.seed)
     cfg, regime = settle_and_print(cfg, jobs)
-    config = {**config_payload(cfg, trace_name, jobs), "regime": regime.to_dict()}
+    config = config_payload(cfg, trace_name, jobs, regime.to_dict())
     t0 = time.perf_counter()
     runs = run_policies(cfg, jobs)
     rows = {n: r.row for n, r in runs.items()}

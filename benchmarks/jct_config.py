@@ -29,14 +29,16 @@ from typing import Any
 from agent_engine.config import EngineConfig, parse_size
 from agent_engine.reporting import machine_info
 from agent_engine.sim.policy_label import FIXED_TTL, POLICIES, parse_label
+from agent_engine.sim.regime import peak_contexts
 from agent_engine.workloads.hint_styles import HINT_STYLES
-from agent_engine.workloads.replay.client import ReplayOptions, plan_job
+from agent_engine.workloads.replay.client import ReplayOptions
 from agent_engine.workloads.traces import TraceJob, load_trace, trace_label
 from benchmarks.jct_cluster import parse_routers, with_routers
 from scheduler import policy_class
 from scheduler.tier_copy import KVBlockShape, tier_blocks
 
 VLLM_BLOCK_SIZE = 32
+MATCHABLE = ("token_scale", "time_scale", "num_kv_blocks")  # the knobs a run may leave to the regime
 UNLIMITED = "unlimited"  # FCFS with a pool that holds every job's peak context at once
 DEFAULT_PIN_THRESHOLD: float = EngineConfig.pin_threshold
 HINTS_SEP = "+hints="
@@ -75,7 +77,7 @@ class JCTConfig:
     routers: tuple[str, ...] = ("affinity", "pow2", "rr")
     kv_offload_bytes: str = str(EngineConfig.kv_offload_bytes)  # ``+tier`` rows' tier (``+pool``: pool blocks)
     kv_offload_dtype: str = EngineConfig.kv_offload_dtype
-    # Knobs (of ``jct_regime.MATCHABLE``) the run leaves to the measured regime: ``jct_regime.settle_regime``
+    # Knobs (of ``MATCHABLE``) the run leaves to the measured regime: ``jct_regime.settle_regime``
     # replaces their values above before any policy starts. The flags leave open every one the user omits.
     match: frozenset[str] = frozenset()
 
@@ -136,13 +138,7 @@ def replay_options(cfg: JCTConfig, **over: Any) -> ReplayOptions:
 
 def peak_blocks(jobs: Sequence[TraceJob], cfg: JCTConfig) -> int:
     """Sum over the replayed jobs of the blocks of their largest context (prompt + output), +1 each."""
-    opts = replay_options(cfg, progress=False)
-    need = 0
-    for i, job in enumerate(jobs[: cfg.jobs]):
-        plan = plan_job(job, i, opts)
-        peak = max((t.prompt_len + t.max_tokens for t in plan.turns), default=0)
-        need += math.ceil(peak / cfg.block_size) + 1
-    return need
+    return sum(math.ceil(peak / cfg.block_size) + 1 for peak in peak_contexts(jobs, replay_options(cfg, progress=False)))
 
 
 def unlimited_blocks(jobs: Sequence[TraceJob], cfg: JCTConfig) -> int:
@@ -252,7 +248,7 @@ def add_jct_args(p: argparse.ArgumentParser, with_outputs: bool = True) -> None:
 def config_from_args(args: argparse.Namespace) -> JCTConfig:
     """``JCTConfig`` from ``add_jct_args`` flags (closed loop of 16 when neither --jps nor --concurrency)."""
     conc = args.concurrency if args.concurrency is not None or args.jps is not None else JCTConfig.concurrency
-    given = {name: getattr(args, name) for name in ("token_scale", "time_scale", "num_kv_blocks")}
+    given = {name: getattr(args, name) for name in MATCHABLE}
     return JCTConfig(
         trace=args.trace, policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()),
         jps=args.jps, concurrency=conc, jobs=args.jobs, max_turns=args.max_turns,
@@ -275,11 +271,16 @@ def _hint_styles(text: str) -> tuple[str, ...]:
     return styles
 
 
-def config_payload(cfg: JCTConfig, trace_name: str, jobs: Sequence[TraceJob]) -> dict[str, Any]:
-    """The ``config`` section of the JSON: knobs, derived pool sizes and machine info."""
+def config_payload(cfg: JCTConfig, trace_name: str, jobs: Sequence[TraceJob],
+                   regime: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``config`` section of the JSON: knobs, derived pool sizes, machine info and the run's regime
+    (``jct_regime.RegimeReport.to_dict``) when given."""
     d = asdict(cfg)
-    d.update(match=sorted(cfg.match), trace=trace_name, kv_tokens=cfg.kv_tokens, unlimited_kv_blocks=unlimited_blocks(jobs, cfg),
-             machine=machine_info(), loadavg_start=list(os.getloadavg()))
+    d.update(match=sorted(cfg.match), trace=trace_name, kv_tokens=cfg.kv_tokens,
+             unlimited_kv_blocks=unlimited_blocks(jobs, cfg), machine=machine_info(),
+             loadavg_start=list(os.getloadavg()))
+    if regime is not None:
+        d["regime"] = regime
     if cfg.vllm:
         d["vllm_block_size"] = VLLM_BLOCK_SIZE
     return d

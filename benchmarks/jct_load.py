@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(n for p in points for n in p["policies"]))
     print_table(["jobs/s", *[f"{n} mean JCT" for n in names]],
                 [[p["jps"], *[(p["policies"].get(n) or {}).get("mean_jct_s") for n in names]] for p in points])
-    config = {**config_payload(replace(base, jps=None), trace_name, jobs), "regime": regime.to_dict()}
+    config = config_payload(replace(base, jps=None), trace_name, jobs, regime.to_dict())
     config.update(jps_list=loads, total_wall_s=round(time.perf_counter() - t0, 1),
                   loadavg_end=list(os.getloadavg()))
     payload = {"loads": points, "config": config}

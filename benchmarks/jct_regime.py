@@ -32,6 +32,7 @@ import numpy as np
 from agent_engine.server.launcher import start_engine_server
 from agent_engine.sim.regime import (
     REFERENCE_GPU,
+    REFERENCE_KV_PRESSURE,
     REFERENCE_MODEL,
     PrefillCurve,
     Regime,
@@ -41,15 +42,15 @@ from agent_engine.sim.regime import (
     reference_regime,
     workload_regime,
 )
+from agent_engine.workloads.replay.plan import ReplayOptions
 from agent_engine.workloads.traces import TraceJob
 from benchmarks.jct_config import JCTConfig, replay_options
 
-__all__ = ["MATCHABLE", "PROBE_LENGTHS", "RegimeReport", "measure_prefill", "probe_lengths", "reload_cost_args", "settle_and_print", "settle_regime"]
+__all__ = ["PROBE_LENGTHS", "RegimeReport", "measure_prefill", "probe_lengths", "reload_cost_args", "settle_and_print",
+           "settle_regime"]
 
-MATCHABLE = ("token_scale", "time_scale", "num_kv_blocks")  # the knobs a run may leave to the regime
 PROBE_LENGTHS = (256, 1024, 2048, 4096)  # prompt tokens; capped by the run's max_model_len
 _LONG_PROBE = 1024  # lengths above this are timed once, shorter ones best of two
-_PROBE_VOCAB = (16, 4000)  # token ids every served model takes (the replay's own range)
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,8 @@ class RegimeReport:
 
 
 def _prefill_seconds(client: httpx.Client, tokens: int, rng: np.random.Generator) -> float:
-    """Wall seconds of one fresh prompt of ``tokens`` ids answered with one token."""
-    ids = rng.integers(*_PROBE_VOCAB, tokens).tolist()
+    """Wall seconds of one fresh prompt of ``tokens`` ids (the replay's own id range) answered with one token."""
+    ids = rng.integers(ReplayOptions.min_token_id, ReplayOptions.vocab_size, tokens).tolist()
     t0 = time.perf_counter()
     resp = client.post("/v1/completions", json={"prompt": ids, "max_tokens": 1, "temperature": 0,
                                                 "ignore_eos": True})
@@ -130,7 +131,7 @@ def settle_regime(cfg: JCTConfig, jobs: Sequence[TraceJob],
         chosen.update({k: v for k, v in (("token_scale", token), ("time_scale", time_scale)) if k in cfg.match})
         cfg = replace(cfg, token_scale=token, time_scale=time_scale)
     if "num_kv_blocks" in cfg.match:
-        tokens = pool_tokens_for(jobs, replay_options(cfg, progress=False), reference.kv_pressure or 1.0)
+        tokens = pool_tokens_for(jobs, replay_options(cfg, progress=False), REFERENCE_KV_PRESSURE)
         blocks = math.ceil(tokens / cfg.block_size) + 1  # the engine keeps one null block
         chosen["num_kv_blocks"] = blocks
         # A pool smaller than the context limit bounds it (every planned turn still fits: the pool holds

@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     recommended = recommendation(best)
     if recommended:
         print(f"recommended for this trace in this regime: {recommended}")
-    config = {**config_payload(cfg, trace_name, jobs), "regime": regime.to_dict()}
+    config = config_payload(cfg, trace_name, jobs, regime.to_dict())
     config.update(total_wall_s=round(time.perf_counter() - t0, 1), loadavg_end=list(os.getloadavg()))
     payload = {"settings": settings, "best": best, "default_vs_best_fixed": ratio, "config": config,
                "recommended": recommended}

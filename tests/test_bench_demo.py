@@ -9,7 +9,7 @@ import pytest
 from agent_engine.model.sources import ModelUnavailableError
 from agent_engine.workloads.traces import load_trace
 from benchmarks import demo
-from benchmarks.jct_regime import MATCHABLE
+from benchmarks.jct_config import MATCHABLE
 
 pytestmark = pytest.mark.core
 

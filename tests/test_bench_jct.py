@@ -17,8 +17,15 @@ from agent_engine.sim.regime import PrefillCurve
 from agent_engine.workloads.replay.client import ReplayOptions, replay_sync
 from agent_engine.workloads.traces.format import TraceJob, TraceTurn
 from benchmarks.jct import main
-from benchmarks.jct_config import JCTConfig, PolicyRun, add_jct_args, config_from_args, policy_engine_args
-from benchmarks.jct_regime import MATCHABLE, probe_lengths, settle_regime
+from benchmarks.jct_config import (
+    MATCHABLE,
+    JCTConfig,
+    PolicyRun,
+    add_jct_args,
+    config_from_args,
+    policy_engine_args,
+)
+from benchmarks.jct_regime import probe_lengths, settle_regime
 from benchmarks.jct_report import checks_per_round, compute_checks
 from benchmarks.jct_runner import merge_rounds
 from benchmarks.sched_timeline import plot_timeline

@@ -37,7 +37,7 @@ import numpy as np
 
 from agent_engine.sim.cost_model import CostConstants, CostModel
 from agent_engine.sim.specs import get_gpu, get_model
-from agent_engine.workloads.replay.plan import ReplayOptions, plan_job
+from agent_engine.workloads.replay.plan import JobPlan, ReplayOptions, plan_job
 from agent_engine.workloads.traces.format import TraceJob
 from agent_engine.workloads.traces.source import load_trace
 
@@ -114,26 +114,25 @@ class PrefillCurve:
         return {n: n / s for n, s in self.points}
 
 
+def _plans(jobs: Sequence[TraceJob], options: ReplayOptions) -> list[JobPlan]:
+    """The replay's plan of each job it sends (the first ``options.max_jobs``)."""
+    return [plan_job(job, i, options) for i, job in enumerate(jobs[: options.max_jobs] if options.max_jobs else jobs)]
+
+
 def returning_turns(jobs: Sequence[TraceJob], options: ReplayOptions) -> list[tuple[int, float]]:
     """``(context tokens before the tool call, tool seconds)`` of every turn that returns after a tool
     call, as ``options`` plans the replay (its token and time scales, turn and context limits)."""
-    out: list[tuple[int, float]] = []
-    for i, job in enumerate(jobs[: options.max_jobs] if options.max_jobs else jobs):
-        turns = plan_job(job, i, options).turns
-        out += [(prev.prompt_len + prev.max_tokens, prev.sleep_s) for prev in turns[:-1]]
-    return out
+    return [(prev.prompt_len + prev.max_tokens, prev.sleep_s) for plan in _plans(jobs, options)
+            for prev in plan.turns[:-1]]
 
 
 def peak_contexts(jobs: Sequence[TraceJob], options: ReplayOptions) -> list[int]:
     """Each planned job's largest context (prompt + answer) in tokens."""
-    peaks = []
-    for i, job in enumerate(jobs[: options.max_jobs] if options.max_jobs else jobs):
-        peaks.append(max((t.prompt_len + t.max_tokens for t in plan_job(job, i, options).turns), default=0))
-    return peaks
+    return [max((t.prompt_len + t.max_tokens for t in plan.turns), default=0) for plan in _plans(jobs, options)]
 
 
 def _in_flight(jobs: Sequence[TraceJob], options: ReplayOptions) -> int:
-    n = min(len(jobs), options.max_jobs or len(jobs))
+    n = len(jobs[: options.max_jobs] if options.max_jobs else jobs)
     return min(n, options.concurrency) if options.concurrency else n
 
 
@@ -172,12 +171,12 @@ def _shipped_reference() -> Regime:
 def max_token_scale(jobs: Sequence[TraceJob], options: ReplayOptions, max_model_len: int) -> float:
     """The largest token scale (at most 1) at which every turn ``options`` plans at full scale still fits
     ``max_model_len`` (so a scaled replay drops no turn)."""
-    full = replace(options, token_scale=1.0, max_model_len=None)
-    peak = max(peak_contexts(jobs, full), default=0)
+    plans = _plans(jobs, replace(options, token_scale=1.0, max_model_len=None))
+    peak = max((t.prompt_len + t.max_tokens for plan in plans for t in plan.turns), default=0)
     if peak <= 0:
         return 1.0
     # Rounding adds at most one token per turn to the scaled prompt and answer: leave a margin.
-    turns = max((len(plan_job(j, i, full).turns) for i, j in enumerate(jobs)), default=1)
+    turns = max((len(plan.turns) for plan in plans), default=1)
     return _down(max(_SCALE_FLOOR, min(1.0, (max_model_len - 2 * turns - 2) / peak)))
 
 
