@@ -130,13 +130,14 @@ _SHAPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "replace_lines": (("path", "start_line", "end_line", "new_text"),),
     "edit_file": (("path", "old_text", "new_text"),), "submit": ((),)}
 _SOURCES = [(Path(__file__).resolve().parent / name).read_text(encoding="utf-8")
-            for name in ("edit_undo.py", "text_match.py", "file_tool.py", "failing_code.py", "repo_tool.py")]
+            for name in ("edit_undo.py", "text_match.py", "file_tool.py", "failing_code.py", "repair_tool.py",
+                         "repo_tool.py")]
 
 
 def tool_program() -> str:
     """The program every file and repository tool runs in the sandbox (``python3 -I -c PROGRAM ARG``):
-    ``edit_undo``'s, ``text_match``'s, ``file_tool``'s, ``failing_code``'s and then ``repo_tool``'s sources, executed in one
-    namespace named
+    ``edit_undo``'s, ``text_match``'s, ``file_tool``'s, ``failing_code``'s, ``repair_tool``'s and then
+    ``repo_tool``'s sources, executed in one namespace named
     ``SANDBOX_NAMESPACE`` (so neither runs its own ``__main__`` block), then ``repo_tool``'s ``main``."""
     return ("import sys\n"
             f"namespace = {{'__name__': {SANDBOX_NAMESPACE!r}, '__builtins__': __builtins__}}\n"

@@ -84,13 +84,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _add_sampling_arguments(p: argparse.ArgumentParser) -> None:
-    """How the agent's calls sample: temperature, attempts, seeds, the repeat escalation."""
+    """How the agent's calls sample: temperature, attempts, the rewrite stage, seeds, the repeat escalation."""
+    from agent_engine.agent.rewrites import DEFAULT_REWRITE_FUNCTIONS, DEFAULT_REWRITE_SAMPLES
+
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default: 0)")
     p.add_argument("--attempts", type=int, default=1,
                    help="attempts per job: when a task's check does not pass, another attempt branches from the "
                         "first one's reads, sampled hotter, until one passes (default: 1)")
     p.add_argument("--attempt-temperature", type=float, default=None,
                    help="temperature of attempts after the first (default: agent_engine.agent.attempts')")
+    p.add_argument("--rewrites", type=int, default=DEFAULT_REWRITE_SAMPLES, metavar="N",
+                   help="before the agent, rewrite each function the failing tests point to N times, judged by "
+                        "the task's check (0: no rewrite stage; default: %(default)s)")
+    p.add_argument("--rewrite-functions", type=int, default=DEFAULT_REWRITE_FUNCTIONS, metavar="K",
+                   help="suspect functions the rewrite stage tries, at most (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the agent's sampled calls: a call at step S sends seed SEED+S whenever its "
                         "temperature is above 0 (default: 0)")
@@ -115,6 +122,7 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     from agent_engine.agent.attempts import attempt_policy
     from agent_engine.agent.job_runner import RunOptions, run_agent_jobs_sync
     from agent_engine.agent.loop import AgentConfig
+    from agent_engine.agent.rewrites import RewritePolicy
     from agent_engine.workloads.replay.records import write_records
     from agent_engine.workloads.traces.format import write_jobs
 
@@ -141,7 +149,8 @@ def _cmd_agent(args: argparse.Namespace) -> int:
                              job_id_prefix=args.job_id_prefix, progress=not args.no_progress,
                              allow_network=args.allow_network, isolation=args.isolation,
                              attempts=attempt_policy(args.attempts, args.attempt_temperature),
-                             transcripts=args.transcripts)
+                             transcripts=args.transcripts,
+                             rewrites=RewritePolicy(args.rewrites, args.rewrite_functions))
     except (OSError, ValueError) as e:
         print(f"agent: {e}", file=sys.stderr)
         return 2

@@ -125,6 +125,26 @@ class FailingCode:
         return not is_test_path(path) and not read_only(path)
 
     def show(self, tracebacks: list[list[list[object]]]) -> str:
+        frames, test_frames = self.frame_ranking(tracebacks)
+        if frames:
+            parts = [self.function_text(rel, name, node, f"the failure passes line {line}", line)
+                     for rel, name, node, line in frames[:FAILING_FUNCTIONS]]
+            return self.joined("The library code on the failing path (innermost first; tests are read-only, "
+                               "fix this code):", parts)
+        return self.called_by_tests(test_frames)
+
+    def ranked(self, tracebacks: list[list[list[object]]]) -> list[tuple[str, str, ast.AST]]:
+        """Every library function on the failing path as ``show`` ranks them: ``(path, qualified name,
+        node)``, most telling first."""
+        frames, test_frames = self.frame_ranking(tracebacks)
+        if frames:
+            return [(rel, name, node) for rel, name, node, _ in frames]
+        return [(path, name, node) for path, name, node, _ in self.reach_ranking(test_frames)]
+
+    def frame_ranking(self, tracebacks: list[list[list[object]]]
+                      ) -> tuple[list[tuple[str, str, ast.AST, int]], list[list[tuple[str, int]]]]:
+        """The library functions the frames pass through, most frequent then innermost first, as
+        ``(path, name, node, line)``; and each traceback's frames in tests and scripts."""
         counts: dict[tuple[str, str], list[object]] = {}
         test_frames: list[list[tuple[str, int]]] = []
         for tb in tracebacks:
@@ -143,17 +163,23 @@ class FailingCode:
                     continue
                 entry = counts.setdefault((rel, found[0]), [0, order, line, found[1]])
                 entry[0] = int(entry[0]) + 1  # type: ignore[call-overload]
-        if counts:
-            ranked = sorted(counts.items(), key=lambda kv: (-int(kv[1][0]), kv[1][1]))  # type: ignore[call-overload]
-            parts = [self.function_text(rel, name, node, f"the failure passes line {line}", int(line))
-                     for (rel, name), (_, _, line, node) in ranked[:FAILING_FUNCTIONS]]
-            return self.joined("The library code on the failing path (innermost first; tests are read-only, "
-                               "fix this code):", parts)
-        return self.called_by_tests(test_frames)
+        ranked = sorted(counts.items(), key=lambda kv: (-int(kv[1][0]), kv[1][1]))  # type: ignore[call-overload]
+        return [(rel, name, node, int(line)) for (rel, name), (_, _, line, node) in ranked], test_frames  # type: ignore[misc]
 
     def called_by_tests(self, tracebacks: list[list[tuple[str, int]]]) -> str:
-        """The library functions the failing tests' lines call, and those short ones call in turn, ranked
-        by how many failures reach them (then shallowest, then first seen)."""
+        """The failing test's lines and the library functions its failing lines call (``reach_ranking``)."""
+        parts = [self.function_text(p, n, node, why) for p, n, node, why in self.reach_ranking(tracebacks)[:FAILING_FUNCTIONS]]
+        first = next((frames[0] for frames in tracebacks if frames), None)
+        test = self.test_text(*first) if first is not None else ""
+        test = test if len(test) <= self.chars // 3 else ""  # the test's lines never crowd out the code
+        shown = self.joined("The failing tests call this library code (tests are read-only, fix this code):", parts,
+                            self.chars - len(test))
+        return f"{test}{shown}" if shown else ""
+
+    def reach_ranking(self, tracebacks: list[list[tuple[str, int]]]) -> list[tuple[str, str, ast.AST, str]]:
+        """The library functions the failing tests' lines call, and those short ones call in turn, as
+        ``(path, name, node, why)``, ranked by how many failures reach them (then shallowest, then first
+        seen)."""
         # (path, name) -> [failures reaching it, depth, from another module, seen, node, why]
         reach: dict[tuple[str, str], list[object]] = {}
         for frames in tracebacks:
@@ -177,13 +203,7 @@ class FailingCode:
                     queue += [(p, n, callee, f"called by {name}", depth + 1, p != path)
                               for p, n, callee in self.callees(path, node)]
         ranked = sorted(reach.items(), key=lambda kv: (-int(kv[1][0]), kv[1][1], kv[1][2], kv[1][3]))  # type: ignore[call-overload]
-        parts = [self.function_text(p, n, e[4], str(e[5])) for (p, n), e in ranked[:FAILING_FUNCTIONS]]  # type: ignore[arg-type]
-        first = next((frames[0] for frames in tracebacks if frames), None)
-        test = self.test_text(*first) if first is not None else ""
-        test = test if len(test) <= self.chars // 3 else ""  # the test's lines never crowd out the code
-        shown = self.joined("The failing tests call this library code (tests are read-only, fix this code):", parts,
-                            self.chars - len(test))
-        return f"{test}{shown}" if shown else ""
+        return [(p, n, e[4], str(e[5])) for (p, n), e in ranked]  # type: ignore[misc]
 
     def joined(self, header: str, parts: list[str], budget: int | None = None) -> str:
         """``header`` and as many of ``parts`` as fit ``budget`` characters (default ``self.chars``; the

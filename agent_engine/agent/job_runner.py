@@ -11,6 +11,10 @@ Invariants:
   started), None for a task without a check, and ``AgentJobRecord.verdict`` says why.
   ``summary["solved"]`` counts the solved jobs and ``summary["checked"]`` the jobs that had a check;
   ``summary["repeats"]`` the repeated calls of all jobs (``agent_engine.agent.repeats``).
+- With ``options.rewrites`` on and a task with a check, the job opens with the rewrite stage
+  (``agent_engine.agent.rewrites``) in its own sandbox, judged like an attempt; solved, the job ends
+  there (``summary["solved_by_rewrites"]``), else the agent's attempts follow, the later ones branching
+  from the first agent attempt.
 - With ``options.attempts`` above 1, a job whose check does not pass makes another attempt branching
   from the first one's localization (``agent_engine.agent.attempts``), until one is solved or the
   attempts are spent; ``summary["solved_first_attempt"]`` is pass@1, ``summary["attempts"]`` the
@@ -40,6 +44,7 @@ import logging
 import time
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -50,6 +55,7 @@ from tqdm import tqdm
 from agent_engine.agent.attempts import AttemptPolicy, branch_prefix, merged
 from agent_engine.agent.judge import Verdict, check_paths, judge, protect
 from agent_engine.agent.loop import AgentConfig, AgentJobRecord, AgentJobResult, run_agent_job
+from agent_engine.agent.rewrites import REWRITE_PASSED, RewritePolicy, rewrite_stage
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.sandbox.confine import resolve
 from agent_engine.agent.task_set import AgentTask, load_tasks
@@ -84,6 +90,7 @@ class RunOptions:
     transport: httpx.AsyncBaseTransport | None = None  # tests: an in-process fake server
     attempts: AttemptPolicy = field(default_factory=AttemptPolicy)  # attempts per job (agent_engine.agent.attempts)
     transcripts: str | None = None  # folder for each attempt's conversation (agent_engine.agent.transcripts)
+    rewrites: RewritePolicy = field(default_factory=RewritePolicy)  # the stage before the agent (0 samples: none)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -173,6 +180,7 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
     summary["solved"] = sum(1 for r in results if r.job.solved)
     summary["solved_first_attempt"] = sum(1 for r in results if r.job.solved and r.job.attempts == 1)
     summary["attempts"] = sum(r.job.attempts for r in results)
+    summary["solved_by_rewrites"] = sum(1 for r in results if r.job.solved and r.job.exit_status == REWRITE_PASSED)
     summary["checked"] = sum(1 for t in tasks if t.check is not None)
     summary["sandbox"] = enforced
     return AgentRunResult(results, records, trace_jobs, summary)
@@ -181,41 +189,65 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
 async def _attempts(client: httpx.AsyncClient, task: AgentTask, job_id: str, agent: AgentConfig,
                     options: RunOptions, output_chars: int, pool: ThreadPoolExecutor, t0: float,
                     enforced: dict[str, bool], transcripts: TranscriptWriter | None) -> AgentJobResult:
-    """One job: its attempts, each in its own sandbox and judged there, until one is solved
-    (``agent_engine.agent.attempts``); a task without a check makes one attempt. Each judged attempt's
-    conversation goes to ``transcripts`` when given."""
+    """One job: with rewrites on and a check, the rewrite stage first (``agent_engine.agent.rewrites``);
+    then, unless it solved the task, its attempts, each in its own sandbox and judged there, until one is
+    solved (``agent_engine.agent.attempts``); a task without a check makes one attempt. Each judged
+    attempt's conversation (the stage's too) goes to ``transcripts`` when given."""
     policy = options.attempts
     n = policy.attempts if task.check is not None or task.tests is not None else 1
     results: list[AgentJobResult] = []
+    if options.rewrites.enabled and task.check is not None:
+        staged = await _judged(task, options, output_chars, pool, enforced, transcripts, 1, lambda sandbox: rewrite_stage(
+            client, task.task, sandbox, job_id, agent, options.rewrites, str(task.check), t0=t0, executor=pool))
+        if isinstance(staged, AgentJobResult):
+            results.append(staged)
+            if staged.job.solved:
+                if releases_jobs(agent.hints):
+                    await release_job(client, job_id)
+                return merged(results, 0)
+    first = len(results)  # the first agent attempt: later ones branch from its reads
     prefix: list[dict[str, Any]] | None = None
     for k in range(n):
-        try:
-            sandbox = await asyncio.get_running_loop().run_in_executor(
-                pool, lambda: _new_sandbox(task, options, output_chars))
-            if not enforced:
-                enforced.update(_report(sandbox))
-        except (OSError, ValueError) as e:  # the attempt cannot start: record it as failed
+        result = await _judged(task, options, output_chars, pool, enforced, transcripts, len(results) + 1,
+                               lambda sandbox, k=k, prefix=prefix: run_agent_job(
+                                   client, task.task, sandbox, job_id, policy.config_for(agent, k), t0=t0,
+                                   executor=pool, check=task.check, prefix=prefix, final=k == n - 1))
+        if not isinstance(result, AgentJobResult):  # the attempt cannot start: record it as failed
             if not results:
-                return _failed_job(task, job_id, time.perf_counter() - t0, e)
+                return _failed_job(task, job_id, time.perf_counter() - t0, result)
             break
-        try:
-            result = await run_agent_job(client, task.task, sandbox, job_id, policy.config_for(agent, k), t0=t0,
-                                         executor=pool, check=task.check, prefix=prefix, final=k == n - 1)
-            result.job.task_name = task.name
-            verdict = await _run_check(sandbox, task, pool)
-            result.job.solved, result.job.verdict = verdict.solved, verdict.reason
-        finally:
-            sandbox.close()
         results.append(result)
-        if transcripts is not None:
-            await asyncio.get_running_loop().run_in_executor(pool, transcripts.write, result, k + 1)
         if result.job.solved or result.job.error is not None:
             break
-        prefix = branch_prefix(results[0])
-    if len(results) < n and releases_jobs(agent.hints):  # ended before the final attempt: release the job now
+        prefix = branch_prefix(results[first])
+    if len(results) - first < n and releases_jobs(agent.hints):  # ended before the final attempt: release now
         await release_job(client, job_id)
     chosen = next((i for i, r in enumerate(results) if r.job.solved), len(results) - 1)
     return merged(results, chosen)
+
+
+async def _judged(task: AgentTask, options: RunOptions, output_chars: int, pool: ThreadPoolExecutor,
+                  enforced: dict[str, bool], transcripts: TranscriptWriter | None, number: int,
+                  run: Callable[[Sandbox], Awaitable[AgentJobResult]]) -> AgentJobResult | Exception:
+    """One attempt (``run``) in a fresh sandbox, judged there, its transcript written as attempt
+    ``number``; the error when the sandbox cannot be made."""
+    try:
+        sandbox = await asyncio.get_running_loop().run_in_executor(
+            pool, lambda: _new_sandbox(task, options, output_chars))
+        if not enforced:
+            enforced.update(_report(sandbox))
+    except (OSError, ValueError) as e:
+        return e
+    try:
+        result = await run(sandbox)
+        result.job.task_name = task.name
+        verdict = await _run_check(sandbox, task, pool)
+        result.job.solved, result.job.verdict = verdict.solved, verdict.reason
+    finally:
+        sandbox.close()
+    if transcripts is not None:
+        await asyncio.get_running_loop().run_in_executor(pool, transcripts.write, result, number)
+    return result
 
 
 async def _run_check(sandbox: Sandbox, task: AgentTask, pool: ThreadPoolExecutor) -> Verdict:

@@ -1,10 +1,11 @@
 """The program behind the repository-wide tools: it runs INSIDE the sandbox, after the other tool sources.
 
-``agent_engine.agent.aci.tool_program`` runs ``text_match``'s, ``file_tool``'s and ``failing_code``'s
-sources and then this one in one namespace (named ``SANDBOX_NAMESPACE``) as ``python3 -I -c PROGRAM
-ARG``, ARG being base64 JSON ``{"op", ...}``; this ``main`` answers ``map``, ``search``,
-``failing_code`` (``agent_engine.agent.failing_code``) and the ``view`` of a folder, and hands every
-other op to ``file_tool``'s. What it prints is the observation. Importing it
+``agent_engine.agent.aci.tool_program`` runs ``text_match``'s, ``file_tool``'s, ``failing_code``'s and
+``repair_tool``'s sources and then this one in one namespace (named ``SANDBOX_NAMESPACE``) as
+``python3 -I -c PROGRAM ARG``, ARG being base64 JSON ``{"op", ...}``; this ``main`` answers ``map``,
+``search``, ``failing_code`` (``agent_engine.agent.failing_code``), ``suspects`` and ``rewrite``
+(``agent_engine.agent.repair_tool``) and the ``view`` of a folder, and hands every other op to
+``file_tool``'s. What it prints is the observation. Importing it
 runs nothing; it needs nothing but the standard library.
 
 Invariants:
@@ -55,6 +56,7 @@ else:
         skipped_dir,
     )
     from agent_engine.agent.file_tool import main as file_main
+    from agent_engine.agent.repair_tool import SUSPECT_LINES, SUSPECTS, rewrite_function, suspects
 
 MAP_CHARS = 2000  # the map's default budget
 SOURCE_LINES = 60  # a module this short, named by the task (or one of few), is shown whole after the map
@@ -293,6 +295,13 @@ def main(argv: list[str]) -> int:
     if op == "failing_code":
         print(failing_code(a["tracebacks"], int(a.get("chars") or FAILURE_CHARS)), end="")
         return 0
+    if op == "suspects":
+        found = suspects(a.get("argv") or [], a.get("failing") or [], a.get("tracebacks") or [],
+                         int(a.get("limit") or SUSPECTS), int(a.get("max_lines") or SUSPECT_LINES))
+        print(json.dumps(found))
+        return 0
+    if op == "rewrite":
+        return rewrite_function(a["path"], int(a["first"]), int(a["last"]), a["old"], a["new"])
     return int(file_main(argv))
 
 
