@@ -38,7 +38,8 @@ def fenced(code: str) -> str:
 
 
 def test_a_rewrite_is_read_from_the_fenced_block_and_indented_as_the_suspect() -> None:
-    assert rewritten_function(fenced("def add(a, b):\n    return a + b"), SUSPECT) == "def add(a, b):\n    return a + b"
+    assert rewritten_function(fenced("def add(a, b):\n    return a + b"), SUSPECT) == (
+        'def add(a, b):\n    """The sum of a and b."""\n    return a + b')
     method = Suspect("m.py", "Box.get", 3, 4, "    def get(self):\n        return self.x - 1")
     got = rewritten_function(fenced("class Box:\n    def get(self):\n        return self.x"), method)
     assert got == "    def get(self):\n        return self.x"
@@ -164,7 +165,7 @@ class Rewriter(FakeServer):
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content) if request.method == "POST" and request.content else None
-        if body is not None and "rewrite the whole function" in body["messages"][-1]["content"]:
+        if body is not None and "give the whole function" in body["messages"][-1]["content"]:
             self.requests.append((request.method, request.url.path, dict(request.headers), body))
             text = self.rewrites[min(self.asked, len(self.rewrites) - 1)]
             self.asked += 1
@@ -207,7 +208,7 @@ def test_a_stage_that_fails_leaves_the_agent_a_fresh_repository() -> None:
     whole = result.results[0]
     assert whole.job.attempts == 2 and whole.job.solved is False  # the stage, then the agent's attempt
     assert result.summary["solved_by_rewrites"] == 0
-    agent_calls = [b for b in server.chat_bodies() if "rewrite the whole function" not in b["messages"][-1]["content"]]
+    agent_calls = [b for b in server.chat_bodies() if "give the whole function" not in b["messages"][-1]["content"]]
     assert len(agent_calls) == 1 and server.deletes() == ["/v1/jobs/t-0"]
 
 
@@ -217,3 +218,14 @@ def test_the_stage_spreads_its_answers_over_the_suspects_it_found() -> None:
     assert not RewritePolicy().enabled and policy.enabled
     with pytest.raises(ValueError):
         RewritePolicy(-1)
+
+
+def test_the_model_is_shown_no_docstring_and_the_rewrite_keeps_the_original_one() -> None:
+    method = Suspect("m.py", "Box.get", 3, 8, '    def get(self):\n        """Return x.\n\n        ``x()`` as is.\n'
+                     '        """\n        return self.x - 1')
+    from agent_engine.agent.rewrites import shown_source
+    assert shown_source(method) == "def get(self):\n    return self.x - 1"
+    got = rewritten_function("It is off by one.\n" + fenced('def get(self):\n    """Other."""\n    return self.x'),
+                             method)
+    assert got == '    def get(self):\n        """Return x.\n\n        ``x()`` as is.\n        """\n        return self.x'
+    assert rewritten_function(fenced("def get(self):\n    return self.x - 1"), method) is None  # the same code

@@ -121,8 +121,9 @@ def python_check_args(check: str) -> list[str]:
 
 
 def rewritten_function(answer: str, suspect: Suspect) -> str | None:
-    """The function an answer rewrites, indented as the suspect is; None when the answer holds no fenced
-    block that parses and defines a function of the suspect's name, or rewrites nothing."""
+    """The function an answer rewrites, with the suspect's own docstring (the model is shown none) and
+    indented as the suspect is; None when the answer holds no fenced block that parses and defines a
+    function of the suspect's name, or rewrites nothing."""
     short = suspect.name.split(".")[-1]
     for block in _BLOCK.findall(answer):
         code = textwrap.dedent(block).strip("\n")
@@ -135,11 +136,51 @@ def rewritten_function(answer: str, suspect: Suspect) -> str | None:
             continue
         lines = code.split("\n")
         first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-        body = textwrap.dedent("\n".join(lines[first - 1:node.end_lineno or node.lineno])).split("\n")
+        body = textwrap.dedent("\n".join(lines[first - 1:node.end_lineno or node.lineno]))
+        head, _, rest = _docstring_split(body)
+        original = _docstring_split(textwrap.dedent(suspect.text))
+        docstring = _reindented(original[1], _indent_of(original[2]), _indent_of(rest))
         indent = suspect.text[:len(suspect.text) - len(suspect.text.lstrip())].split("\n")[-1]
-        new = "\n".join(indent + x if x.strip() else "" for x in body)
+        new = "\n".join(indent + x if x.strip() else "" for x in head + docstring + rest)
         return None if _same(new, suspect.text) else new
     return None
+
+
+def shown_source(suspect: Suspect) -> str:
+    """The suspect as the model is shown it: dedented, without its docstring (fewer tokens, and no
+    backticks of its own to end the answer's fenced block early; ``rewritten_function`` puts it back)."""
+    head, _, rest = _docstring_split(textwrap.dedent(suspect.text))
+    return "\n".join(head + rest)
+
+
+def _docstring_split(code: str) -> tuple[list[str], list[str], list[str]]:
+    """A dedented function's lines as (up to its body, its docstring, the rest of its body); the whole
+    function as the first part when it does not parse or its body shares the ``def`` line."""
+    lines = code.split("\n")
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return lines, [], []
+    node = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
+    if node is None or not node.body or node.body[0].lineno == node.lineno:
+        return lines, [], []
+    start = node.body[0].lineno - 1
+    doc = node.body[0]
+    if isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str):
+        end = doc.end_lineno or doc.lineno
+        return lines[:start], lines[start:end], lines[end:]
+    return lines[:start], [], lines[start:]
+
+
+def _indent_of(lines: list[str]) -> str:
+    return next((x[:len(x) - len(x.lstrip())] for x in lines if x.strip()), "")
+
+
+def _reindented(lines: list[str], was: str, now: str) -> list[str]:
+    """``lines`` moved from the indentation ``was`` to ``now`` (as they were when not indented by ``was``)."""
+    if was == now:
+        return lines
+    return [now + x[len(was):] if x.startswith(was) else x for x in lines]
 
 
 def _defined(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -168,11 +209,12 @@ def _prompt(task: str, output: str, suspect: Suspect, workdir: str) -> list[dict
     failing = failures_line(read_failures(output))
     output = _PROGRESS.sub("", output).replace(workdir.rstrip("/") + "/", "")
     shown = cap_text(summarize_unittest(output, keep=1), CHECK_OUTPUT_CHARS).strip()
-    source = textwrap.dedent(suspect.text)
+    source = shown_source(suspect)
     user = (f"A user reported this issue:\n{task.strip()}\n\nThe project's tests fail. {failing}\n{shown}\n\n"
-            f"This function from {suspect.path} runs in the failing tests:\n```python\n{source}\n```\n\n"
-            "If the bug is in this function, rewrite the whole function with the bug fixed, changing as little "
-            "as possible. Reply with only the corrected function in one ```python block.")
+            f"This function ({suspect.name}, lines {suspect.first}-{suspect.last} of {suspect.path}) runs in the "
+            f"failing tests (its docstring left out):\n```python\n{source}\n```\n\n"
+            "If the bug is in this function, say in one sentence which line is wrong and why, then give the whole "
+            "function with the bug fixed, changing as little as possible, in one ```python block.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
