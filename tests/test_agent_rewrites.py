@@ -19,7 +19,13 @@ from agent_engine.agent.aci import run_program
 from agent_engine.agent.job_runner import AgentRunResult, RunOptions, run_agent_jobs_sync
 from agent_engine.agent.loop import AgentConfig
 from agent_engine.agent.repair_tool import same_test
-from agent_engine.agent.rewrites import REWRITE_PASSED, RewritePolicy, Suspect, python_check_args, rewritten_function
+from agent_engine.agent.rewrites import (
+    REWRITE_PASSED,
+    RewritePolicy,
+    Suspect,
+    python_check_args,
+    rewritten_function,
+)
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.task_set import set_tasks
 from agent_engine.agent.text_interface import SUBMIT_COMMAND
@@ -229,3 +235,11 @@ def test_the_model_is_shown_no_docstring_and_the_rewrite_keeps_the_original_one(
                              method)
     assert got == '    def get(self):\n        """Return x.\n\n        ``x()`` as is.\n        """\n        return self.x'
     assert rewritten_function(fenced("def get(self):\n    return self.x - 1"), method) is None  # the same code
+
+
+def test_a_kept_rewrite_moves_the_later_suspects_of_its_file() -> None:
+    from agent_engine.agent.rewrites import shifted
+    kept = Suspect("a.py", "f", 10, 12, "def f():\n    x = 1\n    return x")
+    later = [Suspect("a.py", "g", 20, 22, "g"), Suspect("b.py", "h", 20, 22, "h"), Suspect("a.py", "e", 2, 4, "e")]
+    moved = shifted(later, kept, "def f():\n    return 1")
+    assert [(s.first, s.last) for s in moved] == [(19, 21), (20, 22), (2, 4)]

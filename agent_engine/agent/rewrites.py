@@ -13,8 +13,9 @@ and the check, not the model, judges each try. The stage:
    all from one prompt (the engine caches it; the calls carry the job's hints, so CONTINUUM pins it);
 4. writes each distinct rewrite that parses and defines that function in place of the function
    (``rewrite`` op: only when the lines still read as shown, never a read-only file, the result
-   compiling) and runs the check: passing ends the stage; fewer failing tests keeps the rewrite (the
-   next suspects are rewritten on top); anything else is undone.
+   compiling) and runs the check: passing ends the stage; anything else is undone. Once all of a
+   suspect's answers are tried, the one that left the fewest failing tests (fewer than before) is
+   written again and kept: the next suspects are rewritten on top of it (their line numbers moved).
 
 Invariants:
 - Everything runs in the job's sandbox through the tool program or the sandbox's shell; the host
@@ -40,7 +41,7 @@ import textwrap
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import httpx
@@ -280,29 +281,25 @@ class _Stage:
         job.end_at, job.turns, job.steps = rec.done_at, job.turns + 1, job.steps + 1
         return rec, reply
 
-    async def try_rewrite(self, rec: AgentTurnRecord, suspect: Suspect, new: str,
-                          baseline: CheckScore) -> tuple[CheckScore, str, str] | None:
-        """Write ``new`` over ``suspect`` and run the check: ``(score, output, verdict text)``; the write is
-        undone unless the check passes or fails fewer tests; None when nothing was written."""
-        started = time.perf_counter()
+    async def write(self, suspect: Suspect, new: str) -> bool:
+        """Write ``new`` over ``suspect`` (the ``rewrite`` op); False when it was refused."""
         op = {"op": "rewrite", "path": suspect.path, "first": suspect.first, "last": suspect.last,
               "old": suspect.text, "new": new}
-        wrote = await self.in_sandbox(run_program, self.sandbox, op)
-        if wrote.exit_code != 0:
+        return (await self.in_sandbox(run_program, self.sandbox, op)).exit_code == 0
+
+    async def try_rewrite(self, rec: AgentTurnRecord, suspect: Suspect, new: str) -> tuple[CheckScore, str] | None:
+        """Write ``new`` over ``suspect`` and run the check: its ``(score, output)``; a rewrite that does not
+        pass is undone again; None when nothing was written."""
+        started = time.perf_counter()
+        if not await self.write(suspect, new):
             rec.exit_code, rec.tool_seconds = 1, time.perf_counter() - started
             return None
         now, output = await self.run_check()
         rec.exit_code = 0 if now.passed else 1
-        if now.passed:
-            verdict = "The check passes with this rewrite."
-        elif baseline.countable and now.failing is not None and baseline.failing is not None \
-                and now.failing < baseline.failing and now.broken <= baseline.broken:
-            verdict = f"{KEPT}: the check improved ({baseline.describe()} before, {now.describe()} now)."
-        else:
+        if not now.passed:
             await self.in_sandbox(run_program, self.sandbox, {"op": "undo"})
-            verdict = f"Undone: the check did not improve ({now.describe()})."
         rec.tool_seconds = rec.tool_sleep = time.perf_counter() - started
-        return now, output, verdict
+        return now, output
 
     async def repair(self) -> bool:
         """The stage's steps (see the module docstring); True when the check passes."""
@@ -311,7 +308,7 @@ class _Stage:
             return True
         suspects = (await self.suspects(output))[:self.policy.functions]
         samples = self.policy.samples_each(len(suspects))
-        for suspect in suspects:
+        for i, suspect in enumerate(suspects):
             messages = _prompt(self.record.task, output, suspect, str(self.sandbox.workdir))
             self.messages += messages
             try:
@@ -322,6 +319,7 @@ class _Stage:
                 self.record.refused += 1
                 continue
             seen: set[str] = set()
+            best: tuple[CheckScore, str, str] | None = None  # the rewrite that improved the check most
             for rec, reply in answers:
                 self.messages.append({"role": "assistant", "content": reply.text})
                 new = rewritten_function(reply.text, suspect) if reply.finish_reason != "length" else None
@@ -329,18 +327,36 @@ class _Stage:
                     self.messages.append({"role": "user", "content": "Not applied: no new whole function."})
                     continue
                 seen.add(new)
-                tried = await self.try_rewrite(rec, suspect, new, baseline)
+                tried = await self.try_rewrite(rec, suspect, new)
                 if tried is None:
                     self.messages.append({"role": "user", "content": "Not applied: the rewrite was refused."})
                     continue
-                now, now_output, verdict = tried
-                self.messages.append({"role": "user", "content": verdict})
+                now, now_output = tried
                 if now.passed:
+                    self.messages.append({"role": "user", "content": "The check passes with this rewrite."})
                     return True
-                if verdict.startswith(KEPT):
-                    baseline, output = now, now_output
-                    break
+                self.messages.append({"role": "user", "content": f"Undone: the check still fails ({now.describe()})."})
+                if improves(now, best[0] if best is not None else baseline):
+                    best = now, now_output, new
+            if best is not None and await self.write(suspect, best[2]):
+                self.messages.append({"role": "user", "content": f"{KEPT}: the rewrite that improved the check most "
+                                      f"({baseline.describe()} before, {best[0].describe()} with it)."})
+                baseline, output = best[0], best[1]
+                suspects[i + 1:] = shifted(suspects[i + 1:], suspect, best[2])
         return False
+
+
+def improves(now: CheckScore, before: CheckScore) -> bool:
+    """Whether a run fails fewer tests than ``before`` and breaks no more test files."""
+    return (before.countable and now.failing is not None and before.failing is not None
+            and now.failing < before.failing and now.broken <= before.broken)
+
+
+def shifted(later: list[Suspect], kept: Suspect, new: str) -> list[Suspect]:
+    """``later`` suspects with their line numbers moved by a rewrite of ``kept`` kept above them."""
+    delta = len(new.split("\n")) - (kept.last - kept.first + 1)
+    return [replace(s, first=s.first + delta, last=s.last + delta) if s.path == kept.path and s.first > kept.last
+            else s for s in later]
 
 
 async def rewrite_stage(client: httpx.AsyncClient, task: str, sandbox: Sandbox, job_id: str, config: AgentConfig,
