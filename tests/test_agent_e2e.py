@@ -150,14 +150,15 @@ def test_agent_runner_observations(server: ServerProcess, repo: Path) -> None:
 @pytest.mark.timeout(300)
 def test_agent_tasks_benchmark_end_to_end(tmp_path: Path) -> None:
     """``bench agent-tasks`` on one shipped task x two policies (no hints: the server infers the job),
-    the embedded model: real servers, a real agent, the task's check run in the job's sandbox."""
+    the embedded model: real servers, a real agent (one rewrite of one suspect first, then at most two
+    agent calls), the task's check run in the job's sandbox."""
     from agent_engine.model.default_model import default_model_dir
     from benchmarks.agent_tasks import main as bench_main
 
     out = tmp_path / "agent_tasks.json"
     t = time.perf_counter()
     rc = bench_main(["--model", str(default_model_dir()), "--jobs", "1", "--policies", "fcfs,continuum", "--hints", "none", "--step-limit", "2",
-                     "--max-tokens", "8", "--max-model-len", "2048", "--num-kv-blocks", "160",
+                     "--rewrites", "1", "--rewrite-functions", "1", "--max-tokens", "8", "--max-model-len", "2048", "--num-kv-blocks", "160",
                      "--engine-arg=--no-profile-reload-cost", "--log-dir", str(tmp_path / "logs"),
                      "--records-dir", str(tmp_path / "records"), "--json", str(out), "--no-progress"])
     print(f"\nbench agent-tasks: {time.perf_counter() - t:.1f} s")
@@ -168,11 +169,12 @@ def test_agent_tasks_benchmark_end_to_end(tmp_path: Path) -> None:
         assert (row["jobs"], row["checked"], row["jobs_failed"]) == (1, 1, 0)
         (job,) = row["job_outcomes"]
         assert job["task"] == "add_operator" and isinstance(job["solved"], bool)
-        assert row["solved"] == int(job["solved"]) and 1 <= row["mean_steps"] <= 2
+        assert row["solved"] == int(job["solved"]) and 1 <= row["mean_steps"] <= 3
+        assert row["solved_by_rewrites"] in (0, 1) and row["attempts"] in (1, 2)
         assert row["interface"] == "tools" and row["format_errors"] >= 0 and row["output_tokens"] > 0
         assert row["mean_jct_s"] > 0 and row["p90_jct_s"] >= row["mean_jct_s"] * 0.999
         assert row["pins_hit"] is not None and row["prompt_tokens"] > 0
     assert rows["tools/fcfs+hints=none"]["pins_created"] == 0
-    if rows["tools/continuum+hints=none"]["mean_steps"] == 2:  # a second turn: the first one was pinned
+    if rows["tools/continuum+hints=none"]["mean_steps"] >= 2:  # a second turn: the first one was pinned
         assert rows["tools/continuum+hints=none"]["pins_created"] >= 1
     assert (tmp_path / "records" / "tools-fcfs+hints=none.jsonl").is_file()
