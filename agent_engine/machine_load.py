@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+
+from agent_engine.json_types import JsonObject
 
 __all__ = ["LoadMonitor", "LoadReport", "process_tree_cpu", "wait_until_idle"]
 
@@ -44,7 +45,7 @@ class LoadReport:
             return None
         return self.other_cores > QUIET_OTHER_CORES or (self.steal_pct or 0.0) > QUIET_STEAL_PCT
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {**asdict(self), "noisy": self.noisy}
 
     def label(self) -> str:

@@ -9,8 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent_engine.json_types import JsonObject, JsonValue
 
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[JsonValue]]) -> str:
     """Print (and return) a plain-text table with right-aligned numbers."""
 
     def fmt(v: Any) -> str:
@@ -30,7 +32,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return text
 
 
-def machine_info() -> dict[str, Any]:
+def machine_info() -> JsonObject:
     """The machine a result was measured on: CPU model, the kernels' instruction-set variant, the
     CPU's vector features, core count and load average (when the report is written), Python."""
     from kernels import cpp_build, isa
@@ -52,7 +54,7 @@ def machine_line() -> str:
     return f"CPU: {kernels}, {os.cpu_count()} cores"
 
 
-def write_json(path: str | os.PathLike[str] | None, payload: dict[str, Any]) -> None:
+def write_json(path: str | os.PathLike[str] | None, payload: JsonObject) -> None:
     if not path:
         return
     p = Path(path)

@@ -50,7 +50,7 @@ class Estimator:
         if learned_model is None and cfg.learned_model_path:
             learned_model = QuantileDurationModel.load(cfg.learned_model_path)
         self.history = DurationHistory(cfg.history_window, cfg.all_tools_window)
-        self.jobs = JobTracker()
+        self.jobs = JobTracker(forecast=self)
         self.queue_delay = SlidingMean(cfg.queue_delay_window)
         self.reload_scale = SlidingMean(cfg.queue_delay_window, default=1.0)
         self.eta = EtaTracker(cfg.eta_window_jobs, cfg.eta_min_jobs)
@@ -207,7 +207,7 @@ class Estimator:
         with self._lock:
             if len(self.jobs):
                 raise ValueError("the estimator already tracks jobs: share a job table before the first arrives")
-            self.jobs = JobTracker(self.jobs.max_jobs, self.jobs.max_durations_per_job, table=jobs)
+            self.jobs = JobTracker(self.jobs.max_jobs, self.jobs.max_durations_per_job, table=jobs, forecast=self)
 
     def on_turn_arrival(self, job_id: str, now: float | None = None) -> float:
         """A turn of ``job_id`` arrived at ``now`` (default: the clock): counts it and, unless it is the
@@ -258,8 +258,12 @@ class Estimator:
             st = self.jobs.peek(job_id)
             if st is None or st.pending is None:
                 return None
-            turn = st.pending
-            now = self.clock.now() if now is None else now
+            return self.expected_return(st.pending, self.clock.now() if now is None else now)
+
+    def expected_return(self, turn: PendingTurn, now: float) -> float:
+        """When the job of ``turn`` (its pending turn) is expected back, as of ``now`` (see
+        ``expected_return_time``); what a job's record answers for its estimate."""
+        with self._lock:
             dist = self._return_distribution(turn.tool_name)
             if dist is None:
                 return turn.finish_time + self.config.default_ttl

@@ -1,9 +1,10 @@
 """The estimator's per-job state: when a job first arrived, how many turns it sent, its pending turn and
 its durations, kept on the job's record (``JobRecord.estimate``) in a ``JobTable``.
 
-The estimator keeps no table of its own: standalone it makes a ``JobTable``, and in the engine it
-shares the scheduler's (``Estimator.keep_jobs_in``), so a job has one record whoever asks about it.
-The engine asks the ``Estimator`` for a job's first arrival and turn count instead of keeping its own.
+The estimator keeps no table of its own: standalone it makes a ``JobTable``, and in the engine and the
+simulator it shares the scheduler's (``Estimator.keep_jobs_in``), so a job has one record whoever asks
+about it: the policy reads the job's first arrival there, the prefetcher its expected return
+(``JobEstimate.expected_return``, answered by the estimator that keeps the estimate).
 
 Invariants:
 - A job holds at most one pending (finished, not yet returned) turn.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from scheduler.job_record import JobEstimate, JobRecord, PendingTurn
+from scheduler.job_record import JobEstimate, JobRecord, PendingTurn, ReturnForecast
 from scheduler.job_table import MAX_JOBS, JobTable
 
 __all__ = ["JobEstimate", "JobTracker", "PendingTurn"]
@@ -30,8 +31,9 @@ class JobTracker:
     """Per-job bookkeeping, LRU-bounded: jobs that never end are forgotten, least recently touched first."""
 
     def __init__(self, max_jobs: int = MAX_JOBS, max_durations_per_job: int = 64,
-                 table: JobTable | None = None) -> None:
+                 table: JobTable | None = None, forecast: ReturnForecast | None = None) -> None:
         self.table = table if table is not None else JobTable()
+        self.forecast = forecast  # given to each estimate: whoever reads the record can ask it
         self._kept: OrderedDict[JobRecord, None] = OrderedDict()  # an index of records (see the invariants)
         self.max_jobs = max_jobs
         self.max_durations_per_job = max_durations_per_job
@@ -46,7 +48,7 @@ class JobTracker:
         if record in self._kept and record.estimate is not None:
             self._kept.move_to_end(record)
             return record.estimate
-        estimate = record.estimate = JobEstimate()
+        estimate = record.estimate = JobEstimate(forecast=self.forecast)
         self._kept[record] = None
         while len(self._kept) > self.max_jobs:
             self._drop(self._kept.popitem(last=False)[0])

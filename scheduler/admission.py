@@ -10,7 +10,8 @@ and nothing changes.
 
 It works on the scheduler's ``running``, ``waiting``, ``requests``' tenants (``_tenant_requests``:
 unfinished requests per tenant), ``kv``, ``config``, ``policy``, ``admission_memo``, ``num_steps`` and
-``trace_sink``, and calls its ``_preempt``.
+``trace_sink``, calls its ``_preempt``, and publishes each admission of a job's turn on its job table
+(``jobs.admit``: the policy hears it there, as every listener does).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from scheduler.tenant_shares import TenantShares
 if TYPE_CHECKING:
     from scheduler.admission_memo import BlockedAdmissionMemo
     from scheduler.config import SchedulerConfig
+    from scheduler.job_table import JobTable
     from scheduler.kv_cache_manager import KVCacheManager
     from scheduler.policy import SchedulingPolicy
     from scheduler.waiting_queue import WaitingQueue
@@ -55,6 +57,7 @@ class Admission:
     config: SchedulerConfig
     kv: KVCacheManager
     policy: SchedulingPolicy
+    jobs: JobTable
     waiting: WaitingQueue
     running: list[Request]
     admission_memo: BlockedAdmissionMemo
@@ -132,7 +135,7 @@ class Admission:
         if req.num_cached_tokens < 0:
             req.num_cached_tokens = num_hit
             req.first_scheduled_time = step.now
-        self.policy.on_admitted(req, step.now)
+        self.jobs.admit(req, step.now)
         (step.resumed_ids if resumed else step.new_ids).append(req.request_id)
         rid, toks, start = req.request_id, req.all_token_ids, req.num_computed_tokens
         end = start + num_new

@@ -122,9 +122,6 @@ class BlockPool:
         return self.free_queue.num_free_blocks - self.num_cached_free
 
     # ---- prefix cache ------------------------------------------------------------------------
-    def get_cached_block(self, block_hash: int) -> KVCacheBlock | None:
-        return self.cached_block_map.get(block_hash)
-
     def cache_block(self, block: KVCacheBlock, block_hash: int) -> None:
         """Register a full, in-use block under its hash (first writer wins for a given hash)."""
         if not self.enable_caching or block.block_hash is not None:

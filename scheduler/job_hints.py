@@ -13,6 +13,8 @@ Invariants:
   it for a request's hints (and, unless tenants share cached prefixes, salts its blocks with the
   tenant), and the server's job release uses it for the id a client names, so both reach the same
   job record and no tenant's request ever hits another tenant's blocks or names another tenant's job.
+- The engine's job id is a key, never parsed: whose job it is travels as its own field (``tenant``
+  here, ``Request.tenant``, ``JobRecord.tenant``), and whoever needs the tenant reads that field.
 """
 
 from __future__ import annotations
@@ -29,12 +31,6 @@ def tenant_job_id(tenant: str | None, job_id: str) -> str:
     """The engine's id of ``tenant``'s job ``job_id`` (the default tenant, None: the id unchanged):
     tenants never see (or release) each other's jobs."""
     return job_id if tenant is None else f"{tenant}/{job_id}"
-
-
-def job_tenant(engine_job_id: str) -> str | None:
-    """The tenant of an engine job id made by ``tenant_job_id`` (tenants are ``t-...``); None otherwise."""
-    head, sep, _ = engine_job_id.partition("/")
-    return head if sep and head.startswith("t-") else None
 
 
 @dataclass(frozen=True, slots=True)

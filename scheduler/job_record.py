@@ -11,7 +11,10 @@ its part here, as a field, instead of a map of its own:
   next turn (``prefetched``);
 - the prefetcher: when the job's pending turn is expected back, as last asked (``return_due``), and
   whether it was prefetched for that turn (``prefetch_done``);
-- the estimator: its pending turn, measured tool durations, first arrival and turn count (``estimate``).
+- the estimator: its pending turn, measured tool durations, first arrival and turn count (``estimate``),
+  and what it decided in the event at hand, for the listeners told after it: the pin TTL of the turn
+  that just ended (``ttl``) and, when the event ended the job, its turns and completion time
+  (``completion``).
 
 A holder may keep an index of records (the lease table's live leases in pin order, the tier's
 residents in order of first entry), never a second map of job ids: a test scans the code for one.
@@ -19,6 +22,8 @@ residents in order of first entry), never a second map of job ids: a test scans 
 Invariants:
 - ``tier`` is None or holds at least one hash; ``lease`` is None or a live lease of this job.
 - ``ended`` goes back to False when a turn of the job arrives (or a non-final one finishes) again.
+- ``ttl`` and ``completion`` are the event's: the table clears them before it publishes each event, so
+  a listener never reads an earlier event's decision.
 - A record that holds something (``holds_nothing()`` is False) is never forgotten by the table.
 """
 
@@ -26,12 +31,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from scheduler.policy.lease import Lease
 
-__all__ = ["JobEstimate", "JobRecord", "PendingTurn", "TierResidency"]
+__all__ = ["JobCompletion", "JobEstimate", "JobRecord", "PendingTurn", "ReturnForecast", "TierResidency"]
 
 
 @dataclass
@@ -45,14 +50,36 @@ class PendingTurn:
     command: str | None = None
 
 
+class ReturnForecast(Protocol):
+    """The estimator that keeps a job's estimate, as the record's readers ask it: when a pending turn's
+    job is expected back (clock time), as of ``now``."""
+
+    def expected_return(self, turn: PendingTurn, now: float) -> float: ...
+
+
 @dataclass
 class JobEstimate:
-    """What the estimator knows of one job while it runs."""
+    """What the estimator knows of one job while it runs; ``forecast`` is that estimator."""
 
     pending: PendingTurn | None = None
     durations: list[float] = field(default_factory=list)  # this job's measured durations, oldest first
     first_arrival: float | None = None  # clock time of the job's first turn (program-level FCFS key)
     turns: int = 0  # turns of this job that arrived so far
+    forecast: ReturnForecast | None = None
+
+    def expected_return(self, now: float) -> float | None:
+        """When the pending turn's job is expected back (clock time); None without a pending turn."""
+        if self.pending is None or self.forecast is None:
+            return None
+        return self.forecast.expected_return(self.pending, now)
+
+
+@dataclass(frozen=True)
+class JobCompletion:
+    """A job's end as the estimator measured it: its turns and its completion time (first arrival to end)."""
+
+    turns: int
+    jct: float
 
 
 @dataclass(eq=False, slots=True)
@@ -81,6 +108,18 @@ class JobRecord:
     return_due: float | None = None
     prefetch_done: bool = False
     estimate: JobEstimate | None = None
+    ttl: float = 0.0  # this event's: the pin TTL the estimator chose for the turn that ended (0: do not pin)
+    completion: JobCompletion | None = None  # this event's: the job's end, when the event ended it
+
+    @property
+    def first_arrival(self) -> float | None:
+        """When the job's first turn arrived, as the estimator counts it (None: it does not)."""
+        return None if self.estimate is None else self.estimate.first_arrival
+
+    def is_live(self) -> bool:
+        """A live job: it holds a lease, or the estimator counts its turns (its first turn arrived and it
+        has not ended for the estimator)."""
+        return self.lease is not None or self.first_arrival is not None
 
     def holds_nothing(self) -> bool:
         """No lease, no tier entries, nothing prefetched, no estimate: the table may forget it."""

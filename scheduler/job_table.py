@@ -1,24 +1,33 @@
-"""The job table: one record per agent job, and the one place a job's events are published.
+"""The job table: one record per agent job, and the one stream a job's life is published on.
 
 The scheduler owns one ``JobTable``. Its ``JobRecord``s (``scheduler.job_record``) hold every per-job
 fact; the components that care about jobs register as ``JobListener``s and are told of each event once,
-by the table, instead of being called one by one by whoever saw the event:
+by the table, and by nothing else (no component calls another's job hook, no injected callable reaches
+back up the floors):
 
 - ``arrive``: a turn of the job was added (``Scheduler.add_request``);
-- ``end_turn``: a turn finished, not aborted (``Scheduler._finish``); ``request.is_last_step`` says
-  it was the job's final turn, which ends the record;
+- ``admit``: a turn of the job was admitted to the running batch, holding its prefix hits
+  (``Admission._admit``; again after each preemption);
+- ``end_turn``: a turn finished, not aborted (``Scheduler._finish``), still holding its blocks; it
+  carries its output (``Request.read_output``: text and tool calls); ``request.is_last_step`` says it
+  was the job's final turn, which ends the record;
+- ``abort``: a turn was aborted (``Scheduler._finish``), still holding its blocks;
 - ``release``: the client said the job is over (``Scheduler.release_job``); an unknown job is a no-op;
-- ``forget``: the table's bound dropped a record that held nothing (the oldest activity first).
+- ``abandon``: nobody will continue the job (the engine's job inference forgot it); unknown: a no-op;
+- ``on_job_drop``: the table's bound dropped a record that held nothing (the oldest activity first).
 
-Listeners are told in registration order: the scheduler registers the policy, then the second KV tier,
-then the prefetcher; the engine registers its estimator hooks after them. Before telling them, the
-table updates the record itself (``last_active``, ``ended``, the tenant and hint source), so a
-listener reads the record as of the event.
+Listeners are told in registration order, fixed by the scheduler: first the estimator (when one is
+wired: ``Scheduler(..., estimator=...)``; it writes the job's first arrival, the ended turn's pin TTL
+and the job's completion onto the record), then the policy (which reads them), the second KV tier,
+the prefetcher; whatever registers later (the server's metrics) comes after them. Before telling them,
+the table updates the record itself (``last_active``, ``ended``, the tenant and hint source) and
+clears the event's decisions (``ttl``, ``completion``), so a listener reads the record as of the event.
 
 Invariants:
 - Each event reaches each listener exactly once. A listener that raises does not keep the others from
   being told: every listener is told, then the first exception is raised again (later ones are logged).
 - Events are per turn, never per token: nothing here runs on the step's hot path.
+- A request without a job publishes nothing (its blocks are the scheduler's alone).
 - At most ``max_jobs`` records are kept beyond those that hold something: past it, the least recently
   active records that hold nothing are dropped (each with ``on_job_drop``).
 """
@@ -54,12 +63,27 @@ class JobListener(Protocol):
         """A turn of the job was added (its first, or its next after a tool call)."""
         return None
 
+    def on_job_admitted(self, record: JobRecord, request: Request, now: float) -> None:
+        """A turn of the job was admitted and holds its prefix hits (first admission or a resumption)."""
+        return None
+
     def on_turn_end(self, record: JobRecord, request: Request, now: float) -> None:
-        """A turn of the job finished (not aborted); ``request.is_last_step``: the job ended with it."""
+        """A turn of the job finished (not aborted), its blocks still its own: what the scheduler still
+        finds on it afterwards it frees. ``request.is_last_step``: the job ended with it;
+        ``request.read_output()``: its text and tool calls."""
+        return None
+
+    def on_turn_abort(self, record: JobRecord, request: Request, now: float) -> None:
+        """A turn of the job was aborted; the scheduler frees its blocks right after."""
         return None
 
     def on_job_release(self, record: JobRecord, now: float) -> None:
         """The client said the job is over."""
+        return None
+
+    def on_job_abandon(self, record: JobRecord, now: float) -> None:
+        """Nobody will continue the job (an inferred job the engine's index forgot); ``now``: when its
+        last turn finished."""
         return None
 
     def on_job_drop(self, record: JobRecord) -> None:
@@ -119,6 +143,13 @@ class JobTable:
             self._bound(keep=rec)
         return rec
 
+    def admit(self, request: Request, now: float) -> JobRecord | None:
+        """A turn of ``request``'s job was admitted at ``now``; None (nothing told) without a job or record."""
+        rec = self.get(request.job_id)
+        if rec is not None:
+            self._publish("on_job_admitted", rec, request, now)
+        return rec
+
     def end_turn(self, request: Request, now: float) -> JobRecord | None:
         """``request``'s turn finished (not aborted) at ``now``: a final turn ends the record."""
         job_id = request.job_id
@@ -138,6 +169,13 @@ class JobTable:
             self._bound(keep=rec)
         return rec
 
+    def abort(self, request: Request, now: float) -> JobRecord | None:
+        """``request``'s turn was aborted at ``now``; None (nothing told) without a job or record."""
+        rec = self.get(request.job_id)
+        if rec is not None:
+            self._publish("on_turn_abort", rec, request, now)
+        return rec
+
     def release(self, job_id: str, now: float) -> JobRecord | None:
         """The client ended the job: the record ends and the listeners are told; idempotent. An unknown
         job is a no-op (None)."""
@@ -146,6 +184,13 @@ class JobTable:
             return None
         rec.ended = True
         self._publish("on_job_release", rec, now)
+        return rec
+
+    def abandon(self, job_id: str, at: float) -> JobRecord | None:
+        """Nobody will continue the job (its last turn finished at ``at``); an unknown job is a no-op."""
+        rec = self._records.get(job_id)
+        if rec is not None:
+            self._publish("on_job_abandon", rec, at)
         return rec
 
     # ---- internals -----------------------------------------------------------------------------
@@ -161,12 +206,14 @@ class JobTable:
         rec.ended = False
         return rec
 
-    def _publish(self, hook: str, *args: object) -> None:
-        """Tell every listener; raise the first listener's exception once all were told."""
+    def _publish(self, hook: str, record: JobRecord, *args: object) -> None:
+        """Tell every listener, the event's decisions cleared first; raise the first listener's exception
+        once all were told."""
+        record.ttl, record.completion = 0.0, None
         error: Exception | None = None
         for listener in self.listeners:
             try:
-                getattr(listener, hook)(*args)
+                getattr(listener, hook)(record, *args)
             except Exception as exc:  # noqa: BLE001 - re-raised below, after the others were told
                 if error is None:
                     error = exc

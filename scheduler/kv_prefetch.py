@@ -15,8 +15,10 @@ Invariants:
   left over, so running work grows into blocks no more valuable than before.
 - A job is prefetched at most once per pending turn: if its blocks are evicted again before the turn
   arrives, they are demoted as usual and wait for the lookup (no ping-pong between the tiers).
-- Jobs are taken soonest expected return first; the return times are asked of ``return_time``
-  only for jobs whose last answer is due within the horizon (or unknown), at most once per step each.
+- Jobs are taken soonest expected return first; the return times are read from the job's record (its
+  estimate's forecast, ``JobEstimate.expected_return``: the estimator that keeps it answers, as of the
+  step's ``now``) only for jobs whose last answer is due within the horizon (or unknown), at most once
+  per step each; a job without an estimate is expected back never.
 - What it knows of a job is on the job's record (``return_due``, ``prefetch_done``), asked afresh
   whenever a turn of the job arrives or ends or the job is released (the job table tells it); a job
   that ended, or never had a turn here, is never prefetched nor asked about.
@@ -25,7 +27,6 @@ Invariants:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from scheduler.block_pool import KVCacheBlock
@@ -37,21 +38,18 @@ from scheduler.kv_tier import KVTier
 if TYPE_CHECKING:
     from scheduler.request import Request
 
-__all__ = ["Prefetcher", "ReturnTimeFn"]
-
-# (job id, tenant) -> when the job's pending turn is expected back (clock time), None if unknown.
-ReturnTimeFn = Callable[[str, "str | None"], "float | None"]
+__all__ = ["Prefetcher"]
 
 
 class Prefetcher(JobListener):
     """Decides, once per step, which tier-held jobs to move back into the pool (module docstring)."""
 
-    def __init__(self, kv: KVCacheManager, return_time: ReturnTimeFn, horizon: float) -> None:
+    def __init__(self, kv: KVCacheManager, horizon: float) -> None:
         if kv.tier is None:
             raise ValueError("prefetch needs a second KV tier")
         if not horizon > 0:
             raise ValueError("the prefetch horizon must be > 0 seconds")
-        self.kv, self.return_time, self.horizon = kv, return_time, horizon
+        self.kv, self.horizon = kv, horizon
         self.tier: KVTier = kv.tier
         self.jobs = kv.tier.jobs
 
@@ -71,6 +69,12 @@ class Prefetcher(JobListener):
         record.prefetch_done = False
 
     @staticmethod
+    def _expected_return(record: JobRecord, now: float) -> float:
+        """When the job is expected back, as its record's estimate says (inf: unknown)."""
+        answer = None if record.estimate is None else record.estimate.expected_return(now)
+        return math.inf if answer is None else answer
+
+    @staticmethod
     def _known(record: JobRecord) -> bool:
         """A job with a turn here that has not ended: the only kind asked about and prefetched."""
         return record.last_active is not None and not record.ended
@@ -81,7 +85,7 @@ class Prefetcher(JobListener):
         moved = 0
         for due, job, record in sorted(self._due_jobs(now), key=lambda d: (d[0], d[1])):
             assert record.tier is not None
-            room = self._room(job, due, len(record.tier.hashes), num_running)
+            room = self._room(job, due, len(record.tier.hashes), num_running, now)
             if room is None:
                 break  # a later job would find no more room
             self.kv.prefetch(job, room)
@@ -89,21 +93,21 @@ class Prefetcher(JobListener):
             moved += len(room)
         return moved
 
-    def _room(self, job: str, due: float, n: int, reserve: int) -> list[KVCacheBlock] | None:
+    def _room(self, job: str, due: float, n: int, reserve: int, now: float) -> list[KVCacheBlock] | None:
         """``n`` free blocks from the LRU head worth less than ``job`` due at ``due``, with ``reserve``
         more such blocks behind them; None when there are not that many before one worth more."""
         picked: list[KVCacheBlock] = []
         for b in self.kv.pool.free_from_head():
             if b.block_hash is not None and b.owner == job:
                 continue
-            if b.block_hash is not None and not self._worth_less(b.owner, due):
+            if b.block_hash is not None and not self._worth_less(b.owner, due, now):
                 break
             picked.append(b)
             if len(picked) == n + reserve:
                 return picked[:n]
         return None
 
-    def _worth_less(self, owner: str | None, due: float) -> bool:
+    def _worth_less(self, owner: str | None, due: float, now: float) -> bool:
         """Whether a cached block of ``owner`` is worth less than a block of a job due at ``due``."""
         if owner is None:
             return True
@@ -114,8 +118,7 @@ class Prefetcher(JobListener):
             return True
         later = record.return_due
         if later is None and self._known(record):
-            answer = self.return_time(owner, record.tenant)
-            later = record.return_due = math.inf if answer is None else answer
+            later = record.return_due = self._expected_return(record, now)
         return later is not None and later != math.inf and later > due + self.horizon
 
     def _due_jobs(self, now: float) -> list[tuple[float, str, JobRecord]]:
@@ -128,8 +131,7 @@ class Prefetcher(JobListener):
                 continue
             due = record.return_due
             if due is None or due <= limit:  # unknown, or due: ask again (the residual moves on)
-                answer = self.return_time(record.job_id, record.tenant)
-                due = record.return_due = math.inf if answer is None else answer
+                due = record.return_due = self._expected_return(record, now)
             if due <= limit:
                 out.append((due, record.job_id, record))
         return out

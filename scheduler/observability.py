@@ -1,16 +1,20 @@
 """Read-only views of a scheduler's state: the ``stats()`` snapshot and the trace events.
 
 Built from plain values the scheduler hands over (its queue counts and KV manager, the policy's
-``PinStats``, all zero without pins): nothing here holds or changes scheduler state.
+``PinStats``, all zero without pins): nothing here holds or changes scheduler state. A snapshot is a
+frozen value with a field per figure (``SchedulerStats``, its second tier's ``TierStats``, its pin
+counters a copy of the lease table's ``LeaseCounters``): readers name fields, never string keys;
+``as_dict`` is its JSON form.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
 from scheduler.kv_cache_manager import KVCacheManager
 from scheduler.policy.base import PinStats
+from scheduler.policy.lease import LeaseCounters
 from scheduler.request import Request
 from scheduler.step_io import SchedulerOutput
 from scheduler.tier_copy import LOAD, PREFETCH, SAVE
@@ -25,7 +29,26 @@ class QueueCounts(NamedTuple):
     kv: KVCacheManager
 
 
-@dataclass
+@dataclass(frozen=True)
+class TierStats:
+    """The second KV tier now: blocks held and capacity, its event counters (``scheduler.kv_tier.TierCounters``)
+    and the prompt tokens its loads served (reloads that were not prefetches)."""
+
+    blocks: int
+    capacity_blocks: int
+    stored: int
+    reloaded: int
+    prefetched: int
+    dropped: int
+    cleared: int
+    refused: int
+    hit_tokens: int
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class SchedulerStats:
     num_running: int
     num_waiting: int
@@ -40,23 +63,26 @@ class SchedulerStats:
     prefix_hit_tokens: int
     num_preemptions: int
     num_pinned_jobs: int
-    # Pin event counters (``scheduler.policy.PIN_COUNTER_NAMES``) and the block-seconds of
-    # ended leases; all zero without pins.
-    pins: dict[str, float] = field(default_factory=dict)
+    # Pin event counters and the block-seconds of ended leases (a copy); all zero without pins.
+    pins: LeaseCounters = field(default_factory=LeaseCounters)
     # Live block-seconds: ended leases plus the live ones up to the snapshot's time.
     pinned_block_seconds: float = 0.0
     soft_block_seconds: float = 0.0
-    # The second KV tier (empty without one): blocks held and capacity, its event counters
-    # (``scheduler.kv_tier.TierCounters``) and the prompt tokens its loads served.
-    tier: dict[str, float] = field(default_factory=dict)
+    tier: TierStats | None = None  # None without a second KV tier
+
+    def as_dict(self) -> dict[str, object]:
+        """The snapshot as JSON-able values (the pin counters and the tier as nested objects)."""
+        return asdict(self)
 
 
-def tier_stats(kv: KVCacheManager) -> dict[str, float]:
+def tier_stats(kv: KVCacheManager) -> TierStats | None:
     tier = kv.tier
     if tier is None:
-        return {}
-    return {"blocks": len(tier.entries), "capacity_blocks": tier.num_slots, **tier.counters.as_dict(),
-            "hit_tokens": (tier.counters.reloaded - tier.counters.prefetched) * kv.block_size}
+        return None
+    c = tier.counters
+    return TierStats(blocks=len(tier.entries), capacity_blocks=tier.num_slots, stored=c.stored,
+                     reloaded=c.reloaded, prefetched=c.prefetched, dropped=c.dropped, cleared=c.cleared,
+                     refused=c.refused, hit_tokens=(c.reloaded - c.prefetched) * kv.block_size)
 
 
 def stats_snapshot(s: QueueCounts, pins: PinStats) -> SchedulerStats:
@@ -75,7 +101,7 @@ def stats_snapshot(s: QueueCounts, pins: PinStats) -> SchedulerStats:
         prefix_hit_tokens=s.kv.prefix_hit_tokens,
         num_preemptions=s.num_preemptions,
         num_pinned_jobs=len(pins.pinned_jobs),
-        pins=pins.counters,
+        pins=LeaseCounters(**pins.counters),
         pinned_block_seconds=pins.pinned_block_seconds,
         soft_block_seconds=pins.soft_block_seconds,
         tier=tier_stats(s.kv),

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from scheduler.block_hash import hash_block_tokens
 from scheduler.job_hints import INFERRED, NO_HINTS, JobHints
 from scheduler.sampling_params import SamplingParams
+from scheduler.turn_output import NO_OUTPUT, TurnOutput, TurnReader
 
 if TYPE_CHECKING:
     from scheduler.step_io import ScheduledRequest
@@ -51,9 +52,9 @@ class Request:
     __slots__ = (
         "all_token_ids", "arrival_time", "block_hashes", "block_size", "eos_token_id", "finished_time",
         "first_scheduled_time", "first_token_time", "hints", "job_arrival_time", "length_limit",
-        "num_cached_tokens", "num_computed_tokens", "num_preemptions", "output_token_ids", "pin_hit",
-        "pinned", "prompt_token_ids", "request_id", "sampling_params", "scheduled_view", "status",
-        "stop_candidates", "strong_joins", "turn_recorded",
+        "num_cached_tokens", "num_computed_tokens", "num_preemptions", "output_reader", "output_token_ids",
+        "pin_hit", "pinned", "prompt_token_ids", "request_id", "sampling_params", "scheduled_view", "status",
+        "stop_candidates", "strong_joins",
     )
 
     def __init__(
@@ -67,6 +68,7 @@ class Request:
         eos_token_id: int | None = None,
         hints: JobHints = NO_HINTS,
         job_arrival_time: float | None = None,
+        output_reader: TurnReader | None = None,
     ) -> None:
         if not prompt_token_ids:
             raise ValueError("prompt must contain at least one token")
@@ -78,7 +80,10 @@ class Request:
         self.eos_token_id = eos_token_id
         self.hints = hints  # whole, as the client (or the engine's job inference) gave them
         self.strong_joins = 0  # an inferred job's strong joins so far, carried while this turn runs
+        # The program-order key: the job's first arrival as of this turn's arrival (the policy stamps it
+        # from the job's record when the job table publishes the arrival); the turn's own until then.
         self.job_arrival_time = arrival_time if job_arrival_time is None else job_arrival_time
+        self.output_reader = output_reader  # how its output reads as text and tool calls (its maker's)
         self._init_stop_rules()
         self._init_progress()
 
@@ -103,9 +108,6 @@ class Request:
         self.pin_hit = False
         # True when this turn's blocks were pinned for its job as it finished.
         self.pinned = False
-        # True once the estimator recorded this finished turn (the pin-TTL callback did), so the
-        # engine's finish hook does not record it twice.
-        self.turn_recorded = False
         # This request's chunk in the step being run (a ScheduledRequest the scheduler refreshes in
         # place each step; a new one at each admission). None until first admitted.
         self.scheduled_view: ScheduledRequest | None = None
@@ -193,14 +195,11 @@ class Request:
             return RequestStatus.FINISHED_LENGTH_CAPPED
         return None
 
-    # ---- mutation ----------------------------------------------------------------------------
-    def append_output_token(self, token_id: int) -> None:
-        self.output_token_ids.append(token_id)
-        toks = self.all_token_ids
-        toks.append(token_id)
-        if len(toks) % self.block_size == 0:
-            self._extend_block_hashes()
+    def read_output(self) -> TurnOutput:
+        """The output as text and tool calls, by the reader its maker gave (``NO_OUTPUT`` without one)."""
+        return NO_OUTPUT if self.output_reader is None else self.output_reader(self.output_token_ids)
 
+    # ---- block hashes (the scheduler's ``update`` appends sampled tokens and calls this per full block) --
     def _extend_block_hashes(self) -> None:
         bs = self.block_size
         n_full = len(self.all_token_ids) // bs

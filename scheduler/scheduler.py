@@ -13,9 +13,13 @@ hits and decode are one mechanism. A step (``schedule``) is four named steps:
    request within its tenant's KV share may pass a blocked head (``scheduler.tenant_shares``).
 4. ``_emit_output``: the step's ``SchedulerOutput`` (and a trace event).
 Every policy decision goes through ``scheduler.policy.SchedulingPolicy``; this module knows nothing
-of pins. A job's events (a turn arrives, a turn ends, the client releases the job) are published once,
-by the scheduler's ``JobTable`` (``scheduler.job_table``), to its listeners: the policy, the second KV
-tier and the prefetcher (and whatever the engine registers); each intake or finish publishes one event.
+of pins. A job's events (a turn arrives, is admitted, ends or is aborted; the client releases the job)
+are published once, by the scheduler's ``JobTable`` (``scheduler.job_table``), to its listeners in a
+fixed order: the estimator the scheduler is wired with (first: it writes what the policy reads), the
+policy, the second KV tier and the prefetcher (then whatever registers later); each intake, admission
+or finish publishes one event. A request leaves by one path, ``_finish``: out of its queue, its turn's
+end (or abort) published while it still holds its blocks (the policy may take them over: a pin), then
+whatever it still holds freed.
 Invariants, checked by ``scheduler.invariants`` in the blast tests:
 - a request is in exactly one of ``waiting``, ``running`` or neither (finished);
 - every block is free or referenced (by running requests or by the policy's leases), never both;
@@ -30,11 +34,11 @@ from scheduler.admission import Admission, StepDraft
 from scheduler.admission_memo import BlockedAdmissionMemo
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.config import SchedulerConfig
-from scheduler.job_table import JobTable
+from scheduler.job_table import JobListener, JobTable
 from scheduler.kv_cache_manager import KVCacheManager
-from scheduler.kv_prefetch import Prefetcher, ReturnTimeFn
+from scheduler.kv_prefetch import Prefetcher
 from scheduler.observability import QueueCounts, SchedulerStats, stats_snapshot, step_event
-from scheduler.policy import PinTTLFn, make_policy
+from scheduler.policy import make_policy
 from scheduler.request import Request, RequestStatus
 from scheduler.steady_decode import DecodeStreak, schedule_steady_decode
 from scheduler.step_io import ModelRunnerOutput, SchedulerOutput, StepOutputs
@@ -45,22 +49,26 @@ TraceSink = Callable[[dict], None]
 
 
 class Scheduler(Admission):
-    def __init__(self, config: SchedulerConfig, clock: Clock | None = None,
-                 pin_ttl_fn: PinTTLFn | None = None, trace_sink: TraceSink | None = None,
-                 return_time_fn: ReturnTimeFn | None = None) -> None:
+    def __init__(self, config: SchedulerConfig, clock: Clock | None = None, trace_sink: TraceSink | None = None,
+                 estimator: JobListener | None = None, jobs: JobTable | None = None) -> None:
+        """``estimator``: the job listener told of each job event first (the engine's and the simulator's
+        estimator hooks, ``agent_engine.engine.job_hooks``: it writes the job's first arrival, the ended
+        turn's pin TTL and the job's expected return onto the record); without one, no turn is pinned
+        and nothing is prefetched. ``jobs``: the table it keeps its per-job state on (a new one if None)."""
         self.config = config
         self.clock = clock or MonotonicClock()
         self.trace_sink = trace_sink
         self.decode_streak: DecodeStreak | None = None  # left by update for the next schedule
-        self.jobs = JobTable()  # one record per job; its events reach the listeners registered below
+        self.jobs = jobs if jobs is not None else JobTable()  # one record per job, one stream of its events
         self.kv = KVCacheManager(config.num_blocks, config.block_size, config.enable_prefix_caching,
                                  config.num_offload_blocks, self.clock, self.jobs)
-        self.policy = make_policy(config, self.kv, self.jobs, pin_ttl_fn)
-        # With a second tier and the estimator's return times: demoted jobs go back up ahead of their turn.
-        self.prefetcher = (Prefetcher(self.kv, return_time_fn, config.prefetch_horizon)
-                           if self.kv.tier is not None and return_time_fn is not None and config.prefetch_horizon > 0
+        self.policy = make_policy(config, self.kv, self.jobs)
+        # With a second tier and an estimator (its return forecasts on the records): demoted jobs go back
+        # up ahead of their turn.
+        self.prefetcher = (Prefetcher(self.kv, config.prefetch_horizon)
+                           if self.kv.tier is not None and estimator is not None and config.prefetch_horizon > 0
                            else None)
-        for listener in (self.policy, self.kv.tier, self.prefetcher):
+        for listener in (estimator, self.policy, self.kv.tier, self.prefetcher):
             if listener is not None:
                 self.jobs.listen(listener)
         self.waiting = WaitingQueue(self.policy.waiting_key, self.policy.state_version)
@@ -96,8 +104,7 @@ class Scheduler(Admission):
             req = self.requests.get(rid)
             if req is None:
                 continue
-            self.policy.on_aborted(req, now)
-            self._finish(req, RequestStatus.FINISHED_ABORTED, now, aborted=True)
+            self._finish(req, RequestStatus.FINISHED_ABORTED, now)
             aborted.append(req)
         return aborted
 
@@ -257,9 +264,10 @@ class Scheduler(Admission):
         self.num_preemptions += 1
         self.waiting.add(req)
 
-    def _finish(self, req: Request, status: RequestStatus, now: float, aborted: bool = False) -> None:
-        """Take ``req`` out of its queue; its blocks are freed (aborted) or handed to the policy, and
-        then (not aborted) the job table publishes the turn's end."""
+    def _finish(self, req: Request, status: RequestStatus, now: float) -> None:
+        """A request's one way out: out of its queue, its status and finish time set; the job table
+        publishes the turn's end (or abort) while it still holds its blocks (the policy may take them
+        over as a pin); then whatever it still holds is freed."""
         if req.status is RequestStatus.RUNNING:
             self.running.remove(req)
             self.decode_streak = None
@@ -273,11 +281,13 @@ class Scheduler(Admission):
             self._tenant_requests[req.tenant] = left
         self.waiting.forget(req.request_id)
         self._finished_ids.add(req.request_id)
-        if aborted:
+        try:
+            if status is RequestStatus.FINISHED_ABORTED:
+                self.jobs.abort(req, now)
+            else:
+                self.jobs.end_turn(req, now)
+        finally:
             self.kv.free(req)
-            return
-        self.policy.on_finished(req, now)
-        self.jobs.end_turn(req, now)
 
     # ---- observability -----------------------------------------------------------------------
     def stats(self) -> SchedulerStats:

@@ -18,10 +18,12 @@ from typing import Any
 
 from agent_engine.config import EngineConfig
 from agent_engine.engine.engine_request import EngineRequest
+from agent_engine.engine.engine_stats import EngineStats, RoutingStats
 from agent_engine.engine.grammar_build import ReadyGrammar
 from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from agent_engine.server.launcher import ServerProcess, start_engine_server
 from agent_engine.server.server_config import ServerConfig
+from scheduler import SchedulerStats
 
 # Small pool and context keep the embedded model fast on 2 CPU cores.
 ENGINE_KW: dict[str, Any] = {"num_kv_blocks": 512, "max_model_len": 1024, "max_num_seqs": 64}
@@ -45,15 +47,15 @@ class ThreadServer:
     def engine(self) -> Any:
         return self.async_engine.engine
 
-    def stats(self) -> dict[str, Any]:
-        return dict(self.async_engine.call_sync(lambda e: e.stats(), timeout=30))
+    def stats(self) -> EngineStats:
+        return self.async_engine.stats_sync(timeout=30)
 
-    def wait_idle(self, timeout: float = 30.0) -> dict[str, Any]:
+    def wait_idle(self, timeout: float = 30.0) -> EngineStats:
         """Poll engine stats until nothing runs or waits; returns the last stats."""
         deadline = time.monotonic() + timeout
         while True:
             s = self.stats()
-            if s["num_running"] == 0 and s["num_waiting"] == 0:
+            if s.scheduler.num_running == 0 and s.scheduler.num_waiting == 0:
                 return s
             if time.monotonic() > deadline:
                 return s
@@ -202,17 +204,6 @@ class _FakeRequest:
     first_token_time: float | None = None
 
 
-@dataclass
-class FakeJobHooks:
-    """The job hooks of a ``FakeEngine``: listeners nobody calls, and the output readers it was given."""
-
-    job_listeners: list[Any] = field(default_factory=list)
-    readers: list[tuple[str, Any]] = field(default_factory=list)
-
-    def read_output_with(self, request_id: str, reader: Any) -> None:
-        self.readers.append((request_id, reader))
-
-
 class FakeEngine:
     """A pure-Python stand-in for ``LLMEngine`` (no model), with every member of the server's
     ``EngineLike``: every step adds one token to every request,
@@ -230,11 +221,12 @@ class FakeEngine:
         self.step_delay = step_delay
         self.config = EngineConfig()
         self.tokenizer = FakeTokenizer()
-        self.job_hooks = FakeJobHooks()
+        self.tool_readers: list[tuple[str, Any]] = []  # (request id, its EngineRequest's tool_reader)
         self.reqs: dict[str, _FakeRequest] = {}
         self.pinned_jobs: set[str] = set()
         self.num_failed_steps = 0
         self.grammars_compiled: list[Any] = []
+        self.job_listeners: list[Any] = []
 
     @staticmethod
     def expected_text(prompt_ids: list[int], n: int) -> str:
@@ -260,6 +252,8 @@ class FakeEngine:
         if len(ids) + params.max_tokens > self.max_model_len:
             raise ValueError(f"prompt ({len(ids)} tokens) + max_tokens ({params.max_tokens}) exceeds "
                              f"max_model_len ({self.max_model_len})")
+        if request.tool_reader is not None:
+            self.tool_readers.append((request.request_id, request.tool_reader))
         self.reqs[request.request_id] = _FakeRequest(request.request_id, request.prompt_text, ids, params,
                                                      hints.job_id, hints.is_last_step, time.monotonic())
 
@@ -281,6 +275,9 @@ class FakeEngine:
     def holds_pins(self) -> bool:
         return bool(self.pinned_jobs)
 
+    def listen_to_jobs(self, listener: Any) -> None:
+        self.job_listeners.append(listener)  # told of nothing: the fake has no job table
+
     def release_all_jobs(self) -> int:
         n = len(self.pinned_jobs)
         self.pinned_jobs.clear()
@@ -292,16 +289,20 @@ class FakeEngine:
         now = time.monotonic()
         return [self._advance(r, now) for r in list(self.reqs.values())]
 
-    def stats(self) -> dict[str, Any]:
-        from agent_engine.server.metrics import PIN_COUNTER_NAMES
-
+    def stats(self) -> EngineStats:
         n = len(self.reqs)
-        return {"num_running": n, "num_waiting": 0, "num_blocks": 100, "blocks_in_use": n,
-                "blocks_cached_free": 0, "blocks_empty": 100 - n, "blocks_pinned": 0, "blocks_soft": 0,
-                "prefix_query_tokens": 0,
-                "prefix_hit_tokens": 0, "num_preemptions": 0, "num_failed_steps": self.num_failed_steps,
-                "num_pinned_jobs": len(self.pinned_jobs), "pins": dict.fromkeys(PIN_COUNTER_NAMES, 0),
-                "pinned_block_seconds": 0.0, "soft_block_seconds": 0.0}
+        sched = SchedulerStats(num_running=n, num_waiting=0, num_blocks=100, blocks_in_use=n, blocks_cached_free=0,
+                               blocks_empty=100 - n, blocks_pinned=0, blocks_soft=0, pin_block_refs=0,
+                               prefix_query_tokens=0, prefix_hit_tokens=0, num_preemptions=0,
+                               num_pinned_jobs=len(self.pinned_jobs))
+        return EngineStats(sched, num_failed_steps=self.num_failed_steps, max_model_len=self.max_model_len,
+                           block_size=16)
+
+    def routing_stats(self) -> RoutingStats:
+        n = len(self.reqs)
+        active = tuple(sorted({r.job_id for r in self.reqs.values() if r.job_id}))
+        return RoutingStats(tuple(sorted(self.pinned_jobs)), active, free_blocks=100 - n, num_blocks=100,
+                            num_waiting=0, num_running=n)
 
     def _advance(self, r: _FakeRequest, now: float) -> RequestOutput:
         if self.FAIL in (r.prompt or ""):

@@ -128,7 +128,8 @@ def test_forced_tool_use_round_trip_reaches_the_estimator(client, srv):
     uses = [b for b in msg.content if b.type == "tool_use"]
     assert msg.stop_reason == "tool_use" and len(uses) == 1 and uses[0].name == "get_weather"
     assert isinstance(uses[0].input, dict) and uses[0].id.startswith("toolu_")
-    pending = srv.async_engine.call_sync(lambda e: e.job_hooks.estimator.jobs.peek(job).pending)
+    srv.wait_idle()  # the engine thread has nothing to change: its estimator may be read from here
+    pending = srv.engine.job_hooks.estimator.jobs.peek(job).pending
     assert pending is not None and pending.tool_name == "get_weather"
     history = [user, {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]},
                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": uses[0].id, "content": "sunny"}]}]

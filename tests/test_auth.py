@@ -67,7 +67,7 @@ def test_paths_need_a_key_and_requests_carry_their_tenant():
     assert err["error"]["code"] == "invalid_api_key"
     anthropic = client.post("/v1/messages", headers={"x-api-key": "wrong"})
     assert anthropic.status_code == 401 and anthropic.json()["error"]["type"] == "authentication_error"
-    text = metrics.render({}).decode()
+    text = metrics.render(None).decode()
     assert f'route="/v1/whoami",status="2xx",tenant="{alpha}"}} 1.0' in text
     assert f'route="/v1/whoami",status="2xx",tenant="{beta}"}} 1.0' in text
     assert 'route="other",status="4xx",tenant="default"} 5.0' in text  # refused before routing or a tenant

@@ -35,7 +35,7 @@ def test_every_bad_input_is_a_4xx_and_harms_no_other_request(srv):
     verdicts, good = asyncio.run(run())
     assert {k: v for k, v in verdicts.items() if v != "4xx"} == {}
     assert good.status_code == 200 and good.json()["choices"][0]["finish_reason"] == "length"
-    assert srv.wait_idle()["blocks_in_use"] == 0
+    assert srv.wait_idle().scheduler.blocks_in_use == 0
 
 
 def test_the_413_and_the_unicode_error_say_what_is_wrong(srv):

@@ -44,13 +44,13 @@ def test_free_in_reverse_and_lazy_eviction() -> None:
     # Remaining empties first (4, 5), then c, b, a: the tail of the request is evicted first.
     assert pool.free_queue.block_ids() == [4, 5, 3, 2, 1]
     assert pool.num_cached_free == 2 and pool.num_empty_blocks == 3
-    assert pool.get_cached_block(111) is a  # still findable while free
+    assert pool.cached_block_map.get(111) is a  # still findable while free
     pool.touch([a])  # a prefix hit revives it from the middle of the queue
     assert a.ref_cnt == 1 and pool.free_queue.block_ids() == [4, 5, 3, 2]
     assert pool.num_cached_free == 1
     got = pool.get_new_blocks(4)  # pops 4, 5, 3, then 2 (evicting hash 222)
     assert [x.block_id for x in got] == [4, 5, 3, 2]
-    assert pool.get_cached_block(222) is None and b.block_hash is None
+    assert pool.cached_block_map.get(222) is None and b.block_hash is None
     assert pool.num_cached_free == 0
 
 
@@ -67,4 +67,4 @@ def test_duplicate_hash_keeps_first() -> None:
     a, b = pool.get_new_blocks(2)
     pool.cache_block(a, 7)
     pool.cache_block(b, 7)
-    assert pool.get_cached_block(7) is a and b.block_hash is None
+    assert pool.cached_block_map.get(7) is a and b.block_hash is None

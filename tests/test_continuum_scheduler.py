@@ -5,7 +5,7 @@ and abort."""
 from __future__ import annotations
 
 import pytest
-from sched_helpers import make_request, run_step, run_to_completion
+from sched_helpers import make_request, pinning, run_step, run_to_completion
 
 from scheduler import FakeClock, FakeRunner, LeaseState, LeaseTable, Scheduler, SchedulerConfig
 from scheduler.invariants import check_invariants
@@ -23,7 +23,7 @@ def _sched(clock: FakeClock, ttl: float = 5.0, **kw) -> Scheduler:
     kw.setdefault("block_size", 4)
     kw.setdefault("max_model_len", 64)
     kw.setdefault("policy", "continuum")
-    return Scheduler(SchedulerConfig(**kw), clock=clock, pin_ttl_fn=lambda r: ttl)
+    return Scheduler(SchedulerConfig(**kw), clock=clock, estimator=pinning(lambda r: ttl))
 
 
 def _turn(

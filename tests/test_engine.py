@@ -112,11 +112,11 @@ def test_continuum_pins_turn_and_next_turn_hits() -> None:
     computed = len(ctx) - 1  # the last sampled token of turn 1 was never fed back
     assert o2.num_cached_tokens == computed // 16 * 16
     st = eng.stats()
-    assert st["pins"]["hit"] == 1 and st["jobs_finished"] == 1 + 3
+    assert st.scheduler.pins.hit == 1 and st.jobs.jobs_finished == 1 + 3
     # The three hint-less churn requests became inferred one-turn jobs, ended by their last step.
-    assert st["job_inference"]["new_jobs"] == 3 and st["job_inference"]["joins"] == 0
-    assert st["estimator"]["durations_measured"] == 1
-    assert st["blocks_in_use"] == 0
+    assert st.job_inference is not None and st.job_inference.new_jobs == 3 and st.job_inference.joins == 0
+    assert dict(st.jobs.estimator)["durations_measured"] == 1
+    assert st.scheduler.blocks_in_use == 0
 
 
 def test_failed_step_fails_its_batch_without_poisoning_the_prefix_cache(llm: LLM) -> None:

@@ -41,7 +41,7 @@ def test_a_request_whose_sampling_fails_ends_alone(eng, monkeypatch):
     assert finals["poison"].outputs[0].finish_reason == "error"
     for rid in ("a", "b"):
         assert finals[rid].outputs[0].finish_reason == "length" and len(finals[rid].outputs[0].token_ids) == 6
-    assert eng.stats()["blocks_in_use"] == 0 and eng.stats()["num_failed_steps"] == 0
+    assert eng.stats().scheduler.blocks_in_use == 0 and eng.stats().num_failed_steps == 0
 
 
 def test_a_request_whose_output_processing_fails_ends_alone(eng, monkeypatch):
@@ -57,4 +57,4 @@ def test_a_request_whose_output_processing_fails_ends_alone(eng, monkeypatch):
     finals = _run_all(eng)
     assert finals["bad-detok"].outputs[0].finish_reason == "error"
     assert finals["c"].outputs[0].finish_reason == "length"
-    assert eng.stats()["blocks_in_use"] == 0
+    assert eng.stats().scheduler.blocks_in_use == 0

@@ -10,7 +10,7 @@ import time
 
 import httpx
 import pytest
-from sched_helpers import make_request, run_step
+from sched_helpers import make_request, pinning, run_step
 from server_fixtures import build_engine, start_thread_server
 
 from agent_engine.server.async_engine import AsyncEngine
@@ -209,7 +209,7 @@ def test_slow_headers_are_cut_and_a_trickled_body_is_a_408(srv):
 def test_a_prefix_shared_by_two_pinned_jobs_counts_once_in_the_pinned_blocks():
     clock = FakeClock()
     s = Scheduler(SchedulerConfig(num_blocks=33, block_size=4, max_model_len=64, policy="continuum"),
-                  clock=clock, pin_ttl_fn=lambda r: 30.0)
+                  clock=clock, estimator=pinning(lambda r: 30.0))
     runner = FakeRunner()
     shared = list(range(8))  # two whole blocks both jobs' prompts start with
     for job, tail in (("j1", [100, 101, 102, 103]), ("j2", [200, 201, 202, 203])):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sched_helpers import make_request, run_to_completion
+from sched_helpers import make_request, pinning, run_to_completion
 
 from scheduler import FakeClock, FakeRunner, LeaseState, Scheduler, SchedulerConfig
 from scheduler.invariants import check_invariants
@@ -109,7 +109,7 @@ def test_short_prompts_and_bad_settings():
 def test_an_inferred_job_is_pinned_as_a_cheap_wholly_soft_lease():
     clock = FakeClock()
     cfg = SchedulerConfig(num_blocks=33, block_size=BS, max_model_len=64, policy="continuum", soft_pins=False)
-    s = Scheduler(cfg, clock=clock, pin_ttl_fn=lambda r: 5.0)
+    s = Scheduler(cfg, clock=clock, estimator=pinning(lambda r: 5.0))
     runner = FakeRunner()
     req = make_request("t1", list(range(12)), 4, job_id="inferred-0", hint_source="inferred")
     s.add_request(req)
@@ -166,7 +166,7 @@ def test_strong_joins_confirm_an_inferred_job_and_confirmed_jobs_pin_hard():
 
     clock = FakeClock()
     cfg = SchedulerConfig(num_blocks=33, block_size=BS, max_model_len=64, policy="continuum", soft_pins=False)
-    s = Scheduler(cfg, clock=clock, pin_ttl_fn=lambda r: 5.0)
+    s = Scheduler(cfg, clock=clock, estimator=pinning(lambda r: 5.0))
     req = make_request("t1", list(range(12)), 4, job_id="inferred-x", hint_source="inferred", confirmed=True)
     assert req.job_inferred and req.job_confirmed
     s.add_request(req)

@@ -1,10 +1,13 @@
 """The job table (``scheduler.job_table``): one record per job, each event published once, in order.
 
 Pinned down here: every event reaches every listener exactly once, in registration order (the
-scheduler's policy, tier and prefetcher, then the engine's); a listener that raises does not keep the
-others from being told; releasing an unknown job is a no-op; a finished final turn ends the record;
-events are per turn, never per token; the bound drops only records that hold nothing; and the
-estimator keeps its per-job state on the scheduler's records once the job hooks attach.
+estimator, the scheduler's policy, tier and prefetcher, then whatever registers later); a listener
+that raises does not keep the others from being told; releasing or abandoning an unknown job is a
+no-op; a finished final turn ends the record; events are per turn, never per token (arrival,
+admission, turn end or abort, release); the event's decisions (``ttl``, ``completion``) are cleared
+before each event; the bound drops only records that hold nothing; and the estimator, wired by
+``wire_scheduler``, keeps its per-job state on the scheduler's records and writes the first arrival,
+the pin TTL and the job's completion there for the listeners after it.
 """
 
 from __future__ import annotations
@@ -13,14 +16,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from agent_engine.engine.job_hooks import JobHooks
+from agent_engine.engine.job_hooks import JobHooks, wire_scheduler
 from estimator import Estimator, EstimatorConfig
 from estimator.job_tracker import JobTracker
 from scheduler import FakeClock, FakeRunner, Request, Scheduler, SchedulerConfig
 from scheduler.invariants import check_invariants
 from scheduler.job_record import JobRecord
 from scheduler.job_table import JobListener, JobTable
-from tests.sched_helpers import make_request, run_to_completion
+from tests.sched_helpers import EndedJobs, StubEstimator, make_request, run_to_completion
 
 pytestmark = pytest.mark.core
 
@@ -44,8 +47,17 @@ class Recorder(JobListener):
     def on_turn_end(self, record: JobRecord, request: Request, now: float) -> None:
         self._note("final turn end" if request.is_last_step else "turn end", record)
 
+    def on_job_admitted(self, record: JobRecord, request: Request, now: float) -> None:
+        self._note("admitted", record)
+
+    def on_turn_abort(self, record: JobRecord, request: Request, now: float) -> None:
+        self._note("abort", record)
+
     def on_job_release(self, record: JobRecord, now: float) -> None:
         self._note("release", record)
+
+    def on_job_abandon(self, record: JobRecord, now: float) -> None:
+        self._note("abandon", record)
 
     def on_job_drop(self, record: JobRecord) -> None:
         self._note("drop", record)
@@ -63,13 +75,25 @@ class Spy:
         self.log.append((self.name, "arrival"))
         self.inner.on_job_arrival(record, request, now)
 
+    def on_job_admitted(self, record: JobRecord, request: Request, now: float) -> None:
+        self.log.append((self.name, "admitted"))
+        self.inner.on_job_admitted(record, request, now)
+
     def on_turn_end(self, record: JobRecord, request: Request, now: float) -> None:
         self.log.append((self.name, "turn end"))
         self.inner.on_turn_end(record, request, now)
 
+    def on_turn_abort(self, record: JobRecord, request: Request, now: float) -> None:
+        self.log.append((self.name, "abort"))
+        self.inner.on_turn_abort(record, request, now)
+
     def on_job_release(self, record: JobRecord, now: float) -> None:
         self.log.append((self.name, "release"))
         self.inner.on_job_release(record, now)
+
+    def on_job_abandon(self, record: JobRecord, now: float) -> None:
+        self.log.append((self.name, "abandon"))
+        self.inner.on_job_abandon(record, now)
 
     def on_job_drop(self, record: JobRecord) -> None:
         self.log.append((self.name, "drop"))
@@ -79,7 +103,7 @@ class Spy:
 def _tiered(clock: FakeClock, policy: str = "continuum") -> Scheduler:
     cfg = SchedulerConfig(num_blocks=33, block_size=4, max_model_len=64, policy=policy, num_offload_blocks=8,
                           prefetch_horizon=2.0)
-    return Scheduler(cfg, clock=clock, pin_ttl_fn=lambda r: 5.0, return_time_fn=lambda job, tenant: None)
+    return Scheduler(cfg, clock=clock, estimator=StubEstimator(lambda r: 5.0, lambda job, tenant: None))
 
 
 # ---- the table on its own -----------------------------------------------------------------------
@@ -110,10 +134,33 @@ def test_a_listener_that_raises_does_not_keep_the_others_from_being_told() -> No
 def test_releasing_an_unknown_job_is_a_no_op_and_a_job_less_request_makes_no_record() -> None:
     jobs, log = JobTable(), []
     jobs.listen(Recorder("only", log))
-    assert jobs.release("never-seen", 1.0) is None
+    assert jobs.release("never-seen", 1.0) is None and jobs.abandon("never-seen", 1.0) is None
     assert jobs.arrive(make_request("r1", [1, 2]), 0.0) is None
+    assert jobs.admit(make_request("r1", [1, 2]), 0.0) is None
     assert jobs.end_turn(make_request("r1", [1, 2]), 0.0) is None
+    assert jobs.abort(make_request("r1", [1, 2]), 0.0) is None
     assert log == [] and len(jobs) == 0
+
+
+def test_each_event_clears_the_decisions_of_the_one_before() -> None:
+    jobs = JobTable()
+    record = jobs.arrive(make_request("r1", [1, 2], job_id="j"), 0.0)
+    seen: list[tuple[float, object]] = []
+
+    @dataclass
+    class Reader(JobListener):
+        def on_turn_end(self, record: JobRecord, request: Request, now: float) -> None:
+            seen.append((record.ttl, record.completion))
+
+        def on_job_release(self, record: JobRecord, now: float) -> None:
+            seen.append((record.ttl, record.completion))
+
+    jobs.listen(Reader())
+    record.ttl, record.completion = 9.0, object()  # an earlier event's decisions
+    jobs.end_turn(make_request("r1", [1, 2], job_id="j"), 1.0)
+    record.ttl = 3.0
+    jobs.release("j", 2.0)
+    assert seen == [(0.0, None), (0.0, None)]
 
 
 def test_a_final_turn_ends_the_record_and_a_later_turn_revives_it() -> None:
@@ -145,30 +192,57 @@ def test_the_bound_drops_only_idle_records_that_hold_nothing_oldest_first() -> N
 
 
 # ---- the table in the scheduler -----------------------------------------------------------------
-def test_the_scheduler_registers_policy_tier_and_prefetcher_in_that_order() -> None:
+LISTENERS = ("estimator", "policy", "tier", "prefetcher")
+
+
+def test_the_scheduler_registers_estimator_policy_tier_and_prefetcher_in_that_order() -> None:
     s = _tiered(FakeClock())
-    assert s.jobs.listeners == [s.policy, s.kv.tier, s.prefetcher]
+    assert isinstance(s.jobs.listeners[0], StubEstimator)
+    assert s.jobs.listeners[1:] == [s.policy, s.kv.tier, s.prefetcher]
     fcfs = Scheduler(SchedulerConfig(num_blocks=9, block_size=4, max_model_len=32))
     assert fcfs.jobs.listeners == [fcfs.policy]
 
 
-def test_intake_finish_and_release_publish_one_event_each_never_per_token() -> None:
+def _spied(s: Scheduler) -> list[tuple[str, str]]:
+    """Replace ``s``'s listeners by spies forwarding to them; returns the spies' shared log."""
+    log: list[tuple[str, str]] = []
+    s.jobs.listeners[:] = [Spy(listener, name, log) for listener, name in zip(s.jobs.listeners, LISTENERS, strict=True)]
+    return log
+
+
+def _told(event: str) -> list[tuple[str, str]]:
+    return [(name, event) for name in LISTENERS]
+
+
+def test_intake_admission_finish_and_release_publish_one_event_each_never_per_token() -> None:
     clock = FakeClock()
     s = _tiered(clock)
-    spies = [Spy(listener, name) for listener, name in zip(s.jobs.listeners, ("policy", "tier", "prefetcher"),
-                                                           strict=True)]
-    log: list[tuple[str, str]] = []
-    for spy in spies:
-        spy.log = log
-    s.jobs.listeners[:] = spies
+    log = _spied(s)
     runner = FakeRunner()
     s.add_request(make_request("t1", list(range(12)), max_tokens=6, job_id="j"))
-    assert log == [("policy", "arrival"), ("tier", "arrival"), ("prefetcher", "arrival")]
-    run_to_completion(s, runner)  # six tokens, one turn end
-    assert log[3:] == [("policy", "turn end"), ("tier", "turn end"), ("prefetcher", "turn end")]
+    assert log == _told("arrival")
+    run_to_completion(s, runner)  # admitted once, six tokens, one turn end
+    assert log[4:] == _told("admitted") + _told("turn end")
     assert s.release_job("j") and not s.release_job("j")  # the pin ended once; the second is told, holds nothing
-    assert log[6:] == [("policy", "release"), ("tier", "release"), ("prefetcher", "release")] * 2
-    assert not s.release_job("unknown") and len(log) == 12
+    assert log[12:] == _told("release") * 2
+    assert not s.release_job("unknown") and len(log) == 20
+    check_invariants(s)
+
+
+def test_an_abort_is_the_jobs_event_and_ends_its_lease_before_the_blocks_are_freed() -> None:
+    clock = FakeClock()
+    s = _tiered(clock)
+    runner = FakeRunner()
+    s.add_request(make_request("t1", list(range(12)), max_tokens=2, job_id="j"))
+    run_to_completion(s, runner)
+    assert s.policy.holds_job("j")  # pinned for the 5 s the estimator wrote on the record
+    log = _spied(s)
+    s.add_request(make_request("t2", list(range(14)), max_tokens=2, job_id="j"))
+    s.schedule()
+    assert s.abort_requests(["t2", "unknown"])[0].request_id == "t2"
+    assert log == _told("arrival") + _told("admitted") + _told("abort")
+    assert not s.policy.holds_job("j") and s.kv.pool.num_used_blocks == 0
+    assert s.policy.stats(clock.now()).counters["hit"] == 1  # admission ended the lease as a hit first
     check_invariants(s)
 
 
@@ -200,30 +274,54 @@ def test_a_listener_that_raises_on_arrival_leaves_the_request_out() -> None:
 
 
 # ---- the estimator's part of the record ----------------------------------------------------------
-def test_attached_job_hooks_keep_the_estimate_on_the_scheduler_record_and_hear_releases() -> None:
+def _wired(clock: FakeClock, policy: str = "continuum") -> tuple[Scheduler, JobHooks]:
+    hooks = JobHooks(Estimator(EstimatorConfig(ttl_policy="fixed"), clock=clock), clock, pins=policy == "continuum")
+    cfg = SchedulerConfig(num_blocks=17, block_size=4, max_model_len=64, policy=policy)
+    return wire_scheduler(cfg, clock, hooks), hooks
+
+
+def test_wired_job_hooks_keep_the_estimate_on_the_scheduler_record_and_write_what_the_policy_reads() -> None:
     clock = FakeClock(10.0)
-    hooks = JobHooks(Estimator(EstimatorConfig(), clock=clock), tokenizer=None, clock=clock)
+    s, hooks = _wired(clock)
     ended: list[tuple[str, int, float]] = []
-    hooks.job_listeners.append(lambda job, turns, jct: ended.append((job, turns, jct)))
-    s = Scheduler(SchedulerConfig(num_blocks=17, block_size=4, max_model_len=64), clock=clock)
-    hooks.attach(s.jobs)
-    assert s.jobs.listeners == [s.policy, hooks]
-    first = make_request("t1", list(range(8)), max_tokens=1, job_id="j", tenant="t-1", t=10.0)
+    s.jobs.listen(EndedJobs(ended))
+    assert s.jobs.listeners[:2] == [hooks, s.policy]  # the estimator first: the policy reads what it wrote
+    first = make_request("t1", list(range(8)), max_tokens=1, job_id="j", tenant="t-1", t=10.0, tool_name="bash")
     s.add_request(first)
     run_to_completion(s, FakeRunner())
+    record = s.jobs.get("j")
+    assert record.lease is not None and record.lease.expires_at == 10.0 + 2.0  # the fixed 2 s TTL, pinned
     clock.advance(5.0)
     second = make_request("t2", list(range(9)), max_tokens=1, job_id="j", tenant="t-1", t=15.0)
     s.add_request(second)
-    assert second.job_arrival_time == 10.0  # stamped by the hooks from the job's first arrival
-    estimate = s.jobs.get("j").estimate
+    assert second.job_arrival_time == 10.0  # stamped by the policy from the first arrival on the record
+    estimate = record.estimate
     assert estimate is not None and estimate.turns == 2 and estimate.first_arrival == 10.0
     assert hooks.estimator.job_turns("j") is None  # the default tenant's estimator never reads t-1's job
     run_to_completion(s, FakeRunner())
     s.release_job("j")
     s.release_job("j")
-    assert ended == [("j", 2, 5.0)] and s.jobs.get("j").estimate is None and not hooks.knows_job("j")
+    assert ended == [("j", 2, 5.0)] and record.estimate is None and not record.is_live()
     with pytest.raises(ValueError):
-        hooks.attach(JobTable())
+        hooks.keep_jobs_in(JobTable())
+
+
+def test_a_final_turn_an_aborted_final_turn_and_an_abandoned_job_each_end_the_job_once() -> None:
+    clock = FakeClock()
+    s, hooks = _wired(clock, policy="fcfs")
+    ended: list[tuple[str, int, float]] = []
+    s.jobs.listen(EndedJobs(ended))
+    s.add_request(make_request("a1", list(range(8)), max_tokens=1, job_id="a", is_last_step=True))
+    s.add_request(make_request("b1", list(range(8)), max_tokens=5, job_id="b", is_last_step=True))
+    s.add_request(make_request("c1", list(range(8)), max_tokens=1, job_id="c"))
+    s.schedule()
+    s.abort_requests(["b1"])
+    run_to_completion(s, FakeRunner())
+    assert [job for job, _, _ in ended] == ["b", "a"] and s.jobs.get("c").is_live()
+    s.jobs.abandon("c", clock.now())
+    s.jobs.abandon("c", clock.now())
+    assert [job for job, _, _ in ended] == ["b", "a", "c"] and hooks.jobs_finished == 3
+    assert not s.jobs.get("c").is_live()
 
 
 def test_trackers_sharing_a_table_keep_their_own_jobs() -> None:

@@ -2,9 +2,10 @@
 
 Every per-job fact lives on the job's ``JobRecord`` in ``scheduler.job_table``; a component may keep an
 index of records (keyed by the record, its lease or its tier residency), never a second map of job
-ids. The scan reads the source of ``scheduler/``, ``estimator/``, ``agent_engine/engine/`` and
-``agent_engine/routing/``. A container is a dict or set (``dict``, ``OrderedDict``, ``defaultdict``,
-``Counter``, ``set``, by annotation or by the value built) bound to an attribute, a class field or a
+ids. The scan reads the source of ``scheduler/``, ``estimator/``, ``agent_engine/engine/``,
+``agent_engine/routing/``, ``agent_engine/server/`` and ``agent_engine/sim/``. A container is a dict or set (``dict``, ``OrderedDict``, ``defaultdict``,
+``Counter``, ``set``, by annotation or by the value built; a name the module imports from elsewhere,
+such as Prometheus' ``Counter``, is not one) bound to an attribute, a class field or a
 module-level name: state that outlives a call (a function's local is a temporary, and a ``frozenset``
 a value, not a holder). It is keyed by job id when
 - its name mentions a job (``by_job``, ``_jobs``) and its key type is a string (or not annotated), or
@@ -27,7 +28,8 @@ import pytest
 pytestmark = pytest.mark.core
 
 ROOT = Path(__file__).resolve().parent.parent
-SCANNED = ("scheduler", "estimator", "agent_engine/engine", "agent_engine/routing")
+SCANNED = ("scheduler", "estimator", "agent_engine/engine", "agent_engine/routing", "agent_engine/server",
+           "agent_engine/sim")
 TABLE = "scheduler/job_table.py"  # the one owner
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
@@ -35,6 +37,7 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 EXCEPTIONS = {
     "scheduler/job_index.py:JobIndex._turns": "the prefix-chain index's entries, one per job between turns",
     "agent_engine/routing/policies.py:AffinityPolicy._homes": "the cluster router's table, above the replicas",
+    "agent_engine/server/open_jobs.py:OpenJobs._jobs": "each tenant's open jobs, counted at the edge on the event loop",
 }
 
 _CONTAINERS = {"dict", "Dict", "OrderedDict", "defaultdict", "Counter", "set", "Set", "MutableMapping",
@@ -113,16 +116,25 @@ def _target_name(target: ast.expr) -> str | None:
     return None
 
 
+def _borrowed_names(tree: ast.Module) -> set[str]:
+    """Container-like names the module imports from elsewhere than ``collections``/``typing`` (a
+    Prometheus ``Counter`` is a metric, not a dict)."""
+    return {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+            and node.module not in ("collections", "collections.abc", "typing") for alias in node.names} & _CONTAINERS
+
+
 def containers(tree: ast.Module) -> list[Container]:
     """Every dict or set bound to an attribute, a class field or a module-level name."""
     found: dict[tuple[str, str], Container] = {}
+    borrowed = _borrowed_names(tree)
     for owner, target, stmt in _assignments(tree):
         name = _target_name(target)
         if name is None:
             continue
-        if isinstance(stmt, ast.AnnAssign) and _outer_name(stmt.annotation) in _CONTAINERS:
+        if isinstance(stmt, ast.AnnAssign) and _outer_name(stmt.annotation) in _CONTAINERS - borrowed:
             found[(owner, name)] = Container(owner, name, _key_type(stmt.annotation))
-        elif _builds_container(stmt.value) and (owner, name) not in found:
+        elif _builds_container(stmt.value) and (owner, name) not in found and not (
+                isinstance(stmt.value, ast.Call) and _outer_name(stmt.value.func) in borrowed):
             found[(owner, name)] = Container(owner, name, None)
     return list(found.values())
 
@@ -239,6 +251,14 @@ def test_the_rule_sees_the_per_job_maps_this_table_replaced() -> None:
     assert job_keyed_containers(old_tier) == ["KVTier.last_active"]
     assert job_keyed_containers(old_prefetch) == ["P.due"]
     assert job_keyed_containers(old_leases) == ["L.leases"]
+
+
+def test_a_metric_named_for_jobs_is_not_a_container_but_a_counter_of_collections_is() -> None:
+    metric = "from prometheus_client import Counter\nclass M:\n    def __init__(self):\n" \
+             "        self.jobs_released = Counter('jobs_released', 'DELETE calls')\n"
+    counted = "from collections import Counter\nclass M:\n    def __init__(self):\n" \
+              "        self.jobs_seen = Counter()\n"
+    assert job_keyed_containers(metric) == [] and job_keyed_containers(counted) == ["M.jobs_seen"]
 
 
 # ---- the code --------------------------------------------------------------------------------------

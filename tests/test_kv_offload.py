@@ -133,8 +133,10 @@ def test_a_job_reloaded_from_the_tier_decodes_what_a_big_pool_decodes() -> None:
     counters = tiered.scheduler.kv.tier.counters
     assert counters.stored > 0 and counters.reloaded >= 3
     assert tier_tokens == big_tokens and tier_cached == big_cached >= 64
-    stats = tiered.stats()["tier"]
-    assert stats["reloaded"] == counters.reloaded and stats["load_seconds"] > 0 and stats["bytes"] > 0
+    stats = tiered.stats()
+    assert stats.scheduler.tier is not None and stats.tier_store is not None
+    assert stats.scheduler.tier.reloaded == counters.reloaded
+    assert stats.tier_store.load_seconds > 0 and stats.tier_store.bytes > 0
     text = ServerMetrics().render(tiered.stats()).decode()
     assert f"agent_engine_kv_tier_reloaded_total {float(counters.reloaded)}" in text
     assert "agent_engine_kv_tier_capacity_blocks" in text and "agent_engine_kv_tier_hit_tokens_total" in text

@@ -8,7 +8,7 @@ import pytest
 from scheduler import FakeClock, FakeRunner, Scheduler, SchedulerConfig
 from scheduler.invariants import check_invariants
 from scheduler.tier_copy import LOAD, PREFETCH, SAVE
-from tests.sched_helpers import make_request, run_to_completion
+from tests.sched_helpers import StubEstimator, make_request, run_to_completion
 
 pytestmark = pytest.mark.core
 
@@ -24,7 +24,7 @@ def _scheduler(returns: dict[str, float | None], clock: FakeClock, horizon: floa
         asked.append((job, tenant))
         return returns.get(job)
 
-    s = Scheduler(cfg, clock=clock, return_time_fn=return_time)
+    s = Scheduler(cfg, clock=clock, estimator=StubEstimator(returns=return_time))  # no pins: TTL 0
     s._asked = asked  # type: ignore[attr-defined]
     return s
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sched_helpers import make_request, make_scheduler, run_step
+from sched_helpers import make_request, make_scheduler, pinning, run_step
 
 from scheduler import (
     POLICY_NAMES,
@@ -33,9 +33,8 @@ def test_registry_names_classes_and_config_validation() -> None:
 
 
 def test_policies_answer_for_themselves() -> None:
-    s = make_scheduler(policy="continuum")
+    s = make_scheduler(policy="continuum", estimator=pinning(10.0))
     assert not s.policy.holds_job("job") and not make_scheduler(policy="fcfs").policy.holds_job("job")
-    s.policy.pin_ttl_fn = lambda r: 10.0
     s.add_request(make_request("t1", list(range(10)), job_id="job"))
     runner = FakeRunner()
     while s.has_unfinished_requests():
@@ -47,21 +46,22 @@ def test_policies_answer_for_themselves() -> None:
 @pytest.mark.parametrize("policy", ["fcfs", "priority"])
 def test_policies_without_pins_hold_nothing(policy: str) -> None:
     s = Scheduler(SchedulerConfig(num_blocks=17, block_size=4, max_model_len=64, policy=policy),
-                  clock=FakeClock(), pin_ttl_fn=lambda r: 10.0)
+                  clock=FakeClock(), estimator=pinning(lambda r: 10.0))
     s.add_request(make_request("t1", list(range(10)), job_id="job"))
     runner = FakeRunner()
     while s.has_unfinished_requests():
         run_step(s, runner)
     st = s.stats()
     assert st.blocks_in_use == 0 and st.num_pinned_jobs == 0 and not s.release_job("job")
-    assert st.pins == {**{k: 0 for k in PIN_COUNTER_NAMES}, "pinned_block_seconds": 0.0, "soft_block_seconds": 0.0}
+    assert st.pins.as_dict() == {**{k: 0 for k in PIN_COUNTER_NAMES}, "pinned_block_seconds": 0.0,
+                                 "soft_block_seconds": 0.0}
     assert st.pinned_block_seconds == st.soft_block_seconds == 0.0
 
 
 def test_stats_report_live_block_seconds() -> None:
     clock = FakeClock()
     s = Scheduler(SchedulerConfig(num_blocks=17, block_size=4, max_model_len=64, policy="continuum"),
-                  clock=clock, pin_ttl_fn=lambda r: 10.0)
+                  clock=clock, estimator=pinning(lambda r: 10.0))
     s.add_request(make_request("t1", list(range(10)), job_id="job"))
     runner = FakeRunner()
     while s.has_unfinished_requests():
@@ -70,13 +70,13 @@ def test_stats_report_live_block_seconds() -> None:
     clock.advance(2.0)
     st = s.stats()
     assert st.num_pinned_jobs == 1 and st.blocks_pinned == 3
-    assert st.pins["pinned_block_seconds"] == 0.0  # booked only when the lease ends
+    assert st.pins.pinned_block_seconds == 0.0  # booked only when the lease ends
     assert st.pinned_block_seconds == 3 * (clock.now() - t0)  # live
 
 
 def test_waiting_queue_resorts_when_the_policy_order_changes() -> None:
     s = Scheduler(SchedulerConfig(num_blocks=17, block_size=4, max_model_len=64, policy="continuum",
-                                  max_num_seqs=1), clock=FakeClock(), pin_ttl_fn=lambda r: 10.0)
+                                  max_num_seqs=1), clock=FakeClock(), estimator=pinning(lambda r: 10.0))
     runner = FakeRunner()
     s.add_request(make_request("b1", list(range(10)), t=0.0, job_id="B", job_arrival_time=1.0))
     while s.has_unfinished_requests():

@@ -23,6 +23,7 @@ from scheduler import (
 from scheduler.invariants import check_invariants
 from scheduler.job_hints import INFERRED
 from scheduler.tier_copy import SAVE
+from tests.sched_helpers import StubEstimator, pinning
 
 pytestmark = pytest.mark.core
 
@@ -122,9 +123,9 @@ def _blast(policy: str, seed: int, steps: int = 3000, cap: float | None = None, 
         num_offload_blocks=rng.choice([1, 3, 8, 40]) if tier else 0,
     )
     returns = random.Random(seed + 7)  # expected tool returns for the tier's prefetch: due, later or unknown
-    s = Scheduler(cfg, clock=clock, pin_ttl_fn=lambda r: rng.choice([0.0, 0.5, 2.0, 10.0]),
-                  return_time_fn=lambda job, tenant: returns.choice([None, clock.now() - 1.0, clock.now() + 0.5,
-                                                                    clock.now() + 30.0]))
+    s = Scheduler(cfg, clock=clock, estimator=StubEstimator(
+        lambda r: rng.choice([0.0, 0.5, 2.0, 10.0]),
+        lambda job, tenant: returns.choice([None, clock.now() - 1.0, clock.now() + 0.5, clock.now() + 30.0])))
     _verify_blocked_shortcut(s)
     runner = TruthRunner(s, rng)
     jobs: dict[str, list[int]] = {}
@@ -222,7 +223,7 @@ def test_no_stale_kv_under_heavy_preemption(policy: str) -> None:
         clock = FakeClock()
         cfg = SchedulerConfig(num_blocks=9, block_size=4, max_model_len=32, max_num_batched_tokens=12,
                               long_prefill_token_threshold=rng.choice([0, 3, 5, 6]), policy=policy)
-        s = Scheduler(cfg, clock=clock, pin_ttl_fn=lambda r: 1.0)
+        s = Scheduler(cfg, clock=clock, estimator=pinning(lambda r: 1.0))
         runner = TruthRunner(s, rng)
         base = [rng.randrange(50) for _ in range(24)]
         for n in range(400):

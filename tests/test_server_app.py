@@ -198,7 +198,7 @@ def test_request_errors(srv):
     assert_error(post_api(srv, "/v1/chat/completions", {"messages": []}), 400)
     assert_error(httpx.get(srv.base_url + "/v1/nothing", timeout=10), 404, "not_found")
     assert_error(httpx.get(srv.base_url + "/v1/completions", timeout=10), 405)
-    assert srv.wait_idle()["num_running"] == 0 and srv.async_engine.num_queued() == 0
+    assert srv.wait_idle().scheduler.num_running == 0 and srv.async_engine.num_queued() == 0
 
 
 def test_failed_step_is_500_or_an_error_event(srv):
@@ -255,7 +255,7 @@ def test_stream_disconnect_aborts_promptly(slow_srv):
             seen += line.startswith("data: ")
             if seen == 3:
                 break
-    assert _wait_until(lambda: slow_srv.stats()["num_running"] == 0) < 5.0
+    assert _wait_until(lambda: slow_srv.stats().scheduler.num_running == 0) < 5.0
     assert 'finish_reason="abort"' in httpx.get(slow_srv.base_url + "/metrics", timeout=10).text
 
 
@@ -263,5 +263,5 @@ def test_non_stream_disconnect_aborts(slow_srv):
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(slow_srv.base_url + "/v1/completions", json={"prompt": "long", "max_tokens": 5000},
                    timeout=httpx.Timeout(30, read=0.3))
-    assert _wait_until(lambda: slow_srv.stats()["num_running"] == 0) < 5.0
+    assert _wait_until(lambda: slow_srv.stats().scheduler.num_running == 0) < 5.0
     assert slow_srv.async_engine.num_queued() == 0

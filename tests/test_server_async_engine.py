@@ -1,9 +1,11 @@
-"""The engine thread (``AsyncEngine``) on stand-in engines: drain then abort on shutdown, calls on the
-engine thread, rejected groups, and a loop that dies (every pending request fails, health turns 503)."""
+"""The engine thread (``AsyncEngine``) on stand-in engines: drain then abort on shutdown, typed questions
+answered on the engine thread, rejected groups, and a loop that dies (every pending request fails,
+health turns 503)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -40,24 +42,71 @@ def test_async_engine_drains_then_aborts_on_shutdown():
     assert not engine.healthy and engine.dead_reason is None
 
 
-def test_async_engine_calls_and_rejected_groups():
+class _BrokenStats(FakeEngine):
+    def stats(self) -> Any:
+        raise ZeroDivisionError("stats failed")
+
+
+def test_the_engine_thread_answers_typed_questions():
+    engine = AsyncEngine(FakeEngine()).start()
+    broken = AsyncEngine(_BrokenStats()).start()
+
+    async def run() -> None:
+        stats = await engine.stats()
+        assert stats.scheduler.num_running == 0 and stats.num_failed_steps == 0
+        routing = await engine.routing_stats()
+        assert routing.leases == () and routing.free_blocks == 100
+        assert await engine.has_unfinished_requests() is False
+        with pytest.raises(ZeroDivisionError):  # what the engine raised reaches the asker; the loop goes on
+            await broken.stats()
+        assert await broken.has_unfinished_requests() is False and broken.healthy
+
+    try:
+        asyncio.run(run())
+        assert engine.stats_sync().scheduler.num_running == 0
+    finally:
+        engine.shutdown(drain_timeout=0)
+        broken.shutdown(drain_timeout=0)
+
+
+def test_the_engine_thread_runs_only_the_named_commands():
+    from agent_engine.server import engine_commands
+
+    commands = {c.__name__ for c in engine_commands.Command.__args__}
+    assert commands == {"AddRequests", "AbortRequests", "ReleaseJob", "TakeStats", "TakeRoutingStats", "CheckBusy"}
+    for name in commands:  # frozen messages that carry no code
+        cls = getattr(engine_commands, name)
+        assert cls.__dataclass_params__.frozen
+        assert not any("Callable" in str(f.type) for f in dataclasses.fields(cls)), name
+
+
+def test_questions_pending_when_the_loop_dies_fail_with_engine_dead():
+    from agent_engine.server.engine_commands import CheckBusy, TakeStats
+    from agent_engine.server.groups import EngineDeadError
+
+    engine = AsyncEngine(FakeEngine())  # not started: the questions wait in the queue
+    stats, busy = engine._ask(TakeStats), engine._ask(CheckBusy)
+    engine._die(SystemError("the engine loop crashed"))
+    for future in (stats, busy):
+        with pytest.raises(EngineDeadError, match="SystemError"):
+            future.result(1)
+
+
+def test_async_engine_rejected_groups():
     engine = AsyncEngine(FakeEngine()).start()
 
     async def run() -> None:
-        assert await engine.call(lambda e: e.model_name) == "fake-model"
-        with pytest.raises(ZeroDivisionError):
-            await engine.call(lambda e: 1 / 0)
         group = engine.submit([RequestSpec("ok", "a", SamplingParams(max_tokens=2)),
                                RequestSpec("bad", [99], SamplingParams(max_tokens=2))])
         assert engine.num_queued() == 2
         with pytest.raises(ValueError, match="vocabulary"):
             await group.accepted()
         assert engine.num_queued() == 0
-        assert await engine.call(lambda e: e.has_unfinished_requests()) is False  # "ok" was taken back
+        assert await engine.has_unfinished_requests() is False  # "ok" was taken back
 
     try:
         asyncio.run(run())
-        assert engine.call_sync(lambda e: e.stats()["num_running"]) == 0
+        assert engine.stats_sync().scheduler.num_running == 0
     finally:
         engine.shutdown(drain_timeout=0)
 
@@ -206,7 +255,7 @@ def test_aborting_a_group_while_its_grammar_compiles_cancels_the_compile():
         with pytest.raises(EngineStoppedError, match="cancelled before it started"):
             await group.accepted()
         assert fake.cancels[0].is_set() and engine.num_queued() == 0
-        assert await engine.call(lambda e: e.has_unfinished_requests()) is False  # nothing reached the engine
+        assert await engine.has_unfinished_requests() is False  # nothing reached the engine
 
     try:
         asyncio.run(run())

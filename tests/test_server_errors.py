@@ -63,7 +63,7 @@ def test_out_of_vocab_and_empty_prompts(srv):
         assert_error(post_api(srv, "/v1/completions", {"prompt": empty}), 400)
     # One bad prompt in a batch rejects the whole call and leaves nothing running.
     assert_error(post_api(srv, "/v1/completions", {"prompt": [[1, 2], [vocab]]}), 400)
-    assert srv.wait_idle()["blocks_in_use"] == 0
+    assert srv.wait_idle().scheduler.blocks_in_use == 0
 
 
 def test_n_greater_than_one_and_unsupported(srv):
@@ -134,4 +134,4 @@ def test_failed_model_step_is_500_and_next_request_succeeds(srv, monkeypatch):
     assert json.loads(lines[0][6:])["error"]["code"] == "engine_step_failed" and lines[-1] == "data: [DONE]"
     monkeypatch.setattr(runner, "execute", real_execute)
     assert httpx.get(srv.base_url + "/health", timeout=10).status_code == 200
-    assert srv.wait_idle()["blocks_in_use"] == 0
+    assert srv.wait_idle().scheduler.blocks_in_use == 0

@@ -68,9 +68,9 @@ def test_64_concurrent_streams_with_disconnects_free_every_block(srv):
     t0 = time.monotonic()
     results = asyncio.run(run())
     assert len(results) == 64 and {"complete", "disconnect", "cancel"} <= set(results)
-    stats = srv.wait_idle(timeout=30)
-    assert stats["num_running"] == 0 and stats["num_waiting"] == 0
-    assert stats["blocks_in_use"] == 0, stats
+    stats = srv.wait_idle(timeout=30).scheduler
+    assert stats.num_running == 0 and stats.num_waiting == 0
+    assert stats.blocks_in_use == 0, stats
     assert httpx.get(srv.base_url + "/health", timeout=10).status_code == 200
     r = httpx.post(srv.base_url + "/v1/completions", json={"prompt": "after", "max_tokens": 2}, timeout=60)
     assert r.status_code == 200
@@ -80,7 +80,7 @@ def test_64_concurrent_streams_with_disconnects_free_every_block(srv):
 def _wait_no_running(srv, timeout: float) -> float:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        if srv.stats()["num_running"] == 0:
+        if srv.stats().scheduler.num_running == 0:
             return time.monotonic() - t0
         time.sleep(0.02)
     raise AssertionError(f"request still running after {timeout}s: {srv.stats()}")
@@ -96,7 +96,7 @@ def test_stream_disconnect_aborts_promptly(srv):
                 if seen == 3:
                     break
     assert _wait_no_running(srv, 5.0) < 5.0
-    assert srv.wait_idle()["blocks_in_use"] == 0
+    assert srv.wait_idle().scheduler.blocks_in_use == 0
 
 
 def test_non_stream_disconnect_aborts(srv):
@@ -104,7 +104,7 @@ def test_non_stream_disconnect_aborts(srv):
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(srv.base_url + "/v1/completions", json=body, timeout=httpx.Timeout(60, read=1.0))
     assert _wait_no_running(srv, 5.0) < 5.0
-    assert srv.wait_idle()["blocks_in_use"] == 0
+    assert srv.wait_idle().scheduler.blocks_in_use == 0
     assert 'finish_reason="abort"' in httpx.get(srv.base_url + "/metrics", timeout=10).text
 
 
@@ -200,7 +200,7 @@ def test_shutdown_releases_and_counts_every_pin():
         assert [ev async for ev in group.events() if ev.finished]
 
     asyncio.run(pin_one())
-    assert engine.call_sync(lambda e: e.stats()["num_pinned_jobs"]) == 1
+    assert engine.stats_sync().scheduler.num_pinned_jobs == 1
     engine.shutdown(drain_timeout=0)
-    stats = engine.engine.stats()  # the loop has stopped: safe to read from here
-    assert stats["pins"]["released"] == 1 and stats["num_pinned_jobs"] == 0 and stats["blocks_in_use"] == 0
+    stats = engine.engine.stats().scheduler  # the loop has stopped: safe to read from here
+    assert stats.pins.released == 1 and stats.num_pinned_jobs == 0 and stats.blocks_in_use == 0

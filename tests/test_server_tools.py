@@ -12,16 +12,19 @@ from typing import Any
 
 import httpx
 import pytest
+from sched_helpers import make_request
 from server_fixtures import FakeEngine, ThreadServer, assert_error, post_api, start_thread_server
 
 from agent_engine.engine.job_hooks import JobHooks
+from agent_engine.engine.turn_reader import DecodedTurn
 from agent_engine.server import AsyncEngine
 from agent_engine.server.openai_schema import ChatMessage
 from agent_engine.server.tools import NO_TOOLS, ToolChoice, make_tool_parser, render_chat_prompt
 from agent_engine.server.tools.plan import ToolPlan
 from estimator import Estimator, EstimatorConfig
-from scheduler import RequestStatus
+from scheduler import JobTable
 from scheduler.clock import FakeClock
+from scheduler.turn_output import TurnOutput
 
 pytestmark = [pytest.mark.core, pytest.mark.timeout(60)]
 
@@ -158,12 +161,12 @@ def test_named_tool_choice_forces_the_call_opening(srv: ThreadServer) -> None:
 def test_the_engine_gets_the_output_reader(srv: ThreadServer) -> None:
     named = {"type": "function", "function": {"name": "bash"}}
     body, _ = chat(srv, '{"command": "ls"}}</tool_call>', tool_choice=named)
-    rid, reader = srv.engine.job_hooks.readers[-1]
+    rid, reader = srv.engine.tool_readers[-1]  # carried on the request's EngineRequest
     assert rid == body["id"]
     assert [c["function"] for c in reader('{"command": "ls"}}')] == [{"name": "bash", "arguments": '{"command": "ls"}'}]
-    n = len(srv.engine.job_hooks.readers)
+    n = len(srv.engine.tool_readers)
     chat(srv, CALL, tool_choice="none")
-    assert len(srv.engine.job_hooks.readers) == n  # not read for calls: nothing registered
+    assert len(srv.engine.tool_readers) == n  # not read for calls: no reader travels
 
 
 def test_multi_turn_conversation_renders_calls_and_results(srv: ThreadServer) -> None:
@@ -278,10 +281,14 @@ def test_a_tool_aware_template_renders_tools_itself() -> None:
 # ---- the estimator sees the calls ------------------------------------------------------------------
 
 
-def _finished(rid: str, job: str, at: float) -> SimpleNamespace:
-    return SimpleNamespace(request_id=rid, job_id=job, tenant=None, status=RequestStatus.FINISHED_STOPPED,
-                           is_last_step=False, pin_hit=False, first_scheduled_time=None, tool_name=None,
-                           finished_time=at, num_tokens=10, turn_recorded=False)
+class _Decoder:
+    """A tokenizer whose every output decodes to ``text``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def decode(self, token_ids: object, skip_special_tokens: bool = True) -> str:
+        return self.text
 
 
 @pytest.mark.parametrize("choice,family,output,tool", [
@@ -293,7 +300,9 @@ def _finished(rid: str, job: str, at: float) -> SimpleNamespace:
 def test_estimator_names_the_tool_the_api_returned(choice: ToolChoice, family: str | None, output: str,
                                                    tool: str) -> None:
     clock = FakeClock(0.0)
-    hooks = JobHooks(Estimator(EstimatorConfig(), clock=clock), tokenizer=None, clock=clock)
+    hooks, table = JobHooks(Estimator(EstimatorConfig(), clock=clock), clock), JobTable()
+    hooks.keep_jobs_in(table)
+    table.listen(hooks)
     est = hooks.estimator
     plan = ToolPlan(TOOLS, choice, family)
     plan.render(FakeEngine().tokenizer, USER)
@@ -301,13 +310,21 @@ def test_estimator_names_the_tool_the_api_returned(choice: ToolChoice, family: s
     assert reader is not None
     for rid, with_reader in (("r1", True), ("r2", False)):
         job = f"job-{rid}"
-        hooks.on_arrival(job, 1.0)
-        if with_reader:
-            hooks.read_output_with(rid, reader)
-        hooks.on_finished(_finished(rid, job, 2.0), output)
-        hooks.on_arrival(job, 5.0)  # the next turn: the tool's duration is measured under its name
-    assert est.history.count(tool) == 1  # only the turn whose reader was registered
-    assert hooks.output_readers == {}
+        turn = make_request(rid, [1, 2], job_id=job, t=1.0)
+        turn.output_reader = DecodedTurn(_Decoder(output), reader if with_reader else None)
+        table.arrive(turn, 1.0)
+        table.end_turn(turn, 2.0)  # the turn's end carries its output on the request
+        table.arrive(make_request(f"{rid}-next", [1, 2, 3], job_id=job, t=5.0), 5.0)  # its tool's duration
+    assert est.history.count(tool) == 1  # only the turn that carried the API's reader
+
+
+def test_a_turn_reader_whose_tool_reader_fails_reads_the_text_without_calls() -> None:
+    def broken(text: str) -> list[dict[str, object]]:
+        raise RuntimeError("parser bug")
+
+    assert DecodedTurn(_Decoder("hi"), broken)([1]) == TurnOutput("hi", None)
+    assert DecodedTurn(_Decoder("hi"))([1]) == TurnOutput("hi", None)
+    assert DecodedTurn(_Decoder("x"), lambda text: [{"n": text}])([1]) == TurnOutput("x", [{"n": "x"}])
 
 
 def test_tool_call_parser_flag_and_config() -> None:

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 from pydantic import ValidationError
 
+from agent_engine.engine.engine_stats import EngineStats
 from agent_engine.engine.grammar_limits import GrammarLimits
 from agent_engine.engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from agent_engine.server.errors import APIError, bad_request, error_body
@@ -29,6 +30,9 @@ from agent_engine.server.openai_schema import (
     sampling_params,
 )
 from agent_engine.server.server_config import LOG_LEVELS, ServerConfig
+from scheduler import JobRecord, LeaseCounters, SchedulerStats
+from scheduler.job_hints import tenant_job_id
+from scheduler.job_record import JobCompletion
 
 pytestmark = pytest.mark.core
 
@@ -230,31 +234,50 @@ def test_error_bodies():
     assert (err.status_code, err.body()) == (400, error_body("nope", "invalid_request_error", "prompt", "x"))
 
 
+def _engine_stats(**scheduler: object) -> EngineStats:
+    """An ``EngineStats`` whose scheduler figures are 0 but for ``scheduler``."""
+    zero = {f.name: 0 for f in dataclasses.fields(SchedulerStats) if f.name not in ("pins", "tier")}
+    return EngineStats(SchedulerStats(**{**zero, **scheduler}), num_failed_steps=0, max_model_len=64, block_size=16)
+
+
+def _job_ended(m: ServerMetrics, tenant: str | None, turns: int, jct: float, released: bool = False) -> None:
+    """The job table tells the metrics' listener of a job the estimator ended (its record's ``completion``)."""
+    record = JobRecord(tenant_job_id(tenant, "job"), tenant=tenant)
+    record.completion = JobCompletion(turns, jct)
+    if released:
+        m.job_ends.on_job_release(record, 0.0)
+    else:
+        m.job_ends.on_job_abandon(record, 0.0)
+
+
 def test_metrics_render_stats_and_listeners():
-    m = ServerMetrics(max_tracked_jobs=1)
+    m = ServerMetrics()
     comp = CompletionOutput(0, "ab", [1, 2], "length")
     metrics = RequestMetrics(arrival_time=1.0, first_token_time=1.5, finished_time=2.0)
     m.on_output(RequestOutput("r", "p", [7, 8, 9], [comp], True, new_token_ids=[1, 2], metrics=metrics,
                               job_id="j1"), 2.0)
-    m.on_output(RequestOutput("s", "p", [7], [comp], True, new_token_ids=[1], job_id="j2"), 2.0)  # evicts j1
+    m.on_output(RequestOutput("s", "p", [7], [comp], True, new_token_ids=[1], job_id="j2"), 2.0)
     m.on_abort("t")
-    pins = dict.fromkeys(PIN_COUNTER_NAMES, 2)
-    stats = {"num_running": 3, "prefix_hit_tokens": 4, "pins": pins, "pinned_block_seconds": 1.5}
+    pins = LeaseCounters(**dict.fromkeys(PIN_COUNTER_NAMES, 2))
+    stats = _engine_stats(num_running=3, prefix_hit_tokens=4, pins=pins, pinned_block_seconds=1.5)
     text = m.render(stats).decode()
     got = parse_prometheus(text)
     assert got["agent_engine_requests_running"] == 3
     assert got["agent_engine_prefix_cache_hit_tokens_total"] == 4
     assert all(got[f"agent_engine_pins_{k}_total"] == 2 for k in PIN_COUNTER_NAMES)
     assert got["agent_engine_pinned_block_seconds_total"] == 1.5
+    assert "agent_engine_kv_tier_blocks" not in text and "agent_engine_job_inference_joins_total" not in text
     assert got["agent_engine_requests_finished_total"] == 3 and got["agent_engine_prompt_tokens_total"] == 4
     assert got["agent_engine_time_to_first_token_seconds_count"] == 1
     assert "job_id=" not in text  # job ids are client data: never a label
     assert 'agent_engine_job_turns_by_hint_total{hint_source="none",tenant="default"} 2.0' in text
-    m.on_job_released("j1")  # evicted (max_tracked_jobs=1): nothing to observe
-    m.on_job_released("j2")
-    again = m.render({}).decode()
-    assert "agent_engine_requests_running" not in again
-    assert parse_prometheus(again)["agent_engine_job_turns_at_release_count"] == 1
+    m.on_job_released()  # the route's count; the job's turns come from the engine's job table
+    _job_ended(m, None, turns=3, jct=2.0, released=True)
+    _job_ended(m, None, turns=5, jct=4.0)  # ended by its last step: no release observed
+    again = parse_prometheus(m.render(None).decode())  # no snapshot yet: no engine series
+    assert "agent_engine_requests_running" not in again and again["agent_engine_jobs_released_total"] == 1
+    assert again["agent_engine_job_turns_at_release_count"] == 1 and again["agent_engine_job_turns_at_release_sum"] == 3
+    assert again["agent_engine_job_completion_seconds_count"] == 2
 
 
 def test_a_tenant_reads_only_its_own_series():
@@ -263,8 +286,8 @@ def test_a_tenant_reads_only_its_own_series():
     for rid, tenant, n in (("a", "t-aaa", 2), ("b", "t-bbb", 3)):
         m.on_output(RequestOutput(rid, "p", [7] * n, [comp], True, new_token_ids=[1], tenant=tenant), 1.0)
     m.on_abort("c", "t-bbb")
-    m.on_job_finished("t-aaa/job", 2, 5.0)
-    stats = {"num_running": 3}
+    _job_ended(m, "t-aaa", turns=2, jct=5.0)  # the tenant is the record's field, never read from the id
+    stats = _engine_stats(num_running=3)
     everything = parse_prometheus(m.render(stats).decode())
     assert everything["agent_engine_prompt_tokens_total"] == 5 and everything["agent_engine_requests_running"] == 3
     own = m.render(stats, "t-aaa", sees_all=False).decode()
@@ -286,7 +309,7 @@ def test_llm_engine_and_the_fake_engine_have_every_member_the_server_uses():
 
     members = set(EngineLike.__annotations__) | {
         name for name, value in vars(EngineLike).items() if inspect.isfunction(value) and not name.startswith("_")}
-    assert {"add_request", "step", "knows_job", "release_all_jobs", "job_hooks", "config"} <= members
+    assert {"add_request", "step", "knows_job", "release_all_jobs", "stats", "routing_stats", "config"} <= members
     assert isinstance(FakeEngine(), EngineLike)
     init = inspect.getsource(LLMEngine.__init__)  # no model here: data members are the ones __init__ sets
     missing = [m for m in members if not callable(getattr(LLMEngine, m, None)) and f"self.{m} =" not in init]

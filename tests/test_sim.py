@@ -27,7 +27,7 @@ from agent_engine.sim.sweep import ratio_at_2x_unloaded, run_sweep
 from agent_engine.sim.turns import SimRequest
 from agent_engine.workloads.traces import load_trace
 from agent_engine.workloads.traces.format import TraceJob, TraceTurn
-from scheduler import Request, SamplingParams
+from scheduler import FakeRunner, Request, SamplingParams, Scheduler, SchedulerConfig
 from scheduler.tier_copy import tier_blocks
 
 H100_8B = CostModel(get_model("llama-3.1-8b"), CostConstants.from_gpu(get_gpu("h100")))
@@ -109,10 +109,15 @@ def test_fit_recovers_known_constants() -> None:
 # ---- simulator -----------------------------------------------------------------------------------
 @pytest.mark.core
 def test_inherited_hashes_equal_fresh_hashes() -> None:
-    sp = SamplingParams(max_tokens=4)
+    sp = SamplingParams(max_tokens=3, ignore_eos=True)
     prev = Request("a", list(range(50)), sp, block_size=16, arrival_time=0.0)
-    for t in (7, 7, 7):
-        prev.append_output_token(t)
+    sched = Scheduler(SchedulerConfig(num_blocks=16, block_size=16, max_model_len=128))
+    sched.add_request(prev)
+    runner = FakeRunner(lambda s: 7)
+    while sched.has_unfinished_requests():  # three output tokens appended (and hashed) by the scheduler
+        out = sched.schedule()
+        sched.update(out, runner.execute(out))
+    assert prev.output_token_ids == [7, 7, 7] and len(prev.block_hashes) == 53 // 16
     prompt = prev.all_token_ids + [100] * 30
     fresh = Request("b", prompt, sp, block_size=16, arrival_time=0.0)
     fast = SimRequest("c", prompt, sp, block_size=16, arrival_time=0.0, inherited_hashes=prev.block_hashes)

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from server_fixtures import ThreadServer, assert_error, build_engine, start_thread_server
 
+from agent_engine.engine.engine_stats import GrammarStats
 from agent_engine.engine.grammar_limits import GrammarLimits
 from agent_engine.server.async_engine import AsyncEngine
 from agent_engine.server.server_config import ServerConfig
@@ -64,8 +65,8 @@ def _schema_format(schema: dict[str, Any], strict: bool | None = None) -> dict[s
     return {"type": "json_schema", "json_schema": fmt}
 
 
-def _compile_stats(srv: ThreadServer) -> dict[str, Any]:
-    return srv.stats()["structured_outputs"]
+def _compile_stats(srv: ThreadServer) -> GrammarStats:
+    return srv.stats().grammar
 
 
 # ---- a grammar that costs too much -------------------------------------------------------------------
@@ -94,7 +95,7 @@ def test_a_slow_grammar_is_refused_at_its_budget_while_another_tenant_chats(srv:
     # a latency near their quiet one (generous: the machine may be busy).
     assert statistics.median(during) <= 5 * statistics.median(quiet) + 1.0, (quiet, during)
     assert statistics.median(during) < (end - start) / 2, (during, end - start)
-    assert srv.stats()["num_failed_steps"] == 0
+    assert srv.stats().num_failed_steps == 0
 
 
 def _timed_chat(srv: ThreadServer) -> float:
@@ -110,17 +111,17 @@ def test_a_grammar_past_the_size_cap_is_refused_at_once(srv: ThreadServer) -> No
 
 
 def test_a_client_that_leaves_cancels_its_compile(srv: ThreadServer) -> None:
-    before = _compile_stats(srv)["grammar_compiles_cancelled"]
+    before = _compile_stats(srv).grammar_compiles_cancelled
     slow = _optional_ints(999)  # not cached: its own compile
     with pytest.raises(httpx.ReadTimeout):
         _post(srv, "/v1/chat/completions", {"messages": USER, "max_tokens": 2,
                                             "response_format": _schema_format(slow)}, timeout=1.0)
     deadline = time.monotonic() + 60
-    while _compile_stats(srv)["grammar_compiles_cancelled"] == before:
+    while _compile_stats(srv).grammar_compiles_cancelled == before:
         assert time.monotonic() < deadline, "the compile of a request whose client left was not cancelled"
         time.sleep(0.1)
-    assert _compile_stats(srv)["grammar_compiles_cancelled"] == before + 1
-    assert srv.wait_idle()["num_running"] == 0  # nothing of it reached the engine
+    assert _compile_stats(srv).grammar_compiles_cancelled == before + 1
+    assert srv.wait_idle().scheduler.num_running == 0  # nothing of it reached the engine
     metrics = httpx.get(srv.base_url + "/metrics", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30).text
     assert f"agent_engine_grammar_compiles_cancelled_total {before + 1}" in metrics
 
@@ -143,7 +144,7 @@ EMPTY_LANGUAGE = [
 def test_a_constraint_that_admits_no_output_is_a_400(srv: ThreadServer, path: str, body: dict[str, Any]) -> None:
     err = assert_error(_post(srv, path, {"max_tokens": 8, **body}), 400, "grammar_admits_no_output")
     assert "admits no output" in err["message"]
-    assert srv.stats()["num_failed_steps"] == 0
+    assert srv.stats().num_failed_steps == 0
 
 
 # ---- keywords the library does not enforce -------------------------------------------------------------

@@ -274,7 +274,7 @@ def test_preempted_constrained_requests_still_validate() -> None:
     params = [SamplingParams(max_tokens=48, temperature=1.0, seed=i, structured=StructuredSpec.json(schema))
               for i in range(8)]
     outs = small.generate(["Run a command now, please:"] * 8, params, use_tqdm=False)
-    assert small.engine.stats()["num_preemptions"] > 0
+    assert small.engine.stats().scheduler.num_preemptions > 0
     for o in outs:
         assert o.outputs[0].finish_reason == "stop", o.outputs[0].text
         jsonschema.validate(json.loads(o.outputs[0].text), schema)

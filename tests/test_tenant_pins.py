@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sched_helpers import make_request, run_to_completion
+from sched_helpers import make_request, pinning, run_to_completion
 
 from scheduler import FakeClock, FakeRunner, Scheduler, SchedulerConfig
 from scheduler.invariants import check_invariants
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.core
 def _sched(per_tenant: float) -> Scheduler:
     cfg = SchedulerConfig(num_blocks=41, block_size=4, max_model_len=64, policy="continuum",
                           max_pinned_fraction=0.5, max_pinned_fraction_per_tenant=per_tenant)
-    return Scheduler(cfg, clock=FakeClock(), pin_ttl_fn=lambda r: 30.0)
+    return Scheduler(cfg, clock=FakeClock(), estimator=pinning(lambda r: 30.0))
 
 
 def _finish_turn(s: Scheduler, runner: FakeRunner, rid: str, job: str, tenant: str, base: int) -> None:

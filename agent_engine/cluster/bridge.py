@@ -23,7 +23,8 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+
+from starlette.types import ASGIApp, Message, Scope
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class ResponseStart:
         return next((v.decode("latin-1") for k, v in self.headers if k.lower() == key), None)
 
 
-def _scope(req: ProxiedRequest) -> dict[str, Any]:
+def _scope(req: ProxiedRequest) -> Scope:
     return {
         "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
         "method": req.method.upper(), "scheme": "http", "path": req.path, "raw_path": req.path.encode(),
@@ -76,14 +77,14 @@ def error_start_and_body(status: int, message: str, code: str) -> tuple[Response
                                   (b"content-length", str(len(body)).encode()))), body
 
 
-async def stream_asgi(app: Any, req: ProxiedRequest, cleanup_timeout: float = 5.0
+async def stream_asgi(app: ASGIApp, req: ProxiedRequest, cleanup_timeout: float = 5.0
                       ) -> AsyncIterator[ResponseStart | bytes]:
     """Run ``req`` through ``app``; yield its ``ResponseStart``, then its body chunks (see the module doc)."""
-    queue: asyncio.Queue[Any] = asyncio.Queue()
+    queue: asyncio.Queue[Message | object] = asyncio.Queue()  # messages, then ``_END``
     gone = asyncio.Event()
     delivered = False
 
-    async def receive() -> dict[str, Any]:
+    async def receive() -> Message:
         nonlocal delivered
         if not delivered:
             delivered = True
@@ -91,7 +92,7 @@ async def stream_asgi(app: Any, req: ProxiedRequest, cleanup_timeout: float = 5.
         await gone.wait()
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Message) -> None:
         queue.put_nowait(message)
 
     task = asyncio.ensure_future(app(_scope(req), receive, send))
@@ -121,14 +122,14 @@ async def stream_asgi(app: Any, req: ProxiedRequest, cleanup_timeout: float = 5.
         await _settle(task, cleanup_timeout)
 
 
-def _failure(task: asyncio.Future[Any]) -> str:
+def _failure(task: asyncio.Future[None]) -> str:
     if not task.done() or task.cancelled():
         return "no response"
     exc = task.exception()
     return f"{type(exc).__name__}: {exc}" if exc is not None else "no response"
 
 
-async def _settle(task: asyncio.Future[Any], timeout: float) -> None:
+async def _settle(task: asyncio.Future[None], timeout: float) -> None:
     """Let the app task end on its own (it saw the disconnect), else cancel it; never raises."""
     if not task.done():
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
@@ -141,7 +142,7 @@ async def _settle(task: asyncio.Future[Any], timeout: float) -> None:
         logger.debug("replica app task failed", exc_info=task.exception())
 
 
-async def collect(app: Any, req: ProxiedRequest) -> tuple[ResponseStart, bytes]:
+async def collect(app: ASGIApp, req: ProxiedRequest) -> tuple[ResponseStart, bytes]:
     """The whole response of ``req`` (for small answers: health, metrics, job release)."""
     start: ResponseStart | None = None
     chunks: list[bytes] = []

@@ -21,14 +21,18 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, NoReturn
 
 from agent_engine.cluster.ingress import Ingress
 from agent_engine.cluster.replica import EngineReplica
 from agent_engine.cluster.routers import ROUTER_CLASSES
 from agent_engine.config import EngineConfig
+from agent_engine.json_types import JsonValue
 from agent_engine.routing import ClusterConfig
 from agent_engine.server.server_config import ServerConfig
+
+if TYPE_CHECKING:
+    from ray.serve import Application
 
 __all__ = ["ENGINE_DEPLOYMENT", "INGRESS_DEPLOYMENT", "app_builder", "build_application",
            "local_replica_threads", "parse_flags"]
@@ -46,7 +50,7 @@ def local_replica_threads(cluster: ClusterConfig) -> int:
 
 
 def build_application(engine_config: EngineConfig, server_config: ServerConfig, cluster: ClusterConfig,
-                      threads: int | None = None) -> Any:
+                      threads: int | None = None) -> Application:
     """The bound Ray Serve application (ingress -> engine replicas); ``threads``: torch threads per
     replica (None: ``cluster.replica_threads``, else torch's default on the replica's node)."""
     from ray import serve
@@ -69,7 +73,7 @@ def build_application(engine_config: EngineConfig, server_config: ServerConfig, 
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise ValueError(message)
 
 
@@ -83,7 +87,7 @@ def parse_flags(argv: list[str]) -> tuple[EngineConfig, ServerConfig, ClusterCon
     return EngineConfig.from_args(ns), ServerConfig.from_args(ns), ClusterConfig.from_args(ns)
 
 
-def args_to_flags(args: Mapping[str, Any]) -> list[str]:
+def args_to_flags(args: Mapping[str, JsonValue]) -> list[str]:
     """``{"num_kv_blocks": 64, "soft_pins": False}`` -> ``["--num-kv-blocks", "64", "--no-soft-pins"]``."""
     argv: list[str] = []
     for key, value in args.items():
@@ -96,7 +100,7 @@ def args_to_flags(args: Mapping[str, Any]) -> list[str]:
     return argv
 
 
-def app_builder(args: Mapping[str, Any]) -> Any:
+def app_builder(args: Mapping[str, JsonValue]) -> Application:
     """Ray Serve application builder (``serve run`` / ``serve deploy``): ``args`` are the serve flags."""
     engine_config, server_config, cluster = parse_flags(args_to_flags(args or {}))
     return build_application(engine_config, server_config, cluster)

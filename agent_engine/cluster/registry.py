@@ -10,16 +10,33 @@ Invariant: weak references only: a router that Ray drops disappears from here wi
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from collections.abc import Sized
+from typing import Protocol
 
-_ROUTERS: dict[str, weakref.WeakSet[Any]] = {}
+from agent_engine.json_types import JsonObject
+from agent_engine.routing import RoutingCounters
 
 
-def register(deployment: str, router: Any) -> None:
+class ClusterRouter(Protocol):
+    """A request router as the ingress reads it: its counters, its live replicas, its view, and the
+    job it forgets when the client releases it."""
+
+    counters: RoutingCounters
+    curr_replicas: Sized
+
+    def view(self) -> JsonObject: ...
+
+    def forget_job(self, job_id: str) -> None: ...
+
+
+_ROUTERS: dict[str, weakref.WeakSet[ClusterRouter]] = {}
+
+
+def register(deployment: str, router: ClusterRouter) -> None:
     """Record ``router`` as one of ``deployment``'s routers in this process."""
     _ROUTERS.setdefault(deployment, weakref.WeakSet()).add(router)
 
 
-def routers_of(deployment: str) -> list[Any]:
+def routers_of(deployment: str) -> list[ClusterRouter]:
     """The live routers of ``deployment`` in this process."""
     return list(_ROUTERS.get(deployment, ()))

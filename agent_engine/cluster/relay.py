@@ -23,11 +23,12 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 from ray.serve.exceptions import DeploymentUnavailableError
+from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from agent_engine.cluster.bridge import ProxiedRequest, ResponseStart, error_start_and_body
 from agent_engine.cluster.cluster_metrics import ClusterMetrics
@@ -48,7 +49,7 @@ class _Head:
         self.start, self.chunks, self.done = start, chunks, done
 
 
-async def _read_head(gen: Any) -> _Head:
+async def _read_head(gen: DeploymentResponseGenerator) -> _Head:
     first = await gen.__anext__()
     if not isinstance(first, ResponseStart):
         raise RuntimeError(f"replica answered {type(first).__name__} before its status line")
@@ -77,8 +78,8 @@ def error_response(status: int, message: str, code: str, path: str = "") -> Resp
     return Response(body, status_code=status, media_type="application/json")
 
 
-async def relay(handle: Any, req: ProxiedRequest, metrics: ClusterMetrics,
-                sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> Response:
+async def relay(handle: DeploymentHandle, req: ProxiedRequest, metrics: ClusterMetrics,
+                sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> Response:
     """Answer ``req`` from a replica chosen by the handle's request router (see the module docstring)."""
     key = route_key(req.body, {k.decode("latin-1"): v.decode("latin-1") for k, v in req.headers})
     streamed = handle.options(stream=True)
@@ -118,11 +119,11 @@ def stream_error_event(path: str, message: str) -> bytes:
 class RelayResponse(Response):
     """A response whose status, headers and body come from the replica's streamed call."""
 
-    def __init__(self, gen: Any, head: _Head, path: str, metrics: ClusterMetrics) -> None:
+    def __init__(self, gen: DeploymentResponseGenerator, head: _Head, path: str, metrics: ClusterMetrics) -> None:
         super().__init__(status_code=head.start.status)
         self.gen, self.head, self.path, self.cluster_metrics = gen, head, path, metrics
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         head = self.head
         await send({"type": "http.response.start", "status": head.start.status,
                     "headers": list(head.start.headers)})
@@ -135,7 +136,7 @@ class RelayResponse(Response):
         finally:
             self.gen.cancel()
 
-    async def _rest(self, send: Any) -> None:
+    async def _rest(self, send: Send) -> None:
         try:
             async for item in self.gen:
                 if isinstance(item, bytes) and item:

@@ -18,7 +18,8 @@ sends it HTTP requests as data (``bridge.ProxiedRequest``):
   ``timeout`` seconds, abort the rest (streams end with ``finish_reason: "abort"`` and ``[DONE]``);
   returns once nothing runs. The cluster's stop calls it on every replica before Ray tears down.
 
-Invariants: the engine is touched only on its own thread (stats through ``AsyncEngine.call``);
+Invariants: the engine is touched only on its own thread (its routing stats and whether it is busy are
+typed questions to ``AsyncEngine``, never code run on its thread);
 closing a stream (the client went away) disconnects the app's request, which aborts it in the engine.
 """
 
@@ -29,7 +30,6 @@ import os
 import socket
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 from agent_engine.cluster.bridge import (
     ProxiedRequest,
@@ -39,22 +39,17 @@ from agent_engine.cluster.bridge import (
     stream_asgi,
 )
 from agent_engine.config import EngineConfig
+from agent_engine.engine.engine_stats import RoutingStats
 from agent_engine.routing import RouteKey
 from agent_engine.server.server_config import ServerConfig
 
 DRAIN_MARGIN_S = 2.0  # past the drain timeout: the aborts' last events reach their streams
 
 
-def routing_snapshot(engine: Any) -> dict[str, Any]:
-    """The routing stats of an ``LLMEngine`` (call on its engine thread)."""
-    s = engine.scheduler
-    pool = s.kv.pool
-    return {
-        "leases": s.held_jobs(),  # pinned, or with blocks in the second tier
-        "active_jobs": sorted({r.job_id for r in s.requests.values() if r.job_id}),
-        "free_blocks": int(pool.num_free_blocks), "num_blocks": int(pool.num_blocks - 1),
-        "num_waiting": len(s.waiting), "num_running": len(s.running),
-    }
+def routing_payload(stats: RoutingStats) -> dict[str, object]:
+    """``stats`` as the routers read it (``routers``: plain lists and numbers, sent through Ray)."""
+    return {"leases": list(stats.leases), "active_jobs": list(stats.active_jobs), "free_blocks": stats.free_blocks,
+            "num_blocks": stats.num_blocks, "num_waiting": stats.num_waiting, "num_running": stats.num_running}
 
 
 class EngineReplica:
@@ -94,8 +89,10 @@ class EngineReplica:
             start, body = error_start_and_body(504, message, "replica_timeout")
         return self.replica_id, start, body
 
-    async def record_routing_stats(self) -> dict[str, Any]:
-        stats = await self.async_engine.call(routing_snapshot) if self.async_engine.healthy else {}
+    async def record_routing_stats(self) -> dict[str, object]:
+        """The engine's ``RoutingStats`` (none while it is unhealthy) with this replica's clock and names,
+        as the plain dict Ray hands the routers."""
+        stats = routing_payload(await self.async_engine.routing_stats()) if self.async_engine.healthy else {}
         return {**stats, "at": time.time(), "pid": os.getpid(), "host": socket.gethostname(),
                 "replica": self.replica_id}
 
@@ -104,7 +101,7 @@ class EngineReplica:
         self.async_engine.begin_drain(timeout)
         deadline = time.monotonic() + timeout + DRAIN_MARGIN_S
         while time.monotonic() < deadline and self.async_engine.healthy:
-            if not await self.async_engine.call(lambda e: e.has_unfinished_requests()):
+            if not await self.async_engine.has_unfinished_requests():
                 return True
             await asyncio.sleep(0.1)
         return not self.async_engine.healthy

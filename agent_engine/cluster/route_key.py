@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
+from agent_engine.json_types import JsonValue
 from agent_engine.routing import RouteKey, text_chain
 from agent_engine.server.hints import resolve_job
 
@@ -38,7 +38,7 @@ def route_key(body: bytes, headers: Mapping[str, str], max_chunks: int = MAX_CHU
     return RouteKey(job_id, text_chain(prompt_text(parsed), limit=max_chunks))
 
 
-def prompt_text(body: Mapping[str, Any]) -> str:
+def prompt_text(body: Mapping[str, JsonValue]) -> str:
     """The prompt text a request's prefix is read from ('' when it has none)."""
     prompt = body.get("prompt")
     if prompt is not None:
@@ -55,7 +55,7 @@ def prompt_text(body: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-def _prompt(prompt: Any) -> str:
+def _prompt(prompt: JsonValue) -> str:
     if isinstance(prompt, str):
         return prompt
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
@@ -65,7 +65,7 @@ def _prompt(prompt: Any) -> str:
     return ""
 
 
-def _content(content: Any) -> str:
+def _content(content: JsonValue) -> str:
     if content is None:
         return ""
     if isinstance(content, str):

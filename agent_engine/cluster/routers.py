@@ -24,13 +24,14 @@ requests Ray accepted and drops them when Ray completes them.
 from __future__ import annotations
 
 import time
-from typing import Any
 
+from ray.serve._private.replica_result import ReplicaResult
 from ray.serve._private.request_router import PowerOfTwoChoicesRequestRouter
 from ray.serve.experimental.round_robin_router import RoundRobinRouter
 from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, RunningReplica
 
 from agent_engine.cluster import registry
+from agent_engine.json_types import JsonObject
 from agent_engine.routing import AffinityPolicy, ReplicaView, RouteKey, RoutingCounters
 from agent_engine.routing.policies import DEFAULT_MAX_IMBALANCE
 
@@ -49,7 +50,7 @@ class _ClusterRouting:
 
     counters: RoutingCounters
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:  # Ray's router arguments, passed on
         super().__init__(*args, **kwargs)
         self.counters = RoutingCounters()
         self._inflight: dict[str, tuple[str, str | None]] = {}  # internal request id -> (replica, job)
@@ -68,7 +69,7 @@ class _ClusterRouting:
             out[rid] = (n + 1, jobs)
         return out
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> JsonObject:
         """The router's counters and, per live replica, its queue and last routing stats (for the ingress)."""
         replicas = {}
         inflight = self.inflight_by_replica()
@@ -84,7 +85,7 @@ class _ClusterRouting:
         cached = self.replica_queue_len_cache.get(r.replica_id)  # type: ignore[attr-defined]
         return max(cached or 0, inflight.get(r.replica_id.unique_id, (0, set()))[0])
 
-    def on_request_routed(self, pending_request: PendingRequest, replica_id: ReplicaID, result: Any) -> None:
+    def on_request_routed(self, pending_request: PendingRequest, replica_id: ReplicaID, result: ReplicaResult) -> None:
         super().on_request_routed(pending_request, replica_id, result)  # type: ignore[misc]
         route = _route_of(pending_request)
         if route is None:
@@ -113,7 +114,7 @@ class _ClusterRouting:
 class AffinityRequestRouter(_ClusterRouting, RequestRouter):
     """Job affinity with bounded load (``routing.AffinityPolicy``); see the module docstring."""
 
-    def initialize_state(self, max_imbalance: int = DEFAULT_MAX_IMBALANCE, **kwargs: Any) -> None:
+    def initialize_state(self, max_imbalance: int = DEFAULT_MAX_IMBALANCE, **kwargs: object) -> None:
         self.policy = AffinityPolicy(max_imbalance=max_imbalance, stats_slack_s=STATS_SLACK_S)
         self.counters = self.policy.counters
 
@@ -172,7 +173,7 @@ class _CountingMixin:
     counters: RoutingCounters
 
     async def choose_replicas(self, candidate_replicas: list[RunningReplica],
-                              pending_request: PendingRequest | None = None) -> Any:
+                              pending_request: PendingRequest | None = None) -> list[list[RunningReplica]]:
         if _route_of(pending_request) is not None:
             self.counters.routed += 1
             self.counters.spread += 1

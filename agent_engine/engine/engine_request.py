@@ -13,6 +13,10 @@ Invariants:
 - ``grammar``, when set, is ``params.structured`` compiled for this engine's tokenizer (the engine
   refuses any other); without it the engine compiles the constraint itself.
 - ``arrival_time`` None means "now by the engine's clock when it takes the request".
+- ``tool_reader``, when set, reads the output's tool calls as the API returns them (the server's
+  parser, chosen when the prompt was rendered); the engine hands it, with its tokenizer, to the
+  scheduler's request (``engine.turn_reader.DecodedTurn``), so the estimator names the turn's tool
+  from the calls the client saw (a forced call's opening lives in the prompt, not the output).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 
 from agent_engine.engine.grammar_build import ReadyGrammar
 from scheduler import NO_HINTS, JobHints, SamplingParams, StructuredSpec
+from scheduler.turn_output import ToolReader
 
 __all__ = ["EngineRequest"]
 
@@ -36,6 +41,7 @@ class EngineRequest:
     hints: JobHints = NO_HINTS
     grammar: ReadyGrammar | None = None
     arrival_time: float | None = None
+    tool_reader: ToolReader | None = None
 
     def __post_init__(self) -> None:
         if not self.prompt_token_ids:

@@ -1,5 +1,6 @@
 """Builds an engine's parts from an ``EngineConfig``: model, runner, KV pool size, scheduler config,
-pin-TTL policy and the optional scheduler trace. Kept apart so ``LLMEngine`` stays about the step."""
+the estimator's job hooks and the optional scheduler trace. Kept apart so ``LLMEngine`` stays about
+the step."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from agent_engine.config import EngineConfig
 from agent_engine.engine.job_hooks import JobHooks
-from scheduler import Clock, Request, SchedulerConfig, policy_class
+from scheduler import Clock, SchedulerConfig
 from scheduler.tier_copy import KVBlockShape, store_block_bytes, tier_blocks
 
 if TYPE_CHECKING:  # torch and transformers load only when an engine is built
@@ -40,7 +41,6 @@ class EngineParts:
     runner: ModelRunner
     sched_config: SchedulerConfig
     job_hooks: JobHooks
-    pin_ttl_fn: Callable[[Request], float] | None
     trace_sink: TraceSink | None
     close_trace: Callable[[], None] | None
 
@@ -154,14 +154,13 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
                          kv_cache_dtype=config.kv_cache_dtype, quantized=loaded.quantized,
                          decode_graph_rows=config.max_num_seqs if config.cuda_graphs else 0)
     sched_config = config.scheduler_config(num_blocks, max_len, num_offload)
-    tracker = JobHooks.build(config, clock, loaded.tokenizer, runner)
-    pin_fn = tracker.pin_ttl if policy_class(config.policy).uses_pins else None
+    tracker = JobHooks.build(config, clock, runner)
     sink, close = _trace_writer(config.sched_trace)
     logger.info("engine: model=%s weights=%s device=%s dtype=%s kv_dtype=%s kv_blocks=%d offload_blocks=%d block_size=%d "
                 "max_model_len=%d tokens_per_step=%d policy=%s", loaded.name,
                 "gguf-native" if loaded.quantized is not None else "float", device, config.dtype, kv_dtype, num_blocks,
                 num_offload, config.block_size, max_len, config.token_budget, config.policy)
-    return EngineParts(loaded, runner, sched_config, tracker, pin_fn, sink, close)
+    return EngineParts(loaded, runner, sched_config, tracker, sink, close)
 
 
 def _trace_writer(path: str | None) -> tuple[TraceSink | None, Callable[[], None] | None]:

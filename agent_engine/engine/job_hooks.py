@@ -1,50 +1,51 @@
-"""The engine's agent-job hooks: the bridge between the engine's requests and the estimator.
+"""The engine's agent-job hooks: the estimator, as the first listener of the scheduler's job table.
 
-The scheduler decides pins but holds only token ids; this adapter owns the tokenizer view. It is
-the pin-TTL callback the scheduler calls for a finished non-final CONTINUUM turn, and it feeds the
-estimator what the engine measures: turn finish/arrival times (tool durations), queueing delays of
-returning turns that found no pin (T), and finished jobs' turn counts (eta). It is a listener of the
-scheduler's job table (``attach``): a job's arrival and release reach it from there, once each. The
-per-job state (first arrival, turn count, the pending turn) is on the job's record in that table
-(``JobRecord.estimate``, written by the estimators); this adapter keeps only the finished-job totals
-and listeners, and the per-tenant estimators (keyed by tenant, not job).
-Invariants: each finished non-final turn is recorded with the estimator exactly once (the request's
-``turn_recorded`` says pin_ttl did it); a request's observations go to its tenant's own estimator
-(``estimator_for``), so one tenant's tool timings never move another tenant's TTLs. A request whose output the server reads for tool calls registers
-that reader (``read_output_with``): its calls name the turn's tool exactly as the API returned them
-(a forced call's opening lives in the prompt, not the output); readers are dropped when their request
-finishes, and at most ``MAX_OUTPUT_READERS`` are kept (a request rejected after rendering never finishes).
+The scheduler decides pins but holds only token ids; the estimator parses text and measures time.
+``JobHooks`` connects them the one way a job's life flows: it is the listener the scheduler tells of
+each job event first (``wire_scheduler``, the one function that wires the engine's and the
+simulator's schedulers), and it writes what it decides onto the job's record, where the listeners
+told after it read it:
+- a turn arrives: the job's turn is counted and a pending tool call measured; the job's first arrival
+  is on the record (``JobRecord.first_arrival``: CONTINUUM orders by it), and so is its estimate, whose
+  ``expected_return`` the prefetcher asks;
+- a turn ends: the turn is recorded with its tool (a client ``tool_name`` hint, else the tool call its
+  output issued, read with the request's own ``output_reader``: the engine's tokenizer and the
+  server's tool-call parser, ``DecodedTurn``), and, where the policy pins (``pins``), the pin TTL is
+  chosen and written (``JobRecord.ttl``); a returning turn that found no pin feeds the queueing delay
+  T and the reload-cost correction; a final turn ends the job;
+- a turn is aborted: a final one ends the job; the client releases the job, or job inference abandons
+  it: the job ends.
+A job that ends writes its turns and JCT on the record (``JobRecord.completion``), for the listeners
+after it (the server's metrics).
+
+Invariants: each finished turn of a tracked job is recorded with the estimator exactly once (one event
+per turn end); a request's observations go to its tenant's own estimator (``estimator_for``), so one
+tenant's tool timings never move another tenant's TTLs; every estimator keeps its per-job state on the
+scheduler's table (``keep_jobs_in``, before any job arrives); nothing calls these hooks but the table.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent_engine.config import EngineConfig
 from estimator import Estimator, EstimatorConfig, ReloadCostModel
-from scheduler import Clock, Request, RequestStatus, policy_class
-from scheduler.job_record import JobRecord
+from scheduler import Clock, Request, Scheduler, SchedulerConfig, policy_class
+from scheduler.job_record import JobCompletion, JobRecord
 from scheduler.job_table import JobListener, JobTable
+from scheduler.turn_output import NO_OUTPUT
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["PROFILE_LENGTHS", "JobHooks", "wire_scheduler"]
 
 # Context lengths timed at start-up to fit the reload cost R(ctx) of the paper's TTL rule.
 PROFILE_LENGTHS = (64, 256, 512, 1024, 2048)
 
-JobEndedFn = Callable[[str, int, float], None]  # (job_id, turns, jct_seconds)
-ToolCalls = list[dict[str, object]]  # OpenAI-style tool_calls
-OutputReader = Callable[[str], ToolCalls]  # decoded output -> its tool calls
-MAX_OUTPUT_READERS = 4096
-
-
-class TextDecoder(Protocol):
-    """The tokenizer as the hooks use it: token ids back to text."""
-
-    def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = ...) -> str: ...
+TraceSink = Callable[[dict], None]
 
 
 class ProfilingRunner(Protocol):
@@ -75,20 +76,25 @@ def _profile_tier_load(est: Estimator, runner: ProfilingRunner, lengths: list[in
 
 @dataclass
 class JobHooks(JobListener):
+    """The estimators (one per tenant) as the job table's first listener; see the module docstring."""
+
     estimator: Estimator
-    tokenizer: TextDecoder | None
     clock: Clock
-    job_listeners: list[JobEndedFn] = field(default_factory=list)
+    pins: bool = False  # the policy pins finished turns: a TTL is chosen for each non-final one
     probably_final_ttl: float = 2.0
     jobs_finished: int = 0
     jct_sum: float = 0.0
     tenant_estimators: dict[str, Estimator] = field(default_factory=dict)  # keyed by tenant
-    output_readers: OrderedDict[str, OutputReader] = field(default_factory=OrderedDict)  # by request id
-    job_table: JobTable | None = None  # the scheduler's, once ``attach``ed
+    job_table: JobTable | None = None  # the scheduler's, once its estimators keep their jobs there
 
     @classmethod
-    def build(cls, config: EngineConfig, clock: Clock, tokenizer: TextDecoder | None,
-              runner: ProfilingRunner) -> JobHooks:
+    def of(cls, config: EngineConfig, estimator: Estimator, clock: Clock) -> JobHooks:
+        """The hooks of an engine configured by ``config`` (the engine's and the simulator's)."""
+        return cls(estimator, clock, pins=policy_class(config.policy).uses_pins,
+                   probably_final_ttl=config.soft_pin_grace)
+
+    @classmethod
+    def build(cls, config: EngineConfig, clock: Clock, runner: ProfilingRunner) -> JobHooks:
         """An estimator configured from the engine config; profiles R(ctx) on the model if asked."""
         est = Estimator(
             EstimatorConfig(
@@ -106,121 +112,76 @@ class JobHooks(JobListener):
             if config.reload_cost_profile is None and config.profile_reload_cost:
                 _profile_prefill(est, runner, lengths)
             _profile_tier_load(est, runner, lengths)  # cheap copies; a no-op without a tier
-        return cls(est, tokenizer, clock, probably_final_ttl=config.soft_pin_grace)
+        return cls.of(config, est, clock)
 
-    # ---- scheduler callback ------------------------------------------------------------------
-    def pin_ttl(self, req: Request) -> float:
-        """TTL for a finished non-final turn: a client ``tool_name`` hint wins over parsing its text.
-
-        A turn of an inferred job whose output issued no tool call is probably final: it keeps at
-        most ``probably_final_ttl`` seconds (its lease is cheap and soft anyway)."""
-        est = self.estimator_for(req.tenant)
-        text = None
-        calls = None
-        probably_final = False
-        if req.tool_name is None:
-            text = self._decode(req.output_token_ids)
-            calls = self._read_calls(self.output_readers.get(req.request_id), text)
-            probably_final = req.job_inferred and est.parse_tool(text, calls) is None
-        turns = (est.job_turns(req.job_id) if req.job_id else None) or 1
-        decision = est.on_turn_finished(
-            req.job_id, text=text, tool_calls=calls, tool_name=req.tool_name, context_tokens=req.num_tokens,
-            turn_index=turns - 1, ttl_hint=req.tool_ttl_hint,
-            finish_time=req.finished_time,
-        )
-        req.turn_recorded = True
-        return min(decision.ttl, self.probably_final_ttl) if probably_final else decision.ttl
-
-    def _decode(self, token_ids: Sequence[int]) -> str:
-        if self.tokenizer is None:
-            raise ValueError("reading a turn's tool from its text needs a tokenizer")
-        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
-
-    def expected_return(self, job_id: str, tenant: str | None = None) -> float | None:
-        """When ``job_id``'s pending turn is expected back (clock time; None if no turn is pending): the
-        scheduler's prefetch from the second tier asks this."""
-        return self.estimator_for(tenant).expected_return_time(job_id)
-
-    # ---- the scheduler's job table -----------------------------------------------------------
-    def attach(self, jobs: JobTable) -> None:
-        """Listen to the scheduler's job table and keep every estimator's per-job state on its records
-        (before any job arrives: ``ValueError`` otherwise)."""
+    def keep_jobs_in(self, jobs: JobTable) -> None:
+        """Keep every estimator's per-job state on ``jobs``' records (the scheduler's table), before any
+        job arrives (``ValueError`` otherwise)."""
         if self.job_table is not None or self.tenant_estimators:
-            raise ValueError("job hooks attach to one job table, before any tenant's job arrives")
+            raise ValueError("job hooks keep their jobs in one job table, chosen before any tenant's job arrives")
         self.estimator.keep_jobs_in(jobs)
         self.job_table = jobs
-        jobs.listen(self)
 
+    # ---- the job table's events ----------------------------------------------------------------
     def on_job_arrival(self, record: JobRecord, request: Request, now: float) -> None:
-        """A turn of the job was added to the scheduler: stamp its program-order key (the job's first arrival)."""
-        request.job_arrival_time = self.on_arrival(record.job_id, request.arrival_time, record.tenant)
+        """Count the turn (measuring the pending tool call); the job's first arrival is on its record."""
+        self.estimator_for(record.tenant).on_turn_arrival(record.job_id, request.arrival_time)
 
-    def on_job_release(self, record: JobRecord, now: float) -> None:
-        """The client ended the job: it ends in its tenant's estimator, as of ``now``."""
-        self._end_job(record.job_id, now)
-
-    # ---- engine hooks ------------------------------------------------------------------------
-    def on_arrival(self, job_id: str, now: float, tenant: str | None = None) -> float:
-        """A turn of ``job_id`` arrived; returns the job's first arrival (program-level FCFS key). Told by
-        the job table once attached; a caller without a table (the simulator) calls it itself."""
-        return self.estimator_for(tenant).on_turn_arrival(job_id, now)
-
-    def on_finished(self, req: Request, text: str) -> None:
-        """A request ended (any reason). Records the turn, its queueing delay and a finished job."""
-        rid = req.request_id
-        already = req.turn_recorded
-        reader = self.output_readers.pop(rid, None)
-        if req.job_id is None:
-            return
-        est = self.estimator_for(req.tenant)
-        turns = est.job_turns(req.job_id)
+    def on_turn_end(self, record: JobRecord, request: Request, now: float) -> None:
+        """Record the turn (with its pin TTL, written on the record, where the policy pins), its
+        queueing delay and reload if it found no pin; a final turn ends the job."""
+        est = self.estimator_for(request.tenant)
+        turns = est.job_turns(record.job_id)
+        recorded = self.pins and not request.is_last_step
+        if recorded:
+            record.ttl = self._pin_ttl(est, record.job_id, request, turns)
         if turns is None:
             return
-        if req.status is RequestStatus.FINISHED_ABORTED:
-            if req.is_last_step:  # the job is over even if its last turn was cut short
-                self._end_job(req.job_id, req.finished_time or self.clock.now())
-            return
+        self._record_delays(est, request, turns)
+        if request.is_last_step:
+            self._end_job(record, request.finished_time or now)
+        elif not recorded:
+            out = NO_OUTPUT if request.tool_name is not None else request.read_output()
+            tool = request.tool_name or est.parse_tool(out.text, out.tool_calls)
+            est.record_turn_finished(record.job_id, tool, request.finished_time,
+                                     context_tokens=request.num_tokens, turn_index=turns - 1)
+
+    def on_turn_abort(self, record: JobRecord, request: Request, now: float) -> None:
+        """An aborted final turn ends the job (it is over even if cut short); nothing else is recorded."""
+        if request.is_last_step and self.estimator_for(request.tenant).job_turns(record.job_id) is not None:
+            self._end_job(record, request.finished_time or now)
+
+    def on_job_release(self, record: JobRecord, now: float) -> None:
+        """The client ended the job: it ends, as of ``now``."""
+        self._end_job(record, now)
+
+    def on_job_abandon(self, record: JobRecord, now: float) -> None:
+        """Nobody will continue the job (job inference forgot it): it ends as of its last turn, ``now``."""
+        self._end_job(record, now)
+
+    # ---- the estimators ------------------------------------------------------------------------
+    def _pin_ttl(self, est: Estimator, job_id: str, request: Request, turns: int | None) -> float:
+        """TTL for a finished non-final turn (recorded with it): a client ``tool_name`` hint wins over
+        reading its output. A turn of an inferred job whose output issued no tool call is probably
+        final: it keeps at most ``probably_final_ttl`` seconds (its lease is cheap and soft anyway)."""
+        out = NO_OUTPUT if request.tool_name is not None else request.read_output()
+        probably_final = (request.tool_name is None and request.job_inferred
+                          and est.parse_tool(out.text, out.tool_calls) is None)
+        decision = est.on_turn_finished(
+            job_id, text=out.text, tool_calls=out.tool_calls, tool_name=request.tool_name,
+            context_tokens=request.num_tokens, turn_index=(turns or 1) - 1, ttl_hint=request.tool_ttl_hint,
+            finish_time=request.finished_time,
+        )
+        return min(decision.ttl, self.probably_final_ttl) if probably_final else decision.ttl
+
+    @staticmethod
+    def _record_delays(est: Estimator, req: Request, turns: int) -> None:
+        """A returning turn that found no pin: its queueing delay (T) and its reload time."""
         if turns > 1 and not req.pin_hit and req.first_scheduled_time is not None:
             est.record_unpinned_queue_delay(req.first_scheduled_time - req.arrival_time)
             if req.first_token_time is not None:
                 recomputed = req.num_prompt_tokens - max(0, req.num_cached_tokens)
                 est.record_reload(recomputed, req.first_token_time - req.first_scheduled_time)
-        if req.is_last_step:
-            self._end_job(req.job_id, req.finished_time or self.clock.now())
-        elif not already:
-            tool = req.tool_name or est.parse_tool(text, self._read_calls(reader, text))
-            est.record_turn_finished(req.job_id, tool, req.finished_time,
-                                                context_tokens=req.num_tokens, turn_index=turns - 1)
-
-    def read_output_with(self, request_id: str, reader: OutputReader) -> None:
-        """Name ``request_id``'s tool from ``reader(decoded output)`` (the server's tool-call parser)."""
-        self.output_readers[request_id] = reader
-        self.output_readers.move_to_end(request_id)
-        while len(self.output_readers) > MAX_OUTPUT_READERS:
-            self.output_readers.popitem(last=False)
-
-    @staticmethod
-    def _read_calls(reader: OutputReader | None, text: str) -> ToolCalls | None:
-        if reader is None:
-            return None
-        try:
-            return reader(text)
-        except Exception:  # noqa: BLE001 - a reader must never take the engine down
-            logger.exception("tool-call reader failed")
-            return None
-
-    def on_job_released(self, job_id: str) -> None:
-        """The client ended the job (DELETE /v1/jobs/{id}); idempotent. Once attached the job table tells
-        ``on_job_release``; a caller without a table (the simulator) calls this itself."""
-        self._end_job(job_id, self.clock.now())
-
-    def end_job(self, job_id: str, at: float) -> None:
-        """End a job nobody will continue (an inferred job the index forgot) as of ``at``; idempotent."""
-        self._end_job(job_id, at)
-
-    def knows_job(self, job_id: str) -> bool:
-        """Whether some tenant's estimator tracks ``job_id`` (it has turns and has not ended)."""
-        return any(e.job_turns(job_id) is not None for e in (self.estimator, *self.tenant_estimators.values()))
 
     def estimator_for(self, tenant: str | None) -> Estimator:
         """The tenant's own estimator (its observations only; the shared prior is the configured
@@ -237,10 +198,12 @@ class JobHooks(JobListener):
             self.tenant_estimators[tenant] = est
         return est
 
-    def _end_job(self, job_id: str, now: float) -> None:
+    def _end_job(self, record: JobRecord, now: float) -> None:
+        """End the job in the estimator tracking it (idempotent: an ended job is no one's); its turns and
+        JCT go on the record (``completion``) for the listeners after this one."""
         ended = None
         for est in (self.estimator, *self.tenant_estimators.values()):
-            ended = est.end_job(job_id)
+            ended = est.end_job(record.job_id)
             if ended is not None:
                 break
         if ended is None:
@@ -249,8 +212,7 @@ class JobHooks(JobListener):
         jct = max(0.0, now - first_arrival)
         self.jobs_finished += 1
         self.jct_sum += jct
-        for fn in self.job_listeners:
-            fn(job_id, turns, jct)
+        record.completion = JobCompletion(turns, jct)
 
     def stats(self) -> dict[str, object]:
         return {
@@ -260,3 +222,12 @@ class JobHooks(JobListener):
             "jct_sum_seconds": self.jct_sum,
             "estimator": self.estimator.snapshot(),
         }
+
+
+def wire_scheduler(config: SchedulerConfig, clock: Clock, hooks: JobHooks,
+                   trace_sink: TraceSink | None = None) -> Scheduler:
+    """The scheduler of an engine or a simulation, wired one way: its job table holds the estimators'
+    per-job state, and ``hooks`` hear each job event first (then the policy, the tier, the prefetcher)."""
+    jobs = JobTable()
+    hooks.keep_jobs_in(jobs)
+    return Scheduler(config, clock=clock, trace_sink=trace_sink, estimator=hooks, jobs=jobs)

@@ -7,11 +7,12 @@ differences that come from nobody having said what the job is: until the job is 
 strongly joined it ``CONFIRMED_JOINS`` times: then it is pinned like a declared job), a finished
 turn is pinned as a cheap, wholly soft lease (``Request.job_inferred``); and a turn whose output
 issued no tool call is taken as probably final (``JobHooks`` gives it only the shortest lease). With no last-step signal an
-inferred job ends when it is forgotten: idle for ``MAX_IDLE_S`` or pushed out of the bounded index.
+inferred job ends when it is forgotten: idle for ``MAX_IDLE_S`` or pushed out of the bounded index; the
+job table publishes that (``JobTable.abandon``) to its listeners (the estimator ends the job).
 
 Invariants: only requests without a client job are touched; an inferred job is in the index only
 between its turns (its strong joins ride on its running request meanwhile); a job the index forgets
-is ended with the estimator as of its last turn's finish.
+is abandoned on the job table as of its last turn's finish.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from agent_engine.engine.engine_stats import InferenceStats
 from scheduler import Request, RequestStatus
 from scheduler.job_index import JobIndex
 from scheduler.job_table import MAX_JOBS
@@ -30,10 +32,10 @@ MAX_IDLE_S = 600.0
 CONFIRMED_JOINS = 2
 
 
-class JobEnder(Protocol):
-    """Who ends a job nobody will continue (the engine's ``JobHooks``)."""
+class JobAbandoner(Protocol):
+    """Where a job nobody will continue is published (the scheduler's ``JobTable``)."""
 
-    def end_job(self, job_id: str, at: float) -> None: ...
+    def abandon(self, job_id: str, at: float) -> object: ...
 
 
 class ChatTokenizer(Protocol):
@@ -50,10 +52,10 @@ class ChatTokenizer(Protocol):
 class JobInference:
     """Assigns inferred jobs to hint-less requests and remembers finished inferred turns."""
 
-    def __init__(self, block_size: int, job_hooks: JobEnder, max_jobs: int = MAX_JOBS,
+    def __init__(self, block_size: int, jobs: JobAbandoner, max_jobs: int = MAX_JOBS,
                  max_idle_s: float = MAX_IDLE_S, tokenizer: ChatTokenizer | None = None) -> None:
         self.index = JobIndex(block_size, max_jobs=max_jobs, prompt_slack=generation_prompt_len(tokenizer))
-        self.job_hooks = job_hooks
+        self.jobs = jobs
         self.max_idle_s = max_idle_s
 
     def assign(self, req: Request) -> None:
@@ -78,10 +80,10 @@ class JobInference:
 
     def _end(self, forgotten: list[tuple[str, float]]) -> None:
         for job_id, last_finish in forgotten:
-            self.job_hooks.end_job(job_id, last_finish)
+            self.jobs.abandon(job_id, last_finish)
 
-    def stats(self) -> dict[str, int]:
-        return {**self.index.stats.as_dict(), "indexed_jobs": len(self.index)}
+    def stats(self) -> InferenceStats:
+        return InferenceStats(**self.index.stats.as_dict(), indexed_jobs=len(self.index))
 
 
 def generation_prompt_len(tokenizer: ChatTokenizer | None) -> int:

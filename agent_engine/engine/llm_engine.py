@@ -2,8 +2,10 @@
 
 ``step()`` is ``scheduler.schedule()`` -> ``runner.execute()`` -> ``scheduler.update()``, then
 detokenization and stop strings. Not thread-safe: one thread owns an engine (the server's loop).
-Invariant: a request's blocks are released exactly once, whether it finishes, is aborted, or its
-batch fails in the model step.
+Invariants: a request's blocks are released exactly once, whether it finishes, is aborted, or its
+batch fails in the model step. The engine tells nobody of a job's events itself: its scheduler is
+wired by ``job_hooks.wire_scheduler`` (as the simulator's is), so the estimator hears them from the
+job table, first; what a listener needs of a turn travels on its ``Request`` (``output_reader``).
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ from dataclasses import replace
 from agent_engine.config import EngineConfig
 from agent_engine.engine.detokenizer import IncrementalDetokenizer
 from agent_engine.engine.engine_request import EngineRequest
+from agent_engine.engine.engine_stats import EngineStats, JobStats, RoutingStats, TierStoreStats
 from agent_engine.engine.grammar_build import ReadyGrammar
 from agent_engine.engine.grammar_limits import GrammarLimits
+from agent_engine.engine.job_hooks import wire_scheduler
 from agent_engine.engine.job_inference import JobInference
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import PromptType, longest_token_bytes, tokenize_prompt
 from agent_engine.engine.request_state import RequestState
 from agent_engine.engine.structured_outputs import StructuredOutputManager
+from agent_engine.engine.turn_reader import DecodedTurn
 from scheduler import (
     NO_HINTS,
     Clock,
@@ -37,6 +42,7 @@ from scheduler import (
     SchedulerConfig,
     StructuredSpec,
 )
+from scheduler.job_table import JobListener
 from scheduler.step_io import NO_LOGPROBS, logprobs_of
 
 logger = logging.getLogger(__name__)
@@ -60,14 +66,10 @@ class LLMEngine:
         self.sched_config: SchedulerConfig = parts.sched_config
         self.max_model_len = parts.sched_config.max_model_len
         self.job_hooks = parts.job_hooks
-        self.scheduler = Scheduler(
-            parts.sched_config, clock=self.clock, pin_ttl_fn=parts.pin_ttl_fn, trace_sink=parts.trace_sink,
-            return_time_fn=self.job_hooks.expected_return,
-        )
-        self.job_hooks.attach(self.scheduler.jobs)  # the estimators hear a job's events from the job table
+        self.scheduler: Scheduler = wire_scheduler(parts.sched_config, self.clock, self.job_hooks, parts.trace_sink)
         self._close_trace: Callable[[], None] | None = parts.close_trace
         self._states: dict[str, RequestState] = {}
-        self.job_inference = (JobInference(parts.sched_config.block_size, self.job_hooks, tokenizer=self.tokenizer)
+        self.job_inference = (JobInference(parts.sched_config.block_size, self.scheduler.jobs, tokenizer=self.tokenizer)
                               if self.scheduler.policy.uses_pins and config.infer_jobs else None)
         self.num_failed_steps = 0
         self.step_listeners: list[Callable[[dict[str, float]], None]] = []
@@ -112,7 +114,7 @@ class LLMEngine:
         now = self.clock.now() if request.arrival_time is None else request.arrival_time
         req = Request(request_id, ids, self._with_extra_eos(params), block_size=self.sched_config.block_size,
                       arrival_time=now, eos_token_id=self.eos_token_ids[0] if self.eos_token_ids else None,
-                      hints=request.hints)
+                      hints=request.hints, output_reader=DecodedTurn(self.tokenizer, request.tool_reader))
         if req.job_id is None and self.job_inference is not None:
             self.job_inference.assign(req)  # which job it is; the job table publishes its arrival
         detok = IncrementalDetokenizer(self.tokenizer, ids, skip_special_tokens=True)
@@ -149,7 +151,6 @@ class LLMEngine:
         for req in self.scheduler.abort_requests(ids):
             self._states.pop(req.request_id, None)
             self.structured.remove(req.request_id)
-            self.job_hooks.on_finished(req, "")
 
     def release_job(self, job_id: str) -> bool:
         """The client says the job is over: the job table tells every listener (the policy ends its pin,
@@ -157,8 +158,15 @@ class LLMEngine:
         return self.scheduler.release_job(job_id)
 
     def knows_job(self, job_id: str) -> bool:
-        """Whether ``job_id`` is a live job here: tracked by an estimator or holding a pin."""
-        return self.job_hooks.knows_job(job_id) or self.scheduler.policy.holds_job(job_id)
+        """Whether ``job_id`` is a live job here, as its record in the job table says: the estimator
+        counts its turns, or it holds a lease (``JobRecord.is_live``)."""
+        record = self.scheduler.jobs.get(job_id)
+        return record is not None and record.is_live()
+
+    def listen_to_jobs(self, listener: JobListener) -> None:
+        """Tell ``listener`` of every later job event, after the engine's own listeners (call before
+        the engine thread starts, or on it)."""
+        self.scheduler.jobs.listen(listener)
 
     def holds_pins(self) -> bool:
         """Whether the policy holds any job's blocks now (their TTLs must be run down even while idle)."""
@@ -234,7 +242,6 @@ class LLMEngine:
     def _on_request_finished(self, st: RequestState) -> None:
         self._states.pop(st.request.request_id, None)
         self.structured.remove(st.request.request_id)
-        self.job_hooks.on_finished(st.request, st.text)
         if self.job_inference is not None:
             self.job_inference.on_finished(st.request)
 
@@ -252,27 +259,31 @@ class LLMEngine:
             req = st.request
             self._states.pop(req.request_id, None)
             self.structured.remove(req.request_id)
-            self.job_hooks.on_finished(req, st.text)
             outs.append(st.error_output())
         return outs
 
     # ---- observability -----------------------------------------------------------------------
-    def stats(self) -> dict[str, object]:
-        """Scheduler and KV-pool counters plus engine-level ones (JSON-able)."""
-        s = self.scheduler.stats()
-        d: dict[str, object] = dict(s.__dict__)
-        d["num_failed_steps"] = self.num_failed_steps
-        d["max_model_len"] = self.max_model_len
-        d["block_size"] = self.sched_config.block_size
-        d.update(self.job_hooks.stats())
-        d["structured_outputs"] = self.structured.stats()
+    def stats(self) -> EngineStats:
+        """One snapshot of every source's counters (``engine_stats``): scheduler and KV pool, the
+        second tier's host store, the estimators, the output grammars, job inference."""
         store = self.runner.offload
-        if store is not None:
-            d["tier"] = {**s.tier, "bytes": store.nbytes, "load_seconds": store.load_seconds,
-                         "save_seconds": store.save_seconds, "dtype": store.kind}
-        if self.job_inference is not None:
-            d["job_inference"] = self.job_inference.stats()
-        return d
+        tier_store = (TierStoreStats(store.nbytes, store.load_seconds, store.save_seconds, store.kind)
+                      if store is not None else None)
+        return EngineStats(
+            scheduler=self.scheduler.stats(), num_failed_steps=self.num_failed_steps,
+            max_model_len=self.max_model_len, block_size=self.sched_config.block_size,
+            jobs=JobStats.of(self.job_hooks.stats()), grammar=self.structured.stats(), tier_store=tier_store,
+            job_inference=self.job_inference.stats() if self.job_inference is not None else None)
+
+    def routing_stats(self) -> RoutingStats:
+        """What a request router asks of this engine (``RoutingStats``): held and active jobs, free
+        blocks, queue lengths."""
+        s = self.scheduler
+        pool = s.kv.pool
+        return RoutingStats(
+            leases=tuple(s.held_jobs()), active_jobs=tuple(sorted({r.job_id for r in s.requests.values() if r.job_id})),
+            free_blocks=int(pool.num_free_blocks), num_blocks=int(pool.num_blocks - 1),
+            num_waiting=len(s.waiting), num_running=len(s.running))
 
     def close(self) -> None:
         self.structured.close()

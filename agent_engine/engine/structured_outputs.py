@@ -50,6 +50,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from agent_engine.engine.engine_stats import GrammarStats
 from agent_engine.engine.grammar_build import ReadyGrammar, compile_prepared, prepare_grammar
 from agent_engine.engine.grammar_limits import DEFAULT_MAX_GRAMMAR_SIZE, GrammarLimits
 from agent_engine.engine.grammar_workers import FAST_WORKER_NICE, WORKER_NICE, GrammarWorkers
@@ -272,13 +273,14 @@ class StructuredOutputManager:
                 complete.append(rid)
         return complete, failed
 
-    def stats(self) -> dict[str, int | float]:
+    def stats(self) -> GrammarStats:
         c = self.cache
         workers = self._workers
-        return {"constrained_requests": len(self._matchers), "grammar_cache_size": len(c),
-                "grammar_cache_hits": c.hits, "grammar_cache_misses": c.misses,
-                "grammar_cache_evictions": c.evictions, "grammar_compile_seconds": round(c.compile_seconds, 6),
-                "grammar_compiles_timed_out": workers.timed_out if workers is not None else 0,
-                "grammar_compiles_cancelled": workers.cancelled if workers is not None else 0,
-                "grammar_compiles_demoted": workers.demoted if workers is not None else 0,
-                "grammar_workers_died": workers.died if workers is not None else 0}
+        return GrammarStats(
+            constrained_requests=len(self._matchers), grammar_cache_size=len(c), grammar_cache_hits=c.hits,
+            grammar_cache_misses=c.misses, grammar_cache_evictions=c.evictions,
+            grammar_compile_seconds=round(c.compile_seconds, 6),
+            grammar_compiles_timed_out=workers.timed_out if workers is not None else 0,
+            grammar_compiles_cancelled=workers.cancelled if workers is not None else 0,
+            grammar_compiles_demoted=workers.demoted if workers is not None else 0,
+            grammar_workers_died=workers.died if workers is not None else 0)

@@ -24,12 +24,12 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
+from agent_engine.json_types import JsonObject
 from agent_engine.model.tokenizer_corpus import corpus_texts
 from agent_engine.paths import models_dir
 
@@ -67,7 +67,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def model_config_dict() -> dict[str, Any]:
+def model_config_dict() -> JsonObject:
     """The HF ``config.json`` of the default model (a plain dict, no library-version fields)."""
     return {
         "architectures": ["LlamaForCausalLM"],
@@ -98,7 +98,7 @@ def model_config_dict() -> dict[str, Any]:
     }
 
 
-def _write_json(path: Path, obj: dict[str, Any]) -> None:
+def _write_json(path: Path, obj: JsonObject) -> None:
     path.write_text(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
@@ -128,7 +128,7 @@ def train_tokenizer() -> Tokenizer:
     return tok
 
 
-def random_state_dict(config: dict[str, Any]) -> dict[str, torch.Tensor]:
+def random_state_dict(config: JsonObject) -> dict[str, torch.Tensor]:
     """Seeded float32 weights for ``config``; parameter names and shapes come from transformers.
 
     The model skeleton is built on the meta device (no memory, no global RNG use); each parameter is
@@ -152,7 +152,7 @@ def random_state_dict(config: dict[str, Any]) -> dict[str, torch.Tensor]:
     return state
 
 
-def _tokenizer_config() -> dict[str, Any]:
+def _tokenizer_config() -> JsonObject:
     added = {
         str(i): {
             "content": tok,

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
 
+from agent_engine.json_types import JsonObject
 from agent_engine.model.default_model import DEFAULT_MODEL_NAME, DEFAULT_MODEL_VERSION, default_model_dir
 from agent_engine.model.gguf_native import load_native
 from agent_engine.model.lean_decoder import QuantizedWeights
@@ -59,7 +60,7 @@ class LoadedModel:
     quantized: QuantizedWeights | None = None
 
 
-def resolve_dtype(dtype: str, config: dict[str, Any]) -> torch.dtype:
+def resolve_dtype(dtype: str, config: JsonObject) -> torch.dtype:
     """Map a dtype name to a torch dtype; "auto" uses the config's dtype, else float32."""
     if dtype not in DTYPES:
         raise ValueError(f"unsupported dtype {dtype!r}; expected one of {sorted(DTYPES)}")
@@ -70,7 +71,7 @@ def resolve_dtype(dtype: str, config: dict[str, Any]) -> torch.dtype:
     return DTYPES.get(str(named), None) or torch.float32
 
 
-def check_model_dir(model_dir: Path, weights: bool = True) -> dict[str, Any]:
+def check_model_dir(model_dir: Path, weights: bool = True) -> JsonObject:
     """Validate a model folder (with its weights unless ``weights`` is False) and return its parsed
     config.json; raise ``ValueError`` if unusable."""
     if not model_dir.is_dir():
@@ -89,7 +90,7 @@ def check_model_dir(model_dir: Path, weights: bool = True) -> dict[str, Any]:
     return config
 
 
-def _eos_ids(model_dir: Path, tokenizer: PreTrainedTokenizerFast, config: dict[str, Any]) -> list[int]:
+def _eos_ids(model_dir: Path, tokenizer: PreTrainedTokenizerFast, config: JsonObject) -> list[int]:
     ids: list[int] = []
     gen_path = model_dir / "generation_config.json"
     raw: Any = None
@@ -154,7 +155,7 @@ def _tokenizer(path: Path) -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def _loaded(model: Any, tokenizer: PreTrainedTokenizerFast, path: Path, name: str, config: dict[str, Any],
+def _loaded(model: Any, tokenizer: PreTrainedTokenizerFast, path: Path, name: str, config: JsonObject,
             quantized: QuantizedWeights | None = None) -> LoadedModel:
     hf_config = model.config
     max_pos = getattr(hf_config, "max_position_embeddings", None) or tokenizer.model_max_length

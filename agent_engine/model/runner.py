@@ -25,14 +25,14 @@ import ctypes
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import torch
+from transformers import PretrainedConfig
 
 from agent_engine.model.attention import KV_CACHES_KWARG, METADATA_KWARG, sdpa_backends, use_paged_attention
 from agent_engine.model.decode_graphs import DecodeGraphs
 from agent_engine.model.lean_decoder import LeanDecoder, QuantizedWeights, model_device
-from agent_engine.model.sampler import Sampler, SamplerOutput, TokenBitmask
+from agent_engine.model.sampler import Sampler, SamplerOutput, SamplingRequest, TokenBitmask
 from kernels import AttentionWorkspace, allocate_kv_caches, build_attention_metadata
 from kernels.kv_offload import HostKVStore
 from kernels.static_decode import StaticDecodeBatch
@@ -42,7 +42,7 @@ from scheduler.tier_copy import LOAD
 logger = logging.getLogger(__name__)
 
 
-def kv_shape_from_config(config: Any) -> tuple[int, int, int]:
+def kv_shape_from_config(config: PretrainedConfig) -> tuple[int, int, int]:
     """``(num_layers, num_kv_heads, head_dim)`` of a decoder config (text config for multimodal ones)."""
     if hasattr(config, "get_text_config"):
         config = config.get_text_config()
@@ -131,7 +131,7 @@ class ModelRunner:
         return LeanDecoder.kv_cache_dtype(model, kv_cache_dtype)
 
     @staticmethod
-    def kv_cache_bytes_per_block(config: Any, block_size: int, dtype: torch.dtype) -> int:
+    def kv_cache_bytes_per_block(config: PretrainedConfig, block_size: int, dtype: torch.dtype) -> int:
         """Bytes one block takes across all layers, K and V together."""
         num_layers, num_kv_heads, head_dim = kv_shape_from_config(config)
         itemsize = torch.empty((), dtype=dtype).element_size()
@@ -213,8 +213,8 @@ class ModelRunner:
                 out.top_logprobs[req.request_id] = top
         return out
 
-    def _sample_isolated(self, logits: torch.Tensor, sampled: list[Any], out: ModelRunnerOutput,
-                         grammar: TokenBitmask | None = None) -> Any:
+    def _sample_isolated(self, logits: torch.Tensor, sampled: Sequence[SamplingRequest], out: ModelRunnerOutput,
+                         grammar: TokenBitmask | None = None) -> SamplerOutput:
         """Sample the batch; if that fails, sample row by row so only the requests whose own sampling
         fails are marked in ``out.failed`` (their token is None) and every other request goes on."""
         with torch.inference_mode():
@@ -241,7 +241,7 @@ class ModelRunner:
                 merged.logprobs = []  # as the batched sampler reports: none asked for logprobs
             return merged
 
-    def _sample(self, logits: torch.Tensor, requests: list[Any], grammar: TokenBitmask | None) -> SamplerOutput:
+    def _sample(self, logits: torch.Tensor, requests: Sequence[SamplingRequest], grammar: TokenBitmask | None) -> SamplerOutput:
         if grammar is None:  # the unconstrained call, unchanged
             return self.sampler.sample(logits, requests)
         return self.sampler.sample(logits, requests, grammar)

@@ -113,7 +113,7 @@ def _attach_metrics(async_engine: AsyncEngine) -> ServerMetrics:
     metrics = ServerMetrics()
     async_engine.output_listeners.append(metrics.on_output)
     async_engine.abort_listeners.append(metrics.on_abort)
-    async_engine.engine.job_hooks.job_listeners.append(metrics.on_job_finished)
+    async_engine.engine.listen_to_jobs(metrics.job_ends)
     return metrics
 
 

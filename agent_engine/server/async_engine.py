@@ -1,15 +1,17 @@
 """``AsyncEngine``: one ``LLMEngine`` driven by one background thread, fed from asyncio.
 
 Invariants:
-- Exactly one thread (the engine thread) ever changes the ``LLMEngine``: what reaches it are commands,
-  small frozen messages (``AddRequests``, ``AbortRequests``, ``ReleaseJob``, ``EngineCall``) on a
-  lock-protected queue it drains before each step, dispatched by ``match``.
+- Exactly one thread (the engine thread) ever changes or reads the ``LLMEngine`` (the tokenizer pool
+  only reads its tokenizer): what reaches it are commands, small frozen messages of a closed set
+  (``engine_commands``: add, abort, release a job, take stats or routing stats, ask whether it is busy)
+  on a lock-protected queue it drains before each step, dispatched by ``match``; no closure crosses
+  threads.
 - The engine thread never busy-spins: with no commands and no unfinished requests it blocks on a
   condition variable (waking every ``idle_tick`` seconds only while pins are live, so their TTLs expire).
 - Every submitted request ends with exactly one terminal event on its group's asyncio queue: a
   finished ``RequestOutput``, an abort, or an error (the engine failed the step, or the loop died);
   the per-request side of this lives in ``groups``. If the engine thread dies, ``healthy`` turns
-  False, every pending request and call fails with ``EngineDeadError``, later submissions at once.
+  False, every pending request and question fails with ``EngineDeadError``, later submissions at once.
 - ``shutdown`` stops intake, lets running requests finish until a deadline, aborts the rest, then joins;
   the loop's last act is ``release_and_account`` (every pin released, the final account logged).
 - ``submit`` is the one way in: a route's ``RequestSpec``s (a prompt or how to render it, sampling
@@ -45,10 +47,23 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from agent_engine.engine.engine_request import EngineRequest
+from agent_engine.engine.engine_stats import EngineStats, RoutingStats
 from agent_engine.engine.grammar_limits import GrammarLimits
 from agent_engine.engine.grammar_workers import GrammarCancelled
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import PromptType
+from agent_engine.server.engine_commands import (
+    AbortRequests,
+    AddRequests,
+    CheckBusy,
+    Command,
+    Question,
+    ReleaseJob,
+    TakeRoutingStats,
+    TakeStats,
+    fail,
+    resolve,
+)
 from agent_engine.server.engine_like import EngineLike, release_and_account
 from agent_engine.server.grammar_compiles import GrammarCompiles
 from agent_engine.server.groups import (
@@ -61,6 +76,7 @@ from agent_engine.server.groups import (
 from agent_engine.server.server_config import DEFAULT_STALL_TIMEOUT_S, ServerConfig
 from agent_engine.server.tokenizer_pool import FairTokenizerPool, PoolClosedError
 from scheduler import NO_HINTS, JobHints, SamplingParams, StructuredSpec
+from scheduler.turn_output import ToolReader
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +96,8 @@ class RequestSpec:
     ``max_model_len - prompt_len`` (vLLM's behaviour when a client leaves max_tokens unset).
     ``hints`` are the client's, unscoped: preparation applies the tenant's namespace.
     ``constraint``, when given, is called after the prompt is rendered (it may depend on what rendering
-    chose, e.g. the tool-call family); a spec it returns becomes ``params.structured``.
+    chose, e.g. the tool-call family); a spec it returns becomes ``params.structured``. ``tool_reader``
+    likewise: the reader of the output's tool calls it returns travels on the ``EngineRequest``.
     """
 
     request_id: str
@@ -89,40 +106,7 @@ class RequestSpec:
     fill_max_tokens: bool = False
     hints: JobHints = NO_HINTS
     constraint: Callable[[], StructuredSpec | None] | None = None
-
-
-# ---- the engine thread's commands (see the module docstring) ----------------------------------------
-@dataclass(frozen=True)
-class AddRequests:
-    """Add a group's prepared requests: all of them, or none (the group is rejected)."""
-
-    group: RequestGroup
-    requests: tuple[EngineRequest, ...]
-
-
-@dataclass(frozen=True)
-class AbortRequests:
-    request_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ReleaseJob:
-    """End a job's pin (the engine's, tenant-scoped id): ``future`` gets whether it held one, or None
-    when the engine does not know the job."""
-
-    job_id: str
-    future: concurrent.futures.Future[bool | None]
-
-
-@dataclass(frozen=True)
-class EngineCall:
-    """Run ``fn(engine)`` on the engine thread; ``future`` gets its result or its exception."""
-
-    fn: Callable[[EngineLike], object]
-    future: concurrent.futures.Future[object]
-
-
-Command = AddRequests | AbortRequests | ReleaseJob | EngineCall
+    tool_reader: Callable[[], ToolReader | None] | None = None
 
 
 class AsyncEngine:
@@ -261,17 +245,7 @@ class AsyncEngine:
     async def release_job(self, job_id: str) -> bool | None:
         """End the pin of ``job_id`` (the engine's, tenant-scoped id) on the engine thread: whether it held
         one, or None when the engine does not know the job (never seen, or already over)."""
-        future: concurrent.futures.Future[bool | None] = concurrent.futures.Future()
-        self._enqueue(ReleaseJob(job_id, future), intake=False)
-        return await asyncio.wrap_future(future)
-
-    async def call(self, fn: Callable[[EngineLike], T]) -> T:
-        """Run ``fn(engine)`` on the engine thread and return its result (or raise its exception)."""
-        return await asyncio.wrap_future(self._call_future(fn))
-
-    def call_sync(self, fn: Callable[[EngineLike], T], timeout: float = 30.0) -> T:
-        """``call`` for plain threads (tests, shutdown code)."""
-        return self._call_future(fn).result(timeout)
+        return await asyncio.wrap_future(self._ask(lambda future: ReleaseJob(job_id, future)))
 
     async def tokenize(self, fn: Callable[[EngineLike], T], tenant: str | None = None) -> T:
         """Run ``fn(engine)`` on the tokenizer pool in ``tenant``'s turn (work that only reads the tokenizer)."""
@@ -281,15 +255,29 @@ class AsyncEngine:
         except PoolClosedError as exc:
             raise EngineStoppedError("server is shutting down") from exc
 
-    async def stats(self) -> dict[str, object]:
+    async def stats(self) -> EngineStats:
         """A consistent ``engine.stats()`` snapshot taken on the engine thread."""
-        return dict(await self.call(lambda eng: eng.stats()))
+        return await asyncio.wrap_future(self._ask(TakeStats))
+
+    def stats_sync(self, timeout: float = 30.0) -> EngineStats:
+        """``stats`` for plain threads (tests, shutdown code)."""
+        return self._ask(TakeStats).result(timeout)
+
+    async def routing_stats(self) -> RoutingStats:
+        """The engine's routing stats (``engine.routing_stats()``), taken on the engine thread."""
+        return await asyncio.wrap_future(self._ask(TakeRoutingStats))
+
+    async def has_unfinished_requests(self) -> bool:
+        """Whether the engine has unfinished requests, asked on the engine thread."""
+        return await asyncio.wrap_future(self._ask(CheckBusy))
 
     # ---- the command queue (any thread) ----------------------------------------------------------
-    def _call_future(self, fn: Callable[[EngineLike], T]) -> concurrent.futures.Future[T]:
-        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._enqueue(EngineCall(fn, fut), intake=False)  # type: ignore[arg-type]
-        return fut
+    def _ask(self, question: Callable[[concurrent.futures.Future[T]], Question]) -> concurrent.futures.Future[T]:
+        """Queue the question ``question(future)`` (a command class of ``engine_commands``); its answer
+        arrives on the future."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._enqueue(question(future), intake=False)
+        return future
 
     def _check_intake(self, intake: bool = True) -> None:
         if self._dead is not None:
@@ -362,9 +350,13 @@ class AsyncEngine:
             case AbortRequests(request_ids):
                 self._abort_ids(request_ids)
             case ReleaseJob(job_id, future):
-                _resolve(future, lambda: self._release(job_id))
-            case EngineCall(fn, future):
-                _resolve(future, lambda: fn(self.engine))
+                resolve(future, lambda: self._release(job_id))
+            case TakeStats(future):
+                resolve(future, self.engine.stats)
+            case TakeRoutingStats(future):
+                resolve(future, self.engine.routing_stats)
+            case CheckBusy(future):
+                resolve(future, self.engine.has_unfinished_requests)
 
     def _add_group(self, group: RequestGroup, requests: tuple[EngineRequest, ...]) -> None:
         added: list[str] = []
@@ -423,21 +415,11 @@ class AsyncEngine:
             match cmd:
                 case AddRequests(group=group):
                     reject(group, err)
-                case ReleaseJob(future=future) | EngineCall(future=future):
-                    if future.set_running_or_notify_cancel():
-                        future.set_exception(err)
+                case ReleaseJob() | TakeStats() | TakeRoutingStats() | CheckBusy():
+                    fail(cmd, err)
                 case AbortRequests():
                     pass
         self._live.fail_all(err)
-
-
-def _resolve(future: concurrent.futures.Future[T], fn: Callable[[], T]) -> None:
-    """Resolve ``future`` with ``fn()``, or with what it raised (the engine loop goes on either way)."""
-    if future.set_running_or_notify_cancel():
-        try:
-            future.set_result(fn())
-        except BaseException as exc:  # delivered to the caller
-            future.set_exception(exc)
 
 
 def prepare_requests(engine: EngineLike, specs: Sequence[RequestSpec], max_total_tokens: int | None = None,
@@ -470,4 +452,6 @@ def _prepare(engine: EngineLike, spec: RequestSpec, share_prefix_cache: bool) ->
             raise ValueError(f"prompt ({len(ids)} tokens) leaves no room under max_model_len "
                              f"({engine.max_model_len})")
         params = replace(params, max_tokens=max(room, params.min_tokens))
-    return EngineRequest(spec.request_id, tuple(ids), text, params, spec.hints.scoped(share_prefix_cache))
+    tool_reader = spec.tool_reader() if spec.tool_reader is not None else None
+    return EngineRequest(spec.request_id, tuple(ids), text, params, spec.hints.scoped(share_prefix_cache),
+                         tool_reader=tool_reader)

@@ -27,9 +27,10 @@ import hmac
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent_engine.server.errors import APIError
 
@@ -104,12 +105,12 @@ def _tenant_name(secret: str) -> str:
     return "t-" + hashlib.sha256(secret.encode()).hexdigest()[:12]
 
 
-def tenant_of_scope(scope: dict[str, Any]) -> str | None:
+def tenant_of_scope(scope: Scope) -> str | None:
     """The tenant ``AuthMiddleware`` put on this request (None: the default tenant)."""
     return (scope.get("state") or {}).get("tenant")
 
 
-def metrics_viewer(scope: dict[str, Any], tenants: Tenants) -> tuple[bool, str | None]:
+def metrics_viewer(scope: Scope, tenants: Tenants) -> tuple[bool, str | None]:
     """``(sees_all, tenant)`` for a ``/metrics`` scrape: an admin key, a server with one tenant, or open
     metrics without a key see every series; a tenant's key sees only its own."""
     state = scope.get("state") or {}
@@ -118,15 +119,22 @@ def metrics_viewer(scope: dict[str, Any], tenants: Tenants) -> tuple[bool, str |
     return False, state["tenant"]
 
 
+class AuthSettings(Protocol):
+    """What the auth middleware reads of the server's state, per request (``ServerState``)."""
+
+    tenants: Tenants
+    open_metrics: bool
+
+
 class AuthMiddleware:
     """Key check and tenant assignment per request; reads ``state.tenants`` and ``state.open_metrics``
     each time (tests change them at runtime)."""
 
-    def __init__(self, app: Any, state: Any) -> None:
+    def __init__(self, app: ASGIApp, state: AuthSettings) -> None:
         self.app = app
         self.state = state
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -148,7 +156,7 @@ class AuthMiddleware:
         return not self.state.open_metrics and (path == "/metrics" or path in DOC_PATHS)
 
 
-def _presented_key(scope: dict[str, Any]) -> str | None:
+def _presented_key(scope: Scope) -> str | None:
     headers = dict(scope.get("headers") or [])
     auth = headers.get(b"authorization", b"").decode("latin-1")
     if auth.lower().startswith("bearer "):

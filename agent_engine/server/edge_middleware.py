@@ -33,9 +33,10 @@ import ctypes
 import math
 import threading
 import time
-from typing import Any
+from typing import Protocol
 
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_engine.server.errors import APIError
 
@@ -46,14 +47,22 @@ TRIM_AFTER_BYTES = 1 << 20  # bodies this large are followed by a malloc_trim (s
 _LAST_TRIM = [0.0]
 
 
+class BodyLimits(Protocol):
+    """What the body middleware reads of the server's state, per request (``ServerState``)."""
+
+    max_body_bytes: int
+    body_timeout: float
+    body_buckets: ByteBuckets | None
+
+
 class BodyLimitMiddleware:
     """413 for request bodies over ``state.max_body_bytes`` (read per request)."""
 
-    def __init__(self, app: Any, state: Any) -> None:
+    def __init__(self, app: ASGIApp, state: BodyLimits) -> None:
         self.app = app
         self.state = state
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS", "DELETE"):
             await self.app(scope, receive, send)
             return
@@ -87,7 +96,7 @@ class BodyLimitMiddleware:
                 release_freed_memory()
 
 
-    def _over_byte_rate(self, scope: dict[str, Any], n_bytes: int) -> float | None:
+    def _over_byte_rate(self, scope: Scope, n_bytes: int) -> float | None:
         """Charge ``n_bytes`` to the tenant's byte bucket; the seconds to wait if it cannot pay (None: paid)."""
         buckets = self.state.body_buckets
         if buckets is None or not n_bytes:
@@ -139,14 +148,14 @@ class ByteBuckets:
         return None
 
 
-def _slow_down(scope: dict[str, Any], wait: float) -> JSONResponse:
+def _slow_down(scope: Scope, wait: float) -> JSONResponse:
     message = "this key is sending request bodies faster than its share (--tenant-body-rate); retry later"
     response = _error(scope, 429, "rate_limit_exceeded", "rate_limit_error", message)
     response.headers["Retry-After"] = str(max(1, math.ceil(wait)))
     return response
 
 
-async def _read_upto(receive: Any, limit: int) -> tuple[bytes | None, bool]:
+async def _read_upto(receive: Receive, limit: int) -> tuple[bytes | None, bool]:
     """The whole body if it fits (None if it does not); ``more`` is False once the body is complete."""
     chunks, size = [], 0
     while True:
@@ -162,10 +171,10 @@ async def _read_upto(receive: Any, limit: int) -> tuple[bytes | None, bool]:
             return b"".join(chunks), False
 
 
-def _replay(body: bytes, more: bool, receive: Any) -> Any:
+def _replay(body: bytes, more: bool, receive: Receive) -> Receive:
     sent = False
 
-    async def replay() -> dict[str, Any]:
+    async def replay() -> Message:
         nonlocal sent
         if not sent:
             sent = True
@@ -181,9 +190,9 @@ def header_deadline_protocol(timeout: float) -> type[asyncio.Protocol]:
 
     class HeaderDeadlineProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         _deadline: asyncio.TimerHandle | None = None
-        _cycle_at_arm: Any = None
+        _cycle_at_arm: object = None  # the protocol's request cycle when the deadline was armed
 
-        def connection_made(self, transport: Any) -> None:
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)
             self._arm()
 
@@ -217,10 +226,10 @@ def header_deadline_protocol(timeout: float) -> type[asyncio.Protocol]:
 class JsonContentTypeMiddleware:
     """400 for a ``/v1/`` POST whose declared body type is not JSON."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope.get("method") == "POST" and scope.get("path", "").startswith("/v1/"):
             declared = dict(scope.get("headers") or []).get(b"content-type")
             media = (declared or b"").split(b";")[0].strip().lower().decode("latin-1")
@@ -234,12 +243,12 @@ class JsonContentTypeMiddleware:
         await self.app(scope, receive, send)
 
 
-def _too_large(scope: dict[str, Any], limit: int) -> JSONResponse:
+def _too_large(scope: Scope, limit: int) -> JSONResponse:
     message = f"the request body is larger than {limit} bytes (--max-body-bytes)"
     return _error(scope, 413, "request_too_large", "request_too_large", message)
 
 
-def _error(scope: dict[str, Any], status: int, code: str, anthropic_type: str, message: str) -> JSONResponse:
+def _error(scope: Scope, status: int, code: str, anthropic_type: str, message: str) -> JSONResponse:
     """The API's own error body: Anthropic's under ``/v1/messages``, OpenAI's elsewhere."""
     if scope.get("path", "").startswith("/v1/messages"):
         return JSONResponse({"type": "error", "error": {"type": anthropic_type, "message": message}},

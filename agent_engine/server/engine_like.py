@@ -9,7 +9,11 @@ Invariants: ``add_request`` and everything that changes the engine run on the en
 the engine and may also be used on the tokenizer thread; ``compile_grammar`` is thread-safe and runs on
 the grammar pool (its result reaches ``add_request`` as the ``EngineRequest``'s ``grammar``; ``fast``:
 on the fast lane), ``cached_grammar`` is thread-safe and cheap (the event loop may call it). Job ids
-given to ``knows_job`` and ``release_job`` are the engine's (tenant-scoped).
+given to ``knows_job`` and ``release_job`` are the engine's (tenant-scoped). ``listen_to_jobs`` adds a
+listener of the engine's job table (the server's metrics hear each job's end there), before the engine
+thread starts; what a request's output is read with travels on its ``EngineRequest`` (``tool_reader``).
+``stats`` and ``routing_stats`` answer with typed, frozen snapshots (``engine.engine_stats``), asked on
+the engine thread; the server reads their fields, never string keys.
 
 ``release_and_account`` is the engine's last act when the loop ends: release every pin (each counted)
 and log the final account (INFO, ``FINAL_STATS_PREFIX`` then JSON), which says what was still running,
@@ -23,24 +27,21 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
 from agent_engine.config import EngineConfig
 from agent_engine.engine.engine_request import EngineRequest
+from agent_engine.engine.engine_stats import EngineStats, RoutingStats
 from agent_engine.engine.grammar_build import ReadyGrammar
 from agent_engine.engine.grammar_limits import GrammarLimits
 from agent_engine.engine.outputs import RequestOutput
 from agent_engine.engine.prompts import PromptType
-from scheduler import StructuredSpec
+from scheduler import JobListener, StructuredSpec
 
 logger = logging.getLogger("agent_engine.server.async_engine")  # the engine loop's log
 
 FINAL_STATS_PREFIX = "final engine stats:"
-FINAL_STATS_KEYS = ("num_running", "num_waiting", "blocks_in_use", "num_pinned_jobs", "pins", "num_failed_steps")
-
-JobListener = Callable[[str, int, float], None]  # (job_id, turns, jct_seconds)
-OutputReader = Callable[[str], list[dict[str, object]]]  # decoded output -> OpenAI-style tool_calls
 
 
 class ServerTokenizer(Protocol):
@@ -53,15 +54,6 @@ class ServerTokenizer(Protocol):
                             tokenize: bool = ..., **kwargs: object) -> str: ...
 
 
-class JobHooksLike(Protocol):
-    """The engine's agent-job hooks as the server uses them: metrics listen to finished jobs, and a
-    request whose output the API reads for tool calls hands its reader to the estimator."""
-
-    job_listeners: list[JobListener]
-
-    def read_output_with(self, request_id: str, reader: OutputReader) -> None: ...
-
-
 @runtime_checkable
 class EngineLike(Protocol):
     """The engine as the server sees it."""
@@ -71,7 +63,6 @@ class EngineLike(Protocol):
     max_model_len: int
     vocab_size: int
     tokenizer: ServerTokenizer
-    job_hooks: JobHooksLike
 
     def tokenize_prompt(self, prompt: PromptType) -> tuple[str | None, list[int]]: ...
 
@@ -94,15 +85,25 @@ class EngineLike(Protocol):
 
     def release_all_jobs(self) -> int: ...
 
+    def listen_to_jobs(self, listener: JobListener) -> None: ...
+
     def holds_pins(self) -> bool: ...
 
-    def stats(self) -> dict[str, object]: ...
+    def stats(self) -> EngineStats: ...
+
+    def routing_stats(self) -> RoutingStats: ...
 
 
 def release_and_account(engine: EngineLike) -> None:
     """Release every pin the engine holds, then log the final account; never raises."""
     with contextlib.suppress(Exception):
         logger.info("released %d pins at shutdown", engine.release_all_jobs())
-        stats = engine.stats()
-        final = {k: stats.get(k) for k in FINAL_STATS_KEYS}
-        logger.info("%s %s", FINAL_STATS_PREFIX, json.dumps(final, default=str))
+        logger.info("%s %s", FINAL_STATS_PREFIX, json.dumps(final_account(engine.stats()), default=str))
+
+
+def final_account(stats: EngineStats) -> dict[str, object]:
+    """What the final account says: requests still running or waiting, blocks in use, jobs still
+    pinned, every pin counter, failed steps."""
+    s = stats.scheduler
+    return {"num_running": s.num_running, "num_waiting": s.num_waiting, "blocks_in_use": s.blocks_in_use,
+            "num_pinned_jobs": s.num_pinned_jobs, "pins": s.pins.as_dict(), "num_failed_steps": stats.num_failed_steps}

@@ -12,12 +12,13 @@ invalid_request_error, 401 authentication_error, 404 not_found_error, 503/529 ov
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from agent_engine.json_types import JsonObject
 
 logger = logging.getLogger(__name__)
 
@@ -61,12 +62,12 @@ class APIError(Exception):
         self.err_type = err_type or _TYPES.get(status_code, "api_error")
         self.headers = headers
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JsonObject:
         return error_body(self.message, self.err_type, self.param, self.code)
 
 
 def error_body(message: str, err_type: str, param: str | None = None,
-               code: str | None = None) -> dict[str, Any]:
+               code: str | None = None) -> JsonObject:
     """The OpenAI error object (also used as the payload of an error event in a stream)."""
     return {"error": {"message": message, "type": err_type, "param": param, "code": code}}
 
@@ -76,7 +77,7 @@ def error_response(err: APIError, path: str = "") -> JSONResponse:
     return JSONResponse(error_body_for(err, path), status_code=err.status_code, headers=err.headers)
 
 
-def error_body_for(err: APIError, path: str) -> dict[str, Any]:
+def error_body_for(err: APIError, path: str) -> JsonObject:
     if is_anthropic_path(path):
         return anthropic_error_body(err.status_code, err.message)
     return err.body()
@@ -94,7 +95,7 @@ def anthropic_error_type(status: int) -> str:
     return "api_error" if status >= 500 else "invalid_request_error"
 
 
-def anthropic_error_body(status: int, message: str) -> dict[str, Any]:
+def anthropic_error_body(status: int, message: str) -> JsonObject:
     """The Anthropic error body for a failure with HTTP ``status``."""
     return {"type": "error", "error": {"type": anthropic_error_type(status), "message": message}}
 

@@ -41,6 +41,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agent_engine.json_types import JsonValue
 from agent_engine.server.request_limits import loads_bounded
 from scheduler import JobHints
 
@@ -67,11 +68,11 @@ def _metadata(key: str) -> Lookup:
     return lambda body, headers: _object(body, "metadata").get(key)
 
 
-def _litellm(body: Mapping[str, Any], headers: Mapping[str, str]) -> Any:
+def _litellm(body: Mapping[str, JsonValue], headers: Mapping[str, str]) -> Any:
     return body.get("litellm_session_id") or _object(body, "metadata").get("litellm_session_id")
 
 
-def _anthropic_user(body: Mapping[str, Any], headers: Mapping[str, str]) -> Any:
+def _anthropic_user(body: Mapping[str, JsonValue], headers: Mapping[str, str]) -> Any:
     user = _object(body, "metadata").get("user_id")
     if user is None or not isinstance(user, str):
         return user
@@ -109,7 +110,7 @@ def session_of_user_id(user_id: str) -> str | None:
     return match.group(1) if match else (text or None)
 
 
-def resolve_job(body: Mapping[str, Any], headers: Mapping[str, str]) -> tuple[str | None, str]:
+def resolve_job(body: Mapping[str, JsonValue], headers: Mapping[str, str]) -> tuple[str | None, str]:
     """``(job_id, hint_source)`` from the first convention present (see the table above)."""
     for source, lookup, strict in _SOURCES:
         value = lookup(body, headers)
@@ -121,7 +122,7 @@ def resolve_job(body: Mapping[str, Any], headers: Mapping[str, str]) -> tuple[st
     return None, "none"
 
 
-def request_hints(body: Mapping[str, Any], headers: Mapping[str, str],
+def request_hints(body: Mapping[str, JsonValue], headers: Mapping[str, str],
                   tenant: str | None = None) -> JobHints:
     """The request's job and scheduling hints, as the client gave them (not yet tenant-scoped).
 
@@ -143,7 +144,7 @@ def request_hints(body: Mapping[str, Any], headers: Mapping[str, str],
     )
 
 
-def _object(body: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+def _object(body: Mapping[str, JsonValue], key: str) -> Mapping[str, JsonValue]:
     value = body.get(key)
     if value is None:
         return {}
@@ -164,7 +165,7 @@ def _safe_id(value: str) -> str:
     return "h-" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def _typed(body: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
+def _typed(body: Mapping[str, JsonValue], key: str, kind: type, default: Any) -> Any:
     value = body.get(key)
     if value is None:
         return default

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from agent_engine.engine.outputs import RequestOutput
+from agent_engine.json_types import JsonObject, JsonValue
 from agent_engine.server.openai_schema import ChatCompletionRequest, CompletionRequest
 from agent_engine.server.sse import event_json
 from agent_engine.server.state import ServerState
@@ -28,11 +28,11 @@ from agent_engine.server.tools import ToolParser
 DONE = "data: [DONE]\n\n"
 
 
-def sse(obj: Mapping[str, Any]) -> str:
+def sse(obj: Mapping[str, JsonValue]) -> str:
     return f"data: {event_json(obj)}\n\n"
 
 
-def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict[str, Any]:
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> JsonObject:
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
@@ -43,7 +43,7 @@ def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dic
 
 def completion_logprobs(token_ids: Sequence[int], logprobs: Sequence[float] | None,
                         top: Sequence[Sequence[tuple[int, float]]] | None, strs: Mapping[int, str],
-                        offset: int = 0) -> dict[str, Any] | None:
+                        offset: int = 0) -> JsonObject | None:
     """The legacy completions ``logprobs`` object for ``token_ids`` (text offsets start at ``offset``)."""
     if logprobs is None:
         return None
@@ -61,7 +61,7 @@ def completion_logprobs(token_ids: Sequence[int], logprobs: Sequence[float] | No
 
 def chat_logprobs(token_ids: Sequence[int], logprobs: Sequence[float] | None,
                   top: Sequence[Sequence[tuple[int, float]]] | None,
-                  strs: Mapping[int, str]) -> dict[str, Any] | None:
+                  strs: Mapping[int, str]) -> JsonObject | None:
     """The chat ``logprobs`` object: ``{"content": [{token, logprob, bytes, top_logprobs}]}``."""
     if logprobs is None:
         return None
@@ -109,9 +109,9 @@ class ApiCall:
         """The ``object`` of a stream chunk."""
         return "chat.completion.chunk" if self.chat else "text_completion"
 
-    def head(self, obj: str) -> dict[str, Any]:
+    def head(self, obj: str) -> JsonObject:
         """The fields every response object of this call starts with."""
-        d: dict[str, Any] = {"id": self.id, "object": obj, "created": self.created,
+        d: JsonObject = {"id": self.id, "object": obj, "created": self.created,
                              "model": self.state.model_name}
         if self.job_id is not None:
             d["job_id"] = self.job_id
@@ -120,7 +120,7 @@ class ApiCall:
     def wants_logprobs(self) -> bool:
         return bool(self.req.logprobs) if self.chat else self.req.logprobs is not None
 
-    async def logprobs(self, out: RequestOutput, start: int, text_offset: int = 0) -> dict[str, Any] | None:
+    async def logprobs(self, out: RequestOutput, start: int, text_offset: int = 0) -> JsonObject | None:
         """The logprobs object of ``out``'s tokens from index ``start`` on (None unless requested)."""
         if not self.wants_logprobs():
             return None

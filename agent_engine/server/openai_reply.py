@@ -32,12 +32,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from agent_engine.engine.outputs import RequestOutput
+from agent_engine.json_types import JsonObject
 from agent_engine.server.errors import APIError, error_body
 from agent_engine.server.groups import GroupEvent, RequestGroup
 from agent_engine.server.openai_call import DONE, ApiCall, sse, usage
@@ -105,9 +105,9 @@ async def _consume(group: RequestGroup, finals: list[RequestOutput | None]) -> N
             finals[ev.index] = ev.output
 
 
-async def _choice(call: ApiCall, index: int, out: RequestOutput) -> dict[str, Any]:
+async def _choice(call: ApiCall, index: int, out: RequestOutput) -> JsonObject:
     comp = out.outputs[0]
-    choice: dict[str, Any] = {"index": index, "finish_reason": comp.finish_reason,
+    choice: JsonObject = {"index": index, "finish_reason": comp.finish_reason,
                               "logprobs": await call.logprobs(out, 0)}
     if call.chat:
         cut = comp.finish_reason == "length"
@@ -123,7 +123,7 @@ async def _choice(call: ApiCall, index: int, out: RequestOutput) -> dict[str, An
     return choice
 
 
-def _chat_message(call: ApiCall, text: str, cut: bool) -> dict[str, Any]:
+def _chat_message(call: ApiCall, text: str, cut: bool) -> JsonObject:
     if call.tools is None:
         return {"role": "assistant", "content": text}
     parsed = call.tools.parse(text, truncated=cut)
@@ -183,10 +183,10 @@ def _error_event_of(ev: GroupEvent) -> str | None:
     return None
 
 
-async def _event_chunk(call: ApiCall, ev: GroupEvent, p: _Progress) -> dict[str, Any] | None:
+async def _event_chunk(call: ApiCall, ev: GroupEvent, p: _Progress) -> JsonObject | None:
     """The chunk of one event, or None when the event adds nothing to what was sent."""
     out = ev.output
-    choice: dict[str, Any] = {"index": ev.index}
+    choice: JsonObject = {"index": ev.index}
     if out is None:
         delta_text, new_ids, finish = "", [], "abort"
     else:
@@ -206,7 +206,7 @@ async def _event_chunk(call: ApiCall, ev: GroupEvent, p: _Progress) -> dict[str,
 
 
 async def _advance(call: ApiCall, out: RequestOutput, p: _Progress,
-                   choice: dict[str, Any]) -> tuple[str, list[int]]:
+                   choice: JsonObject) -> tuple[str, list[int]]:
     """Move ``p`` past ``out``'s new tokens, adding their logprobs (and ids) to ``choice``."""
     p.prompt_tokens = len(out.prompt_token_ids)
     p.cached_tokens = out.num_cached_tokens
@@ -221,7 +221,7 @@ async def _advance(call: ApiCall, out: RequestOutput, p: _Progress,
     return out.new_text, new_ids
 
 
-def _visible(p: _Progress, delta_text: str, finish: str | None) -> tuple[str, list[dict[str, Any]]]:
+def _visible(p: _Progress, delta_text: str, finish: str | None) -> tuple[str, list[JsonObject]]:
     """The text and tool-call delta entries this chunk shows (all the text when there is no parser)."""
     if p.parser is None:
         return delta_text, []
@@ -233,10 +233,10 @@ def _visible(p: _Progress, delta_text: str, finish: str | None) -> tuple[str, li
     return text, tool_calls
 
 
-def _add_text(call: ApiCall, choice: dict[str, Any], text: str, tool_calls: list[dict[str, Any]],
+def _add_text(call: ApiCall, choice: JsonObject, text: str, tool_calls: list[JsonObject],
               first: bool) -> None:
     if call.chat:
-        delta: dict[str, Any] = {"content": text if text or not tool_calls else None}
+        delta: JsonObject = {"content": text if text or not tool_calls else None}
         if tool_calls:
             delta["tool_calls"] = tool_calls
         if first:
@@ -246,7 +246,7 @@ def _add_text(call: ApiCall, choice: dict[str, Any], text: str, tool_calls: list
         choice["text"] = text
 
 
-def _usage_chunk(call: ApiCall, progress: list[_Progress]) -> dict[str, Any]:
+def _usage_chunk(call: ApiCall, progress: list[_Progress]) -> JsonObject:
     chunk = call.head(call.chunk_object_name)
     chunk["choices"] = []
     chunk["usage"] = usage(sum(p.prompt_tokens for p in progress), sum(p.sent_tokens for p in progress),

@@ -21,6 +21,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from agent_engine.json_types import JsonObject
 from agent_engine.server.async_engine import EngineDeadError, EngineStoppedError, RequestSpec
 from agent_engine.server.auth import metrics_viewer, tenant_of_scope
 from agent_engine.server.engine_like import EngineLike
@@ -108,8 +109,8 @@ async def chat(req: ChatCompletionRequest, request: Request, state: State) -> Re
     tools = req.tool_dicts() if plan.choice.parses else None
     ignored = await unenforced_schema(state, _strict(req), params.structured, tools, hints.tenant)
     base = f"chatcmpl-{uuid.uuid4().hex}"
-    spec = RequestSpec(base, _chat_prompt(messages, plan, base), params, fill_max_tokens=requested is None,
-                       hints=hints, constraint=plan.constraint)
+    spec = RequestSpec(base, _chat_prompt(messages, plan), params, fill_max_tokens=requested is None,
+                       hints=hints, constraint=plan.constraint, tool_reader=plan.output_reader)
     group = await state.admit([spec], request)
     call = ApiCall(base, state, req, hints.job_id, int(time.time()), chat=True, tools=plan.parser)
     return with_headers(await _reply(call, group, request), ignored_header(ignored))
@@ -128,7 +129,7 @@ def _prompts(req: CompletionRequest) -> list[str | list[int]]:
     return prompts
 
 
-def _template_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
+def _template_messages(req: ChatCompletionRequest) -> list[JsonObject]:
     """The messages as template dicts; a 400 naming any field the server cannot honour."""
     unsupported = req.unsupported_fields()
     if unsupported:
@@ -140,17 +141,13 @@ def _template_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
         raise bad_request(str(exc), param="messages") from exc
 
 
-def _chat_prompt(messages: list[dict[str, Any]], plan: ToolPlan, request_id: str) -> Callable[[EngineLike], str]:
+def _chat_prompt(messages: list[JsonObject], plan: ToolPlan) -> Callable[[EngineLike], str]:
     """The prompt as a function of the engine: the chat template (with the request's tools) is applied on
-    the engine thread. When the output is read for tool calls, the engine's job hooks get that reader,
-    so the estimator sees the calls the API returns."""
+    the tokenizer pool. When the output is read for tool calls, ``plan.output_reader`` (the spec's
+    ``tool_reader``) gives that reader to the request, so the estimator sees the calls the API returns."""
 
     def render(engine: EngineLike) -> str:
-        text = plan.render(engine.tokenizer, messages)
-        reader = plan.output_reader()
-        if reader is not None:
-            engine.job_hooks.read_output_with(request_id, reader)
-        return text
+        return plan.render(engine.tokenizer, messages)
 
     return render
 
@@ -170,7 +167,7 @@ def _strict(req: CompletionRequest | ChatCompletionRequest) -> bool:
 
 
 async def unenforced_schema(state: ServerState, strict: bool, spec: StructuredSpec | None,
-                            tools: list[dict[str, Any]] | None, tenant: str | None) -> list[str]:
+                            tools: list[JsonObject] | None, tenant: str | None) -> list[str]:
     """What of the request's schemas will not be enforced (``structured_request.unenforced_parts``, on the
     tokenizer pool in the tenant's turn: a schema can be megabytes); a 400 for a strict one."""
     if spec is None and not tools:

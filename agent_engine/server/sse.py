@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+
+from agent_engine.json_types import JsonValue
 
 _LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
-def event_json(data: Mapping[str, Any]) -> str:
+def event_json(data: Mapping[str, JsonValue]) -> str:
     """``data`` as compact JSON on one line by every client's reading (module docstring)."""
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).translate(_LINE_BREAKS)

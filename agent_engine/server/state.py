@@ -2,7 +2,7 @@
 
 Invariants:
 - Handlers reach the engine only through this state's ``AsyncEngine`` (``admit`` hands their requests
-  to its ``submit``; ``release_job``, ``call``), never directly; engine failures leave here as
+  to its ``submit``; ``release_job``, ``stats``, ``tokenize``), never directly; engine failures leave here as
   ``APIError``s (503 engine unavailable, 400 invalid request).
 - ``tenants`` (the API keys), ``open_metrics`` and ``max_waiting`` start from the ``ServerConfig`` and
   may be changed at runtime (tests do; ``api_key`` sets a single key); the middlewares and ``admit``
@@ -33,14 +33,15 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from fastapi import Request
 
+from agent_engine.engine.engine_stats import EngineStats
 from agent_engine.engine.grammar_build import GrammarRefused
 from agent_engine.engine.grammar_workers import GrammarWorkerDied
 from agent_engine.server.async_engine import AsyncEngine, EngineDeadError, EngineStoppedError, RequestSpec
 from agent_engine.server.auth import Tenants
+from agent_engine.server.edge_middleware import ByteBuckets
 from agent_engine.server.errors import APIError, bad_request
 from agent_engine.server.groups import RequestGroup
 from agent_engine.server.metrics import ServerMetrics
@@ -66,10 +67,10 @@ class ServerState:
     open_metrics: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     body_timeout: float = 30.0
-    body_buckets: Any = None  # edge_middleware.ByteBuckets with several tenants
+    body_buckets: ByteBuckets | None = None  # with several tenants
     created: int = field(default_factory=lambda: int(time.time()))
     token_strs: dict[int, str] = field(default_factory=dict)
-    last_stats: dict[str, Any] = field(default_factory=dict)
+    last_stats: EngineStats | None = None
     inflight: dict[str | None, int] = field(default_factory=dict)
     open_jobs: OpenJobs = field(default_factory=lambda: OpenJobs(None))
 
@@ -127,11 +128,11 @@ class ServerState:
         self.open_jobs.release(tenant, job_id)
         if released is None:
             raise APIError(404, f"no live job {job_id!r}", param="job_id", code="job_not_found")
-        self.metrics.on_job_released(engine_job, tenant)
+        self.metrics.on_job_released(tenant)
         return released
 
-    async def refresh_stats(self) -> dict[str, Any]:
-        """A fresh engine stats snapshot while the engine is healthy, else the last one taken."""
+    async def refresh_stats(self) -> EngineStats | None:
+        """A fresh engine stats snapshot while the engine is healthy, else the last one taken (None: none yet)."""
         if self.engine.healthy:
             try:
                 self.last_stats = await self.engine.stats()

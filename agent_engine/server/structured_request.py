@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from agent_engine.engine.schema_support import Unenforced, unenforced
+from agent_engine.json_types import JsonObject, JsonValue
 from scheduler import StructuredSpec
 
 __all__ = ["IGNORED_HEADER", "JsonSchemaFormat", "ResponseFormat", "StructuredOutputs", "UnenforcedSchemaError",
@@ -103,7 +104,7 @@ _GUIDED = {"guided_json": "json", "guided_regex": "regex", "guided_choice": "cho
 
 
 def requested_structure(response_format: ResponseFormat | None, structured_outputs: StructuredOutputs | None,
-                        guided: dict[str, Any]) -> StructuredSpec | None:
+                        guided: JsonObject) -> StructuredSpec | None:
     """The one output constraint a request asks for (None: free text). Raises ValueError."""
     legacy = {k: v for k, v in guided.items() if k in _GUIDED and v is not None}
     asked = [name for name, given in (("response_format", response_format is not None and
@@ -132,7 +133,7 @@ class UnenforcedSchemaError(ValueError):
 
 
 def unenforced_parts(spec: StructuredSpec | None, strict: bool,
-                     tools: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+                     tools: Sequence[Mapping[str, JsonValue]] | None = None) -> list[str]:
     """What the decoder will not enforce of the output format ``spec`` (a JSON schema) and of the
     ``tools``' parameters, one ``where: keyword at path (why)`` line each. Raises
     ``UnenforcedSchemaError`` for the first part of a strict schema (``strict`` for ``spec``, each tool's

@@ -30,6 +30,7 @@ import numpy as np
 from tqdm import tqdm
 
 from agent_engine.config import EngineConfig
+from agent_engine.json_types import JsonObject
 from agent_engine.sim.cost_model import Chunk, CostConstants, CostModel, chunks_of
 from agent_engine.sim.policy_label import engine_for_policy
 from agent_engine.sim.sim_config import SimConfig
@@ -55,7 +56,7 @@ TARGET_MEDIAN_ERROR = 0.15
 class _Bench:
     """A real CPU engine whose every step is recorded as ``(scheduled chunks, wall seconds)``."""
 
-    def __init__(self, seed: int, engine_kwargs: dict[str, Any] | None) -> None:
+    def __init__(self, seed: int, engine_kwargs: JsonObject | None) -> None:
         from agent_engine.engine.llm_engine import LLMEngine
 
         kw = {"device": "cpu", "policy": "fcfs", "profile_reload_cost": False, "max_num_seqs": 64,
@@ -112,7 +113,7 @@ class _Bench:
 
 
 def measure(shapes: Sequence[Shape], decode_steps: int = 3, mixed_steps: int = 2, seed: int = 0,
-            engine_kwargs: dict[str, Any] | None = None, progress: bool = False) -> list[Sample]:
+            engine_kwargs: JsonObject | None = None, progress: bool = False) -> list[Sample]:
     """Samples ``(chunks, seconds)`` of real engine steps over ``shapes`` (one warm-up step dropped)."""
     bench = _Bench(seed, engine_kwargs)
     for shape in tqdm(shapes, desc="calibration shapes", unit="shape", disable=not progress):
@@ -155,7 +156,7 @@ def simulate_like_bench(
     time_scale: float = 1.0, seed: int = 0, num_kv_blocks: int = 8192, max_num_seqs: int = 64,
     max_num_batched_tokens: int = 2048, max_model_len: int = 4096, block_size: int = 16,
     max_pinned_fraction: float = 0.5, first_job: int = 0, soft_pins: bool = True,
-) -> dict[str, Any]:
+) -> JsonObject:
     """What ``bench jct`` would report for the CPU engine (its defaults: default model, 1 GiB KV =
     8192 blocks, 64 seqs, 2048-token budget), simulated with calibrated ``constants``.
 
@@ -202,7 +203,7 @@ def _median_error(model: ModelSpec, consts: CostConstants, samples: Sequence[Sam
     return statistics.median(abs(e) for e in errors(CostModel(model, consts), samples))
 
 
-def _report(samples: list[Sample], holdout: float, seed: int) -> tuple[float, dict[str, Any]]:
+def _report(samples: list[Sample], holdout: float, seed: int) -> tuple[float, JsonObject]:
     """``(judged error, report)``: fit on the training share and judge on the held-out share (on all
     samples when none is held out); the saved constants use every sample."""
     from agent_engine.reporting import machine_info

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from agent_engine.config import EngineConfig
+from agent_engine.json_types import JsonObject
 from agent_engine.sim.cluster_cli import add_cluster_args, cmd_cluster
 from agent_engine.sim.cost_model import CostConstants, CostModel, kv_pool_blocks
 from agent_engine.sim.policy_label import POLICIES
@@ -93,7 +93,7 @@ def _policies(text: str) -> list[str]:
     return names
 
 
-def _print_results(sweep: dict[str, list[dict[str, Any]]], at2: dict[str, Any]) -> None:
+def _print_results(sweep: dict[str, list[JsonObject]], at2: JsonObject) -> None:
     from agent_engine.reporting import print_table
 
     rows = [[name, p["jps"], p["mean_jct_s"], p["p90_jct_s"], p["jobs_per_min"], p["mean_queue_s"],

@@ -10,7 +10,7 @@ lease there, the jobs with a request there, its free blocks. The prompt's prefix
 
 Events (a heap keyed by time, ties in push order): job sends (arrival or tool return) and the end of
 a replica's step. A request routed to a busy replica joins it when its step ends (as a real engine
-loop would see it); an idle replica catches up to the event's time at every event (its leases
+loop would see it: its estimator hears the turn's arrival then, from the replica's job table); an idle replica catches up to the event's time at every event (its leases
 expire, requests that waited for room are admitted).
 
 Invariants:
@@ -26,8 +26,8 @@ import heapq
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from agent_engine.json_types import JsonObject
 from agent_engine.routing import ReplicaView, RouteKey, make_policy, next_turn_reuse
 from agent_engine.routing.policies import DEFAULT_MAX_IMBALANCE, RoutingPolicy
 from agent_engine.sim.cost_model import CostModel, chunks_of
@@ -59,14 +59,14 @@ class ClusterSimResult(SimResult):
 
     router: str = ""
     replicas: int = 1
-    turns: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)  # job -> (prompt, out, cached)
+    next_turn_reuse: float | None = None  # over every job's turns (``SimJob.turns``), set when the run ends
     routing: dict[str, int] = field(default_factory=dict)
     replica_turns: list[int] = field(default_factory=list)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JsonObject:
         """``SimResult.summary`` plus ``next_turn_reuse``, the router's counters and turns per replica."""
         return {**super().summary(), "router": self.router, "replicas": self.replicas,
-                "next_turn_reuse": next_turn_reuse(self.turns.values()), "routing": self.routing,
+                "next_turn_reuse": self.next_turn_reuse, "routing": self.routing,
                 "replica_turns": self.replica_turns}
 
 
@@ -155,7 +155,7 @@ class _ClusterSimulation:
         for o in r.sched.update(out, self.runner.execute(out)):
             if o.finish_reason is not None:
                 job, req, _ = self.live.pop(o.request_id)
-                self._finished(job, req, r, t)
+                self._finished(job, req, t)
 
     def _send(self, job: SimJob, t: float) -> None:
         """Route the job's next turn and hand it to the chosen replica (now if idle, else at its step end)."""
@@ -163,32 +163,29 @@ class _ClusterSimulation:
         key = RouteKey(job.plan.job_id, tuple(hashes[self.prefix_every - 1::self.prefix_every]))
         r = self.by_id[self.policy.rank(key, [x.view(t) for x in self.replicas], t)[0]]
         r.turns += 1
-        job_arrival = r.tracker.on_arrival(job.plan.job_id, t)
-        req = turn_request(job, prompt, hashes, t, self.cfg.engine.block_size, job_arrival)
+        req = turn_request(job, prompt, hashes, t, self.cfg.engine.block_size)
         self.live[req.request_id] = (job, req, r)
         r.inbox.append(req)
         if r.step is None:
             self._start(r, t)
 
-    def _finished(self, job: SimJob, req: SimRequest, r: _Replica, now: float) -> None:
+    def _finished(self, job: SimJob, req: SimRequest, now: float) -> None:
         """Account a finished turn; end the job (release it everywhere) or schedule its tool return."""
-        r.tracker.on_finished(req, "")
-        self.res.turns.setdefault(job.plan.job_id, []).append(
-            (req.num_prompt_tokens, req.num_output_tokens, max(0, req.num_cached_tokens)))
+        job.turns.append((req.num_prompt_tokens, req.num_output_tokens, max(0, req.num_cached_tokens)))
         wait = finish_turn(self.res, job, req, now)
         if wait is None:
             for x in self.replicas:
                 x.sched.release_job(job.plan.job_id)
-                x.tracker.on_job_released(job.plan.job_id)
         else:
             self._push(now + wait, _SEND, job.index)
 
     def _read_counters(self) -> None:
         res = self.res
+        res.next_turn_reuse = next_turn_reuse(job.turns for job in self.jobs)
         for r in self.replicas:
             st = r.sched.stats()
             res.preemptions += st.num_preemptions
-            for k, v in st.pins.items():
+            for k, v in st.pins.as_dict().items():
                 res.pins[k] = res.pins.get(k, 0) + v
             res.sim_seconds = max(res.sim_seconds, r.clock.now())
         res.routing = self.policy.counters.as_dict()

@@ -16,6 +16,7 @@ import argparse
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from agent_engine.json_types import JsonObject, JsonValue
 from agent_engine.routing import ROUTERS
 from agent_engine.routing.policies import DEFAULT_MAX_IMBALANCE
 from agent_engine.sim.sim_config import SweepSetup
@@ -41,14 +42,14 @@ def _routers(text: str) -> list[str]:
     return names
 
 
-_worker: dict[str, Any] = {}
+_worker: JsonObject = {}
 
 
-def _init(jobs: list[Any], cost: Any) -> None:
+def _init(jobs: list[JsonValue], cost: Any) -> None:
     _worker["jobs"], _worker["cost"] = jobs, cost
 
 
-def _point(task: tuple[Any, int, str, int]) -> dict[str, Any]:
+def _point(task: tuple[Any, int, str, int]) -> JsonObject:
     from agent_engine.sim.cluster import simulate_cluster
 
     cfg, replicas, router, imbalance = task
@@ -57,8 +58,8 @@ def _point(task: tuple[Any, int, str, int]) -> dict[str, Any]:
     return {"policy": cfg.label, "router": router, "jps": cfg.jps, **res.summary()}
 
 
-def _run_points(jobs: list[Any], cost: Any, tasks: list[tuple[Any, int, str, int]],
-                workers: int) -> list[dict[str, Any]]:
+def _run_points(jobs: list[JsonValue], cost: Any, tasks: list[tuple[Any, int, str, int]],
+                workers: int) -> list[JsonObject]:
     if workers <= 1:
         _init(jobs, cost)
         return [_point(t) for t in tasks]
@@ -66,7 +67,7 @@ def _run_points(jobs: list[Any], cost: Any, tasks: list[tuple[Any, int, str, int
         return list(ex.map(_point, tasks))
 
 
-def _print(points: list[dict[str, Any]]) -> None:
+def _print(points: list[JsonObject]) -> None:
     from agent_engine.reporting import print_table
 
     headers = ["policy", "router", "jps", "mean JCT s", "p90 JCT s", "next-turn reuse", "hit", "preempt",

@@ -8,9 +8,10 @@ per-policy object (``mean_jct_s``, ``p50/p90/p99_jct_s``, ``jobs_per_min``, ``me
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
+
+from agent_engine.json_types import JsonObject
 
 __all__ = ["SimResult"]
 
@@ -36,7 +37,7 @@ class SimResult:
     pins: dict[str, float] = field(default_factory=dict)
     tier: dict[str, float] = field(default_factory=dict)  # second-tier counters (empty without a tier)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JsonObject:
         """The keys of ``bench jct``'s per-policy object, plus simulator counters."""
         j = np.asarray(self.jcts, float)
         span = 0.0

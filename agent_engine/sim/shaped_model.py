@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
+from agent_engine.json_types import JsonObject
 from agent_engine.sim.specs import ModelSpec
 
 __all__ = ["build_shaped_model", "shaped_config", "vocab_note"]
@@ -25,7 +25,7 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_m
 _DTYPES = ("float32", "bfloat16")
 
 
-def shaped_config(spec: ModelSpec, dtype: str) -> dict[str, Any]:
+def shaped_config(spec: ModelSpec, dtype: str) -> JsonObject:
     """The HF ``config.json`` of the embedded model with ``spec``'s decoder-layer shape."""
     from agent_engine.model.default_model import model_config_dict
 
@@ -40,7 +40,7 @@ def shaped_config(spec: ModelSpec, dtype: str) -> dict[str, Any]:
     return config
 
 
-def vocab_note(spec: ModelSpec, config: dict[str, Any]) -> str:
+def vocab_note(spec: ModelSpec, config: JsonObject) -> str:
     """How much smaller the checkpoint's embedding and LM head are than ``spec``'s."""
     return (f"vocabulary {config['vocab_size']} (the embedded tokenizer's) instead of {spec.vocab_size}: "
             f"{(spec.vocab_size - config['vocab_size']) * spec.hidden_size * 2 / 1e6:.0f}M fewer embedding "

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_engine.config import EngineConfig
+from agent_engine.json_types import JsonValue
 from agent_engine.sim.policy_label import PolicyLabel, parse_label, policy_label
 from agent_engine.workloads.replay.plan import ReplayOptions
 from scheduler import SchedulerConfig
@@ -95,5 +96,5 @@ class SweepSetup:
     loads: list[float]
     base: SimConfig
     cost: Any
-    jobs: list[Any]
+    jobs: list[JsonValue]
     trace: str

@@ -1,8 +1,9 @@
 """Discrete-event simulation of agent jobs on the real scheduler, timed by a cost model.
 
 The REAL ``Scheduler`` (KV cache manager, prefix cache, pins, waiting order, preemption) and the REAL
-estimator (through ``agent_engine.engine.job_hooks.JobHooks``, wired as the engine wires it) run on a
-``FakeClock``; the scheduler's limits come from the run's ``EngineConfig``
+estimator (``agent_engine.engine.job_hooks.JobHooks``, wired by the engine's own function,
+``wire_scheduler``: it hears every job event from the scheduler's job table, first, as in the engine)
+run on a ``FakeClock``; the scheduler's limits come from the run's ``EngineConfig``
 (``SimConfig.scheduler_config``). The runner samples a fixed token id and the clock advances by the
 cost model's time of the scheduled batch. Jobs follow the replay plans of
 ``agent_engine.workloads.replay.plan``: Poisson arrivals (``arrival_times``), per job a closed loop
@@ -20,6 +21,8 @@ Invariants:
 - Time only moves forward, by step times or jumps to events; a job's JCT is its last turn's finish
   time minus its first turn's send time, so a lone job's JCT is the sum of its step times and tool waits.
 - Every job started sends exactly one ``is_last_step`` turn and then releases its pin (the DELETE).
+- The simulation tells the estimator nothing itself: it adds turns, steps the scheduler and releases
+  jobs; the job table publishes each event to the same listeners as in the engine.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import time
 from collections.abc import Sequence
 
 from agent_engine.config import EngineConfig
-from agent_engine.engine.job_hooks import PROFILE_LENGTHS, JobHooks
+from agent_engine.engine.job_hooks import PROFILE_LENGTHS, JobHooks, wire_scheduler
 from agent_engine.sim.cost_model import CostModel, chunks_of
 from agent_engine.sim.result import SimResult
 from agent_engine.sim.sim_config import SimConfig
@@ -59,19 +62,12 @@ __all__ = ["build_scheduler", "build_tracker", "simulate"]
 _RELOAD_LENGTHS = (*PROFILE_LENGTHS, 4096, 8192, 16384, 32768, 65536)
 
 
-class _NoText:
-    """Tokenizer stand-in: the simulator's turns carry ``tool_name``; a turn without one has no text."""
-
-    @staticmethod
-    def decode(ids: Sequence[int], skip_special_tokens: bool = True) -> str:
-        return ""
-
-
 def build_tracker(engine: EngineConfig, cost: CostModel, clock: FakeClock, max_model_len: int,
                   tier: bool = False) -> JobHooks:
     """The engine's job hooks and estimator for ``engine``'s TTL policy; CONTINUUM's reload cost R(ctx)
     is fitted to the cost model's prefill times (where the engine would time its own prefills), and
-    with a second ``tier`` its load-back cost to the cost model's host-link times."""
+    with a second ``tier`` its load-back cost to the cost model's host-link times. The simulator's turns
+    carry their ``tool_name`` (a turn without one has no output text to read)."""
     est = Estimator(
         EstimatorConfig(ttl_policy=engine.ttl_policy, pin_threshold=engine.pin_threshold,
                         default_ttl=engine.pin_threshold, learned_model_path=engine.learned_model_path,
@@ -85,13 +81,12 @@ def build_tracker(engine: EngineConfig, cost: CostModel, clock: FakeClock, max_m
         if tier:
             bs = engine.block_size
             est.set_tier_reload_cost(ReloadCostModel.fit(lengths, [cost.tier_load_time(-(-n // bs), bs) for n in lengths]))
-    return JobHooks(est, _NoText(), clock)
+    return JobHooks.of(engine, est, clock)
 
 
 def build_scheduler(cfg: SimConfig, clock: FakeClock, tracker: JobHooks) -> Scheduler:
-    """The real scheduler under ``cfg``'s limits; CONTINUUM asks ``tracker`` for pin TTLs."""
-    pin_ttl = tracker.pin_ttl if policy_class(cfg.engine.policy).uses_pins else None
-    return Scheduler(cfg.scheduler_config(), clock=clock, pin_ttl_fn=pin_ttl, return_time_fn=tracker.expected_return)
+    """The real scheduler under ``cfg``'s limits, wired to ``tracker`` as the engine wires its own."""
+    return wire_scheduler(cfg.scheduler_config(), clock, tracker)
 
 
 class _Simulation:
@@ -139,8 +134,7 @@ class _Simulation:
     def _send(self, job: SimJob, t: float) -> None:
         """Add the job's next turn to the scheduler: the previous context plus fresh tool tokens."""
         prompt, hashes = turn_context(job, t, self.opts)
-        job_arrival = self.tracker.on_arrival(job.plan.job_id, t)
-        req = turn_request(job, prompt, hashes, t, self.cfg.engine.block_size, job_arrival)
+        req = turn_request(job, prompt, hashes, t, self.cfg.engine.block_size)
         self.sched.add_request(req)
         self.live[req.request_id] = (job, req)
 
@@ -164,11 +158,9 @@ class _Simulation:
 
     def _finished(self, job: SimJob, req: SimRequest, now: float) -> None:
         """Account a finished turn; end the job (release its pin) or schedule its tool return."""
-        self.tracker.on_finished(req, "")
         wait = finish_turn(self.res, job, req, now)
         if wait is None:
             self.sched.release_job(job.plan.job_id)
-            self.tracker.on_job_released(job.plan.job_id)
         else:
             self.seq += 1
             heapq.heappush(self.events, (now + wait, self.seq, job.index))
@@ -176,8 +168,8 @@ class _Simulation:
     def _read_counters(self) -> None:
         st = self.sched.stats()
         self.res.preemptions = st.num_preemptions
-        self.res.pins = dict(st.pins)
-        self.res.tier = dict(st.tier)
+        self.res.pins = st.pins.as_dict()
+        self.res.tier = st.tier.as_dict() if st.tier is not None else {}
         self.res.sim_seconds = self.clock.now()
 
 

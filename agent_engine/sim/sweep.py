@@ -15,10 +15,10 @@ import math
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any
 
 from tqdm import tqdm
 
+from agent_engine.json_types import JsonObject
 from agent_engine.sim.cost_model import CostModel
 from agent_engine.sim.sim_config import SimConfig
 from agent_engine.sim.simulator import simulate
@@ -28,22 +28,22 @@ __all__ = ["UNLOADED_JPS", "plot", "ratio_at_2x_unloaded", "run_sweep"]
 
 UNLOADED_JPS = 1e-4  # jobs ~3 h apart: every job runs alone
 
-_worker: dict[str, Any] = {}  # a worker process's jobs and cost model, set once by its initializer
+_worker: JsonObject = {}  # a worker process's jobs and cost model, set once by its initializer
 
 
 def _init_worker(jobs: list[TraceJob], cost: CostModel) -> None:
     _worker["jobs"], _worker["cost"] = jobs, cost
 
 
-def _run_point(cfg: SimConfig) -> dict[str, Any]:
+def _run_point(cfg: SimConfig) -> JsonObject:
     return simulate(_worker["jobs"], _worker["cost"], cfg).summary()
 
 
 def _run_points(jobs: list[TraceJob], cost: CostModel, configs: list[SimConfig], workers: int,
-                progress: bool) -> list[dict[str, Any]]:
+                progress: bool) -> list[JsonObject]:
     """The summary of every config, in order; ``workers > 1`` runs them in that many processes."""
     bar = tqdm(total=len(configs), desc="sim points", unit="point", disable=not progress)
-    out: list[dict[str, Any]] = [{} for _ in configs]
+    out: list[JsonObject] = [{} for _ in configs]
     try:
         if workers <= 1:
             for k, cfg in enumerate(configs):
@@ -61,7 +61,7 @@ def _run_points(jobs: list[TraceJob], cost: CostModel, configs: list[SimConfig],
 
 
 def run_sweep(jobs: Sequence[TraceJob], cost: CostModel, base: SimConfig, policies: Sequence[str],
-              loads: Sequence[float], workers: int = 1, progress: bool = True) -> dict[str, Any]:
+              loads: Sequence[float], workers: int = 1, progress: bool = True) -> JsonObject:
     """Every (policy, load) point of ``base`` plus FCFS unloaded: ``{"sweep": {policy: [point...]},
     "unloaded": summary}``; ``policies`` are ``agent_engine.sim.policy_label.POLICIES`` labels."""
     points = [(label, jps, False) for label in policies for jps in loads]
@@ -69,8 +69,8 @@ def run_sweep(jobs: Sequence[TraceJob], cost: CostModel, base: SimConfig, polici
     points.sort(key=lambda p: -p[1])  # heavy points first: better packing over workers
     configs = [base.for_label(label, jps) for label, jps, _ in points]
     summaries = _run_points(list(jobs), cost, configs, workers, progress)
-    sweep: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}
-    unloaded: dict[str, Any] = {}
+    sweep: dict[str, list[JsonObject]] = {p: [] for p in policies}
+    unloaded: JsonObject = {}
     for (label, jps, is_unloaded), summ in zip(points, summaries, strict=True):
         if is_unloaded:
             unloaded = summ
@@ -88,7 +88,7 @@ def _interp(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
     return math.nan
 
 
-def _fcfs_2x_load(fcfs: list[dict[str, Any]], unloaded_jct: float) -> float | None:
+def _fcfs_2x_load(fcfs: list[JsonObject], unloaded_jct: float) -> float | None:
     """The load where FCFS's mean JCT first reaches twice ``unloaded_jct`` (None: never)."""
     target = 2.0 * unloaded_jct
     prev = (0.0, unloaded_jct)
@@ -101,12 +101,12 @@ def _fcfs_2x_load(fcfs: list[dict[str, Any]], unloaded_jct: float) -> float | No
     return None
 
 
-def ratio_at_2x_unloaded(sweep: dict[str, list[dict[str, Any]]], unloaded_jct: float) -> dict[str, Any]:
+def ratio_at_2x_unloaded(sweep: dict[str, list[JsonObject]], unloaded_jct: float) -> JsonObject:
     """The load where FCFS's mean JCT first reaches 2x unloaded (linear interpolation) and each policy's
     JCT there, with FCFS / policy ratios; ``jps`` is None when the sweep never reaches 2x."""
     target = 2.0 * unloaded_jct
     jps = _fcfs_2x_load(sweep.get("fcfs", []), unloaded_jct)
-    out: dict[str, Any] = {"unloaded_mean_jct_s": unloaded_jct, "target_jct_s": target, "jps": jps}
+    out: JsonObject = {"unloaded_mean_jct_s": unloaded_jct, "target_jct_s": target, "jps": jps}
     if jps is None:
         return out
     for name, pts in sweep.items():
@@ -117,7 +117,7 @@ def ratio_at_2x_unloaded(sweep: dict[str, list[dict[str, Any]]], unloaded_jct: f
     return out
 
 
-def plot(sweep: dict[str, list[dict[str, Any]]], unloaded_jct: float, title: str, path: str) -> None:
+def plot(sweep: dict[str, list[JsonObject]], unloaded_jct: float, title: str, path: str) -> None:
     """Mean JCT vs jobs/s per policy (matplotlib Agg), with the 2x-unloaded line."""
     import matplotlib
 

@@ -13,7 +13,7 @@ block hashes equal the ones it would compute from its tokens (they are a pure fu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_engine.sim.result import SimResult
@@ -47,13 +47,15 @@ class SimRequest(Request):
 
 @dataclass
 class SimJob:
-    """A job's progress: its plan, the next turn to send, its last finished request, its first send."""
+    """A job's progress: its plan, the next turn to send, its last finished request, its first send, and
+    (the cluster simulation's) its finished turns as ``(prompt, output, cached)`` tokens, in order."""
 
     index: int
     plan: JobPlan
     next_turn: int = 0
     last_req: SimRequest | None = None
     start_at: float = 0.0
+    turns: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 def plan_jobs(jobs: Sequence[TraceJob], opts: ReplayOptions) -> list[SimJob]:
@@ -72,14 +74,14 @@ def turn_context(job: SimJob, t: float, opts: ReplayOptions) -> tuple[list[int],
     return prev.all_token_ids + [FILL_TOKEN] * (tp.prompt_len - prev.num_tokens), prev.block_hashes
 
 
-def turn_request(job: SimJob, prompt: list[int], hashes: Sequence[int], t: float, block_size: int,
-                 job_arrival_time: float) -> SimRequest:
-    """The request of the job's next turn, sent at ``t`` with the job's hints."""
+def turn_request(job: SimJob, prompt: list[int], hashes: Sequence[int], t: float, block_size: int) -> SimRequest:
+    """The request of the job's next turn, sent at ``t`` with the job's hints (its program-order key is
+    stamped from the job's record when the scheduler's job table publishes its arrival)."""
     tp = job.plan.turns[job.next_turn]
     return SimRequest(
         f"{job.plan.job_id}-{job.next_turn}", prompt,
         SamplingParams(temperature=0.0, max_tokens=tp.max_tokens, ignore_eos=True),
-        block_size=block_size, arrival_time=t, job_arrival_time=job_arrival_time,
+        block_size=block_size, arrival_time=t,
         hints=JobHints.for_job(job.plan.job_id, is_last_step=tp.is_last_step, tool_name=tp.tool_name),
         inherited_hashes=hashes,
     )

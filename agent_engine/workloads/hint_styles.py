@@ -12,7 +12,7 @@ Invariant: ``hint_fields`` never puts anything but the style's own fields in the
 
 from __future__ import annotations
 
-from typing import Any
+from agent_engine.json_types import JsonObject
 
 __all__ = ["HINT_STYLES", "hint_fields", "releases_jobs"]
 
@@ -24,7 +24,7 @@ HINT_STYLES: tuple[str, ...] = ("job_id", "none", *_BODY, *_HEADERS, *_METADATA,
 
 
 def hint_fields(style: str, job_id: str, is_last_step: bool, tool_name: str | None
-                ) -> tuple[dict[str, Any], dict[str, str]]:
+                ) -> tuple[JsonObject, dict[str, str]]:
     """``(body fields, headers)`` that a client of ``style`` sends with one turn of ``job_id``."""
     if style == "job_id":
         return {"job_id": job_id, "is_last_step": is_last_step, "tool_name": tool_name}, {}

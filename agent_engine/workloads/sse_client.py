@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from agent_engine.json_types import JsonObject
+
 __all__ = ["QUEUE_DELAY_KEYS", "iter_sse_chunks", "release_job", "server_queue_delay"]
 
 
-async def iter_sse_chunks(resp: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+async def iter_sse_chunks(resp: httpx.Response) -> AsyncIterator[JsonObject]:
     """Yield each JSON chunk of a streamed response until ``data: [DONE]``.
 
     Raises RuntimeError on a non-200 status or an in-stream ``{"error": ...}`` event.
@@ -39,7 +40,7 @@ async def iter_sse_chunks(resp: httpx.Response) -> AsyncIterator[dict[str, Any]]
 QUEUE_DELAY_KEYS = ("queue_delay", "queueing_delay", "queue_time")
 
 
-def server_queue_delay(obj: dict[str, Any]) -> float | None:
+def server_queue_delay(obj: JsonObject) -> float | None:
     """The queueing delay a response (or stream chunk) reports, or None if it reports none."""
     for holder in (obj, obj.get("metrics") or {}, obj.get("usage") or {}):
         for k in QUEUE_DELAY_KEYS:

@@ -2,7 +2,7 @@
 
 The registry validates names (``policy_class``: a ``ValueError`` naming the known ones), so
 ``SchedulerConfig`` stays a leaf; adding a policy means adding its class here (built as
-``cls(config, kv, jobs)``, with ``pin_ttl_fn`` when it ``uses_pins``; see ``scheduler.policy.base``).
+``cls(config, kv, jobs)``; see ``scheduler.policy.base``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from scheduler.job_table import JobTable
 from scheduler.kv_cache_manager import KVCacheManager
-from scheduler.policy.base import NoPinsPolicy, PinStats, PinTTLFn, SchedulingPolicy
+from scheduler.policy.base import NoPinsPolicy, PinStats, SchedulingPolicy
 from scheduler.policy.continuum import ContinuumPolicy
 from scheduler.policy.fcfs import FcfsPolicy
 from scheduler.policy.lease import PIN_COUNTER_NAMES, EndReason, Lease, LeaseCounters, LeaseState
@@ -37,17 +37,13 @@ def policy_class(name: str) -> type[SchedulingPolicy]:
     return cls
 
 
-def make_policy(
-    config: SchedulerConfig, kv: KVCacheManager, jobs: JobTable, pin_ttl_fn: PinTTLFn | None = None
-) -> SchedulingPolicy:
-    """The policy named by ``config.policy``, deciding over ``kv``'s blocks for the jobs of ``jobs``;
-    ``pin_ttl_fn`` reaches only a policy that ``uses_pins``."""
-    cls = policy_class(config.policy)
-    return cls(config, kv, jobs, pin_ttl_fn) if cls.uses_pins else cls(config, kv, jobs)  # type: ignore[call-arg]
+def make_policy(config: SchedulerConfig, kv: KVCacheManager, jobs: JobTable) -> SchedulingPolicy:
+    """The policy named by ``config.policy``, deciding over ``kv``'s blocks for the jobs of ``jobs``."""
+    return policy_class(config.policy)(config, kv, jobs)
 
 
 __all__ = [
     "PIN_COUNTER_NAMES", "POLICIES", "POLICY_NAMES", "ContinuumPolicy", "EndReason", "FcfsPolicy", "Lease",
-    "LeaseCounters", "LeaseState", "LeaseTable", "NoPinsPolicy", "PinStats", "PinTTLFn", "PriorityPolicy",
+    "LeaseCounters", "LeaseState", "LeaseTable", "NoPinsPolicy", "PinStats", "PriorityPolicy",
     "SchedulingPolicy", "make_policy", "policy_class",
 ]

@@ -13,20 +13,24 @@ step. Contract:
   blocks back to the pool: the caller retries. False: nothing changed, and the caller goes on
   (preemption, or the admission stays blocked for this step).
 - A policy answers for itself: ``uses_pins`` (class-level) says whether it holds finished turns'
-  blocks for their jobs (and so wants a pin-TTL callback, a reload-cost profile and job inference),
-  ``holds_job`` whether it holds something for a job now. Nothing outside ``scheduler.policy``
-  compares a policy's name.
-- A policy is a ``JobListener`` of the scheduler's job table (``scheduler.job_table``): a job's
-  arrival and release reach it from the table, once each (CONTINUUM: its lease stops expiring, or
-  ends); what it holds for a job it keeps on the job's record.
-- Every policy class is built as ``cls(config, kv, jobs)``, plus ``pin_ttl_fn`` when it ``uses_pins``
-  (see ``scheduler.policy.make_policy``).
+  blocks for their jobs (and so wants the estimator's pin TTLs, a reload-cost profile and job
+  inference), ``holds_job`` whether it holds something for a job now. Nothing outside
+  ``scheduler.policy`` compares a policy's name.
+- A policy is a ``JobListener`` of the scheduler's job table (``scheduler.job_table``), told after
+  the estimator: a job's turn arriving, admitted, ending or aborted and the job's release reach it
+  from the table, once each, and from nowhere else (CONTINUUM: the lease stops expiring, ends as a
+  hit, the ended turn is pinned for the TTL the estimator wrote on the record, the lease ends);
+  what it holds for a job it keeps on the job's record. A finished request's blocks that the policy
+  does not take over in ``on_turn_end`` are freed by the scheduler right after.
+- The step hooks (``on_time``, ``on_allocation_failed``, ``on_admission_blocked``) are the policy's own
+  decisions about what it holds, under time and pressure, not events of a job's life.
+- Every policy class is built as ``cls(config, kv, jobs)`` (see ``scheduler.policy.make_policy``).
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -38,9 +42,6 @@ from scheduler.request import Request
 
 if TYPE_CHECKING:
     from scheduler.config import SchedulerConfig
-
-# Given a finished non-final turn of a job, how long (seconds) to pin its blocks; 0 = don't pin.
-PinTTLFn = Callable[[Request], float]
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ class PinStats:
 
 class SchedulingPolicy(JobListener, abc.ABC):
     """Decisions of one scheduler; see the module docstring for the contract. The job events
-    (``on_job_arrival``, ``on_job_release``, ...) are no-ops unless a policy overrides them."""
+    (``on_job_arrival``, ``on_turn_end``, ``on_job_release``, ...) are no-ops unless a policy
+    overrides them."""
 
     name: ClassVar[str]
     uses_pins: ClassVar[bool] = False
@@ -86,19 +88,6 @@ class SchedulingPolicy(JobListener, abc.ABC):
     @abc.abstractmethod
     def pick_victim(self, running: Sequence[Request]) -> Request:
         """The running request to preempt when no block can be freed otherwise."""
-
-    # ---- request life cycle --------------------------------------------------------------------
-    @abc.abstractmethod
-    def on_admitted(self, req: Request, now: float) -> None:
-        """A waiting request was admitted and holds its prefix hits (for CONTINUUM: a pin hit)."""
-
-    @abc.abstractmethod
-    def on_finished(self, req: Request, now: float) -> None:
-        """A request finished (not aborted) still holding its blocks: free them, or take them over."""
-
-    @abc.abstractmethod
-    def on_aborted(self, req: Request, now: float) -> None:
-        """A request is being aborted; the scheduler frees its own blocks right after."""
 
     # ---- memory pressure and time --------------------------------------------------------------
     @abc.abstractmethod
@@ -127,22 +116,14 @@ class SchedulingPolicy(JobListener, abc.ABC):
 
 
 class NoPinsPolicy(SchedulingPolicy):
-    """A policy that holds no blocks: a finished request's blocks are freed, every pin hook is a no-op.
+    """A policy that holds no blocks: it hears no job event (a finished request's blocks are freed by
+    the scheduler), every pressure hook is a no-op.
 
     Subclasses define the order (``waiting_key``, ``pick_victim``) only.
     """
 
     def state_version(self) -> int:
         return 0
-
-    def on_admitted(self, req: Request, now: float) -> None:
-        return None
-
-    def on_finished(self, req: Request, now: float) -> None:
-        self.kv.free(req)
-
-    def on_aborted(self, req: Request, now: float) -> None:
-        return None
 
     def on_allocation_failed(self, req: Request, now: float) -> bool:
         return False

@@ -3,9 +3,12 @@
 - Waiting order: preempted requests first, then turns of warm jobs (holding a lease, or blocks in
   the second tier), then program order (the job's first arrival), then the turn's arrival.
 - Victim: a request of a job without a lease before one with, then the latest job, then the latest turn.
-- A finished non-final turn is pinned for ``pin_ttl_fn(req)`` seconds (0: its blocks are freed); the
+- A finished non-final turn is pinned for the TTL the estimator wrote on its job's record
+  (``JobRecord.ttl``, told before the policy; 0 or no estimator: the scheduler frees its blocks); the
   job's next turn, admitted while the lease lives, takes the blocks back as prefix hits (a pin hit).
   A turn of an inferred job (no client hint) gets a wholly soft lease: the first to give way.
+- A turn's program-order key (``Request.job_arrival_time``) is stamped at its arrival from its job's
+  first arrival as the estimator wrote it on the record (kept as given when the estimator counts none).
 - Pressure on a running request: soft tails of other jobs give way first, then whole leases (the job
   expected back latest first), and only then is a request preempted.
 - Blocked admission: the turn takes soft tails of jobs later in program order, and only if that is
@@ -23,7 +26,7 @@ from scheduler.block_pool import KVCacheBlock
 from scheduler.job_record import JobRecord
 from scheduler.job_table import JobTable
 from scheduler.kv_cache_manager import KVCacheManager
-from scheduler.policy.base import PinStats, PinTTLFn, SchedulingPolicy
+from scheduler.policy.base import PinStats, SchedulingPolicy
 from scheduler.policy.lease import EndReason
 from scheduler.policy.leases import LeaseTable
 from scheduler.request import Request, RequestStatus
@@ -36,11 +39,8 @@ class ContinuumPolicy(SchedulingPolicy):
     name = "continuum"
     uses_pins = True
 
-    def __init__(
-        self, config: SchedulerConfig, kv: KVCacheManager, jobs: JobTable, pin_ttl_fn: PinTTLFn | None = None
-    ) -> None:
+    def __init__(self, config: SchedulerConfig, kv: KVCacheManager, jobs: JobTable) -> None:
         super().__init__(config, kv, jobs)
-        self.pin_ttl_fn = pin_ttl_fn
         self.tier = kv.tier  # a job with blocks in the second tier waits like a pinned one
         max_pinned = int(config.max_pinned_fraction * (config.num_blocks - 1))
         self.leases = LeaseTable(max_pinned, kv.free_block_list, soft=config.soft_pins,
@@ -63,35 +63,31 @@ class ContinuumPolicy(SchedulingPolicy):
         has_lease = self.leases.has_lease
         return max(running, key=lambda r: (not has_lease(r.job_id), r.job_arrival_time, r.arrival_time))
 
-    # ---- job events (from the job table) -------------------------------------------------------
+    # ---- job events (from the job table, after the estimator) -----------------------------------
     def on_job_arrival(self, record: JobRecord, request: Request, now: float) -> None:
+        if record.first_arrival is not None:
+            request.job_arrival_time = record.first_arrival  # program order: the job's first arrival
         self.leases.mark_job_returned(record.job_id)  # the job is back: its lease stops expiring
+
+    def on_job_admitted(self, record: JobRecord, request: Request, now: float) -> None:
+        # The job is back: its prefix hit holds its own references now.
+        if self.leases.end(record.job_id, now, EndReason.HIT):
+            request.pin_hit = True
+
+    def on_turn_end(self, record: JobRecord, request: Request, now: float) -> None:
+        if request.is_last_step or record.ttl <= 0 or request.request_id not in self.kv.req_blocks:
+            return  # the scheduler frees its blocks
+        # The lease table takes the blocks over: it keeps the prefix it pins and frees the rest.
+        self.leases.pin(record.job_id, request.request_id, self.kv.take_blocks(request.request_id), record.ttl,
+                        now, job_arrival_time=request.job_arrival_time,
+                        hard=not request.job_inferred or request.job_confirmed, tenant=request.tenant)
+        request.pinned = self.leases.has_lease(record.job_id)
+
+    def on_turn_abort(self, record: JobRecord, request: Request, now: float) -> None:
+        self.leases.end(record.job_id, now, EndReason.ABORTED)
 
     def on_job_release(self, record: JobRecord, now: float) -> None:
         self.leases.end(record.job_id, now, EndReason.RELEASED)
-
-    # ---- request life cycle --------------------------------------------------------------------
-
-    def on_admitted(self, req: Request, now: float) -> None:
-        # The job is back: its prefix hit holds its own references now.
-        if self.leases.end(req.job_id, now, EndReason.HIT):
-            req.pin_hit = True
-
-    def on_finished(self, req: Request, now: float) -> None:
-        ttl = 0.0
-        if (req.job_id is not None and not req.is_last_step and self.pin_ttl_fn is not None
-                and req.request_id in self.kv.req_blocks):
-            ttl = self.pin_ttl_fn(req)
-        if ttl > 0:
-            # The lease table takes the blocks over: it keeps the prefix it pins and frees the rest.
-            self.leases.pin(req.job_id, req.request_id, self.kv.take_blocks(req.request_id), ttl, now,
-                            job_arrival_time=req.job_arrival_time, hard=not req.job_inferred or req.job_confirmed, tenant=req.tenant)
-            req.pinned = self.leases.has_lease(req.job_id)
-        else:
-            self.kv.free(req)
-
-    def on_aborted(self, req: Request, now: float) -> None:
-        self.leases.end(req.job_id, now, EndReason.ABORTED)
 
     # ---- memory pressure and time --------------------------------------------------------------
     def on_allocation_failed(self, req: Request, now: float) -> bool:

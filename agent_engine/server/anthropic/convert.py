@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
+from agent_engine.json_types import JsonObject, JsonValue
 from agent_engine.server.anthropic.schema import (
     CountTokensRequest,
     InputMessage,
@@ -51,9 +52,9 @@ class ToolCallLike(Protocol):
 class ChatForm:
     """A request in the chat path's terms: OpenAI messages, tools and tool_choice, plus a prefill."""
 
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] | None
-    tool_choice: str | dict[str, Any] | None
+    messages: list[JsonObject]
+    tools: list[JsonObject] | None
+    tool_choice: str | JsonObject | None
     prefill: str = ""
     parallel: bool = True  # more than one tool call per reply (``disable_parallel_tool_use`` unset)
 
@@ -72,7 +73,7 @@ def to_anthropic_id(call_id: str) -> str:
 
 def to_chat_form(req: CountTokensRequest) -> ChatForm:
     """The request as the chat path sees it. Raises ValueError for a conversation it cannot take."""
-    messages: list[dict[str, Any]] = []
+    messages: list[JsonObject] = []
     system = _join_text(req.system)
     if system:
         messages.append({"role": "system", "content": system})
@@ -96,7 +97,7 @@ def to_chat_form(req: CountTokensRequest) -> ChatForm:
     return ChatForm(messages, tools_to_openai(req), choice, prefill, parallel)
 
 
-def tools_to_openai(req: CountTokensRequest) -> list[dict[str, Any]] | None:
+def tools_to_openai(req: CountTokensRequest) -> list[JsonObject] | None:
     """The tools as OpenAI function tools; a tool's ``strict`` travels with it when given."""
     if not req.tools:
         return None
@@ -106,7 +107,7 @@ def tools_to_openai(req: CountTokensRequest) -> list[dict[str, Any]] | None:
             for t in req.tools]
 
 
-def tool_choice_to_openai(choice: ToolChoice | None) -> str | dict[str, Any] | None:
+def tool_choice_to_openai(choice: ToolChoice | None) -> str | JsonObject | None:
     if choice is None:
         return None
     if choice.type == "tool":
@@ -114,7 +115,7 @@ def tool_choice_to_openai(choice: ToolChoice | None) -> str | dict[str, Any] | N
     return {"auto": "auto", "any": "required", "none": "none"}[choice.type]
 
 
-def _join_text(blocks: list[Any]) -> str:
+def _join_text(blocks: list[JsonValue]) -> str:
     return "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
 
 
@@ -126,9 +127,9 @@ def _check_results(index: int, msg: InputMessage, previous_tool_ids: set[str]) -
                 "matching tool_use block in the previous (assistant) message")
 
 
-def _user_messages(index: int, msg: InputMessage) -> list[dict[str, Any]]:
+def _user_messages(index: int, msg: InputMessage) -> list[JsonObject]:
     """Tool results as ``tool`` messages, the text between them as user messages, in block order."""
-    out: list[dict[str, Any]] = []
+    out: list[JsonObject] = []
     texts: list[str] = []
     for block in msg.content:
         if isinstance(block, TextBlock):
@@ -147,27 +148,27 @@ def _user_messages(index: int, msg: InputMessage) -> list[dict[str, Any]]:
     return out
 
 
-def _tool_message(block: ToolResultBlock) -> dict[str, Any]:
+def _tool_message(block: ToolResultBlock) -> JsonObject:
     text = _join_text(block.content)
     if block.is_error:
         text = TOOL_ERROR_PREFIX + text
     return {"role": "tool", "tool_call_id": to_openai_id(block.tool_use_id), "content": text}
 
 
-def _assistant_message(msg: InputMessage) -> dict[str, Any]:
+def _assistant_message(msg: InputMessage) -> JsonObject:
     calls = [{"id": to_openai_id(b.id), "type": "function",
               "function": {"name": b.name, "arguments": json.dumps(b.input, ensure_ascii=False)}}
              for b in msg.content if isinstance(b, ToolUseBlock)]
     text = _join_text(msg.content)
     if any(isinstance(b, ToolResultBlock) for b in msg.content):
         raise ValueError("tool_result blocks belong in user messages")
-    out: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+    out: JsonObject = {"role": "assistant", "content": text if text or not calls else None}
     if calls:
         out["tool_calls"] = calls
     return out
 
 
-def reply_blocks(content: str | None, tool_calls: list[ToolCallLike]) -> list[dict[str, Any]]:
+def reply_blocks(content: str | None, tool_calls: list[ToolCallLike]) -> list[JsonObject]:
     """The response ``content``: the text (if any) first, then one ``tool_use`` block per call."""
     text = content or ""
     uses = []
@@ -179,11 +180,11 @@ def reply_blocks(content: str | None, tool_calls: list[ToolCallLike]) -> list[di
     return ([{"type": "text", "text": text}] if text else []) + uses
 
 
-def tool_use_block(call: ToolCallLike, args: dict[str, Any]) -> dict[str, Any]:
+def tool_use_block(call: ToolCallLike, args: JsonObject) -> JsonObject:
     return {"type": "tool_use", "id": to_anthropic_id(call.id), "name": call.name, "input": args}
 
 
-def json_object(text: str) -> dict[str, Any] | None:
+def json_object(text: str) -> JsonObject | None:
     """The JSON object ``text`` holds; None if it holds anything else or is not JSON."""
     try:
         value = loads_bounded(text)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from agent_engine.engine.outputs import RequestOutput
+from agent_engine.json_types import JsonObject, JsonValue
 from agent_engine.server.anthropic.convert import ChatForm, reply_blocks, split_stop, stop_reason, usage
 from agent_engine.server.anthropic.schema import MessagesRequest
 from agent_engine.server.groups import RequestGroup
@@ -38,7 +38,7 @@ class MessagesCall:
     parser: ToolParser | None = None  # None: the reply is plain text (no tools, or tool_choice none)
     id: str = field(default_factory=lambda: f"msg_{uuid.uuid4().hex}")
 
-    def head(self) -> dict[str, Any]:
+    def head(self) -> JsonObject:
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model}
 
     def visible_text(self, out: RequestOutput) -> tuple[str, str | None]:
@@ -46,7 +46,7 @@ class MessagesCall:
         comp = out.outputs[0]
         return split_stop(comp.text, comp.finish_reason, self.req.stop_sequences)
 
-    def parse(self, text: str, truncated: bool = False) -> tuple[str | None, list[Any]]:
+    def parse(self, text: str, truncated: bool = False) -> tuple[str | None, list[JsonValue]]:
         """``(content, tool calls)`` of a finished text (``truncated``: cut by ``max_tokens``)."""
         if self.parser is None:
             return text, []
@@ -67,7 +67,7 @@ async def reply(call: MessagesCall, group: RequestGroup, request: Request) -> Re
     return JSONResponse(message_body(call, check_finals(finals)[0]))
 
 
-def message_body(call: MessagesCall, out: RequestOutput) -> dict[str, Any]:
+def message_body(call: MessagesCall, out: RequestOutput) -> JsonObject:
     """The full Anthropic ``message`` for a finished output."""
     text, stop_sequence = call.visible_text(out)
     content, tool_calls = call.parse(text, out.outputs[0].finish_reason == "length")

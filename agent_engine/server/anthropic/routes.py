@@ -129,8 +129,8 @@ def _spec(call: MessagesCall, plan: ToolPlan, hints: JobHints, fill: bool) -> Re
         params = sampling_params(call.req, call.req.max_tokens)
     except ValueError as exc:
         raise bad_request(str(exc)) from exc
-    return RequestSpec(call.id, prompt_of(call.form, plan, call.id), params, fill_max_tokens=fill, hints=hints,
-                       constraint=plan.constraint)
+    return RequestSpec(call.id, prompt_of(call.form, plan), params, fill_max_tokens=fill, hints=hints,
+                       constraint=plan.constraint, tool_reader=plan.output_reader)
 
 
 def tool_plan(form: ChatForm, family: str | None) -> ToolPlan:
@@ -138,14 +138,11 @@ def tool_plan(form: ChatForm, family: str | None) -> ToolPlan:
     return ToolPlan(form.tools, parse_tool_choice(form.tool_choice, form.tools), family, parallel=form.parallel)
 
 
-def prompt_of(form: ChatForm, plan: ToolPlan, request_id: str | None = None) -> Callable[[EngineLike], str]:
-    """The prompt as a function of the engine (run where its tokenizer lives); sets ``plan.parser``."""
+def prompt_of(form: ChatForm, plan: ToolPlan) -> Callable[[EngineLike], str]:
+    """The prompt as a function of the engine (run where its tokenizer lives); sets ``plan.parser``
+    (whose reader of the output's calls, ``plan.output_reader``, the request carries)."""
 
     def render(engine: EngineLike) -> str:
-        text = plan.render(engine.tokenizer, form.messages) + form.prefill
-        reader = plan.output_reader()
-        if request_id is not None and reader is not None:
-            engine.job_hooks.read_output_with(request_id, reader)
-        return text
+        return plan.render(engine.tokenizer, form.messages) + form.prefill
 
     return render

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_engine.engine.outputs import RequestOutput
+from agent_engine.json_types import JsonObject
 from agent_engine.server.anthropic.convert import json_object, stop_reason, to_anthropic_id
 from agent_engine.server.anthropic.reply import MessagesCall, output_usage
 from agent_engine.server.errors import anthropic_error_body
@@ -33,7 +34,7 @@ from agent_engine.server.tools import DeltaEvent, StreamingToolParser
 Event = tuple[str, dict[str, Any]]
 
 
-def sse_event(name: str, data: dict[str, Any]) -> str:
+def sse_event(name: str, data: JsonObject) -> str:
     return f"event: {name}\ndata: {event_json(data)}\n\n"
 
 
@@ -78,14 +79,14 @@ class BlockWriter:
         out, self.events = self.events, []
         return out
 
-    def _start(self, block: dict[str, Any], kind: str) -> None:
+    def _start(self, block: JsonObject, kind: str) -> None:
         self.close()
         self.index += 1
         self.open_kind = kind
         self.events.append(("content_block_start",
                             {"type": "content_block_start", "index": self.index, "content_block": block}))
 
-    def _delta(self, delta: dict[str, Any]) -> None:
+    def _delta(self, delta: JsonObject) -> None:
         self.events.append(("content_block_delta",
                             {"type": "content_block_delta", "index": self.index, "delta": delta}))
 
@@ -168,20 +169,20 @@ def _apply(writer: BlockWriter, deltas: list[DeltaEvent]) -> None:
             writer.tool_arguments(d.text)
 
 
-def _message_start(call: MessagesCall, out: RequestOutput) -> dict[str, Any]:
+def _message_start(call: MessagesCall, out: RequestOutput) -> JsonObject:
     message = call.head()
     message.update({"content": [], "stop_reason": None, "stop_sequence": None, "usage": output_usage(out)})
     return {"type": "message_start", "message": message}
 
 
-def _message_delta(out: RequestOutput, stop_sequence: str | None, tool_use: bool) -> dict[str, Any]:
+def _message_delta(out: RequestOutput, stop_sequence: str | None, tool_use: bool) -> JsonObject:
     reason = stop_reason(out.outputs[0].finish_reason, stop_sequence, tool_use)
     return {"type": "message_delta",
             "delta": {"stop_reason": reason, "stop_sequence": None if tool_use else stop_sequence},
             "usage": output_usage(out)}
 
 
-def _error_of(ev: GroupEvent) -> dict[str, Any] | None:
+def _error_of(ev: GroupEvent) -> JsonObject | None:
     if ev.error is not None:
         return anthropic_error_body(500, f"request failed: {ev.error}")
     if ev.output is None:

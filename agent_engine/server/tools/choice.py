@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agent_engine.json_types import JsonValue
+
 ChoiceMode = Literal["none", "auto", "required", "named"]
 _MODES = ("none", "auto", "required")
 
@@ -40,7 +42,7 @@ class ToolChoice:
 NO_TOOLS = ToolChoice("none")
 
 
-def tool_names(tools: Sequence[Any] | None) -> list[str]:
+def tool_names(tools: Sequence[JsonValue] | None) -> list[str]:
     """The function names of OpenAI-format tools (dicts or objects with a ``function``)."""
     names = []
     for tool in tools or ():
@@ -51,7 +53,7 @@ def tool_names(tools: Sequence[Any] | None) -> list[str]:
     return names
 
 
-def parse_tool_choice(tool_choice: Any, tools: Sequence[Any] | None) -> ToolChoice:
+def parse_tool_choice(tool_choice: Any, tools: Sequence[JsonValue] | None) -> ToolChoice:
     """The ``ToolChoice`` of a request's ``tool_choice`` and ``tools``. Raises ValueError."""
     names = tool_names(tools)
     if tool_choice is None:
@@ -77,7 +79,7 @@ def _mode_choice(mode: str, names: list[str]) -> ToolChoice:
     return ToolChoice(mode)  # type: ignore[arg-type]
 
 
-def _named_choice(choice: Mapping[str, Any], names: list[str]) -> ToolChoice:
+def _named_choice(choice: Mapping[str, JsonValue], names: list[str]) -> ToolChoice:
     if choice.get("type") != "function":
         raise ValueError(f'tool_choice.type must be "function", not {choice.get("type")!r}')
     fn = choice.get("function")

@@ -24,19 +24,19 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
+from agent_engine.json_types import JsonObject, JsonValue
 from agent_engine.server.tools.choice import ToolChoice
 from agent_engine.server.tools.families import Family
 from scheduler import StructuredSpec
 
-ANY_OBJECT: dict[str, Any] = {"type": "object"}
+ANY_OBJECT: JsonObject = {"type": "object"}
 # At most one blank between JSON tokens: enough for the ``{"a": 1, "b": 2}`` that models write, and a
 # model can never pad a call with whitespace until ``max_tokens``.
 MAX_WHITESPACE = 1
 
 
-def call_constraint(family: Family, tools: Sequence[Mapping[str, Any]] | None, choice: ToolChoice,
+def call_constraint(family: Family, tools: Sequence[Mapping[str, JsonValue]] | None, choice: ToolChoice,
                     parallel: bool = True) -> StructuredSpec | None:
     """The structural tag that the request's calls are decoded under; None when they are not constrained."""
     schemas = tool_schemas(tools)
@@ -50,9 +50,9 @@ def call_constraint(family: Family, tools: Sequence[Mapping[str, Any]] | None, c
     return StructuredSpec.structural_tag({"type": "structural_tag", "format": fmt})
 
 
-def tool_schemas(tools: Sequence[Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
+def tool_schemas(tools: Sequence[Mapping[str, JsonValue]] | None) -> dict[str, JsonObject]:
     """Each OpenAI-format tool's name and the schema of its arguments (any JSON object if none)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, JsonObject] = {}
     for tool in tools or ():
         fn = tool.get("function")
         if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
@@ -61,7 +61,7 @@ def tool_schemas(tools: Sequence[Mapping[str, Any]] | None) -> dict[str, dict[st
     return out
 
 
-def _forced_call(family: Family, schemas: dict[str, dict[str, Any]], prefix: str) -> dict[str, Any]:
+def _forced_call(family: Family, schemas: dict[str, JsonObject], prefix: str) -> JsonObject:
     """One call whose opening up to ``prefix`` is already in the prompt: the rest of it, then its close."""
     options = []
     for name, schema in schemas.items():
@@ -73,7 +73,7 @@ def _forced_call(family: Family, schemas: dict[str, dict[str, Any]], prefix: str
     return _sequence(body, _const(family.call_end))
 
 
-def _triggered_calls(family: Family, schemas: dict[str, dict[str, Any]], parallel: bool) -> dict[str, Any]:
+def _triggered_calls(family: Family, schemas: dict[str, JsonObject], parallel: bool) -> JsonObject:
     """Free text in which every call, once its trigger appears, is a whole call of an offered tool."""
     tags = [{"type": "tag", "begin": family.call_begin(name), "content": _arguments(schema),
              "end": family.call_end} for name, schema in schemas.items()]
@@ -81,14 +81,14 @@ def _triggered_calls(family: Family, schemas: dict[str, dict[str, Any]], paralle
             "at_least_one": False, "stop_after_first": not parallel}
 
 
-def _arguments(schema: dict[str, Any]) -> dict[str, Any]:
+def _arguments(schema: JsonObject) -> JsonObject:
     return {"type": "json_schema", "json_schema": schema, "max_whitespace_cnt": MAX_WHITESPACE}
 
 
-def _const(text: str) -> dict[str, Any] | None:
+def _const(text: str) -> JsonObject | None:
     return {"type": "const_string", "value": text} if text else None
 
 
-def _sequence(*elements: dict[str, Any] | None) -> dict[str, Any]:
+def _sequence(*elements: JsonObject | None) -> JsonObject:
     kept = [e for e in elements if e is not None]
     return kept[0] if len(kept) == 1 else {"type": "sequence", "elements": kept}

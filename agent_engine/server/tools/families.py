@@ -17,6 +17,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from agent_engine.json_types import JsonObject
 from agent_engine.server.request_limits import loads_bounded
 from agent_engine.server.tools.splitter import Markers
 
@@ -101,7 +102,7 @@ class Family:
     def tool_result(self, content: str) -> str:
         return f"<tool_response>\n{content}\n</tool_response>"
 
-    def describe(self, tools: Sequence[dict[str, Any]]) -> str:
+    def describe(self, tools: Sequence[JsonObject]) -> str:
         """A system-message section listing the tools and how to call them."""
         listing = "\n".join(dumps(t) for t in tools)
         return ("# Tools\n\nYou may call one or more functions to help with the request. "

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
+
+from agent_engine.json_types import JsonObject
 
 CALL_ID_PREFIX = "call_"
 
@@ -65,16 +67,16 @@ class DeltaEvent:
     name: str = ""
 
 
-def openai_tool_calls(calls: list[ParsedToolCall]) -> list[dict[str, Any]]:
+def openai_tool_calls(calls: list[ParsedToolCall]) -> list[JsonObject]:
     """The calls as OpenAI ``message.tool_calls`` objects."""
     return [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in calls]
 
 
-def chunk_delta(events: list[DeltaEvent]) -> tuple[str, list[dict[str, Any]]]:
+def chunk_delta(events: list[DeltaEvent]) -> tuple[str, list[JsonObject]]:
     """The content text and the ``delta.tool_calls`` entries of one chunk's events."""
     text = "".join(e.text for e in events if e.kind == "content")
-    entries: list[dict[str, Any]] = []
+    entries: list[JsonObject] = []
     for e in events:
         if e.kind == "tool_start":
             entries.append({"index": e.index, "id": e.id, "type": "function",

@@ -34,26 +34,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_engine.server.engine_like import OutputReader
+from agent_engine.json_types import JsonObject
 from agent_engine.server.tools.choice import ToolChoice
 from agent_engine.server.tools.constrain import call_constraint
 from agent_engine.server.tools.families import Family, args_value
 from agent_engine.server.tools.parsed import openai_tool_calls
 from agent_engine.server.tools.parser import ToolParser, make_tool_parser, template_source
 from scheduler import StructuredSpec
+from scheduler.turn_output import ToolReader
 
 
 @dataclass
 class ToolPlan:
     """The request's tools, its ``tool_choice`` and the family to use (None: the template's)."""
 
-    tools: list[dict[str, Any]] | None
+    tools: list[JsonObject] | None
     choice: ToolChoice
     family: str | None = None
     parser: ToolParser | None = None
     parallel: bool = True  # more than one call per output (``parallel_tool_calls``)
 
-    def render(self, tokenizer: Any, messages: list[dict[str, Any]]) -> str:
+    def render(self, tokenizer: Any, messages: list[JsonObject]) -> str:
         """The prompt text; sets ``parser`` when the output is to be read for calls."""
         parser = make_tool_parser(self.family, tokenizer, self.choice)
         self.parser = parser if self.choice.parses else None
@@ -65,8 +66,9 @@ class ToolPlan:
             return None
         return call_constraint(self.parser.family, self.tools, self.choice, self.parallel)
 
-    def output_reader(self) -> OutputReader | None:
-        """Decoded output -> its OpenAI ``tool_calls`` (for the estimator); None when not parsing."""
+    def output_reader(self) -> ToolReader | None:
+        """Decoded output -> its OpenAI ``tool_calls`` (for the estimator, carried on the request); None
+        when not parsing. Call after ``render``."""
         parser = self.parser
         if parser is None:
             return None
@@ -82,12 +84,12 @@ def configured_family(app_state: Any) -> str | None:
 SYSTEM_ROLES = ("system", "developer")
 
 
-def render_chat_prompt(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+def render_chat_prompt(tokenizer: Any, messages: list[JsonObject], tools: list[JsonObject] | None,
                        tool_choice: ToolChoice, *, family: str | None = None) -> str:
     """The prompt text of a chat request (``family`` None: the template's own; ValueError if unknown)."""
     parser = make_tool_parser(family, tokenizer)
     if "tools" in template_source(tokenizer):
-        kwargs: dict[str, Any] = {"tools": list(tools)} if tools else {}
+        kwargs: JsonObject = {"tools": list(tools)} if tools else {}
         text = tokenizer.apply_chat_template([_native(m) for m in messages], add_generation_prompt=True,
                                              tokenize=False, **kwargs)
     else:
@@ -96,7 +98,7 @@ def render_chat_prompt(tokenizer: Any, messages: list[dict[str, Any]], tools: li
     return text + parser.forced_prefix(tool_choice)
 
 
-def _native(message: dict[str, Any]) -> dict[str, Any]:
+def _native(message: JsonObject) -> JsonObject:
     """A message for a template that renders tool calls itself."""
     out = dict(message)
     if out.get("content") is None:
@@ -106,16 +108,16 @@ def _native(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _native_call(call: dict[str, Any]) -> dict[str, Any]:
+def _native_call(call: JsonObject) -> JsonObject:
     fn = dict(call.get("function") or {})
     fn["arguments"] = args_value(fn.get("arguments"))
     return {**call, "type": call.get("type", "function"), "function": fn}
 
 
-def inline_messages(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,
-                    family: Family) -> list[dict[str, Any]]:
+def inline_messages(messages: Sequence[JsonObject], tools: Sequence[JsonObject] | None,
+                    family: Family) -> list[JsonObject]:
     """Messages for a template without tool support: tool traffic written as ``family`` text."""
-    out: list[dict[str, Any]] = []
+    out: list[JsonObject] = []
     after_tool = False
     for m in messages:
         role = m.get("role")
@@ -139,7 +141,7 @@ def inline_messages(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str
     return out
 
 
-def _add_tool_description(messages: list[dict[str, Any]], description: str) -> None:
+def _add_tool_description(messages: list[JsonObject], description: str) -> None:
     if messages and messages[0].get("role") in SYSTEM_ROLES:
         first = messages[0]
         first["content"] = f"{first['content']}\n\n{description}" if first["content"] else description
@@ -147,7 +149,7 @@ def _add_tool_description(messages: list[dict[str, Any]], description: str) -> N
         messages.insert(0, {"role": "system", "content": description})
 
 
-def _name_args(call: dict[str, Any]) -> tuple[str, Any]:
+def _name_args(call: JsonObject) -> tuple[str, Any]:
     fn = call.get("function") or {}
     return str(fn.get("name", "")), fn.get("arguments")
 

@@ -15,6 +15,7 @@ import keyword
 from collections.abc import Sequence
 from typing import Any
 
+from agent_engine.json_types import JsonObject
 from agent_engine.server.tools.families import Call, Family, args_value
 from agent_engine.server.tools.splitter import Markers
 
@@ -60,7 +61,7 @@ class Pythonic(Family):
 def _call(node: ast.expr) -> Call | None:
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.args:
         return None
-    args: dict[str, Any] = {}
+    args: JsonObject = {}
     try:
         for kw in node.keywords:
             value = ast.literal_eval(kw.value)

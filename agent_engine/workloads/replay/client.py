@@ -28,12 +28,12 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 import numpy as np
 from tqdm import tqdm
 
+from agent_engine.json_types import JsonObject
 from agent_engine.workloads.hint_styles import hint_fields, releases_jobs
 from agent_engine.workloads.replay.plan import (
     JobPlan,
@@ -64,7 +64,7 @@ class ReplayResult:
     """Records of a replay (per job: its turns, then its job record) and their ``summarize``."""
 
     records: list[Record]
-    summary: dict[str, Any]
+    summary: JsonObject
 
     @property
     def turns(self) -> list[TurnRecord]:
@@ -83,11 +83,11 @@ class _Reply:
     queue: float | None
 
 
-def _cached_tokens(usage: dict[str, Any] | None, default: int | None = None) -> int | None:
+def _cached_tokens(usage: JsonObject | None, default: int | None = None) -> int | None:
     return ((usage or {}).get("prompt_tokens_details") or {}).get("cached_tokens", default)
 
 
-async def _complete_plain(client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str]) -> _Reply:
+async def _complete_plain(client: httpx.AsyncClient, body: JsonObject, headers: dict[str, str]) -> _Reply:
     """One non-streamed completion."""
     resp = await client.post("/v1/completions", json=body, headers=headers)
     if resp.status_code != 200:
@@ -99,7 +99,7 @@ async def _complete_plain(client: httpx.AsyncClient, body: dict[str, Any], heade
     return _Reply(list(ids), None, _cached_tokens(data.get("usage")), server_queue_delay(data))
 
 
-async def _complete_stream(client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str],
+async def _complete_stream(client: httpx.AsyncClient, body: JsonObject, headers: dict[str, str],
                            sent: float) -> _Reply:
     """One streamed (SSE) completion; the TTFT is measured from ``sent``."""
     reply = _Reply([], None, None, None)
@@ -124,7 +124,7 @@ async def _complete_stream(client: httpx.AsyncClient, body: dict[str, Any], head
     return reply
 
 
-async def _complete(client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str],
+async def _complete(client: httpx.AsyncClient, body: JsonObject, headers: dict[str, str],
                     sent: float) -> _Reply:
     """Send one completion; stream (SSE) or not per ``body["stream"]``. Raises on any failure."""
     if body["stream"]:
@@ -132,8 +132,8 @@ async def _complete(client: httpx.AsyncClient, body: dict[str, Any], headers: di
     return await _complete_plain(client, body, headers)
 
 
-def _request_body(prompt: list[int], tp: TurnPlan, plan: JobPlan, options: ReplayOptions) -> dict[str, Any]:
-    body: dict[str, Any] = {
+def _request_body(prompt: list[int], tp: TurnPlan, plan: JobPlan, options: ReplayOptions) -> JsonObject:
+    body: JsonObject = {
         **options.extra_body,
         "prompt": prompt,
         "max_tokens": tp.max_tokens,

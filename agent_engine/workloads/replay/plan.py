@@ -17,10 +17,10 @@ Invariants:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from agent_engine.json_types import JsonObject
 from agent_engine.workloads.hint_styles import HINT_STYLES
 from agent_engine.workloads.traces.format import TraceJob
 
@@ -49,7 +49,7 @@ class ReplayOptions:
     connect_timeout: float = 10.0
     job_id_prefix: str | None = None  # default "replay{seed}-"
     progress: bool = True
-    extra_body: dict[str, Any] = field(default_factory=dict)
+    extra_body: JsonObject = field(default_factory=dict)
     hints: str = "job_id"  # how the job is told to the server: a style of ``workloads.hint_styles``
 
     def __post_init__(self) -> None:

@@ -19,9 +19,10 @@ import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+
+from agent_engine.json_types import JsonObject
 
 __all__ = ["JobRecord", "TurnRecord", "read_records", "summarize", "write_records"]
 
@@ -109,7 +110,7 @@ def _pct(xs: list[float], q: float) -> float | None:
     return float(np.percentile(xs, q)) if xs else None
 
 
-def summarize(records: Iterable[Record]) -> dict[str, Any]:
+def summarize(records: Iterable[Record]) -> JsonObject:
     """Summary of a replay: JCT mean/p50/p90/p99, jobs per minute, per-turn means, prefix-hit ratio."""
     turns: list[TurnRecord] = []
     jobs: list[JobRecord] = []

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from agent_engine.json_types import JsonObject
+
 __all__ = ["QUANTILE_PROBS", "Dist"]
 
 # Quantile grid of empirical dists: fine in both tails, where the slow tools live.
@@ -33,7 +35,7 @@ class Dist:
     """
 
     kind: str
-    params: dict[str, Any]
+    params: JsonObject
     integer: bool = False
     lo: float | None = None
     hi: float | None = None
@@ -57,9 +59,9 @@ class Dist:
             return int(x[0]) if self.integer else float(x[0])
         return x
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """A JSON-ready dict."""
-        d: dict[str, Any] = {"kind": self.kind, **self.params, "integer": self.integer}
+        d: JsonObject = {"kind": self.kind, **self.params, "integer": self.integer}
         if self.lo is not None:
             d["lo"] = self.lo
         if self.hi is not None:
@@ -67,7 +69,7 @@ class Dist:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Dist:
+    def from_json(cls, d: JsonObject) -> Dist:
         """Inverse of ``to_json``."""
         rest = {k: v for k, v in d.items() if k not in ("kind", "integer", "lo", "hi")}
         return cls(

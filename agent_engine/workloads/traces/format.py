@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_engine.json_types import JsonObject
+
 __all__ = [
     "TraceFormatError",
     "TraceJob",
@@ -57,10 +59,10 @@ class TraceTurn:
     tool_seconds: float | None = None
     cached_tokens: int | None = None
     llm_seconds: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TraceTurn:
+    def from_dict(cls, d: JsonObject) -> TraceTurn:
         """Build from a JSON object; keys other than the known ones land in ``extra``."""
         try:
             return cls(
@@ -75,9 +77,9 @@ class TraceTurn:
         except KeyError as e:
             raise TraceFormatError(f"turn lacks {e.args[0]!r}") from None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The JSON object (known keys first, then ``extra``)."""
-        d: dict[str, Any] = {
+        d: JsonObject = {
             "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output_tokens,
             "cached_tokens": self.cached_tokens,
@@ -96,10 +98,10 @@ class TraceJob:
 
     job_id: str
     turns: list[TraceTurn]
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: JsonObject = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TraceJob:
+    def from_dict(cls, d: JsonObject) -> TraceJob:
         """Build from one JSON line's object (not validated; see ``validate_job``)."""
         if "job_id" not in d or not isinstance(d.get("turns"), list):
             raise TraceFormatError("a job needs 'job_id' and a list 'turns'")
@@ -109,7 +111,7 @@ class TraceJob:
             meta={k: v for k, v in d.items() if k not in ("job_id", "turns")},
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The JSON object of one line."""
         return {"job_id": self.job_id, **self.meta, "turns": [t.to_dict() for t in self.turns]}
 

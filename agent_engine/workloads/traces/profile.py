@@ -22,10 +22,10 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from agent_engine.json_types import JsonObject
 from agent_engine.workloads.traces.dist import Dist
 from agent_engine.workloads.traces.format import TraceJob
 
@@ -59,9 +59,9 @@ class Profile:
     tool_start: dict[str, float]
     tool_transitions: dict[str, dict[str, float]]
     description: str = ""
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: JsonObject = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """A JSON-ready dict (``version`` included)."""
         return {
             "version": PROFILE_VERSION,
@@ -78,7 +78,7 @@ class Profile:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Profile:
+    def from_json(cls, d: JsonObject) -> Profile:
         """Inverse of ``to_json``; checks the version and the ``"*"`` fallbacks."""
         if d.get("version") != PROFILE_VERSION:
             raise ValueError(f"profile version {d.get('version')!r}, expected {PROFILE_VERSION}")
@@ -163,7 +163,7 @@ def _tool_dists(
     return seconds, growth
 
 
-def _stats(samples: _Samples) -> dict[str, Any]:
+def _stats(samples: _Samples) -> JsonObject:
     """The summary statistics a profile carries (for reading, not for sampling)."""
     n_turns = samples.turns_per_job
     return {

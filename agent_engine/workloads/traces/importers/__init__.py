@@ -19,8 +19,8 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from agent_engine.json_types import JsonObject
 from agent_engine.workloads.traces.format import TraceJob
 from agent_engine.workloads.traces.importers import anthropic, openai, ours
 from agent_engine.workloads.traces.importers.calls import Call
@@ -32,7 +32,7 @@ from agent_engine.workloads.traces.importers.report import ImportReport, LineErr
 
 __all__ = ["SHAPES", "ImportReport", "ImportResult", "Place", "classify", "import_logs"]
 
-SHAPES: tuple[tuple[str, Callable[[dict[str, Any]], bool]], ...] = (
+SHAPES: tuple[tuple[str, Callable[[JsonObject], bool]], ...] = (
     (ours.SHAPE, ours.matches), (anthropic.SHAPE, anthropic.matches), (openai.SHAPE, openai.matches),
 )
 
@@ -45,7 +45,7 @@ class ImportResult:
     report: ImportReport
 
 
-def classify(obj: dict[str, Any]) -> str | None:
+def classify(obj: JsonObject) -> str | None:
     """The shape of one line (``trace``, ``anthropic``, ``openai``) or ``None``."""
     return next((name for name, matches in SHAPES if matches(obj)), None)
 

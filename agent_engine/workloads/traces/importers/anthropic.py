@@ -20,6 +20,7 @@ import json
 from typing import Any
 
 import agent_engine.workloads.traces.importers.calls as call_parts
+from agent_engine.json_types import JsonObject
 from agent_engine.workloads.traces.importers.calls import Call
 from agent_engine.workloads.traces.importers.report import LineError, Place
 
@@ -28,11 +29,11 @@ __all__ = ["SHAPE", "matches", "parse"]
 SHAPE = "anthropic"
 
 
-def _split(obj: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+def _split(obj: JsonObject) -> tuple[JsonObject, Any]:
     return call_parts.split_call(obj, "content")
 
 
-def matches(obj: dict[str, Any]) -> bool:
+def matches(obj: JsonObject) -> bool:
     """Whether a line looks like an Anthropic call: no OpenAI choices or usage, and one of a response of
     ``type: message``, a ``tool_use`` block, a ``system`` request field or Anthropic usage keys."""
     request, response = _split(obj)
@@ -48,7 +49,7 @@ def matches(obj: dict[str, Any]) -> bool:
         or "input_tokens" in usage or "output_tokens" in usage
 
 
-def _tokens(usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
+def _tokens(usage: JsonObject) -> tuple[int | None, int | None, int | None]:
     fresh = call_parts.first_int(usage, "input_tokens")
     read = call_parts.first_int(usage, "cache_read_input_tokens")
     created = call_parts.first_int(usage, "cache_creation_input_tokens")
@@ -56,7 +57,7 @@ def _tokens(usage: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
     return prompt, call_parts.first_int(usage, "output_tokens"), read
 
 
-def parse(place: Place, obj: dict[str, Any]) -> Call:
+def parse(place: Place, obj: JsonObject) -> Call:
     """One line as a ``Call`` (raises ``LineError``)."""
     request, response = _split(obj)
     messages = request.get("messages")

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from agent_engine.json_types import JsonObject
 from agent_engine.workloads.traces.importers.report import LineError, Place
 from estimator.tool_parser import parse_tool_call
 
@@ -59,7 +60,7 @@ class Call:
     shape: str
 
 
-def group_id(obj: dict[str, Any], request: dict[str, Any]) -> str | None:
+def group_id(obj: JsonObject, request: JsonObject) -> str | None:
     """The job id: the first of ``GROUP_KEYS`` in the line, its ``metadata``, or the request's ``metadata``."""
     for scope in (obj, obj.get("metadata"), request, request.get("metadata")):
         if not isinstance(scope, dict):
@@ -101,7 +102,7 @@ def _first(scopes: tuple[Any, ...], keys: tuple[str, ...]) -> tuple[str, Any] | 
     return None
 
 
-def read_times(obj: dict[str, Any], response: Any) -> tuple[float, float | None]:
+def read_times(obj: JsonObject, response: Any) -> tuple[float, float | None]:
     """``(start, end)`` of a call: ``START_KEYS`` then ``END_KEYS`` or start + ``DURATION_KEYS`` seconds,
     looked up in the line first, then in its response object."""
     scopes = (obj, response)
@@ -175,7 +176,7 @@ def _parts(content: Any) -> list[list[str]]:
     return out
 
 
-def _calls(msg: dict[str, Any]) -> list[list[str]]:
+def _calls(msg: JsonObject) -> list[list[str]]:
     calls = msg.get("tool_calls") if isinstance(msg.get("tool_calls"), list) else []
     if isinstance(msg.get("function_call"), dict):
         calls = [*calls, {"function": msg["function_call"]}]
@@ -214,8 +215,8 @@ def tool_name_of(text: str | None, tool_calls: Any) -> str | None:
 
 def make_call(
     place: Place,
-    obj: dict[str, Any],
-    parts: dict[str, Any],
+    obj: JsonObject,
+    parts: JsonObject,
     usage: tuple[int | None, int | None, int | None],
     shape: str,
 ) -> Call:
@@ -245,7 +246,7 @@ def make_call(
     )
 
 
-def split_call(obj: dict[str, Any], flat_key: str) -> tuple[dict[str, Any], Any]:
+def split_call(obj: JsonObject, flat_key: str) -> tuple[JsonObject, Any]:
     """``(request, response)`` of a logged call, nested (``request`` / ``response``) or flat (the
     response's ``flat_key``, ``choices`` or ``content``, at the top level)."""
     request = obj["request"] if isinstance(obj.get("request"), dict) else obj
@@ -255,7 +256,7 @@ def split_call(obj: dict[str, Any], flat_key: str) -> tuple[dict[str, Any], Any]
     return request, response
 
 
-def usage_of(obj: dict[str, Any], response: Any) -> dict[str, Any]:
+def usage_of(obj: JsonObject, response: Any) -> JsonObject:
     """The call's ``usage`` object: the response's, else the line's, else empty."""
     for scope in (response, obj):
         if isinstance(scope, dict) and isinstance(scope.get("usage"), dict):

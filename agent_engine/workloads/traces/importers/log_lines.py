@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
+from agent_engine.json_types import JsonObject
 from agent_engine.workloads.traces.importers.report import ImportReport, Place
 
 __all__ = ["read_records"]
 
 
-def read_records(path: Path, label: str, report: ImportReport) -> Iterator[tuple[Place, dict[str, Any]]]:
+def read_records(path: Path, label: str, report: ImportReport) -> Iterator[tuple[Place, JsonObject]]:
     """The JSON objects of ``path`` with their places (``label`` names the file in places)."""
     try:
         f = path.open("rb")
@@ -36,7 +36,7 @@ def read_records(path: Path, label: str, report: ImportReport) -> Iterator[tuple
                 yield place, obj
 
 
-def _parse(raw: bytes, truncated: bool, place: Place, report: ImportReport) -> dict[str, Any] | None:
+def _parse(raw: bytes, truncated: bool, place: Place, report: ImportReport) -> JsonObject | None:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -20,6 +20,7 @@ import json
 from typing import Any
 
 import agent_engine.workloads.traces.importers.calls as call_parts
+from agent_engine.json_types import JsonObject
 from agent_engine.workloads.traces.importers.calls import Call
 from agent_engine.workloads.traces.importers.report import LineError, Place
 
@@ -28,11 +29,11 @@ __all__ = ["SHAPE", "matches", "parse"]
 SHAPE = "openai"
 
 
-def _split(obj: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+def _split(obj: JsonObject) -> tuple[JsonObject, Any]:
     return call_parts.split_call(obj, "choices")
 
 
-def matches(obj: dict[str, Any]) -> bool:
+def matches(obj: JsonObject) -> bool:
     """Whether a line looks like an OpenAI-style call (messages plus choices, a message or OpenAI usage)."""
     request, response = _split(obj)
     if not isinstance(request.get("messages"), list):
@@ -42,7 +43,7 @@ def matches(obj: dict[str, Any]) -> bool:
         or isinstance(response, str) or "prompt_tokens" in usage or "completion_tokens" in usage
 
 
-def _answer(response: Any) -> dict[str, Any]:
+def _answer(response: Any) -> JsonObject:
     if isinstance(response, str):
         return {"role": "assistant", "content": response}
     if not isinstance(response, dict):
@@ -62,14 +63,14 @@ def _answer(response: Any) -> dict[str, Any]:
     raise LineError("response has no choices")
 
 
-def _text(msg: dict[str, Any]) -> str | None:
+def _text(msg: JsonObject) -> str | None:
     content = msg.get("content")
     if isinstance(content, list):
         return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     return content if isinstance(content, str) else None
 
 
-def parse(place: Place, obj: dict[str, Any]) -> Call:
+def parse(place: Place, obj: JsonObject) -> Call:
     """One line as a ``Call`` (raises ``LineError``)."""
     request, response = _split(obj)
     messages = request.get("messages")

@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from agent_engine.json_types import JsonObject
 from agent_engine.workloads.traces.format import TraceFormatError, TraceTurn
 from agent_engine.workloads.traces.importers.raw import RawJob
 from agent_engine.workloads.traces.importers.report import ImportReport, LineError, Place
@@ -27,7 +28,7 @@ __all__ = ["SHAPE", "matches", "parse"]
 SHAPE = "trace"
 
 
-def matches(obj: dict[str, Any]) -> bool:
+def matches(obj: JsonObject) -> bool:
     """A trace job line has a ``turns`` list."""
     return isinstance(obj.get("turns"), list)
 
@@ -40,7 +41,7 @@ def _is_seconds(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _job_id(obj: dict[str, Any], place: Place, notes: list[str]) -> str:
+def _job_id(obj: JsonObject, place: Place, notes: list[str]) -> str:
     jid = obj.get("job_id")
     if isinstance(jid, str) and jid:
         return jid
@@ -80,7 +81,7 @@ def _turn(i: int, d: Any, last: bool, notes: list[str]) -> TraceTurn:
     return t
 
 
-def parse(place: Place, obj: dict[str, Any], report: ImportReport) -> RawJob:
+def parse(place: Place, obj: JsonObject, report: ImportReport) -> RawJob:
     """One trace line as a ``RawJob`` (raises ``LineError`` when it cannot be repaired)."""
     turns = obj.get("turns")
     if not isinstance(turns, list) or not turns:

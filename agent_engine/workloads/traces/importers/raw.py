@@ -8,8 +8,8 @@ Invariants: ``turns`` and ``places`` have the same length (at least one); a turn
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from agent_engine.json_types import JsonObject
 from agent_engine.workloads.traces.format import TraceTurn
 from agent_engine.workloads.traces.importers.report import Place
 
@@ -23,7 +23,7 @@ class RawJob:
     job_id: str
     turns: list[TraceTurn]
     places: list[Place]
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: JsonObject = field(default_factory=dict)
 
     @property
     def place(self) -> Place:

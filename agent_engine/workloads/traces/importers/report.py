@@ -8,8 +8,8 @@ drop and note, ``print`` shows the counts and at most ``MAX_ROWS`` drops and not
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
+from agent_engine.json_types import JsonObject
 from agent_engine.reporting import print_table
 
 __all__ = ["MAX_ROWS", "ImportReport", "Issue", "LineError", "Place"]
@@ -35,7 +35,7 @@ class Issue:
     place: Place
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"place": str(self.place), "file": self.place.file, "line": self.place.line,
                 "reason": self.reason}
 
@@ -84,7 +84,7 @@ class ImportReport:
             "lines dropped": len(self.dropped),
         }
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """JSON-ready: the counts (snake_case keys), the files with their shapes, every drop and note."""
         d = asdict(self)
         d["dropped"] = [i.to_dict() for i in sorted(self.dropped, key=lambda i: i.place)]
