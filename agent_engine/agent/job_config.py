@@ -142,6 +142,12 @@ class AgentJobRecord(JobRecord):
     branch_at: int | None = None  # messages before the first call that changed the repository
     attempts: int = 1  # attempts the job ran (agent_engine.agent.attempts)
 
+    def close(self) -> None:
+        """The job ended: its trace counts every turn, and its JCT is set when it ended without an error."""
+        self.trace_turns = self.turns
+        if self.error is None and self.start_at is not None and self.end_at is not None:
+            self.jct = self.end_at - self.start_at
+
 
 @dataclass
 class AgentJobResult:

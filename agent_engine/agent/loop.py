@@ -440,7 +440,5 @@ async def run_agent_job(client: httpx.AsyncClient, task: str, sandbox: Sandbox, 
     finally:
         if final and releases_jobs(config.hints):
             await release_job(client, job_id)
-    record.trace_turns = record.turns
-    if record.error is None and record.start_at is not None and record.end_at is not None:
-        record.jct = record.end_at - record.start_at
+    record.close()
     return AgentJobResult(job.turns, record, job.messages)

@@ -266,13 +266,14 @@ class _Stage:
         self.turns.append(rec)
         if job.start_at is None:
             job.start_at = rec.sent_at
+        hint_body, hint_headers = client_hints(self.config, job.job_id, False)
         body: dict[str, object] = {"messages": messages, "temperature": rec.temperature, "max_tokens": rec.max_tokens,
-                                   "stream": False, **client_hints(self.config, job.job_id, False)[0]}
+                                   "stream": False, **hint_body}
         if rec.seed is not None:
             body["seed"] = rec.seed
         if self.config.model is not None:
             body["model"] = self.config.model
-        reply = await stream_chat(self.client, body, sent, client_hints(self.config, job.job_id, False)[1])
+        reply = await stream_chat(self.client, body, sent, hint_headers)
         done = time.perf_counter()
         rec.done_at, rec.latency = done - self.t0, done - sent
         rec.prompt_tokens, rec.output_tokens, rec.cached_tokens = (reply.prompt_tokens, reply.output_tokens,
@@ -373,7 +374,5 @@ async def rewrite_stage(client: httpx.AsyncClient, task: str, sandbox: Sandbox, 
         record.exit_status = type(e).__name__
         if stage.turns:
             stage.turns[-1].error = record.error
-    record.trace_turns = record.turns
-    if record.error is None and record.start_at is not None and record.end_at is not None:
-        record.jct = record.end_at - record.start_at
+    record.close()
     return AgentJobResult(stage.turns, record, stage.messages)
