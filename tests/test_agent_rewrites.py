@@ -199,11 +199,19 @@ def test_a_sampled_rewrite_that_passes_the_check_solves_the_job_before_the_agent
     assert (job.solved, job.exit_status, job.attempts) == (True, REWRITE_PASSED, 1)
     assert result.summary["solved_by_rewrites"] == 1
     bodies = server.chat_bodies()
-    assert len(bodies) == 3  # greedy (wrong: undone), sampled (the same rewrite: not tried again), sampled (right)
-    assert bodies[0]["temperature"] == 0 and "seed" not in bodies[0]
-    assert all(b["temperature"] > 0 for b in bodies[1:]) and bodies[1]["seed"] != bodies[2]["seed"]
+    # the first of two suspects gets a double share of 2 x 3 answers in two rounds: from the prompt, greedy
+    # (wrong: undone) and sampled (the same rewrite: not tried again); then from the follow-up showing the
+    # failed try, greedy (right: the stage ends) and sampled
+    assert len(bodies) == 4
+    assert [b["temperature"] == 0 for b in bodies] == [True, False, True, False] and "seed" not in bodies[0]
+    assert bodies[1]["seed"] != bodies[3]["seed"]
     assert {b["job_id"] for b in bodies} == {"t-0"} and not any(b.get("is_last_step") for b in bodies)
-    assert all(b["messages"] == bodies[0]["messages"] for b in bodies)  # one prompt: one cached prefix
+    prompt = bodies[0]["messages"]
+    assert bodies[1]["messages"] == prompt and bodies[3]["messages"] == bodies[2]["messages"]
+    follow_up = bodies[2]["messages"]
+    assert follow_up[:len(prompt)] == prompt  # the follow-up extends the prompt: one cached prefix
+    assert follow_up[len(prompt)] == {"role": "assistant", "content": WRONG}
+    assert "still fails" in follow_up[-1]["content"] and "FAIL add" in follow_up[-1]["content"]
     assert "def add(a, b):" in bodies[0]["messages"][-1]["content"]
     assert server.deletes() == ["/v1/jobs/t-0"]
 
@@ -220,8 +228,9 @@ def test_a_stage_that_fails_leaves_the_agent_a_fresh_repository() -> None:
 
 def test_the_stage_spreads_its_answers_over_the_suspects_it_found() -> None:
     policy = RewritePolicy(4, functions=4)
-    assert [policy.samples_each(n) for n in (0, 1, 2, 3, 4)] == [0, 12, 8, 6, 4]
-    assert not RewritePolicy().enabled and policy.enabled
+    assert [policy.samples_per_suspect(n) for n in (0, 1, 2, 4)] == [[], [12], [11, 5], [7, 3, 3, 3]]
+    assert RewritePolicy(1, functions=1).samples_per_suspect(3) == [1, 1, 1]  # each suspect asked at least once
+    assert not RewritePolicy().enabled and policy.enabled and RewritePolicy().samples_per_suspect(2) == []
     with pytest.raises(ValueError):
         RewritePolicy(-1)
 
@@ -243,3 +252,119 @@ def test_a_kept_rewrite_moves_the_later_suspects_of_its_file() -> None:
     later = [Suspect("a.py", "g", 20, 22, "g"), Suspect("b.py", "h", 20, 22, "h"), Suspect("a.py", "e", 2, 4, "e")]
     moved = shifted(later, kept, "def f():\n    return 1")
     assert [(s.first, s.last) for s in moved] == [(19, 21), (20, 22), (2, 4)]
+
+
+# --------------------------------------------------------------------------- whole files and single changes
+
+
+def _sandbox(tmp_path: Path, files: dict[str, str]) -> Sandbox:
+    for rel, text in files.items():
+        (tmp_path / rel).write_text(textwrap.dedent(text))
+    sandbox = Sandbox.create(str(tmp_path), timeout=60)
+    (Path(sandbox.workdir_path) / "check.py").chmod(0o444)
+    return sandbox
+
+
+def _suspects(sandbox: Sandbox, output: str = "") -> list[dict[str, Any]]:
+    op = {"op": "suspects", "argv": ["check.py"], "failing": [], "limit": 4, "output": output}
+    return json.loads(run_program(sandbox, op).output)
+
+
+def test_a_data_file_the_failing_check_opens_is_a_whole_file_suspect(tmp_path: Path) -> None:
+    sandbox = _sandbox(tmp_path, {
+        "settings.ini": "[app]\nworkers = four\n",
+        "app.py": '''\
+            import configparser
+
+
+            def workers(path="settings.ini"):
+                cp = configparser.ConfigParser()
+                cp.read(path)
+                return cp["app"].getint("workers")
+            ''',
+        "check.py": "import sys\nfrom app import workers\ntry:\n    ok = workers() == 4\nexcept ValueError:\n"
+                    "    ok = False\nprint('OK' if ok else 'FAIL workers')\nsys.exit(0 if ok else 1)\n"})
+    try:
+        found = _suspects(sandbox)
+        assert [(d["kind"], d["path"]) for d in found] == [("function", "app.py"), ("file", "settings.ini"),
+                                                          ("file", "app.py")]  # the data file before the module
+        ini = found[1]
+        assert (ini["first"], ini["last"], ini["text"]) == (1, 2, "[app]\nworkers = four")
+        done = run_program(sandbox, {"op": "rewrite", "path": "settings.ini", "first": 1, "last": 2,
+                                     "old": ini["text"], "new": "[app]\nworkers = 4"})
+        assert done.exit_code == 0 and sandbox.run("python3 check.py").exit_code == 0
+        assert (Path(sandbox.workdir_path) / "settings.ini").read_text() == "[app]\nworkers = 4\n"  # newline kept
+    finally:
+        sandbox.close()
+
+
+@pytest.mark.parametrize("check", [
+    "from palindrome import is_palindrome\nassert is_palindrome('a b a')\n",  # the ImportError names the file
+    "import sys\ntry:\n    from palindrome import is_palindrome\nexcept ImportError:\n"
+    "    sys.exit('FAIL palindrome.is_palindrome does not exist')\n",  # the check's own words name the module
+])
+def test_a_module_the_failure_names_without_the_function_the_check_imports_is_a_suspect(
+        tmp_path: Path, check: str) -> None:
+    sandbox = _sandbox(tmp_path, {
+        "palindrome.py": 'def normalize(s):\n    return s.replace(" ", "").lower()\n', "check.py": check})
+    try:
+        out = sandbox.run("python3 check.py")
+        assert out.exit_code == 1
+        found = _suspects(sandbox, out.output)
+        assert [(d["kind"], d["path"]) for d in found] == [("file", "palindrome.py")]  # never check.py
+    finally:
+        sandbox.close()
+
+
+def test_a_whole_file_answer_is_its_last_fenced_block_that_parses() -> None:
+    from agent_engine.agent.rewrites import rewritten, shown_source
+    module = Suspect("p.py", "p.py", 1, 2, "def f(s):\n    return s", kind="file")
+    ini = Suspect("s.ini", "s.ini", 1, 2, "[app]\nworkers = four", kind="file")
+    assert shown_source(module) == module.text
+    assert rewritten(fenced("def f(s):\n    return s\n\n\ndef g(s):\n    return f(s)"), module) == (
+        "def f(s):\n    return s\n\n\ndef g(s):\n    return f(s)")
+    assert rewritten(fenced("def f(s):\n    return s"), module) is None  # nothing changed
+    assert rewritten(fenced("def f(s:\n"), module) is None  # does not parse
+    assert rewritten(fenced("def f(s):\n    # the same\n    return s  # code"), module) is None  # comments only
+    assert rewritten("Wrong type.\n```ini\n[app]\nworkers = 4\n```", ini) == "[app]\nworkers = 4"
+
+
+def test_a_rewrite_is_split_into_its_single_changes() -> None:
+    from agent_engine.agent.rewrites import single_changes
+    old = "def f(a):\n    x = a\n    y = 2\n    return x + y"
+    new = "def f(a, b):\n    x = a\n    y = 3\n    return x + y"
+    assert single_changes(old, new) == ["def f(a, b):\n    x = a\n    y = 2\n    return x + y",
+                                        "def f(a):\n    x = a\n    y = 3\n    return x + y"]
+    assert single_changes(old, old.replace("2", "3")) == []  # one change: the rewrite itself was tried
+
+
+def test_a_crash_turned_into_a_counted_report_improves_the_check() -> None:
+    from agent_engine.agent.check_score import CheckScore
+    from agent_engine.agent.rewrites import improves
+    crash, one, two = CheckScore(False, None, 1), CheckScore(False, 1), CheckScore(False, 2)
+    assert improves(one, crash) and improves(one, two) and not improves(two, one)
+    assert not improves(crash, one) and not improves(one, CheckScore(False, None))
+
+
+def test_the_fix_among_breaking_changes_of_an_answer_is_tried_alone_and_solves_the_job() -> None:
+    both = fenced('def add(a, b, c):\n    """The sum of a and b."""\n    return a + b')  # the fix, and a break
+    server = Rewriter([both])
+    result = _run(server, samples=1)
+    job = result.results[0].job
+    assert (job.solved, job.exit_status, job.attempts) == (True, REWRITE_PASSED, 1)
+    assert len(server.chat_bodies()) == 2  # the first suspect's share of two answers, both the same
+    transcript = result.results[0].messages
+    assert any("tried alone" in m["content"] and "+    return a + b" in m["content"] for m in transcript)
+
+
+def test_the_issue_s_rare_words_rank_the_function_that_uses_them() -> None:
+    from agent_engine.agent.repair_tool import issue_overlap, words
+    assert words("sv.NpmSpec('^0.2.3') rejects next_minor for HTTPServer") >= {"npm", "spec", "next", "minor",
+                                                                               "http", "server", "rejects"}
+    assert not words("def f(self): return None") & {"def", "self", "return", "none"}
+    sources = {("a.py", "caret"): "def caret(v):\n    return v.next_minor()  # npm caret",
+               ("a.py", "tilde"): "def tilde(v):\n    return v.next_patch()",
+               ("a.py", "parse"): "def parse(text):\n    return text.split('.')"}
+    got = issue_overlap("NpmSpec('^0.2.3') is too narrow: the caret range should end at next_minor", sources)
+    assert got[("a.py", "caret")] == 1.0 and got[("a.py", "caret")] > got[("a.py", "tilde")] >= got[("a.py", "parse")]
+    assert issue_overlap("", sources) == {}

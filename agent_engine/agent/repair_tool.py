@@ -9,6 +9,9 @@ nothing but the standard library; importing it runs nothing.
 at function level: the task's check runs again under a ``sys.settrace`` hook that records, for each
 ``unittest`` test (its ``TestCase.run`` wrapped to say which test runs), the repository's library
 functions it ran.
+Some bugs live outside any function (a module's constant, a data file the code reads, a function
+the tests import that is missing): short files the failure names or the failing tests opened are
+suspects as a whole.
 A function the failing tests run and the passing ones do not is the likeliest home of the bug:
 ``score = failed / sqrt(all failed * (failed + passed))``. The static failing path
 (``failing_code.FailingCode``: the traceback's library frames, or what the failing test lines call)
@@ -17,12 +20,14 @@ command. The wrapped ``TestCase.run`` is this run's alone: the judge's run of th
 process.
 
 Invariants:
-- The check runs with its output sent to ``/dev/null`` (the descriptors restored after); what this
-  prints is one JSON list of suspects, at most ``limit``, each ``{"path", "name", "first", "last",
-  "score", "failed", "passed", "text"}`` (``name`` qualified, a nested function mapped to the
-  outermost function or method that holds it; ``first`` counts its decorators; ``text`` the lines
-  ``first``..``last`` exactly), library code only (never a test file, a read-only file or anything
-  outside the repository), functions of at most ``max_lines`` lines.
+- The check runs with its output sent to ``/dev/null`` (the descriptors restored after, ``open`` too);
+  what this prints is one JSON list of suspects, at most ``limit``, each ``{"kind", "path", "name",
+  "first", "last", "score", "failed", "passed", "text"}``: ``kind`` ``function`` (``name`` qualified, a
+  nested function mapped to the outermost function or method that holds it; ``first`` counts its
+  decorators; ``text`` the lines ``first``..``last`` exactly; at most ``max_lines`` lines) or ``file``
+  (a whole file of at most ``SMALL_FILE_LINES`` lines, ``text`` without its final newline: a data file
+  the failing tests opened, a file the failure names, a file holding a suspect function), library code
+  only (never a test file, a read-only file or anything outside the repository).
 - A check that ends the process (``os._exit``) or never finishes leaves no list: the host then has no
   suspects from the spectrum. Formatting methods (``__repr__``, ``__str__``, ``__format__``), which a
   failing assertion runs to print its message, rank after every other suspect.
@@ -35,8 +40,10 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import runpy
 import sys
+from collections.abc import Callable
 
 if __name__.startswith("agent_engine."):  # on the host; in the sandbox the earlier sources ran here
     from agent_engine.agent.failing_code import FailingCode, Source
@@ -44,6 +51,18 @@ if __name__.startswith("agent_engine."):  # on the host; in the sandbox the earl
 
 SUSPECTS = 6
 SUSPECT_LINES = 80
+SMALL_FILE_LINES = 60  # a file this short is a suspect as a whole (module constants, data, what is missing)
+SMALL_FILE_CHARS = 3000
+ISSUE_WEIGHT = 0.1  # of the issue's vocabulary in a suspect's rank, beside its Ochiai score (0..1)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORD_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+COMMON_WORDS = frozenset({
+    "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else", "except",
+    "false", "finally", "for", "from", "global", "import", "lambda", "none", "nonlocal", "not", "pass", "raise",
+    "return", "true", "try", "while", "with", "yield", "self", "cls", "the", "that", "this", "but", "are", "was",
+    "its", "has", "have", "should", "would", "when", "then", "than", "into", "out", "all", "any", "can",
+    "does", "instead", "gives", "returns", "expected", "got", "print", "args", "kwargs"})
+_MENTIONED = re.compile(r"[A-Za-z0-9_./~-]+\.[A-Za-z0-9]+")  # a path a check's output may name
 FORMATTING = ("__repr__", "__str__", "__format__")
 PYTHON_FLAGS = ("-I", "-B", "-u", "-E", "-s", "-S", "-O", "-OO", "-q")
 
@@ -57,6 +76,7 @@ class Spectrum:
         self.current: str | None = None
         self.hits: dict[str | None, set[tuple[str, str]]] = {}
         self.order: dict[tuple[str, str], int] = {}
+        self.opened: dict[str | None, set[str]] = {}  # test -> the repository's data files it opened
 
     def library_path(self, filename: str) -> str | None:
         """The path of a code object's file relative to the repository when it is library code (not a
@@ -100,12 +120,44 @@ class Spectrum:
         unittest.TestCase.run = run  # type: ignore[method-assign]
         sys.settrace(self.on_call)
 
+    def watch_opens(self) -> Callable[[], None]:
+        """Record the data files each test opens (``open``, ``io.open``: configparser, json, pathlib read
+        through them); returns what restores both."""
+        import builtins
+        import io
+
+        original = builtins.open
+        spectrum = self
+
+        def opened(file: object, *args: object, **kwargs: object) -> object:
+            if isinstance(file, str | os.PathLike):
+                rel = editable_path(os.fspath(file), spectrum.root)
+                if rel is not None and not rel.endswith(".py"):
+                    spectrum.opened.setdefault(spectrum.current, set()).add(rel)
+            return original(file, *args, **kwargs)  # type: ignore[call-overload]
+
+        builtins.open = io.open = opened  # type: ignore[assignment]
+
+        def restore() -> None:
+            builtins.open = io.open = original
+
+        return restore
+
+    def failed_keys(self, failing: list[str]) -> list[str | None]:
+        """The traced tests the report names as failing; a check without matching tests (a script) has its
+        calls outside tests as the one failing run."""
+        keys = set(self.hits) | set(self.opened)
+        failed: list[str | None] = [k for k in keys if k is not None and any(same_test(k, f) for f in failing)]
+        return failed or ([None] if None in keys else [])
+
+    def opened_by(self, failing: list[str]) -> list[str]:
+        """The data files the failing tests opened, sorted."""
+        return sorted({rel for key in self.failed_keys(failing) for rel in self.opened.get(key, set())})
+
     def scores(self, failing: list[str]) -> dict[tuple[str, str], tuple[float, int, int]]:
         """``(path, name) -> (Ochiai score, failing tests that ran it, passing tests that ran it)``; a
         check without matching tests counts its calls outside tests as the one failing run."""
-        failed_keys = [k for k in self.hits if k is not None and any(same_test(k, f) for f in failing)]
-        if not failed_keys:
-            failed_keys = [None] if None in self.hits else []
+        failed_keys = self.failed_keys(failing)
         out: dict[tuple[str, str], tuple[int, int]] = {}
         for key, functions in self.hits.items():
             for fn in functions:
@@ -113,6 +165,16 @@ class Spectrum:
                 out[fn] = (f + (key in failed_keys), p + (key not in failed_keys and key is not None))
         total = len(failed_keys)
         return {fn: (f / math.sqrt(total * (f + p)) if f else 0.0, f, p) for fn, (f, p) in out.items()}
+
+
+def editable_path(filename: str, root: str) -> str | None:
+    """``filename`` relative to the repository ``root`` when it is a file there that the repair may change
+    (not a test, not read-only), else None."""
+    real = os.path.realpath(filename)
+    if not real.startswith(root + os.sep) or not os.path.isfile(real):
+        return None
+    rel = os.path.relpath(real, root)
+    return None if is_test_path(rel) or read_only(rel) else rel
 
 
 def same_test(traced: str, reported: str) -> bool:
@@ -144,6 +206,7 @@ def run_traced(argv: list[str]) -> Spectrum | None:
     kind, target = entry
     rest = argv[argv.index(target) + 1:]
     spectrum = Spectrum()
+    restore_open = spectrum.watch_opens()
     sys.stdout.flush()
     saved = os.dup(1), os.dup(2)
     sink = os.open(os.devnull, os.O_WRONLY)
@@ -161,6 +224,7 @@ def run_traced(argv: list[str]) -> Spectrum | None:
         pass
     finally:
         sys.settrace(None)
+        restore_open()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -172,29 +236,121 @@ def run_traced(argv: list[str]) -> Spectrum | None:
 
 
 def suspects(argv: list[str], failing: list[str], tracebacks: list[list[list[object]]], limit: int = SUSPECTS,
-             max_lines: int = SUSPECT_LINES) -> list[dict[str, object]]:
-    """The functions to rewrite first (see the module docstring)."""
+             max_lines: int = SUSPECT_LINES, output: str = "", issue: str = "") -> list[dict[str, object]]:
+    """The functions and small files to rewrite first (see the module docstring)."""
     static = [(path, name) for path, name, _ in FailingCode().ranked(tracebacks)]
     spectrum = run_traced(argv) if argv else None
     scores = spectrum.scores(failing) if spectrum is not None else {}
     order = spectrum.order if spectrum is not None else {}
     names = {fn for fn, (_, failed, _) in scores.items() if failed} | set(static)
+    spans = {fn: span for fn in names if (span := function_span(*fn)) is not None and span[1] - span[0] < max_lines}
+    lexical = issue_overlap(issue, {fn: span[2] for fn, span in spans.items()})
 
     def rank(fn: tuple[str, str]) -> tuple[bool, float, int]:
         at = static.index(fn) if fn in static else len(static) + order.get(fn, len(order))
-        return fn[1].split(".")[-1] in FORMATTING, -scores.get(fn, (0.0, 0, 0))[0], at
+        suspicion = scores.get(fn, (0.0, 0, 0))[0] + ISSUE_WEIGHT * lexical.get(fn, 0.0)
+        return fn[1].split(".")[-1] in FORMATTING, -suspicion, at
 
-    found: list[dict[str, object]] = []
-    for path, name in sorted(names, key=rank):
-        if len(found) >= limit:
-            break
-        span = function_span(path, name)
-        if span is None or span[1] - span[0] + 1 > max_lines:
-            continue
+    functions: list[dict[str, object]] = []
+    for path, name in sorted(spans, key=rank)[:limit]:
+        first, last, text = spans[(path, name)]
         score, failed, passed = scores.get((path, name), (0.0, 0, 0))
-        found.append({"path": path, "name": name, "first": span[0], "last": span[1], "score": round(score, 3),
-                      "failed": failed, "passed": passed, "text": span[2]})
+        functions.append({"kind": "function", "path": path, "name": name, "first": first, "last": last,
+                          "score": round(score, 3), "issue": round(lexical.get((path, name), 0.0), 3),
+                          "failed": failed, "passed": passed, "text": text})
+    opened = spectrum.opened_by(failing) if spectrum is not None else []
+    named = opened + mentioned_files(output + "\n" + issue, tracebacks)
+    return merged(functions, small_files(named, [str(f["path"]) for f in functions]), limit)
+
+
+def words(text: str) -> set[str]:
+    """The lower-case words of identifiers and prose in ``text`` (``NpmSpec`` -> ``npm``, ``spec``;
+    ``next_minor`` -> ``next``, ``minor``), of three letters or more, Python's keywords and the commonest
+    names left out."""
+    found: set[str] = set()
+    for token in _IDENTIFIER.findall(text):
+        for part in _WORD_PART.findall(token):
+            word = part.lower()
+            if len(word) >= 3 and word not in COMMON_WORDS:
+                found.add(word)
     return found
+
+
+def issue_overlap(issue: str, sources: dict[tuple[str, str], str]) -> dict[tuple[str, str], float]:
+    """How much of the issue's vocabulary each function's source uses, weighted by rarity among the
+    functions (inverse document frequency) and scaled so the highest is 1.0; {} without an issue."""
+    asked = words(issue)
+    if not asked or not sources:
+        return {}
+    vocab = {fn: words(text) & asked for fn, text in sources.items()}
+    df: dict[str, int] = {}
+    for used in vocab.values():
+        for word in used:
+            df[word] = df.get(word, 0) + 1
+    n = len(sources)
+    raw = {fn: sum(math.log((n + 1) / (df[w] + 0.5)) for w in used) for fn, used in vocab.items()}
+    top = max(raw.values(), default=0.0)
+    return {fn: value / top for fn, value in raw.items()} if top > 0 else {}
+
+
+def mentioned_files(output: str, tracebacks: list[list[list[object]]]) -> list[str]:
+    """The repository's editable files the tracebacks, the check's output or the issue (``output`` holds
+    both) name, in the order named: as paths, or as dotted module names (``pkg.mod.func`` names
+    ``pkg/mod.py``)."""
+    root = os.path.realpath(".")
+    seen: list[str] = []
+    words = [str(frame[0]) for tb in tracebacks for frame in tb if frame] + _MENTIONED.findall(output[:100_000])
+    for word in words:
+        if len(seen) >= 64:
+            break
+        for path in [word, *module_files(word)]:
+            rel = editable_path(path, root)
+            if rel is not None:
+                if rel not in seen:
+                    seen.append(rel)
+                break
+    return seen
+
+
+def module_files(dotted: str) -> list[str]:
+    """The files a dotted name may name, longest module first: ``a.b.c`` -> ``a/b/c.py``,
+    ``a/b/c/__init__.py``, ``a/b.py``, ..."""
+    parts = dotted.split(".") if "/" not in dotted else []
+    if not all(p.isidentifier() for p in parts):
+        return []
+    return [f for k in range(len(parts), 0, -1) for f in ("/".join(parts[:k]) + ".py", "/".join(parts[:k]) + "/__init__.py")]
+
+
+def small_files(named: list[str], holding: list[str]) -> list[dict[str, object]]:
+    """A whole-file suspect for each short file named by the failure or holding a suspect function:
+    the ones holding none first (a data file, a module missing what the check imports), then the rest."""
+    found: list[dict[str, object]] = []
+    for path in sorted(dict.fromkeys(named + holding), key=lambda p: p in holding):
+        span = file_span(path)
+        if span is not None:
+            found.append({"kind": "file", "path": path, "name": path, "first": 1, "last": span[0], "score": 0.0,
+                          "failed": 0, "passed": 0, "text": span[1], "alone": path not in holding})
+    return found
+
+
+def merged(functions: list[dict[str, object]], files: list[dict[str, object]],
+           limit: int) -> list[dict[str, object]]:
+    """Suspects in the order they are rewritten, at most ``limit``: the first function, then the files that
+    hold no suspect function, the other functions, the files that do."""
+    alone = [f for f in files if f.pop("alone")]
+    holding = [f for f in files if f not in alone]
+    return (functions[:1] + alone + functions[1:] + holding)[:limit]
+
+
+def file_span(path: str) -> tuple[int, str] | None:
+    """``(lines, text without its final newline)`` of a short text file, or None when it is longer than
+    ``SMALL_FILE_LINES`` lines or ``SMALL_FILE_CHARS`` characters, binary, or empty."""
+    text = read_text(path, SMALL_FILE_CHARS)
+    if not text or not text.strip():
+        return None
+    text = text[:-1] if text.endswith("\n") else text
+    lines = text.count("\n") + 1
+    return (lines, text) if lines <= SMALL_FILE_LINES else None
 
 
 def function_span(path: str, name: str) -> tuple[int, int, str] | None:

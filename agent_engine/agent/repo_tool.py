@@ -297,7 +297,8 @@ def main(argv: list[str]) -> int:
         return 0
     if op == "suspects":
         found = suspects(a.get("argv") or [], a.get("failing") or [], a.get("tracebacks") or [],
-                         int(a.get("limit") or SUSPECTS), int(a.get("max_lines") or SUSPECT_LINES))
+                         int(a.get("limit") or SUSPECTS), int(a.get("max_lines") or SUSPECT_LINES),
+                         str(a.get("output") or ""), str(a.get("issue") or ""))
         print(json.dumps(found))
         return 0
     if op == "rewrite":

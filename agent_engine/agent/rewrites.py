@@ -7,15 +7,21 @@ and the check, not the model, judges each try. The stage:
 1. runs the task's check in the job's sandbox (nothing to do when it passes);
 2. ranks the suspects in the sandbox (``agent_engine.agent.repair_tool.suspects``: the library
    functions the failing tests ran and the passing ones did not, then the static failing path);
+   A suspect is a function, or a short file as a whole (a data file the failing tests opened, a module
+   the failure names: bugs in a constant, a config file, a function the tests import that is missing);
 3. for each of the first ``functions`` suspects asks the model ``samples`` times for the whole
-   function rewritten (the issue, the failing tests and the check's first failure, the function's
+   function (or file) rewritten (the issue, the failing tests and the check's first failure, the
    source), the first answer greedy and the rest sampled at ``temperature`` with their own seeds,
    all from one prompt (the engine caches it; the calls carry the job's hints, so CONTINUUM pins it);
-4. writes each distinct rewrite that parses and defines that function in place of the function
-   (``rewrite`` op: only when the lines still read as shown, never a read-only file, the result
-   compiling) and runs the check: passing ends the stage; anything else is undone. Once all of a
-   suspect's answers are tried, the one that left the fewest failing tests (fewer than before) is
-   written again and kept: the next suspects are rewritten on top of it (their line numbers moved).
+4. writes each distinct rewrite that parses (and defines that function) in its place (``rewrite`` op:
+   only when the lines still read as shown, never a read-only file, the result compiling) and runs
+   the check: passing ends the stage; anything else is undone;
+5. then tries alone each single change (a run of replaced, inserted or deleted lines) of the failed
+   rewrites that made several: a small model often finds the fix and breaks something beside it. The
+   changes most answers made go first, at most ``MAX_SINGLE_CHANGES`` per suspect;
+6. once all of a suspect's tries are done, the one that left the fewest failing tests (fewer than
+   before, or a crash turned into a report) is written again and kept: the next suspects are
+   rewritten on top of it (their line numbers moved).
 
 Invariants:
 - Everything runs in the job's sandbox through the tool program or the sandbox's shell; the host
@@ -34,14 +40,16 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import difflib
 import json
+import math
 import re
 import shlex
 import textwrap
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import httpx
@@ -68,6 +76,13 @@ CHECK_OUTPUT_CHARS = 1500  # of the check's output in a rewrite prompt
 TOKENS_PER_LINE = 16  # an answer's budget: this per line of the function, and ANSWER_SLACK
 ANSWER_SLACK = 256
 MAX_ANSWER_TOKENS = 2048
+FILE_GROWTH_LINES = 16  # a whole-file answer's budget allows this many lines more (a missing function)
+MAX_CHANGES_SPLIT = 8  # a rewrite making more changes than this is not split into single changes
+MAX_SINGLE_CHANGES = 8  # single changes tried alone per suspect
+SUSPECT_OUTPUT_CHARS = 20_000
+FOLLOW_UP_OUTPUT_CHARS = 800  # of a failed try's check output in the follow-up round's prompt
+FOLLOW_UP_DIFFS = 3  # other failed changes listed there
+SUSPECTS_OUTPUT_CHARS = 1_000_000  # the suspects op's JSON: never cut (a cut list would parse as no suspects)  # of the check's output the sandbox reads for the files it names
 SYSTEM = "You are an expert Python developer. You fix bugs with the smallest change that makes the tests pass."
 _PYTHON = re.compile(r"^python(?:3(?:\.[0-9]+)?)?$")
 _BLOCK = re.compile(r"```[A-Za-z0-9_+-]*\n(.*?)```", re.S)
@@ -92,23 +107,31 @@ class RewritePolicy:
     def enabled(self) -> bool:
         return self.samples > 0
 
-    def samples_each(self, found: int) -> int:
-        """Answers per suspect when ``found`` suspects were found: the stage's ``samples x functions``
-        answers spread over them, at most ``MAX_SAMPLES_EACH x samples`` each."""
-        if found <= 0:
-            return 0
-        return min(self.samples * MAX_SAMPLES_EACH, -(-self.samples * self.functions // found))
+    def samples_per_suspect(self, found: int) -> list[int]:
+        """Answers for each of ``found`` suspects, in rank order: the stage's ``samples x functions``
+        answers spread over them, the first suspect (the likeliest) a double share, none more than
+        ``MAX_SAMPLES_EACH x samples``, each at least one."""
+        if found <= 0 or not self.enabled:
+            return []
+        share = self.samples * self.functions / (found + 1)
+        cap = self.samples * MAX_SAMPLES_EACH
+        return [min(cap, max(1, math.ceil(2 * share)))] + [min(cap, max(1, round(share)))] * (found - 1)
 
 
 @dataclass(frozen=True)
 class Suspect:
-    """A function to rewrite, as the sandbox read it."""
+    """A function (``kind`` ``function``) or a short whole file (``file``) to rewrite, as the sandbox read it."""
 
     path: str
     name: str
     first: int
     last: int
     text: str
+    kind: str = "function"
+
+    @property
+    def whole_file(self) -> bool:
+        return self.kind == "file"
 
 
 def python_check_args(check: str) -> list[str]:
@@ -119,6 +142,38 @@ def python_check_args(check: str) -> list[str]:
     except ValueError:
         return []
     return argv[1:] if argv and _PYTHON.match(argv[0].rsplit("/", 1)[-1]) else []
+
+
+def rewritten(answer: str, suspect: Suspect) -> str | None:
+    """What an answer writes over ``suspect``: the whole file (``rewritten_file``) or the function
+    (``rewritten_function``); None when it holds nothing to write or only changes comments and layout."""
+    new = rewritten_file(answer, suspect) if suspect.whole_file else rewritten_function(answer, suspect)
+    return None if new is None or same_code(new, suspect) else new
+
+
+def same_code(new: str, suspect: Suspect) -> bool:
+    """Whether ``new`` is the suspect's Python code with other comments or layout only (same syntax tree)."""
+    if suspect.whole_file and not suspect.path.endswith(".py"):
+        return _same(new, suspect.text)
+    try:
+        return ast.dump(ast.parse(textwrap.dedent(new))) == ast.dump(ast.parse(textwrap.dedent(suspect.text)))
+    except (SyntaxError, ValueError):
+        return False
+
+
+def rewritten_file(answer: str, suspect: Suspect) -> str | None:
+    """The last fenced block of an answer as the new text of a whole-file suspect (a Python file's must
+    parse); None when there is none or it changes nothing."""
+    for block in reversed(_BLOCK.findall(answer)):
+        new = block.rstrip("\n")
+        if suspect.path.endswith(".py"):
+            try:
+                ast.parse(new)
+            except (SyntaxError, ValueError):
+                continue
+        if new.strip() and not _same(new, suspect.text):
+            return new
+    return None
 
 
 def rewritten_function(answer: str, suspect: Suspect) -> str | None:
@@ -148,8 +203,11 @@ def rewritten_function(answer: str, suspect: Suspect) -> str | None:
 
 
 def shown_source(suspect: Suspect) -> str:
-    """The suspect as the model is shown it: dedented, without its docstring (fewer tokens, and no
-    backticks of its own to end the answer's fenced block early; ``rewritten_function`` puts it back)."""
+    """The suspect as the model is shown it: a file as it is; a function dedented, without its docstring
+    (fewer tokens, and no backticks of its own to end the answer's fenced block early;
+    ``rewritten_function`` puts it back)."""
+    if suspect.whole_file:
+        return suspect.text
     head, _, rest = _docstring_split(textwrap.dedent(suspect.text))
     return "\n".join(head + rest)
 
@@ -211,11 +269,18 @@ def _prompt(task: str, output: str, suspect: Suspect, workdir: str) -> list[dict
     output = _PROGRESS.sub("", output).replace(workdir.rstrip("/") + "/", "")
     shown = cap_text(summarize_unittest(output, keep=1), CHECK_OUTPUT_CHARS).strip()
     source = shown_source(suspect)
-    user = (f"A user reported this issue:\n{task.strip()}\n\nThe project's tests fail. {failing}\n{shown}\n\n"
-            f"This function ({suspect.name}, lines {suspect.first}-{suspect.last} of {suspect.path}) runs in the "
-            f"failing tests (its docstring left out):\n```python\n{source}\n```\n\n"
-            "If the bug is in this function, say in one sentence which line is wrong and why, then give the whole "
-            "function with the bug fixed, changing as little as possible, in one ```python block.")
+    user = f"A user reported this issue:\n{task.strip()}\n\nThe project's tests fail. {failing}\n{shown}\n\n"
+    if suspect.whole_file:
+        lang = "python" if suspect.path.endswith(".py") else ""
+        user += (f"This file ({suspect.path}, {suspect.last} lines) is on the failing tests' path:\n"
+                 f"```{lang}\n{source}\n```\n\nIf the bug is in this file (a wrong value or name, wrong code, or "
+                 "something the tests need that is missing), say in one sentence what is wrong, then give the whole "
+                 f"file fixed, changing as little as possible, in one ```{lang} block.")
+    else:
+        user += (f"This function ({suspect.name}, lines {suspect.first}-{suspect.last} of {suspect.path}) runs in "
+                 f"the failing tests (its docstring left out):\n```python\n{source}\n```\n\n"
+                 "If the bug is in this function, say in one sentence which line is wrong and why, then give the "
+                 "whole function with the bug fixed, changing as little as possible, in one ```python block.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -244,13 +309,15 @@ class _Stage:
     async def suspects(self, output: str) -> list[Suspect]:
         failures = read_failures(output)
         op = {"op": "suspects", "argv": python_check_args(self.check), "failing": failures.tests,
-              "tracebacks": [[list(f) for f in tb] for tb in failures.tracebacks], "limit": self.policy.functions}
-        result = await self.in_sandbox(run_program, self.sandbox, op)
+              "tracebacks": [[list(f) for f in tb] for tb in failures.tracebacks], "limit": self.policy.functions,
+              "output": output[-SUSPECT_OUTPUT_CHARS:], "issue": self.record.task}
+        result = await self.in_sandbox(run_program, self.sandbox, op, SUSPECTS_OUTPUT_CHARS)
         try:
             found = json.loads(result.output.strip().splitlines()[-1]) if result.output.strip() else []
         except (ValueError, IndexError):
             return []
-        return [Suspect(str(d["path"]), str(d["name"]), int(d["first"]), int(d["last"]), str(d["text"]))
+        return [Suspect(str(d["path"]), str(d["name"]), int(d["first"]), int(d["last"]), str(d["text"]),
+                        str(d.get("kind") or "function"))
                 for d in found if isinstance(d, dict) and {"path", "name", "first", "last", "text"} <= d.keys()]
 
     async def ask(self, messages: list[dict[str, str]], suspect: Suspect, k: int) -> tuple[AgentTurnRecord, ChatReply]:
@@ -261,7 +328,7 @@ class _Stage:
                               f"{suspect.name}")
         rec.temperature = self.config.temperature if k == 0 else max(self.config.temperature, self.policy.temperature)
         rec.seed = None if rec.temperature == 0 else self.config.seed + SEED_BASE + len(self.turns)
-        lines = suspect.last - suspect.first + 1
+        lines = suspect.last - suspect.first + 1 + (FILE_GROWTH_LINES if suspect.whole_file else 0)
         rec.max_tokens = min(MAX_ANSWER_TOKENS, TOKENS_PER_LINE * lines + ANSWER_SLACK)
         self.turns.append(rec)
         if job.start_at is None:
@@ -290,17 +357,17 @@ class _Stage:
 
     async def try_rewrite(self, rec: AgentTurnRecord, suspect: Suspect, new: str) -> tuple[CheckScore, str] | None:
         """Write ``new`` over ``suspect`` and run the check: its ``(score, output)``; a rewrite that does not
-        pass is undone again; None when nothing was written."""
+        pass is undone again; None when nothing was written. The write and the check count as ``rec``'s
+        tool time (a single change tried alone counts to the answer it came from)."""
         started = time.perf_counter()
-        if not await self.write(suspect, new):
-            rec.exit_code, rec.tool_seconds = 1, time.perf_counter() - started
-            return None
-        now, output = await self.run_check()
-        rec.exit_code = 0 if now.passed else 1
-        if not now.passed:
+        written = await self.write(suspect, new)
+        now, output = await self.run_check() if written else (None, "")
+        if now is not None and not now.passed:
             await self.in_sandbox(run_program, self.sandbox, {"op": "undo"})
-        rec.tool_seconds = rec.tool_sleep = time.perf_counter() - started
-        return now, output
+        rec.exit_code = 0 if now is not None and now.passed else 1
+        rec.tool_seconds = (rec.tool_seconds or 0.0) + time.perf_counter() - started
+        rec.tool_sleep = rec.tool_seconds
+        return None if now is None else (now, output)
 
     async def repair(self) -> bool:
         """The stage's steps (see the module docstring); True when the check passes."""
@@ -308,49 +375,164 @@ class _Stage:
         if baseline.passed:
             return True
         suspects = (await self.suspects(output))[:self.policy.functions]
-        samples = self.policy.samples_each(len(suspects))
-        for i, suspect in enumerate(suspects):
+        per_suspect = self.policy.samples_per_suspect(len(suspects))
+        for i, (suspect, samples) in enumerate(zip(suspects, per_suspect, strict=True)):
             messages = _prompt(self.record.task, output, suspect, str(self.sandbox.workdir))
             self.messages += messages
-            try:
-                answers = await asyncio.gather(*(self.ask(messages, suspect, k) for k in range(samples)))
-            except ChatError as e:
-                if not e.context_exceeded:
-                    raise
-                self.record.refused += 1
-                continue
-            seen: set[str] = set()
-            best: tuple[CheckScore, str, str] | None = None  # the rewrite that improved the check most
-            for rec, reply in answers:
-                self.messages.append({"role": "assistant", "content": reply.text})
-                new = rewritten_function(reply.text, suspect) if reply.finish_reason != "length" else None
-                if new is None or new in seen:
-                    self.messages.append({"role": "user", "content": "Not applied: no new whole function."})
-                    continue
-                seen.add(new)
-                tried = await self.try_rewrite(rec, suspect, new)
-                if tried is None:
-                    self.messages.append({"role": "user", "content": "Not applied: the rewrite was refused."})
-                    continue
-                now, now_output = tried
-                if now.passed:
-                    self.messages.append({"role": "user", "content": "The check passes with this rewrite."})
+            tries = _Tries(baseline)
+            for n, round_ in enumerate(rounds(samples, follow_up=i == 0)):
+                asked = messages if n == 0 else self.follow_up(messages, tries)
+                answers = await self.answers(asked, suspect, round_)
+                if answers is None:
+                    break
+                if await self.try_answers(suspect, answers, tries):
                     return True
-                self.messages.append({"role": "user", "content": f"Undone: the check still fails ({now.describe()})."})
-                if improves(now, best[0] if best is not None else baseline):
-                    best = now, now_output, new
-            if best is not None and await self.write(suspect, best[2]):
+            if await self.try_changes(suspect, tries):
+                return True
+            if tries.best is not None and await self.write(suspect, tries.best[2]):
                 self.messages.append({"role": "user", "content": f"{KEPT}: the rewrite that improved the check most "
-                                      f"({baseline.describe()} before, {best[0].describe()} with it)."})
-                baseline, output = best[0], best[1]
-                suspects[i + 1:] = shifted(suspects[i + 1:], suspect, best[2])
+                                      f"({baseline.describe()} before, {tries.best[0].describe()} with it)."})
+                baseline, output = tries.best[0], tries.best[1]
+                suspects[i + 1:] = shifted(suspects[i + 1:], suspect, tries.best[2])
+        return False
+
+    async def answers(self, messages: list[dict[str, str]], suspect: Suspect,
+                      samples: int) -> list[tuple[AgentTurnRecord, ChatReply]] | None:
+        """``samples`` answers to ``messages``, sent at once; None when the server refused the prompt as too
+        long for the context (counted in the job's ``refused``)."""
+        try:
+            return list(await asyncio.gather(*(self.ask(messages, suspect, k) for k in range(samples))))
+        except ChatError as e:
+            if not e.context_exceeded:
+                raise
+            self.record.refused += 1
+            return None
+
+    def follow_up(self, messages: list[dict[str, str]], tries: _Tries) -> list[dict[str, str]]:
+        """The conversation a second round is sampled from (as ChatRepair does): the prompt, the rewrite
+        that improved the check most (else the first one tried), what the check said of it, and the
+        other changes that failed; the prompt alone when nothing was tried."""
+        if not tries.tried:
+            return messages
+        shown = next((t for t in tries.tried if tries.best is not None and t.new == tries.best[2]), tries.tried[0])
+        failure = cap_text(summarize_unittest(_PROGRESS.sub("", shown.output).replace(
+            str(self.sandbox.workdir).rstrip("/") + "/", ""), keep=1), FOLLOW_UP_OUTPUT_CHARS).strip()
+        others = [_diff(shown.old, t.new) for t in tries.tried if t is not shown][:FOLLOW_UP_DIFFS]
+        tried = "".join(f"\n```diff\n{d}\n```" for d in others if d)
+        user = (f"With this rewrite the check still fails ({shown.score.describe()}):\n{failure}\n\n"
+                + (f"These other changes failed too:{tried}\n\n" if tried else "")
+                + "Something else is wrong (maybe another line of the function). Say in one sentence what, then "
+                "give the whole function fixed in one ```python block.")
+        follow = [*messages, {"role": "assistant", "content": shown.answer}, {"role": "user", "content": user}]
+        self.messages += follow[len(messages):]
+        return follow
+
+    async def try_answers(self, suspect: Suspect, answers: list[tuple[AgentTurnRecord, ChatReply]],
+                          tries: _Tries) -> bool:
+        """Try each distinct rewrite the answers hold; True when one passes the check."""
+        for rec, reply in answers:
+            self.messages.append({"role": "assistant", "content": reply.text})
+            new = rewritten(reply.text, suspect) if reply.finish_reason != "length" else None
+            if new is None or new in tries.seen:
+                self.messages.append({"role": "user", "content": "Not applied: nothing new to write."})
+                continue
+            tries.seen.add(new)
+            tries.changes += [(rec, part) for part in single_changes(suspect.text, new)
+                              if not same_code(part, suspect)]
+            if await self.tried(rec, suspect, new, tries, reply.text):
+                return True
+        return False
+
+    async def try_changes(self, suspect: Suspect, tries: _Tries) -> bool:
+        """Try alone each change that a failed rewrite made beside others (the model's fix among edits that
+        break it), the changes most answers made first, at most ``MAX_SINGLE_CHANGES``; True when one
+        passes."""
+        counts: dict[str, int] = {}
+        for _, part in tries.changes:
+            counts[part] = counts.get(part, 0) + 1
+        first_rec = {part: rec for rec, part in reversed(tries.changes)}
+        ordered = [p for p in sorted(counts, key=lambda p: -counts[p]) if p not in tries.seen][:MAX_SINGLE_CHANGES]
+        for part in ordered:
+            tries.seen.add(part)
+            self.messages.append({"role": "user", "content": f"One change of the answers, tried alone:\n```\n"
+                                  f"{_diff(suspect.text, part)}\n```"})
+            if await self.tried(first_rec[part], suspect, part, tries):
+                return True
+        return False
+
+    async def tried(self, rec: AgentTurnRecord, suspect: Suspect, new: str, tries: _Tries, answer: str = "") -> bool:
+        """Write ``new``, run the check, say what it did in the conversation, keep it as the best when it
+        improves most; True when it passes."""
+        tried = await self.try_rewrite(rec, suspect, new)
+        if tried is None:
+            self.messages.append({"role": "user", "content": "Not applied: the rewrite was refused."})
+            return False
+        now, now_output = tried
+        if now.passed:
+            self.messages.append({"role": "user", "content": "The check passes with this rewrite."})
+            return True
+        self.messages.append({"role": "user", "content": f"Undone: the check still fails ({now.describe()})."})
+        if answer:
+            tries.tried.append(_Tried(answer, suspect.text, new, now, now_output))
+        if improves(now, tries.best[0] if tries.best is not None else tries.baseline):
+            tries.best = now, now_output, new
         return False
 
 
+@dataclass(frozen=True)
+class _Tried:
+    """One answer's rewrite that was written and failed: the answer, the text it replaced, the rewrite, the
+    check's score and output."""
+
+    answer: str
+    old: str
+    new: str
+    score: CheckScore
+    output: str
+
+
+@dataclass
+class _Tries:
+    """What one suspect's tries have seen: the texts written, the single changes still to try alone, the
+    rewrite that improved the check most over ``baseline`` (its score, output, text)."""
+
+    baseline: CheckScore
+    seen: set[str] = field(default_factory=set)
+    changes: list[tuple[AgentTurnRecord, str]] = field(default_factory=list)
+    tried: list[_Tried] = field(default_factory=list)
+    best: tuple[CheckScore, str, str] | None = None
+
+
+def rounds(samples: int, *, follow_up: bool) -> list[int]:
+    """A suspect's answers per round: all at once, or (``follow_up``, two or more) half from the prompt and
+    the rest from the follow-up that shows what the first half's tries did."""
+    return [samples - samples // 2, samples // 2] if follow_up and samples >= 2 else [samples]
+
+
+def single_changes(old: str, new: str) -> list[str]:
+    """``old`` with one of the changes that turn it into ``new`` each (a replaced, inserted or deleted run
+    of lines); [] when ``new`` makes fewer than two changes or more than ``MAX_CHANGES_SPLIT``."""
+    a, b = old.split("\n"), new.split("\n")
+    changes = [op for op in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if op[0] != "equal"]
+    if not 2 <= len(changes) <= MAX_CHANGES_SPLIT:
+        return []
+    return ["\n".join(a[:i1] + b[j1:j2] + a[i2:]) for _, i1, i2, j1, j2 in changes]
+
+
+def _diff(old: str, new: str) -> str:
+    """The lines that differ, as a unified diff without its header."""
+    lines = difflib.unified_diff(old.split("\n"), new.split("\n"), lineterm="", n=0)
+    return "\n".join(x for x in list(lines)[2:] if not x.startswith("@@"))
+
+
 def improves(now: CheckScore, before: CheckScore) -> bool:
-    """Whether a run fails fewer tests than ``before`` and breaks no more test files."""
-    return (before.countable and now.failing is not None and before.failing is not None
-            and now.failing < before.failing and now.broken <= before.broken)
+    """Whether a run fails fewer tests than ``before`` and breaks no more test files, or breaks fewer and
+    now counts its failures (a crash that became a report)."""
+    if now.failing is None or not before.countable:
+        return False
+    if now.broken < before.broken:
+        return True
+    return before.failing is not None and now.failing < before.failing and now.broken <= before.broken
 
 
 def shifted(later: list[Suspect], kept: Suspect, new: str) -> list[Suspect]:
