@@ -368,3 +368,10 @@ def test_the_issue_s_rare_words_rank_the_function_that_uses_them() -> None:
     got = issue_overlap("NpmSpec('^0.2.3') is too narrow: the caret range should end at next_minor", sources)
     assert got[("a.py", "caret")] == 1.0 and got[("a.py", "caret")] > got[("a.py", "tilde")] >= got[("a.py", "parse")]
     assert issue_overlap("", sources) == {}
+
+
+def test_a_dotted_name_names_a_module_file_never_a_package_s_init() -> None:
+    from agent_engine.agent.repair_tool import module_files
+    assert module_files("pkg.mod.func") == ["pkg/mod/func.py", "pkg/mod.py", "pkg.py"]
+    assert module_files("idna.encode") == ["idna/encode.py", "idna.py"]  # not idna/__init__.py
+    assert module_files("a/b.py") == [] and module_files("x.1y") == []

@@ -313,12 +313,12 @@ def mentioned_files(output: str, tracebacks: list[list[list[object]]]) -> list[s
 
 
 def module_files(dotted: str) -> list[str]:
-    """The files a dotted name may name, longest module first: ``a.b.c`` -> ``a/b/c.py``,
-    ``a/b/c/__init__.py``, ``a/b.py``, ..."""
+    """The module files a dotted name may name, longest first: ``a.b.c`` -> ``a/b/c.py``, ``a/b.py``,
+    ``a.py``; never a package's ``__init__.py`` (a package named in an issue is rarely where its bug is)."""
     parts = dotted.split(".") if "/" not in dotted else []
     if not all(p.isidentifier() for p in parts):
         return []
-    return [f for k in range(len(parts), 0, -1) for f in ("/".join(parts[:k]) + ".py", "/".join(parts[:k]) + "/__init__.py")]
+    return ["/".join(parts[:k]) + ".py" for k in range(len(parts), 0, -1)]
 
 
 def small_files(named: list[str], holding: list[str]) -> list[dict[str, object]]:
