@@ -19,13 +19,8 @@ from agent_engine.agent.aci import run_program
 from agent_engine.agent.job_runner import AgentRunResult, RunOptions, run_agent_jobs_sync
 from agent_engine.agent.loop import AgentConfig
 from agent_engine.agent.repair_tool import same_test
-from agent_engine.agent.rewrites import (
-    REWRITE_PASSED,
-    RewritePolicy,
-    Suspect,
-    python_check_args,
-    rewritten_function,
-)
+from agent_engine.agent.rewrite_answers import Suspect, rewritten_function
+from agent_engine.agent.rewrites import REWRITE_PASSED, RewritePolicy, python_check_args
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.task_set import set_tasks
 from agent_engine.agent.text_interface import SUBMIT_COMMAND
@@ -238,7 +233,7 @@ def test_the_stage_spreads_its_answers_over_the_suspects_it_found() -> None:
 def test_the_model_is_shown_no_docstring_and_the_rewrite_keeps_the_original_one() -> None:
     method = Suspect("m.py", "Box.get", 3, 8, '    def get(self):\n        """Return x.\n\n        ``x()`` as is.\n'
                      '        """\n        return self.x - 1')
-    from agent_engine.agent.rewrites import shown_source
+    from agent_engine.agent.rewrite_answers import shown_source
     assert shown_source(method) == "def get(self):\n    return self.x - 1"
     got = rewritten_function("It is off by one.\n" + fenced('def get(self):\n    """Other."""\n    return self.x'),
                              method)
@@ -247,7 +242,7 @@ def test_the_model_is_shown_no_docstring_and_the_rewrite_keeps_the_original_one(
 
 
 def test_a_kept_rewrite_moves_the_later_suspects_of_its_file() -> None:
-    from agent_engine.agent.rewrites import shifted
+    from agent_engine.agent.rewrite_answers import shifted
     kept = Suspect("a.py", "f", 10, 12, "def f():\n    x = 1\n    return x")
     later = [Suspect("a.py", "g", 20, 22, "g"), Suspect("b.py", "h", 20, 22, "h"), Suspect("a.py", "e", 2, 4, "e")]
     moved = shifted(later, kept, "def f():\n    return 1")
@@ -317,7 +312,7 @@ def test_a_module_the_failure_names_without_the_function_the_check_imports_is_a_
 
 
 def test_a_whole_file_answer_is_its_last_fenced_block_that_parses() -> None:
-    from agent_engine.agent.rewrites import rewritten, shown_source
+    from agent_engine.agent.rewrite_answers import rewritten, shown_source
     module = Suspect("p.py", "p.py", 1, 2, "def f(s):\n    return s", kind="file")
     ini = Suspect("s.ini", "s.ini", 1, 2, "[app]\nworkers = four", kind="file")
     assert shown_source(module) == module.text
@@ -330,7 +325,7 @@ def test_a_whole_file_answer_is_its_last_fenced_block_that_parses() -> None:
 
 
 def test_a_rewrite_is_split_into_its_single_changes() -> None:
-    from agent_engine.agent.rewrites import single_changes
+    from agent_engine.agent.rewrite_answers import single_changes
     old = "def f(a):\n    x = a\n    y = 2\n    return x + y"
     new = "def f(a, b):\n    x = a\n    y = 3\n    return x + y"
     assert single_changes(old, new) == ["def f(a, b):\n    x = a\n    y = 2\n    return x + y",

@@ -38,18 +38,15 @@ Invariants:
 
 from __future__ import annotations
 
-import ast
 import asyncio
-import difflib
 import json
 import math
 import re
 import shlex
-import textwrap
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import httpx
@@ -60,9 +57,19 @@ from agent_engine.agent.check_score import CheckScore, score
 from agent_engine.agent.failures import cap_text, failures_line, read_failures, summarize_unittest
 from agent_engine.agent.job_config import AgentConfig, AgentJobRecord, AgentJobResult, AgentTurnRecord
 from agent_engine.agent.loop import client_hints
+from agent_engine.agent.rewrite_answers import (
+    Suspect,
+    diff_lines,
+    rewritten,
+    same_code,
+    shifted,
+    shown_source,
+    single_changes,
+)
 from agent_engine.agent.sandbox import Sandbox
 
-__all__ = ["DEFAULT_REWRITE_SAMPLES", "REWRITE_PASSED", "RewritePolicy", "python_check_args", "rewrite_stage", "rewritten_function"]
+__all__ = ["DEFAULT_REWRITE_FUNCTIONS", "DEFAULT_REWRITE_SAMPLES", "REWRITE_PASSED", "RewritePolicy", "python_check_args",
+           "rewrite_stage"]
 
 DEFAULT_REWRITE_SAMPLES = 4
 REWRITE_PASSED, REWRITES_FAILED = "RewritePassed", "RewritesFailed"  # the stage's exit statuses
@@ -77,7 +84,6 @@ TOKENS_PER_LINE = 16  # an answer's budget: this per line of the function, and A
 ANSWER_SLACK = 256
 MAX_ANSWER_TOKENS = 2048
 FILE_GROWTH_LINES = 16  # a whole-file answer's budget allows this many lines more (a missing function)
-MAX_CHANGES_SPLIT = 8  # a rewrite making more changes than this is not split into single changes
 MAX_SINGLE_CHANGES = 8  # single changes tried alone per suspect
 SUSPECT_OUTPUT_CHARS = 20_000
 FOLLOW_UP_OUTPUT_CHARS = 800  # of a failed try's check output in the follow-up round's prompt
@@ -85,7 +91,6 @@ FOLLOW_UP_DIFFS = 3  # other failed changes listed there
 SUSPECTS_OUTPUT_CHARS = 1_000_000  # the suspects op's JSON: never cut (a cut list would parse as no suspects)  # of the check's output the sandbox reads for the files it names
 SYSTEM = "You are an expert Python developer. You fix bugs with the smallest change that makes the tests pass."
 _PYTHON = re.compile(r"^python(?:3(?:\.[0-9]+)?)?$")
-_BLOCK = re.compile(r"```[A-Za-z0-9_+-]*\n(.*?)```", re.S)
 T = TypeVar("T")
 
 
@@ -118,22 +123,6 @@ class RewritePolicy:
         return [min(cap, max(1, math.ceil(2 * share)))] + [min(cap, max(1, round(share)))] * (found - 1)
 
 
-@dataclass(frozen=True)
-class Suspect:
-    """A function (``kind`` ``function``) or a short whole file (``file``) to rewrite, as the sandbox read it."""
-
-    path: str
-    name: str
-    first: int
-    last: int
-    text: str
-    kind: str = "function"
-
-    @property
-    def whole_file(self) -> bool:
-        return self.kind == "file"
-
-
 def python_check_args(check: str) -> list[str]:
     """The arguments after the interpreter of a ``python3 ...`` check command; [] for any other command
     (its spectrum cannot be taken: the static failing path alone ranks the suspects)."""
@@ -142,124 +131,6 @@ def python_check_args(check: str) -> list[str]:
     except ValueError:
         return []
     return argv[1:] if argv and _PYTHON.match(argv[0].rsplit("/", 1)[-1]) else []
-
-
-def rewritten(answer: str, suspect: Suspect) -> str | None:
-    """What an answer writes over ``suspect``: the whole file (``rewritten_file``) or the function
-    (``rewritten_function``); None when it holds nothing to write or only changes comments and layout."""
-    new = rewritten_file(answer, suspect) if suspect.whole_file else rewritten_function(answer, suspect)
-    return None if new is None or same_code(new, suspect) else new
-
-
-def same_code(new: str, suspect: Suspect) -> bool:
-    """Whether ``new`` is the suspect's Python code with other comments or layout only (same syntax tree)."""
-    if suspect.whole_file and not suspect.path.endswith(".py"):
-        return _same(new, suspect.text)
-    try:
-        return ast.dump(ast.parse(textwrap.dedent(new))) == ast.dump(ast.parse(textwrap.dedent(suspect.text)))
-    except (SyntaxError, ValueError):
-        return False
-
-
-def rewritten_file(answer: str, suspect: Suspect) -> str | None:
-    """The last fenced block of an answer as the new text of a whole-file suspect (a Python file's must
-    parse); None when there is none or it changes nothing."""
-    for block in reversed(_BLOCK.findall(answer)):
-        new = block.rstrip("\n")
-        if suspect.path.endswith(".py"):
-            try:
-                ast.parse(new)
-            except (SyntaxError, ValueError):
-                continue
-        if new.strip() and not _same(new, suspect.text):
-            return new
-    return None
-
-
-def rewritten_function(answer: str, suspect: Suspect) -> str | None:
-    """The function an answer rewrites, with the suspect's own docstring (the model is shown none) and
-    indented as the suspect is; None when the answer holds no fenced block that parses and defines a
-    function of the suspect's name, or rewrites nothing."""
-    short = suspect.name.split(".")[-1]
-    for block in _BLOCK.findall(answer):
-        code = textwrap.dedent(block).strip("\n")
-        try:
-            tree = ast.parse(code)
-        except (SyntaxError, ValueError):
-            continue
-        node = _defined(tree, short)
-        if node is None:
-            continue
-        lines = code.split("\n")
-        first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-        body = textwrap.dedent("\n".join(lines[first - 1:node.end_lineno or node.lineno]))
-        head, _, rest = _docstring_split(body)
-        original = _docstring_split(textwrap.dedent(suspect.text))
-        docstring = _reindented(original[1], _indent_of(original[2]), _indent_of(rest))
-        indent = suspect.text[:len(suspect.text) - len(suspect.text.lstrip())].split("\n")[-1]
-        new = "\n".join(indent + x if x.strip() else "" for x in head + docstring + rest)
-        return None if _same(new, suspect.text) else new
-    return None
-
-
-def shown_source(suspect: Suspect) -> str:
-    """The suspect as the model is shown it: a file as it is; a function dedented, without its docstring
-    (fewer tokens, and no backticks of its own to end the answer's fenced block early;
-    ``rewritten_function`` puts it back)."""
-    if suspect.whole_file:
-        return suspect.text
-    head, _, rest = _docstring_split(textwrap.dedent(suspect.text))
-    return "\n".join(head + rest)
-
-
-def _docstring_split(code: str) -> tuple[list[str], list[str], list[str]]:
-    """A dedented function's lines as (up to its body, its docstring, the rest of its body); the whole
-    function as the first part when it does not parse or its body shares the ``def`` line."""
-    lines = code.split("\n")
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return lines, [], []
-    node = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
-    if node is None or not node.body or node.body[0].lineno == node.lineno:
-        return lines, [], []
-    start = node.body[0].lineno - 1
-    doc = node.body[0]
-    if isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str):
-        end = doc.end_lineno or doc.lineno
-        return lines[:start], lines[start:end], lines[end:]
-    return lines[:start], [], lines[start:]
-
-
-def _indent_of(lines: list[str]) -> str:
-    return next((x[:len(x) - len(x.lstrip())] for x in lines if x.strip()), "")
-
-
-def _reindented(lines: list[str], was: str, now: str) -> list[str]:
-    """``lines`` moved from the indentation ``was`` to ``now`` (as they were when not indented by ``was``)."""
-    if was == now:
-        return lines
-    return [now + x[len(was):] if x.startswith(was) else x for x in lines]
-
-
-def _defined(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The function ``name`` at the top of ``tree`` or as a method of its one class."""
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-            return node
-    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
-    for cls in classes[:1]:
-        for node in cls.body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-                return node
-    return None
-
-
-def _same(a: str, b: str) -> bool:
-    """Whether two sources are the same code (blank lines and trailing blanks aside)."""
-    def norm(t: str) -> list[str]:
-        return [x.rstrip() for x in t.split("\n") if x.strip()]
-    return norm(a) == norm(b)
 
 
 def _prompt(task: str, output: str, suspect: Suspect, workdir: str) -> list[dict[str, str]]:
@@ -417,7 +288,7 @@ class _Stage:
         shown = next((t for t in tries.tried if tries.best is not None and t.new == tries.best[2]), tries.tried[0])
         failure = cap_text(summarize_unittest(_PROGRESS.sub("", shown.output).replace(
             str(self.sandbox.workdir).rstrip("/") + "/", ""), keep=1), FOLLOW_UP_OUTPUT_CHARS).strip()
-        others = [_diff(shown.old, t.new) for t in tries.tried if t is not shown][:FOLLOW_UP_DIFFS]
+        others = [diff_lines(shown.old, t.new) for t in tries.tried if t is not shown][:FOLLOW_UP_DIFFS]
         tried = "".join(f"\n```diff\n{d}\n```" for d in others if d)
         user = (f"With this rewrite the check still fails ({shown.score.describe()}):\n{failure}\n\n"
                 + (f"These other changes failed too:{tried}\n\n" if tried else "")
@@ -455,7 +326,7 @@ class _Stage:
         for part in ordered:
             tries.seen.add(part)
             self.messages.append({"role": "user", "content": f"One change of the answers, tried alone:\n```\n"
-                                  f"{_diff(suspect.text, part)}\n```"})
+                                  f"{diff_lines(suspect.text, part)}\n```"})
             if await self.tried(first_rec[part], suspect, part, tries):
                 return True
         return False
@@ -509,22 +380,6 @@ def rounds(samples: int, *, follow_up: bool) -> list[int]:
     return [samples - samples // 2, samples // 2] if follow_up and samples >= 2 else [samples]
 
 
-def single_changes(old: str, new: str) -> list[str]:
-    """``old`` with one of the changes that turn it into ``new`` each (a replaced, inserted or deleted run
-    of lines); [] when ``new`` makes fewer than two changes or more than ``MAX_CHANGES_SPLIT``."""
-    a, b = old.split("\n"), new.split("\n")
-    changes = [op for op in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if op[0] != "equal"]
-    if not 2 <= len(changes) <= MAX_CHANGES_SPLIT:
-        return []
-    return ["\n".join(a[:i1] + b[j1:j2] + a[i2:]) for _, i1, i2, j1, j2 in changes]
-
-
-def _diff(old: str, new: str) -> str:
-    """The lines that differ, as a unified diff without its header."""
-    lines = difflib.unified_diff(old.split("\n"), new.split("\n"), lineterm="", n=0)
-    return "\n".join(x for x in list(lines)[2:] if not x.startswith("@@"))
-
-
 def improves(now: CheckScore, before: CheckScore) -> bool:
     """Whether a run fails fewer tests than ``before`` and breaks no more test files, or breaks fewer and
     now counts its failures (a crash that became a report)."""
@@ -533,13 +388,6 @@ def improves(now: CheckScore, before: CheckScore) -> bool:
     if now.broken < before.broken:
         return True
     return before.failing is not None and now.failing < before.failing and now.broken <= before.broken
-
-
-def shifted(later: list[Suspect], kept: Suspect, new: str) -> list[Suspect]:
-    """``later`` suspects with their line numbers moved by a rewrite of ``kept`` kept above them."""
-    delta = len(new.split("\n")) - (kept.last - kept.first + 1)
-    return [replace(s, first=s.first + delta, last=s.last + delta) if s.path == kept.path and s.first > kept.last
-            else s for s in later]
 
 
 async def rewrite_stage(client: httpx.AsyncClient, task: str, sandbox: Sandbox, job_id: str, config: AgentConfig,

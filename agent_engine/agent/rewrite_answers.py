@@ -1,0 +1,184 @@
+"""What a model's answer writes over a suspect of the rewrite stage, read from the text alone.
+
+A suspect is a function, or a short file as a whole, as the sandbox read it; an answer is the model's
+text. The stage (``agent_engine.agent.rewrites``) shows the suspect (``shown_source``), reads what an
+answer would write (``rewritten``), splits a failed rewrite into its single changes
+(``single_changes``) and moves later suspects when a rewrite above them is kept (``shifted``).
+
+Invariants:
+- Pure: every function reads only the strings it is given.
+- ``rewritten`` returns text to write in place of the suspect's lines, or None: no fenced block that
+  parses (and defines the suspect's function), or nothing but comments and layout changed (the syntax
+  tree is the same). A function's rewrite gets the suspect's own docstring back and its indentation.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+import textwrap
+from dataclasses import dataclass, replace
+
+__all__ = ["Suspect", "diff_lines", "rewritten", "rewritten_file", "rewritten_function", "same_code", "shifted",
+           "shown_source", "single_changes"]
+
+MAX_CHANGES_SPLIT = 8  # a rewrite making more changes than this is not split into single changes
+_BLOCK = re.compile(r"```[A-Za-z0-9_+-]*\n(.*?)```", re.S)
+
+
+@dataclass(frozen=True)
+class Suspect:
+    """A function (``kind`` ``function``) or a short whole file (``file``) to rewrite, as the sandbox read it."""
+
+    path: str
+    name: str
+    first: int
+    last: int
+    text: str
+    kind: str = "function"
+
+    @property
+    def whole_file(self) -> bool:
+        return self.kind == "file"
+
+
+def rewritten(answer: str, suspect: Suspect) -> str | None:
+    """What an answer writes over ``suspect``: the whole file (``rewritten_file``) or the function
+    (``rewritten_function``); None when it holds nothing to write or only changes comments and layout."""
+    new = rewritten_file(answer, suspect) if suspect.whole_file else rewritten_function(answer, suspect)
+    return None if new is None or same_code(new, suspect) else new
+
+
+def same_code(new: str, suspect: Suspect) -> bool:
+    """Whether ``new`` is the suspect's Python code with other comments or layout only (same syntax tree)."""
+    if suspect.whole_file and not suspect.path.endswith(".py"):
+        return _same(new, suspect.text)
+    try:
+        return ast.dump(ast.parse(textwrap.dedent(new))) == ast.dump(ast.parse(textwrap.dedent(suspect.text)))
+    except (SyntaxError, ValueError):
+        return False
+
+
+def rewritten_file(answer: str, suspect: Suspect) -> str | None:
+    """The last fenced block of an answer as the new text of a whole-file suspect (a Python file's must
+    parse); None when there is none or it changes nothing."""
+    for block in reversed(_BLOCK.findall(answer)):
+        new = block.rstrip("\n")
+        if suspect.path.endswith(".py"):
+            try:
+                ast.parse(new)
+            except (SyntaxError, ValueError):
+                continue
+        if new.strip() and not _same(new, suspect.text):
+            return new
+    return None
+
+
+def rewritten_function(answer: str, suspect: Suspect) -> str | None:
+    """The function an answer rewrites, with the suspect's own docstring (the model is shown none) and
+    indented as the suspect is; None when the answer holds no fenced block that parses and defines a
+    function of the suspect's name, or rewrites nothing."""
+    short = suspect.name.split(".")[-1]
+    for block in _BLOCK.findall(answer):
+        code = textwrap.dedent(block).strip("\n")
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError):
+            continue
+        node = _defined(tree, short)
+        if node is None:
+            continue
+        lines = code.split("\n")
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        body = textwrap.dedent("\n".join(lines[first - 1:node.end_lineno or node.lineno]))
+        head, _, rest = _docstring_split(body)
+        original = _docstring_split(textwrap.dedent(suspect.text))
+        docstring = _reindented(original[1], _indent_of(original[2]), _indent_of(rest))
+        indent = suspect.text[:len(suspect.text) - len(suspect.text.lstrip())].split("\n")[-1]
+        new = "\n".join(indent + x if x.strip() else "" for x in head + docstring + rest)
+        return None if _same(new, suspect.text) else new
+    return None
+
+
+def shown_source(suspect: Suspect) -> str:
+    """The suspect as the model is shown it: a file as it is; a function dedented, without its docstring
+    (fewer tokens, and no backticks of its own to end the answer's fenced block early;
+    ``rewritten_function`` puts it back)."""
+    if suspect.whole_file:
+        return suspect.text
+    head, _, rest = _docstring_split(textwrap.dedent(suspect.text))
+    return "\n".join(head + rest)
+
+
+def _docstring_split(code: str) -> tuple[list[str], list[str], list[str]]:
+    """A dedented function's lines as (up to its body, its docstring, the rest of its body); the whole
+    function as the first part when it does not parse or its body shares the ``def`` line."""
+    lines = code.split("\n")
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return lines, [], []
+    node = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
+    if node is None or not node.body or node.body[0].lineno == node.lineno:
+        return lines, [], []
+    start = node.body[0].lineno - 1
+    doc = node.body[0]
+    if isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str):
+        end = doc.end_lineno or doc.lineno
+        return lines[:start], lines[start:end], lines[end:]
+    return lines[:start], [], lines[start:]
+
+
+def _indent_of(lines: list[str]) -> str:
+    return next((x[:len(x) - len(x.lstrip())] for x in lines if x.strip()), "")
+
+
+def _reindented(lines: list[str], was: str, now: str) -> list[str]:
+    """``lines`` moved from the indentation ``was`` to ``now`` (as they were when not indented by ``was``)."""
+    if was == now:
+        return lines
+    return [now + x[len(was):] if x.startswith(was) else x for x in lines]
+
+
+def _defined(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function ``name`` at the top of ``tree`` or as a method of its one class."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            return node
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    for cls in classes[:1]:
+        for node in cls.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+                return node
+    return None
+
+
+def _same(a: str, b: str) -> bool:
+    """Whether two sources are the same code (blank lines and trailing blanks aside)."""
+    def norm(t: str) -> list[str]:
+        return [x.rstrip() for x in t.split("\n") if x.strip()]
+    return norm(a) == norm(b)
+
+
+def single_changes(old: str, new: str) -> list[str]:
+    """``old`` with one of the changes that turn it into ``new`` each (a replaced, inserted or deleted run
+    of lines); [] when ``new`` makes fewer than two changes or more than ``MAX_CHANGES_SPLIT``."""
+    a, b = old.split("\n"), new.split("\n")
+    changes = [op for op in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if op[0] != "equal"]
+    if not 2 <= len(changes) <= MAX_CHANGES_SPLIT:
+        return []
+    return ["\n".join(a[:i1] + b[j1:j2] + a[i2:]) for _, i1, i2, j1, j2 in changes]
+
+
+def diff_lines(old: str, new: str) -> str:
+    """The lines that differ, as a unified diff without its header."""
+    lines = difflib.unified_diff(old.split("\n"), new.split("\n"), lineterm="", n=0)
+    return "\n".join(x for x in list(lines)[2:] if not x.startswith("@@"))
+
+
+def shifted(later: list[Suspect], kept: Suspect, new: str) -> list[Suspect]:
+    """``later`` suspects with their line numbers moved by a rewrite of ``kept`` kept above them."""
+    delta = len(new.split("\n")) - (kept.last - kept.first + 1)
+    return [replace(s, first=s.first + delta, last=s.last + delta) if s.path == kept.path and s.first > kept.last
+            else s for s in later]
