@@ -370,3 +370,16 @@ def test_a_dotted_name_names_a_module_file_never_a_package_s_init() -> None:
     assert module_files("pkg.mod.func") == ["pkg/mod/func.py", "pkg/mod.py", "pkg.py"]
     assert module_files("idna.encode") == ["idna/encode.py", "idna.py"]  # not idna/__init__.py
     assert module_files("a/b.py") == [] and module_files("x.1y") == []
+
+
+def test_a_long_function_is_shown_numbered_and_rewritten_by_the_line_range_an_answer_names() -> None:
+    from agent_engine.agent.rewrite_answers import numbered, rewritten, shown_source
+    text = "    def f(self, x):\n        y = x + 1\n        if y > 2:\n            return y\n        return 0"
+    long = Suspect("m.py", "A.f", 10, 14, text, kind="lines")
+    assert shown_source(long) == numbered(long) and numbered(long).split("\n")[2] == "12         if y > 2:"
+    got = rewritten("Line 12 compares wrongly.\nLines 12-13:\n```python\nif y >= 2:\n    return y\n```", long)
+    assert got == text.replace("if y > 2:", "if y >= 2:")  # indented as the lines it replaces
+    assert rewritten("Line 11:\n```python\n        y = x - 1\n```", long) == text.replace("x + 1", "x - 1")
+    assert rewritten("Lines 8-9:\n```python\npass\n```", long) is None  # outside the function
+    assert rewritten("```python\nif y >= 2:\n```", long) is None  # no line range
+    assert rewritten("Lines 12-13:\n```python\nif y >= 2:\n```", long) is None  # does not parse

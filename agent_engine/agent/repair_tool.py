@@ -24,7 +24,8 @@ Invariants:
   what this prints is one JSON list of suspects, at most ``limit``, each ``{"kind", "path", "name",
   "first", "last", "score", "failed", "passed", "text"}``: ``kind`` ``function`` (``name`` qualified, a
   nested function mapped to the outermost function or method that holds it; ``first`` counts its
-  decorators; ``text`` the lines ``first``..``last`` exactly; at most ``max_lines`` lines) or ``file``
+  decorators; ``text`` the lines ``first``..``last`` exactly; at most ``max_lines`` lines), ``lines``
+  (the same, for a function of up to ``LONG_LINES`` lines: the model rewrites a line range) or ``file``
   (a whole file of at most ``SMALL_FILE_LINES`` lines, ``text`` without its final newline: a data file
   the failing tests opened, a file the failure names, a file holding a suspect function), library code
   only (never a test file, a read-only file or anything outside the repository).
@@ -50,7 +51,8 @@ if __name__.startswith("agent_engine."):  # on the host; in the sandbox the earl
     from agent_engine.agent.file_tool import is_test_path, read_only, read_text, written
 
 SUSPECTS = 6
-SUSPECT_LINES = 80
+SUSPECT_LINES = 80  # a longer function is rewritten by line ranges (kind ``lines``) ...
+LONG_LINES = 250  # ... up to this long
 SMALL_FILE_LINES = 60  # a file this short is a suspect as a whole (module constants, data, what is missing)
 SMALL_FILE_CHARS = 3000
 ISSUE_WEIGHT = 0.1  # of the issue's vocabulary in a suspect's rank, beside its Ochiai score (0..1)
@@ -243,7 +245,7 @@ def suspects(argv: list[str], failing: list[str], tracebacks: list[list[list[obj
     scores = spectrum.scores(failing) if spectrum is not None else {}
     order = spectrum.order if spectrum is not None else {}
     names = {fn for fn, (_, failed, _) in scores.items() if failed} | set(static)
-    spans = {fn: span for fn in names if (span := function_span(*fn)) is not None and span[1] - span[0] < max_lines}
+    spans = {fn: span for fn in names if (span := function_span(*fn)) is not None and span[1] - span[0] < LONG_LINES}
     lexical = issue_overlap(issue, {fn: span[2] for fn, span in spans.items()})
 
     def rank(fn: tuple[str, str]) -> tuple[bool, float, int]:
@@ -255,7 +257,8 @@ def suspects(argv: list[str], failing: list[str], tracebacks: list[list[list[obj
     for path, name in sorted(spans, key=rank)[:limit]:
         first, last, text = spans[(path, name)]
         score, failed, passed = scores.get((path, name), (0.0, 0, 0))
-        functions.append({"kind": "function", "path": path, "name": name, "first": first, "last": last,
+        kind = "function" if last - first < max_lines else "lines"
+        functions.append({"kind": kind, "path": path, "name": name, "first": first, "last": last,
                           "score": round(score, 3), "issue": round(lexical.get((path, name), 0.0), 3),
                           "failed": failed, "passed": passed, "text": text})
     opened = spectrum.opened_by(failing) if spectrum is not None else []

@@ -9,7 +9,9 @@ Invariants:
 - Pure: every function reads only the strings it is given.
 - ``rewritten`` returns text to write in place of the suspect's lines, or None: no fenced block that
   parses (and defines the suspect's function), or nothing but comments and layout changed (the syntax
-  tree is the same). A function's rewrite gets the suspect's own docstring back and its indentation.
+  tree is the same). A function's rewrite gets the suspect's own docstring back and its indentation;
+  a long function's (``lines``) is the function with the named line range replaced, never a line
+  outside it.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ import re
 import textwrap
 from dataclasses import dataclass, replace
 
-__all__ = ["Suspect", "diff_lines", "rewritten", "rewritten_file", "rewritten_function", "same_code", "shifted",
-           "shown_source", "single_changes"]
+__all__ = ["Suspect", "diff_lines", "numbered", "rewritten", "rewritten_file", "rewritten_function",
+           "rewritten_lines", "same_code", "shifted", "shown_source", "single_changes"]
 
 MAX_CHANGES_SPLIT = 8  # a rewrite making more changes than this is not split into single changes
 _BLOCK = re.compile(r"```[A-Za-z0-9_+-]*\n(.*?)```", re.S)
+_LINE_RANGE = re.compile(r"\b[Ll]ines?\s+([0-9]+)(?:\s*(?:-|–|to|and)\s*([0-9]+))?")
 
 
 @dataclass(frozen=True)
@@ -42,12 +45,60 @@ class Suspect:
     def whole_file(self) -> bool:
         return self.kind == "file"
 
+    @property
+    def by_lines(self) -> bool:
+        """A function too long to ask for whole: the model is shown it numbered and rewrites a line range."""
+        return self.kind == "lines"
+
 
 def rewritten(answer: str, suspect: Suspect) -> str | None:
     """What an answer writes over ``suspect``: the whole file (``rewritten_file``) or the function
     (``rewritten_function``); None when it holds nothing to write or only changes comments and layout."""
-    new = rewritten_file(answer, suspect) if suspect.whole_file else rewritten_function(answer, suspect)
+    if suspect.whole_file:
+        new = rewritten_file(answer, suspect)
+    elif suspect.by_lines:
+        new = rewritten_lines(answer, suspect)
+    else:
+        new = rewritten_function(answer, suspect)
     return None if new is None or same_code(new, suspect) else new
+
+
+def rewritten_lines(answer: str, suspect: Suspect) -> str | None:
+    """The suspect function with the line range an answer names (``Lines 12-14:`` or ``Line 12:`` before
+    its last fenced block, numbered as the file is) replaced by that block, re-indented as the lines it
+    replaces; None when there is no such range inside the function or the result does not parse."""
+    blocks = list(_BLOCK.finditer(answer))
+    if not blocks:
+        return None
+    block = blocks[-1]
+    ranges = list(_LINE_RANGE.finditer(answer, 0, block.start()))
+    if not ranges:
+        return None
+    first = int(ranges[-1].group(1))
+    last = int(ranges[-1].group(2) or first)
+    if not suspect.first <= first <= last <= suspect.last:
+        return None
+    lines = suspect.text.split("\n")
+    old = lines[first - suspect.first:last - suspect.first + 1]
+    new = _reindented_block(block.group(1).rstrip("\n").split("\n"), _indent_of(old))
+    text = "\n".join(lines[:first - suspect.first] + new + lines[last - suspect.first + 1:])
+    try:
+        ast.parse(textwrap.dedent(text))
+    except (SyntaxError, ValueError):
+        return None
+    return text
+
+
+def numbered(suspect: Suspect) -> str:
+    """The suspect's lines, each after its line number in the file."""
+    width = len(str(suspect.last))
+    return "\n".join(f"{suspect.first + i:>{width}} {line}" for i, line in enumerate(suspect.text.split("\n")))
+
+
+def _reindented_block(block: list[str], indent: str) -> list[str]:
+    """``block`` moved so its least indented line starts at ``indent``."""
+    dedented = textwrap.dedent("\n".join(block)).split("\n")
+    return [indent + x if x.strip() else "" for x in dedented]
 
 
 def same_code(new: str, suspect: Suspect) -> bool:
@@ -107,6 +158,8 @@ def shown_source(suspect: Suspect) -> str:
     ``rewritten_function`` puts it back)."""
     if suspect.whole_file:
         return suspect.text
+    if suspect.by_lines:
+        return numbered(suspect)
     head, _, rest = _docstring_split(textwrap.dedent(suspect.text))
     return "\n".join(head + rest)
 

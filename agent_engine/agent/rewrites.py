@@ -83,6 +83,7 @@ CHECK_OUTPUT_CHARS = 1500  # of the check's output in a rewrite prompt
 TOKENS_PER_LINE = 16  # an answer's budget: this per line of the function, and ANSWER_SLACK
 ANSWER_SLACK = 256
 MAX_ANSWER_TOKENS = 2048
+LINE_RANGE_ANSWER_LINES = 24  # a line-range answer's budget, as for a function this long
 FILE_GROWTH_LINES = 16  # a whole-file answer's budget allows this many lines more (a missing function)
 MAX_SINGLE_CHANGES = 8  # single changes tried alone per suspect
 SUSPECT_OUTPUT_CHARS = 20_000
@@ -147,6 +148,12 @@ def _prompt(task: str, output: str, suspect: Suspect, workdir: str) -> list[dict
                  f"```{lang}\n{source}\n```\n\nIf the bug is in this file (a wrong value or name, wrong code, or "
                  "something the tests need that is missing), say in one sentence what is wrong, then give the whole "
                  f"file fixed, changing as little as possible, in one ```{lang} block.")
+    elif suspect.by_lines:
+        user += (f"This function ({suspect.name}, lines {suspect.first}-{suspect.last} of {suspect.path}) runs in "
+                 f"the failing tests; each line follows its number in the file:\n```python\n{source}\n```\n\n"
+                 "If the bug is in this function, say in one sentence which lines are wrong and why, then write "
+                 "`Lines A-B:` with their numbers and, in one ```python block, the new text of those lines only, "
+                 "changing as little as possible.")
     else:
         user += (f"This function ({suspect.name}, lines {suspect.first}-{suspect.last} of {suspect.path}) runs in "
                  f"the failing tests (its docstring left out):\n```python\n{source}\n```\n\n"
@@ -200,6 +207,7 @@ class _Stage:
         rec.temperature = self.config.temperature if k == 0 else max(self.config.temperature, self.policy.temperature)
         rec.seed = None if rec.temperature == 0 else self.config.seed + SEED_BASE + len(self.turns)
         lines = suspect.last - suspect.first + 1 + (FILE_GROWTH_LINES if suspect.whole_file else 0)
+        lines = LINE_RANGE_ANSWER_LINES if suspect.by_lines else lines
         rec.max_tokens = min(MAX_ANSWER_TOKENS, TOKENS_PER_LINE * lines + ANSWER_SLACK)
         self.turns.append(rec)
         if job.start_at is None:
