@@ -156,17 +156,30 @@ def test_a_rewrite_writes_only_lines_that_still_read_as_shown(shop: Sandbox) -> 
 # --------------------------------------------------------------------------- the stage
 
 
-class Rewriter(FakeServer):
-    """Rewrite prompts get ``rewrites`` in turn (greedy first); the agent's calls get its script."""
+LINE_QUESTION = "The bug is in this line: "
 
-    def __init__(self, rewrites: list[str]) -> None:
+
+class Rewriter(FakeServer):
+    """Rewrite prompts get ``rewrites`` in turn (greedy first); a question about one line gets ``lines``'
+    answer for that line's text (else no block); the agent's calls get its script."""
+
+    def __init__(self, rewrites: list[str], lines: dict[str, str] | None = None) -> None:
         super().__init__([answer(SUBMIT_COMMAND)])
         self.rewrites = rewrites
+        self.lines = lines or {}
         self.asked = 0
+        self.line_questions: list[str] = []
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content) if request.method == "POST" and request.content else None
-        if body is not None and "give the whole function" in body["messages"][-1]["content"]:
+        question = body["messages"][-1]["content"] if body is not None else ""
+        if LINE_QUESTION in question:
+            line = question.split(LINE_QUESTION, 1)[1].split("`")[1]
+            self.line_questions.append(line)
+            usage = {"prompt_tokens": 50, "completion_tokens": 9}
+            return httpx.Response(200, json={"choices": [{"message": {"content": self.lines.get(line, "No idea.")},
+                                                          "finish_reason": "stop"}], "usage": usage})
+        if body is not None and "give the whole function" in question:
             self.requests.append((request.method, request.url.path, dict(request.headers), body))
             text = self.rewrites[min(self.asked, len(self.rewrites) - 1)]
             self.asked += 1
@@ -195,9 +208,9 @@ def test_a_sampled_rewrite_that_passes_the_check_solves_the_job_before_the_agent
     assert result.summary["solved_by_rewrites"] == 1
     bodies = server.chat_bodies()
     # the first of two suspects gets a double share of 2 x 3 answers in two rounds: from the prompt, greedy
-    # (wrong: undone) and sampled (the same rewrite: not tried again); then from the follow-up showing the
-    # failed try, greedy (right: the stage ends) and sampled
-    assert len(bodies) == 4
+    # (wrong: undone) and sampled (the same rewrite: not tried again); then (after its one code line was asked
+    # about alone: no answer) from the follow-up showing the failed try, greedy (right: the stage ends) and sampled
+    assert len(bodies) == 4 and server.line_questions == ["return a - b"]
     assert [b["temperature"] == 0 for b in bodies] == [True, False, True, False] and "seed" not in bodies[0]
     assert bodies[1]["seed"] != bodies[3]["seed"]
     assert {b["job_id"] for b in bodies} == {"t-0"} and not any(b.get("is_last_step") for b in bodies)
@@ -383,3 +396,27 @@ def test_a_long_function_is_shown_numbered_and_rewritten_by_the_line_range_an_an
     assert rewritten("Lines 8-9:\n```python\npass\n```", long) is None  # outside the function
     assert rewritten("```python\nif y >= 2:\n```", long) is None  # no line range
     assert rewritten("Lines 12-13:\n```python\nif y >= 2:\n```", long) is None  # does not parse
+
+
+def test_a_function_s_code_lines_are_asked_about_one_at_a_time() -> None:
+    from agent_engine.agent.rewrite_answers import probe_lines, replaced_line
+    text = ('    def f(self, x):\n        """Doc.\n\n        More."""\n        # a note\n        try:\n'
+            '            y = g(\n                x)\n        finally:\n            pass\n        return y')
+    method = Suspect("m.py", "A.f", 20, 30, text)
+    assert probe_lines(method) == [26, 27, 29, 30]  # never the docstring, the comment, `try:` or `finally:`
+    assert probe_lines(Suspect("m.py", "m.py", 1, 2, "x = 1\ny = 2", kind="file")) == []
+    short = Suspect("m.py", "f", 5, 7, "def f(a):\n    b = a + 1\n    return b")
+    assert replaced_line("Off by one.\n```python\nb = a - 1\n```", short, 6) == "def f(a):\n    b = a - 1\n    return b"
+    assert replaced_line("```python\nb = a - 1\nb *= 2\n```", short, 6) == (
+        "def f(a):\n    b = a - 1\n    b *= 2\n    return b")  # a line missing there
+    assert replaced_line("```python\nb = a + 1  # same\n```", short, 6) is None  # comments only
+    assert replaced_line("```python\nif b:\n```", short, 6) is None and replaced_line("no block", short, 6) is None
+
+
+def test_a_line_the_model_fixes_once_pointed_at_solves_the_job() -> None:
+    fixed = "It subtracts instead of adding.\n```python\nreturn a + b\n```"
+    server = Rewriter([WRONG], lines={"return a - b": fixed})
+    result = _run(server, samples=1)
+    job = result.results[0].job
+    assert (job.solved, job.exit_status, job.attempts) == (True, REWRITE_PASSED, 1)
+    assert server.line_questions == ["return a - b"]

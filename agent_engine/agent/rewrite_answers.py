@@ -22,11 +22,13 @@ import re
 import textwrap
 from dataclasses import dataclass, replace
 
-__all__ = ["Suspect", "diff_lines", "numbered", "rewritten", "rewritten_file", "rewritten_function",
+__all__ = ["Suspect", "diff_lines", "line_text", "numbered", "probe_lines", "replaced_line", "rewritten", "rewritten_file", "rewritten_function",
            "rewritten_lines", "same_code", "shifted", "shown_source", "single_changes"]
 
 MAX_CHANGES_SPLIT = 8  # a rewrite making more changes than this is not split into single changes
 _BLOCK = re.compile(r"```[A-Za-z0-9_+-]*\n(.*?)```", re.S)
+MAX_PROBED_LINES = 30  # a function with more code lines than this is not asked about line by line
+_NOT_PROBED = re.compile(r"^\s*(?:#.*|else:|try:|finally:|[)\]}]+[,:]?)\s*$")
 _LINE_RANGE = re.compile(r"\b[Ll]ines?\s+([0-9]+)(?:\s*(?:-|–|to|and)\s*([0-9]+))?")
 
 
@@ -87,6 +89,41 @@ def rewritten_lines(answer: str, suspect: Suspect) -> str | None:
     except (SyntaxError, ValueError):
         return None
     return text
+
+
+def probe_lines(suspect: Suspect) -> list[int]:
+    """The file line numbers of a function suspect's code lines worth asking about one at a time (its body,
+    not blank, a comment, its docstring, nor a bare ``else:``, ``try:`` or closing bracket); [] for a file,
+    a long function, or more than ``MAX_PROBED_LINES`` such lines."""
+    if suspect.kind != "function":
+        return []
+    head, doc, rest = _docstring_split(textwrap.dedent(suspect.text))
+    start = suspect.first + len(head) + len(doc)
+    found = [start + j for j, line in enumerate(rest) if line.strip() and not _NOT_PROBED.match(line)]
+    return found if len(found) <= MAX_PROBED_LINES else []
+
+
+def line_text(suspect: Suspect, line: int) -> str:
+    """The text of the file's ``line`` inside the suspect, stripped."""
+    return suspect.text.split("\n")[line - suspect.first].strip()
+
+
+def replaced_line(answer: str, suspect: Suspect, line: int) -> str | None:
+    """The suspect with its file line ``line`` replaced by the answer's last fenced block (one line or a
+    few, re-indented as that line); None without a block, when the result does not parse or changes
+    only comments and layout."""
+    blocks = _BLOCK.findall(answer)
+    lines = suspect.text.split("\n")
+    at = line - suspect.first
+    if not blocks or not 0 <= at < len(lines) or not blocks[-1].strip():
+        return None
+    new = _reindented_block(blocks[-1].strip("\n").split("\n"), _indent_of([lines[at]]))
+    text = "\n".join(lines[:at] + new + lines[at + 1:])
+    try:
+        ast.parse(textwrap.dedent(text))
+    except (SyntaxError, ValueError):
+        return None
+    return None if same_code(text, suspect) else text
 
 
 def numbered(suspect: Suspect) -> str:

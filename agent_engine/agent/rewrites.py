@@ -60,6 +60,9 @@ from agent_engine.agent.loop import client_hints
 from agent_engine.agent.rewrite_answers import (
     Suspect,
     diff_lines,
+    line_text,
+    probe_lines,
+    replaced_line,
     rewritten,
     same_code,
     shifted,
@@ -84,7 +87,9 @@ TOKENS_PER_LINE = 16  # an answer's budget: this per line of the function, and A
 ANSWER_SLACK = 256
 MAX_ANSWER_TOKENS = 2048
 LINE_RANGE_ANSWER_LINES = 24  # a line-range answer's budget, as for a function this long
-FILE_GROWTH_LINES = 16  # a whole-file answer's budget allows this many lines more (a missing function)
+FILE_GROWTH_LINES = 16
+LINE_ROUND_SUSPECTS = 2  # the first suspects whose code lines are asked about one at a time
+LINE_ANSWER_TOKENS = 192  # a one-line answer's budget (a sentence and the line)  # a whole-file answer's budget allows this many lines more (a missing function)
 MAX_SINGLE_CHANGES = 8  # single changes tried alone per suspect
 SUSPECT_OUTPUT_CHARS = 20_000
 FOLLOW_UP_OUTPUT_CHARS = 800  # of a failed try's check output in the follow-up round's prompt
@@ -134,9 +139,10 @@ def python_check_args(check: str) -> list[str]:
     return argv[1:] if argv and _PYTHON.match(argv[0].rsplit("/", 1)[-1]) else []
 
 
-def _prompt(task: str, output: str, suspect: Suspect, workdir: str) -> list[dict[str, str]]:
+def _prompt(task: str, output: str, suspect: Suspect, workdir: str, line: int | None = None) -> list[dict[str, str]]:
     """The one prompt all of a suspect's rewrites are sampled from: the issue, the check's failure (its
-    progress dots left out, paths relative to the repository), the function."""
+    progress dots left out, paths relative to the repository), the function; with ``line``, the same up to
+    the function, then the question about that line alone (the prompts of one suspect share their prefix)."""
     failing = failures_line(read_failures(output))
     output = _PROGRESS.sub("", output).replace(workdir.rstrip("/") + "/", "")
     shown = cap_text(summarize_unittest(output, keep=1), CHECK_OUTPUT_CHARS).strip()
@@ -156,9 +162,12 @@ def _prompt(task: str, output: str, suspect: Suspect, workdir: str) -> list[dict
                  "changing as little as possible.")
     else:
         user += (f"This function ({suspect.name}, lines {suspect.first}-{suspect.last} of {suspect.path}) runs in "
-                 f"the failing tests (its docstring left out):\n```python\n{source}\n```\n\n"
-                 "If the bug is in this function, say in one sentence which line is wrong and why, then give the "
-                 "whole function with the bug fixed, changing as little as possible, in one ```python block.")
+                 f"the failing tests (its docstring left out):\n```python\n{source}\n```\n\n")
+        user += ("If the bug is in this function, say in one sentence which line is wrong and why, then give the "
+                 "whole function with the bug fixed, changing as little as possible, in one ```python block."
+                 if line is None else
+                 f"The bug is in this line: `{line_text(suspect, line)}`. Say in one sentence what is wrong with "
+                 "it, then give the line fixed (or a few lines, when one is missing there) in one ```python block.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -198,8 +207,10 @@ class _Stage:
                         str(d.get("kind") or "function"))
                 for d in found if isinstance(d, dict) and {"path", "name", "first", "last", "text"} <= d.keys()]
 
-    async def ask(self, messages: list[dict[str, str]], suspect: Suspect, k: int) -> tuple[AgentTurnRecord, ChatReply]:
-        """One sampled rewrite of ``suspect`` (the ``k``-th): greedy first, then hotter with a seed."""
+    async def ask(self, messages: list[dict[str, str]], suspect: Suspect, k: int,
+                  max_tokens: int | None = None) -> tuple[AgentTurnRecord, ChatReply]:
+        """One sampled rewrite of ``suspect`` (the ``k``-th): greedy first, then hotter with a seed; its budget
+        fits the suspect unless ``max_tokens`` says otherwise."""
         job = self.record
         sent = time.perf_counter()
         rec = AgentTurnRecord(job.job_id, len(self.turns), sent - self.t0, command=f"rewrite {suspect.path} "
@@ -208,7 +219,7 @@ class _Stage:
         rec.seed = None if rec.temperature == 0 else self.config.seed + SEED_BASE + len(self.turns)
         lines = suspect.last - suspect.first + 1 + (FILE_GROWTH_LINES if suspect.whole_file else 0)
         lines = LINE_RANGE_ANSWER_LINES if suspect.by_lines else lines
-        rec.max_tokens = min(MAX_ANSWER_TOKENS, TOKENS_PER_LINE * lines + ANSWER_SLACK)
+        rec.max_tokens = max_tokens or min(MAX_ANSWER_TOKENS, TOKENS_PER_LINE * lines + ANSWER_SLACK)
         self.turns.append(rec)
         if job.start_at is None:
             job.start_at = rec.sent_at
@@ -259,13 +270,8 @@ class _Stage:
             messages = _prompt(self.record.task, output, suspect, str(self.sandbox.workdir))
             self.messages += messages
             tries = _Tries(baseline)
-            for n, round_ in enumerate(rounds(samples, follow_up=i == 0)):
-                asked = messages if n == 0 else self.follow_up(messages, tries)
-                answers = await self.answers(asked, suspect, round_)
-                if answers is None:
-                    break
-                if await self.try_answers(suspect, answers, tries):
-                    return True
+            if await self.rounds_pass(i, suspect, samples, messages, output, tries):
+                return True
             if await self.try_changes(suspect, tries):
                 return True
             if tries.best is not None and await self.write(suspect, tries.best[2]):
@@ -273,6 +279,50 @@ class _Stage:
                                       f"({baseline.describe()} before, {tries.best[0].describe()} with it)."})
                 baseline, output = tries.best[0], tries.best[1]
                 suspects[i + 1:] = shifted(suspects[i + 1:], suspect, tries.best[2])
+        return False
+
+    async def rounds_pass(self, i: int, suspect: Suspect, samples: int, messages: list[dict[str, str]], output: str,
+                          tries: _Tries) -> bool:
+        """The ``i``-th suspect's rounds: answers from its prompt; for the first ``LINE_ROUND_SUSPECTS``, one
+        greedy answer for each code line asked about alone; for the first, a follow-up round. True when a
+        rewrite passes the check."""
+        plan = rounds(samples, follow_up=i == 0)
+        answers = await self.answers(messages, suspect, plan[0])
+        if answers is None:
+            return False
+        if await self.try_answers(suspect, answers, tries):
+            return True
+        if i < LINE_ROUND_SUSPECTS and await self.try_lines(suspect, output, tries):
+            return True
+        if len(plan) > 1:
+            answers = await self.answers(self.follow_up(messages, tries), suspect, plan[1])
+            return answers is not None and await self.try_answers(suspect, answers, tries)
+        return False
+
+    async def try_lines(self, suspect: Suspect, output: str, tries: _Tries) -> bool:
+        """Ask about each code line of the suspect alone (``probe_lines``: the bug is said to be in it; the
+        model writes it fixed), all at once, and try each fixed line; True when one passes. A small model
+        that blames the wrong line of a short function often fixes the right one once it is pointed at."""
+        lines = probe_lines(suspect)
+        workdir = str(self.sandbox.workdir)
+        prompts = [_prompt(self.record.task, output, suspect, workdir, line=n) for n in lines]
+        try:
+            replies = await asyncio.gather(*(self.ask(p, suspect, 0, LINE_ANSWER_TOKENS) for p in prompts))
+        except ChatError as e:
+            if not e.context_exceeded:
+                raise
+            self.record.refused += 1
+            return False
+        for n, (rec, reply) in zip(lines, replies, strict=True):
+            self.messages += [{"role": "user", "content": f"Line {n} alone: `{line_text(suspect, n)}`"},
+                              {"role": "assistant", "content": reply.text}]
+            new = replaced_line(reply.text, suspect, n) if reply.finish_reason != "length" else None
+            if new is None or new in tries.seen:
+                self.messages.append({"role": "user", "content": "Not applied: nothing new to write."})
+                continue
+            tries.seen.add(new)
+            if await self.tried(rec, suspect, new, tries):
+                return True
         return False
 
     async def answers(self, messages: list[dict[str, str]], suspect: Suspect,
