@@ -411,6 +411,9 @@ def test_a_function_s_code_lines_are_asked_about_one_at_a_time() -> None:
         "def f(a):\n    b = a - 1\n    b *= 2\n    return b")  # a line missing there
     assert replaced_line("```python\nb = a + 1  # same\n```", short, 6) is None  # comments only
     assert replaced_line("```python\nif b:\n```", short, 6) is None and replaced_line("no block", short, 6) is None
+    assert replaced_line("`b = a + 1` is wrong: it should be `b = a - 1`.", short, 6) == (
+        "def f(a):\n    b = a - 1\n    return b")  # no block: the last inline span that parses
+    assert replaced_line("Here:\n```python\ndef f(a):\n    return a\n```", short, 6) == "def f(a):\n    return a"
 
 
 def test_a_line_the_model_fixes_once_pointed_at_solves_the_job() -> None:

@@ -29,6 +29,7 @@ MAX_CHANGES_SPLIT = 8  # a rewrite making more changes than this is not split in
 _BLOCK = re.compile(r"```[A-Za-z0-9_+-]*\n(.*?)```", re.S)
 MAX_PROBED_LINES = 30  # a function with more code lines than this is not asked about line by line
 _NOT_PROBED = re.compile(r"^\s*(?:#.*|else:|try:|finally:|[)\]}]+[,:]?)\s*$")
+_INLINE_CODE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 _LINE_RANGE = re.compile(r"\b[Ll]ines?\s+([0-9]+)(?:\s*(?:-|–|to|and)\s*([0-9]+))?")
 
 
@@ -109,21 +110,29 @@ def line_text(suspect: Suspect, line: int) -> str:
 
 
 def replaced_line(answer: str, suspect: Suspect, line: int) -> str | None:
-    """The suspect with its file line ``line`` replaced by the answer's last fenced block (one line or a
-    few, re-indented as that line); None without a block, when the result does not parse or changes
-    only comments and layout."""
-    blocks = _BLOCK.findall(answer)
+    """The suspect as an answer about its file line ``line`` rewrites it: the whole function when the
+    answer's block holds it; else the line replaced by the answer's last fenced block (one line or a few,
+    re-indented as that line), or by the last inline code span (`` `x = 1` ``) that parses when the
+    answer has no block; None when nothing parses or only comments and layout change."""
+    whole = rewritten(answer, suspect)
+    if whole is not None:
+        return whole
     lines = suspect.text.split("\n")
     at = line - suspect.first
-    if not blocks or not 0 <= at < len(lines) or not blocks[-1].strip():
+    if not 0 <= at < len(lines):
         return None
-    new = _reindented_block(blocks[-1].strip("\n").split("\n"), _indent_of([lines[at]]))
-    text = "\n".join(lines[:at] + new + lines[at + 1:])
-    try:
-        ast.parse(textwrap.dedent(text))
-    except (SyntaxError, ValueError):
-        return None
-    return None if same_code(text, suspect) else text
+    blocks = [b.strip("\n") for b in _BLOCK.findall(answer) if b.strip()]
+    spans = [] if blocks else [x for x in _INLINE_CODE.findall(answer)
+                               if x.strip() != lines[at].strip() and not x.strip().isidentifier()]
+    for candidate in blocks[-1:] + spans[::-1]:
+        new = _reindented_block(candidate.split("\n"), _indent_of([lines[at]]))
+        text = "\n".join(lines[:at] + new + lines[at + 1:])
+        try:
+            ast.parse(textwrap.dedent(text))
+        except (SyntaxError, ValueError):
+            continue
+        return None if same_code(text, suspect) else text
+    return None
 
 
 def numbered(suspect: Suspect) -> str:
