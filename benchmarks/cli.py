@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
     "sim-slices": "benchmarks.sim_slices",
     "sim-validate": "benchmarks.sim_validate",
     "agent-tasks": "benchmarks.agent_tasks",
+    "localization": "benchmarks.localization",
     "reliability": "benchmarks.reliability",
     "structured": "benchmarks.structured_bench",
     "quant-parity": "benchmarks.quant_parity",

@@ -52,6 +52,7 @@ MINIMAL: dict[str, tuple[list[str], dict[str, object]]] = {
                     "json": "out/decode_graphs.json"}),
     "stack": ([], {"models": "smollm2,qwen2.5-coder-1.5b", "streams": "1,8", "prompt_len": 64, "max_tokens": 64,
                    "repeats": 3, "pages": False, "json": "out/layer_stack.json"}),
+    "localization": ([], {"tasks": "libraries,suites", "timeout": 600.0, "json": "out/localization.json"}),
     "reliability": ([], {"policies": "fcfs,priority,continuum,continuum-fixed", "jobs": 12, "turns": 6,
                          "sigterm_after": 40, "json": "out/reliability.json"}),
 }
