@@ -157,6 +157,7 @@ def test_a_rewrite_writes_only_lines_that_still_read_as_shown(shop: Sandbox) -> 
 
 
 LINE_QUESTION = "The bug is in this line: "
+FAILING = "<the server fails this call>"
 
 
 class Rewriter(FakeServer):
@@ -183,6 +184,8 @@ class Rewriter(FakeServer):
             self.requests.append((request.method, request.url.path, dict(request.headers), body))
             text = self.rewrites[min(self.asked, len(self.rewrites) - 1)]
             self.asked += 1
+            if text == FAILING:
+                return httpx.Response(503, json={"error": {"message": "overloaded", "type": "server_error"}})
             usage = {"prompt_tokens": 50, "completion_tokens": 9, "prompt_tokens_details": {"cached_tokens": 40}}
             return httpx.Response(200, json={"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
                                              "usage": usage})
@@ -423,3 +426,18 @@ def test_a_line_the_model_fixes_once_pointed_at_solves_the_job() -> None:
     job = result.results[0].job
     assert (job.solved, job.exit_status, job.attempts) == (True, REWRITE_PASSED, 1)
     assert server.line_questions == ["return a - b"]
+
+
+def test_a_failed_call_among_an_answer_s_samples_costs_only_that_answer() -> None:
+    server = Rewriter([WRONG, FAILING, RIGHT])
+    result = _run(server)
+    job = result.results[0].job
+    assert (job.solved, job.exit_status, job.error) == (True, REWRITE_PASSED, None)
+    assert any("1 of 2 answers failed" in m["content"] for m in result.results[0].messages)
+
+
+def test_a_stage_whose_every_call_fails_ends_with_the_error_and_the_agent_goes_on() -> None:
+    server = Rewriter([FAILING])
+    result = _run(server, samples=1)
+    whole = result.results[0]
+    assert whole.job.attempts == 2 and whole.job.solved is False  # the stage ended on the error; the agent ran

@@ -44,7 +44,7 @@ import math
 import re
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -306,14 +306,11 @@ class _Stage:
         lines = probe_lines(suspect)
         workdir = str(self.sandbox.workdir)
         prompts = [_prompt(self.record.task, output, suspect, workdir, line=n) for n in lines]
-        try:
-            replies = await asyncio.gather(*(self.ask(p, suspect, 0, LINE_ANSWER_TOKENS) for p in prompts))
-        except ChatError as e:
-            if not e.context_exceeded:
-                raise
-            self.record.refused += 1
-            return False
-        for n, (rec, reply) in zip(lines, replies, strict=True):
+        calls = [self.asked_about(n, self.ask(p, suspect, 0, LINE_ANSWER_TOKENS)) for n, p in zip(lines, prompts,
+                                                                                             strict=True)]
+        replies = await self.gathered(calls) if calls else []
+        for rec, reply in replies or []:
+            n = int(rec.command.rsplit(" line ", 1)[1])
             self.messages += [{"role": "user", "content": f"Line {n} alone: `{line_text(suspect, n)}`"},
                               {"role": "assistant", "content": reply.text}]
             new = replaced_line(reply.text, suspect, n) if reply.finish_reason != "length" else None
@@ -325,17 +322,39 @@ class _Stage:
                 return True
         return False
 
+    @staticmethod
+    async def asked_about(line: int, call: Awaitable[tuple[AgentTurnRecord, ChatReply]]
+                          ) -> tuple[AgentTurnRecord, ChatReply]:
+        """``call``'s answer, its record's command naming the ``line`` it was asked about."""
+        rec, reply = await call
+        rec.command += f" line {line}"
+        return rec, reply
+
     async def answers(self, messages: list[dict[str, str]], suspect: Suspect,
                       samples: int) -> list[tuple[AgentTurnRecord, ChatReply]] | None:
-        """``samples`` answers to ``messages``, sent at once; None when the server refused the prompt as too
-        long for the context (counted in the job's ``refused``)."""
-        try:
-            return list(await asyncio.gather(*(self.ask(messages, suspect, k) for k in range(samples))))
-        except ChatError as e:
-            if not e.context_exceeded:
-                raise
-            self.record.refused += 1
-            return None
+        """``samples`` answers to ``messages``, sent at once (see ``gathered``)."""
+        return await self.gathered([self.ask(messages, suspect, k) for k in range(samples)])
+
+    async def gathered(self, calls: list[Awaitable[tuple[AgentTurnRecord, ChatReply]]]
+                       ) -> list[tuple[AgentTurnRecord, ChatReply]] | None:
+        """The answers of model calls sent at once, those that failed left out: a prompt the server
+        refused as too long for the context counts in the job's ``refused``, and one call that failed
+        otherwise (a timeout on a loaded server) costs only its answer. None when none answered and a
+        refusal was among them; the first error is raised when every call failed otherwise."""
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        answered = [r for r in results if not isinstance(r, BaseException)]
+        failed = [r for r in results if isinstance(r, BaseException)]
+        for error in failed:
+            if not isinstance(error, httpx.HTTPError | ChatError):
+                raise error
+        refused = [e for e in failed if isinstance(e, ChatError) and e.context_exceeded]
+        self.record.refused += len(refused)
+        if failed:
+            self.messages.append({"role": "user", "content": f"{len(failed)} of {len(results)} answers failed: "
+                                  f"{type(failed[0]).__name__}: {failed[0]}"[:300]})
+        if answered or refused:
+            return answered or None
+        raise failed[0]
 
     def follow_up(self, messages: list[dict[str, str]], tries: _Tries) -> list[dict[str, str]]:
         """The conversation a second round is sampled from (as ChatRepair does): the prompt, the rewrite
