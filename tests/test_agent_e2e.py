@@ -169,7 +169,8 @@ def test_agent_tasks_benchmark_end_to_end(tmp_path: Path) -> None:
         assert (row["jobs"], row["checked"], row["jobs_failed"]) == (1, 1, 0)
         (job,) = row["job_outcomes"]
         assert job["task"] == "add_operator" and isinstance(job["solved"], bool)
-        assert row["solved"] == int(job["solved"]) and 1 <= row["mean_steps"] <= 3
+        # one rewrite and one question about its one code line, then at most two agent calls
+        assert row["solved"] == int(job["solved"]) and 1 <= row["mean_steps"] <= 4
         assert row["solved_by_rewrites"] in (0, 1) and row["attempts"] in (1, 2)
         assert row["interface"] == "tools" and row["format_errors"] >= 0 and row["output_tokens"] > 0
         assert row["mean_jct_s"] > 0 and row["p90_jct_s"] >= row["mean_jct_s"] * 0.999

@@ -50,6 +50,7 @@ import base64
 import json
 import re
 import shlex
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,10 +139,12 @@ def tool_program() -> str:
     """The program every file and repository tool runs in the sandbox (``python3 -I -c PROGRAM ARG``):
     ``edit_undo``'s, ``text_match``'s, ``file_tool``'s, ``failing_code``'s, ``repair_tool``'s and then
     ``repo_tool``'s sources, executed in one namespace named
-    ``SANDBOX_NAMESPACE`` (so neither runs its own ``__main__`` block), then ``repo_tool``'s ``main``."""
-    return ("import sys\n"
+    ``SANDBOX_NAMESPACE`` (so neither runs its own ``__main__`` block), then ``repo_tool``'s ``main``. The
+    sources travel compressed (zlib, base64): the program is one argument, and Linux caps one at 128 KiB."""
+    packed = base64.b64encode(zlib.compress(json.dumps(_SOURCES).encode(), 9)).decode()
+    return ("import base64, json, sys, zlib\n"
             f"namespace = {{'__name__': {SANDBOX_NAMESPACE!r}, '__builtins__': __builtins__}}\n"
-            f"for source in {_SOURCES!r}:\n"
+            f"for source in json.loads(zlib.decompress(base64.b64decode({packed!r}))):\n"
             "    exec(compile(source, 'agent_tool', 'exec'), namespace)\n"
             "sys.exit(namespace['main'](sys.argv))\n")
 
