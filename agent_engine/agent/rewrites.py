@@ -9,17 +9,21 @@ and the check, not the model, judges each try. The stage:
    functions the failing tests ran and the passing ones did not, then the static failing path);
    A suspect is a function, or a short file as a whole (a data file the failing tests opened, a module
    the failure names: bugs in a constant, a config file, a function the tests import that is missing);
-3. for each of the first ``functions`` suspects asks the model ``samples`` times for the whole
-   function (or file) rewritten (the issue, the failing tests and the check's first failure, the
-   source), the first answer greedy and the rest sampled at ``temperature`` with their own seeds,
-   all from one prompt (the engine caches it; the calls carry the job's hints, so CONTINUUM pins it);
-4. writes each distinct rewrite that parses (and defines that function) in its place (``rewrite`` op:
-   only when the lines still read as shown, never a read-only file, the result compiling) and runs
-   the check: passing ends the stage; anything else is undone;
-5. then tries alone each single change (a run of replaced, inserted or deleted lines) of the failed
+3. for each of the first ``functions`` suspects asks the model for the whole function (or file)
+   rewritten (the issue, the failing tests and the check's first failure, the source; a function of
+   over 80 lines numbered, rewritten by a line range), the first answer greedy and the rest sampled at
+   ``temperature`` with their own seeds, all from one prompt (the engine caches it; the calls carry
+   the job's hints, so CONTINUUM pins it); the first suspect gets a double share of the answers;
+4. writes each distinct rewrite that parses (and defines that function) and changes more than
+   comments in its place (``rewrite`` op: only when the lines still read as shown, never a read-only
+   file, the result compiling) and runs the check: passing ends the stage; anything else is undone;
+5. for the first ``LINE_ROUND_SUSPECTS`` suspects asks about each code line alone ("the bug is in
+   this line"), one greedy answer a line, and tries each fixed line; for the first suspect, half of
+   its answers come from a follow-up that shows the model its best failed try and the check's verdict;
+6. then tries alone each single change (a run of replaced, inserted or deleted lines) of the failed
    rewrites that made several: a small model often finds the fix and breaks something beside it. The
    changes most answers made go first, at most ``MAX_SINGLE_CHANGES`` per suspect;
-6. once all of a suspect's tries are done, the one that left the fewest failing tests (fewer than
+7. once all of a suspect's tries are done, the one that left the fewest failing tests (fewer than
    before, or a crash turned into a report) is written again and kept: the next suspects are
    rewritten on top of it (their line numbers moved).
 
@@ -28,7 +32,8 @@ Invariants:
   reads only command output.
 - An answer cut at the token limit, without a fenced block, that does not parse, defines no function of
   the suspect's name, or leaves it as it was writes nothing; a prompt the server refuses (too long for
-  the context) skips that suspect. A model call that fails otherwise ends the stage with its error.
+  the context) skips that suspect's round. A call that fails otherwise costs its answer; when every
+  call of a round failed so, the stage ends with the first error.
 - The stage never says ``is_last_step`` and never releases the job: the agent's attempts follow.
 - One ``AgentTurnRecord`` per model call (``command`` = ``rewrite PATH NAME``, ``exit_code`` = the
   check's, ``tool_seconds`` = the write and the check), one ``AgentJobRecord`` (exit status
