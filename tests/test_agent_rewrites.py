@@ -396,6 +396,8 @@ def test_a_long_function_is_shown_numbered_and_rewritten_by_the_line_range_an_an
     got = rewritten("Line 12 compares wrongly.\nLines 12-13:\n```python\nif y >= 2:\n    return y\n```", long)
     assert got == text.replace("if y > 2:", "if y >= 2:")  # indented as the lines it replaces
     assert rewritten("Line 11:\n```python\n        y = x - 1\n```", long) == text.replace("x + 1", "x - 1")
+    assert rewritten("Lines 12-13:\n```python\n12         if y >= 2:\n13             return y\n```", long) == (
+        text.replace("if y > 2:", "if y >= 2:"))  # the line numbers copied from the numbered source dropped
     assert rewritten("Lines 8-9:\n```python\npass\n```", long) is None  # outside the function
     assert rewritten("```python\nif y >= 2:\n```", long) is None  # no line range
     assert rewritten("Lines 12-13:\n```python\nif y >= 2:\n```", long) is None  # does not parse

@@ -29,6 +29,7 @@ MAX_CHANGES_SPLIT = 8  # a rewrite making more changes than this is not split in
 _BLOCK = re.compile(r"```[A-Za-z0-9_+-]*\n(.*?)```", re.S)
 MAX_PROBED_LINES = 30  # a function with more code lines than this is not asked about line by line
 _NOT_PROBED = re.compile(r"^\s*(?:#.*|else:|try:|finally:|[)\]}]+[,:]?)\s*$")
+_NUMBERED = re.compile(r"^\s*[0-9]+ ")
 _INLINE_CODE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 _LINE_RANGE = re.compile(r"\b[Ll]ines?\s+([0-9]+)(?:\s*(?:-|–|to|and)\s*([0-9]+))?")
 
@@ -83,7 +84,7 @@ def rewritten_lines(answer: str, suspect: Suspect) -> str | None:
         return None
     lines = suspect.text.split("\n")
     old = lines[first - suspect.first:last - suspect.first + 1]
-    new = _reindented_block(block.group(1).rstrip("\n").split("\n"), _indent_of(old))
+    new = _reindented_block(_unnumbered(block.group(1).rstrip("\n").split("\n")), _indent_of(old))
     text = "\n".join(lines[:first - suspect.first] + new + lines[last - suspect.first + 1:])
     try:
         ast.parse(textwrap.dedent(text))
@@ -133,6 +134,14 @@ def replaced_line(answer: str, suspect: Suspect, line: int) -> str | None:
             continue
         return None if same_code(text, suspect) else text
     return None
+
+
+def _unnumbered(block: list[str]) -> list[str]:
+    """``block`` without the line numbers the model copied from the numbered source (every non-blank line
+    starting with a number and a space), else as it is."""
+    if all(_NUMBERED.match(x) for x in block if x.strip()):
+        return [_NUMBERED.sub("", x, count=1) for x in block]
+    return block
 
 
 def numbered(suspect: Suspect) -> str:
