@@ -92,14 +92,14 @@ TOKENS_PER_LINE = 16  # an answer's budget: this per line of the function, and A
 ANSWER_SLACK = 256
 MAX_ANSWER_TOKENS = 2048
 LINE_RANGE_ANSWER_LINES = 24  # a line-range answer's budget, as for a function this long
-FILE_GROWTH_LINES = 16
+FILE_GROWTH_LINES = 16  # a whole-file answer's budget allows this many lines more (a missing function)
 LINE_ROUND_SUSPECTS = 2  # the first suspects whose code lines are asked about one at a time
-LINE_ANSWER_TOKENS = 192  # a one-line answer's budget (a sentence and the line)  # a whole-file answer's budget allows this many lines more (a missing function)
+LINE_ANSWER_TOKENS = 192  # a one-line answer's budget (a sentence and the line)
 MAX_SINGLE_CHANGES = 8  # single changes tried alone per suspect
-SUSPECT_OUTPUT_CHARS = 20_000
+OUTPUT_FOR_SUSPECTS_CHARS = 20_000  # of the check's output the sandbox reads for the files it names
 FOLLOW_UP_OUTPUT_CHARS = 800  # of a failed try's check output in the follow-up round's prompt
 FOLLOW_UP_DIFFS = 3  # other failed changes listed there
-SUSPECTS_OUTPUT_CHARS = 1_000_000  # the suspects op's JSON: never cut (a cut list would parse as no suspects)  # of the check's output the sandbox reads for the files it names
+SUSPECTS_JSON_CHARS = 1_000_000  # the suspects op's JSON: never cut (a cut list would parse as no suspects)
 SYSTEM = "You are an expert Python developer. You fix bugs with the smallest change that makes the tests pass."
 _PYTHON = re.compile(r"^python(?:3(?:\.[0-9]+)?)?$")
 T = TypeVar("T")
@@ -144,13 +144,19 @@ def python_check_args(check: str) -> list[str]:
     return argv[1:] if argv and _PYTHON.match(argv[0].rsplit("/", 1)[-1]) else []
 
 
+def first_failure(output: str, workdir: str, chars: int) -> str:
+    """The check's output as a prompt shows it: its first failure in full and the others cut to their
+    test and error, without progress dots, paths relative to the repository, at most ``chars``."""
+    output = _PROGRESS.sub("", output).replace(workdir.rstrip("/") + "/", "")
+    return cap_text(summarize_unittest(output, keep=1), chars).strip()
+
+
 def _prompt(task: str, output: str, suspect: Suspect, workdir: str, line: int | None = None) -> list[dict[str, str]]:
     """The one prompt all of a suspect's rewrites are sampled from: the issue, the check's failure (its
     progress dots left out, paths relative to the repository), the function; with ``line``, the same up to
     the function, then the question about that line alone (the prompts of one suspect share their prefix)."""
     failing = failures_line(read_failures(output))
-    output = _PROGRESS.sub("", output).replace(workdir.rstrip("/") + "/", "")
-    shown = cap_text(summarize_unittest(output, keep=1), CHECK_OUTPUT_CHARS).strip()
+    shown = first_failure(output, workdir, CHECK_OUTPUT_CHARS)
     source = shown_source(suspect)
     user = f"A user reported this issue:\n{task.strip()}\n\nThe project's tests fail. {failing}\n{shown}\n\n"
     if suspect.whole_file:
@@ -202,8 +208,8 @@ class _Stage:
         failures = read_failures(output)
         op = {"op": "suspects", "argv": python_check_args(self.check), "failing": failures.tests,
               "tracebacks": [[list(f) for f in tb] for tb in failures.tracebacks], "limit": self.policy.functions,
-              "output": output[-SUSPECT_OUTPUT_CHARS:], "issue": self.record.task}
-        result = await self.in_sandbox(run_program, self.sandbox, op, SUSPECTS_OUTPUT_CHARS)
+              "output": output[-OUTPUT_FOR_SUSPECTS_CHARS:], "issue": self.record.task}
+        result = await self.in_sandbox(run_program, self.sandbox, op, SUSPECTS_JSON_CHARS)
         try:
             found = json.loads(result.output.strip().splitlines()[-1]) if result.output.strip() else []
         except (ValueError, IndexError):
@@ -311,11 +317,12 @@ class _Stage:
         lines = probe_lines(suspect)
         workdir = str(self.sandbox.workdir)
         prompts = [_prompt(self.record.task, output, suspect, workdir, line=n) for n in lines]
-        calls = [self.asked_about(n, self.ask(p, suspect, 0, LINE_ANSWER_TOKENS)) for n, p in zip(lines, prompts,
-                                                                                             strict=True)]
-        replies = await self.gathered(calls) if calls else []
-        for rec, reply in replies or []:
-            n = int(rec.command.rsplit(" line ", 1)[1])
+        replies = await self.gathered([self.ask(p, suspect, 0, LINE_ANSWER_TOKENS) for p in prompts]) if prompts else []
+        for n, answer in zip(lines, replies or [None] * len(lines), strict=True):
+            if answer is None:
+                continue
+            rec, reply = answer
+            rec.command += f" line {n}"
             self.messages += [{"role": "user", "content": f"Line {n} alone: `{line_text(suspect, n)}`"},
                               {"role": "assistant", "content": reply.text}]
             new = replaced_line(reply.text, suspect, n) if reply.finish_reason != "length" else None
@@ -327,27 +334,19 @@ class _Stage:
                 return True
         return False
 
-    @staticmethod
-    async def asked_about(line: int, call: Awaitable[tuple[AgentTurnRecord, ChatReply]]
-                          ) -> tuple[AgentTurnRecord, ChatReply]:
-        """``call``'s answer, its record's command naming the ``line`` it was asked about."""
-        rec, reply = await call
-        rec.command += f" line {line}"
-        return rec, reply
-
     async def answers(self, messages: list[dict[str, str]], suspect: Suspect,
                       samples: int) -> list[tuple[AgentTurnRecord, ChatReply]] | None:
-        """``samples`` answers to ``messages``, sent at once (see ``gathered``)."""
-        return await self.gathered([self.ask(messages, suspect, k) for k in range(samples)])
+        """``samples`` answers to ``messages``, sent at once, those that failed left out (see ``gathered``)."""
+        got = await self.gathered([self.ask(messages, suspect, k) for k in range(samples)])
+        return None if got is None else [answer for answer in got if answer is not None]
 
     async def gathered(self, calls: list[Awaitable[tuple[AgentTurnRecord, ChatReply]]]
-                       ) -> list[tuple[AgentTurnRecord, ChatReply]] | None:
-        """The answers of model calls sent at once, those that failed left out: a prompt the server
-        refused as too long for the context counts in the job's ``refused``, and one call that failed
-        otherwise (a timeout on a loaded server) costs only its answer. None when none answered and a
-        refusal was among them; the first error is raised when every call failed otherwise."""
+                       ) -> list[tuple[AgentTurnRecord, ChatReply] | None] | None:
+        """The answers of model calls sent at once, in their order, None in place of a call that failed: a
+        prompt the server refused as too long for the context counts in the job's ``refused``, and one
+        call that failed otherwise (a timeout on a loaded server) costs only its answer. None when none
+        answered and a refusal was among them; the first error is raised when every call failed otherwise."""
         results = await asyncio.gather(*calls, return_exceptions=True)
-        answered = [r for r in results if not isinstance(r, BaseException)]
         failed = [r for r in results if isinstance(r, BaseException)]
         for error in failed:
             if not isinstance(error, httpx.HTTPError | ChatError):
@@ -357,8 +356,10 @@ class _Stage:
         if failed:
             self.messages.append({"role": "user", "content": f"{len(failed)} of {len(results)} answers failed: "
                                   f"{type(failed[0]).__name__}: {failed[0]}"[:300]})
-        if answered or refused:
-            return answered or None
+        if len(failed) < len(results):
+            return [None if isinstance(r, BaseException) else r for r in results]
+        if refused:
+            return None
         raise failed[0]
 
     def follow_up(self, messages: list[dict[str, str]], tries: _Tries) -> list[dict[str, str]]:
@@ -368,8 +369,7 @@ class _Stage:
         if not tries.tried:
             return messages
         shown = next((t for t in tries.tried if tries.best is not None and t.new == tries.best[2]), tries.tried[0])
-        failure = cap_text(summarize_unittest(_PROGRESS.sub("", shown.output).replace(
-            str(self.sandbox.workdir).rstrip("/") + "/", ""), keep=1), FOLLOW_UP_OUTPUT_CHARS).strip()
+        failure = first_failure(shown.output, str(self.sandbox.workdir), FOLLOW_UP_OUTPUT_CHARS)
         others = [diff_lines(shown.old, t.new) for t in tries.tried if t is not shown][:FOLLOW_UP_DIFFS]
         tried = "".join(f"\n```diff\n{d}\n```" for d in others if d)
         user = (f"With this rewrite the check still fails ({shown.score.describe()}):\n{failure}\n\n"
