@@ -62,7 +62,11 @@ HELP = "live shell agents on the shipped task set: solved, steps and JCT per int
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of ``bench agent-tasks``."""
-    from agent_engine.agent.rewrites import DEFAULT_REWRITE_FUNCTIONS, DEFAULT_REWRITE_SAMPLES
+    from agent_engine.agent.rewrites import (
+        DEFAULT_MUTANTS,
+        DEFAULT_REWRITE_FUNCTIONS,
+        DEFAULT_REWRITE_SAMPLES,
+    )
 
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"model folder, .gguf file or known name (default {DEFAULT_MODEL})")
@@ -91,6 +95,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(0: none; default %(default)s)")
     p.add_argument("--rewrite-functions", type=int, default=DEFAULT_REWRITE_FUNCTIONS, metavar="K",
                    help="suspect functions the rewrite stage tries, at most (default %(default)s)")
+    p.add_argument("--mutants", type=int, default=DEFAULT_MUTANTS, metavar="M",
+                   help="our agent's mutants: at most M one-token and one-statement edits of the suspects "
+                        "tried before any rewrite (0: none; default %(default)s)")
     p.add_argument("--command-timeout", type=float, default=20.0, help="seconds per command (default 20)")
     p.add_argument("--seed", type=int, default=0,
                    help="server seed, and the seed of our agent's sampled calls (after a repeated call) (default 0)")
@@ -238,7 +245,7 @@ def run_pair(policy: str, hints: str, model: str, tasks: Sequence[Any], args: ar
                                  command_timeout=args.command_timeout, job_id_prefix=f"{policy}-{hints}-",
                                  progress=not args.no_progress,
                                  attempts=attempt_policy(args.attempts, args.attempt_temperature),
-                                 rewrites=RewritePolicy(args.rewrites, args.rewrite_functions),
+                                 rewrites=RewritePolicy(args.rewrites, args.rewrite_functions, args.mutants),
                                  transcripts=(str(Path(args.records_dir) / name.replace("/", "-"))
                                               if args.records_dir else None))
             result = run_agent_jobs_sync(list(tasks), options)
@@ -304,7 +311,7 @@ def _row(policy: str, hints: str, result: Any, metrics: dict[str, float], wall_s
              "verdict": r.job.verdict, "refused": r.job.refused, "error": r.job.error} for r in result.results]
     return {
         "policy": policy, "hints": hints, "solved": s["solved"], "solved_first_attempt": s.get("solved_first_attempt"),
-        "solved_by_rewrites": s.get("solved_by_rewrites"),
+        "solved_by_rewrites": s.get("solved_by_rewrites"), "solved_by_mutants": s.get("solved_by_mutants"),
         "attempts": s.get("attempts"), "checked": s["checked"], "jobs": s["jobs"],
         "jobs_failed": s["jobs_failed"], "mean_steps": s["steps_mean"], "format_errors": s["format_errors"],
         "repeats": s["repeats"], "mean_jct_s": s["jct_mean"],
@@ -320,10 +327,10 @@ def _row(policy: str, hints: str, result: Any, metrics: dict[str, float], wall_s
 
 def _report(args: argparse.Namespace, model: str, tasks: Sequence[Any], rows: dict[str, dict[str, Any]],
             load0: list[float]) -> None:
-    headers = ["run", "solved", "pass@1", "by rewrites", "attempts", "mean steps", "format errors", "repeats", "output tokens",
+    headers = ["run", "solved", "pass@1", "by rewrites", "by mutants", "attempts", "mean steps", "format errors", "repeats", "output tokens",
                "mean JCT s", "p90 JCT s", "prefix hit", "pins hit", "preempt", "server RSS MB", "wall s"]
     table = [[name, f"{r.get('solved', 0)}/{r['jobs']}", r.get("solved_first_attempt"),
-              r.get("solved_by_rewrites"), r.get("attempts"), r.get("mean_steps"), r.get("format_errors"),
+              r.get("solved_by_rewrites"), r.get("solved_by_mutants"), r.get("attempts"), r.get("mean_steps"), r.get("format_errors"),
               r.get("repeats"), r.get("output_tokens"), r.get("mean_jct_s"),
               r.get("p90_jct_s"), r.get("prefix_hit_ratio"), r.get("pins_hit"), r.get("preemptions"),
               r.get("server_peak_rss_mb"), r.get("wall_s")] for name, r in rows.items()]

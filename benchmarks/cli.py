@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, str] = {
     "sim-validate": "benchmarks.sim_validate",
     "agent-tasks": "benchmarks.agent_tasks",
     "localization": "benchmarks.localization",
+    "mutants": "benchmarks.mutation_repair",
     "reliability": "benchmarks.reliability",
     "structured": "benchmarks.structured_bench",
     "quant-parity": "benchmarks.quant_parity",

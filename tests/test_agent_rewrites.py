@@ -20,7 +20,7 @@ from agent_engine.agent.job_runner import AgentRunResult, RunOptions, run_agent_
 from agent_engine.agent.loop import AgentConfig
 from agent_engine.agent.repair_tool import same_test
 from agent_engine.agent.rewrite_answers import Suspect, rewritten_function
-from agent_engine.agent.rewrites import REWRITE_PASSED, RewritePolicy, python_check_args
+from agent_engine.agent.rewrites import MUTANT_PASSED, REWRITE_PASSED, RewritePolicy, python_check_args
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.task_set import set_tasks
 from agent_engine.agent.text_interface import SUBMIT_COMMAND
@@ -153,6 +153,21 @@ def test_a_rewrite_writes_only_lines_that_still_read_as_shown(shop: Sandbox) -> 
     assert refused.exit_code == 1
 
 
+def test_the_failing_tests_run_alone_and_say_whether_they_pass_now(shop: Sandbox) -> None:
+    failing = ["tests.test_prices.PricesTest.test_discount"]
+
+    def outcome(names: list[str]) -> object:
+        return json.loads(run_program(shop, {"op": "failing_tests", "argv": ["check.py"], "failing": names}).output)
+
+    assert outcome(failing) == {"ran": 1, "failed": 1}  # the other three tests never ran
+    assert outcome([]) is None
+    assert outcome(["tests/test_prices.py::PricesTest::test_fmt"]) == {"ran": 1, "failed": 0}
+    prices = Path(shop.workdir_path) / "shop/prices.py"
+    prices.write_text(prices.read_text().replace("percent // 10\n", "percent // 100\n"))
+    assert outcome(failing) == {"ran": 1, "failed": 0}
+    assert json.loads(run_program(shop, {"op": "failing_tests", "argv": ["-c", "pass"], "failing": failing}).output) is None
+
+
 # --------------------------------------------------------------------------- the stage
 
 
@@ -192,10 +207,10 @@ class Rewriter(FakeServer):
         return super().handle(request)
 
 
-def _run(server: FakeServer, samples: int = 3) -> AgentRunResult:
+def _run(server: FakeServer, samples: int = 3, mutants: int = 0) -> AgentRunResult:
     options = RunOptions("http://fake", AgentConfig(step_limit=2, max_tokens=32), concurrency=1, command_timeout=20,
                          progress=False, job_id_prefix="t-", transport=server.transport(),
-                         rewrites=RewritePolicy(samples, functions=2))
+                         rewrites=RewritePolicy(samples, functions=2, mutants=mutants))
     return run_agent_jobs_sync([TASK], options)
 
 
@@ -225,6 +240,25 @@ def test_a_sampled_rewrite_that_passes_the_check_solves_the_job_before_the_agent
     assert "still fails" in follow_up[-1]["content"] and "FAIL add" in follow_up[-1]["content"]
     assert "def add(a, b):" in bodies[0]["messages"][-1]["content"]
     assert server.deletes() == ["/v1/jobs/t-0"]
+
+
+def test_a_mutant_that_passes_the_check_solves_the_job_before_any_model_call() -> None:
+    server = Rewriter([WRONG])
+    result = _run(server, samples=2, mutants=50)
+    job, messages = result.results[0].job, result.results[0].messages
+    assert (job.solved, job.exit_status, job.steps) == (True, MUTANT_PASSED, 0)
+    assert 1 <= job.mutants <= 50 and job.jct is not None
+    assert result.summary["solved_by_mutants"] == 1 and result.summary["solved_by_rewrites"] == 0
+    assert server.chat_bodies() == [] and server.deletes() == ["/v1/jobs/t-0"]
+    assert "-    return a - b\n+    return a + b" in messages[-1]["content"]
+
+
+def test_mutants_alone_make_a_stage_that_asks_the_model_nothing() -> None:
+    only_mutants = RewritePolicy(0, functions=2, mutants=3)
+    assert only_mutants.enabled and only_mutants.samples_per_suspect(2) == []
+    assert not RewritePolicy(0, mutants=0).enabled
+    with pytest.raises(ValueError):
+        RewritePolicy(1, mutants=-1)
 
 
 def test_a_stage_that_fails_leaves_the_agent_a_fresh_repository() -> None:

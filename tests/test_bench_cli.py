@@ -53,6 +53,8 @@ MINIMAL: dict[str, tuple[list[str], dict[str, object]]] = {
     "stack": ([], {"models": "smollm2,qwen2.5-coder-1.5b", "streams": "1,8", "prompt_len": 64, "max_tokens": 64,
                    "repeats": 3, "pages": False, "json": "out/layer_stack.json"}),
     "localization": ([], {"tasks": "libraries,suites", "timeout": 600.0, "json": "out/localization.json"}),
+    "mutants": ([], {"tasks": "libraries,suites", "mutants": 300, "functions": 4, "timeout": 120.0, "only": "",
+                     "json": "out/mutation_repair.json"}),
     "reliability": ([], {"policies": "fcfs,priority,continuum,continuum-fixed", "jobs": 12, "turns": 6,
                          "sigterm_after": 40, "json": "out/reliability.json"}),
 }

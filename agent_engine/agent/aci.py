@@ -152,12 +152,14 @@ def tool_program() -> str:
 _PROGRAM = tool_program()
 
 
-def run_program(sandbox: Sandbox, op: dict[str, Any], max_output_chars: int | None = None) -> CommandResult:
+def run_program(sandbox: Sandbox, op: dict[str, Any], max_output_chars: int | None = None,
+                timeout: float | None = None) -> CommandResult:
     """Run one op of the tool program in ``sandbox`` (see ``tool_program``); its output is cut at the
     sandbox's limit unless ``max_output_chars`` says otherwise (an op whose output is data, not an
-    observation)."""
+    observation), and it runs for the sandbox's command timeout unless ``timeout`` is shorter."""
     encoded = base64.b64encode(json.dumps(op).encode()).decode()
-    return sandbox.run(f"python3 -I -c {shlex.quote(_PROGRAM)} {encoded}", max_output_chars=max_output_chars)
+    return sandbox.run(f"python3 -I -c {shlex.quote(_PROGRAM)} {encoded}", max_output_chars=max_output_chars,
+                       timeout=timeout)
 
 
 @dataclass(frozen=True)

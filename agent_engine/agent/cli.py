@@ -85,7 +85,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_sampling_arguments(p: argparse.ArgumentParser) -> None:
     """How the agent's calls sample: temperature, attempts, the rewrite stage, seeds, the repeat escalation."""
-    from agent_engine.agent.rewrites import DEFAULT_REWRITE_FUNCTIONS, DEFAULT_REWRITE_SAMPLES
+    from agent_engine.agent.rewrites import (
+        DEFAULT_MUTANTS,
+        DEFAULT_REWRITE_FUNCTIONS,
+        DEFAULT_REWRITE_SAMPLES,
+    )
 
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default: 0)")
     p.add_argument("--attempts", type=int, default=1,
@@ -98,6 +102,9 @@ def _add_sampling_arguments(p: argparse.ArgumentParser) -> None:
                         "the task's check (0: no rewrite stage; default: %(default)s)")
     p.add_argument("--rewrite-functions", type=int, default=DEFAULT_REWRITE_FUNCTIONS, metavar="K",
                    help="suspect functions the rewrite stage tries, at most (default: %(default)s)")
+    p.add_argument("--mutants", type=int, default=DEFAULT_MUTANTS, metavar="M",
+                   help="before any rewrite, try at most M one-token and one-statement edits of the suspects, "
+                        "judged by the task's check (0: none; default: %(default)s)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the agent's sampled calls: a call at step S sends seed SEED+S whenever its "
                         "temperature is above 0 (default: 0)")
@@ -150,7 +157,7 @@ def _cmd_agent(args: argparse.Namespace) -> int:
                              allow_network=args.allow_network, isolation=args.isolation,
                              attempts=attempt_policy(args.attempts, args.attempt_temperature),
                              transcripts=args.transcripts,
-                             rewrites=RewritePolicy(args.rewrites, args.rewrite_functions))
+                             rewrites=RewritePolicy(args.rewrites, args.rewrite_functions, args.mutants))
     except (OSError, ValueError) as e:
         print(f"agent: {e}", file=sys.stderr)
         return 2

@@ -141,6 +141,7 @@ class AgentJobRecord(JobRecord):
     cut_answers: int = 0  # answers cut at the token limit (their edits and commands refused)
     branch_at: int | None = None  # messages before the first call that changed the repository
     attempts: int = 1  # attempts the job ran (agent_engine.agent.attempts)
+    mutants: int = 0  # mutants the rewrite stage wrote and checked (agent_engine.agent.mutants)
 
     def close(self) -> None:
         """The job ended: its trace counts every turn, and its JCT is set when it ended without an error."""

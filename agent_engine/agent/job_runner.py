@@ -55,7 +55,7 @@ from tqdm import tqdm
 from agent_engine.agent.attempts import AttemptPolicy, branch_prefix, merged
 from agent_engine.agent.judge import Verdict, check_paths, judge, protect
 from agent_engine.agent.loop import AgentConfig, AgentJobRecord, AgentJobResult, run_agent_job
-from agent_engine.agent.rewrites import REWRITE_PASSED, RewritePolicy, rewrite_stage
+from agent_engine.agent.rewrites import MUTANT_PASSED, REWRITE_PASSED, RewritePolicy, rewrite_stage
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.sandbox.confine import resolve
 from agent_engine.agent.task_set import AgentTask, load_tasks
@@ -181,6 +181,7 @@ async def run_agent_jobs(tasks: list[AgentTask], options: RunOptions) -> AgentRu
     summary["solved_first_attempt"] = sum(1 for r in results if r.job.solved and r.job.attempts == 1)
     summary["attempts"] = sum(r.job.attempts for r in results)
     summary["solved_by_rewrites"] = sum(1 for r in results if r.job.solved and r.job.exit_status == REWRITE_PASSED)
+    summary["solved_by_mutants"] = sum(1 for r in results if r.job.solved and r.job.exit_status == MUTANT_PASSED)
     summary["checked"] = sum(1 for t in tasks if t.check is not None)
     summary["sandbox"] = enforced
     return AgentRunResult(results, records, trace_jobs, summary)

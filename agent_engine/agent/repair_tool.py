@@ -202,13 +202,71 @@ def check_entry(argv: list[str]) -> tuple[str, str] | None:
 def run_traced(argv: list[str]) -> Spectrum | None:
     """Run the check (a Python command's arguments) under the spectrum's hook, its output discarded;
     None when the arguments run no script or module."""
+    spectrum = Spectrum()
+    return spectrum if run_quietly(argv, spectrum.watch_opens, spectrum.arm, lambda: sys.settrace(None)) else None
+
+
+class FailingOnly:
+    """The check's failing tests run alone: every other ``unittest`` test returns at once, unrun; counts
+    the failing tests that ran and those that failed (a failure, an error or an unexpected success)."""
+
+    def __init__(self, failing: list[str]) -> None:
+        self.failing = failing
+        self.ran = 0
+        self.failed = 0
+
+    def arm(self) -> Callable[[], None]:
+        import unittest
+
+        original = unittest.TestCase.run
+        counts = self
+
+        def run(test: unittest.TestCase, result: unittest.TestResult | None = None) -> object:
+            if not any(same_test(test.id(), f) for f in counts.failing):
+                return result
+            before = _bad_outcomes(result)
+            try:
+                return original(test, result)
+            finally:
+                counts.ran += 1
+                counts.failed += _bad_outcomes(result) > before
+
+        unittest.TestCase.run = run  # type: ignore[method-assign]
+
+        def restore() -> None:
+            unittest.TestCase.run = original  # type: ignore[method-assign]
+
+        return restore
+
+
+def _bad_outcomes(result: object) -> int:
+    """Failures, errors and unexpected successes a ``unittest`` result holds so far (0 for none)."""
+    return sum(len(getattr(result, name, ())) for name in ("failures", "errors", "unexpectedSuccesses"))
+
+
+def failing_outcome(argv: list[str], failing: list[str]) -> dict[str, int] | None:
+    """``{"ran", "failed"}`` of the check's failing tests run alone (``FailingOnly``), or None when the
+    arguments run no script or module or no test is named."""
+    if not failing:
+        return None
+    only = FailingOnly(failing)
+    restore: list[Callable[[], None]] = []
+    ran = run_quietly(argv, lambda: (lambda: None), lambda: restore.append(only.arm()),
+                      lambda: [r() for r in restore])
+    return {"ran": only.ran, "failed": only.failed} if ran else None
+
+
+def run_quietly(argv: list[str], prepare: Callable[[], Callable[[], None]], arm: Callable[[], object],
+                disarm: Callable[[], object]) -> bool:
+    """Run the check (a Python command's arguments) in this process, its output sent to ``/dev/null``:
+    ``prepare`` before (it returns what undoes it), ``arm`` just before the check's code, ``disarm`` after;
+    False when the arguments run no script or module."""
     entry = check_entry(argv)
     if entry is None:
-        return None
+        return False
     kind, target = entry
     rest = argv[argv.index(target) + 1:]
-    spectrum = Spectrum()
-    restore_open = spectrum.watch_opens()
+    undo = prepare()
     sys.stdout.flush()
     saved = os.dup(1), os.dup(2)
     sink = os.open(os.devnull, os.O_WRONLY)
@@ -216,17 +274,17 @@ def run_traced(argv: list[str]) -> Spectrum | None:
     os.dup2(sink, 2)
     sys.argv = [target, *rest]
     sys.path.insert(0, os.path.dirname(os.path.realpath(target)) if kind == "script" else os.path.realpath("."))
-    spectrum.arm()
+    arm()
     try:
         if kind == "script":
             runpy.run_path(target, run_name="__main__")
         else:
             runpy.run_module(target, run_name="__main__", alter_sys=True)
-    except BaseException:  # noqa: BLE001 - the check's own end (SystemExit) or crash: the spectrum so far
+    except BaseException:  # noqa: BLE001 - the check's own end (SystemExit) or crash: what ran so far counts
         pass
     finally:
-        sys.settrace(None)
-        restore_open()
+        disarm()
+        undo()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -234,7 +292,7 @@ def run_traced(argv: list[str]) -> Spectrum | None:
                 pass
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
-    return spectrum
+    return True
 
 
 def suspects(argv: list[str], failing: list[str], tracebacks: list[list[list[object]]], limit: int = SUSPECTS,

@@ -3,8 +3,8 @@
 ``agent_engine.agent.aci.tool_program`` runs ``text_match``'s, ``file_tool``'s, ``failing_code``'s and
 ``repair_tool``'s sources and then this one in one namespace (named ``SANDBOX_NAMESPACE``) as
 ``python3 -I -c PROGRAM ARG``, ARG being base64 JSON ``{"op", ...}``; this ``main`` answers ``map``,
-``search``, ``failing_code`` (``agent_engine.agent.failing_code``), ``suspects`` and ``rewrite``
-(``agent_engine.agent.repair_tool``) and the ``view`` of a folder, and hands every other op to
+``search``, ``failing_code`` (``agent_engine.agent.failing_code``), ``suspects``, ``failing_tests`` and
+``rewrite`` (``agent_engine.agent.repair_tool``) and the ``view`` of a folder, and hands every other op to
 ``file_tool``'s. What it prints is the observation. Importing it
 runs nothing; it needs nothing but the standard library.
 
@@ -56,7 +56,13 @@ else:
         skipped_dir,
     )
     from agent_engine.agent.file_tool import main as file_main
-    from agent_engine.agent.repair_tool import SUSPECT_LINES, SUSPECTS, rewrite_function, suspects
+    from agent_engine.agent.repair_tool import (
+        SUSPECT_LINES,
+        SUSPECTS,
+        failing_outcome,
+        rewrite_function,
+        suspects,
+    )
 
 MAP_CHARS = 2000  # the map's default budget
 SOURCE_LINES = 60  # a module this short, named by the task (or one of few), is shown whole after the map
@@ -300,6 +306,9 @@ def main(argv: list[str]) -> int:
                          int(a.get("limit") or SUSPECTS), int(a.get("max_lines") or SUSPECT_LINES),
                          str(a.get("output") or ""), str(a.get("issue") or ""))
         print(json.dumps(found))
+        return 0
+    if op == "failing_tests":
+        print(json.dumps(failing_outcome(a.get("argv") or [], a.get("failing") or [])))
         return 0
     if op == "rewrite":
         return rewrite_function(a["path"], int(a["first"]), int(a["last"]), a["old"], a["new"])

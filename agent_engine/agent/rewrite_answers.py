@@ -54,6 +54,11 @@ class Suspect:
         """A function too long to ask for whole: the model is shown it numbered and rewrites a line range."""
         return self.kind == "lines"
 
+    def rewrite_op(self, new: str) -> dict[str, object]:
+        """The tool program's ``rewrite`` op that writes ``new`` over these lines while they still read as
+        shown."""
+        return {"op": "rewrite", "path": self.path, "first": self.first, "last": self.last, "old": self.text, "new": new}
+
 
 def rewritten(answer: str, suspect: Suspect) -> str | None:
     """What an answer writes over ``suspect``: the whole file (``rewritten_file``) or the function

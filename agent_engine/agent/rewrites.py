@@ -9,21 +9,25 @@ and the check, not the model, judges each try. The stage:
    functions the failing tests ran and the passing ones did not, then the static failing path);
    A suspect is a function, or a short file as a whole (a data file the failing tests opened, a module
    the failure names: bugs in a constant, a config file, a function the tests import that is missing);
-3. for each of the first ``functions`` suspects asks the model for the whole function (or file)
+3. tries the suspects' mutants first (``agent_engine.agent.mutants``: one-token and one-statement edits,
+   tier by tier, the likeliest suspect first, at most ``mutants``), each written and checked, against
+   the failing tests alone first (``agent_engine.agent.mutant_trials``): no model call, no token;
+   one that passes ends the stage (``MutantPassed``), the others are undone;
+4. for each of the first ``functions`` suspects asks the model for the whole function (or file)
    rewritten (the issue, the failing tests and the check's first failure, the source; a function of
    over 80 lines numbered, rewritten by a line range), the first answer greedy and the rest sampled at
    ``temperature`` with their own seeds, all from one prompt (the engine caches it; the calls carry
    the job's hints, so CONTINUUM pins it); the first suspect gets a double share of the answers;
-4. writes each distinct rewrite that parses (and defines that function) and changes more than
+5. writes each distinct rewrite that parses (and defines that function) and changes more than
    comments in its place (``rewrite`` op: only when the lines still read as shown, never a read-only
    file, the result compiling) and runs the check: passing ends the stage; anything else is undone;
-5. for the first ``LINE_ROUND_SUSPECTS`` suspects asks about each code line alone ("the bug is in
+6. for the first ``LINE_ROUND_SUSPECTS`` suspects asks about each code line alone ("the bug is in
    this line"), one greedy answer a line, and tries each fixed line; for the first suspect, half of
    its answers come from a follow-up that shows the model its best failed try and the check's verdict;
-6. then tries alone each single change (a run of replaced, inserted or deleted lines) of the failed
+7. then tries alone each single change (a run of replaced, inserted or deleted lines) of the failed
    rewrites that made several: a small model often finds the fix and breaks something beside it. The
    changes most answers made go first, at most ``MAX_SINGLE_CHANGES`` per suspect;
-7. once all of a suspect's tries are done, the one that left the fewest failing tests (fewer than
+8. once all of a suspect's tries are done, the one that left the fewest failing tests (fewer than
    before, or a crash turned into a report) is written again and kept: the next suspects are
    rewritten on top of it (their line numbers moved).
 
@@ -37,8 +41,9 @@ Invariants:
 - The stage never says ``is_last_step`` and never releases the job: the agent's attempts follow.
 - One ``AgentTurnRecord`` per model call (``command`` = ``rewrite PATH NAME``, ``exit_code`` = the
   check's, ``tool_seconds`` = the write and the check), one ``AgentJobRecord`` (exit status
-  ``RewritePassed`` or ``RewritesFailed``; ``steps`` = model calls), and the conversation: each
-  suspect's prompt, then each answer and what the check said of it.
+  ``RewritePassed``, ``MutantPassed`` or ``RewritesFailed``; ``steps`` = model calls, ``mutants`` =
+  mutants checked), and the conversation: what the mutants did, each suspect's prompt, then each
+  answer and what the check said of it.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from agent_engine.agent.check_score import CheckScore, score
 from agent_engine.agent.failures import cap_text, failures_line, read_failures, summarize_unittest
 from agent_engine.agent.job_config import AgentConfig, AgentJobRecord, AgentJobResult, AgentTurnRecord
 from agent_engine.agent.loop import client_hints
+from agent_engine.agent.mutant_trials import MutantTrials
 from agent_engine.agent.rewrite_answers import (
     Suspect,
     diff_lines,
@@ -76,11 +82,13 @@ from agent_engine.agent.rewrite_answers import (
 )
 from agent_engine.agent.sandbox import Sandbox
 
-__all__ = ["DEFAULT_REWRITE_FUNCTIONS", "DEFAULT_REWRITE_SAMPLES", "REWRITE_PASSED", "RewritePolicy", "python_check_args",
-           "rewrite_stage"]
+__all__ = ["DEFAULT_MUTANTS", "DEFAULT_REWRITE_FUNCTIONS", "DEFAULT_REWRITE_SAMPLES", "MUTANT_PASSED", "REWRITE_PASSED",
+           "RewritePolicy", "python_check_args", "rewrite_stage"]
 
 DEFAULT_REWRITE_SAMPLES = 4
 REWRITE_PASSED, REWRITES_FAILED = "RewritePassed", "RewritesFailed"  # the stage's exit statuses
+MUTANT_PASSED = "MutantPassed"  # ... when a mutant passed, before any model call
+DEFAULT_MUTANTS = 300  # mutants tried per job, at most
 KEPT = "Kept"
 MAX_SAMPLES_EACH = 3  # times ``samples``: what one suspect may get when fewer than ``functions`` were found
 _PROGRESS = re.compile(r"^[.sFExu]{8,}$", re.M)  # unittest's progress dots
@@ -107,27 +115,30 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class RewritePolicy:
-    """How many suspects the stage rewrites and how many answers it samples for each (0: no stage)."""
+    """How many suspects the stage rewrites, how many answers it samples for each, how many mutants it
+    tries first (both 0: no stage)."""
 
     samples: int = 0
     functions: int = DEFAULT_REWRITE_FUNCTIONS
+    mutants: int = 0
     temperature: float = DEFAULT_REWRITE_TEMPERATURE
 
     def __post_init__(self) -> None:
-        if self.samples < 0 or self.functions < 1:
-            raise ValueError(f"rewrite samples must be >= 0 and functions >= 1, got {self.samples}, {self.functions}")
+        if self.samples < 0 or self.functions < 1 or self.mutants < 0:
+            raise ValueError(f"rewrite samples and mutants must be >= 0 and functions >= 1, got {self.samples}, "
+                             f"{self.mutants}, {self.functions}")
         if self.temperature < 0:
             raise ValueError(f"rewrite temperature must be >= 0, got {self.temperature}")
 
     @property
     def enabled(self) -> bool:
-        return self.samples > 0
+        return self.samples > 0 or self.mutants > 0
 
     def samples_per_suspect(self, found: int) -> list[int]:
         """Answers for each of ``found`` suspects, in rank order: the stage's ``samples x functions``
         answers spread over them, the first suspect (the likeliest) a double share, none more than
         ``MAX_SAMPLES_EACH x samples``, each at least one."""
-        if found <= 0 or not self.enabled:
+        if found <= 0 or self.samples <= 0:
             return []
         share = self.samples * self.functions / (found + 1)
         cap = self.samples * MAX_SAMPLES_EACH
@@ -196,12 +207,14 @@ class _Stage:
     executor: Executor | None
     turns: list[AgentTurnRecord]
     messages: list[dict[str, str]]
+    check_seconds: list[float] = field(default_factory=list)
 
     async def in_sandbox(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     async def run_check(self) -> tuple[CheckScore, str]:
         result = await self.in_sandbox(self.sandbox.run, self.check)
+        self.check_seconds.append(result.seconds)
         return score(result.exit_code, result.output), result.output
 
     async def suspects(self, output: str) -> list[Suspect]:
@@ -252,9 +265,7 @@ class _Stage:
 
     async def write(self, suspect: Suspect, new: str) -> bool:
         """Write ``new`` over ``suspect`` (the ``rewrite`` op); False when it was refused."""
-        op = {"op": "rewrite", "path": suspect.path, "first": suspect.first, "last": suspect.last,
-              "old": suspect.text, "new": new}
-        return (await self.in_sandbox(run_program, self.sandbox, op)).exit_code == 0
+        return (await self.in_sandbox(run_program, self.sandbox, suspect.rewrite_op(new))).exit_code == 0
 
     async def try_rewrite(self, rec: AgentTurnRecord, suspect: Suspect, new: str) -> tuple[CheckScore, str] | None:
         """Write ``new`` over ``suspect`` and run the check: its ``(score, output)``; a rewrite that does not
@@ -276,7 +287,14 @@ class _Stage:
         if baseline.passed:
             return True
         suspects = (await self.suspects(output))[:self.policy.functions]
+        trials = MutantTrials(self.sandbox, self.check, python_check_args(self.check), self.record, self.messages,
+                              self.t0, self.executor)
+        if await trials.passes(suspects, output, self.check_seconds[0], self.policy.mutants):
+            self.record.exit_status = MUTANT_PASSED
+            return True
         per_suspect = self.policy.samples_per_suspect(len(suspects))
+        if not per_suspect:
+            return False
         for i, (suspect, samples) in enumerate(zip(suspects, per_suspect, strict=True)):
             messages = _prompt(self.record.task, output, suspect, str(self.sandbox.workdir))
             self.messages += messages
@@ -480,7 +498,7 @@ async def rewrite_stage(client: httpx.AsyncClient, task: str, sandbox: Sandbox, 
     stage = _Stage(client, sandbox, config, policy, check, record, t0, executor, [], [])
     try:
         passed = await stage.repair()
-        record.exit_status = REWRITE_PASSED if passed else REWRITES_FAILED
+        record.exit_status = record.exit_status or (REWRITE_PASSED if passed else REWRITES_FAILED)
     except (httpx.HTTPError, ChatError, OSError, ValueError) as e:
         record.error = f"{type(e).__name__}: {e}"
         record.exit_status = type(e).__name__

@@ -196,14 +196,17 @@ class Sandbox:
         return home
 
     def run(self, command: str, *, stdin: bytes | None = None, home: Path | None = None,
-            max_output_chars: int | None = None) -> CommandResult:
+            max_output_chars: int | None = None, timeout: float | None = None) -> CommandResult:
         """Run ``command`` with ``bash -c`` in ``workdir``; never raises for a failing command.
 
         ``stdin``: bytes the command reads on its standard input (at most ``STDIN_MAX_BYTES``; else it
         reads nothing); ``home``: its ``HOME`` instead of the sandbox's; ``max_output_chars``: its output
-        bound instead of the sandbox's."""
+        bound instead of the sandbox's; ``timeout``: seconds it may run, when fewer than the sandbox's."""
         if stdin is not None and len(stdin) > STDIN_MAX_BYTES:
             raise ValueError(f"stdin holds at most {STDIN_MAX_BYTES} bytes, got {len(stdin)}")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be > 0, got {timeout}")
+        limit = self.timeout if timeout is None else min(timeout, self.timeout)
         max_chars = self.max_output_chars if max_output_chars is None else max_output_chars
         with self._lock:
             if self._closed:
@@ -221,11 +224,11 @@ class Sandbox:
             fd = proc.stdout.fileno()  # type: ignore[union-attr]
             exited = False
             try:
-                exited = pump(proc, fd, capture, start + self.timeout)
+                exited = pump(proc, fd, capture, start + limit)
             finally:
                 self._end_command(proc, fd, capture, group)
             if not exited:
-                capture.feed(f"\n[command timed out after {self.timeout:g} s and was killed]\n".encode())
+                capture.feed(f"\n[command timed out after {limit:g} s and was killed]\n".encode())
             output, truncated = capture.text(max_chars)
             code = TIMEOUT_EXIT_CODE if not exited else _exit_code(proc.returncode)
             return CommandResult(code, output, time.monotonic() - start, not exited, truncated,

@@ -1,0 +1,128 @@
+"""Mutants of a suspect (``agent_engine.agent.mutants``): each operator, the order, the splice, the plan."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from agent_engine.agent.mutants import mutants, planned
+from agent_engine.agent.rewrite_answers import Suspect
+
+pytestmark = pytest.mark.core
+
+METHOD = '''    def pop(self, items, child, n):
+        """Pop the smallest."""
+        if child + 1 < n and items[child] < items[child + 1]:
+            child += 1
+        return items[child:]'''
+
+
+def texts(source: str, neighbours: tuple[str, ...] = ()) -> list[str]:
+    return [m.text for m in mutants(source, neighbours)]
+
+
+def test_every_mutant_parses_differs_and_appears_once() -> None:
+    found = mutants(METHOD)
+    assert found and len({m.text for m in found}) == len(found)
+    for m in found:
+        assert m.text != METHOD
+        ast.parse("if True:\n" + m.text)
+
+
+def test_edits_splice_one_place_and_keep_the_rest_byte_for_byte() -> None:
+    source = "def f(a, b):  # keep this comment\n    return a <= b  # and this one\n"
+    assert "def f(a, b):  # keep this comment\n    return a < b  # and this one\n" in texts(source)
+    assert "def f(a, b):  # keep this comment\n    return a > b  # and this one\n" not in texts(source)
+
+
+def test_comparisons_are_loosened_tightened_and_flipped() -> None:
+    found = texts(METHOD)
+    assert METHOD.replace("items[child] < items[child + 1]", "items[child] > items[child + 1]") in found
+    assert METHOD.replace("child + 1 < n", "child + 1 <= n") in found
+    assert texts("def f(x, s):\n    return x not in s\n") == ["def f(x, s):\n    return x in s\n"] + texts(
+        "def f(x, s):\n    return x not in s\n")[1:]
+
+
+def test_constants_indices_slices_and_range_bounds_move_by_one() -> None:
+    found = texts(METHOD)
+    assert METHOD.replace("child += 1", "child += 2") in found
+    assert METHOD.replace("items[child:]", "items[child + 1:]") in found
+    assert "def f(n):\n    return list(range(n + 1))\n" in texts("def f(n):\n    return list(range(n))\n")
+    assert "def f(s, i, j):\n    return s[(i + j) - 1]\n" in texts("def f(s, i, j):\n    return s[i + j]\n")
+
+
+def test_conditions_are_negated_and_if_becomes_while() -> None:
+    source = "def f(n, p):\n    if not n % p:\n        n //= p\n    return n\n"
+    found = texts(source)
+    assert "def f(n, p):\n    while not n % p:\n        n //= p\n    return n\n" in found
+    assert "def f(n, p):\n    if n % p:\n        n //= p\n    return n\n" in found
+    assert "def f(a, b):\n    if a and b:\n        return 1\n" in texts("def f(a, b):\n    if a or b:\n        return 1\n")
+
+
+def test_an_except_clause_is_widened_to_a_sibling_error() -> None:
+    source = "def get(seq, i, default):\n    try:\n        return seq[i]\n    except KeyError:\n        return default\n"
+    assert source.replace("except KeyError:", "except (KeyError, IndexError):") in texts(source)
+
+
+def test_a_sibling_method_the_function_calls_replaces_a_call() -> None:
+    source = ("def parse_sum(self):\n    left = self.parse_product()\n    while self.peek() == '+':\n"
+              "        right = self.parse_sum()\n        left = left + right\n    return left\n")
+    found = texts(source)
+    assert source.replace("right = self.parse_sum()", "right = self.parse_product()") in found
+    assert source.replace("right = self.parse_sum()", "right = self.peek()") in found
+    assert all("self.parse_product(1)" not in t for t in found)
+
+
+def test_truncation_becomes_rounding() -> None:
+    source = "def to_byte(p):\n    return int(p / 100 * 255)\n"
+    assert "def to_byte(p):\n    return int(round(p / 100 * 255))\n" in texts(source)
+
+
+def test_a_variable_on_the_same_line_replaces_another() -> None:
+    source = "def key(kwargs):\n    return tuple(type(k) for k, v in sorted(kwargs))\n"
+    assert "def key(kwargs):\n    return tuple(type(v) for k, v in sorted(kwargs))\n" in texts(source)
+
+
+def test_a_statement_is_deleted_or_copied_from_a_neighbour() -> None:
+    get = ("    def get(self, key):\n        node = self.map[key]\n        self.hits += 1\n"
+           "        return node.value")
+    put = "    def put(self, key, node):\n        self.map[key] = node\n        self._move_to_front(node)"
+    found = mutants(get, (put,))
+    copied = ("    def get(self, key):\n        node = self.map[key]\n        self.hits += 1\n"
+              "        self._move_to_front(node)\n        return node.value")
+    assert copied in [m.text for m in found]
+    assert "    def get(self, key):\n        node = self.map[key]\n        return node.value" in [m.text for m in found]
+    tiers = [m.tier for m in found]
+    assert tiers == sorted(tiers) and found[[m.text for m in found].index(copied)].tier == 3
+
+
+def test_a_value_never_read_is_given_to_its_namesake() -> None:
+    source = ("def scan(s, end):\n    uni, end = read(s, end)\n    if s[end:end + 2] == 'u':\n"
+              "        uni2, end2 = read(s, end + 2)\n        uni = uni + uni2\n    return uni, end\n")
+    want = source.replace("        uni = uni + uni2\n", "        uni = uni + uni2\n        end = end2\n")
+    found = mutants(source)
+    assert want in [m.text for m in found]
+    assert next(m for m in found if m.text == want).tier == 1
+
+
+def test_text_that_does_not_parse_gives_no_mutants_and_a_module_file_gives_some() -> None:
+    assert mutants("def f(:\n    pass") == []
+    assert mutants("") == []
+    assert "LIMIT = 11\n" in texts("LIMIT = 10\n")
+
+
+def test_a_non_ascii_line_is_spliced_at_character_positions() -> None:
+    source = "def f(s):\n    return 'é' + s[1:] if len(s) > 1 else s\n"
+    assert "def f(s):\n    return 'é' + s[1:] if len(s) >= 1 else s\n" in texts(source)
+
+
+def test_the_plan_goes_tier_by_tier_then_suspect_by_suspect_within_its_limit() -> None:
+    first = Suspect("m.py", "f", 1, 2, "def f(a, b):\n    return a < b")
+    second = Suspect("m.py", "g", 4, 6, "def g(x):\n    y = x\n    return x == 1")
+    plan = planned([first, second], 1000)
+    tiers = [m.tier for _, m in plan]
+    assert tiers == sorted(tiers)
+    tier_one = [s.name for s, m in plan if m.tier == 1]
+    assert tier_one == sorted(tier_one) and {"f", "g"} <= set(tier_one)
+    assert len(planned([first, second], 3)) == 3 and planned([], 10) == []
