@@ -106,6 +106,16 @@ def test_a_value_never_read_is_given_to_its_namesake() -> None:
     assert next(m for m in found if m.text == want).tier == 1
 
 
+def test_operands_arguments_statements_and_chained_calls_trade_places() -> None:
+    assert "def f(a, b):\n    return b - a\n" in texts("def f(a, b):\n    return a - b\n")
+    assert "def f(a, b):\n    return b + a\n" not in texts("def f(a, b):\n    return a + b\n")
+    assert "def f(a, b):\n    return g(b, a)\n" in texts("def f(a, b):\n    return g(a, b)\n")
+    unescape = "def unescape(s):\n    return s.replace('~0', '~').replace('~1', '/')\n"
+    assert "def unescape(s):\n    return s.replace('~1', '/').replace('~0', '~')\n" in texts(unescape)
+    source = "def f(x):\n    y = x + 1\n    x = 2\n    return x + y\n"
+    assert "def f(x):\n    x = 2\n    y = x + 1\n    return x + y\n" in texts(source)
+
+
 def test_text_that_does_not_parse_gives_no_mutants_and_a_module_file_gives_some() -> None:
     assert mutants("def f(:\n    pass") == []
     assert mutants("") == []

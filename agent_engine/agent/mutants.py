@@ -5,9 +5,10 @@ sets of mutation testing: mutmut, PIT) tries the classic small edits at the susp
 the check judge: a loosened or flipped comparison, an off-by-one constant, index, slice or ``range``
 bound, ``and``/``or``, a negated condition, ``if``/``while``, a wider ``except``, truncation for
 rounding, a call to the sibling method the function calls elsewhere, a variable swapped for another on
-the same line, a statement deleted, a statement the function (or a neighbour in its file) already holds
-copied to another place, a value computed and never used assigned to its namesake. Each costs one run
-of the check and no tokens; a wrong one is undone. Real bugs are often one such edit away from their
+the same line, two operands, arguments, statements or chained calls in the wrong order, a statement
+deleted, a statement the function (or a neighbour in its file) already holds copied to another place,
+a value computed and never used assigned to its namesake. Each costs one run of the check and no
+tokens; a wrong one is undone. Real bugs are often one such edit away from their
 fix; the ones that are not are left to the model.
 
 Invariants:
@@ -15,8 +16,9 @@ Invariants:
   none).
 - Each mutant is the whole suspect text with one edit, parses, differs from the text and from every
   other mutant; the list is in the order to try: by tier (``Mutant.tier``: 1 one token, or a value
-  computed and never read given to its namesake; 2 a variable swapped, a statement deleted; 3 a
-  statement copied), then in source order.
+  computed and never read given to its namesake, an operand order; 2 a variable swapped, two
+  arguments, statements or chained calls swapped, a statement deleted; 3 a statement copied), then in
+  source order.
 - An edit splices the text at the syntax tree's positions: everything else stays byte for byte (never
   ``ast.unparse``).
 """
@@ -44,6 +46,7 @@ EXCEPTION_SIBLINGS = {"KeyError": ("IndexError", "TypeError", "AttributeError"),
                       "AttributeError": ("TypeError", "KeyError"), "LookupError": ("TypeError",),
                       "StopIteration": ("IndexError",), "ZeroDivisionError": ("ValueError",)}
 FUNCTION_PAIRS = {"min": "max", "max": "min", "any": "all", "all": "any", "floor": "ceil", "ceil": "floor"}
+NON_COMMUTATIVE = (ast.Sub, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift, ast.RShift)
 SIMPLE_EXPRESSIONS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
 MAX_COPIED_LINES = 4  # a statement copied elsewhere is at most this long
 BUILTIN_NAMES = frozenset(dir(builtins))
@@ -166,6 +169,7 @@ def _edits(src: _Source, neighbours: tuple[str, ...]) -> Iterator[_Edit]:
         yield from _bound_edits(src, node)
         yield from _call_edits(src, node)
     yield from _variable_edits(src)
+    yield from _swaps(src)
     yield from _deletions(src)
     yield from _copies(src, neighbours)
     yield from _unused_assignments(src)
@@ -185,6 +189,8 @@ def _token_edits(src: _Source, node: ast.AST) -> Iterator[_Edit]:
                 yield _Edit(span[0], span[1], BOOLEANS[span[2]], 1, f"`{span[2]}` -> `{BOOLEANS[span[2]]}`")
     elif isinstance(node, ast.BinOp) and not _is_text(node.left) and not _is_text(node.right):
         yield from _swapped_operator(src, node.left, node.right, ARITHMETIC)
+        if isinstance(node.op, NON_COMMUTATIVE):
+            yield _swapped_pair(src, node.left, node.right, 1, "operands swapped")
     elif isinstance(node, ast.AugAssign):
         yield from _swapped_operator(src, node.target, node.value, ARITHMETIC)
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
@@ -338,6 +344,34 @@ def _whole_lines(src: _Source, node: ast.stmt) -> tuple[int, int] | None:
     if src.lines[r0][:c0].strip() or src.lines[r1][c1:].strip() and not src.lines[r1][c1:].strip().startswith("#"):
         return None
     return r0, r1
+
+
+def _swapped_pair(src: _Source, first: ast.AST, second: ast.AST, tier: int, what: str) -> _Edit:
+    """``first`` and ``second`` (in source order, apart) trade places; what lies between stays."""
+    a, b = src.source(first), src.source(second)
+    between = src.segment(src.end(first), src.start(second))
+    return _Edit(src.start(first), src.end(second), b + between + a, tier, what)
+
+
+def _swaps(src: _Source) -> Iterator[_Edit]:
+    """Tier 2: two things in the wrong order: a call's two positional arguments, two adjacent simple
+    statements, the two calls of a chain (``s.replace(a, b).replace(c, d)``)."""
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.Call) and len(node.args) == 2 and not node.keywords:
+            if not any(isinstance(a, ast.Starred) for a in node.args):
+                yield _swapped_pair(src, node.args[0], node.args[1], 2, "arguments swapped")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Call)
+                and isinstance(node.func.value.func, ast.Attribute)):
+            inner = node.func.value
+            outer_call = src.segment(src.end(inner), src.end(node))  # ``.b(q)``
+            inner_call = src.segment(src.end(inner.func.value), src.end(inner))  # ``.a(p)``
+            yield _Edit(src.end(inner.func.value), src.end(node), outer_call + inner_call, 2, "chained calls swapped")
+    for block in _blocks(src.tree):
+        for first, second in zip(block, block[1:], strict=False):
+            simple = (ast.Assign, ast.AugAssign, ast.Expr)
+            rows = _whole_lines(src, first), _whole_lines(src, second)
+            if isinstance(first, simple) and isinstance(second, simple) and None not in rows:
+                yield _swapped_pair(src, first, second, 2, "statements swapped")
 
 
 def _deletions(src: _Source) -> Iterator[_Edit]:
