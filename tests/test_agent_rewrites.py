@@ -160,6 +160,8 @@ def test_the_failing_tests_run_alone_and_say_whether_they_pass_now(shop: Sandbox
         return json.loads(run_program(shop, {"op": "failing_tests", "argv": ["check.py"], "failing": names}).output)
 
     assert outcome(failing) == {"ran": 1, "failed": 1}  # the other three tests never ran
+    # no bytecode left behind: a same-size mutant written within the second would import it stale
+    assert not list(Path(shop.workdir_path).rglob("*.pyc"))
     assert outcome([]) is None
     assert outcome(["tests/test_prices.py::PricesTest::test_fmt"]) == {"ran": 1, "failed": 0}
     prices = Path(shop.workdir_path) / "shop/prices.py"

@@ -136,8 +136,9 @@ _SOURCES = [(Path(__file__).resolve().parent / name).read_text(encoding="utf-8")
 
 
 def tool_program() -> str:
-    """The program every file and repository tool runs in the sandbox (``python3 -I -c PROGRAM ARG``):
-    ``edit_undo``'s, ``text_match``'s, ``file_tool``'s, ``failing_code``'s, ``repair_tool``'s and then
+    """The program every file and repository tool runs in the sandbox (``python3 -I -B -c PROGRAM ARG``:
+    isolated, and writing no bytecode: the ops that import the repository would leave ``.pyc`` files that
+    a same-size edit within the same second reads stale), ``edit_undo``'s, ``text_match``'s, ``file_tool``'s, ``failing_code``'s, ``repair_tool``'s and then
     ``repo_tool``'s sources, executed in one namespace named
     ``SANDBOX_NAMESPACE`` (so neither runs its own ``__main__`` block), then ``repo_tool``'s ``main``. The
     sources travel compressed (zlib, base64): the program is one argument, and Linux caps one at 128 KiB."""
@@ -158,7 +159,7 @@ def run_program(sandbox: Sandbox, op: dict[str, Any], max_output_chars: int | No
     sandbox's limit unless ``max_output_chars`` says otherwise (an op whose output is data, not an
     observation), and it runs for the sandbox's command timeout unless ``timeout`` is shorter."""
     encoded = base64.b64encode(json.dumps(op).encode()).decode()
-    return sandbox.run(f"python3 -I -c {shlex.quote(_PROGRAM)} {encoded}", max_output_chars=max_output_chars,
+    return sandbox.run(f"python3 -I -B -c {shlex.quote(_PROGRAM)} {encoded}", max_output_chars=max_output_chars,
                        timeout=timeout)
 
 

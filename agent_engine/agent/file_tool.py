@@ -1,4 +1,4 @@
-"""The program behind the file tools: it runs INSIDE the sandbox, as ``python3 -I -c PROGRAM ARG``.
+"""The program behind the file tools: it runs INSIDE the sandbox, as ``python3 -I -B -c PROGRAM ARG``.
 
 ``agent_engine.agent.aci`` runs this file's source (after ``agent_engine.agent.text_match``'s, where an
 edit's old text stands, and before ``agent_engine.agent.repo_tool``'s, in one namespace: see

@@ -2,7 +2,7 @@
 
 ``agent_engine.agent.aci.tool_program`` runs ``text_match``'s, ``file_tool``'s, ``failing_code``'s and
 ``repair_tool``'s sources and then this one in one namespace (named ``SANDBOX_NAMESPACE``) as
-``python3 -I -c PROGRAM ARG``, ARG being base64 JSON ``{"op", ...}``; this ``main`` answers ``map``,
+``python3 -I -B -c PROGRAM ARG``, ARG being base64 JSON ``{"op", ...}``; this ``main`` answers ``map``,
 ``search``, ``failing_code`` (``agent_engine.agent.failing_code``), ``suspects``, ``failing_tests`` and
 ``rewrite`` (``agent_engine.agent.repair_tool``) and the ``view`` of a folder, and hands every other op to
 ``file_tool``'s. What it prints is the observation. Importing it
