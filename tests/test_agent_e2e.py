@@ -150,15 +150,15 @@ def test_agent_runner_observations(server: ServerProcess, repo: Path) -> None:
 @pytest.mark.timeout(300)
 def test_agent_tasks_benchmark_end_to_end(tmp_path: Path) -> None:
     """``bench agent-tasks`` on one shipped task x two policies (no hints: the server infers the job),
-    the embedded model: real servers, a real agent (one rewrite of one suspect first, then at most two
-    agent calls), the task's check run in the job's sandbox."""
+    the embedded model: real servers, a real agent (no mutants, so that the model works: one rewrite of
+    one suspect first, then at most two agent calls), the task's check run in the job's sandbox."""
     from agent_engine.model.default_model import default_model_dir
     from benchmarks.agent_tasks import main as bench_main
 
     out = tmp_path / "agent_tasks.json"
     t = time.perf_counter()
     rc = bench_main(["--model", str(default_model_dir()), "--jobs", "1", "--policies", "fcfs,continuum", "--hints", "none", "--step-limit", "2",
-                     "--rewrites", "1", "--rewrite-functions", "1", "--max-tokens", "8", "--max-model-len", "2048", "--num-kv-blocks", "160",
+                     "--rewrites", "1", "--rewrite-functions", "1", "--mutants", "0", "--max-tokens", "8", "--max-model-len", "2048", "--num-kv-blocks", "160",
                      "--engine-arg=--no-profile-reload-cost", "--log-dir", str(tmp_path / "logs"),
                      "--records-dir", str(tmp_path / "records"), "--json", str(out), "--no-progress"])
     print(f"\nbench agent-tasks: {time.perf_counter() - t:.1f} s")

@@ -207,14 +207,12 @@ class _Stage:
     executor: Executor | None
     turns: list[AgentTurnRecord]
     messages: list[dict[str, str]]
-    check_seconds: list[float] = field(default_factory=list)
 
     async def in_sandbox(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     async def run_check(self) -> tuple[CheckScore, str]:
         result = await self.in_sandbox(self.sandbox.run, self.check)
-        self.check_seconds.append(result.seconds)
         return score(result.exit_code, result.output), result.output
 
     async def suspects(self, output: str) -> list[Suspect]:
@@ -283,13 +281,15 @@ class _Stage:
 
     async def repair(self) -> bool:
         """The stage's steps (see the module docstring); True when the check passes."""
+        started = time.perf_counter()
         baseline, output = await self.run_check()
+        check_seconds = time.perf_counter() - started
         if baseline.passed:
             return True
         suspects = (await self.suspects(output))[:self.policy.functions]
         trials = MutantTrials(self.sandbox, self.check, python_check_args(self.check), self.record, self.messages,
                               self.t0, self.executor)
-        if await trials.passes(suspects, output, self.check_seconds[0], self.policy.mutants):
+        if await trials.passes(suspects, output, check_seconds, self.policy.mutants):
             self.record.exit_status = MUTANT_PASSED
             return True
         per_suspect = self.policy.samples_per_suspect(len(suspects))
