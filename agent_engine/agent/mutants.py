@@ -86,7 +86,7 @@ class _Source:
         indented = text[:1].isspace()
         try:
             tree = ast.parse("if True:\n" + text if indented else text)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         return cls(text, tree, 1 if indented else 0)
 
@@ -129,7 +129,7 @@ def _tokens(text: str, shift: int) -> list[tuple[Position, Position, str]]:
     source = "if True:\n" + text if shift else text
     try:
         found = list(tokenize.generate_tokens(io.StringIO(source).readline))
-    except (tokenize.TokenError, SyntaxError):
+    except (tokenize.TokenError, SyntaxError, RecursionError):
         return []
     return [((t.start[0] - 1 - shift, t.start[1]), (t.end[0] - 1 - shift, t.end[1]), t.string)
             for t in found if t.type in (tokenize.OP, tokenize.NAME)]
