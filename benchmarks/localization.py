@@ -25,6 +25,7 @@ from pathlib import Path
 
 from agent_engine.agent.aci import run_program
 from agent_engine.agent.failures import read_failures
+from agent_engine.agent.judge import check_paths, protect
 from agent_engine.agent.repair_tool import SUSPECT_LINES
 from agent_engine.agent.rewrites import python_check_args
 from agent_engine.agent.sandbox import Sandbox
@@ -66,10 +67,7 @@ def suspects_of(task: AgentTask, timeout: float) -> list[JsonObject]:
     """The suspects the stage's op lists for the pristine repository (at most ``LIMIT``)."""
     sandbox = Sandbox.create(str(task.repo), timeout=timeout)
     try:
-        for name in task.check_files or ["check.py"]:
-            path = Path(sandbox.workdir_path) / name
-            for f in [path] if path.is_file() else sorted(path.rglob("*.py")) if path.is_dir() else []:
-                f.chmod(0o444)
+        protect(sandbox.workdir_path, check_paths(task))
         out = sandbox.run(task.check or "python3 check.py")
         failures = read_failures(out.output)
         op = {"op": "suspects", "argv": python_check_args(task.check or ""), "failing": failures.tests,

@@ -22,6 +22,7 @@ import httpx
 
 from agent_engine.agent.job_config import AgentConfig, AgentJobResult
 from agent_engine.agent.judge import check_paths, judge, protect
+from agent_engine.agent.mutant_trials import PASSED_NOTE
 from agent_engine.agent.rewrites import (
     DEFAULT_MUTANTS,
     DEFAULT_REWRITE_FUNCTIONS,
@@ -58,7 +59,7 @@ def repaired(task: AgentTask, policy: RewritePolicy, timeout: float) -> JsonObje
         verdict = judge(sandbox, task)
     finally:
         sandbox.close()
-    passed = next((m["content"] for m in result.messages if m["content"].startswith("The check passes")), "")
+    passed = next((m["content"] for m in result.messages if m["content"].startswith(PASSED_NOTE)), "")
     return {"task": task.name, "solved": verdict.solved, "verdict": verdict.reason, "tried": result.job.mutants,
             "exit_status": result.job.exit_status, "seconds": round(time.perf_counter() - started, 1),
             "mutant": passed.split("\n", 1)[0]}

@@ -36,8 +36,9 @@ from agent_engine.agent.mutants import Mutant, planned
 from agent_engine.agent.rewrite_answers import Suspect, diff_lines
 from agent_engine.agent.sandbox import Sandbox
 
-__all__ = ["MIN_MUTANT_CHECK_SECONDS", "MUTANT_CHECK_FACTOR", "MutantTrials"]
+__all__ = ["MIN_MUTANT_CHECK_SECONDS", "MUTANT_CHECK_FACTOR", "PASSED_NOTE", "MutantTrials"]
 
+PASSED_NOTE = "The check passes with mutant"  # how the conversation's note of the passing mutant begins
 MUTANT_CHECK_FACTOR = 4  # a mutant's check may run this many times the first check's seconds ...
 MIN_MUTANT_CHECK_SECONDS = 10.0  # ... and at least this long (a mutant that loops forever is cut)
 T = TypeVar("T")
@@ -67,14 +68,13 @@ class MutantTrials:
         timeout = max(MIN_MUTANT_CHECK_SECONDS, MUTANT_CHECK_FACTOR * check_seconds)
         failing = read_failures(output).tests
         before = await self.failing_tests(failing, timeout)
-        reproduced = before is not None and before["ran"] > 0 and before["failed"] > 0
+        fixed = {"ran": before["ran"], "failed": 0} if before and before["ran"] and before["failed"] else None
         filtered = 0
         for suspect, mutant in plan:
             if not await self.write(suspect, mutant.text):
                 continue
             job.mutants += 1
-            if reproduced and before is not None and await self.failing_tests(failing, timeout) != {
-                    "ran": before["ran"], "failed": 0}:
+            if fixed is not None and await self.failing_tests(failing, timeout) != fixed:
                 filtered += 1
                 await self.undo()
                 continue
@@ -120,5 +120,5 @@ class MutantTrials:
 
 def _note(suspect: Suspect, mutant: Mutant, tried: int) -> str:
     """What the conversation says of the mutant that passed: where and what, and its diff."""
-    return (f"The check passes with mutant {tried} of the suspects: {suspect.path} {suspect.name}, {mutant.what}.\n"
+    return (f"{PASSED_NOTE} {tried} of the suspects: {suspect.path} {suspect.name}, {mutant.what}.\n"
             f"```diff\n{diff_lines(suspect.text, mutant.text)}\n```")

@@ -226,7 +226,7 @@ def _condition_edits(src: _Source, node: ast.If | ast.While) -> Iterator[_Edit]:
     if not (isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not)):
         yield _Edit(src.start(node.test), src.end(node.test), f"not ({test})", 1, f"`{test}` negated")
     start = src.start(node)
-    keyword = src.lines[start[0]][start[1]:].split(None, 1)[0] if src.lines[start[0]][start[1]:].strip() else ""
+    keyword = (src.lines[start[0]][start[1]:].split(None, 1) or [""])[0]
     if not node.orelse and keyword in ("if", "while"):
         other = "while" if keyword == "if" else "if"
         yield _Edit(start, (start[0], start[1] + len(keyword)), other, 1, f"`{keyword}` -> `{other}`")
@@ -399,10 +399,8 @@ def _copies(src: _Source, neighbours: tuple[str, ...]) -> Iterator[_Edit]:
     and calls), copied before another statement of the function, or after its block's last."""
     known = {n.id for n in ast.walk(src.tree) if isinstance(n, ast.Name)} | BUILTIN_NAMES
     candidates: list[str] = []
-    for text in (src.text, *neighbours):
-        other = src if text is src.text else _Source.parsed(text)
-        if other is not None:
-            candidates += [c for c in _copyable(other) if _names_known(c, known)]
+    for other in [src, *(n for n in map(_Source.parsed, neighbours) if n is not None)]:
+        candidates += [c for c in _copyable(other) if _names_known(c, known)]
     for snippet in dict.fromkeys(candidates):
         yield from _insertions(src, snippet, 3, f"`{snippet.strip().splitlines()[0]}` copied here")
 

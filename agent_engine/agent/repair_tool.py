@@ -203,7 +203,13 @@ def run_traced(argv: list[str]) -> Spectrum | None:
     """Run the check (a Python command's arguments) under the spectrum's hook, its output discarded;
     None when the arguments run no script or module."""
     spectrum = Spectrum()
-    return spectrum if run_quietly(argv, spectrum.watch_opens, spectrum.arm, lambda: sys.settrace(None)) else None
+
+    def arm() -> Callable[[], None]:
+        restore_open = spectrum.watch_opens()
+        spectrum.arm()
+        return lambda: (sys.settrace(None), restore_open())
+
+    return spectrum if run_quietly(argv, arm) else None
 
 
 class FailingOnly:
@@ -250,23 +256,18 @@ def failing_outcome(argv: list[str], failing: list[str]) -> dict[str, int] | Non
     if not failing:
         return None
     only = FailingOnly(failing)
-    restore: list[Callable[[], None]] = []
-    ran = run_quietly(argv, lambda: (lambda: None), lambda: restore.append(only.arm()),
-                      lambda: [r() for r in restore])
-    return {"ran": only.ran, "failed": only.failed} if ran else None
+    return {"ran": only.ran, "failed": only.failed} if run_quietly(argv, only.arm) else None
 
 
-def run_quietly(argv: list[str], prepare: Callable[[], Callable[[], None]], arm: Callable[[], object],
-                disarm: Callable[[], object]) -> bool:
+def run_quietly(argv: list[str], arm: Callable[[], Callable[[], object]]) -> bool:
     """Run the check (a Python command's arguments) in this process, its output sent to ``/dev/null``:
-    ``prepare`` before (it returns what undoes it), ``arm`` just before the check's code, ``disarm`` after;
-    False when the arguments run no script or module."""
+    ``arm`` just before the check's code, what it returns just after; False when the arguments run no
+    script or module."""
     entry = check_entry(argv)
     if entry is None:
         return False
     kind, target = entry
     rest = argv[argv.index(target) + 1:]
-    undo = prepare()
     sys.stdout.flush()
     saved = os.dup(1), os.dup(2)
     sink = os.open(os.devnull, os.O_WRONLY)
@@ -274,7 +275,7 @@ def run_quietly(argv: list[str], prepare: Callable[[], Callable[[], None]], arm:
     os.dup2(sink, 2)
     sys.argv = [target, *rest]
     sys.path.insert(0, os.path.dirname(os.path.realpath(target)) if kind == "script" else os.path.realpath("."))
-    arm()
+    disarm = arm()
     try:
         if kind == "script":
             runpy.run_path(target, run_name="__main__")
@@ -284,7 +285,6 @@ def run_quietly(argv: list[str], prepare: Callable[[], Callable[[], None]], arm:
         pass
     finally:
         disarm()
-        undo()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
