@@ -77,7 +77,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interfaces", default="tools",
                    help="comma list of agents: tools (our agent, tool calls), text (our agent, one bash block), "
                         "mini (mini-swe-agent, unmodified; runs commands outside our sandbox) (default tools)")
-    p.add_argument("--policies", default="fcfs,continuum", help="comma list of policies (default fcfs,continuum)")
+    p.add_argument("--policies", default="fcfs,continuum",
+                   help="comma list of policies (default fcfs,continuum; empty with --vllm or --llama-server: the "
+                        "peers' rows alone)")
     p.add_argument("--hints", default="job_id,none",
                    help=f"comma list of client hint styles, each policy runs under each: {', '.join(HINT_STYLES)} "
                         "(default job_id,none)")
@@ -131,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
     rows: dict[str, dict[str, Any]] = {}
     for interface, policy, hints in pairs:
         rows[_row_name(interface, policy, hints)] = run_pair(policy, hints, model, tasks, args, interface)
-    _report(args, model, tasks, rows, load0)
+        _write(args, model, tasks, rows, load0, complete=len(rows) == len(pairs))  # a run cut later keeps its rows
+    _report(rows)
     return 1 if any(r.get("jobs_failed") for r in rows.values()) else 0
 
 
@@ -152,8 +155,8 @@ def _pairs(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     bad = [h for h in styles if h not in HINT_STYLES]
     if bad or not styles:
         raise ValueError(f"--hints: unknown style(s) {bad}; known: {', '.join(HINT_STYLES)}")
-    if not policies:
-        raise ValueError("--policies: no policy given")
+    if not policies and not (args.vllm or args.llama_server):
+        raise ValueError("--policies: no policy given (empty only beside --vllm or --llama-server: the peers' rows alone)")
     for policy in policies:
         policy_engine_args(policy)
     for flag in ("concurrency", "step_limit", "max_tokens"):
@@ -325,8 +328,7 @@ def _row(policy: str, hints: str, result: Any, metrics: dict[str, float], wall_s
     }
 
 
-def _report(args: argparse.Namespace, model: str, tasks: Sequence[Any], rows: dict[str, dict[str, Any]],
-            load0: list[float]) -> None:
+def _report(rows: dict[str, dict[str, Any]]) -> None:
     headers = ["run", "solved", "pass@1", "by rewrites", "by mutants", "attempts", "mean steps", "format errors", "repeats", "output tokens",
                "mean JCT s", "p90 JCT s", "prefix hit", "pins hit", "preempt", "server RSS MB", "wall s"]
     table = [[name, f"{r.get('solved', 0)}/{r['jobs']}", r.get("solved_first_attempt"),
@@ -335,10 +337,15 @@ def _report(args: argparse.Namespace, model: str, tasks: Sequence[Any], rows: di
               r.get("p90_jct_s"), r.get("prefix_hit_ratio"), r.get("pins_hit"), r.get("preemptions"),
               r.get("server_peak_rss_mb"), r.get("wall_s")] for name, r in rows.items()]
     print_table(headers, table)
+
+
+def _write(args: argparse.Namespace, model: str, tasks: Sequence[Any], rows: dict[str, dict[str, Any]],
+           load0: list[float], complete: bool) -> None:
+    """The JSON of the rows so far (``complete`` once every row ran)."""
     config = {k: v for k, v in vars(args).items() if k != "func"}
     config.update(model_dir=model, tasks_run=[t.name or t.task for t in tasks], machine=machine_info(),
                   loadavg_start=load0, loadavg_end=list(os.getloadavg()))
-    write_json(args.json, {"config": config, "rows": rows})
+    write_json(args.json, {"config": config, "complete": complete, "rows": rows})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

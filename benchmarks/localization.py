@@ -27,8 +27,8 @@ from agent_engine.agent.aci import run_program
 from agent_engine.agent.failures import read_failures
 from agent_engine.agent.judge import check_paths, protect
 from agent_engine.agent.repair_tool import SUSPECT_LINES
-from agent_engine.agent.rewrites import python_check_args
 from agent_engine.agent.sandbox import Sandbox
+from agent_engine.agent.stage_sandbox import python_check_args
 from agent_engine.agent.task_set import AgentTask, set_solutions, set_tasks
 from agent_engine.json_types import JsonObject
 from agent_engine.reporting import machine_info, print_table, write_json

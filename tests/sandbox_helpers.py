@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +14,26 @@ from agent_engine.agent.sandbox import TIMEOUT_EXIT_CODE, Limits, Sandbox
 from agent_engine.agent.sandbox.confine import resolve
 from agent_engine.agent.sandbox.limits import count_tasks
 
-__all__ = ["MODES", "check_fork_bomb", "check_timeouts", "live_pids", "namespaces_error", "token"]
+__all__ = ["MODES", "check_fork_bomb", "check_timeouts", "live_pids", "namespaces_error", "repo_sandbox", "token"]
 
 MODES = {"namespaces": {"isolation": "namespaces"}, "process": {"isolation": "process"},
          "process-nocgroup": {"isolation": "process", "cgroup": False}}
+
+
+@contextmanager
+def repo_sandbox(root: Path, files: dict[str, str], read_only: tuple[str, ...] = ()) -> Iterator[Sandbox]:
+    """A sandbox over a repository of ``files`` (relative path -> text) written under ``root``, the
+    ``read_only`` ones made read-only in the sandbox's copy (as a task's check files are); closed after."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    sandbox = Sandbox.create(str(root), timeout=60)
+    for rel in read_only:
+        (Path(sandbox.workdir_path) / rel).chmod(0o444)
+    try:
+        yield sandbox
+    finally:
+        sandbox.close()
 
 
 def namespaces_error() -> str | None:

@@ -163,8 +163,9 @@ def test_agent_tasks_benchmark_end_to_end(tmp_path: Path) -> None:
                      "--records-dir", str(tmp_path / "records"), "--json", str(out), "--no-progress"])
     print(f"\nbench agent-tasks: {time.perf_counter() - t:.1f} s")
     assert rc == 0
-    rows = json.loads(out.read_text())["rows"]
-    assert sorted(rows) == ["tools/continuum+hints=none", "tools/fcfs+hints=none"]
+    written = json.loads(out.read_text())
+    rows = written["rows"]
+    assert written["complete"] and sorted(rows) == ["tools/continuum+hints=none", "tools/fcfs+hints=none"]
     for row in rows.values():
         assert (row["jobs"], row["checked"], row["jobs_failed"]) == (1, 1, 0)
         (job,) = row["job_outcomes"]

@@ -105,6 +105,17 @@ def test_a_value_never_read_is_given_to_its_namesake() -> None:
     assert next(m for m in found if m.text == want).tier == 1
 
 
+def test_a_value_never_read_is_put_back_into_each_later_return() -> None:
+    source = ("def det(m):\n    rows, sign, pivots = eliminate(m)\n    product = 1\n    for i in pivots:\n"
+              "        product *= rows[i][i]\n    return product\n")
+    found = {m.text: m for m in mutants(source)}
+    factor = source.replace("return product", "return sign * product")
+    assert factor in found and found[factor].tier == 1
+    assert source.replace("return product", "return product + sign") in found
+    assert not any("return _ *" in t for t in texts("def f(x):\n    y, _ = g(x)\n    return y\n"))
+    assert not any("return x * y" in t for t in texts("def f(x):\n    y = 1\n    return x\n    y = x\n"))
+
+
 def test_operands_arguments_statements_and_chained_calls_trade_places() -> None:
     assert "def f(a, b):\n    return b - a\n" in texts("def f(a, b):\n    return a - b\n")
     assert "def f(a, b):\n    return b + a\n" not in texts("def f(a, b):\n    return a + b\n")
@@ -135,3 +146,14 @@ def test_the_plan_goes_tier_by_tier_then_suspect_by_suspect_within_its_limit() -
     tier_one = [s.name for s, m in plan if m.tier == 1]
     assert tier_one == sorted(tier_one) and {"f", "g"} <= set(tier_one)
     assert len(planned([first, second], 3)) == 3 and planned([], 10) == []
+
+
+def test_suspects_past_the_leading_ones_count_one_tier_later() -> None:
+    first = Suspect("m.py", "f", 1, 4, "def f(a, b):\n    log(a)\n    c = a\n    return a < b")
+    extra = Suspect("n.py", "g", 1, 2, "def g(x):\n    return x == 1")
+    plan = planned([first, extra], 1000, leading=1)
+    order = [(s.name, m.tier) for s, m in plan]
+    last_leader_tier_two = max(i for i, (name, tier) in enumerate(order) if name == "f" and tier == 2)
+    first_extra = min(i for i, (name, _) in enumerate(order) if name == "g")
+    assert first_extra > last_leader_tier_two
+    assert order.index(("f", 3)) > first_extra

@@ -14,14 +14,16 @@ from typing import Any
 import httpx
 import pytest
 from agent_fakes import FakeServer, answer
+from sandbox_helpers import repo_sandbox
 
 from agent_engine.agent.aci import run_program
 from agent_engine.agent.job_runner import AgentRunResult, RunOptions, run_agent_jobs_sync
 from agent_engine.agent.loop import AgentConfig
 from agent_engine.agent.repair_tool import same_test
 from agent_engine.agent.rewrite_answers import Suspect, rewritten_function
-from agent_engine.agent.rewrites import MUTANT_PASSED, REWRITE_PASSED, RewritePolicy, python_check_args
+from agent_engine.agent.rewrites import MUTANT_PASSED, REWRITE_PASSED, RewritePolicy
 from agent_engine.agent.sandbox import Sandbox
+from agent_engine.agent.stage_sandbox import python_check_args
 from agent_engine.agent.task_set import set_tasks
 from agent_engine.agent.text_interface import SUBMIT_COMMAND
 
@@ -114,13 +116,8 @@ LIBRARY = {
 
 @pytest.fixture
 def shop(tmp_path: Path) -> Any:
-    for rel, text in LIBRARY.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
-    sandbox = Sandbox.create(str(tmp_path), timeout=60)
-    (Path(sandbox.workdir_path) / "tests" / "test_prices.py").chmod(0o444)
-    yield sandbox
-    sandbox.close()
+    with repo_sandbox(tmp_path, LIBRARY, read_only=("tests/test_prices.py",)) as sandbox:
+        yield sandbox
 
 
 def test_the_function_only_the_failing_test_runs_is_the_first_suspect(shop: Sandbox) -> None:

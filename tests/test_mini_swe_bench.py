@@ -53,3 +53,12 @@ def test_vllm_rows_are_added_hint_free_per_interface() -> None:
     rows = _pairs(args)
     assert rows == [("tools", "fcfs", "job_id"), ("tools", "continuum", "job_id"), ("tools", "vllm-cpu", "none")]
     assert ("tools", "vllm-cpu", "none") not in _pairs(p.parse_args(["--policies", "fcfs"]))
+
+
+def test_the_peers_rows_may_run_alone_but_some_row_must() -> None:
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    alone = _pairs(p.parse_args(["--interfaces", "text", "--policies", "", "--llama-server", "/bin/llama-server"]))
+    assert alone == [("text", "llama-server", "none")]
+    with pytest.raises(ValueError, match="no policy"):
+        _pairs(p.parse_args(["--policies", ""]))

@@ -1,10 +1,11 @@
 """The program behind the repository-wide tools: it runs INSIDE the sandbox, after the other tool sources.
 
-``agent_engine.agent.aci.tool_program`` runs ``text_match``'s, ``file_tool``'s, ``failing_code``'s and
-``repair_tool``'s sources and then this one in one namespace (named ``SANDBOX_NAMESPACE``) as
+``agent_engine.agent.aci.tool_program`` runs ``text_match``'s, ``file_tool``'s, ``failing_code``'s,
+``repair_tool``'s and ``mutant_screen``'s sources and then this one in one namespace (named ``SANDBOX_NAMESPACE``) as
 ``python3 -I -B -c PROGRAM ARG``, ARG being base64 JSON ``{"op", ...}``; this ``main`` answers ``map``,
 ``search``, ``failing_code`` (``agent_engine.agent.failing_code``), ``suspects``, ``failing_tests`` and
-``rewrite`` (``agent_engine.agent.repair_tool``) and the ``view`` of a folder, and hands every other op to
+``rewrite`` (``agent_engine.agent.repair_tool``), ``screen_mutants`` (``agent_engine.agent.mutant_screen``)
+and the ``view`` of a folder, and hands every other op to
 ``file_tool``'s. What it prints is the observation. Importing it
 runs nothing; it needs nothing but the standard library.
 
@@ -56,6 +57,7 @@ else:
         skipped_dir,
     )
     from agent_engine.agent.file_tool import main as file_main
+    from agent_engine.agent.mutant_screen import screen_mutants
     from agent_engine.agent.repair_tool import (
         SUSPECT_LINES,
         SUSPECTS,
@@ -309,6 +311,10 @@ def main(argv: list[str]) -> int:
         return 0
     if op == "failing_tests":
         print(json.dumps(failing_outcome(a.get("argv") or [], a.get("failing") or [])))
+        return 0
+    if op == "screen_mutants":
+        print(json.dumps(screen_mutants(a.get("argv") or [], a.get("failing") or [], int(a.get("ran") or 0),
+                                        a.get("edits") or [], float(a["seconds"]), float(a["budget"]))))
         return 0
     if op == "rewrite":
         return rewrite_function(a["path"], int(a["first"]), int(a["last"]), a["old"], a["new"])

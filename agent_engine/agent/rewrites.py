@@ -10,7 +10,8 @@ and the check, not the model, judges each try. The stage:
    A suspect is a function, or a short file as a whole (a data file the failing tests opened, a module
    the failure names: bugs in a constant, a config file, a function the tests import that is missing);
 3. tries the suspects' mutants first (``agent_engine.agent.mutants``: one-token and one-statement edits,
-   tier by tier, the likeliest suspect first, at most ``mutants``), each written and checked, against
+   tier by tier, the likeliest suspect first, at most ``mutants``; the ``MUTANT_SUSPECTS`` first
+   suspects, those past ``functions`` a tier later), each written and checked, against
    the failing tests alone first (``agent_engine.agent.mutant_trials``): no model call, no token;
    one that passes ends the stage (``MutantPassed``), the others are undone;
 4. for each of the first ``functions`` suspects asks the model for the whole function (or file)
@@ -52,18 +53,15 @@ import asyncio
 import json
 import math
 import re
-import shlex
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 import httpx
 
-from agent_engine.agent.aci import run_program
 from agent_engine.agent.chat import ChatError, ChatReply, stream_chat
-from agent_engine.agent.check_score import CheckScore, score
+from agent_engine.agent.check_score import CheckScore
 from agent_engine.agent.failures import cap_text, failures_line, read_failures, summarize_unittest
 from agent_engine.agent.job_config import AgentConfig, AgentJobRecord, AgentJobResult, AgentTurnRecord
 from agent_engine.agent.loop import client_hints
@@ -81,14 +79,16 @@ from agent_engine.agent.rewrite_answers import (
     single_changes,
 )
 from agent_engine.agent.sandbox import Sandbox
+from agent_engine.agent.stage_sandbox import StageSandbox
 
 __all__ = ["DEFAULT_MUTANTS", "DEFAULT_REWRITE_FUNCTIONS", "DEFAULT_REWRITE_SAMPLES", "MUTANT_PASSED", "REWRITE_PASSED",
-           "RewritePolicy", "python_check_args", "rewrite_stage"]
+           "RewritePolicy", "rewrite_stage"]
 
 DEFAULT_REWRITE_SAMPLES = 4
 REWRITE_PASSED, REWRITES_FAILED = "RewritePassed", "RewritesFailed"  # the stage's exit statuses
 MUTANT_PASSED = "MutantPassed"  # ... when a mutant passed, before any model call
 DEFAULT_MUTANTS = 300  # mutants tried per job, at most
+MUTANT_SUSPECTS = 8  # suspects whose mutants are tried (the rewritten ones lead)
 KEPT = "Kept"
 MAX_SAMPLES_EACH = 3  # times ``samples``: what one suspect may get when fewer than ``functions`` were found
 _PROGRESS = re.compile(r"^[.sFExu]{8,}$", re.M)  # unittest's progress dots
@@ -109,8 +109,6 @@ FOLLOW_UP_OUTPUT_CHARS = 800  # of a failed try's check output in the follow-up 
 FOLLOW_UP_DIFFS = 3  # other failed changes listed there
 SUSPECTS_JSON_CHARS = 1_000_000  # the suspects op's JSON: never cut (a cut list would parse as no suspects)
 SYSTEM = "You are an expert Python developer. You fix bugs with the smallest change that makes the tests pass."
-_PYTHON = re.compile(r"^python(?:3(?:\.[0-9]+)?)?$")
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -134,6 +132,12 @@ class RewritePolicy:
     def enabled(self) -> bool:
         return self.samples > 0 or self.mutants > 0
 
+    @property
+    def suspects(self) -> int:
+        """Suspects ranked: the ``functions`` rewritten, and more whose mutants are tried after the
+        rewritten ones' first two tiers."""
+        return max(self.functions, MUTANT_SUSPECTS) if self.mutants else self.functions
+
     def samples_per_suspect(self, found: int) -> list[int]:
         """Answers for each of ``found`` suspects, in rank order: the stage's ``samples x functions``
         answers spread over them, the first suspect (the likeliest) a double share, none more than
@@ -143,16 +147,6 @@ class RewritePolicy:
         share = self.samples * self.functions / (found + 1)
         cap = self.samples * MAX_SAMPLES_EACH
         return [min(cap, max(1, math.ceil(2 * share)))] + [min(cap, max(1, round(share)))] * (found - 1)
-
-
-def python_check_args(check: str) -> list[str]:
-    """The arguments after the interpreter of a ``python3 ...`` check command; [] for any other command
-    (its spectrum cannot be taken: the static failing path alone ranks the suspects)."""
-    try:
-        argv = shlex.split(check)
-    except ValueError:
-        return []
-    return argv[1:] if argv and _PYTHON.match(argv[0].rsplit("/", 1)[-1]) else []
 
 
 def first_failure(output: str, workdir: str, chars: int) -> str:
@@ -198,29 +192,20 @@ class _Stage:
     """One job's rewrite stage: its sandbox, records and conversation."""
 
     client: httpx.AsyncClient
-    sandbox: Sandbox
+    box: StageSandbox
     config: AgentConfig
     policy: RewritePolicy
-    check: str
     record: AgentJobRecord
     t0: float
-    executor: Executor | None
     turns: list[AgentTurnRecord]
     messages: list[dict[str, str]]
 
-    async def in_sandbox(self, fn: Callable[..., T], *args: object) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
-
-    async def run_check(self) -> tuple[CheckScore, str]:
-        result = await self.in_sandbox(self.sandbox.run, self.check)
-        return score(result.exit_code, result.output), result.output
-
     async def suspects(self, output: str) -> list[Suspect]:
         failures = read_failures(output)
-        op = {"op": "suspects", "argv": python_check_args(self.check), "failing": failures.tests,
-              "tracebacks": [[list(f) for f in tb] for tb in failures.tracebacks], "limit": self.policy.functions,
+        op = {"op": "suspects", "argv": self.box.check_args, "failing": failures.tests,
+              "tracebacks": [[list(f) for f in tb] for tb in failures.tracebacks], "limit": self.policy.suspects,
               "output": output[-OUTPUT_FOR_SUSPECTS_CHARS:], "issue": self.record.task}
-        result = await self.in_sandbox(run_program, self.sandbox, op, SUSPECTS_JSON_CHARS)
+        result = await self.box.op(op, SUSPECTS_JSON_CHARS)
         try:
             found = json.loads(result.output.strip().splitlines()[-1]) if result.output.strip() else []
         except (ValueError, IndexError):
@@ -261,19 +246,15 @@ class _Stage:
         job.end_at, job.turns, job.steps = rec.done_at, job.turns + 1, job.steps + 1
         return rec, reply
 
-    async def write(self, suspect: Suspect, new: str) -> bool:
-        """Write ``new`` over ``suspect`` (the ``rewrite`` op); False when it was refused."""
-        return (await self.in_sandbox(run_program, self.sandbox, suspect.rewrite_op(new))).exit_code == 0
-
     async def try_rewrite(self, rec: AgentTurnRecord, suspect: Suspect, new: str) -> tuple[CheckScore, str] | None:
         """Write ``new`` over ``suspect`` and run the check: its ``(score, output)``; a rewrite that does not
         pass is undone again; None when nothing was written. The write and the check count as ``rec``'s
         tool time (a single change tried alone counts to the answer it came from)."""
         started = time.perf_counter()
-        written = await self.write(suspect, new)
-        now, output = await self.run_check() if written else (None, "")
+        written = await self.box.write(suspect, new)
+        now, output = await self.box.run_check() if written else (None, "")
         if now is not None and not now.passed:
-            await self.in_sandbox(run_program, self.sandbox, {"op": "undo"})
+            await self.box.undo()
         rec.exit_code = 0 if now is not None and now.passed else 1
         rec.tool_seconds = (rec.tool_seconds or 0.0) + time.perf_counter() - started
         rec.tool_sleep = rec.tool_seconds
@@ -282,28 +263,28 @@ class _Stage:
     async def repair(self) -> bool:
         """The stage's steps (see the module docstring); True when the check passes."""
         started = time.perf_counter()
-        baseline, output = await self.run_check()
+        baseline, output = await self.box.run_check()
         check_seconds = time.perf_counter() - started
         if baseline.passed:
             return True
-        suspects = (await self.suspects(output))[:self.policy.functions]
-        trials = MutantTrials(self.sandbox, self.check, python_check_args(self.check), self.record, self.messages,
-                              self.t0, self.executor)
-        if await trials.passes(suspects, output, check_seconds, self.policy.mutants):
+        ranked = await self.suspects(output)
+        trials = MutantTrials(self.box, self.record, self.messages, self.t0)
+        if await trials.passes(ranked, output, check_seconds, self.policy.mutants, leading=self.policy.functions):
             self.record.exit_status = MUTANT_PASSED
             return True
+        suspects = ranked[:self.policy.functions]
         per_suspect = self.policy.samples_per_suspect(len(suspects))
         if not per_suspect:
             return False
         for i, (suspect, samples) in enumerate(zip(suspects, per_suspect, strict=True)):
-            messages = _prompt(self.record.task, output, suspect, str(self.sandbox.workdir))
+            messages = _prompt(self.record.task, output, suspect, self.box.workdir)
             self.messages += messages
             tries = _Tries(baseline)
             if await self.rounds_pass(i, suspect, samples, messages, output, tries):
                 return True
             if await self.try_changes(suspect, tries):
                 return True
-            if tries.best is not None and await self.write(suspect, tries.best[2]):
+            if tries.best is not None and await self.box.write(suspect, tries.best[2]):
                 self.messages.append({"role": "user", "content": f"{KEPT}: the rewrite that improved the check most "
                                       f"({baseline.describe()} before, {tries.best[0].describe()} with it)."})
                 baseline, output = tries.best[0], tries.best[1]
@@ -333,7 +314,7 @@ class _Stage:
         model writes it fixed), all at once, and try each fixed line; True when one passes. A small model
         that blames the wrong line of a short function often fixes the right one once it is pointed at."""
         lines = probe_lines(suspect)
-        workdir = str(self.sandbox.workdir)
+        workdir = self.box.workdir
         prompts = [_prompt(self.record.task, output, suspect, workdir, line=n) for n in lines]
         replies = await self.gathered([self.ask(p, suspect, 0, LINE_ANSWER_TOKENS) for p in prompts]) if prompts else []
         for n, answer in zip(lines, replies or [None] * len(lines), strict=True):
@@ -387,7 +368,7 @@ class _Stage:
         if not tries.tried:
             return messages
         shown = next((t for t in tries.tried if tries.best is not None and t.new == tries.best[2]), tries.tried[0])
-        failure = first_failure(shown.output, str(self.sandbox.workdir), FOLLOW_UP_OUTPUT_CHARS)
+        failure = first_failure(shown.output, self.box.workdir, FOLLOW_UP_OUTPUT_CHARS)
         others = [diff_lines(shown.old, t.new) for t in tries.tried if t is not shown][:FOLLOW_UP_DIFFS]
         tried = "".join(f"\n```diff\n{d}\n```" for d in others if d)
         user = (f"With this rewrite the check still fails ({shown.score.describe()}):\n{failure}\n\n"
@@ -495,7 +476,7 @@ async def rewrite_stage(client: httpx.AsyncClient, task: str, sandbox: Sandbox, 
                         executor: Executor | None = None) -> AgentJobResult:
     """Run the stage in ``sandbox`` (see the module docstring); never raises for a failed model call."""
     record = AgentJobRecord(job_id, job_id, time.perf_counter() - t0, task=task)
-    stage = _Stage(client, sandbox, config, policy, check, record, t0, executor, [], [])
+    stage = _Stage(client, StageSandbox(sandbox, check, executor), config, policy, record, t0, [], [])
     try:
         passed = await stage.repair()
         record.exit_status = record.exit_status or (REWRITE_PASSED if passed else REWRITES_FAILED)
