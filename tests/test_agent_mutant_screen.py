@@ -3,6 +3,7 @@ judged by the failing tests alone in a child, undone unless it passes; a hanging
 
 from __future__ import annotations
 
+import asyncio
 import json
 import textwrap
 from collections.abc import Iterator
@@ -11,8 +12,13 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import repo_sandbox
 
-from agent_engine.agent.aci import run_program
+from agent_engine.agent.aci import MAX_COMMAND_CHARS, program_command_chars, run_program
+from agent_engine.agent.job_config import AgentJobRecord
+from agent_engine.agent.mutant_trials import MutantTrials
+from agent_engine.agent.mutants import Mutant
+from agent_engine.agent.rewrite_answers import Suspect
 from agent_engine.agent.sandbox import Sandbox
+from agent_engine.agent.stage_sandbox import StageSandbox
 
 pytestmark = pytest.mark.core
 
@@ -87,3 +93,20 @@ def test_no_mutant_is_started_past_the_op_s_budget(calc: Sandbox) -> None:
     fix = edit("    return part * 100 // total")
     assert screen(calc, [edit("    return part * 100 // total * 3"), fix], seconds=5.0, budget=1.0)["tried"] == 1
     assert (Path(calc.workdir_path) / "calc" / "rate.py").read_text() == SOURCE
+
+
+def test_the_host_screens_in_batches_that_fit_a_command_line_and_finds_a_late_fix(calc: Sandbox) -> None:
+    suspect = Suspect("calc/rate.py", "rate", 1, 2, SOURCE.rstrip("\n"))
+    padding = "    # " + "x" * 5000 + "\n"  # each wrong mutant carries a long comment: more than one op's worth
+    wrong = [Mutant(f"def rate(total, part):\n{padding}    return part * 100 // total * {k}", 1, f"wrong {k}")
+             for k in range(3, 28)]
+    fix = Mutant("def rate(total, part):\n    return part * 100 // total", 1, "the fix")
+    plan = [(suspect, m) for m in [*wrong, fix]]
+    record = AgentJobRecord("job", "job", 0.0)
+    trials = MutantTrials(StageSandbox(calc, "python3 check.py"), record, [], 0.0)
+    first = trials.batch(plan, FAILING)
+    assert 1 <= len(first) < len(plan)  # the plan takes more than one op
+    assert program_command_chars(trials.screen_op(first, FAILING, 1, 3.0)) < MAX_COMMAND_CHARS
+    found, filtered = asyncio.run(trials.screened(plan, FAILING, 1, 3.0, 30.0))
+    assert found == (suspect, fix) and filtered == len(wrong) and record.mutants == len(plan)
+    assert (Path(calc.workdir_path) / "calc" / "rate.py").read_text() == fix.text + "\n"

@@ -60,9 +60,10 @@ from agent_engine.agent.failures import cap_text, failures_line, read_failures, 
 from agent_engine.agent.repo_tool import SANDBOX_NAMESPACE
 from agent_engine.agent.sandbox import CommandResult, Sandbox
 
-__all__ = ["CUT_MESSAGE", "EDIT_TOOLS", "FAILURE_CHARS", "MAP_CHARS", "SYSTEM_PROMPT_TOOLS",
+__all__ = ["CUT_MESSAGE", "EDIT_TOOLS", "FAILURE_CHARS", "MAP_CHARS", "MAX_COMMAND_CHARS", "SYSTEM_PROMPT_TOOLS",
            "SYSTEM_PROMPT_TOOLS_CHECKED", "TOOLS", "Annotated", "Progress", "ToolOutcome",
-           "annotate", "focus_words", "parse_arguments", "repo_map", "run_program", "run_tool_call",
+           "annotate", "focus_words", "parse_arguments", "program_command_chars", "repo_map", "run_program",
+           "run_tool_call",
            "shell_tool_call", "tool_program"]
 
 SYSTEM_PROMPT_TOOLS = (
@@ -152,16 +153,26 @@ def tool_program() -> str:
 
 
 _PROGRAM = tool_program()
+MAX_COMMAND_CHARS = 128 * 1024 - 1024  # Linux caps one argument (the shell's command) at 128 KiB; a margin
 
 
 def run_program(sandbox: Sandbox, op: dict[str, Any], max_output_chars: int | None = None,
                 timeout: float | None = None) -> CommandResult:
     """Run one op of the tool program in ``sandbox`` (see ``tool_program``); its output is cut at the
     sandbox's limit unless ``max_output_chars`` says otherwise (an op whose output is data, not an
-    observation), and it runs for the sandbox's command timeout unless ``timeout`` is shorter."""
+    observation), and it runs for the sandbox's command timeout unless ``timeout`` is shorter. An op
+    whose command is longer than ``MAX_COMMAND_CHARS`` fails to start (exit status 126 or 127)."""
+    return sandbox.run(_program_command(op), max_output_chars=max_output_chars, timeout=timeout)
+
+
+def program_command_chars(op: dict[str, object]) -> int:
+    """The length of the command ``run_program`` runs for ``op`` (at most ``MAX_COMMAND_CHARS`` to start)."""
+    return len(_program_command(op))
+
+
+def _program_command(op: dict[str, object]) -> str:
     encoded = base64.b64encode(json.dumps(op).encode()).decode()
-    return sandbox.run(f"python3 -I -B -c {shlex.quote(_PROGRAM)} {encoded}", max_output_chars=max_output_chars,
-                       timeout=timeout)
+    return f"python3 -I -B -c {shlex.quote(_PROGRAM)} {encoded}"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ needs nothing but the standard library.
 Invariants:
 - One record, in the sandbox's temporary folder (``$TMPDIR``, outside the repository): the last
   written file's path (resolved) and its text before that write. Each write replaces it; an undo
-  consumes it, so an edit is undone at most once.
+  consumes it once the file is written back (a process cut while writing leaves it for the next
+  undo), so an edit is undone at most once.
 - ``undo_last_edit`` writes only a regular file inside the working folder (the repository) that is
   still writable, and only when the record is whole; otherwise it changes nothing and says why
   (exit status 1).
@@ -45,19 +46,29 @@ def undo_last_edit() -> int:
     try:
         with open(record_path, encoding="utf-8") as f:
             record = json.load(f)
-        os.unlink(record_path)
     except (OSError, ValueError):
         print("There is no edit to undo.")
         return 1
     path, text = (record.get("path"), record.get("text")) if isinstance(record, dict) else (None, None)
     root = os.path.realpath(".")
     if not isinstance(path, str) or not isinstance(text, str) or not path.startswith(root + os.sep):
+        _forget(record_path)
         print("The undo record is not usable: nothing changed.")
         return 1
     if not os.path.isfile(path) or os.path.islink(path) or not os.access(path, os.W_OK):
+        _forget(record_path)
         print(f"{os.path.relpath(path, root)} can no longer be written: nothing changed.")
         return 1
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
+    _forget(record_path)  # only now: a process cut while writing leaves the record for the next undo
     print(f"{os.path.relpath(path, root)} is back as it was before the edit.")
     return 0
+
+
+def _forget(record_path: str) -> None:
+    """Remove the undo record (one undo per edit)."""
+    try:
+        os.unlink(record_path)
+    except OSError:
+        pass

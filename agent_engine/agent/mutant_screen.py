@@ -16,7 +16,8 @@ Invariants:
   (``ran``) and none failed, which stays written with its undo kept (the ``undo`` op takes it back)
   and ends the op. An op cut from outside leaves at most one edit written, its undo kept.
 - A child runs in its own process group with its output sent to ``/dev/null``; at ``seconds`` it is
-  killed with its group (that edit fails), and what its tests left running is killed when it ends. After the first edit, none is started that could run past
+  killed with its group (that edit fails), and what its tests left running is killed when it ends; the
+  ended processes this one inherited are reaped. A fork that fails fails that edit. After the first edit, none is started that could run past
   ``budget`` seconds from the op's start.
 - Prints one JSON object last: ``{"passed": index or null, "tried": edits judged (written or refused),
   "failed_filter": those whose failing tests still failed, ran otherwise or did not finish}``.
@@ -75,7 +76,12 @@ def failing_in_child(argv: list[str], failing: list[str], seconds: float) -> dic
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no process left to fork (the sandbox's limit): this edit cannot be judged
+        os.close(read_end)
+        os.close(write_end)
+        return None
     if pid == 0:  # the child: never returns
         os.close(read_end)
         try:
@@ -116,7 +122,10 @@ def _waited(pid: int, deadline: float) -> bool:
     its process group (anything the tests started) and reap the child."""
     finished = False
     while time.monotonic() < deadline:
-        done, _ = os.waitpid(pid, os.WNOHANG)
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # reaped already: it ended
+            done = pid
         if done:
             finished = True
             break
@@ -128,4 +137,17 @@ def _waited(pid: int, deadline: float) -> bool:
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
+    _reap_orphans()
     return finished
+
+
+def _reap_orphans() -> None:
+    """Reap every ended process this one inherited (as a PID namespace's first process it adopts what the
+    tests left behind), so none stays a zombie that counts against the sandbox's process limit."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return

@@ -18,6 +18,9 @@ Invariants:
   sandbox's command timeout: a mutant that never ends costs that, and is undone.
 - After ``passes`` returns False the repository reads as before (each mutant written is undone; an op
   cut from outside is followed by an ``undo``); after True the passing mutant stays written.
+- A screening op's command fits ``aci.MAX_COMMAND_CHARS`` (Linux caps the shell's one argument at 128
+  KiB): a batch is cut to fit; a mutant too long for any op is skipped; a failing-test list too long
+  to leave room for mutants means no screen (each mutant gets the whole check).
   ``record.mutants`` counts the mutants tried; the job's clock starts at the first (no model call
   starts it) and ends at the last check.
 """
@@ -28,6 +31,7 @@ import json
 import time
 from dataclasses import dataclass
 
+from agent_engine.agent.aci import MAX_COMMAND_CHARS, program_command_chars
 from agent_engine.agent.failures import read_failures
 from agent_engine.agent.job_config import AgentJobRecord
 from agent_engine.agent.mutants import Mutant, planned
@@ -41,8 +45,6 @@ MUTANT_CHECK_FACTOR = 4  # a mutant's check may run this many times the first ch
 MIN_MUTANT_CHECK_SECONDS = 10.0  # ... and at least this long (a mutant that loops forever is cut)
 MIN_SCREEN_SECONDS = 3.0  # a mutant's failing tests alone may run at least this long (else 4x their first run)
 SCREEN_SHARE = 0.75  # of the sandbox's command timeout, one screening op may use
-SCREEN_EDIT_CHARS = 60_000  # one op's edits in JSON at most (the op is one argument: Linux caps it at 128 KiB
-# and base64 adds a third), except a single edit longer than that, sent alone
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,8 @@ class MutantTrials:
         started = time.perf_counter()
         before = await self.failing_tests(failing, timeout)
         screen_seconds = min(timeout, max(MIN_SCREEN_SECONDS, MUTANT_CHECK_FACTOR * (time.perf_counter() - started)))
-        if before is not None and before["ran"] and before["failed"]:
+        screenable = program_command_chars(self.screen_op([], failing, 0, 0.0)) < MAX_COMMAND_CHARS // 2
+        if before is not None and before["ran"] and before["failed"] and screenable:
             passing, filtered = await self.screened(plan, failing, before["ran"], screen_seconds, timeout)
         else:
             passing, filtered = await self.each_checked(plan, timeout), 0
@@ -89,7 +92,10 @@ class MutantTrials:
         whole (cut at ``timeout``): ``(the passing mutant or None, how many failed the screen)``."""
         job, filtered, pending = self.record, 0, plan
         while pending:
-            batch = _batch(pending)
+            batch = self.batch(pending, failing)
+            if not batch:  # one edit too long for a command line: skipped
+                job.mutants, pending = job.mutants + 1, pending[1:]
+                continue
             outcome = await self.screen(batch, failing, ran, screen_seconds)
             if outcome is None:  # the op was cut or said nothing readable: take back what it may have left
                 await self.box.undo()
@@ -109,9 +115,9 @@ class MutantTrials:
     async def each_checked(self, plan: list[tuple[Suspect, Mutant]], timeout: float) -> tuple[Suspect, Mutant] | None:
         """Each mutant written and checked whole (no failing tests to screen with): the passing one, or None."""
         for suspect, mutant in plan:
+            self.record.mutants += 1
             if not await self.box.write(suspect, mutant.text):
                 continue
-            self.record.mutants += 1
             if (await self.box.run_check(timeout))[0].passed:
                 return suspect, mutant
             await self.box.undo()
@@ -121,10 +127,7 @@ class MutantTrials:
                      seconds: float) -> dict[str, int | None] | None:
         """One ``screen_mutants`` op over ``batch``: its outcome, or None when it was cut or unreadable.
         It may run for ``SCREEN_SHARE`` of the sandbox's command timeout, each mutant at most ``seconds``."""
-        budget = SCREEN_SHARE * self.box.command_timeout
-        op = {"op": "screen_mutants", "argv": self.box.check_args, "failing": failing, "ran": ran,
-              "edits": [s.rewrite_op(m.text) for s, m in batch], "seconds": min(seconds, budget), "budget": budget}
-        result = await self.box.op(op)
+        result = await self.box.op(self.screen_op(batch, failing, ran, seconds))
         lines = result.output.strip().splitlines()
         try:
             got = json.loads(lines[-1]) if lines and not result.timed_out else None
@@ -135,6 +138,26 @@ class MutantTrials:
         passed = got["passed"]
         fits = passed is None or isinstance(passed, int) and 0 <= passed < len(batch)
         return got if fits and isinstance(got["tried"], int) and isinstance(got["failed_filter"], int) else None
+
+    def screen_op(self, batch: list[tuple[Suspect, Mutant]], failing: list[str], ran: int,
+                  seconds: float) -> dict[str, object]:
+        budget = SCREEN_SHARE * self.box.command_timeout
+        return {"op": "screen_mutants", "argv": self.box.check_args, "failing": failing, "ran": ran,
+                "edits": [s.rewrite_op(m.text) for s, m in batch], "seconds": min(seconds, budget), "budget": budget}
+
+    def batch(self, pending: list[tuple[Suspect, Mutant]], failing: list[str]) -> list[tuple[Suspect, Mutant]]:
+        """The first pending mutants whose op's command fits ``MAX_COMMAND_CHARS``; empty when not even the
+        first one fits."""
+        room = MAX_COMMAND_CHARS - program_command_chars(self.screen_op([], failing, 0, 0.0))
+        n = 0
+        for suspect, mutant in pending:
+            room -= _encoded_chars(suspect.rewrite_op(mutant.text))
+            if room <= 0:
+                break
+            n += 1
+        while n and program_command_chars(self.screen_op(pending[:n], failing, 0, 0.0)) >= MAX_COMMAND_CHARS:
+            n -= 1
+        return pending[:n]
 
     async def failing_tests(self, failing: list[str], timeout: float) -> dict[str, int] | None:
         """``{"ran", "failed"}`` of the failing tests run alone (the ``failing_tests`` op), or None: no
@@ -151,14 +174,9 @@ class MutantTrials:
         return got if isinstance(got, dict) and {"ran", "failed"} <= got.keys() else None
 
 
-def _batch(pending: list[tuple[Suspect, Mutant]]) -> list[tuple[Suspect, Mutant]]:
-    """The first mutants whose edits fit one op (``SCREEN_EDIT_CHARS``), at least one."""
-    size = 0
-    for n, (suspect, mutant) in enumerate(pending):
-        size += len(json.dumps(suspect.rewrite_op(mutant.text)))
-        if size > SCREEN_EDIT_CHARS:
-            return pending[:max(1, n)]
-    return pending
+def _encoded_chars(edit: dict[str, object]) -> int:
+    """What one edit adds to the op's command, at most: its JSON and a separator, base64 a third longer."""
+    return (len(json.dumps(edit)) + 2) * 4 // 3 + 4
 
 
 def _note(suspect: Suspect, mutant: Mutant, tried: int) -> str:

@@ -296,8 +296,11 @@ def run_quietly(argv: list[str], arm: Callable[[], Callable[[], object]]) -> boo
 
 
 def suspects(argv: list[str], failing: list[str], tracebacks: list[list[list[object]]], limit: int = SUSPECTS,
-             max_lines: int = SUSPECT_LINES, output: str = "", issue: str = "") -> list[dict[str, object]]:
-    """The functions and small files to rewrite first (see the module docstring)."""
+             max_lines: int = SUSPECT_LINES, output: str = "", issue: str = "",
+             leading: int | None = None) -> list[dict[str, object]]:
+    """The functions and small files to rewrite first (see the module docstring); a small file counts as
+    holding a suspect function only for the first ``leading`` functions (default ``limit``), so the first
+    ``leading`` suspects are the same whatever the limit."""
     static = [(path, name) for path, name, _ in FailingCode().ranked(tracebacks)]
     spectrum = run_traced(argv) if argv else None
     scores = spectrum.scores(failing) if spectrum is not None else {}
@@ -321,7 +324,8 @@ def suspects(argv: list[str], failing: list[str], tracebacks: list[list[list[obj
                           "failed": failed, "passed": passed, "text": text})
     opened = spectrum.opened_by(failing) if spectrum is not None else []
     named = opened + mentioned_files(output + "\n" + issue, tracebacks)
-    return merged(functions, small_files(named, [str(f["path"]) for f in functions]), limit)
+    holding = [str(f["path"]) for f in functions[:limit if leading is None else leading]]
+    return merged(functions, small_files(named, holding), limit)
 
 
 def words(text: str) -> set[str]:

@@ -306,7 +306,8 @@ def main(argv: list[str]) -> int:
     if op == "suspects":
         found = suspects(a.get("argv") or [], a.get("failing") or [], a.get("tracebacks") or [],
                          int(a.get("limit") or SUSPECTS), int(a.get("max_lines") or SUSPECT_LINES),
-                         str(a.get("output") or ""), str(a.get("issue") or ""))
+                         str(a.get("output") or ""), str(a.get("issue") or ""),
+                         int(a["leading"]) if a.get("leading") else None)
         print(json.dumps(found))
         return 0
     if op == "failing_tests":

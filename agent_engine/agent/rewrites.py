@@ -204,7 +204,8 @@ class _Stage:
         failures = read_failures(output)
         op = {"op": "suspects", "argv": self.box.check_args, "failing": failures.tests,
               "tracebacks": [[list(f) for f in tb] for tb in failures.tracebacks], "limit": self.policy.suspects,
-              "output": output[-OUTPUT_FOR_SUSPECTS_CHARS:], "issue": self.record.task}
+              "leading": self.policy.functions, "output": output[-OUTPUT_FOR_SUSPECTS_CHARS:],
+              "issue": self.record.task}
         result = await self.box.op(op, SUSPECTS_JSON_CHARS)
         try:
             found = json.loads(result.output.strip().splitlines()[-1]) if result.output.strip() else []
