@@ -17,8 +17,8 @@ Invariants:
   and ends the op. An op cut from outside leaves at most one edit written, its undo kept.
 - A child runs in its own process group with its output sent to ``/dev/null``; at ``seconds`` it is
   killed with its group (that edit fails), and what its tests left running is killed when it ends; the
-  ended processes this one inherited are reaped. A fork that fails fails that edit. After the first edit, none is started that could run past
-  ``budget`` seconds from the op's start.
+  ended processes this one inherited are reaped. A fork that fails fails that edit. After the first
+  edit, none is started that could run past ``budget`` seconds from the op's start.
 - Prints one JSON object last: ``{"passed": index or null, "tried": edits judged (written or refused),
   "failed_filter": those whose failing tests still failed, ran otherwise or did not finish}``.
 """

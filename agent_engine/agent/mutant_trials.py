@@ -127,12 +127,7 @@ class MutantTrials:
                      seconds: float) -> dict[str, int | None] | None:
         """One ``screen_mutants`` op over ``batch``: its outcome, or None when it was cut or unreadable.
         It may run for ``SCREEN_SHARE`` of the sandbox's command timeout, each mutant at most ``seconds``."""
-        result = await self.box.op(self.screen_op(batch, failing, ran, seconds))
-        lines = result.output.strip().splitlines()
-        try:
-            got = json.loads(lines[-1]) if lines and not result.timed_out else None
-        except ValueError:
-            return None
+        got = await self.box.op_answer(self.screen_op(batch, failing, ran, seconds))
         if not isinstance(got, dict) or not {"passed", "tried", "failed_filter"} <= got.keys():
             return None
         passed = got["passed"]
@@ -146,8 +141,8 @@ class MutantTrials:
                 "edits": [s.rewrite_op(m.text) for s, m in batch], "seconds": min(seconds, budget), "budget": budget}
 
     def batch(self, pending: list[tuple[Suspect, Mutant]], failing: list[str]) -> list[tuple[Suspect, Mutant]]:
-        """The first pending mutants whose op's command fits ``MAX_COMMAND_CHARS``; empty when not even the
-        first one fits."""
+        """The first pending mutants whose op's command fits ``MAX_COMMAND_CHARS`` (each edit counted at
+        ``_encoded_chars``, never less than it adds); empty when not even the first one fits."""
         room = MAX_COMMAND_CHARS - program_command_chars(self.screen_op([], failing, 0, 0.0))
         n = 0
         for suspect, mutant in pending:
@@ -155,8 +150,6 @@ class MutantTrials:
             if room <= 0:
                 break
             n += 1
-        while n and program_command_chars(self.screen_op(pending[:n], failing, 0, 0.0)) >= MAX_COMMAND_CHARS:
-            n -= 1
         return pending[:n]
 
     async def failing_tests(self, failing: list[str], timeout: float) -> dict[str, int] | None:
@@ -165,17 +158,13 @@ class MutantTrials:
         if not failing or not self.box.check_args:
             return None
         op = {"op": "failing_tests", "argv": self.box.check_args, "failing": failing}
-        result = await self.box.op(op, timeout=timeout)
-        lines = result.output.strip().splitlines()
-        try:
-            got = json.loads(lines[-1]) if lines and not result.timed_out else None
-        except ValueError:
-            return None
+        got = await self.box.op_answer(op, timeout=timeout)
         return got if isinstance(got, dict) and {"ran", "failed"} <= got.keys() else None
 
 
 def _encoded_chars(edit: dict[str, object]) -> int:
-    """What one edit adds to the op's command, at most: its JSON and a separator, base64 a third longer."""
+    """At least what one edit adds to the op's command: its JSON and a separator, a third longer in base64,
+    and the padding base64 may add."""
     return (len(json.dumps(edit)) + 2) * 4 // 3 + 4
 
 

@@ -8,8 +8,8 @@ rounding, a call to the sibling method the function calls elsewhere, a variable 
 the same line, two operands, arguments, statements or chained calls in the wrong order, a statement
 deleted, a statement the function (or a neighbour in its file) already holds copied to another place,
 a value computed and never used assigned to its namesake or put back into the result. Each costs
-one run of the check and no tokens; a wrong one is undone. Real bugs are often one such edit away from their
-fix; the ones that are not are left to the model.
+one run of the check and no tokens; a wrong one is undone. Real bugs are often one such edit away
+from their fix; the ones that are not are left to the model.
 
 Invariants:
 - Pure: reads only the strings it is given; ``mutants`` never raises (text that does not parse gives
@@ -376,6 +376,8 @@ def _unused_in_returns(src: ParsedSource) -> Iterator[_Edit]:
     """Tier 1: a value assigned and never read (``sign`` of ``rows, sign, pivots = ...``) put back into each
     later ``return`` as a factor or a term (``return sign * product``, ``return total + carry``)."""
     for name, row in _never_read(src):
+        if name.startswith("_"):
+            continue  # a value thrown away on purpose
         for ret in ast.walk(src.tree):
             if not isinstance(ret, ast.Return) or ret.value is None or src.start(ret)[0] <= row:
                 continue
@@ -386,11 +388,11 @@ def _unused_in_returns(src: ParsedSource) -> Iterator[_Edit]:
 
 
 def _never_read(src: ParsedSource) -> list[tuple[str, int]]:
-    """Local names stored and never read (not ``_``-prefixed), each with the row of its first store."""
+    """Local names stored and never read (other than ``_``, ``__``), each with the row of its first store."""
     read = {n.id for n in ast.walk(src.tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     first: dict[str, int] = {}
     for n in ast.walk(src.tree):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in read and not n.id.startswith("_"):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in read and n.id.strip("_"):
             row = src.start(n)[0]
             first[n.id] = min(first.get(n.id, row), row)
     return sorted(first.items(), key=lambda item: item[1])

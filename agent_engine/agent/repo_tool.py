@@ -1,13 +1,13 @@
 """The program behind the repository-wide tools: it runs INSIDE the sandbox, after the other tool sources.
 
 ``agent_engine.agent.aci.tool_program`` runs ``text_match``'s, ``file_tool``'s, ``failing_code``'s,
-``repair_tool``'s and ``mutant_screen``'s sources and then this one in one namespace (named ``SANDBOX_NAMESPACE``) as
-``python3 -I -B -c PROGRAM ARG``, ARG being base64 JSON ``{"op", ...}``; this ``main`` answers ``map``,
-``search``, ``failing_code`` (``agent_engine.agent.failing_code``), ``suspects``, ``failing_tests`` and
-``rewrite`` (``agent_engine.agent.repair_tool``), ``screen_mutants`` (``agent_engine.agent.mutant_screen``)
-and the ``view`` of a folder, and hands every other op to
-``file_tool``'s. What it prints is the observation. Importing it
-runs nothing; it needs nothing but the standard library.
+``repair_tool``'s and ``mutant_screen``'s sources and then this one in one namespace (named
+``SANDBOX_NAMESPACE``) as ``python3 -I -B -c PROGRAM ARG``, ARG being base64 JSON ``{"op", ...}``; this
+``main`` answers ``map``, ``search``, ``failing_code`` (``agent_engine.agent.failing_code``),
+``suspects``, ``failing_tests`` and ``rewrite`` (``agent_engine.agent.repair_tool``), ``screen_mutants``
+(``agent_engine.agent.mutant_screen``) and the ``view`` of a folder, and hands every other op to
+``file_tool``'s. What it prints is the observation. Importing it runs nothing; it needs nothing but the
+standard library.
 
 Invariants:
 - ``map`` (the repository map, after Aider's): every file under the folder in path order, except

@@ -50,7 +50,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import re
 import time
@@ -206,10 +205,8 @@ class _Stage:
               "tracebacks": [[list(f) for f in tb] for tb in failures.tracebacks], "limit": self.policy.suspects,
               "leading": self.policy.functions, "output": output[-OUTPUT_FOR_SUSPECTS_CHARS:],
               "issue": self.record.task}
-        result = await self.box.op(op, SUSPECTS_JSON_CHARS)
-        try:
-            found = json.loads(result.output.strip().splitlines()[-1]) if result.output.strip() else []
-        except (ValueError, IndexError):
+        found = await self.box.op_answer(op, SUSPECTS_JSON_CHARS)
+        if not isinstance(found, list):
             return []
         return [Suspect(str(d["path"]), str(d["name"]), int(d["first"]), int(d["last"]), str(d["text"]),
                         str(d.get("kind") or "function"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import re
 import shlex
 from collections.abc import Callable
@@ -70,6 +71,18 @@ class StageSandbox:
                  timeout: float | None = None) -> CommandResult:
         """One op of the tool program (``agent_engine.agent.aci.run_program``)."""
         return await self.call(functools.partial(run_program, self.sandbox, op, max_output_chars, timeout))
+
+    async def op_answer(self, op: dict[str, object], max_output_chars: int | None = None,
+                        timeout: float | None = None) -> object:
+        """The JSON an op prints on its last line; None when it was cut or printed nothing readable."""
+        result = await self.op(op, max_output_chars, timeout)
+        lines = result.output.strip().splitlines()
+        if not lines or result.timed_out:
+            return None
+        try:
+            return json.loads(lines[-1])
+        except ValueError:
+            return None
 
     async def run_check(self, timeout: float | None = None) -> tuple[CheckScore, str]:
         """The check's score and output (cut at ``timeout`` when given, shorter than the sandbox's)."""
