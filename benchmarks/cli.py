@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "agent-tasks": "benchmarks.agent_tasks",
     "localization": "benchmarks.localization",
     "mutants": "benchmarks.mutation_repair",
+    "injected": "benchmarks.injected_repair",
     "reliability": "benchmarks.reliability",
     "structured": "benchmarks.structured_bench",
     "quant-parity": "benchmarks.quant_parity",

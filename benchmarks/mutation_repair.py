@@ -49,13 +49,14 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", default="out/mutation_repair.json", help="results JSON")
 
 
-def repaired(task: AgentTask, policy: RewritePolicy, timeout: float) -> JsonObject:
-    """One task through the stage's mutants, judged: its row."""
+def repaired(task: AgentTask, policy: RewritePolicy, timeout: float, base_url: str | None = None) -> JsonObject:
+    """One task through the stage, judged: its row. Without ``base_url`` (a server for the model's
+    rewrites; then ``policy.samples`` may be above 0) the stage's client points nowhere."""
     sandbox = Sandbox.create(task.repo, timeout=timeout)
     started = time.perf_counter()
     try:
         protect(sandbox.workdir_path, check_paths(task))
-        result = asyncio.run(_stage(task, sandbox, policy))
+        result = asyncio.run(_stage(task, sandbox, policy, base_url or NOWHERE))
         verdict = judge(sandbox, task)
     finally:
         sandbox.close()
@@ -65,8 +66,8 @@ def repaired(task: AgentTask, policy: RewritePolicy, timeout: float) -> JsonObje
             "mutant": passed.split("\n", 1)[0]}
 
 
-async def _stage(task: AgentTask, sandbox: Sandbox, policy: RewritePolicy) -> AgentJobResult:
-    async with httpx.AsyncClient(base_url=NOWHERE) as client:
+async def _stage(task: AgentTask, sandbox: Sandbox, policy: RewritePolicy, base_url: str) -> AgentJobResult:
+    async with httpx.AsyncClient(base_url=base_url, timeout=600.0) as client:
         return await rewrite_stage(client, task.task, sandbox, task.name, AgentConfig(), policy, str(task.check),
                                    t0=time.perf_counter())
 

@@ -33,7 +33,22 @@ def test_every_mutant_parses_differs_and_appears_once() -> None:
 def test_edits_splice_one_place_and_keep_the_rest_byte_for_byte() -> None:
     source = "def f(a, b):  # keep this comment\n    return a <= b  # and this one\n"
     assert "def f(a, b):  # keep this comment\n    return a < b  # and this one\n" in texts(source)
-    assert "def f(a, b):  # keep this comment\n    return a > b  # and this one\n" not in texts(source)
+    for text in texts(source):
+        head, line, tail = text.split("\n")
+        assert (head, tail) == ("def f(a, b):  # keep this comment", "")
+        assert line.startswith("    return ") and line.endswith("  # and this one")
+
+
+def returned(source: str) -> set[str]:
+    """What each mutant of a one-line function returns."""
+    return {text.split("\n")[1].strip().removeprefix("return ") for text in texts(source)}
+
+
+def test_comparisons_are_negated_and_operators_changed_within_their_group() -> None:
+    assert {"a < b", "a >= b", "a > b"} <= returned("def f(a, b):\n    return a <= b\n")
+    assert {"a // b | a << 2", "a * b | a << 2", "a % b & a << 2", "a % b ^ a << 2",
+            "a % b | a >> 2"} <= returned("def f(a, b):\n    return a % b | a << 2\n")
+    assert "def f(n):\n    n **= 2\n" in texts("def f(n):\n    n *= 2\n")
 
 
 def test_comparisons_are_loosened_tightened_and_flipped() -> None:
@@ -119,12 +134,38 @@ def test_a_value_never_read_is_put_back_into_each_later_return() -> None:
 
 def test_operands_arguments_statements_and_chained_calls_trade_places() -> None:
     assert "def f(a, b):\n    return b - a\n" in texts("def f(a, b):\n    return a - b\n")
-    assert "def f(a, b):\n    return b + a\n" not in texts("def f(a, b):\n    return a + b\n")
+    joined = {m.text: m.tier for m in mutants("def f(a, b):\n    return a + b + 1\n")}
+    assert joined["def f(a, b):\n    return b + a + 1\n"] == 2  # text or sequences joined: one tier later
+    assert not any(t.endswith("1 + (a + b)\n") for t in joined)  # a number added stays where it is
+    assert "def f(a, b):\n    return b and a\n" in texts("def f(a, b):\n    return a and b\n")
+    assert "def f(a, b, c):\n    return c - (a + b)\n" in texts("def f(a, b, c):\n    return (a + b) - c\n")
     assert "def f(a, b):\n    return g(b, a)\n" in texts("def f(a, b):\n    return g(a, b)\n")
     unescape = "def unescape(s):\n    return s.replace('~0', '~').replace('~1', '/')\n"
     assert "def unescape(s):\n    return s.replace('~1', '/').replace('~0', '~')\n" in texts(unescape)
     source = "def f(x):\n    y = x + 1\n    x = 2\n    return x + y\n"
     assert "def f(x):\n    x = 2\n    y = x + 1\n    return x + y\n" in texts(source)
+
+
+def test_shuffled_statements_are_put_back_in_data_order() -> None:
+    shuffled = ("def total(xs, start):\n    for x in xs:\n        acc += x  # add\n    return acc\n"
+                '    """Sum."""\n    # start here\n    acc = start\n')
+    ordered = ('def total(xs, start):\n    """Sum."""\n    # start here\n    acc = start\n    for x in xs:\n'
+               "        acc += x  # add\n    return acc\n")
+    found = {m.text: m for m in mutants(shuffled)}
+    assert found[ordered].tier == 1 and found[ordered].what == "line 2: statements put in data order"
+    assert not any("data order" in m.what for m in mutants(ordered))  # an order the data allows is kept
+
+
+def test_a_local_read_before_its_assignment_gets_a_first_value() -> None:
+    source = 'def f(xs):\n    """Doc."""\n    for x in xs:\n        total += x\n        seen.append(x)\n    return total\n'
+    firsts = {m.what: m for m in mutants(source) if m.what.endswith(" first")}
+    assert set(firsts) == {'line 3: `total = 0` first', 'line 3: `total = []` first', 'line 3: `total = ""` first',
+                           'line 3: `total = None` first'}  # ``seen`` is no local: a NameError, not unbound
+    assert firsts['line 3: `total = 0` first'].text.split("\n")[1:4] == ['    """Doc."""', "    total = 0",
+                                                                          "    for x in xs:"]
+    assert all(m.tier == 1 for m in firsts.values())
+    listed = "def g(xs):\n    for x in xs:\n        out.append(x)\n    out = sorted(out)\n    return out\n"
+    assert [m.what for m in mutants(listed) if m.what.endswith(" first")] == ["line 2: `out = []` first"]
 
 
 def test_text_that_does_not_parse_gives_no_mutants_and_a_module_file_gives_some() -> None:

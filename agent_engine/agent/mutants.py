@@ -2,12 +2,14 @@
 
 Program repair without a model (generate and validate, as PraPR and TBar do it, with the operator
 sets of mutation testing: mutmut, PIT) tries the classic small edits at the suspect's code and lets
-the check judge: a loosened or flipped comparison, an off-by-one constant, index, slice or ``range``
+the check judge: a loosened, negated or flipped comparison, an operator changed within its group
+(``+ -``, ``* / // % **``, ``& | ^``, ``<< >>``), an off-by-one constant, index, slice or ``range``
 bound, ``and``/``or``, a negated condition, ``if``/``while``, a wider ``except``, truncation for
 rounding, a call to the sibling method the function calls elsewhere, a variable swapped for another on
-the same line, two operands, arguments, statements or chained calls in the wrong order, a statement
-deleted, a statement the function (or a neighbour in its file) already holds copied to another place,
-a value computed and never used assigned to its namesake or put back into the result. Each costs
+the same line, two operands, arguments, statements or chained calls in the wrong order, a block's
+statements put back in data order (``statement_order``: lines shuffled), a statement deleted, a
+statement the function (or a neighbour in its file) already holds copied to another place, a value
+computed and never used assigned to its namesake or put back into the result. Each costs
 one run of the check and no tokens; a wrong one is undone. Real bugs are often one such edit away
 from their fix; the ones that are not are left to the model.
 
@@ -16,9 +18,10 @@ Invariants:
   none).
 - Each mutant is the whole suspect text with one edit, parses, differs from the text and from every
   other mutant; the list is in the order to try: by tier (``Mutant.tier``: 1 one token, or a value
-  computed and never read given to its namesake or returned as a factor or term, an operand order;
-  2 a variable swapped, two arguments, statements or chained calls swapped, a statement deleted; 3 a
-  statement copied), then in source order.
+  computed and never read given to its namesake or returned as a factor or term, the operands of a
+  non-commutative operator, a block in data order; 2 a variable swapped, two arguments, statements or
+  chained calls swapped, the operands of ``+`` (text, sequences) or ``and``/``or``, a statement
+  deleted; 3 a statement copied), then in source order.
 - An edit splices the text at the syntax tree's positions (``agent_engine.agent.source_splice``):
   everything else stays byte for byte (never ``ast.unparse``).
 """
@@ -30,15 +33,19 @@ import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from agent_engine.agent.dataflow_mutants import dataflow_edits
 from agent_engine.agent.rewrite_answers import Suspect
-from agent_engine.agent.source_splice import ParsedSource, Position
+from agent_engine.agent.source_splice import SIMPLE_EXPRESSIONS, Edit, ParsedSource, Position
 
 __all__ = ["Mutant", "mutants", "planned"]
 
-COMPARISONS = {"<": ("<=", ">"), "<=": ("<", ">="), ">": (">=", "<"), ">=": (">", "<="), "==": ("!=",),
-               "!=": ("==",), "is": ("is not",), "is not": ("is",), "in": ("not in",), "not in": ("in",)}
-ARITHMETIC = {"+": ("-",), "-": ("+",), "*": ("/",), "/": ("//", "*"), "//": ("/",), "+=": ("-=",), "-=": ("+=",),
-              "/=": ("//=",), "//=": ("/=",)}
+COMPARISONS = {"<": ("<=", ">", ">="), "<=": ("<", ">=", ">"), ">": (">=", "<", "<="), ">=": (">", "<=", "<"),
+               "==": ("!=",), "!=": ("==",), "is": ("is not",), "is not": ("is",), "in": ("not in",),
+               "not in": ("in",)}
+_OPERATOR_GROUPS = {"+": ("-",), "-": ("+",), "*": ("/", "//", "%", "**"), "/": ("//", "*", "%"),
+                    "//": ("/", "*", "%"), "%": ("//", "/", "*"), "**": ("*",), "&": ("|", "^"), "|": ("&", "^"),
+                    "^": ("&", "|"), "<<": (">>",), ">>": ("<<",)}
+ARITHMETIC = _OPERATOR_GROUPS | {f"{op}=": tuple(f"{o}=" for o in others) for op, others in _OPERATOR_GROUPS.items()}
 BOOLEANS = {"and": "or", "or": "and"}
 EXCEPTION_SIBLINGS = {"KeyError": ("IndexError", "TypeError", "AttributeError"), "IndexError": ("KeyError", "TypeError"),
                       "ValueError": ("TypeError", "OverflowError"), "TypeError": ("ValueError", "AttributeError"),
@@ -46,7 +53,6 @@ EXCEPTION_SIBLINGS = {"KeyError": ("IndexError", "TypeError", "AttributeError"),
                       "StopIteration": ("IndexError",), "ZeroDivisionError": ("ValueError",)}
 FUNCTION_PAIRS = {"min": "max", "max": "min", "any": "all", "all": "any", "floor": "ceil", "ceil": "floor"}
 NON_COMMUTATIVE = (ast.Sub, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift, ast.RShift)
-SIMPLE_EXPRESSIONS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
 MAX_COPIED_LINES = 4  # a statement copied elsewhere is at most this long
 BUILTIN_NAMES = frozenset(dir(builtins))
 
@@ -56,15 +62,6 @@ class Mutant:
     suspect's lines from 1."""
 
     text: str
-    tier: int
-    what: str
-
-
-@dataclass(frozen=True)
-class _Edit:
-    start: Position
-    end: Position
-    new: str
     tier: int
     what: str
 
@@ -99,20 +96,20 @@ def planned(suspects: list[Suspect], limit: int, leading: int | None = None) -> 
     return [(suspects[i], each[i][j]) for _, _, i, j in order[:limit]]
 
 
-def _edits(src: ParsedSource, neighbours: tuple[str, ...]) -> Iterator[_Edit]:
+def _edits(src: ParsedSource, neighbours: tuple[str, ...]) -> Iterator[Edit]:
     for node in ast.walk(src.tree):
         yield from _token_edits(src, node)
         yield from _bound_edits(src, node)
         yield from _call_edits(src, node)
+        yield from _operand_swaps(src, node)
     yield from _variable_edits(src)
     yield from _swaps(src)
     yield from _deletions(src)
     yield from _copies(src, neighbours)
-    yield from _unused_assignments(src)
-    yield from _unused_in_returns(src)
+    yield from dataflow_edits(src)
 
 
-def _token_edits(src: ParsedSource, node: ast.AST) -> Iterator[_Edit]:
+def _token_edits(src: ParsedSource, node: ast.AST) -> Iterator[Edit]:
     """Tier 1: comparisons, ``and``/``or``, ``not``, arithmetic, constants, ``if``/``while``, ``except``."""
     if isinstance(node, ast.Compare):
         left = node.left
@@ -123,15 +120,15 @@ def _token_edits(src: ParsedSource, node: ast.AST) -> Iterator[_Edit]:
         for left, right in zip(node.values, node.values[1:], strict=False):
             span = src.operator(src.end(left), src.start(right))
             if span is not None and span[2] in BOOLEANS:
-                yield _Edit(span[0], span[1], BOOLEANS[span[2]], 1, f"`{span[2]}` -> `{BOOLEANS[span[2]]}`")
+                yield Edit(span[0], span[1], BOOLEANS[span[2]], 1, f"`{span[2]}` -> `{BOOLEANS[span[2]]}`")
     elif isinstance(node, ast.BinOp) and not _is_text(node.left) and not _is_text(node.right):
         yield from _swapped_operator(src, node.left, node.right, ARITHMETIC)
         if isinstance(node.op, NON_COMMUTATIVE):
-            yield _swapped_pair(src, node.left, node.right, 1, "operands swapped")
+            yield from _reversed_operands(src, node, [node.left, node.right], 0, 1)
     elif isinstance(node, ast.AugAssign):
         yield from _swapped_operator(src, node.target, node.value, ARITHMETIC)
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        yield _Edit(src.start(node), src.start(node.operand), "", 1, "`not` dropped")
+        yield Edit(src.start(node), src.start(node.operand), "", 1, "`not` dropped")
     elif isinstance(node, ast.Constant):
         yield from _constant_edits(src, node)
     elif isinstance(node, ast.If | ast.While):
@@ -140,47 +137,68 @@ def _token_edits(src: ParsedSource, node: ast.AST) -> Iterator[_Edit]:
         yield from _except_edits(src, node.type)
 
 
+def _operand_swaps(src: ParsedSource, node: ast.AST) -> Iterator[Edit]:
+    """Tier 2: the operands of a ``+`` that joins text or sequences, or of ``and``/``or`` (what is checked
+    first), in the other order."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and not _is_number(node.left, node.right):
+        yield from _reversed_operands(src, node, [node.left, node.right], 0, 2)
+    elif isinstance(node, ast.BoolOp):
+        for i in range(len(node.values) - 1):
+            yield from _reversed_operands(src, node, node.values, i, 2)
+
+
+def _reversed_operands(src: ParsedSource, node: ast.expr, operands: list[ast.expr], i: int, tier: int) -> Iterator[Edit]:
+    """``node`` (a binary or boolean operation of ``operands``) rewritten with operands ``i`` and ``i + 1``
+    traded, each operand that is not a simple expression in parentheses (so the grouping stays)."""
+    span = src.operator(src.end(operands[0]), src.start(operands[1]))
+    if span is None:
+        return
+    terms = [src.source(o) if isinstance(o, SIMPLE_EXPRESSIONS) else f"({src.source(o)})" for o in operands]
+    terms[i], terms[i + 1] = terms[i + 1], terms[i]
+    yield Edit(src.start(node), src.end(node), f" {span[2]} ".join(terms), tier, "operands swapped")
+
+
 def _swapped_operator(src: ParsedSource, left: ast.AST, right: ast.AST,
-                      swaps: dict[str, tuple[str, ...]]) -> Iterator[_Edit]:
+                      swaps: dict[str, tuple[str, ...]]) -> Iterator[Edit]:
     span = src.operator(src.end(left), src.start(right))
     if span is None or span[2] not in swaps:
         return
     for new in swaps[span[2]]:
-        yield _Edit(span[0], span[1], new, 1, f"`{span[2]}` -> `{new}`")
+        yield Edit(span[0], span[1], new, 1, f"`{span[2]}` -> `{new}`")
 
 
-def _constant_edits(src: ParsedSource, node: ast.Constant) -> Iterator[_Edit]:
+def _constant_edits(src: ParsedSource, node: ast.Constant) -> Iterator[Edit]:
     value = node.value
     if isinstance(value, bool):
-        yield _Edit(src.start(node), src.end(node), str(not value), 1, f"`{value}` -> `{not value}`")
+        yield Edit(src.start(node), src.end(node), str(not value), 1, f"`{value}` -> `{not value}`")
     elif isinstance(value, int):
         for new in (value + 1, value - 1) if value > 0 else (value + 1,):
-            yield _Edit(src.start(node), src.end(node), str(new), 1, f"`{src.source(node)}` -> `{new}`")
+            yield Edit(src.start(node), src.end(node), str(new), 1, f"`{src.source(node)}` -> `{new}`")
 
 
-def _condition_edits(src: ParsedSource, node: ast.If | ast.While) -> Iterator[_Edit]:
+def _condition_edits(src: ParsedSource, node: ast.If | ast.While) -> Iterator[Edit]:
     test = src.source(node.test)
     if not (isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not)):
-        yield _Edit(src.start(node.test), src.end(node.test), f"not ({test})", 1, f"`{test}` negated")
+        yield Edit(src.start(node.test), src.end(node.test), f"not ({test})", 1, f"`{test}` negated")
     start = src.start(node)
     keyword = (src.lines[start[0]][start[1]:].split(None, 1) or [""])[0]
     if not node.orelse and keyword in ("if", "while"):
         other = "while" if keyword == "if" else "if"
-        yield _Edit(start, (start[0], start[1] + len(keyword)), other, 1, f"`{keyword}` -> `{other}`")
+        yield Edit(start, (start[0], start[1] + len(keyword)), other, 1, f"`{keyword}` -> `{other}`")
 
 
-def _except_edits(src: ParsedSource, caught: ast.expr) -> Iterator[_Edit]:
+def _except_edits(src: ParsedSource, caught: ast.expr) -> Iterator[Edit]:
     names = [e.id for e in (caught.elts if isinstance(caught, ast.Tuple) else [caught]) if isinstance(e, ast.Name)]
     text = ", ".join(src.source(e) for e in (caught.elts if isinstance(caught, ast.Tuple) else [caught]))
     for name in names:
         for sibling in EXCEPTION_SIBLINGS.get(name, ()):
             if sibling not in names:
-                yield _Edit(src.start(caught), src.end(caught), f"({text}, {sibling})", 1, f"`except` also {sibling}")
+                yield Edit(src.start(caught), src.end(caught), f"({text}, {sibling})", 1, f"`except` also {sibling}")
     if "Exception" not in names:
-        yield _Edit(src.start(caught), src.end(caught), "Exception", 1, "`except Exception`")
+        yield Edit(src.start(caught), src.end(caught), "Exception", 1, "`except Exception`")
 
 
-def _bound_edits(src: ParsedSource, node: ast.AST) -> Iterator[_Edit]:
+def _bound_edits(src: ParsedSource, node: ast.AST) -> Iterator[Edit]:
     """Tier 1: an index, slice bound or ``range`` argument one more or one less."""
     bounds: list[ast.expr] = []
     if isinstance(node, ast.Slice):
@@ -195,10 +213,10 @@ def _bound_edits(src: ParsedSource, node: ast.AST) -> Iterator[_Edit]:
         text = src.source(bound)
         term = text if isinstance(bound, SIMPLE_EXPRESSIONS) else f"({text})"
         for sign in ("+", "-"):
-            yield _Edit(src.start(bound), src.end(bound), f"{term} {sign} 1", 1, f"`{text}` -> `{term} {sign} 1`")
+            yield Edit(src.start(bound), src.end(bound), f"{term} {sign} 1", 1, f"`{text}` -> `{term} {sign} 1`")
 
 
-def _call_edits(src: ParsedSource, node: ast.AST) -> Iterator[_Edit]:
+def _call_edits(src: ParsedSource, node: ast.AST) -> Iterator[Edit]:
     """Tier 1: a call to another method the function calls on the same receiver with as many arguments;
     ``min``/``max``, ``any``/``all``, ``floor``/``ceil``; ``int`` truncating where rounding was meant."""
     if not isinstance(node, ast.Call):
@@ -211,11 +229,11 @@ def _call_edits(src: ParsedSource, node: ast.AST) -> Iterator[_Edit]:
     if name in FUNCTION_PAIRS:
         others.append(FUNCTION_PAIRS[name])
     for other in dict.fromkeys(others):
-        yield _Edit(start, end, other, 1, f"`{name}(...)` -> `{other}(...)`")
+        yield Edit(start, end, other, 1, f"`{name}(...)` -> `{other}(...)`")
     if name == "int" and len(node.args) == 1 and not node.keywords:
         inner = src.source(node.args[0])
         for new, what in ((f"round({inner})", "round(...)"), (f"int(round({inner}))", "int(round(...))")):
-            yield _Edit(src.start(node), src.end(node), new, 1, f"`int(...)` -> `{what}`")
+            yield Edit(src.start(node), src.end(node), new, 1, f"`int(...)` -> `{what}`")
 
 
 def _called_name(src: ParsedSource, call: ast.Call) -> tuple[str | None, Position]:
@@ -243,7 +261,7 @@ def _sibling_calls(src: ParsedSource, call: ast.Call) -> list[str]:
     return found
 
 
-def _variable_edits(src: ParsedSource) -> Iterator[_Edit]:
+def _variable_edits(src: ParsedSource) -> Iterator[Edit]:
     """Tier 2: a variable read in place of another variable of the function named on the same line."""
     bound = _bound_names(src.tree) - {"self", "cls"}
     names = [n for n in ast.walk(src.tree) if isinstance(n, ast.Name)]
@@ -254,7 +272,7 @@ def _variable_edits(src: ParsedSource) -> Iterator[_Edit]:
         if not isinstance(n.ctx, ast.Load) or n.id not in bound:
             continue
         for other in sorted(by_row[src.start(n)[0]] & bound - {n.id}):
-            yield _Edit(src.start(n), src.end(n), other, 2, f"`{n.id}` -> `{other}`")
+            yield Edit(src.start(n), src.end(n), other, 2, f"`{n.id}` -> `{other}`")
 
 
 def _bound_names(tree: ast.AST) -> set[str]:
@@ -263,14 +281,14 @@ def _bound_names(tree: ast.AST) -> set[str]:
     return names | {h.name for h in ast.walk(tree) if isinstance(h, ast.ExceptHandler) and h.name}
 
 
-def _swapped_pair(src: ParsedSource, first: ast.AST, second: ast.AST, tier: int, what: str) -> _Edit:
+def _swapped_pair(src: ParsedSource, first: ast.AST, second: ast.AST, tier: int, what: str) -> Edit:
     """``first`` and ``second`` (in source order, apart) trade places; what lies between stays."""
     a, b = src.source(first), src.source(second)
     between = src.segment(src.end(first), src.start(second))
-    return _Edit(src.start(first), src.end(second), b + between + a, tier, what)
+    return Edit(src.start(first), src.end(second), b + between + a, tier, what)
 
 
-def _swaps(src: ParsedSource) -> Iterator[_Edit]:
+def _swaps(src: ParsedSource) -> Iterator[Edit]:
     """Tier 2: two things in the wrong order: a call's two positional arguments, two adjacent simple
     statements, the two calls of a chain (``s.replace(a, b).replace(c, d)``)."""
     for node in ast.walk(src.tree):
@@ -282,7 +300,7 @@ def _swaps(src: ParsedSource) -> Iterator[_Edit]:
             inner = node.func.value
             outer_call = src.segment(src.end(inner), src.end(node))  # ``.b(q)``
             inner_call = src.segment(src.end(inner.func.value), src.end(inner))  # ``.a(p)``
-            yield _Edit(src.end(inner.func.value), src.end(node), outer_call + inner_call, 2, "chained calls swapped")
+            yield Edit(src.end(inner.func.value), src.end(node), outer_call + inner_call, 2, "chained calls swapped")
     for block in src.blocks():
         for first, second in zip(block, block[1:], strict=False):
             simple = (ast.Assign, ast.AugAssign, ast.Expr)
@@ -291,7 +309,7 @@ def _swaps(src: ParsedSource) -> Iterator[_Edit]:
                 yield _swapped_pair(src, first, second, 2, "statements swapped")
 
 
-def _deletions(src: ParsedSource) -> Iterator[_Edit]:
+def _deletions(src: ParsedSource) -> Iterator[Edit]:
     """Tier 2: a simple statement deleted (``pass`` in its place when it is its block's only one)."""
     for block in src.blocks():
         for stmt in block:
@@ -306,12 +324,12 @@ def _deletions(src: ParsedSource) -> Iterator[_Edit]:
             new = " " * indent + "pass" if len(block) == 1 else None
             first, last = rows
             if new is None and last + 1 < len(src.lines):
-                yield _Edit((first, 0), (last + 1, 0), "", 2, "statement deleted")
+                yield Edit((first, 0), (last + 1, 0), "", 2, "statement deleted")
             else:
-                yield _Edit((first, 0), (last, len(src.lines[last])), new or "", 2, "statement deleted")
+                yield Edit((first, 0), (last, len(src.lines[last])), new or "", 2, "statement deleted")
 
 
-def _copies(src: ParsedSource, neighbours: tuple[str, ...]) -> Iterator[_Edit]:
+def _copies(src: ParsedSource, neighbours: tuple[str, ...]) -> Iterator[Edit]:
     """Tier 3: a short statement the function or a neighbour holds (a call, or an ``if`` of assignments
     and calls), copied before another statement of the function, or after its block's last."""
     known = {n.id for n in ast.walk(src.tree) if isinstance(n, ast.Name)} | BUILTIN_NAMES
@@ -319,7 +337,7 @@ def _copies(src: ParsedSource, neighbours: tuple[str, ...]) -> Iterator[_Edit]:
     for other in [src, *(n for n in map(ParsedSource.parsed, neighbours) if n is not None)]:
         candidates += [c for c in _copyable(other) if _names_known(c, known)]
     for snippet in dict.fromkeys(candidates):
-        yield from _insertions(src, snippet, 3, f"`{snippet.strip().splitlines()[0]}` copied here")
+        yield from src.insertions(snippet, 3, f"`{snippet.strip().splitlines()[0]}` copied here")
 
 
 def _copyable(src: ParsedSource) -> Iterator[str]:
@@ -342,60 +360,8 @@ def _names_known(snippet: str, known: set[str]) -> bool:
     return all(n.id in known for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
 
 
-def _insertions(src: ParsedSource, snippet: str, tier: int, what: str, after_row: int = -1) -> Iterator[_Edit]:
-    """``snippet`` (unindented) inserted before each statement of each block below ``after_row``, and after
-    each block's last, never next to a statement that reads the same."""
-    for block in src.blocks():
-        rows = [r for r in (src.whole_lines(s) for s in block) if r is not None]
-        if len(rows) != len(block):
-            continue
-        indent = src.start(block[0])[1]
-        texts = ["\n".join(line[indent:] for line in src.lines[a:b + 1]) for a, b in rows]
-        lines = snippet.split("\n")
-        insert = "".join(" " * indent + line + "\n" if line else "\n" for line in lines)
-        for i, (first, _) in enumerate(rows):
-            if first > after_row and snippet != texts[i] and (i == 0 or snippet != texts[i - 1]):
-                yield _Edit((first, 0), (first, 0), insert, tier, what)
-        last = rows[-1][1]
-        if last > after_row and snippet != texts[-1]:
-            yield _Edit((last, len(src.lines[last])), (last, len(src.lines[last])), "\n" + insert[:-1], tier, what)
-
-
-def _unused_assignments(src: ParsedSource) -> Iterator[_Edit]:
-    """Tier 1: a value assigned and never read (``end2``) given to its namesake (``end = end2``) after
-    each later statement."""
-    names = {n.id for n in ast.walk(src.tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    for name, row in _never_read(src):
-        stem = name.rstrip("0123456789_")
-        for other in sorted(names - {name}):
-            if other.rstrip("0123456789_") == stem:
-                yield from _insertions(src, f"{other} = {name}", 1, f"`{other} = {name}`", row)
-
-
-def _unused_in_returns(src: ParsedSource) -> Iterator[_Edit]:
-    """Tier 1: a value assigned and never read (``sign`` of ``rows, sign, pivots = ...``) put back into each
-    later ``return`` as a factor or a term (``return sign * product``, ``return total + carry``)."""
-    for name, row in _never_read(src):
-        if name.startswith("_"):
-            continue  # a value thrown away on purpose
-        for ret in ast.walk(src.tree):
-            if not isinstance(ret, ast.Return) or ret.value is None or src.start(ret)[0] <= row:
-                continue
-            text = src.source(ret.value)
-            term = text if isinstance(ret.value, SIMPLE_EXPRESSIONS) else f"({text})"
-            for new in (f"{name} * {term}", f"{term} + {name}"):
-                yield _Edit(src.start(ret.value), src.end(ret.value), new, 1, f"`return {text}` -> `return {new}`")
-
-
-def _never_read(src: ParsedSource) -> list[tuple[str, int]]:
-    """Local names stored and never read (other than ``_``, ``__``), each with the row of its first store."""
-    read = {n.id for n in ast.walk(src.tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    first: dict[str, int] = {}
-    for n in ast.walk(src.tree):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in read and n.id.strip("_"):
-            row = src.start(n)[0]
-            first[n.id] = min(first.get(n.id, row), row)
-    return sorted(first.items(), key=lambda item: item[1])
+def _is_number(*nodes: ast.AST) -> bool:
+    return any(isinstance(n, ast.Constant) and isinstance(n.value, int | float | complex) for n in nodes)
 
 
 def _is_text(node: ast.AST) -> bool:

@@ -17,10 +17,23 @@ import ast
 import io
 import tokenize
 from collections.abc import Iterator
+from dataclasses import dataclass
 
-__all__ = ["ParsedSource", "Position"]
+__all__ = ["SIMPLE_EXPRESSIONS", "Edit", "ParsedSource", "Position"]
 
 Position = tuple[int, int]  # (row, column) in the text, both from 0, the column in characters
+SIMPLE_EXPRESSIONS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)  # spliced without parentheses
+
+
+@dataclass(frozen=True)
+class Edit:
+    """``start``..``end`` of the text replaced by ``new``: a mutant's one edit, its tier and what it does."""
+
+    start: Position
+    end: Position
+    new: str
+    tier: int
+    what: str
 
 
 class ParsedSource:
@@ -94,6 +107,24 @@ class ParsedSource:
         if self.lines[r0][:c0].strip() or after and not after.startswith("#"):
             return None
         return r0, r1
+
+    def insertions(self, snippet: str, tier: int, what: str, after_row: int = -1) -> Iterator[Edit]:
+        """``snippet`` (unindented) inserted before each statement of each block below ``after_row``, and
+        after each block's last, never next to a statement that reads the same."""
+        for block in self.blocks():
+            rows = [r for r in (self.whole_lines(s) for s in block) if r is not None]
+            if len(rows) != len(block):
+                continue
+            indent = self.start(block[0])[1]
+            texts = ["\n".join(line[indent:] for line in self.lines[a:b + 1]) for a, b in rows]
+            insert = "".join(" " * indent + line + "\n" if line else "\n" for line in snippet.split("\n"))
+            for i, (first, _) in enumerate(rows):
+                if first > after_row and snippet != texts[i] and (i == 0 or snippet != texts[i - 1]):
+                    yield Edit((first, 0), (first, 0), insert, tier, what)
+            last = rows[-1][1]
+            if last > after_row and snippet != texts[-1]:
+                yield Edit((last, len(self.lines[last])), (last, len(self.lines[last])), "\n" + insert[:-1], tier,
+                           what)
 
 
 def _tokens(text: str, shift: int) -> list[tuple[Position, Position, str]]:
