@@ -128,11 +128,11 @@ def _valid_bug(task: AgentTask, fixed: Path, files: list[Path], kind: str, name:
 
 
 def write_task_file(out_dir: Path, made: list[tuple[AgentTask, Injection, str]]) -> Path:
-    """``tasks.jsonl`` of the injected tasks, repos relative to it (for ``--tasks FILE``)."""
+    """``tasks.jsonl`` of the injected tasks, their repos as absolute paths (for ``--tasks FILE``)."""
     path = out_dir / "tasks.jsonl"
     with path.open("w", encoding="utf-8") as f:
         for task, _, _ in made:
-            f.write(json.dumps({"name": task.name, "kind": "injected bug", "task": task.task, "repo": task.name,
+            f.write(json.dumps({"name": task.name, "kind": "injected bug", "task": task.task, "repo": str(Path(str(task.repo)).resolve()),
                                 "check": task.check, "check_files": list(task.check_files or ()),
                                 **({"tests": list(task.tests)} if task.tests else {})}) + "\n")
     return path

@@ -1,7 +1,7 @@
 """Repair by mutants alone, without a model: which shipped tasks the rewrite stage's first phase solves.
 
-For every task of the given sets that has a check (``--tasks libraries,suites``), the rewrite stage
-runs in a sandbox made as the runner makes it (the check files read-only) with no model answers
+For every task of the given sets or task files that has a check (``--tasks libraries,suites``), the
+rewrite stage runs in a sandbox made as the runner makes it (the check files read-only) with no model answers
 (``RewritePolicy(samples=0, mutants=M)``): the suspects, then at most ``M`` mutants
 (``agent_engine.agent.mutants``) each written and checked. The judge (``agent_engine.agent.judge``:
 the pristine check files, the check's own test report) then says whether the task is solved. The
@@ -30,7 +30,7 @@ from agent_engine.agent.rewrites import (
     rewrite_stage,
 )
 from agent_engine.agent.sandbox import Sandbox
-from agent_engine.agent.task_set import AgentTask, set_tasks
+from agent_engine.agent.task_set import AgentTask, resolve_tasks
 from agent_engine.json_types import JsonObject
 from agent_engine.reporting import machine_info, print_table, write_json
 from benchmarks.cli import run_standalone
@@ -41,7 +41,8 @@ NOWHERE = "http://127.0.0.1:9"  # the discard port: the stage never calls a mode
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """Flags of ``bench mutants``."""
-    ap.add_argument("--tasks", default="libraries,suites", help="shipped task sets, comma-separated")
+    ap.add_argument("--tasks", default="libraries,suites",
+                    help="shipped task sets or task JSONL files (bench injected writes one), comma-separated")
     ap.add_argument("--mutants", type=int, default=DEFAULT_MUTANTS, help="mutants tried per task, at most")
     ap.add_argument("--functions", type=int, default=DEFAULT_REWRITE_FUNCTIONS, help="suspects mutated, at most")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds for one command in the sandbox")
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     only = {n for n in args.only.split(",") if n}
     rows: list[JsonObject] = []
     for set_name in [s for s in args.tasks.split(",") if s]:
-        for task in set_tasks(set_name):
+        for task in resolve_tasks(set_name):
             if task.check is None or (only and task.name not in only):
                 continue
             row = {"set": set_name, **repaired(task, policy, args.timeout)}

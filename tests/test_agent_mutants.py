@@ -138,12 +138,21 @@ def test_operands_arguments_statements_and_chained_calls_trade_places() -> None:
     assert joined["def f(a, b):\n    return b + a + 1\n"] == 2  # text or sequences joined: one tier later
     assert not any(t.endswith("1 + (a + b)\n") for t in joined)  # a number added stays where it is
     assert "def f(a, b):\n    return b and a\n" in texts("def f(a, b):\n    return a and b\n")
+    assert texts("def f(x):\n    return x % 'got %s'\n")[0] == "def f(x):\n    return 'got %s' % x\n"
     assert "def f(a, b, c):\n    return c - (a + b)\n" in texts("def f(a, b, c):\n    return (a + b) - c\n")
     assert "def f(a, b):\n    return g(b, a)\n" in texts("def f(a, b):\n    return g(a, b)\n")
     unescape = "def unescape(s):\n    return s.replace('~0', '~').replace('~1', '/')\n"
     assert "def unescape(s):\n    return s.replace('~1', '/').replace('~0', '~')\n" in texts(unescape)
     source = "def f(x):\n    y = x + 1\n    x = 2\n    return x + y\n"
     assert "def f(x):\n    x = 2\n    y = x + 1\n    return x + y\n" in texts(source)
+
+
+def test_two_variables_trade_places_on_a_line_and_a_slice_step_reverses() -> None:
+    clamp = "def clamp(x, lo, hi):\n    return max(hi, min(lo, x))\n"
+    swapped = {m.text: m for m in mutants(clamp)}["def clamp(x, lo, hi):\n    return max(lo, min(hi, x))\n"]
+    assert swapped.tier == 2 and swapped.what == "line 2: `hi` and `lo` swapped"
+    assert "def r(s):\n    return s[::-1]\n" in texts("def r(s):\n    return s[::1]\n")
+    assert "def r(s):\n    return s[1::2]\n" in texts("def r(s):\n    return s[1::-2]\n")
 
 
 def test_shuffled_statements_are_put_back_in_data_order() -> None:

@@ -19,7 +19,7 @@ from sandbox_helpers import repo_sandbox
 from agent_engine.agent.aci import run_program
 from agent_engine.agent.job_runner import AgentRunResult, RunOptions, run_agent_jobs_sync
 from agent_engine.agent.loop import AgentConfig
-from agent_engine.agent.repair_tool import same_test
+from agent_engine.agent.repair_tool import LONG_LINES, same_test
 from agent_engine.agent.rewrite_answers import Suspect, rewritten_function
 from agent_engine.agent.rewrites import MUTANT_PASSED, REWRITE_PASSED, RewritePolicy
 from agent_engine.agent.sandbox import Sandbox
@@ -130,6 +130,29 @@ def test_the_function_only_the_failing_test_runs_is_the_first_suspect(shop: Sand
     assert found[0]["text"].startswith("def discounted(cents, percent):")
     assert all(d["path"] == "shop/prices.py" for d in found)  # never a test file
     assert len(found) <= 3 and "total" not in [d["name"] for d in found]  # run by passing tests only
+
+
+def test_a_function_with_dead_code_the_failing_test_runs_ranks_first(tmp_path: Path) -> None:
+    line = '    return f"{cents // 100}.{cents % 100:02d}"\n'
+    dead = LIBRARY["shop/prices.py"].replace(line, line + "    cents = int(cents)\n")
+    with repo_sandbox(tmp_path, {**LIBRARY, "shop/prices.py": dead}) as sandbox:
+        found = json.loads(run_program(sandbox, {"op": "suspects", "argv": ["check.py"], "limit": 3,
+                                                 "failing": ["tests.test_prices.PricesTest.test_discount"]}).output)
+    assert [d["name"] for d in found][:2] == ["fmt", "discounted"]  # Ochiai alone puts ``discounted`` first
+
+
+def test_a_nested_function_of_a_holder_too_long_to_list_is_a_suspect_alone(tmp_path: Path) -> None:
+    filler = "".join(f"    step{i} = {i}\n" for i in range(LONG_LINES))
+    factory = ("def make_discount():\n" + filler + "    def discounted(cents, percent):\n"
+               "        return cents - cents * percent // 10\n    return discounted\n\n\n"
+               "def fmt(cents):\n    return f\"{cents // 100}.{cents % 100:02d}\"\n\n\n"
+               "def total(items):\n    return sum(items)\n\n\ndiscounted = make_discount()\n")
+    with repo_sandbox(tmp_path, {**LIBRARY, "shop/prices.py": factory}) as sandbox:
+        found = json.loads(run_program(sandbox, {"op": "suspects", "argv": ["check.py"], "limit": 3,
+                                                 "failing": ["tests.test_prices.PricesTest.test_discount"]}).output)
+    assert found[0]["name"] == "make_discount.discounted" and found[0]["first"] == LONG_LINES + 2
+    assert found[0]["text"].startswith("    def discounted(cents, percent):")
+    assert "make_discount" not in [d["name"] for d in found]  # too long to list
 
 
 def test_a_rewrite_writes_only_lines_that_still_read_as_shown(shop: Sandbox) -> None:
@@ -402,7 +425,7 @@ def test_the_fix_among_breaking_changes_of_an_answer_is_tried_alone_and_solves_t
 
 
 def test_the_issue_s_rare_words_rank_the_function_that_uses_them() -> None:
-    from agent_engine.agent.repair_tool import issue_overlap, words
+    from agent_engine.agent.suspect_priors import issue_overlap, words
     assert words("sv.NpmSpec('^0.2.3') rejects next_minor for HTTPServer") >= {"npm", "spec", "next", "minor",
                                                                                "http", "server", "rejects"}
     assert not words("def f(self): return None") & {"def", "self", "return", "none"}

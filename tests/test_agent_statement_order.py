@@ -62,3 +62,10 @@ def test_unbound_reads_are_locals_read_before_any_assignment() -> None:
     assert unbound_reads(function) == ["total", "seen"]  # ``g`` is global, ``n`` a parameter
     fine = ast.parse("def f(c):\n    if c:\n        x = 1\n    else:\n        x = 2\n    return x\n").body[0]
     assert isinstance(fine, ast.FunctionDef) and unbound_reads(fine) == []
+
+
+def test_guard_clauses_can_go_first() -> None:
+    shuffled = body("def f(n, func):\n    sigs = table[func]\n    if func not in table:\n        return None\n"
+                    "    checks = [n in s for s in sigs]\n    return all(checks)\n")
+    assert dependency_order(shuffled) == [0, 1, 2, 3]  # the order the data allows stays
+    assert dependency_order(shuffled, guards_first=True) == [1, 0, 2, 3]

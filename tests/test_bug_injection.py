@@ -102,7 +102,8 @@ def test_bench_injected_makes_a_failing_task_and_judges_its_repair(tmp_path: Pat
     assert len(lines) == 1 and json.loads(lines[0])["name"] == "exprcalc_left_assoc__shuffle_0"
     task = json.loads(lines[0])
     assert "parser.py" not in task["task"] and task["check"] == "python3 check.py"
-    fixed, bugged = out / "_fixed" / "exprcalc_left_assoc", out / task["repo"]
+    fixed, bugged = out / "_fixed" / "exprcalc_left_assoc", Path(task["repo"])
+    assert bugged.is_absolute() and bugged.parent == out.resolve()
     changed = [p for p in bugged.rglob("*.py") if p.read_bytes() != (fixed / p.relative_to(bugged)).read_bytes()]
     assert len(changed) == 1
     report = json.loads((tmp_path / "r.json").read_text())

@@ -71,17 +71,19 @@ def _never_read(src: ParsedSource) -> list[tuple[str, int]]:
 
 def _reorderings(src: ParsedSource) -> Iterator[Edit]:
     """Tier 1: a block's statements put in data order (``statement_order``: lines shuffled out of order),
-    each statement moved with the comment lines above it."""
+    each statement moved with the comment lines above it; a second order puts guard clauses first."""
     for block in src.blocks():
         rows = [src.whole_lines(s) for s in block]
-        order = dependency_order(block)
-        if order == sorted(order) or None in rows or getattr(block[0], "decorator_list", None):
+        if None in rows or getattr(block[0], "decorator_list", None):
             continue
         spans = [(rows[i - 1][1] + 1 if i else rows[0][0], rows[i][1]) for i in range(len(block))]
         chunks = ["\n".join(src.lines[a:b + 1]) for a, b in spans]
         first, last = spans[0][0], spans[-1][1]
-        yield Edit((first, 0), (last, len(src.lines[last])), "\n".join(chunks[i] for i in order), 1,
-                    "statements put in data order")
+        for guards_first in (False, True):
+            order = dependency_order(block, guards_first)
+            if order != sorted(order):
+                yield Edit((first, 0), (last, len(src.lines[last])), "\n".join(chunks[i] for i in order), 1,
+                           "statements put in data order" + (", guards first" if guards_first else ""))
 
 
 def _initializations(src: ParsedSource) -> Iterator[Edit]:

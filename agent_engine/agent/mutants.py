@@ -4,7 +4,7 @@ Program repair without a model (generate and validate, as PraPR and TBar do it, 
 sets of mutation testing: mutmut, PIT) tries the classic small edits at the suspect's code and lets
 the check judge: a loosened, negated or flipped comparison, an operator changed within its group
 (``+ -``, ``* / // % **``, ``& | ^``, ``<< >>``), an off-by-one constant, index, slice or ``range``
-bound, ``and``/``or``, a negated condition, ``if``/``while``, a wider ``except``, truncation for
+bound, a slice's step reversed, ``and``/``or``, a negated condition, ``if``/``while``, a wider ``except``, truncation for
 rounding, a call to the sibling method the function calls elsewhere, a variable swapped for another on
 the same line, two operands, arguments, statements or chained calls in the wrong order, a block's
 statements put back in data order (``statement_order``: lines shuffled), a statement deleted, a
@@ -19,8 +19,8 @@ Invariants:
 - Each mutant is the whole suspect text with one edit, parses, differs from the text and from every
   other mutant; the list is in the order to try: by tier (``Mutant.tier``: 1 one token, or a value
   computed and never read given to its namesake or returned as a factor or term, the operands of a
-  non-commutative operator, a block in data order; 2 a variable swapped, two arguments, statements or
-  chained calls swapped, the operands of ``+`` (text, sequences) or ``and``/``or``, a statement
+  non-commutative operator, a block in data order, a slice's step reversed; 2 a variable swapped, two
+  variables trading places on a line, two arguments, statements or chained calls swapped, the operands of ``+`` (text, sequences) or ``and``/``or``, a statement
   deleted; 3 a statement copied), then in source order.
 - An edit splices the text at the syntax tree's positions (``agent_engine.agent.source_splice``):
   everything else stays byte for byte (never ``ast.unparse``).
@@ -103,6 +103,7 @@ def _edits(src: ParsedSource, neighbours: tuple[str, ...]) -> Iterator[Edit]:
         yield from _call_edits(src, node)
         yield from _operand_swaps(src, node)
     yield from _variable_edits(src)
+    yield from _pair_swaps(src)
     yield from _swaps(src)
     yield from _deletions(src)
     yield from _copies(src, neighbours)
@@ -139,9 +140,11 @@ def _token_edits(src: ParsedSource, node: ast.AST) -> Iterator[Edit]:
 
 def _operand_swaps(src: ParsedSource, node: ast.AST) -> Iterator[Edit]:
     """Tier 2: the operands of a ``+`` that joins text or sequences, or of ``and``/``or`` (what is checked
-    first), in the other order."""
+    first), in the other order; tier 1: a ``%`` with its format string on the right."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and not _is_number(node.left, node.right):
         yield from _reversed_operands(src, node, [node.left, node.right], 0, 2)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and _is_text(node.right):
+        yield from _reversed_operands(src, node, [node.left, node.right], 0, 1)  # the format goes on the left
     elif isinstance(node, ast.BoolOp):
         for i in range(len(node.values) - 1):
             yield from _reversed_operands(src, node, node.values, i, 2)
@@ -214,6 +217,10 @@ def _bound_edits(src: ParsedSource, node: ast.AST) -> Iterator[Edit]:
         term = text if isinstance(bound, SIMPLE_EXPRESSIONS) else f"({text})"
         for sign in ("+", "-"):
             yield Edit(src.start(bound), src.end(bound), f"{term} {sign} 1", 1, f"`{text}` -> `{term} {sign} 1`")
+    if isinstance(node, ast.Slice) and node.step is not None:
+        step = src.source(node.step)
+        reversed_step = step[1:].lstrip() if step.startswith("-") else f"-{step}"
+        yield Edit(src.start(node.step), src.end(node.step), reversed_step, 1, f"step `{step}` -> `{reversed_step}`")
 
 
 def _call_edits(src: ParsedSource, node: ast.AST) -> Iterator[Edit]:
@@ -273,6 +280,26 @@ def _variable_edits(src: ParsedSource) -> Iterator[Edit]:
             continue
         for other in sorted(by_row[src.start(n)[0]] & bound - {n.id}):
             yield Edit(src.start(n), src.end(n), other, 2, f"`{n.id}` -> `{other}`")
+
+
+def _pair_swaps(src: ParsedSource) -> Iterator[Edit]:
+    """Tier 2: two variables of the function read on one line trading places everywhere on it
+    (``max(hi, min(lo, x))`` -> ``max(lo, min(hi, x))``)."""
+    bound = _bound_names(src.tree) - {"self", "cls"}
+    by_row: dict[int, list[ast.Name]] = {}
+    for n in ast.walk(src.tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in bound:
+            by_row.setdefault(src.start(n)[0], []).append(n)
+    for row, names in sorted(by_row.items()):
+        ids = sorted({n.id for n in names})
+        for i, a in enumerate(ids):
+            for b in ids[i + 1:]:
+                line = src.lines[row]
+                for n in sorted(names, key=lambda n: -src.start(n)[1]):  # right to left: columns stay valid
+                    if n.id in (a, b) and src.end(n)[0] == row:
+                        (_, c0), (_, c1) = src.start(n), src.end(n)
+                        line = line[:c0] + (b if n.id == a else a) + line[c1:]
+                yield Edit((row, 0), (row, len(src.lines[row])), line, 2, f"`{a}` and `{b}` swapped")
 
 
 def _bound_names(tree: ast.AST) -> set[str]:

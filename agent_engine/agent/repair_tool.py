@@ -23,7 +23,8 @@ Invariants:
 - The check runs with its output sent to ``/dev/null`` (the descriptors restored after, ``open`` too);
   what this prints is one JSON list of suspects, at most ``limit``, each ``{"kind", "path", "name",
   "first", "last", "score", "failed", "passed", "text"}``: ``kind`` ``function`` (``name`` qualified, a
-  nested function mapped to the outermost function or method that holds it; ``first`` counts its
+  nested function mapped to the outermost function or method that holds it, or listed alone when that
+  one is too long to list; ``first`` counts its
   decorators; ``text`` the lines ``first``..``last`` exactly; at most ``max_lines`` lines), ``lines``
   (the same, for a function of up to ``LONG_LINES`` lines: the model rewrites a line range) or ``file``
   (a whole file of at most ``SMALL_FILE_LINES`` lines, ``text`` without its final newline: a data file
@@ -31,7 +32,9 @@ Invariants:
   only (never a test file, a read-only file or anything outside the repository).
 - A check that ends the process (``os._exit``) or never finishes leaves no list: the host then has no
   suspects from the spectrum. Formatting methods (``__repr__``, ``__str__``, ``__format__``), which a
-  failing assertion runs to print its message, rank after every other suspect.
+  failing assertion runs to print its message, rank after every other suspect; a function that looks
+  broken (``looks_broken``: dead code after a ``return``, a docstring below its first statement)
+  ranks before every other one.
 - ``rewrite_function`` writes only when the file's lines ``first``..``last`` are still exactly
   ``old`` and the result compiles (``file_tool.written``: never a read-only file, the undo kept), and
   prints what it did; otherwise it changes nothing and says why (exit status 1).
@@ -49,6 +52,7 @@ from collections.abc import Callable
 if __name__.startswith("agent_engine."):  # on the host; in the sandbox the earlier sources ran here
     from agent_engine.agent.failing_code import FailingCode, Source
     from agent_engine.agent.file_tool import is_test_path, read_only, read_text, written
+    from agent_engine.agent.suspect_priors import issue_overlap, looks_broken
 
 SUSPECTS = 6
 SUSPECT_LINES = 80  # a longer function is rewritten by line ranges (kind ``lines``) ...
@@ -56,14 +60,6 @@ LONG_LINES = 250  # ... up to this long
 SMALL_FILE_LINES = 60  # a file this short is a suspect as a whole (module constants, data, what is missing)
 SMALL_FILE_CHARS = 3000
 ISSUE_WEIGHT = 0.1  # of the issue's vocabulary in a suspect's rank, beside its Ochiai score (0..1)
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_WORD_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-COMMON_WORDS = frozenset({
-    "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else", "except",
-    "false", "finally", "for", "from", "global", "import", "lambda", "none", "nonlocal", "not", "pass", "raise",
-    "return", "true", "try", "while", "with", "yield", "self", "cls", "the", "that", "this", "but", "are", "was",
-    "its", "has", "have", "should", "would", "when", "then", "than", "into", "out", "all", "any", "can",
-    "does", "instead", "gives", "returns", "expected", "got", "print", "args", "kwargs"})
 _MENTIONED = re.compile(r"[A-Za-z0-9_./~-]+\.[A-Za-z0-9]+")  # a path a check's output may name
 FORMATTING = ("__repr__", "__str__", "__format__")
 PYTHON_FLAGS = ("-I", "-B", "-u", "-E", "-s", "-S", "-O", "-OO", "-q")
@@ -97,9 +93,10 @@ class Spectrum:
             code = frame.f_code  # type: ignore[attr-defined]
             rel = self.library_path(code.co_filename)
             if rel is not None:
-                name = getattr(code, "co_qualname", code.co_name).split(".<locals>")[0]
-                self.order.setdefault((rel, name), len(self.order))
-                self.hits.setdefault(self.current, set()).add((rel, name))
+                qualname = getattr(code, "co_qualname", code.co_name)
+                for name in dict.fromkeys((qualname.split(".<locals>")[0], qualname.replace(".<locals>", ""))):
+                    self.order.setdefault((rel, name), len(self.order))
+                    self.hits.setdefault(self.current, set()).add((rel, name))
         except RecursionError:
             pass
 
@@ -307,12 +304,13 @@ def suspects(argv: list[str], failing: list[str], tracebacks: list[list[list[obj
     order = spectrum.order if spectrum is not None else {}
     names = {fn for fn, (_, failed, _) in scores.items() if failed} | set(static)
     spans = {fn: span for fn in names if (span := function_span(*fn)) is not None and span[1] - span[0] < LONG_LINES}
+    spans = {fn: span for fn, span in spans.items() if not _holder_listed(fn, spans)}
     lexical = issue_overlap(issue, {fn: span[2] for fn, span in spans.items()})
 
-    def rank(fn: tuple[str, str]) -> tuple[bool, float, int]:
+    def rank(fn: tuple[str, str]) -> tuple[bool, bool, float, int]:
         at = static.index(fn) if fn in static else len(static) + order.get(fn, len(order))
         suspicion = scores.get(fn, (0.0, 0, 0))[0] + ISSUE_WEIGHT * lexical.get(fn, 0.0)
-        return fn[1].split(".")[-1] in FORMATTING, -suspicion, at
+        return fn[1].split(".")[-1] in FORMATTING, not looks_broken(spans[fn][2]), -suspicion, at
 
     functions: list[dict[str, object]] = []
     for path, name in sorted(spans, key=rank)[:limit]:
@@ -328,34 +326,9 @@ def suspects(argv: list[str], failing: list[str], tracebacks: list[list[list[obj
     return merged(functions, small_files(named, holding), limit)
 
 
-def words(text: str) -> set[str]:
-    """The lower-case words of identifiers and prose in ``text`` (``NpmSpec`` -> ``npm``, ``spec``;
-    ``next_minor`` -> ``next``, ``minor``), of three letters or more, Python's keywords and the commonest
-    names left out."""
-    found: set[str] = set()
-    for token in _IDENTIFIER.findall(text):
-        for part in _WORD_PART.findall(token):
-            word = part.lower()
-            if len(word) >= 3 and word not in COMMON_WORDS:
-                found.add(word)
-    return found
-
-
-def issue_overlap(issue: str, sources: dict[tuple[str, str], str]) -> dict[tuple[str, str], float]:
-    """How much of the issue's vocabulary each function's source uses, weighted by rarity among the
-    functions (inverse document frequency) and scaled so the highest is 1.0; {} without an issue."""
-    asked = words(issue)
-    if not asked or not sources:
-        return {}
-    vocab = {fn: words(text) & asked for fn, text in sources.items()}
-    df: dict[str, int] = {}
-    for used in vocab.values():
-        for word in used:
-            df[word] = df.get(word, 0) + 1
-    n = len(sources)
-    raw = {fn: sum(math.log((n + 1) / (df[w] + 0.5)) for w in used) for fn, used in vocab.items()}
-    top = max(raw.values(), default=0.0)
-    return {fn: value / top for fn, value in raw.items()} if top > 0 else {}
+def _holder_listed(fn: tuple[str, str], listed: dict[tuple[str, str], tuple[int, int, str]]) -> bool:
+    """Whether a function that holds nested function ``fn`` is listed itself (then ``fn`` goes with it)."""
+    return any(path == fn[0] and fn[1].startswith(name + ".") for path, name in listed)
 
 
 def mentioned_files(output: str, tracebacks: list[list[list[object]]]) -> list[str]:

@@ -27,8 +27,10 @@ COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
-def dependency_order(block: list[ast.stmt]) -> list[int]:
-    """The block's statement indices in data order (see the module docstring)."""
+def dependency_order(block: list[ast.stmt], guards_first: bool = False) -> list[int]:
+    """The block's statement indices in data order (see the module docstring); ``guards_first``: among
+    the statements free to go next, an ``if`` that ends in a ``return`` or ``raise`` (a guard clause)
+    goes before the others."""
     needs = [reads_before_writes(s) for s in block]
     sets = [writes(s) for s in block]
     after = [{i for i in range(len(block)) if i != j and sets[i] & needs[j]} for j in range(len(block))]
@@ -36,8 +38,9 @@ def dependency_order(block: list[ast.stmt]) -> list[int]:
     remaining = [i for i in range(len(block)) if i not in order]
     while remaining:
         moving = [i for i in remaining if not isinstance(block[i], TERMINAL)]
-        ready = (i for i in moving if not after[i] & set(remaining))
-        pick = next(ready, moving[0] if moving else remaining[0])
+        ready = [i for i in moving if not after[i] & set(remaining)]
+        guards = [i for i in ready if guards_first and _is_guard(block[i])]
+        pick = (guards or ready or moving or remaining)[0]
         order.append(pick)
         remaining.remove(pick)
     return order
@@ -68,6 +71,10 @@ def unbound_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]
     params |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
     declared = {n for node in ast.walk(function) if isinstance(node, ast.Global | ast.Nonlocal) for n in node.names}
     return [n for n in walk.first_reads if n in walk.written and n not in params | declared]
+
+
+def _is_guard(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.If) and isinstance(stmt.body[-1], ast.Return | ast.Raise)
 
 
 def is_docstring(stmt: ast.stmt) -> bool:
