@@ -19,7 +19,7 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from agent_engine.agent.source_splice import ParsedSource, Position
+from agent_engine.agent.source_splice import SIMPLE_EXPRESSIONS, ParsedSource, Position
 
 __all__ = ["KINDS", "Injection", "injections"]
 
@@ -27,7 +27,7 @@ GROUPS = (("+", "-"), ("*", "/", "//", "%"), ("&", "|", "^"), ("<<", ">>"), ("**
 FLIPS = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "!=", "!=": "==", "in": "not in", "not in": "in",
          "is": "is not", "is not": "is"}
 BOUNDARIES = {"<": "<=", "<=": "<", ">": ">=", ">=": ">"}
-Edit = tuple[Position, Position, str]
+Splice = tuple[Position, Position, str]  # a place and its new text
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def _is_text(node: ast.AST) -> bool:
     return isinstance(node, ast.JoinedStr) or isinstance(node, ast.Constant) and isinstance(node.value, str | bytes)
 
 
-def _operator_change(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Edit]:
+def _operator_change(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Splice]:
     for node in _inside(function, ast.BinOp):
         assert isinstance(node, ast.BinOp)
         span = src.operator(src.end(node.left), src.start(node.right))
@@ -86,7 +86,7 @@ def _operator_change(src: ParsedSource, function: ast.AST, rng: random.Random) -
             yield span[0], span[1], rng.choice(others)
 
 
-def _comparisons(src: ParsedSource, function: ast.AST, table: dict[str, str]) -> Iterator[Edit]:
+def _comparisons(src: ParsedSource, function: ast.AST, table: dict[str, str]) -> Iterator[Splice]:
     for node in _inside(function, ast.Compare):
         assert isinstance(node, ast.Compare)
         span = src.operator(src.end(node.left), src.start(node.comparators[0]))
@@ -94,33 +94,33 @@ def _comparisons(src: ParsedSource, function: ast.AST, table: dict[str, str]) ->
             yield span[0], span[1], table[span[2]]
 
 
-def _flip(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Edit]:
+def _flip(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Splice]:
     return _comparisons(src, function, FLIPS)
 
 
-def _boundary(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Edit]:
+def _boundary(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Splice]:
     return _comparisons(src, function, BOUNDARIES)
 
 
-def _operand_swap(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Edit]:
+def _operand_swap(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Splice]:
     for node in _inside(function, ast.BinOp):
         assert isinstance(node, ast.BinOp)
         span = src.operator(src.end(node.left), src.start(node.right))
         if span is None:
             continue
-        left, right = (src.source(o) if isinstance(o, ast.Name | ast.Attribute | ast.Call | ast.Subscript | ast.Constant)
-                       else f"({src.source(o)})" for o in (node.left, node.right))
+        left, right = (src.source(o) if isinstance(o, SIMPLE_EXPRESSIONS) else f"({src.source(o)})"
+                       for o in (node.left, node.right))
         yield src.start(node), src.end(node), f"{right} {span[2]} {left}"
 
 
-def _constant(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Edit]:
+def _constant(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Splice]:
     for node in _inside(function, (ast.BinOp, ast.Compare, ast.Subscript)):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.Constant) and type(child.value) is int:
                 yield src.start(child), src.end(child), str(child.value + rng.choice((-1, 1)))
 
 
-def _invert_if(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Edit]:
+def _invert_if(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Splice]:
     for node in _inside(function, ast.If):
         assert isinstance(node, ast.If)
         if not node.orelse or not src.segment(src.end(node.body[-1]), src.start(node.orelse[0])).rstrip().endswith(
@@ -134,22 +134,21 @@ def _invert_if(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iter
         yield (body[0], 0), (other[1], len(src.lines[other[1]])), "\n".join(joined)
 
 
-def _shuffle(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Edit]:
+def _shuffle(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Splice]:
     assert isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
-    rows = [src.whole_lines(s) for s in function.body]
-    if len(rows) < 3 or None in rows:
+    rows = [r for r in (src.whole_lines(s) for s in function.body) if r is not None]
+    if len(rows) < 3 or len(rows) != len(function.body):
         return
     order = list(range(len(rows)))
     while order == sorted(order):
         rng.shuffle(order)
-    chunks = ["\n".join(src.lines[r[0]:r[1] + 1]) for r in rows if r is not None]
-    first, last = rows[0], rows[-1]
-    assert first is not None and last is not None
-    yield (first[0], 0), (last[1], len(src.lines[last[1]])), "\n".join(chunks[i] for i in order)
+    spans = [(rows[i - 1][1] + 1 if i else rows[0][0], rows[i][1]) for i in range(len(rows))]  # comments move along
+    chunks = ["\n".join(src.lines[a:b + 1]) for a, b in spans]
+    yield (spans[0][0], 0), (spans[-1][1], len(src.lines[spans[-1][1]])), "\n".join(chunks[i] for i in order)
 
 
-def _removal(kinds: type | tuple[type, ...]) -> Callable[[ParsedSource, ast.AST, random.Random], Iterator[Edit]]:
-    def remove(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Edit]:
+def _removal(kinds: type | tuple[type, ...]) -> Callable[[ParsedSource, ast.AST, random.Random], Iterator[Splice]]:
+    def remove(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Splice]:
         for block in _blocks(function):
             for stmt in block:
                 rows = src.whole_lines(stmt)
@@ -161,7 +160,7 @@ def _removal(kinds: type | tuple[type, ...]) -> Callable[[ParsedSource, ast.AST,
     return remove
 
 
-def _default(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Edit]:
+def _default(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Splice]:
     assert isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
     for value in [*function.args.defaults, *(d for d in function.args.kw_defaults if d is not None)]:
         if isinstance(value, ast.Constant) and isinstance(value.value, bool):
@@ -185,7 +184,7 @@ def _lines(src: ParsedSource, rows: tuple[int, int]) -> list[str]:
     return src.lines[rows[0]:rows[1] + 1]
 
 
-KINDS: dict[str, Callable[[ParsedSource, ast.AST, random.Random], Iterator[Edit]]] = {
+KINDS: dict[str, Callable[[ParsedSource, ast.AST, random.Random], Iterator[Splice]]] = {
     "op_change": _operator_change,
     "flip_comparison": _flip,
     "boundary": _boundary,

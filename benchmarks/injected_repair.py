@@ -27,6 +27,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from agent_engine.agent.file_tool import is_test_path
 from agent_engine.agent.rewrites import (
     DEFAULT_MUTANTS,
     DEFAULT_REWRITE_FUNCTIONS,
@@ -78,19 +79,19 @@ def check_counts(task: AgentTask, repo: Path, timeout: float) -> tuple[int, int]
     return ran, sum(int(n) for _, n in _FAILED.findall(out.output)) if out.exit_code else 0
 
 
-def fixed_copy(task: AgentTask, solution: str, into: Path) -> Path:
-    """A copy of the task's repository with its known fix applied."""
+def fixed_copy(task: AgentTask, solution: str, into: Path) -> Path | None:
+    """A copy of the task's repository with its known fix applied; None when the fix does not apply."""
     shutil.rmtree(into, ignore_errors=True)
     shutil.copytree(str(task.repo), into)
-    subprocess.run(solution, shell=True, cwd=into, check=True, capture_output=True, timeout=120)
-    return into
+    done = subprocess.run(solution, shell=True, cwd=into, capture_output=True, timeout=120, check=False)
+    return into if done.returncode == 0 else None
 
 
 def package_files(task: AgentTask, repo: Path) -> list[Path]:
     """The repository's Python files outside its check and tests (where bugs may go)."""
     held = [repo / p for p in (*(task.check_files or ()), *(task.tests or ()), "setup.py", "docs")]
     return sorted(p for p in repo.rglob("*.py")
-                  if not any(p == h or h in p.parents for h in held) and "test" not in p.name)
+                  if not any(p == h or h in p.parents for h in held) and not is_test_path(str(p.relative_to(repo))))
 
 
 def inject_bugs(task: AgentTask, fixed: Path, kinds: list[str], first: int, args: argparse.Namespace,
@@ -132,7 +133,8 @@ def write_task_file(out_dir: Path, made: list[tuple[AgentTask, Injection, str]])
     path = out_dir / "tasks.jsonl"
     with path.open("w", encoding="utf-8") as f:
         for task, _, _ in made:
-            f.write(json.dumps({"name": task.name, "kind": "injected bug", "task": task.task, "repo": str(Path(str(task.repo)).resolve()),
+            repo = str(Path(str(task.repo)).resolve())
+            f.write(json.dumps({"name": task.name, "kind": "injected bug", "task": task.task, "repo": repo,
                                 "check": task.check, "check_files": list(task.check_files or ()),
                                 **({"tests": list(task.tests)} if task.tests else {})}) + "\n")
     return path
@@ -155,9 +157,10 @@ def run(args: argparse.Namespace) -> int:
             if task.check is None or task.name not in solutions or only and task.name not in only:
                 continue
             fixed = fixed_copy(task, solutions[task.name], out_dir / "_fixed" / str(task.name))
-            counts = check_counts(task, fixed, args.timeout)
-            if counts is None or counts[1] or not counts[0]:
-                skipped.append({"task": task.name, "why": f"the fixed code's check gave {counts}"})
+            counts = check_counts(task, fixed, args.timeout) if fixed is not None else None
+            if fixed is None or counts is None or counts[1] or not counts[0]:
+                why = "its known fix does not apply" if fixed is None else f"the fixed code's check gave {counts}"
+                skipped.append({"task": task.name, "why": why})
                 continue
             found = inject_bugs(task, fixed, kinds, len(made), args, rng)
             made += found
@@ -175,8 +178,8 @@ def run(args: argparse.Namespace) -> int:
     print_table(["task", "kind", "function", "solved", "mutants tried", "seconds", "how"],
                 [[r["task"], r["kind"], f"{r['file']}:{r['line']} {r['function']}", r["solved"], r["tried"],
                   r["seconds"], str(r["mutant"] or r["exit_status"])[:60]] for r in rows])
-    by_kind = {k: {"bugs": sum(1 for r in rows if r["kind"] == k), "solved": sum(1 for r in rows if r["kind"] == k
-                                                                                  and r["solved"])} for k in kinds}
+    by_kind = {k: {"bugs": sum(1 for r in rows if r["kind"] == k),
+                   "solved": sum(1 for r in rows if r["kind"] == k and r["solved"])} for k in kinds}
     summary = {"bugs": len(rows), "solved": sum(1 for r in rows if r["solved"]), "by_kind": by_kind,
                "seconds": round(sum(float(r["seconds"]) for r in rows), 1), "skipped": skipped}
     print_table(["kind", "bugs", "solved"], [[k, v["bugs"], v["solved"]] for k, v in by_kind.items()])

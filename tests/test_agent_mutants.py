@@ -153,6 +153,14 @@ def test_two_variables_trade_places_on_a_line_and_a_slice_step_reverses() -> Non
     assert swapped.tier == 2 and swapped.what == "line 2: `hi` and `lo` swapped"
     assert "def r(s):\n    return s[::-1]\n" in texts("def r(s):\n    return s[::1]\n")
     assert "def r(s):\n    return s[1::2]\n" in texts("def r(s):\n    return s[1::-2]\n")
+    assert "def r(s, n):\n    return s[::-(n - 1)]\n" in texts("def r(s, n):\n    return s[::n - 1]\n")
+
+
+def test_type_annotations_are_never_mutated() -> None:
+    source = "def f(x: int | None, n: int = 2) -> list[int] | None:\n    y: int | str = n\n    return [x, y]\n"
+    for text in texts(source):
+        assert "x: int | None, n: int" in text and "-> list[int] | None" in text
+        assert "y: int | str" in text or "y:" not in text  # the statement deleted whole, or kept as it was
 
 
 def test_shuffled_statements_are_put_back_in_data_order() -> None:

@@ -38,21 +38,33 @@ def test_writes_are_the_names_the_statement_binds() -> None:
     assert writes(statement("result = [n for n in values]")) == {"result"}  # ``n`` is the comprehension's
 
 
+def function(source: str) -> ast.FunctionDef:
+    node = ast.parse(source).body[0]
+    assert isinstance(node, ast.FunctionDef)
+    return node
+
+
+def ordered(source: str, guards_first: bool = False) -> list[int]:
+    """The data order of a function's body, by the names its current order reads before setting."""
+    node = function(source)
+    return dependency_order(node.body, set(unbound_reads(node)), guards_first)
+
+
 def test_each_statement_moves_after_what_it_needs_and_returns_go_last() -> None:
-    shuffled = body("def f(xs, start):\n    return acc\n    for x in xs:\n        acc += x\n    acc = start\n")
-    assert dependency_order(shuffled) == [2, 1, 0]
+    assert ordered("def f(xs, start):\n    return acc\n    for x in xs:\n        acc += x\n    acc = start\n") == [
+        2, 1, 0]
 
 
 def test_a_docstring_goes_first_and_an_order_the_data_allows_stays() -> None:
-    shuffled = body('def f(a):\n    b = a\n    """Doc."""\n    c = 2\n    return b + c\n')
-    assert dependency_order(shuffled) == [1, 0, 2, 3]
-    independent = body("def f(a):\n    log(a)\n    note(a)\n    return a\n")
-    assert dependency_order(independent) == [0, 1, 2]
+    assert ordered('def f(a):\n    b = a\n    """Doc."""\n    c = 2\n    return b + c\n') == [1, 0, 2, 3]
+    assert ordered("def f(a):\n    log(a)\n    note(a)\n    return a\n") == [0, 1, 2]
+    carried = "def f(a, n, x):\n    i = 0\n    while i < n:\n        x = a[i]\n        i += 1\n    x = x.strip()\n" \
+              "    y = len(x)\n    x = x.lower()\n    return x, y\n"
+    assert ordered(carried) == list(range(6))  # a loop's carried value, a rebound parameter: kept
 
 
 def test_a_cycle_keeps_the_first_statement_left() -> None:
-    cycle = body("def f():\n    a = b\n    b = a\n")
-    assert dependency_order(cycle) == [0, 1]
+    assert ordered("def f():\n    x += y\n    y += x\n") == [0, 1]  # each needs the other
 
 
 def test_unbound_reads_are_locals_read_before_any_assignment() -> None:
@@ -65,7 +77,12 @@ def test_unbound_reads_are_locals_read_before_any_assignment() -> None:
 
 
 def test_guard_clauses_can_go_first() -> None:
-    shuffled = body("def f(n, func):\n    sigs = table[func]\n    if func not in table:\n        return None\n"
-                    "    checks = [n in s for s in sigs]\n    return all(checks)\n")
-    assert dependency_order(shuffled) == [0, 1, 2, 3]  # the order the data allows stays
-    assert dependency_order(shuffled, guards_first=True) == [1, 0, 2, 3]
+    shuffled = ("def f(n, func):\n    if all(checks):\n        return True\n    sigs = table[func]\n"
+                "    if func not in table:\n        return None\n    checks = [n in s for s in sigs]\n    return False\n")
+    assert ordered(shuffled) == [1, 2, 3, 0, 4]  # ``checks`` is read before it is set
+    assert ordered(shuffled, guards_first=True) == [2, 1, 3, 0, 4]
+
+
+def test_names_a_nested_function_declares_nonlocal_are_still_the_outer_s_locals() -> None:
+    node = function("def f():\n    count += 1\n    count = 0\n    def g():\n        nonlocal count\n        count = 2\n")
+    assert unbound_reads(node) == ["count"]

@@ -19,3 +19,5 @@ def test_finished_functions_do_not() -> None:
     assert not looks_broken('def f(x):\n    """Doc."""\n    if x:\n        return 1\n    raise ValueError(x)\n')
     assert not looks_broken("def f(:\n")  # text that does not parse says nothing
     assert not looks_broken("    def m(self):\n        return self.x\n")
+    assert not looks_broken("def nothing():\n    return\n    yield\n")  # a generator that yields nothing
+    assert looks_broken('    def m(self):\n        return 1\n        s = """\ncolumn zero\n"""\n')

@@ -43,9 +43,9 @@ def _alarm(signum: int, frame: FrameType | None) -> None:
 def behaviour(text: str) -> tuple[object, ...] | None:
     """What ``mean`` of ``text`` returns (or raises) on ``INPUTS``; None when it does not load or hangs."""
     namespace: dict[str, object] = {}
-    previous = signal.signal(signal.SIGALRM, _alarm)
+    previous = signal.signal(signal.SIGPROF, _alarm)
     try:
-        signal.setitimer(signal.ITIMER_REAL, 0.02)
+        signal.setitimer(signal.ITIMER_PROF, 0.05)  # CPU time: a loaded machine does not cut a sound run
         exec(compile(text, "mean.py", "exec"), namespace)  # noqa: S102 - the test's own source, mutated
         mean = namespace["mean"]
         assert isinstance(mean, Callable)
@@ -53,8 +53,8 @@ def behaviour(text: str) -> tuple[object, ...] | None:
     except TimeoutError:
         return None
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
 
 
 def _outcome(mean: Callable[..., object], values: list[int | None]) -> object:
@@ -108,5 +108,5 @@ def test_bench_injected_makes_a_failing_task_and_judges_its_repair(tmp_path: Pat
     assert len(changed) == 1
     report = json.loads((tmp_path / "r.json").read_text())
     row = report["rows"][0]
-    assert row["kind"] == "shuffle" and isinstance(row["solved"], bool) and row["tried"] >= 1
-    assert report["summary"]["by_kind"]["shuffle"] == {"bugs": 1, "solved": int(row["solved"])}
+    assert row["kind"] == "shuffle" and row["solved"] is True and 1 <= row["tried"] <= 20  # the data order
+    assert report["summary"]["by_kind"]["shuffle"] == {"bugs": 1, "solved": 1}

@@ -25,11 +25,14 @@ INITIAL_VALUES = {"append": "[]", "extend": "[]", "insert": "[]", "add": "set()"
 
 
 def dataflow_edits(src: ParsedSource) -> Iterator[Edit]:
-    """Every data-flow mutant of the text (see the module docstring)."""
-    yield from _unused_assignments(src)
-    yield from _unused_in_returns(src)
-    yield from _reorderings(src)
-    yield from _initializations(src)
+    """Every data-flow mutant of the text (see the module docstring); an operator that recursed too deep
+    (an expression nested hundreds deep) gives none."""
+    for operator in (_unused_assignments, _unused_in_returns, _reorderings, _initializations):
+        try:
+            found = list(operator(src))
+        except RecursionError:
+            continue
+        yield from found
 
 
 def _unused_assignments(src: ParsedSource) -> Iterator[Edit]:
@@ -70,27 +73,35 @@ def _never_read(src: ParsedSource) -> list[tuple[str, int]]:
 
 
 def _reorderings(src: ParsedSource) -> Iterator[Edit]:
-    """Tier 1: a block's statements put in data order (``statement_order``: lines shuffled out of order),
+    """Tier 1: the function's body put in data order (``statement_order``: lines shuffled out of order),
     each statement moved with the comment lines above it; a second order puts guard clauses first."""
-    for block in src.blocks():
-        rows = [src.whole_lines(s) for s in block]
-        if None in rows or getattr(block[0], "decorator_list", None):
-            continue
-        spans = [(rows[i - 1][1] + 1 if i else rows[0][0], rows[i][1]) for i in range(len(block))]
-        chunks = ["\n".join(src.lines[a:b + 1]) for a, b in spans]
-        first, last = spans[0][0], spans[-1][1]
-        for guards_first in (False, True):
-            order = dependency_order(block, guards_first)
-            if order != sorted(order):
-                yield Edit((first, 0), (last, len(src.lines[last])), "\n".join(chunks[i] for i in order), 1,
-                           "statements put in data order" + (", guards first" if guards_first else ""))
+    function = _function(src)
+    if function is None:
+        return
+    block, names = function.body, set(unbound_reads(function))
+    rows = [r for r in (src.whole_lines(s) for s in block) if r is not None]
+    if len(rows) != len(block) or getattr(block[0], "decorator_list", None):
+        return
+    spans = [(rows[i - 1][1] + 1 if i else rows[0][0], rows[i][1]) for i in range(len(block))]
+    chunks = ["\n".join(src.lines[a:b + 1]) for a, b in spans]
+    first, last = spans[0][0], spans[-1][1]
+    for guards_first in (False, True):
+        order = dependency_order(block, names, guards_first)
+        if order != sorted(order):
+            yield Edit((first, 0), (last, len(src.lines[last])), "\n".join(chunks[i] for i in order), 1,
+                       "statements put in data order" + (", guards first" if guards_first else ""))
+
+
+def _function(src: ParsedSource) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The suspect's function (the first one its text defines), or None for a file."""
+    return next((n for n in ast.walk(src.tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
 
 
 def _initializations(src: ParsedSource) -> Iterator[Edit]:
     """Tier 1: a local the function reads before any assignment (an ``UnboundLocalError``) given a first
     value at the top of its body: the empty value its uses suggest (``.append`` a list, ``x[k] = `` a
     dict, ``.add`` a set), else ``0``, ``[]``, ``""`` and ``None``."""
-    function = next((n for n in ast.walk(src.tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
+    function = _function(src)
     if function is None:
         return
     body = function.body[1:] if is_docstring(function.body[0]) and len(function.body) > 1 else function.body

@@ -4,24 +4,26 @@ Program repair without a model (generate and validate, as PraPR and TBar do it, 
 sets of mutation testing: mutmut, PIT) tries the classic small edits at the suspect's code and lets
 the check judge: a loosened, negated or flipped comparison, an operator changed within its group
 (``+ -``, ``* / // % **``, ``& | ^``, ``<< >>``), an off-by-one constant, index, slice or ``range``
-bound, a slice's step reversed, ``and``/``or``, a negated condition, ``if``/``while``, a wider ``except``, truncation for
-rounding, a call to the sibling method the function calls elsewhere, a variable swapped for another on
-the same line, two operands, arguments, statements or chained calls in the wrong order, a block's
-statements put back in data order (``statement_order``: lines shuffled), a statement deleted, a
-statement the function (or a neighbour in its file) already holds copied to another place, a value
-computed and never used assigned to its namesake or put back into the result. Each costs
-one run of the check and no tokens; a wrong one is undone. Real bugs are often one such edit away
-from their fix; the ones that are not are left to the model.
+bound, a slice's step reversed, ``and``/``or``, a negated condition, ``if``/``while``, a wider
+``except``, truncation for rounding, a call to the sibling method the function calls elsewhere, a
+variable swapped for another on the same line, two operands, arguments, statements or chained calls
+in the wrong order, a statement deleted, a statement the function (or a neighbour in its file)
+already holds copied to another place, and the data-flow operators (``dataflow_mutants``: a value
+computed and never used assigned to its namesake or put back into the result, the body put back in
+data order, a local's lost first value). Each costs one run of the check and no tokens; a wrong one
+is undone. Real bugs are often one such edit away from their fix; the ones that are not are left to
+the model.
 
 Invariants:
 - Pure: reads only the strings it is given; ``mutants`` never raises (text that does not parse gives
-  none).
+  none). Type annotations are never edited (under ``from __future__ import annotations`` they run
+  nothing).
 - Each mutant is the whole suspect text with one edit, parses, differs from the text and from every
-  other mutant; the list is in the order to try: by tier (``Mutant.tier``: 1 one token, or a value
-  computed and never read given to its namesake or returned as a factor or term, the operands of a
-  non-commutative operator, a block in data order, a slice's step reversed; 2 a variable swapped, two
-  variables trading places on a line, two arguments, statements or chained calls swapped, the operands of ``+`` (text, sequences) or ``and``/``or``, a statement
-  deleted; 3 a statement copied), then in source order.
+  other mutant; the list is in the order to try: by tier (``Mutant.tier``: 1 one token, the operands
+  of a non-commutative operator or of a ``%`` whose format is on the right, a slice's step reversed,
+  the data-flow operators; 2 a variable swapped, two variables trading places on a line, two
+  arguments, statements or chained calls swapped, the operands of ``+`` or ``and``/``or``, a
+  statement deleted; 3 a statement copied), then in source order.
 - An edit splices the text at the syntax tree's positions (``agent_engine.agent.source_splice``):
   everything else stays byte for byte (never ``ast.unparse``).
 """
@@ -74,7 +76,9 @@ def mutants(text: str, neighbours: tuple[str, ...] = ()) -> list[Mutant]:
         return []
     seen = {text}
     found: list[Mutant] = []
-    edits = sorted((e for e in _edits(src, neighbours) if e.start[0] >= 0), key=lambda e: (e.tier, e.start))
+    annotations = _annotation_spans(src)
+    edits = sorted((e for e in _edits(src, neighbours) if e.start[0] >= 0
+                    and not any(a <= e.start < b for a, b in annotations)), key=lambda e: (e.tier, e.start))
     for edit in edits:
         new = src.spliced(edit.start, edit.end, edit.new)
         if new in seen or ParsedSource.parsed(new) is None:
@@ -82,6 +86,19 @@ def mutants(text: str, neighbours: tuple[str, ...] = ()) -> list[Mutant]:
         seen.add(new)
         found.append(Mutant(new, edit.tier, f"line {edit.start[0] + 1}: {edit.what}"))
     return found
+
+
+def _annotation_spans(src: ParsedSource) -> list[tuple[Position, Position]]:
+    """Where the text's type annotations stand (arguments', returns', annotated assignments')."""
+    found: list[ast.expr] = []
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            found.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns is not None:
+            found.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            found.append(node.annotation)
+    return [(src.start(a), src.end(a)) for a in found]
 
 
 def planned(suspects: list[Suspect], limit: int, leading: int | None = None) -> list[tuple[Suspect, Mutant]]:
@@ -139,8 +156,9 @@ def _token_edits(src: ParsedSource, node: ast.AST) -> Iterator[Edit]:
 
 
 def _operand_swaps(src: ParsedSource, node: ast.AST) -> Iterator[Edit]:
-    """Tier 2: the operands of a ``+`` that joins text or sequences, or of ``and``/``or`` (what is checked
-    first), in the other order; tier 1: a ``%`` with its format string on the right."""
+    """Tier 2: the operands of a ``+`` without a number literal (text and sequences join in order; a sum
+    of two numbers gives an equivalent mutant), or of ``and``/``or`` (what is checked first), in the
+    other order; tier 1: a ``%`` with its format string on the right."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and not _is_number(node.left, node.right):
         yield from _reversed_operands(src, node, [node.left, node.right], 0, 2)
     elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and _is_text(node.right):
@@ -218,8 +236,11 @@ def _bound_edits(src: ParsedSource, node: ast.AST) -> Iterator[Edit]:
         for sign in ("+", "-"):
             yield Edit(src.start(bound), src.end(bound), f"{term} {sign} 1", 1, f"`{text}` -> `{term} {sign} 1`")
     if isinstance(node, ast.Slice) and node.step is not None:
-        step = src.source(node.step)
-        reversed_step = step[1:].lstrip() if step.startswith("-") else f"-{step}"
+        step, value = src.source(node.step), node.step
+        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+            reversed_step = src.source(value.operand)
+        else:
+            reversed_step = f"-{step}" if isinstance(value, SIMPLE_EXPRESSIONS) else f"-({step})"
         yield Edit(src.start(node.step), src.end(node.step), reversed_step, 1, f"step `{step}` -> `{reversed_step}`")
 
 

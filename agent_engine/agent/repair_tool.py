@@ -32,9 +32,9 @@ Invariants:
   only (never a test file, a read-only file or anything outside the repository).
 - A check that ends the process (``os._exit``) or never finishes leaves no list: the host then has no
   suspects from the spectrum. Formatting methods (``__repr__``, ``__str__``, ``__format__``), which a
-  failing assertion runs to print its message, rank after every other suspect; a function that looks
-  broken (``looks_broken``: dead code after a ``return``, a docstring below its first statement)
-  ranks before every other one.
+  failing assertion runs to print its message, rank after every other suspect; among the rest, a
+  function that looks broken (``looks_broken``: dead code after a ``return``, a docstring below its
+  first statement) ranks first.
 - ``rewrite_function`` writes only when the file's lines ``first``..``last`` are still exactly
   ``old`` and the result compiles (``file_tool.written``: never a read-only file, the undo kept), and
   prints what it did; otherwise it changes nothing and says why (exit status 1).

@@ -10,9 +10,10 @@ a name it reads before setting it itself (a cycle is broken at the first stateme
 Invariants:
 - Pure: reads only the statements it is given, never raises; the order is a permutation of their
   indices, stable (a statement moves only when a rule above moves it).
-- A name counts as needed by a statement only when the statement reads it before any write of its
-  own; names the block never writes (parameters, globals, builtins, an enclosing block's) order
-  nothing. Nested functions' and comprehensions' own scopes
+- A name orders statements only when it is one the caller names (a function's locals its current
+  order reads before setting them) and the statement reads it before any write of its own; the
+  order of correct code is kept, but for a docstring below the first statement or a ``return`` above
+  others. Nested functions' and comprehensions' own scopes
   count as theirs, not the block's.
 """
 
@@ -27,11 +28,12 @@ COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
-def dependency_order(block: list[ast.stmt], guards_first: bool = False) -> list[int]:
-    """The block's statement indices in data order (see the module docstring); ``guards_first``: among
-    the statements free to go next, an ``if`` that ends in a ``return`` or ``raise`` (a guard clause)
-    goes before the others."""
-    needs = [reads_before_writes(s) for s in block]
+def dependency_order(block: list[ast.stmt], names: set[str], guards_first: bool = False) -> list[int]:
+    """The block's statement indices in data order (see the module docstring), ordering by ``names``
+    alone (the function's ``unbound_reads``: what its current order reads before setting; a loop's
+    carried value or a rebound parameter orders nothing); ``guards_first``: among the statements free
+    to go next, an ``if`` that ends in a ``return`` or ``raise`` (a guard clause) goes first."""
+    needs = [reads_before_writes(s) & names for s in block]
     sets = [writes(s) for s in block]
     after = [{i for i in range(len(block)) if i != j and sets[i] & needs[j]} for j in range(len(block))]
     order = [i for i, stmt in enumerate(block) if is_docstring(stmt)][:1]
@@ -69,8 +71,19 @@ def unbound_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]
     arguments = function.args
     params = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
     params |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
-    declared = {n for node in ast.walk(function) if isinstance(node, ast.Global | ast.Nonlocal) for n in node.names}
+    declared = {n for node in _own_scope(function) if isinstance(node, ast.Global | ast.Nonlocal) for n in node.names}
     return [n for n in walk.first_reads if n in walk.written and n not in params | declared]
+
+
+def _own_scope(function: ast.AST) -> list[ast.AST]:
+    """The function's nodes outside the functions, classes and lambdas nested in it."""
+    found, stack = [], list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        if not isinstance(node, SCOPES):
+            stack.extend(ast.iter_child_nodes(node))
+    return found
 
 
 def _is_guard(stmt: ast.stmt) -> bool:

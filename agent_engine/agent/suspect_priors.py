@@ -30,14 +30,14 @@ def looks_broken(text: str) -> bool:
     """Whether a function's text holds what no finished function does: a statement after a ``return``,
     ``raise``, ``continue`` or ``break`` of its block (dead code), or a docstring below its first
     statement: the marks of lines moved or lost. Such a function the failing tests reach ranks first."""
-    try:
-        tree = ast.parse(textwrap.dedent(text))
-    except (SyntaxError, ValueError, RecursionError):
+    tree = _parsed(text)
+    if tree is None:
         return False
     for node in ast.walk(tree):
         for field in ("body", "orelse", "finalbody"):
             block = getattr(node, field, None)
-            if isinstance(block, list) and any(isinstance(s, ENDS_BLOCK) for s in block[:-1]):
+            if isinstance(block, list) and any(isinstance(s, ENDS_BLOCK) and not _empty_generator(block[i + 1:])
+                                               for i, s in enumerate(block[:-1])):
                 return True
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(
                 isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
@@ -74,3 +74,18 @@ def issue_overlap(issue: str, sources: dict[tuple[str, str], str]) -> dict[tuple
     raw = {fn: sum(math.log((n + 1) / (df[w] + 0.5)) for w in used) for fn, used in vocab.items()}
     top = max(raw.values(), default=0.0)
     return {fn: value / top for fn, value in raw.items()} if top > 0 else {}
+
+
+def _parsed(text: str) -> ast.Module | None:
+    """A function's text parsed: dedented, or under ``if True:`` (a method whose strings reach column 0)."""
+    for source in (textwrap.dedent(text), "if True:\n" + text):
+        try:
+            return ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+    return None
+
+
+def _empty_generator(rest: list[ast.stmt]) -> bool:
+    """``return`` then a lone ``yield``: the idiom of a generator that yields nothing."""
+    return len(rest) == 1 and isinstance(rest[0], ast.Expr) and isinstance(rest[0].value, ast.Yield | ast.YieldFrom)
