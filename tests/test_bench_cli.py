@@ -55,6 +55,9 @@ MINIMAL: dict[str, tuple[list[str], dict[str, object]]] = {
     "localization": ([], {"tasks": "libraries,suites", "timeout": 600.0, "json": "out/localization.json"}),
     "mutants": ([], {"tasks": "libraries,suites", "mutants": 300, "functions": 4, "timeout": 120.0, "only": "",
                      "json": "out/mutation_repair.json"}),
+    "injected": ([], {"tasks": "libraries,suites", "bugs": 2, "seed": 0, "mutants": 300, "functions": 4,
+                      "base_url": "", "rewrites": 4, "only": "", "out_dir": "out/injected",
+                      "json": "out/injected_repair.json"}),
     "reliability": ([], {"policies": "fcfs,priority,continuum,continuum-fixed", "jobs": 12, "turns": 6,
                          "sigterm_after": 40, "json": "out/reliability.json"}),
 }
