@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from agent_engine.agent.source_splice import SIMPLE_EXPRESSIONS, ParsedSource, Position
+from agent_engine.agent.statement_order import SCOPES, own_scope
 
 __all__ = ["KINDS", "Injection", "injections"]
 
@@ -61,14 +62,7 @@ def _functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
 
 def _inside(function: ast.AST, kinds: type | tuple[type, ...]) -> Iterator[ast.AST]:
     """Nodes of ``kinds`` in the function's own body (not in a function nested in it)."""
-    stack = list(ast.iter_child_nodes(function))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-            continue
-        if isinstance(node, kinds):
-            yield node
-        stack.extend(ast.iter_child_nodes(node))
+    return (n for n in own_scope(function) if isinstance(n, kinds) and not isinstance(n, SCOPES))
 
 
 def _is_text(node: ast.AST) -> bool:
@@ -136,15 +130,14 @@ def _invert_if(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iter
 
 def _shuffle(src: ParsedSource, function: ast.AST, rng: random.Random) -> Iterator[Splice]:
     assert isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
-    rows = [r for r in (src.whole_lines(s) for s in function.body) if r is not None]
-    if len(rows) < 3 or len(rows) != len(function.body):
+    if len(function.body) < 3:
         return
-    order = list(range(len(rows)))
+    order = list(range(len(function.body)))
     while order == sorted(order):
         rng.shuffle(order)
-    spans = [(rows[i - 1][1] + 1 if i else rows[0][0], rows[i][1]) for i in range(len(rows))]  # comments move along
-    chunks = ["\n".join(src.lines[a:b + 1]) for a, b in spans]
-    yield (spans[0][0], 0), (spans[-1][1], len(src.lines[spans[-1][1]])), "\n".join(chunks[i] for i in order)
+    moved = src.in_order(function.body, order)  # comments move with their statements
+    if moved is not None:
+        yield moved
 
 
 def _removal(kinds: type | tuple[type, ...]) -> Callable[[ParsedSource, ast.AST, random.Random], Iterator[Splice]]:

@@ -21,12 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from agent_engine.agent.check_score import ran_count, score
 from agent_engine.agent.file_tool import is_test_path
 from agent_engine.agent.rewrites import (
     DEFAULT_MUTANTS,
@@ -46,8 +46,6 @@ HELP = "bugs of SWE-smith's kinds injected into the shipped libraries, repaired 
 ISSUE = ("Some of this library's tests fail since a recent change to its code. `python3 check.py` runs the "
          "library's test suite and exits 0 once every test passes; the tests are read-only.")
 TRIES = 8  # injections of one kind tried per bug before giving up on it
-_RAN = re.compile(r"Ran (\d+) tests?")
-_FAILED = re.compile(r"(failures|errors)=(\d+)")
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -67,16 +65,15 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def check_counts(task: AgentTask, repo: Path, timeout: float) -> tuple[int, int] | None:
-    """``(tests run, tests failed or errored)`` of the task's check on ``repo``; None when it timed out."""
+    """``(tests run, tests failed or errored)`` of the task's check on ``repo`` as its output states them
+    (``check_score``); None when it timed out or states no count."""
     sandbox = Sandbox.create(str(repo), timeout=timeout)
     try:
         out = sandbox.run(task.check or "python3 check.py")
     finally:
         sandbox.close()
-    if out.timed_out:
-        return None
-    ran = sum(int(n) for n in _RAN.findall(out.output))
-    return ran, sum(int(n) for _, n in _FAILED.findall(out.output)) if out.exit_code else 0
+    ran, failing = ran_count(out.output), score(out.exit_code, out.output).failing
+    return None if out.timed_out or ran is None or failing is None else (ran, failing)
 
 
 def fixed_copy(task: AgentTask, solution: str, into: Path) -> Path | None:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from agent_fakes import SequenceServer, ToolServer, tool_call
 
-from agent_engine.agent.check_score import CheckScore, score
+from agent_engine.agent.check_score import CheckScore, ran_count, score
 from agent_engine.agent.checked_edits import OPENING_HEADING, OPENING_NEXT
 from agent_engine.agent.loop import (
     MAX_DROPPED_EDITS,
@@ -140,6 +140,12 @@ def test_scores_read_from_the_runners_own_summaries() -> None:
     assert score(1, CRASH) == CheckScore(False, None, broken=1)
     assert score(1, "expected 4, got 0") == CheckScore(False, None)
     assert score(1, "FAIL f(1) = 2, expected 1\nFAIL g(0) = 3\n") == CheckScore(False, 2)
+
+
+def test_the_tests_a_run_says_it_ran() -> None:
+    assert (ran_count(UNITTEST_FAIL), ran_count(RUNNER)) == (3, 12)
+    assert ran_count("Ran 476 tests in 0.5s\n\nFAILED (failures=1)\n476 tests: 1 failed, 475 passed\n") == 476
+    assert ran_count(PYTEST) is None and ran_count(CRASH) is None
 
 
 def test_worse_only_on_evidence() -> None:

@@ -7,6 +7,8 @@ Invariants:
   ``F failed, E error``), else the failing tests it names, else its lines that start with ``FAIL``,
   ``FAILED`` or ``ERROR`` (a plain script's report), else None (nothing countable); ``broken`` counts test files that could not be imported, and a run that stopped
   on a traceback before any test result (the code under test does not import) counts as one.
+- ``ran_count`` is the number of tests the output says ran (the runner's line, else unittest's), or
+  None.
 - ``worse_than`` is true only on evidence: a passing check that now fails, more broken test files, or
   more failing tests; a countable run that now has no count at all (it crashed). Equal or fewer
   failures, or two runs with nothing countable, are not worse.
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 from agent_engine.agent.failures import TRACEBACK_START, read_failures
 
-__all__ = ["CheckScore", "score"]
+__all__ = ["CheckScore", "ran_count", "score"]
 
 _RUNNER_COUNTS = re.compile(r"^([0-9]+) tests?: (.*)$", re.M)
 _RUNNER_BROKEN = re.compile(r"^could not import ", re.M)
@@ -82,6 +84,16 @@ def score(exit_code: int | None, output: str) -> CheckScore:
     if failing is None and not broken and TRACEBACK_START in output:
         broken = 1  # stopped on an error before any test ran
     return CheckScore(False, failing, broken)
+
+
+def ran_count(output: str) -> int | None:
+    """The tests the output says ran (the judge runner's ``N tests:`` line, else unittest's ``Ran N
+    tests``, the last one), or None when it says nothing countable."""
+    runner = _RUNNER_COUNTS.findall(output)
+    if runner:
+        return int(runner[-1][0])
+    ran = _UNITTEST_RAN.findall(output)
+    return int(ran[-1]) if ran else None
 
 
 def _stated_failures(output: str) -> int | None:

@@ -79,17 +79,13 @@ def _reorderings(src: ParsedSource) -> Iterator[Edit]:
     if function is None:
         return
     block, names = function.body, set(unbound_reads(function))
-    rows = [r for r in (src.whole_lines(s) for s in block) if r is not None]
-    if len(rows) != len(block) or getattr(block[0], "decorator_list", None):
-        return
-    spans = [(rows[i - 1][1] + 1 if i else rows[0][0], rows[i][1]) for i in range(len(block))]
-    chunks = ["\n".join(src.lines[a:b + 1]) for a, b in spans]
-    first, last = spans[0][0], spans[-1][1]
+    if getattr(block[0], "decorator_list", None):
+        return  # its decorators stand above the body's first row
     for guards_first in (False, True):
         order = dependency_order(block, names, guards_first)
-        if order != sorted(order):
-            yield Edit((first, 0), (last, len(src.lines[last])), "\n".join(chunks[i] for i in order), 1,
-                       "statements put in data order" + (", guards first" if guards_first else ""))
+        moved = src.in_order(block, order) if order != sorted(order) else None
+        if moved is not None:
+            yield Edit(*moved, 1, "statements put in data order" + (", guards first" if guards_first else ""))
 
 
 def _function(src: ParsedSource) -> ast.FunctionDef | ast.AsyncFunctionDef | None:

@@ -108,6 +108,18 @@ class ParsedSource:
             return None
         return r0, r1
 
+    def in_order(self, block: list[ast.stmt], order: list[int]) -> tuple[Position, Position, str] | None:
+        """The span of ``block``'s statements and its text with them in ``order`` (indices into
+        ``block``), each moved with the comment and blank lines above it; None when a statement shares
+        a line with another."""
+        rows = [r for r in (self.whole_lines(s) for s in block) if r is not None]
+        if len(rows) != len(block) or not rows:
+            return None
+        spans = [(rows[i - 1][1] + 1 if i else rows[0][0], rows[i][1]) for i in range(len(rows))]
+        chunks = ["\n".join(self.lines[a:b + 1]) for a, b in spans]
+        last = spans[-1][1]
+        return (spans[0][0], 0), (last, len(self.lines[last])), "\n".join(chunks[i] for i in order)
+
     def insertions(self, snippet: str, tier: int, what: str, after_row: int = -1) -> Iterator[Edit]:
         """``snippet`` (unindented) inserted before each statement of each block below ``after_row``, and
         after each block's last, never next to a statement that reads the same."""

@@ -13,15 +13,15 @@ Invariants:
 - A name orders statements only when it is one the caller names (a function's locals its current
   order reads before setting them) and the statement reads it before any write of its own; the
   order of correct code is kept, but for a docstring below the first statement or a ``return`` above
-  others. Nested functions' and comprehensions' own scopes
-  count as theirs, not the block's.
+  others. Nested functions' and comprehensions' own scopes count as theirs, not the block's.
 """
 
 from __future__ import annotations
 
 import ast
 
-__all__ = ["dependency_order", "is_docstring", "reads_before_writes", "unbound_reads", "writes"]
+__all__ = ["SCOPES", "dependency_order", "is_docstring", "own_scope", "reads_before_writes", "unbound_reads",
+           "writes"]
 
 TERMINAL = (ast.Return, ast.Raise, ast.Break, ast.Continue)
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
@@ -33,8 +33,8 @@ def dependency_order(block: list[ast.stmt], names: set[str], guards_first: bool 
     alone (the function's ``unbound_reads``: what its current order reads before setting; a loop's
     carried value or a rebound parameter orders nothing); ``guards_first``: among the statements free
     to go next, an ``if`` that ends in a ``return`` or ``raise`` (a guard clause) goes first."""
-    needs = [reads_before_writes(s) & names for s in block]
-    sets = [writes(s) for s in block]
+    walks = [_walked(s) for s in block]
+    needs, sets = [w.exposed & names for w in walks], [w.written for w in walks]
     after = [{i for i in range(len(block)) if i != j and sets[i] & needs[j]} for j in range(len(block))]
     order = [i for i, stmt in enumerate(block) if is_docstring(stmt)][:1]
     remaining = [i for i in range(len(block)) if i not in order]
@@ -50,16 +50,18 @@ def dependency_order(block: list[ast.stmt], names: set[str], guards_first: bool 
 
 def reads_before_writes(node: ast.AST) -> set[str]:
     """Names ``node`` reads, in evaluation order, before writing them itself."""
-    walk = _Walk()
-    walk.visit(node)
-    return walk.exposed
+    return _walked(node).exposed
 
 
 def writes(node: ast.AST) -> set[str]:
     """Names ``node`` binds in its own scope (assignments, loop and ``with`` targets, imports, defs)."""
+    return _walked(node).written
+
+
+def _walked(node: ast.AST) -> _Walk:
     walk = _Walk()
     walk.visit(node)
-    return walk.written
+    return walk
 
 
 def unbound_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
@@ -71,11 +73,11 @@ def unbound_reads(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]
     arguments = function.args
     params = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
     params |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
-    declared = {n for node in _own_scope(function) if isinstance(node, ast.Global | ast.Nonlocal) for n in node.names}
+    declared = {n for node in own_scope(function) if isinstance(node, ast.Global | ast.Nonlocal) for n in node.names}
     return [n for n in walk.first_reads if n in walk.written and n not in params | declared]
 
 
-def _own_scope(function: ast.AST) -> list[ast.AST]:
+def own_scope(function: ast.AST) -> list[ast.AST]:
     """The function's nodes outside the functions, classes and lambdas nested in it."""
     found, stack = [], list(ast.iter_child_nodes(function))
     while stack:
