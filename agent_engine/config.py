@@ -22,7 +22,7 @@ from scheduler import SchedulerConfig
 from scheduler.policy import POLICY_NAMES, policy_class  # the registry of scheduling policies
 from scheduler.tier_copy import OFFLOAD_DTYPES  # the one list of the tier's forms
 
-__all__ = ["DEFAULT_TOKEN_BUDGET", "POLICY_NAMES", "SERVING_CPU_TOKEN_BUDGET", "TTL_POLICY_NAMES", "EngineConfig"]
+__all__ = ["DEFAULT_TOKEN_BUDGET", "POLICY_NAMES", "MEASURED_TOKEN_BUDGET", "TTL_POLICY_NAMES", "EngineConfig"]
 
 _DTYPES = ("float32", "bfloat16", "float16", "auto")
 _SIZE_SUFFIXES = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
@@ -41,9 +41,10 @@ def parse_size(text: str) -> int:
         raise ValueError(f"a size must be a finite number >= 0, got {text!r}")
     return int(value)
 DEFAULT_TOKEN_BUDGET = 2048  # tokens per step when unset: offline, and serving on CUDA
-# Serving on CPU: the matmuls already run at full speed at 64-128 rows (``bench kernels``), so a
-# step of more tokens only makes a burst's prompts wait for each other (``bench serve --budgets``).
-SERVING_CPU_TOKEN_BUDGET = 256
+# Serving on CPU, a wider step makes no more tokens a second once the matmuls run at full speed; it only
+# makes a burst's prompts and every decode wait for each other. Where that width lies is measured on the
+# loaded model per CPU (``engine.step_budget``): a budget of MEASURED_TOKEN_BUDGET asks for it.
+MEASURED_TOKEN_BUDGET = 0
 
 
 
@@ -72,8 +73,10 @@ _HELP = {
     "kv_cache_memory": "KV pool size in GiB (default 1 GiB on CPU, a fraction of free memory on CUDA)",
     "gpu_memory_utilization": "fraction of GPU memory the engine may use (CUDA only)",
     "max_num_seqs": "most requests running at once",
-    "max_num_batched_tokens": f"token budget per step (prefill chunks + decodes); unset: {DEFAULT_TOKEN_BUDGET}, "
-                              f"and for a server on CPU {SERVING_CPU_TOKEN_BUDGET} or max_num_seqs if larger",
+    "max_num_batched_tokens": f"token budget per step (prefill chunks + decodes); {MEASURED_TOKEN_BUDGET}: on CPU the "
+                              "narrowest step within 5%% of the best rate per token, timed on the loaded model "
+                              "(once per CPU and model, then stored), at least max_num_seqs; unset: "
+                              f"{MEASURED_TOKEN_BUDGET} for a server on CPU, else {DEFAULT_TOKEN_BUDGET}",
     "max_model_len": "longest prompt + output (default: model limit, capped by the KV pool)",
     "long_prefill_token_threshold": "most prompt tokens one request may prefill per step (0 = no cap)",
     "enable_prefix_caching": "reuse KV blocks of identical prefixes",
@@ -161,9 +164,11 @@ class EngineConfig:
             raise ValueError(f"ttl_policy must be one of {TTL_POLICY_NAMES}, got {self.ttl_policy!r}")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"device must be auto, cpu or cuda[:N], got {self.device!r}")
-        for name in ("block_size", "max_num_seqs", "max_num_batched_tokens"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
+        for name in ("block_size", "max_num_seqs"):
+            if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < 0:
+            raise ValueError(f"max_num_batched_tokens must be >= 1, or {MEASURED_TOKEN_BUDGET} to measure it on CPU")
         if self.num_kv_blocks is not None and self.num_kv_blocks < 2:
             raise ValueError("num_kv_blocks must be >= 2")
         if self.kv_cache_memory is not None and self.kv_cache_memory <= 0:
@@ -202,16 +207,33 @@ class EngineConfig:
 
     @property
     def token_budget(self) -> int:
-        """Tokens per step: ``max_num_batched_tokens`` when set, else ``DEFAULT_TOKEN_BUDGET``."""
+        """Tokens per step: ``max_num_batched_tokens`` when set, else ``DEFAULT_TOKEN_BUDGET`` (a budget to
+        measure is a number only once the engine has measured it: ``with_token_budget``)."""
+        if self.measures_token_budget:
+            raise ValueError("the token budget is measured when the engine loads the model; read it from there")
         return self.max_num_batched_tokens or DEFAULT_TOKEN_BUDGET
 
+    @property
+    def measures_token_budget(self) -> bool:
+        """Whether the step's token budget is still to be measured on the loaded model (CPU)."""
+        return self.max_num_batched_tokens == MEASURED_TOKEN_BUDGET
+
+    def with_token_budget(self, measured: int | None) -> EngineConfig:
+        """This config with a budget to measure replaced by ``measured`` (None: no measurement, as on
+        CUDA: ``DEFAULT_TOKEN_BUDGET``), at least ``max_num_seqs`` so every running request can decode
+        in one step; a config whose budget is a number is returned as it is."""
+        if not self.measures_token_budget:
+            return self
+        budget = DEFAULT_TOKEN_BUDGET if measured is None else max(measured, self.max_num_seqs)
+        return dataclasses.replace(self, max_num_batched_tokens=budget)
+
     def for_serving(self, device: str) -> EngineConfig:
-        """This config as a server on ``device`` ("cpu", "cuda[:N]") runs it: an unset token budget
-        becomes ``SERVING_CPU_TOKEN_BUDGET`` on CPU (``max_num_seqs`` if larger, so every running
-        request can decode in one step) and ``DEFAULT_TOKEN_BUDGET`` elsewhere; a set one is kept."""
+        """This config as a server on ``device`` ("cpu", "cuda[:N]") runs it: an unset token budget is
+        measured on CPU (``MEASURED_TOKEN_BUDGET``) and ``DEFAULT_TOKEN_BUDGET`` elsewhere; a set one is
+        kept."""
         if self.max_num_batched_tokens is not None:
             return self
-        budget = max(SERVING_CPU_TOKEN_BUDGET, self.max_num_seqs) if device == "cpu" else DEFAULT_TOKEN_BUDGET
+        budget = MEASURED_TOKEN_BUDGET if device == "cpu" else DEFAULT_TOKEN_BUDGET
         return dataclasses.replace(self, max_num_batched_tokens=budget)
 
     def scheduler_config(self, num_blocks: int, max_model_len: int, num_offload_blocks: int = 0) -> SchedulerConfig:

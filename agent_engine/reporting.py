@@ -34,24 +34,27 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[JsonValue]]) -> 
 
 def machine_info() -> JsonObject:
     """The machine a result was measured on: CPU model, the kernels' instruction-set variant, the
-    CPU's vector features, core count and load average (when the report is written), Python."""
-    from kernels import cpp_build, isa
+    CPU's vector features, AMX (listed, granted), core count and load average (when the report is
+    written), Python."""
+    from kernels import amx, cpp_build, isa
 
     flags = isa.cpu_flags()
     active = cpp_build.active_variant()
+    tiles = amx.amx_state()
     return {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
             "cpu_model": isa.cpu_model(), "kernel_isa": active.name if active else "none (torch path)",
+            "amx": {"listed": list(tiles.listed), "granted": tiles.granted, "why": tiles.why},
             "vector_features": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c", "sve", "asimd"))),
             "loadavg": list(os.getloadavg())}
 
 
 def machine_line() -> str:
     """``machine_info`` in one line, printed above every benchmark table that makes a speed claim."""
-    from kernels import cpp_build, isa
+    from kernels import amx, cpp_build, isa
 
     active = cpp_build.active_variant()
     kernels = isa.describe(active) if active else f"{isa.cpu_model()} · no C++ kernels (torch path)"
-    return f"CPU: {kernels}, {os.cpu_count()} cores"
+    return f"CPU: {kernels}, {amx.describe()}, {os.cpu_count()} cores"
 
 
 def write_json(path: str | os.PathLike[str] | None, payload: JsonObject) -> None:

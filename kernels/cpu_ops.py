@@ -8,8 +8,8 @@ Both implementations share one contract per function (the tests compare them):
 * :func:`silu_and_mul` ``(gate_up [T, 2I]) -> [T, I]``: ``silu(gate) * up``.
 * :func:`linear` ``(x [T, K], weight [N, K], bias=None, packed=None) -> [T, N]``: ``F.linear``; the
   C++ ``panel_linear`` takes float32 steps on ``packed`` (the same weight in column panels, float32
-  or bfloat16) below the row count from which oneDNN was measured faster for this shape on this CPU
-  (``kernels.linear_routes``), else ``small_linear`` those of at most ``SMALL_LINEAR_MAX_ROWS`` rows.
+  or bfloat16) below the row count from which oneDNN was measured faster for this shape and dtype on
+  this CPU (``kernels.linear_routes``: for a bfloat16 weight oneDNN rounds its product to bfloat16), else ``small_linear`` those of at most ``SMALL_LINEAR_MAX_ROWS`` rows.
   A bfloat16 weight under a float32 ``x`` multiplies as its exact float32 values (float32 out), except
   in K-pair panels (``kernels.prepack``: where the kernels have bfloat16 products), where ``x`` is
   rounded to bfloat16 first; the torch fallback (no C++ kernels) widens the weight and keeps ``x``.
@@ -66,8 +66,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
            packed: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear(x, weight, bias)`` for a 2-D ``x``, by the fastest kernel on CPU float32 with ``cpp``:
     with ``packed`` (``kernels.prepack.pack_weight(weight)``) the C++ ``panel_linear`` on it, or oneDNN
-    on a float32 ``weight`` from the row count this CPU's calibration gave the shape
-    (``kernels.linear_routes.onednn_from``); without, by row count: the C++ ``small_linear`` for a decode step's few rows (at most
+    on the plain float32 or bfloat16 ``weight`` from the row count this CPU's calibration gave its shape
+    and dtype (``kernels.linear_routes.onednn_from``); without, by row count: the C++ ``small_linear`` for a decode step's few rows (at most
     ``SMALL_LINEAR_MAX_ROWS``), which streams the weight from memory once, oneDNN up to
     ``ONEDNN_LINEAR_MAX_ROWS`` rows, and MKL (``F.linear``) above."""
     if cpp and x.dtype == torch.float32 and x.is_contiguous():
@@ -92,9 +92,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 def panels_take(weight: torch.Tensor, rows: int) -> bool:
     """Whether a float32 step of ``rows`` rows multiplies by ``weight``'s panels (:func:`linear`,
-    :func:`gate_up_silu`): always for bfloat16 weights, for float32 ones below the row count from which
-    oneDNN measured faster for the shape on this CPU (``kernels.linear_routes``)."""
-    return not (weight.dtype == torch.float32 and weight.is_contiguous() and rows >= onednn_from(*weight.shape))
+    :func:`gate_up_silu`): below the row count from which oneDNN measured faster for the weight's shape
+    and dtype on this CPU (``kernels.linear_routes``; always for a shape nobody measured)."""
+    return not (weight.is_contiguous() and rows >= onednn_from(*weight.shape, weight.dtype))
 
 
 def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, interleaved: torch.Tensor,

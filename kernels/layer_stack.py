@@ -28,7 +28,7 @@ import torch
 from kernels.attention_metadata import AttentionMetadata
 from kernels.cpp_build import ops
 from kernels.cpu_ops import panels_take
-from kernels.quant import QuantMatmul, wide_route_for
+from kernels.quant import QuantMatmul, onednn_takes, wide_route_for
 
 GATE_UP = 2  # the gate/up matmul's index in a layer's four (QKV, O, gate/up, down)
 
@@ -57,6 +57,8 @@ class StackMatmul:
     def route(self, rows: int) -> Route | None:
         """This matmul's kernel for a step of ``rows`` rows, or None where the op has none (oneDNN)."""
         if self.quant is not None:
+            if onednn_takes(self.quant, rows):
+                return None
             wide = wide_route_for(self.quant, rows)
             return Route.INT8 if wide is None else Route.WIDE_BF16 if wide.bf16 else Route.WIDE_F32
         assert self.weight is not None

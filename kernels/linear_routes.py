@@ -1,10 +1,11 @@
-"""Where a float32 matmul leaves the C++ panels for oneDNN, measured on this CPU.
+"""Where a matmul on a float32 or bfloat16 weight leaves the C++ panels for oneDNN, measured on this CPU.
 
-A float32 matmul on a panel-packed weight (``kernels.cpu_ops.linear``) has two routes: the C++
-``panel_linear`` on the packed copy, and oneDNN's matmul on the plain weight. The panels stream the
-weight once for a decode step's few rows and lead up to a few hundred rows; at prefill widths
-oneDNN's blocking can win, by how much depending on the CPU (vector width, caches), the build, the
-thread count and the weight's shape. So the crossover is measured, never assumed: :func:`prepare`
+A matmul of float32 activations on a panel-packed weight (``kernels.cpu_ops.linear``) has two routes:
+the C++ ``panel_linear`` on the packed copy, and oneDNN's matmul on the plain weight. The panels
+stream the weight once for a decode step's few rows and lead up to a few hundred rows; at prefill
+widths oneDNN's blocking can win, by how much depending on the CPU (vector width, caches, matrix
+units: on a CPU with AMX whose OS grants the tile state, oneDNN multiplies bfloat16 in AMX tiles,
+``kernels.amx``), the build, the thread count and the weight's shape and dtype. So the crossover is measured, never assumed: :func:`prepare`
 times both routes over a ladder of row counts for each weight shape of a model when it loads (a
 fraction of a second per shape), caches the result per CPU, build, torch, threads and shape
 (``kernels.calibration_store``), and :func:`onednn_from` answers the matmul's question in one dict
@@ -15,8 +16,10 @@ Invariants:
   a serving step's path).
 - The ladder stops where one call would exceed ``FLOP_BUDGET`` (a vocabulary-sized LM head is timed
   at a decode step's widths only); larger row counts follow the largest measured one.
-- Both routes compute the same product within float32 summation order (the tests compare them); only
-  speed depends on the choice.
+- For a float32 weight both routes compute the same product within float32 summation order (the
+  tests compare them). For a bfloat16 weight oneDNN multiplies ``x`` rounded to bfloat16 and rounds
+  its product to bfloat16 before widening it back to float32 (the pair panels keep float32 sums):
+  the choice changes speed and that one rounding only.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from kernels.amx import amx_state
 from kernels.calibration_store import (
     NEVER,
     RouteTable,
@@ -41,16 +45,27 @@ ROWS = (1, 8, 32, 64, 128, 256, 512, 1024, 2048)  # row counts timed, ascending
 FLOP_BUDGET = 8e9  # no timed call past this many floating-point operations
 MARGIN = 0.05  # oneDNN must be this much faster to take a row count
 REPEATS = 5
-VERSION = 1  # bump when the measurement changes
+VERSION = 2  # bump when the measurement changes
 ONEDNN = torch.backends.mkldnn.is_available()
+WEIGHT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # the weights with both routes
 
 
 @dataclass(frozen=True)
 class MatmulShape:
-    """A weight ``[out_features, in_features]`` in float32."""
+    """A weight ``[out_features, in_features]`` of ``dtype`` (a name in ``WEIGHT_DTYPES``)."""
 
     out_features: int
     in_features: int
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.dtype not in WEIGHT_DTYPES:
+            raise ValueError(f"a matmul route is measured for {sorted(WEIGHT_DTYPES)} weights, not {self.dtype!r}")
+
+    @classmethod
+    def of(cls, weight: torch.Tensor) -> MatmulShape:
+        """The shape of a float32 or bfloat16 ``[N, K]`` weight (``ValueError`` for another dtype)."""
+        return cls(weight.shape[0], weight.shape[1], str(weight.dtype).removeprefix("torch."))
 
 
 @dataclass(frozen=True)
@@ -79,7 +94,7 @@ def measure(shape: MatmulShape) -> LinearCalibration:
     from kernels.prepack import pack_weight
 
     gen = torch.Generator().manual_seed(shape.out_features * 7919 + shape.in_features)
-    weight = torch.randn(shape.out_features, shape.in_features, generator=gen)
+    weight = torch.randn(shape.out_features, shape.in_features, generator=gen).to(WEIGHT_DTYPES[shape.dtype])
     packed = pack_weight(weight)
     rows, seconds = ladder(shape), []
     for n in rows:
@@ -97,8 +112,13 @@ def measure(shape: MatmulShape) -> LinearCalibration:
 
 
 def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """oneDNN's float32 matmul ``x @ weight^T (+ bias)`` on the plain weight."""
-    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    """oneDNN's matmul ``x @ weight^T (+ bias)`` of float32 ``x`` on the plain weight, float32 out: in
+    float32 for a float32 weight; for a bfloat16 one in bfloat16 (``x`` and the product rounded to it,
+    the bias added in float32)."""
+    if weight.dtype == torch.float32:
+        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    product = torch.ops.mkldnn._linear_pointwise(x.to(weight.dtype), weight, None, "none", [], "").float()
+    return product if bias is None else product.add_(bias)
 
 
 def _parse(data: dict) -> LinearCalibration:
@@ -109,24 +129,27 @@ def _parse(data: dict) -> LinearCalibration:
                              data["key"], data["measured_at"])
 
 
-# (out, in) -> oneDNN from this many rows: keyed by the weight's shape tuple, looked up on every matmul
-_routes: RouteTable[tuple[int, int], int] = RouteTable("where a float32 matmul leaves the panels for oneDNN")
+# (out, in, dtype) -> oneDNN from this many rows: keyed by the weight's shape, looked up on every matmul
+_routes: RouteTable[tuple[int, int, torch.dtype], int] = RouteTable("where a matmul leaves the panels for oneDNN")
 
 
 def calibrate(shape: MatmulShape, remeasure: bool = False) -> LinearCalibration:
     """This CPU's calibration for ``shape`` at the current thread count: from the cache unless
     ``remeasure``, else measured now and stored."""
-    return _routes.calibrate((shape.out_features, shape.in_features), lambda threads: cache_key(shape, threads),
-                             _parse, lambda: measure(shape), lambda cal: cal.onednn_from, remeasure)
+    return _routes.calibrate((shape.out_features, shape.in_features, WEIGHT_DTYPES[shape.dtype]),
+                             lambda threads: cache_key(shape, threads), _parse, lambda: measure(shape),
+                             lambda cal: cal.onednn_from, remeasure)
 
 
 def prepare(shapes: Iterable[MatmulShape]) -> None:
     """Calibrate every distinct shape (cached ones are read, not measured) so that ``onednn_from``
-    knows them."""
+    knows them; first ask for the AMX tile state (``kernels.amx``: one log line where the CPU lists it),
+    so that oneDNN's bfloat16 matmuls are timed with the units this process will serve with."""
+    amx_state()
     for shape in dict.fromkeys(shapes):
         calibrate(shape)
 
 
-def onednn_from(out_features: int, in_features: int) -> int:
-    """The row count from which this shape's float32 matmul goes to oneDNN (``NEVER`` if unprepared)."""
-    return _routes.get((out_features, in_features), NEVER)
+def onednn_from(out_features: int, in_features: int, dtype: torch.dtype = torch.float32) -> int:
+    """The row count from which this shape's matmul goes to oneDNN (``NEVER`` if unprepared)."""
+    return _routes.get((out_features, in_features, dtype), NEVER)

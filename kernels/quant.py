@@ -8,7 +8,9 @@ product is an integer dot product (AVX-512 VNNI, AVX-VNNI, AVX2 or scalar, picke
 are compiled for the CPU), scaled by the block's scales. From the row count where it measured faster
 on this CPU (``kernels.quant_routes``) a wide step (a prefill chunk, many streams) takes the other
 route instead: the blocks dequantized to float32 a slice at a time, straight into the panel
-micro-kernel (``csrc/gguf_wide.cpp``). :class:`QuantMatmul` is a fused matmul of such parts (Q, K and
+micro-kernel (``csrc/gguf_wide.cpp``), or, from the row count where it measured faster, dequantized
+to bfloat16 a chunk at a time for oneDNN's matmul (``kernels.onednn_wide``: AMX tiles where the OS
+grants them). :class:`QuantMatmul` is a fused matmul of such parts (Q, K and
 V; gate and up), each writing its own columns of one output.
 
 Invariants:
@@ -34,6 +36,7 @@ from functools import cached_property
 import torch
 
 from kernels.cpp_build import ops
+from kernels.onednn_wide import onednn_wide
 from kernels.quant_routes import QuantShape, WideRoute, wide_route
 
 # GGML type id -> (name, weights per block, bytes per block): the types gguf_linear.cpp implements.
@@ -153,11 +156,15 @@ def quant_matmul(x: torch.Tensor, weight: QuantMatmul, bias: torch.Tensor | None
     """``F.linear(x, weight.dequantize(), bias)`` up to the rounding of its route (see the module's
     invariants) for a contiguous float32 ``[M, K]`` ``x`` on CPU; into ``out`` ``[M, N]`` when given.
     One kernel call, every part's rows in one parallel region, each part writing its own columns: the
-    wide route from this CPU's measured row count for the shape, else the int8 route."""
+    wide route from this CPU's measured row count for the shape (its oneDNN form from the count where
+    that measured faster), else the int8 route."""
     if out is None:
         out = x.new_empty(x.shape[0], weight.out_features)
-    route = wide_route_for(weight, x.shape[0])
-    if route is not None:
+    route = wide_route(weight.shape)
+    rows = x.shape[0]
+    if rows >= route.onednn_from:
+        onednn_wide(out, x, weight.raws, weight.qtypes)
+    elif rows >= route.from_rows:
         ops().gguf_linear_wide(out, x, weight.raws, weight.qtypes, route.bf16)
     else:
         ops().gguf_linear_int8(out, x, weight.raws, weight.qtypes)
@@ -166,6 +173,12 @@ def quant_matmul(x: torch.Tensor, weight: QuantMatmul, bias: torch.Tensor | None
 
 def wide_route_for(weight: QuantMatmul, rows: int) -> WideRoute | None:
     """The wide route (its ``bf16`` form or not) when a step of ``rows`` rows takes it for this weight's
-    shape on this CPU, else None (the int8 route): :func:`quant_matmul`'s choice."""
+    shape on this CPU, else None (the int8 route): :func:`quant_matmul`'s choice (see
+    :func:`onednn_takes` for its oneDNN form)."""
     route = wide_route(weight.shape)
     return route if rows >= route.from_rows else None
+
+
+def onednn_takes(weight: QuantMatmul, rows: int) -> bool:
+    """Whether a step of ``rows`` rows takes the oneDNN form of the wide route for this weight's shape."""
+    return rows >= wide_route(weight.shape).onednn_from

@@ -16,6 +16,13 @@ per CPU, build, torch, threads and shape (``kernels.calibration_store``), and :f
 answers a matmul's question in one dict lookup. ``agent-engine bench kernels --calibrate`` measures
 again and prints the table.
 
+A third form serves prefill widths where the CPU multiplies bfloat16 natively
+(``kernels.onednn_wide``: the weights dequantized to bfloat16 a chunk at a time, oneDNN's matmul; on
+a CPU with AMX granted, in tiles): it is timed against the route ``ONEDNN_ROWS`` rows would take and
+takes every step from ``ONEDNN_ROWS`` rows on where it is faster there by ``MARGIN`` (its one extra
+cost, a pass over the weight, shrinks per row as the rows grow, so a win at ``ONEDNN_ROWS`` holds
+above).
+
 Invariants:
 - :func:`wide_route` never measures: a shape nobody prepared stays on the int8 route.
 - The wide form is bfloat16 only where the build has it and it beat float32 by ``MARGIN`` over the
@@ -25,8 +32,9 @@ Invariants:
   every decode step's width, and 32 or 64 streams are where its route turns) and stops past them where
   one call would exceed ``FLOP_BUDGET``; larger row counts follow the largest measured one.
 - The wide route is ``x @ dequantize()^T`` up to float32 summation order (in its bfloat16 form, of both
-  operands rounded to bfloat16, denormals flushed); the int8 route adds the rounding of ``x`` to 8 bits.
-  The choice changes speed and that rounding only.
+  operands rounded to bfloat16, denormals flushed; in the oneDNN form the product rounded to
+  bfloat16 as well); the int8 route adds the rounding of ``x`` to 8 bits. The choice changes speed
+  and that rounding only.
 """
 
 from __future__ import annotations
@@ -46,6 +54,8 @@ from kernels.calibration_store import (
     store_key,
 )
 from kernels.cpp_build import bf16_products
+from kernels.onednn_wide import available as onednn_available
+from kernels.onednn_wide import onednn_wide
 from kernels.timing import best_seconds_each
 
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # row counts timed, ascending
@@ -53,7 +63,9 @@ DECODE_ROWS = 64  # row counts up to this are always timed
 FLOP_BUDGET = 4e9  # no timed call past this many floating-point operations beyond DECODE_ROWS
 MARGIN = 0.05  # the wide route must be this much faster to take a row count
 REPEATS = 5
-VERSION = 3  # bump when the measurement changes
+ONEDNN_REPEATS = 3  # the oneDNN form's two timed calls are a prefill step's, each long enough
+ONEDNN_ROWS = 256  # the oneDNN form is timed at this width (a prefill step's)
+VERSION = 4  # bump when the measurement changes
 
 
 @dataclass(frozen=True)
@@ -71,10 +83,11 @@ class QuantShape:
 @dataclass(frozen=True)
 class WideRoute:
     """A shape's route: the wide one from ``from_rows`` rows on (``NEVER``: always int8), in bfloat16
-    products when ``bf16`` (else float32)."""
+    products when ``bf16`` (else float32), and the oneDNN form from ``onednn_from`` rows on."""
 
     from_rows: int
     bf16: bool = False
+    onednn_from: int = NEVER
 
 
 INT8_ONLY = WideRoute(NEVER)
@@ -90,10 +103,12 @@ class QuantCalibration:
     ms: dict[str, tuple[float, ...]]  # rows -> (int8 ms, float32 wide ms[, bfloat16 wide ms])
     key: str
     measured_at: str
+    onednn_from: int = NEVER  # ONEDNN_ROWS or NEVER
+    onednn_ms: dict[str, tuple[float, ...]] | None = None  # {ONEDNN_ROWS: (the route's ms, oneDNN's ms)}
 
     @property
     def route(self) -> WideRoute:
-        return WideRoute(self.wide_from, self.wide_bf16)
+        return WideRoute(self.wide_from, self.wide_bf16, self.onednn_from)
 
 
 def cache_key(shape: QuantShape, threads: int) -> str:
@@ -126,8 +141,29 @@ def measure(shape: QuantShape, raws: Sequence[torch.Tensor]) -> QuantCalibration
     bf16 = len(forms) == 2 and bf16_total < (1 - MARGIN) * f32_total
     wide = [s[2 if bf16 else 1] for s in seconds]
     first = crossover_size(rows, [s[0] for s in seconds], wide, MARGIN)
+    onednn_from, onednn_ms = _measure_onednn(shape, raws, WideRoute(first, bf16), gen) if onednn_available() \
+        else (NEVER, None)
     return QuantCalibration(first, bf16, {str(n): tuple(t * 1e3 for t in s) for n, s in zip(rows, seconds, strict=True)},
-                            cache_key(shape, torch.get_num_threads()), time.strftime("%Y-%m-%dT%H:%M:%S"))
+                            cache_key(shape, torch.get_num_threads()), time.strftime("%Y-%m-%dT%H:%M:%S"),
+                            onednn_from, onednn_ms)
+
+
+def _measure_onednn(shape: QuantShape, raws: Sequence[torch.Tensor], route: WideRoute,
+                    gen: torch.Generator) -> tuple[int, dict[str, tuple[float, ...]]]:
+    """The oneDNN form against ``route`` at ``ONEDNN_ROWS`` rows: (``ONEDNN_ROWS`` if it wins by
+    ``MARGIN``, else ``NEVER``; their ms)."""
+    from kernels.cpp_build import ops
+
+    qtypes = [q for q, _ in shape.parts]
+    x = torch.randn(ONEDNN_ROWS, shape.in_features, generator=gen)
+    out = x.new_empty(ONEDNN_ROWS, shape.out_features)
+    if ONEDNN_ROWS >= route.from_rows:
+        current = lambda: ops().gguf_linear_wide(out, x, list(raws), qtypes, route.bf16)  # noqa: E731
+    else:
+        current = lambda: ops().gguf_linear_int8(out, x, list(raws), qtypes)  # noqa: E731
+    now, by_onednn = best_seconds_each([current, lambda: onednn_wide(out, x, raws, qtypes)], ONEDNN_REPEATS)
+    wins = by_onednn * (1 + MARGIN) < now
+    return (ONEDNN_ROWS if wins else NEVER), {str(ONEDNN_ROWS): (now * 1e3, by_onednn * 1e3)}
 
 
 def _parse(data: dict) -> QuantCalibration:
@@ -137,7 +173,17 @@ def _parse(data: dict) -> QuantCalibration:
     bf16 = data["wide_bf16"]
     if not isinstance(bf16, bool) or (bf16 and not bf16_products()):
         raise ValueError(f"wide_bf16 {bf16!r} is not a form this build has")
-    return QuantCalibration(checked_threshold(data["wide_from"], ms), bf16, ms, data["key"], data["measured_at"])
+    onednn_ms = data.get("onednn_ms")
+    onednn_from = data.get("onednn_from", NEVER)
+    if onednn_ms is not None:
+        onednn_ms = checked_ms(onednn_ms, (2,))
+        if set(onednn_ms) != {str(ONEDNN_ROWS)}:
+            raise ValueError(f"the oneDNN form is timed at {ONEDNN_ROWS} rows, not {sorted(onednn_ms)}")
+        onednn_from = checked_threshold(onednn_from, onednn_ms)
+    elif onednn_from != NEVER:
+        raise ValueError("a oneDNN route without its timing")
+    return QuantCalibration(checked_threshold(data["wide_from"], ms), bf16, ms, data["key"], data["measured_at"],
+                            onednn_from, onednn_ms)
 
 
 _routes: RouteTable[QuantShape, WideRoute] = RouteTable("where a GGUF matmul leaves the int8 route")

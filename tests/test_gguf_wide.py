@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from benchmarks.quant_bench import random_blocks
-from kernels import quant_routes
+from kernels import onednn_wide, quant_routes
 from kernels.calibration_store import NEVER
 from kernels.cpp_build import bf16_products, load_cpu_ops, ops
 from kernels.quant import GGML_BLOCKS, QuantMatmul, QuantWeight, quant_matmul
@@ -159,7 +159,13 @@ def test_calibration_times_both_routes_and_is_cached(routes: dict, monkeypatch: 
     assert all(len(ms) == 2 + BF16 and min(ms) > 0 for ms in cal.ms.values())  # int8, float32 wide[, bf16 wide]
     assert cal.wide_from == NEVER or str(cal.wide_from) in cal.ms
     assert BF16 or not cal.wide_bf16
-    assert quant_routes.wide_route(matmul.shape) == quant_routes.WideRoute(cal.wide_from, cal.wide_bf16)
+    assert quant_routes.wide_route(matmul.shape) == cal.route == quant_routes.WideRoute(
+        cal.wide_from, cal.wide_bf16, cal.onednn_from)
+    if onednn_wide.available():  # the oneDNN form timed at a prefill width against the route it would take
+        assert cal.onednn_ms is not None and list(cal.onednn_ms) == [str(quant_routes.ONEDNN_ROWS)]
+        assert cal.onednn_from in (NEVER, quant_routes.ONEDNN_ROWS)
+    else:
+        assert cal.onednn_from == NEVER and cal.onednn_ms is None
     monkeypatch.setattr(quant_routes, "measure", lambda *a: pytest.fail("measured again"))
     again = quant_routes.calibrate(matmul.shape, matmul.raws)  # read back from the store
     assert again == cal
@@ -198,3 +204,66 @@ def routes_head(path) -> int:
     from agent_engine.model.gguf_tensors import read_tensor_table
 
     return read_tensor_table(path).tensors["output.weight"].rows
+
+
+needs_onednn_bf16 = pytest.mark.skipif(not onednn_wide.available(),
+                                       reason="oneDNN has no native bfloat16 on this CPU (needs AVX512_BF16 or AMX)")
+
+
+@pytest.mark.parametrize("qtype", TYPES, ids=TYPE_IDS)
+def test_dequantize_into_bfloat16_rounds_the_float32_weights(qtype: int) -> None:
+    w = weight(qtype, 29, 768 if GGML_BLOCKS[qtype][1] == 256 else 608, seed=3)
+    into = torch.empty(w.out_features, w.in_features, dtype=torch.bfloat16)
+    ops().gguf_dequantize(into, w.raw, w.qtype)
+    assert torch.equal(into, w.dequantize().bfloat16())
+
+
+def by_onednn(x: torch.Tensor, weights: list[QuantWeight], out: torch.Tensor | None = None) -> torch.Tensor:
+    out = x.new_empty(x.shape[0], sum(w.out_features for w in weights)) if out is None else out
+    onednn_wide.onednn_wide(out, x, [w.raw for w in weights], [w.qtype for w in weights])
+    return out
+
+
+def assert_bf16_product(got: torch.Tensor, x: torch.Tensor, weights: list[QuantWeight]) -> None:
+    """``got`` is the product of the rounded operands, itself rounded to bfloat16 (within its last bit)."""
+    want = exact(x, weights, bf16=True)
+    assert (got.double() - want).abs().max().item() <= 2**-8 * want.abs().max().item()
+    unrounded = exact(x, weights)  # the rounding is real at a float32 route's tolerance
+    assert (got.double() - unrounded).abs().max().item() > 20 * 2e-6 * unrounded.abs().max().item()
+
+
+@needs_onednn_bf16
+def test_onednn_form_over_chunks_and_mixed_parts_writes_its_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several chunks per part (a chunk of 8 rows here), the scratch reused between parts of other
+    types, each part's columns of a wider output."""
+    monkeypatch.setattr(onednn_wide, "CHUNK_BYTES", 8 * 2 * 1024)
+    parts = [weight(12, 20, 1024, seed=1), weight(14, 7, 1024, seed=2), weight(3, 13, 1024, seed=3)]
+    x = torch.randn(300, 1024, generator=torch.Generator().manual_seed(4))
+    wider = torch.full((300, 50), 7.0)
+    by_onednn(x, parts, out=wider[:, 5:45])
+    assert_bf16_product(wider[:, 5:45], x, parts)
+    assert torch.equal(wider[:, :5], torch.full((300, 5), 7.0)) and torch.equal(wider[:, 45:], torch.full((300, 5), 7.0))
+    again = by_onednn(x, parts[1:])  # the same scratch, other weights: nothing of the last call stays
+    assert_bf16_product(again, x, parts[1:])
+
+
+@needs_onednn_bf16
+def test_quant_matmul_takes_the_onednn_form_from_its_row_count(routes: dict) -> None:
+    matmul = QuantMatmul.of([weight(12, 24, 256, seed=5), weight(14, 8, 256, seed=6)])
+    routes[(matmul.shape, torch.get_num_threads())] = quant_routes.WideRoute(8, False, 16)
+    for rows, form in ((8, "wide"), (16, "onednn")):
+        x = torch.randn(rows, 256, generator=torch.Generator().manual_seed(rows))
+        want = wide(x, matmul.parts) if form == "wide" else by_onednn(x, list(matmul.parts))
+        assert torch.equal(quant_matmul(x, matmul), want)
+
+
+def test_a_stored_onednn_route_is_trusted_only_with_its_timing() -> None:
+    base = {"wide_from": 64, "wide_bf16": False, "ms": {"64": [2.0, 1.0]}, "key": "k", "measured_at": "now"}
+    row = str(quant_routes.ONEDNN_ROWS)
+    good = quant_routes._parse({**base, "onednn_from": quant_routes.ONEDNN_ROWS, "onednn_ms": {row: [3.0, 1.0]}})
+    assert good.route == quant_routes.WideRoute(64, False, quant_routes.ONEDNN_ROWS)
+    assert quant_routes._parse(base).onednn_from == NEVER  # stored before the form: never oneDNN
+    for bad in ({"onednn_from": 16}, {"onednn_from": 16, "onednn_ms": {"16": [3.0, 1.0]}},
+                {"onednn_from": quant_routes.ONEDNN_ROWS, "onednn_ms": {row: [-3.0, 1.0]}}):
+        with pytest.raises(ValueError):
+            quant_routes._parse({**base, **bad})

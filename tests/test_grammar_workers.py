@@ -33,6 +33,8 @@ pytestmark = [pytest.mark.core, pytest.mark.timeout(300)]
 SMALL = StructuredSpec.json({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
 # About 10 s to compile on the embedded model's vocabulary on a quiet 2-core machine (O(n^2) in n).
 SLOW = StructuredSpec.json({"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(1000)}})
+# Several seconds to compile on any CPU seen so far (4.6 s on a Zen 5 EPYC): past the fast lane's 1 s
+SLOWER = StructuredSpec.json({"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(5000)}})
 BUDGET = GrammarLimits(timeout_s=60.0)
 
 
@@ -153,7 +155,7 @@ def test_the_fast_lane_has_its_own_worker_and_a_short_budget(workers: GrammarWor
     assert os.getpriority(os.PRIO_PROCESS, fast_pid) == min(19, base + FAST_WORKER_NICE)
     demoted, timed_out = workers.demoted, workers.timed_out
     with pytest.raises(FastLaneExceeded):  # not a refusal: the caller tries the main lane
-        workers.prepare(SLOW, GrammarLimits(timeout_s=60.0), threading.Event(), fast=True)
+        workers.prepare(SLOWER, GrammarLimits(timeout_s=60.0, max_size=10**7), threading.Event(), fast=True)
     assert workers.demoted == demoted + 1 and workers.timed_out == timed_out
     assert _pid(workers, fast=True) is None and not _alive(fast_pid)
 

@@ -73,10 +73,18 @@ def test_both_routes_give_the_same_product(fresh_routes: None, rows: int) -> Non
     routed = linear(x, w, b, True, packed)
     torch.testing.assert_close(panels, expected, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(routed, expected, rtol=1e-4, atol=1e-4)
-    bf16 = w.bfloat16()  # a bfloat16 weight's panels are its only route (x rounded where they are pairs)
+    bf16 = w.bfloat16()  # a bfloat16 weight's panels: x rounded where they are pairs, float32 sums
     x_in = x.bfloat16().float() if cpp_build.bf16_products() else x
-    torch.testing.assert_close(linear(x, bf16, None, True, prepack.pack_weight(bf16)), F.linear(x_in, bf16.float()),
+    bf16_panels = prepack.pack_weight(bf16)
+    torch.testing.assert_close(linear(x, bf16, None, True, bf16_panels), F.linear(x_in, bf16.float()),
                                rtol=1e-4, atol=1e-4)
+    linear_routes._routes.known[((200, 96, torch.bfloat16), torch.get_num_threads())] = 64
+    routed_bf16 = linear(x, bf16, b, True, bf16_panels)  # oneDNN from 64 rows: the product rounded to bf16
+    exact = F.linear(x.bfloat16().float(), bf16.float(), b)
+    assert routed_bf16.dtype == torch.float32
+    torch.testing.assert_close(routed_bf16, exact, rtol=2**-7, atol=2**-7 * exact.abs().max().item())
+    if rows >= 64:
+        torch.testing.assert_close(routed_bf16 - b, exact.sub(b).bfloat16().float(), rtol=2**-7, atol=1e-3)
 
 
 @needs_cpp
@@ -88,3 +96,19 @@ def test_a_real_calibration_follows_the_crossover_rule(fresh_routes: None, monke
     assert cal.onednn_from == calibration_store.crossover_size(
         (1, 16, 128), [p for p, _ in times], [o for _, o in times], linear_routes.MARGIN)
     assert linear_routes.onednn_from(200, 96) == cal.onednn_from
+
+
+@needs_cpp
+def test_a_bfloat16_weight_is_measured_as_its_own_shape(fresh_routes: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bfloat16 weight has its own calibration (its panels and oneDNN's bfloat16 matmul: on a CPU with
+    AMX oneDNN's tiles), under another key than the float32 weight of the same size."""
+    monkeypatch.setattr(linear_routes, "ROWS", (1, 16, 128))
+    bf16 = MatmulShape.of(torch.zeros(200, 96, dtype=torch.bfloat16))
+    assert bf16 == MatmulShape(200, 96, "bfloat16")
+    assert linear_routes.cache_key(bf16, 2) != linear_routes.cache_key(MatmulShape(200, 96), 2)
+    cal = linear_routes.calibrate(bf16)
+    assert set(cal.ms) == {"1", "16", "128"} and all(p > 0 and o > 0 for p, o in cal.ms.values())
+    assert linear_routes.onednn_from(200, 96, torch.bfloat16) == cal.onednn_from
+    assert linear_routes.onednn_from(200, 96) == NEVER  # the float32 shape was not prepared
+    with pytest.raises(ValueError, match="float16"):
+        MatmulShape.of(torch.zeros(4, 4, dtype=torch.float16))

@@ -128,24 +128,23 @@ def test_server_config_from_args():
 
 
 def test_serving_token_budget_by_device():
-    """Unset, the step budget is 2048, except a server on CPU: 256, or max_num_seqs if that is larger;
-    a budget the user set is never replaced."""
-    from agent_engine.config import DEFAULT_TOKEN_BUDGET, SERVING_CPU_TOKEN_BUDGET, EngineConfig
+    """Unset, the step budget is 2048, except a server on CPU, which measures it; a budget the user set
+    is never replaced (tests/test_step_budget.py: the measurement)."""
+    from agent_engine.config import DEFAULT_TOKEN_BUDGET, MEASURED_TOKEN_BUDGET, EngineConfig
     from agent_engine.engine.factory import serving_config
 
     unset = EngineConfig()
     assert unset.max_num_batched_tokens is None and unset.token_budget == DEFAULT_TOKEN_BUDGET == 2048
     assert unset.scheduler_config(10, 64).max_num_batched_tokens == DEFAULT_TOKEN_BUDGET
-    assert unset.for_serving("cpu").token_budget == SERVING_CPU_TOKEN_BUDGET == 256
-    assert EngineConfig(max_num_seqs=300).for_serving("cpu").token_budget == 300
+    assert unset.for_serving("cpu").max_num_batched_tokens == MEASURED_TOKEN_BUDGET
     assert unset.for_serving("cuda").token_budget == unset.for_serving("cuda:1").token_budget == 2048
     chosen = EngineConfig(max_num_batched_tokens=4096)
     assert chosen.for_serving("cpu") is chosen and chosen.token_budget == 4096
-    assert serving_config(EngineConfig(device="cpu")).token_budget == 256
+    assert serving_config(EngineConfig(device="cpu")).measures_token_budget
     args = _serve_parser().parse_args(["--max-num-batched-tokens", "512"])
     assert EngineConfig.from_args(args).for_serving("cpu").token_budget == 512
     with pytest.raises(ValueError, match="max_num_batched_tokens"):
-        EngineConfig(max_num_batched_tokens=0)
+        EngineConfig(max_num_batched_tokens=-5)
 
 
 def test_completion_prompt_forms():

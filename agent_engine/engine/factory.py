@@ -37,6 +37,7 @@ TraceSink = Callable[[dict[str, object]], None]
 class EngineParts:
     """What ``LLMEngine`` is assembled from: the model and its runner, the scheduler's limits and hooks."""
 
+    config: EngineConfig  # as given, with a budget to measure replaced by the measured one
     loaded: LoadedModel
     runner: ModelRunner
     sched_config: SchedulerConfig
@@ -153,6 +154,8 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
                          seed=config.seed, num_offload_blocks=num_offload, offload_dtype=config.kv_offload_dtype,
                          kv_cache_dtype=config.kv_cache_dtype, quantized=loaded.quantized,
                          decode_graph_rows=config.max_num_seqs if config.cuda_graphs else 0)
+    config = config.with_token_budget(_measured_budget(loaded, runner, max_len) if device == "cpu" and
+                                      config.measures_token_budget else None)
     sched_config = config.scheduler_config(num_blocks, max_len, num_offload)
     tracker = JobHooks.build(config, clock, runner)
     sink, close = _trace_writer(config.sched_trace)
@@ -160,7 +163,26 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
                 "max_model_len=%d tokens_per_step=%d policy=%s", loaded.name,
                 "gguf-native" if loaded.quantized is not None else "float", device, config.dtype, kv_dtype, num_blocks,
                 num_offload, config.block_size, max_len, config.token_budget, config.policy)
-    return EngineParts(loaded, runner, sched_config, tracker, sink, close)
+    return EngineParts(config, loaded, runner, sched_config, tracker, sink, close)
+
+
+def _measured_budget(loaded: LoadedModel, runner: ModelRunner, max_model_len: int) -> int:
+    """This CPU's step budget for ``loaded`` (``engine.step_budget``: stored, or timed on ``runner`` now)."""
+    from agent_engine.engine.step_budget import measured_budget
+
+    return measured_budget(runner, model_shape(loaded, runner), max_model_len).budget
+
+
+def model_shape(loaded: LoadedModel, runner: ModelRunner) -> dict[str, object]:
+    """What a step's cost depends on besides the CPU: the layer sizes, the activations' and the KV
+    cache's dtypes, and the weights' form (a GGUF file's block types per matmul shape)."""
+    cfg = loaded.model.config
+    sizes = {name: getattr(cfg, name, None) for name in (
+        "model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "num_key_value_heads", "head_dim", "vocab_size", "tie_word_embeddings")}
+    q = loaded.quantized
+    weights = "float" if q is None else sorted({str(m.shape) for m in (q.head, *q.layers[0].values())})
+    return {**sizes, "dtype": str(loaded.model.dtype), "kv_dtype": str(runner.kv_dtype), "weights": weights}
 
 
 def _trace_writer(path: str | None) -> tuple[TraceSink | None, Callable[[], None] | None]:

@@ -54,9 +54,9 @@ class LLMEngine:
     def __init__(self, config: EngineConfig, clock: Clock | None = None) -> None:
         from agent_engine.engine.factory import build_engine_parts
 
-        self.config = config
         self.clock = clock or MonotonicClock()
         parts = build_engine_parts(config, self.clock)
+        self.config = parts.config
         self.loaded = parts.loaded
         self.tokenizer = parts.loaded.tokenizer
         self.model_name = config.served_model_name or parts.loaded.name

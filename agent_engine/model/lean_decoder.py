@@ -47,7 +47,7 @@ from agent_engine.config import KV_CACHE_DTYPES
 from kernels import AttentionMetadata, AttentionWorkspace, linear_routes, paged_attention, quant_routes
 from kernels.cpu_ops import gate_up_silu, linear, rms_norm, rotary_and_cache, silu_and_mul, use_cpp
 from kernels.layer_stack import LayerStack, StackBuffers, StackLayer, StackMatmul
-from kernels.linear_routes import MatmulShape
+from kernels.linear_routes import WEIGHT_DTYPES, MatmulShape
 from kernels.paged_attention import cpp_requests
 from kernels.prepack import pack_gate_up, pack_weight, prepack_allowed
 from kernels.quant import QuantMatmul, quant_matmul
@@ -214,7 +214,8 @@ class LeanDecoder:
     def _prepack(self) -> None:
         """Panel-packed copies of every matmul weight (LM head included) when memory allows (always
         for bfloat16 weights under float32 activations: the panels are their working copy), and this
-        CPU's route per float32 weight shape (panels or oneDNN by row count, measured once per CPU)."""
+        CPU's route per float32 or bfloat16 weight shape (panels or oneDNN by row count, measured once
+        per CPU)."""
         weights = [getattr(layer, name) for layer in self.layers for name in _Layer.MATMULS] + [self.head_w]
         widened = self.head_w is not None and self.head_w.dtype != self.act_dtype
         if not widened and not prepack_allowed(sum(w.numel() * w.element_size() for w in weights)):
@@ -230,7 +231,7 @@ class LeanDecoder:
                 if packed is not None:
                     layer.packed[name] = packed
         self.head_packed = pack_weight(self.head_w)
-        linear_routes.prepare(MatmulShape(*w.shape) for w in weights if w is not None and w.dtype == torch.float32)
+        linear_routes.prepare(MatmulShape.of(w) for w in weights if w is not None and w.dtype in WEIGHT_DTYPES.values())
 
     def _matmul(self, layer: _Layer, name: str, x: torch.Tensor, bias: torch.Tensor | None = None,
                 out: torch.Tensor | None = None) -> torch.Tensor:

@@ -267,9 +267,12 @@ class ModelRunner:
         self.offload.load_seconds = 0.0
         return times
 
-    def profile_prefill(self, lengths: Sequence[int], repeats: int = 1) -> list[float]:
-        """Seconds to prefill a fresh context of each length (best of ``repeats``, after one warm-up), in
-        steps of at most ``PROFILE_CHUNK`` tokens as a server's token budget splits a prompt.
+    def profile_prefill(self, lengths: Sequence[int], repeats: int = 1, chunk: int = PROFILE_CHUNK,
+                        warm_up: int | None = None) -> list[float]:
+        """Seconds to prefill a fresh context of each length (best of ``repeats``, after one warm-up prefill
+        of ``warm_up`` tokens, default the first length), in steps of at most ``chunk`` tokens as a
+        server's token budget splits a prompt (a length of at most ``chunk`` tokens is one step: the time
+        of a step that wide).
 
         Uses blocks ``1..ceil(L / block_size)`` of the real cache and overwrites them: call it before
         serving, while no block holds live or cached KV. Raises ``ValueError`` if a length does not fit.
@@ -280,21 +283,20 @@ class ModelRunner:
         gen = torch.Generator().manual_seed(0)
         vocab = self._lm_head.weight.shape[0]
         times: list[float] = []
-        warmed = False
-        for length in lengths:
-            num_blocks = -(-length // self.block_size)
+        for i, length in enumerate(lengths):
+            num_blocks = -(-max(length, warm_up or 0) // self.block_size)
             if length < 1 or num_blocks > max_blocks:
                 raise ValueError(f"cannot profile length {length}: needs {num_blocks} of {max_blocks} blocks")
             tokens = torch.randint(0, vocab, (length,), generator=gen).tolist()
             table = list(range(1, num_blocks + 1))
-            if not warmed:
-                self._prefill_in_chunks(tokens, table)
-                warmed = True
+            if i == 0:
+                first = tokens if warm_up is None else torch.randint(0, vocab, (warm_up,), generator=gen).tolist()
+                self._prefill_in_chunks(first, table, chunk)
             best = float("inf")
             for _ in range(max(1, repeats)):
                 self._sync()
                 t0 = time.perf_counter()
-                self._prefill_in_chunks(tokens, table)
+                self._prefill_in_chunks(tokens, table, chunk)
                 self._sync()
                 best = min(best, time.perf_counter() - t0)
             times.append(best)
@@ -302,12 +304,12 @@ class ModelRunner:
         _return_freed_memory()
         return times
 
-    def _prefill_in_chunks(self, tokens: list[int], block_table: list[int]) -> None:
-        """A fresh prefill of ``tokens`` in steps of at most ``PROFILE_CHUNK`` tokens, as a server's
-        token budget splits it (and with activation buffers of that size, not the whole context's)."""
-        for start in range(0, len(tokens), PROFILE_CHUNK):
-            chunk = tokens[start : start + PROFILE_CHUNK]
-            self._forward(chunk, [len(chunk)], [start], [block_table], [len(chunk) - 1])
+    def _prefill_in_chunks(self, tokens: list[int], block_table: list[int], chunk: int = PROFILE_CHUNK) -> None:
+        """A fresh prefill of ``tokens`` in steps of at most ``chunk`` tokens, as a server's token budget
+        splits it (and with activation buffers of that size, not the whole context's)."""
+        for start in range(0, len(tokens), chunk):
+            part = tokens[start : start + chunk]
+            self._forward(part, [len(part)], [start], [block_table], [len(part) - 1])
 
     def _sync(self) -> None:
         if self.device.type == "cuda":

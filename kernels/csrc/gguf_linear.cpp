@@ -10,8 +10,8 @@
 //   once per group of up to eight (AVX-512) or four rows of x; every part's rows share one parallel
 //   region. Approximate: x is rounded to 8 bits per block.
 // gguf_dequantize(out, raw, qtype): the float32 [N, K] weights (gguf-py's, bit for bit but for the sign
-//   of a zero): embedding rows, tests.
-// ``out`` may be a column slice of a wider matrix (row stride >= N, unit column stride).
+//   of a zero), or into a bfloat16 ``out`` those values rounded to nearest even: embedding rows, tests,
+//   the oneDNN form of the wide route (kernels/quant_routes.py).
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
@@ -199,25 +199,34 @@ void gguf_linear_int8(at::Tensor out, const at::Tensor& x, at::TensorList raws, 
 }
 
 void gguf_dequantize(at::Tensor out, const at::Tensor& raw, int64_t qtype) {
-  TORCH_CHECK(out.scalar_type() == at::kFloat && out.dim() == 2 && out.is_contiguous() && raw.dim() == 2 &&
-                  raw.scalar_type() == at::kByte && raw.stride(1) == 1 && out.size(0) == raw.size(0),
-              "gguf_dequantize: float32 [N, K] out, uint8 [N, row_bytes] raw");
+  const bool bf16 = out.scalar_type() == at::kBFloat16;
+  TORCH_CHECK((out.scalar_type() == at::kFloat || bf16) && out.dim() == 2 && out.is_contiguous() &&
+                  raw.dim() == 2 && raw.scalar_type() == at::kByte && raw.stride(1) == 1 && out.size(0) == raw.size(0),
+              "gguf_dequantize: float32 or bfloat16 [N, K] out, uint8 [N, row_bytes] raw");
   const int64_t k = out.size(1);
   const bool known = ae::gguf::with_block_type(qtype, [&]<class T>() {
     TORCH_CHECK(k % T::kBlock == 0 && raw.size(1) == k / T::kBlock * T::kBytes, "gguf_dequantize: rows of ",
                 raw.size(1), " bytes do not hold K=", k);
     const uint8_t* wp = raw.data_ptr<uint8_t>();
-    float* dst = out.data_ptr<float>();
-    at::parallel_for(0, raw.size(0), 16, [&](int64_t n0, int64_t n1) {
-      int8_t q[T::kBlock];
-      float s[T::kBlock / T::kGroup], o[T::kBlock / T::kGroup];
-      for (int64_t n = n0; n < n1; ++n)
-        for (int64_t b = 0; b < k / T::kBlock; ++b) {
-          T::decode(wp + n * raw.stride(0) + b * T::kBytes, q, s, o);
-          float* row = dst + n * k + b * T::kBlock;
-          for (int j = 0; j < T::kBlock; ++j) row[j] = std::fma(static_cast<float>(q[j]), s[j / T::kGroup], o[j / T::kGroup]);
-        }
-    });
+    // each weight as float32 (fma of code, scale and offset), then stored as float32 or rounded to
+    // bfloat16 (to nearest even, c10::BFloat16's rounding)
+    auto rows = [&]<class Out>(Out* dst) {
+      at::parallel_for(0, raw.size(0), 16, [&](int64_t n0, int64_t n1) {
+        int8_t q[T::kBlock];
+        float s[T::kBlock / T::kGroup], o[T::kBlock / T::kGroup];
+        for (int64_t n = n0; n < n1; ++n)
+          for (int64_t b = 0; b < k / T::kBlock; ++b) {
+            T::decode(wp + n * raw.stride(0) + b * T::kBytes, q, s, o);
+            Out* row = dst + n * k + b * T::kBlock;
+            for (int j = 0; j < T::kBlock; ++j)
+              row[j] = static_cast<Out>(std::fma(static_cast<float>(q[j]), s[j / T::kGroup], o[j / T::kGroup]));
+          }
+      });
+    };
+    if (bf16)
+      rows(out.data_ptr<c10::BFloat16>());
+    else
+      rows(out.data_ptr<float>());
   });
   TORCH_CHECK(known, "gguf_dequantize: unsupported GGML type ", qtype);
 }

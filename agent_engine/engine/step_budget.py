@@ -1,0 +1,116 @@
+"""A CPU server's token budget per step, measured on the loaded model on this CPU.
+
+A step's cost on a CPU is mostly its matmuls, whose rate per token grows with the step's width until
+the CPU's units are busy: a wider step then makes no more tokens a second, it only makes the requests
+that share it (their prompts and every decode) wait longer. Where the rate stops growing depends on
+the CPU (vector width, VNNI or matrix units, caches), the kernels' routes, the model and its weight
+form, so it is measured, never assumed: :func:`measured_budget` times one fresh prefill step of each
+width of ``WIDTHS`` on the model the server just loaded and takes the narrowest whose cost per token
+is within ``TOLERANCE`` of the cheapest (:func:`narrowest_near_best`). The result is stored per CPU,
+kernel build, torch, thread count and model shape (``kernels.calibration_store``), so a server
+measures once per machine and model; ``EngineConfig.for_serving`` asks for it only where the user set
+no budget, and a set budget is never measured.
+
+Invariants:
+- Only widths that fit the KV pool and the model's context are timed (at least the narrowest is); the
+  answer is one of the timed widths.
+- Measure before serving, while no block holds live or cached KV (it overwrites the first blocks).
+- A stored result is used only under its own key and within physical bounds; anything else is
+  measured again (``calibration_store``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from kernels.calibration_store import checked_ms, checked_threshold, store_key, stored_or_measured
+
+logger = logging.getLogger(__name__)
+
+WIDTHS = (64, 128, 256, 512, 1024)  # step widths timed, ascending
+TOLERANCE = 0.05  # a width whose cost per token is this close to the cheapest is wide enough
+SHORT_STEP_S = 0.5  # a step this short is timed twice more, best of three (a stall weighs on short ones)
+VERSION = 1  # bump when the measurement changes
+
+
+class ProfilingRunner(Protocol):
+    """The model runner as the measurement uses it: its KV geometry and the prefill probe."""
+
+    num_kv_blocks: int
+    block_size: int
+
+    def profile_prefill(self, lengths: Sequence[int], repeats: int = 1, chunk: int = ...,
+                        warm_up: int | None = None) -> list[float]: ...
+
+
+@dataclass(frozen=True)
+class StepBudget:
+    """One measurement: the budget chosen and the ms of one step per width behind it."""
+
+    budget: int
+    ms: dict[str, tuple[float]]  # width -> (ms of one step of that width,)
+    key: str
+    measured_at: str
+
+
+def narrowest_near_best(widths: Sequence[int], seconds: Sequence[float], tolerance: float = TOLERANCE) -> int:
+    """The narrowest of ``widths`` whose seconds per token are within ``tolerance`` of the cheapest's."""
+    per_token = [s / w for w, s in zip(widths, seconds, strict=True)]
+    cheapest = min(per_token)
+    return next(w for w, c in zip(widths, per_token, strict=True) if c <= cheapest * (1 + tolerance))
+
+
+def timed_widths(runner: ProfilingRunner, max_model_len: int) -> tuple[int, ...]:
+    """The widths of ``WIDTHS`` a fresh prefill can take in this pool and context (the narrowest always)."""
+    room = min((runner.num_kv_blocks - 1) * runner.block_size, max_model_len)
+    return tuple(w for i, w in enumerate(WIDTHS) if i == 0 or w <= room)
+
+
+def measure(runner: ProfilingRunner, widths: Sequence[int], key: str) -> StepBudget:
+    """One step of each width on ``runner`` now (best of three where a step is shorter than
+    ``SHORT_STEP_S``), and the budget they give. The warm-up is a step of the widest width, so that
+    whatever the kernels prepare on first use at some width (an attention route's calibration, a
+    buffer) is done before any step is timed."""
+    chunk = max(widths)
+    seconds = runner.profile_prefill(widths, repeats=1, chunk=chunk, warm_up=chunk)
+    short = [w for w, s in zip(widths, seconds, strict=True) if s < SHORT_STEP_S]
+    if short:
+        again = dict(zip(short, runner.profile_prefill(short, repeats=2, chunk=chunk), strict=True))
+        seconds = [min(s, again.get(w, s)) for w, s in zip(widths, seconds, strict=True)]
+    return StepBudget(narrowest_near_best(widths, seconds),
+                      {str(w): (s * 1e3,) for w, s in zip(widths, seconds, strict=True)}, key,
+                      time.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def _parse(data: dict[str, object]) -> StepBudget:
+    ms = checked_ms(data["ms"], (1,))
+    budget = checked_threshold(data["budget"], ms)
+    if str(budget) not in ms:
+        raise ValueError(f"budget {budget} is not a measured width")
+    return StepBudget(budget, {w: (m[0],) for w, m in ms.items()}, str(data["key"]), str(data["measured_at"]))
+
+
+def measured_budget(runner: ProfilingRunner, model_shape: dict[str, object], max_model_len: int,
+                    remeasure: bool = False) -> StepBudget:
+    """This CPU's budget for the model of ``model_shape`` (what its step costs depend on: layer sizes,
+    dtype, weight form): stored, unless ``remeasure``, else measured on ``runner`` and stored."""
+    widths = timed_widths(runner, max_model_len)
+    key = store_key("step_budget", VERSION, {**model_shape, "widths": list(widths)}, torch.get_num_threads())
+
+    def measure_now() -> StepBudget:
+        logger.info("measuring the step's token budget on this CPU: one step of each of %s tokens", list(widths))
+        return measure(runner, widths, key)
+
+    result = stored_or_measured(key, _parse, measure_now, remeasure)
+    logger.info("step token budget %d (ms per step by width: %s)", result.budget,
+                {w: round(m[0], 1) for w, m in result.ms.items()})
+    return result
+
+
+__all__ = ["TOLERANCE", "WIDTHS", "StepBudget", "measured_budget", "narrowest_near_best"]

@@ -1,0 +1,38 @@
+"""AMX: listed by the CPU and granted by the OS, asked without running a tile instruction."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels import amx
+from kernels.amx import AmxState, state_for
+
+pytestmark = pytest.mark.core
+
+
+def test_a_cpu_without_the_tile_units_asks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(amx, "request_tile_state", lambda: pytest.fail("asked the OS for tiles the CPU lacks"))
+    state = state_for(frozenset({"avx512f", "avx512_bf16", "amx_bf16"}))  # no amx_tile: nothing to grant
+    assert state == AmxState(("amx_bf16",), False, "not listed by the CPU") and not state.usable
+
+
+@pytest.mark.parametrize(("granted", "why"), [(True, "granted by the OS"),
+                                              (False, "the OS refused the tile state (arch_prctl: EPERM)")])
+def test_listed_units_are_used_only_where_the_os_grants_them(monkeypatch: pytest.MonkeyPatch, granted: bool,
+                                                            why: str) -> None:
+    monkeypatch.setattr(amx, "request_tile_state", lambda: (granted, why))
+    state = state_for(frozenset({"amx_tile", "amx_bf16", "amx_int8", "avx512f"}))
+    assert state.listed == ("amx_tile", "amx_bf16", "amx_int8")
+    assert state.granted is granted and state.usable is granted and state.why == why
+
+
+def test_this_machine_gets_an_answer_without_a_fault() -> None:
+    """The real question on this machine, asked even where the CPU lists no AMX: an answer with its
+    reason, never a fault; the benchmark line names it."""
+    state = amx.amx_state()
+    granted, why = amx.request_tile_state()
+    assert isinstance(granted, bool) and why
+    if "amx_tile" in state.listed:
+        assert state.granted is granted and amx.describe().endswith("granted" if granted else "refused")
+    else:
+        assert not state.granted and not granted and amx.describe() == "AMX: none"

@@ -1,0 +1,112 @@
+"""The CPU server's step budget: the narrowest width near the best rate per token, measured once per
+CPU and model, stored, and used only where no budget was set."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from agent_engine.config import DEFAULT_TOKEN_BUDGET, MEASURED_TOKEN_BUDGET, EngineConfig
+from agent_engine.engine import step_budget
+from agent_engine.engine.step_budget import measured_budget, narrowest_near_best, timed_widths
+from kernels import calibration_store, load_cpu_ops
+
+pytestmark = pytest.mark.core
+
+
+@pytest.fixture(autouse=True)
+def kernels_loaded() -> None:
+    """The kernels' library from the usual cache, before a test points the cache at a temporary folder
+    (the store's keys name the library: otherwise it would be built again there)."""
+    load_cpu_ops()
+
+
+@pytest.mark.parametrize(("seconds", "expected"), [
+    ([0.064, 0.128, 0.256, 0.512, 1.024], 64),  # a flat rate: the narrowest
+    ([0.100, 0.130, 0.200, 0.390, 0.780], 256),  # the rate grows to 256, then stays
+    ([0.100, 0.130, 0.200, 0.380, 0.700], 1024),  # 1024 still 8% cheaper a token than 512
+    ([0.100, 0.130, 0.200, 0.360, 0.700], 512),  # 512 within 3% of 1024
+    ([0.100, 0.130, 0.260, 0.300, 0.600], 512),  # a slow step at 256 moves nothing below it
+])
+def test_the_budget_is_the_narrowest_width_within_the_tolerance_of_the_best(
+        seconds: list[float], expected: int) -> None:
+    assert narrowest_near_best((64, 128, 256, 512, 1024), seconds) == expected
+
+
+class FakeRunner:
+    """A runner whose step costs a fixed overhead plus a rate that saturates at ``full_width``."""
+
+    def __init__(self, num_kv_blocks: int = 1000, block_size: int = 16, full_width: int = 256) -> None:
+        self.num_kv_blocks, self.block_size, self.full_width = num_kv_blocks, block_size, full_width
+        self.calls: list[tuple[tuple[int, ...], int, int, int | None]] = []
+
+    def profile_prefill(self, lengths: Sequence[int], repeats: int = 1, chunk: int = 512,
+                        warm_up: int | None = None) -> list[float]:
+        self.calls.append((tuple(lengths), repeats, chunk, warm_up))
+        return [0.4 * max(w, self.full_width) / self.full_width for w in lengths]
+
+
+def test_only_widths_that_fit_the_pool_and_the_context_are_timed() -> None:
+    assert timed_widths(FakeRunner(num_kv_blocks=33), 4096) == (64, 128, 256, 512)  # 512 tokens of pool
+    assert timed_widths(FakeRunner(), 200) == (64, 128)
+    assert timed_widths(FakeRunner(num_kv_blocks=3), 4096) == (64,)  # the narrowest always
+
+
+def test_measured_once_per_key_stored_and_short_steps_timed_again(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
+    monkeypatch.setattr(calibration_store, "_unstored", {})
+    runner = FakeRunner(full_width=256)
+    shape = {"hidden_size": 64, "weights": "float"}
+    first = measured_budget(runner, shape, 4096)
+    assert first.budget == 256
+    # one pass over every width, warmed at the widest, in one step each; then the short ones again
+    assert runner.calls[0] == ((64, 128, 256, 512, 1024), 1, 1024, 1024)
+    assert runner.calls[1] == ((64, 128, 256), 2, 1024, None)
+    assert measured_budget(runner, shape, 4096) == first and len(runner.calls) == 2  # read back
+    other = measured_budget(FakeRunner(full_width=512), {**shape, "hidden_size": 128}, 4096)
+    assert other.budget == 512  # another model is another key
+
+
+def test_a_tampered_stored_budget_is_measured_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
+    monkeypatch.setattr(calibration_store, "_unstored", {})
+    runner, shape = FakeRunner(), {"hidden_size": 64}
+    stored = measured_budget(runner, shape, 4096)
+    path = calibration_store.store_path(stored.key)
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "budget": 300}))  # not a measured width
+    assert measured_budget(runner, shape, 4096).budget == stored.budget
+    assert len(runner.calls) == 4  # measured again (a pass and the short steps' repeats)
+
+
+def test_a_server_on_cpu_measures_an_unset_budget_and_keeps_a_set_one() -> None:
+    unset = EngineConfig()
+    assert unset.token_budget == DEFAULT_TOKEN_BUDGET  # offline
+    on_cpu = unset.for_serving("cpu")
+    assert on_cpu.max_num_batched_tokens == MEASURED_TOKEN_BUDGET and on_cpu.measures_token_budget
+    with pytest.raises(ValueError, match="measured"):
+        _ = on_cpu.token_budget  # no number until the engine measured it
+    assert on_cpu.with_token_budget(128).token_budget == 128
+    assert EngineConfig(max_num_seqs=300).for_serving("cpu").with_token_budget(128).token_budget == 300
+    assert on_cpu.with_token_budget(None).token_budget == DEFAULT_TOKEN_BUDGET  # nothing measured (CUDA)
+    chosen = EngineConfig(max_num_batched_tokens=512)
+    assert chosen.for_serving("cpu") is chosen and chosen.with_token_budget(128) is chosen
+    with pytest.raises(ValueError, match="max_num_batched_tokens"):
+        EngineConfig(max_num_batched_tokens=-1)
+
+
+def test_an_engine_measures_its_budget_on_the_loaded_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A real engine on the embedded model: the budget is one of the timed widths, at least max_num_seqs,
+    and the scheduler takes it."""
+    from agent_engine.engine.llm_engine import LLMEngine
+
+    monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
+    engine = LLMEngine(EngineConfig(device="cpu", num_kv_blocks=80, max_model_len=1024,
+                                    max_num_seqs=8).for_serving("cpu"))
+    budget = engine.config.token_budget
+    assert budget in step_budget.WIDTHS[:4]  # 79 blocks of 16: up to 512 tokens fit
+    assert engine.sched_config.max_num_batched_tokens == budget
