@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, str] = {
     "kernels": "benchmarks.kernels_bench",
     "serve": "benchmarks.serve_load",
     "prompt": "benchmarks.prompt_speed",
+    "budget": "benchmarks.step_budget_bench",
     "jct": "benchmarks.jct",
     "jct-load": "benchmarks.jct_load",
     "ttl-sweep": "benchmarks.ttl_sweep",

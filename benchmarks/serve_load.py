@@ -227,8 +227,18 @@ def _load_servers(servers: dict[str, ServerProcess], args: argparse.Namespace) -
                         raise RuntimeError(f"{name} failed at {c} streams: {e!r}\n{srv.log_tail(3000)}") from e
                 runs[name].setdefault(c, []).append({**run, "load": load.report.as_dict() if load.report else None,
                                                      "settled_s": settled})
-    return [{"server": name, "levels": [_median_level(runs[name][c]) for c in args.concurrency]}
-            for name in servers]
+    results = []
+    for name in servers:
+        levels = [_median_level(runs[name][c]) for c in args.concurrency]
+        results.append({"server": name, "levels": levels, "scaling": scaling(levels)})
+    return results
+
+
+def scaling(levels: list[dict[str, Any]]) -> dict[str, float]:
+    """Tokens/s at each stream count over tokens/s at the first (``"1": 1.0, "8": 4.2, ...``): a server
+    whose rate does not grow with its streams shows a flat row."""
+    base = levels[0]["tokens_per_s"] if levels else 0.0
+    return {str(lv["concurrency"]): (lv["tokens_per_s"] / base if base else float("nan")) for lv in levels}
 
 
 def turn_order(servers: dict[str, ServerProcess], run: int) -> list[tuple[str, ServerProcess]]:
@@ -258,6 +268,9 @@ def _report(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
     print(machine_line())
     print_table(["server", "conc", "reqs", "tok/s", "TTFT mean ms", "p50 ms", "p90 ms", "e2e mean s", "noisy runs"],
                 rows)
+    first = results[0]["levels"][0]["concurrency"]
+    print_table(["server", *(f"{c} streams / {first}" for c in results[0]["scaling"])],
+                [[res["server"], *res["scaling"].values()] for res in results])
     peers = [res for res in results if res["server"] in PEERS]
     for peer in peers:
         _print_ratios([res for res in results if res not in peers], peer)

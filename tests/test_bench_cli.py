@@ -33,6 +33,8 @@ MINIMAL: dict[str, tuple[list[str], dict[str, object]]] = {
                    "json": "out/serve_load.json", "plot": "out/serve_load.png"}),
     "prompt": ([], {"model": "qwen2.5-coder-1.5b", "lengths": [512, 2048, 8192], "repeats": 3, "llama_server": None,
                     "json": "out/prompt_speed.json"}),
+    "budget": ([], {"models": ["embedded", "smollm2"], "repeats": 2, "num_kv_blocks": 80,
+                    "json": "out/step_budget.json"}),
     "jct": ([], {"trace": None, "policies": "fcfs,continuum,continuum-fixed,unlimited", "jobs": 16,
                  "jps": None, "concurrency": None, "repeats": 1, "json": "out/jct.json", "plot": "out/jct.png"}),
     "jct-load": ([], {"jps_list": "0.05,0.1,0.2", "json": "out/jct_load.json", "plot": "out/jct_load.png"}),

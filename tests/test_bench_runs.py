@@ -42,6 +42,8 @@ def test_serve_load_tiny_run(tmp_path: Path) -> None:
         assert all(lv["generated_tokens"] == 8 and lv["ttft_mean_s"] > 0 for lv in res["levels"])
         assert all(len(lv["runs"]) == 2 and min(r["tokens_per_s"] for r in lv["runs"]) <= lv["tokens_per_s"]
                    for lv in res["levels"])
+        one, two = (lv["tokens_per_s"] for lv in res["levels"])  # the rate per stream count, against one stream
+        assert res["scaling"] == pytest.approx({"1": 1.0, "2": two / one})
     assert _is_png(out_png)
 
 

@@ -110,3 +110,17 @@ def test_an_engine_measures_its_budget_on_the_loaded_model(monkeypatch: pytest.M
     budget = engine.config.token_budget
     assert budget in step_budget.WIDTHS[:4]  # 79 blocks of 16: up to 512 tokens fit
     assert engine.sched_config.max_num_batched_tokens == budget
+
+
+def test_bench_budget_prints_and_writes_each_run(tmp_path: Path) -> None:
+    """``bench budget`` on the embedded model: one row per run, its tokens/s per timed width and a budget
+    among them, the machine named."""
+    from benchmarks.step_budget_bench import main
+
+    out = tmp_path / "budget.json"
+    assert main(["--models", "embedded", "--repeats", "2", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert [r["model"] for r in data["runs"]] == ["embedded", "embedded"] and data["machine"]["cpu_model"]
+    for r in data["runs"]:
+        assert sorted(map(int, r["tokens_per_s"])) == list(step_budget.WIDTHS)
+        assert all(v > 0 for v in r["tokens_per_s"].values()) and str(r["budget"]) in r["tokens_per_s"]
