@@ -254,6 +254,7 @@ def _calibrate_quant(threads_list: str, models: list[str]) -> list[list[object]]
     from kernels.quant_routes import calibrate
 
     rows: list[list[object]] = []
+    onednn_rows: list[list[object]] = []
     for model in models:
         path = gguf_source(model)
         if path is None:
@@ -277,28 +278,36 @@ def _calibrate_quant(threads_list: str, models: list[str]) -> list[list[object]]
                          for r, ms in cal.ms.items()]
                 rows.append([threads, model, label, "wide from", "never" if cal.wide_from == NEVER else cal.wide_from,
                              "bf16" if cal.wide_bf16 else "float32", None, None])
+                onednn_rows += [[threads, model, label, int(r), route, onednn, route / onednn,
+                                 "never" if cal.onednn_from == NEVER else cal.onednn_from]
+                                for r, (route, onednn) in (cal.onednn_ms or {}).items()]
     if rows:
         print_table(["threads", "model", "weight", "rows", "int8 ms", "wide f32 ms", "wide bf16 ms", "int8 / chosen wide"],
                     rows)
+    if onednn_rows:  # where the CPU multiplies bfloat16 natively: the dequantized-bf16 oneDNN form
+        print_table(["threads", "model", "weight", "rows", "its route ms", "oneDNN form ms", "route / oneDNN",
+                     "oneDNN from"], onednn_rows)
     return rows
 
 
 def _calibrate_matmuls(threads_list: str) -> list[list[object]]:
-    """Float32 matmul routes (panels vs oneDNN by row count) for the served models' weight shapes."""
+    """Float32 and bfloat16 matmul routes (panels vs oneDNN by row count) for the served models' weight
+    shapes."""
     import torch
 
     from kernels.calibration_store import NEVER
-    from kernels.linear_routes import MatmulShape, calibrate
+    from kernels.linear_routes import WEIGHT_DTYPES, MatmulShape, calibrate
 
     rows = []
     for threads in (int(t) for t in threads_list.split(",")):
         torch.set_num_threads(threads)
         for model, shapes in CALIBRATED_MATMULS.items():
-            for n, k in shapes:
-                cal = calibrate(MatmulShape(n, k), remeasure=True)
-                rows += [[threads, model, f"{n}x{k}", int(r), panels, onednn, panels / onednn]
+            for (n, k), dtype in ((shape, dtype) for shape in shapes for dtype in WEIGHT_DTYPES):
+                cal = calibrate(MatmulShape(n, k, dtype), remeasure=True)
+                label = f"{n}x{k} {dtype}"
+                rows += [[threads, model, label, int(r), panels, onednn, panels / onednn]
                          for r, (panels, onednn) in cal.ms.items()]
-                rows.append([threads, model, f"{n}x{k}", "oneDNN from", "never" if cal.onednn_from == NEVER
+                rows.append([threads, model, label, "oneDNN from", "never" if cal.onednn_from == NEVER
                              else cal.onednn_from, None, None])
     print_table(["threads", "model", "weight", "rows", "panels ms", "oneDNN ms", "panels / oneDNN"], rows)
     return rows

@@ -21,10 +21,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "gguf_blocks.h"
+#include "gguf_dequant.h"
 #include "kquant_dot.h"
+#include "panel_bf16.h"
 #include "q32_dot.h"
 
 namespace {
@@ -198,6 +201,20 @@ void gguf_linear_int8(at::Tensor out, const at::Tensor& x, at::TensorList raws, 
   });
 }
 
+// n float32 values rounded to bfloat16 (nearest even; AVX512_BF16's instruction where the build has it).
+static void round_to_bf16(const float* src, int64_t n, uint16_t* dst) {
+  int64_t i = 0;
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+  ae::panel_bf16::round_row(src, n / 16 * 16, dst);
+  i = n / 16 * 16;
+#endif
+  for (; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, src + i, 4);
+    dst[i] = static_cast<uint16_t>((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+  }
+}
+
 void gguf_dequantize(at::Tensor out, const at::Tensor& raw, int64_t qtype) {
   const bool bf16 = out.scalar_type() == at::kBFloat16;
   TORCH_CHECK((out.scalar_type() == at::kFloat || bf16) && out.dim() == 2 && out.is_contiguous() &&
@@ -208,25 +225,22 @@ void gguf_dequantize(at::Tensor out, const at::Tensor& raw, int64_t qtype) {
     TORCH_CHECK(k % T::kBlock == 0 && raw.size(1) == k / T::kBlock * T::kBytes, "gguf_dequantize: rows of ",
                 raw.size(1), " bytes do not hold K=", k);
     const uint8_t* wp = raw.data_ptr<uint8_t>();
-    // each weight as float32 (fma of code, scale and offset), then stored as float32 or rounded to
-    // bfloat16 (to nearest even, c10::BFloat16's rounding)
-    auto rows = [&]<class Out>(Out* dst) {
-      at::parallel_for(0, raw.size(0), 16, [&](int64_t n0, int64_t n1) {
-        int8_t q[T::kBlock];
-        float s[T::kBlock / T::kGroup], o[T::kBlock / T::kGroup];
-        for (int64_t n = n0; n < n1; ++n)
+    at::parallel_for(0, raw.size(0), 16, [&](int64_t n0, int64_t n1) {
+      std::vector<float> row_f32(bf16 ? k : 0);  // a bfloat16 row's float32 values before rounding
+      int8_t q[T::kBlock];
+      float s[T::kBlock / T::kGroup], o[T::kBlock / T::kGroup];
+      for (int64_t n = n0; n < n1; ++n) {
+        const uint8_t* w = wp + n * raw.stride(0);
+        float* row = bf16 ? row_f32.data() : out.data_ptr<float>() + n * k;
+        if (!ae::dequant::row_span(qtype, w, 0, k / T::kBlock, row))  // no vector decoder: the scalar one
           for (int64_t b = 0; b < k / T::kBlock; ++b) {
-            T::decode(wp + n * raw.stride(0) + b * T::kBytes, q, s, o);
-            Out* row = dst + n * k + b * T::kBlock;
+            T::decode(w + b * T::kBytes, q, s, o);
             for (int j = 0; j < T::kBlock; ++j)
-              row[j] = static_cast<Out>(std::fma(static_cast<float>(q[j]), s[j / T::kGroup], o[j / T::kGroup]));
+              row[b * T::kBlock + j] = std::fma(static_cast<float>(q[j]), s[j / T::kGroup], o[j / T::kGroup]);
           }
-      });
-    };
-    if (bf16)
-      rows(out.data_ptr<c10::BFloat16>());
-    else
-      rows(out.data_ptr<float>());
+        if (bf16) round_to_bf16(row, k, reinterpret_cast<uint16_t*>(out.data_ptr<c10::BFloat16>()) + n * k);
+      }
+    });
   });
   TORCH_CHECK(known, "gguf_dequantize: unsupported GGML type ", qtype);
 }
