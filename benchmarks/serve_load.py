@@ -110,7 +110,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--tool-gap", type=float, default=0.5, help="agent workload: seconds between turns (default 0.5)")
     ap.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")], default=[],
                     help="comma list of --max-num-batched-tokens values: one server of ours per value, named "
-                         "agent-engine@N, side by side (default: one server with the serving default)")
+                         "agent-engine@N, side by side; 0 is the budget measured on this CPU "
+                         "(default: one server with the serving default, measured on CPU)")
     ap.add_argument("--gguf-weights", type=lambda s: s.split(","), default=["native"],
                     help="with a .gguf or named --model: comma list of our weight forms, one server each, side "
                          "by side (native: the file's quantized blocks; float32: dequantized) (default: native)")
@@ -159,11 +160,11 @@ def run(args: argparse.Namespace) -> int:
 def _our_servers(budgets: list[int], forms: list[str]) -> dict[str, tuple[int | None, str]]:
     """Our servers by name: one per token budget (``agent-engine@N``; or one with the default) and GGUF
     weight form (a ``+form`` suffix when there are several)."""
-    if any(b < 1 for b in budgets):
-        raise ValueError(f"--budgets must be positive token counts, got {budgets}")
+    if any(b < 0 for b in budgets):
+        raise ValueError(f"--budgets must be token counts (0: measured), got {budgets}")
     if not forms or any(f not in ("native", "float32") for f in forms):
         raise ValueError(f"--gguf-weights takes native and float32, got {forms}")
-    by_budget: dict[str, int | None] = {f"agent-engine@{b}": b for b in budgets} or {"agent-engine": None}
+    by_budget: dict[str, int | None] = {f"agent-engine@{b or 'measured'}": b for b in budgets} or {"agent-engine": None}
     return {name + (f"+{form}" if len(forms) > 1 else ""): (budget, form)
             for name, budget in by_budget.items() for form in forms}
 

@@ -163,8 +163,10 @@ def test_serve_budgets_and_weight_forms_name_one_server_each() -> None:
     args.model_spec, args.model = "qwen2.5-coder-0.5b", "/cache/Qwen"  # native serves the file, float32 the folder
     assert engine_flags(args, None, "native")[:4] == ["--model", "qwen2.5-coder-0.5b", "--gguf-weights", "native"]
     assert engine_flags(args, None, "float32")[:4] == ["--model", "/cache/Qwen", "--gguf-weights", "float32"]
+    assert _our_servers([0, 256], ["native"]) == {"agent-engine@measured": (0, "native"),  # 0: measured on the CPU
+                                                 "agent-engine@256": (256, "native")}
     with pytest.raises(ValueError, match="budgets"):
-        _our_servers([0], ["native"])
+        _our_servers([-1], ["native"])
     with pytest.raises(ValueError, match="gguf-weights"):
         _our_servers([], ["int4"])
     from benchmarks.serve_load import run

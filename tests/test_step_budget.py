@@ -25,15 +25,15 @@ def kernels_loaded() -> None:
 
 
 @pytest.mark.parametrize(("seconds", "expected"), [
-    ([0.064, 0.128, 0.256, 0.512, 1.024], 64),  # a flat rate: the narrowest
-    ([0.100, 0.130, 0.200, 0.390, 0.780], 256),  # the rate grows to 256, then stays
-    ([0.100, 0.130, 0.200, 0.380, 0.700], 1024),  # 1024 still 8% cheaper a token than 512
-    ([0.100, 0.130, 0.200, 0.360, 0.700], 512),  # 512 within 3% of 1024
-    ([0.100, 0.130, 0.260, 0.300, 0.600], 512),  # a slow step at 256 moves nothing below it
+    ([0.256, 0.512, 1.024], 256),  # a flat rate: the narrowest
+    ([0.300, 0.520, 1.040], 512),  # the rate grows to 512, then stays
+    ([0.300, 0.380, 0.700], 1024),  # 1024 still 8% cheaper a token than 512
+    ([0.300, 0.360, 0.700], 512),  # 512 within 3% of 1024
+    ([0.300, 0.600, 0.560], 1024),  # a slow step at 512 moves nothing below it
 ])
 def test_the_budget_is_the_narrowest_width_within_the_tolerance_of_the_best(
         seconds: list[float], expected: int) -> None:
-    assert narrowest_near_best((64, 128, 256, 512, 1024), seconds) == expected
+    assert narrowest_near_best((256, 512, 1024), seconds) == expected
 
 
 class FakeRunner:
@@ -49,26 +49,31 @@ class FakeRunner:
         return [0.4 * max(w, self.full_width) / self.full_width for w in lengths]
 
 
-def test_only_widths_that_fit_the_pool_and_the_context_are_timed() -> None:
-    assert timed_widths(FakeRunner(num_kv_blocks=33), 4096) == (64, 128, 256, 512)  # 512 tokens of pool
-    assert timed_widths(FakeRunner(), 200) == (64, 128)
-    assert timed_widths(FakeRunner(num_kv_blocks=3), 4096) == (64,)  # the narrowest always
+def test_only_widths_that_fit_the_pool_and_the_context_are_timed(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    assert timed_widths(FakeRunner(num_kv_blocks=33), 4096) == (256, 512)  # 512 tokens of pool
+    assert timed_widths(FakeRunner(), 300) == (256,)
+    monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
+    tiny = FakeRunner(num_kv_blocks=3)
+    assert timed_widths(tiny, 4096) == ()
+    assert measured_budget(tiny, {"hidden_size": 64}, 4096).budget == step_budget.WIDTHS[0]  # nothing to time
+    assert tiny.calls == [] and not list(tmp_path.rglob("*.json"))
 
 
 def test_measured_once_per_key_stored_and_short_steps_timed_again(monkeypatch: pytest.MonkeyPatch,
                                                                   tmp_path: Path) -> None:
     monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
     monkeypatch.setattr(calibration_store, "_unstored", {})
-    runner = FakeRunner(full_width=256)
+    runner = FakeRunner(full_width=512)
     shape = {"hidden_size": 64, "weights": "float"}
     first = measured_budget(runner, shape, 4096)
-    assert first.budget == 256
+    assert first.budget == 512
     # one pass over every width, warmed at the widest, in one step each; then the short ones again
-    assert runner.calls[0] == ((64, 128, 256, 512, 1024), 1, 1024, 1024)
-    assert runner.calls[1] == ((64, 128, 256), 2, 1024, None)
+    assert runner.calls[0] == ((256, 512, 1024), 1, 1024, 1024)
+    assert runner.calls[1] == ((256, 512), 2, 1024, None)
     assert measured_budget(runner, shape, 4096) == first and len(runner.calls) == 2  # read back
-    other = measured_budget(FakeRunner(full_width=512), {**shape, "hidden_size": 128}, 4096)
-    assert other.budget == 512  # another model is another key
+    other = measured_budget(FakeRunner(full_width=1024), {**shape, "hidden_size": 128}, 4096)
+    assert other.budget == 1024  # another model is another key
 
 
 def test_a_tampered_stored_budget_is_measured_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -90,11 +95,11 @@ def test_a_server_on_cpu_measures_an_unset_budget_and_keeps_a_set_one() -> None:
     assert on_cpu.max_num_batched_tokens == MEASURED_TOKEN_BUDGET and on_cpu.measures_token_budget
     with pytest.raises(ValueError, match="measured"):
         _ = on_cpu.token_budget  # no number until the engine measured it
-    assert on_cpu.with_token_budget(128).token_budget == 128
-    assert EngineConfig(max_num_seqs=300).for_serving("cpu").with_token_budget(128).token_budget == 300
+    assert on_cpu.with_token_budget(512).token_budget == 512
+    assert EngineConfig(max_num_seqs=600).for_serving("cpu").with_token_budget(512).token_budget == 600
     assert on_cpu.with_token_budget(None).token_budget == DEFAULT_TOKEN_BUDGET  # nothing measured (CUDA)
     chosen = EngineConfig(max_num_batched_tokens=512)
-    assert chosen.for_serving("cpu") is chosen and chosen.with_token_budget(128) is chosen
+    assert chosen.for_serving("cpu") is chosen and chosen.with_token_budget(1024) is chosen
     with pytest.raises(ValueError, match="max_num_batched_tokens"):
         EngineConfig(max_num_batched_tokens=-1)
 
@@ -105,10 +110,10 @@ def test_an_engine_measures_its_budget_on_the_loaded_model(monkeypatch: pytest.M
     from agent_engine.engine.llm_engine import LLMEngine
 
     monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
-    engine = LLMEngine(EngineConfig(device="cpu", num_kv_blocks=80, max_model_len=1024,
+    engine = LLMEngine(EngineConfig(device="cpu", num_kv_blocks=80, max_model_len=600,
                                     max_num_seqs=8).for_serving("cpu"))
     budget = engine.config.token_budget
-    assert budget in step_budget.WIDTHS[:4]  # 79 blocks of 16: up to 512 tokens fit
+    assert budget in step_budget.WIDTHS[:2]  # a context of 600 tokens: up to 512 are timed
     assert engine.sched_config.max_num_batched_tokens == budget
 
 

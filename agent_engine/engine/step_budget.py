@@ -6,14 +6,19 @@ that share it (their prompts and every decode) wait longer. Where the rate stops
 the CPU (vector width, VNNI or matrix units, caches), the kernels' routes, the model and its weight
 form, so it is measured, never assumed: :func:`measured_budget` times one fresh prefill step of each
 width of ``WIDTHS`` on the model the server just loaded and takes the narrowest whose cost per token
-is within ``TOLERANCE`` of the cheapest (:func:`narrowest_near_best`). The result is stored per CPU,
+is within ``TOLERANCE`` of the cheapest (:func:`narrowest_near_best`). The narrowest width timed is
+``WIDTHS[0]`` = 256: below it a server's step costs outside the model's forward (scheduling,
+sampling, detokenizing and streaming every running request's token) outweigh what a narrower step
+saves; on the Zen 5 EPYC the embedded model's forward alone ran 3% cheaper a token at 128 than at
+256, yet a server stepping 128 tokens made 0.79x / 0.86x the tokens/s of one stepping 256 at 8 / 32
+streams with a higher TTFT (``bench serve --budgets 0,256``, docs/performance.md). The result is stored per CPU,
 kernel build, torch, thread count and model shape (``kernels.calibration_store``), so a server
 measures once per machine and model; ``EngineConfig.for_serving`` asks for it only where the user set
 no budget, and a set budget is never measured.
 
 Invariants:
-- Only widths that fit the KV pool and the model's context are timed (at least the narrowest is); the
-  answer is one of the timed widths.
+- Only widths that fit the KV pool and the model's context are timed; the answer is one of the timed
+  widths, or ``WIDTHS[0]`` untimed where none fits (a budget past the pool only caps nothing).
 - Measure before serving, while no block holds live or cached KV (it overwrites the first blocks).
 - A stored result is used only under its own key and within physical bounds; anything else is
   measured again (``calibration_store``).
@@ -33,7 +38,7 @@ from kernels.calibration_store import checked_ms, checked_threshold, store_key, 
 
 logger = logging.getLogger(__name__)
 
-WIDTHS = (64, 128, 256, 512, 1024)  # step widths timed, ascending
+WIDTHS = (256, 512, 1024)  # step widths timed, ascending (the module docstring: why none below 256)
 TOLERANCE = 0.05  # a width whose cost per token is this close to the cheapest is wide enough
 SHORT_STEP_S = 0.5  # a step this short is timed twice more, best of three (a stall weighs on short ones)
 VERSION = 1  # bump when the measurement changes
@@ -67,9 +72,9 @@ def narrowest_near_best(widths: Sequence[int], seconds: Sequence[float], toleran
 
 
 def timed_widths(runner: ProfilingRunner, max_model_len: int) -> tuple[int, ...]:
-    """The widths of ``WIDTHS`` a fresh prefill can take in this pool and context (the narrowest always)."""
+    """The widths of ``WIDTHS`` a fresh prefill can take in this pool and context."""
     room = min((runner.num_kv_blocks - 1) * runner.block_size, max_model_len)
-    return tuple(w for i, w in enumerate(WIDTHS) if i == 0 or w <= room)
+    return tuple(w for w in WIDTHS if w <= room)
 
 
 def measure(runner: ProfilingRunner, widths: Sequence[int], key: str) -> StepBudget:
@@ -99,8 +104,11 @@ def _parse(data: dict[str, object]) -> StepBudget:
 def measured_budget(runner: ProfilingRunner, model_shape: dict[str, object], max_model_len: int,
                     remeasure: bool = False) -> StepBudget:
     """This CPU's budget for the model of ``model_shape`` (what its step costs depend on: layer sizes,
-    dtype, weight form): stored, unless ``remeasure``, else measured on ``runner`` and stored."""
+    dtype, weight form): stored, unless ``remeasure``, else measured on ``runner`` and stored
+    (``WIDTHS[0]``, nothing timed, where no width fits)."""
     widths = timed_widths(runner, max_model_len)
+    if not widths:
+        return StepBudget(WIDTHS[0], {}, "", "")
     key = store_key("step_budget", VERSION, {**model_shape, "widths": list(widths)}, torch.get_num_threads())
 
     def measure_now() -> StepBudget:
