@@ -73,10 +73,11 @@ _HELP = {
     "kv_cache_memory": "KV pool size in GiB (default 1 GiB on CPU, a fraction of free memory on CUDA)",
     "gpu_memory_utilization": "fraction of GPU memory the engine may use (CUDA only)",
     "max_num_seqs": "most requests running at once",
-    "max_num_batched_tokens": f"token budget per step (prefill chunks + decodes); {MEASURED_TOKEN_BUDGET}: on CPU the "
-                              "narrowest step within 5%% of the best rate per token, timed on the loaded model "
-                              "(once per CPU and model, then stored), at least max_num_seqs; unset: "
-                              f"{MEASURED_TOKEN_BUDGET} for a server on CPU, else {DEFAULT_TOKEN_BUDGET}",
+    "max_num_batched_tokens": f"token budget per step (prefill chunks + decodes); {MEASURED_TOKEN_BUDGET}: on CPU, of "
+                              "steps of 256, 512 and 1024 tokens timed on the loaded model (once per CPU and model, "
+                              "then stored), the narrowest within 5%% of the best rate per token, at least "
+                              f"max_num_seqs; unset: {MEASURED_TOKEN_BUDGET} for a server on CPU, else "
+                              f"{DEFAULT_TOKEN_BUDGET}",
     "max_model_len": "longest prompt + output (default: model limit, capped by the KV pool)",
     "long_prefill_token_threshold": "most prompt tokens one request may prefill per step (0 = no cap)",
     "enable_prefix_caching": "reuse KV blocks of identical prefixes",

@@ -19,8 +19,10 @@ With ``--roofline`` it measures only this machine's ceilings instead (``benchmar
 with ``--prefill`` only a prefill step's kernels: fresh vs reused matmul outputs and the C++ vs SDPA
 attention routes (``benchmarks.prefill_bench``); with ``--calibrate`` it measures this CPU's attention
 routes again for the served models' head shapes (``kernels.route_calibration``) and their float32
-matmul routes, panels or oneDNN by row count (``kernels.linear_routes``), and rewrites the cached
-calibrations, at each ``--threads``.
+and bfloat16 matmul routes, panels or oneDNN by row count (``kernels.linear_routes``), with
+``--gguf-models`` the int8 / wide routes of those files' matmuls and, where the CPU multiplies
+bfloat16 natively, their oneDNN form (``kernels.quant_routes``), and rewrites the cached calibrations,
+at each ``--threads``.
 
 Prints both tables, writes JSON. Invariant: every variant computes the same result (checked once per
 shape before timing, within float32 tolerance; the bfloat16 variant against its rounded weights).
@@ -155,11 +157,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--quant-shapes", default="qwen2.5-coder-0.5b", choices=["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"],
                     help="whose layer shapes and GGML types --quant multiplies (default qwen2.5-coder-0.5b)")
     ap.add_argument("--calibrate", action="store_true",
-                    help="only measure where attention leaves the C++ tiles for SDPA and where float32 matmuls leave "
-                         "the panels for oneDNN on this CPU again, and cache it")
+                    help="only measure where attention leaves the C++ tiles for SDPA and where float32 and bfloat16 "
+                         "matmuls leave the panels for oneDNN on this CPU again, and cache it")
     ap.add_argument("--gguf-models", default="",
                     help="with --calibrate: comma list of GGUF models (named or .gguf paths) whose matmuls' int8 / "
-                         "wide routes are measured again on their own blocks (a named model is fetched if missing)")
+                         "wide routes (and oneDNN form, where the CPU multiplies bfloat16 natively) are measured "
+                         "again on their own blocks (a named model is fetched if missing)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -270,8 +273,8 @@ def _calibrate_quant(threads_list: str, models: list[str]) -> list[list[object]]
         matmuls.setdefault(head.shape, head)
         for threads in (int(t) for t in threads_list.split(",")):
             torch.set_num_threads(threads)
-            for shape, m in matmuls.items():
-                cal = calibrate(shape, m.raws, remeasure=True)
+            for shape, m in matmuls.items():  # the head as the model loads it: without the oneDNN form
+                cal = calibrate(shape, m.raws, remeasure=True, onednn=shape != head.shape)
                 label = "+".join(f"{n}" for _, n in shape.parts) + f"x{shape.in_features}"
                 chosen = 2 if cal.wide_bf16 else 1
                 rows += [[threads, model, label, int(r), ms[0], ms[1], ms[2] if len(ms) > 2 else None, ms[0] / ms[chosen]]
@@ -287,7 +290,7 @@ def _calibrate_quant(threads_list: str, models: list[str]) -> list[list[object]]
     if onednn_rows:  # where the CPU multiplies bfloat16 natively: the dequantized-bf16 oneDNN form
         print_table(["threads", "model", "weight", "rows", "its route ms", "oneDNN form ms", "route / oneDNN",
                      "oneDNN from"], onednn_rows)
-    return rows
+    return rows + [[*r[:3], "oneDNN form", *r[3:]] for r in onednn_rows]
 
 
 def _calibrate_matmuls(threads_list: str) -> list[list[object]]:

@@ -235,11 +235,11 @@ def _load_servers(servers: dict[str, ServerProcess], args: argparse.Namespace) -
     return results
 
 
-def scaling(levels: list[dict[str, Any]]) -> dict[str, float]:
-    """Tokens/s at each stream count over tokens/s at the first (``"1": 1.0, "8": 4.2, ...``): a server
-    whose rate does not grow with its streams shows a flat row."""
+def scaling(levels: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Tokens/s at each stream count over tokens/s at the first (``"1": 1.0, "8": 4.2, ...``; None where the
+    first made none): a server whose rate does not grow with its streams shows a flat row."""
     base = levels[0]["tokens_per_s"] if levels else 0.0
-    return {str(lv["concurrency"]): (lv["tokens_per_s"] / base if base else float("nan")) for lv in levels}
+    return {str(lv["concurrency"]): (lv["tokens_per_s"] / base if base else None) for lv in levels}
 
 
 def turn_order(servers: dict[str, ServerProcess], run: int) -> list[tuple[str, ServerProcess]]:

@@ -43,11 +43,14 @@ def measure_model(model: str, repeats: int, num_kv_blocks: int) -> list[dict[str
     engine = LLMEngine(EngineConfig(model=None if model == EMBEDDED else model, device="cpu",
                                     num_kv_blocks=num_kv_blocks, max_num_batched_tokens=64))
     runs = []
-    for _ in range(repeats):
-        result = measured_budget(engine.runner, model_shape(engine.loaded, engine.runner), engine.max_model_len,
-                                 remeasure=True)
-        runs.append({"model": model, "budget": result.budget,
-                     "tokens_per_s": {w: int(w) / (ms[0] / 1e3) for w, ms in result.ms.items()}})
+    try:
+        for _ in range(repeats):
+            result = measured_budget(engine.runner, model_shape(engine.loaded, engine.runner), engine.max_model_len,
+                                     remeasure=True)
+            runs.append({"model": model, "budget": result.budget,
+                         "tokens_per_s": {w: int(w) / (ms[0] / 1e3) for w, ms in result.ms.items()}})
+    finally:
+        engine.close()
     return runs
 
 

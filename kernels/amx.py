@@ -23,6 +23,7 @@ import ctypes.util
 import logging
 import os
 import platform
+import sys
 from dataclasses import dataclass
 from functools import cache
 
@@ -54,8 +55,10 @@ class AmxState:
 
 def request_tile_state() -> tuple[bool, str]:
     """Ask Linux for the AMX tile data state for this process: (granted, reason)."""
-    if platform.machine() not in ("x86_64", "AMD64"):
-        return False, f"not x86-64 ({platform.machine()})"
+    if not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "AMD64"):
+        return False, f"not Linux on x86-64 ({sys.platform}, {platform.machine()})"
+    if ctypes.sizeof(ctypes.c_void_p) != 8:  # a 32-bit process: 158 is another system call there
+        return False, "not a 64-bit process"
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         syscall = libc.syscall
@@ -94,6 +97,11 @@ def amx_state() -> AmxState:
         logger.info("AMX tiles (%s) granted: oneDNN's bfloat16 matmuls may use them where they measure faster",
                     ", ".join(state.listed))
     return state
+
+
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively for oneDNN: AVX512_BF16, or AMX tiles granted."""
+    return "avx512_bf16" in cpu_flags() or amx_state().usable
 
 
 def describe() -> str:

@@ -32,13 +32,15 @@ import math
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 import torch
 
+from kernels.amx import amx_state
+from kernels.amx import describe as describe_amx
 from kernels.cpp_build import active_variant, cache_dir, library_path
 from kernels.isa import cpu_flags, cpu_model, selected_variant
 
@@ -67,11 +69,14 @@ def crossover_size(sizes: Sequence[int], first_s: Sequence[float], second_s: Seq
 
 
 def store_key(kind: str, version: int, shape: dict[str, object], threads: int) -> str:
-    """What a calibration of ``kind`` depends on: CPU model and features, the kernels' variant and
-    build, torch, threads and the shape (its fields as a dict)."""
+    """What a calibration of ``kind`` depends on: CPU model and features, whether the OS granted the AMX
+    tiles the CPU lists (``kernels.amx``), the kernels' variant and build, torch, threads and the shape
+    (its fields as a dict)."""
     library = library_path(active_variant() or selected_variant()).name
     parts = [kind, str(version), cpu_model(), " ".join(sorted(cpu_flags())), library,
              torch.__version__, str(threads), json.dumps(shape, sort_keys=True)]
+    if amx_state().listed:  # a CPU without AMX keeps the keys it had before the tiles were asked about
+        parts.append(describe_amx())
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
 
 
@@ -148,6 +153,26 @@ def checked_threshold(value: object, ms: dict[str, tuple[float, ...]]) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or (value != NEVER and str(value) not in ms):
         raise ValueError(f"crossover {value!r} is neither NEVER nor a measured size")
     return value
+
+
+@contextlib.contextmanager
+def measuring_alone(key: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``key``'s entry (``<key>.lock`` beside it, left in place) while the
+    caller reads or measures it: another process on this machine after the same key waits, then reads
+    what this one stored instead of measuring while this one does. Where no lock file can be opened (a
+    read-only store), nothing is locked."""
+    try:
+        import fcntl
+
+        path = store_path(key).with_suffix(".lock")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path, "a")  # noqa: SIM115 - held for the body below
+    except (ImportError, OSError):
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def stored_or_measured(key: str, parse: Callable[[dict[str, object]], Cal], measure: Callable[[], Cal],

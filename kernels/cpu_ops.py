@@ -102,8 +102,8 @@ def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, interleaved: torch.Tenso
     """``silu(x @ gate^T) * (x @ up^T)`` for a contiguous float32 ``x`` and a fused ``[gate; up]``
     ``weight`` whose panels are ``interleaved`` (``kernels.prepack.pack_gate_up``), into ``out`` when
     given: one ``panel_linear_silu`` call, whose gate/up product never reaches memory (equal to
-    ``panel_linear`` then ``silu_and_mul`` for K up to 1,024), or, for a float32 weight from the row count
-    where oneDNN measured faster for the shape, oneDNN's product then ``silu_and_mul``."""
+    ``panel_linear`` then ``silu_and_mul`` for K up to 1,024), or, from the row count where oneDNN
+    measured faster for the weight's shape and dtype, oneDNN's product then ``silu_and_mul``."""
     rows, inter = x.shape[0], weight.shape[0] // 2
     out = x.new_empty(rows, inter) if out is None else out
     if not panels_take(weight, rows):

@@ -11,7 +11,8 @@ Invariants:
 - The op runs exactly the kernels the loop would, in the same order: its results are the loop's bit
   for bit (the tests compare them).
 - :meth:`LayerStack.plan` is None for a row count at which some matmul takes a route the op does not
-  run (a float32 weight that oneDNN takes); the caller then runs the loop, as it does when
+  run (a float32 or bfloat16 weight that oneDNN takes, a GGUF weight in the wide route's oneDNN form);
+  the caller then runs the loop, as it does when
   :func:`kernels.paged_attention.cpp_requests` says the step's attention is not all C++.
 - A stack is all or nothing: the lean decoder builds one only where every matmul of every layer has
   quantized blocks or panels, so the loop stays the one path for everything else.

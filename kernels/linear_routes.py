@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from kernels.amx import amx_state
+from kernels.amx import amx_state, native_bf16
 from kernels.calibration_store import (
     NEVER,
     RouteTable,
@@ -45,7 +45,7 @@ ROWS = (1, 8, 32, 64, 128, 256, 512, 1024, 2048)  # row counts timed, ascending
 FLOP_BUDGET = 8e9  # no timed call past this many floating-point operations
 MARGIN = 0.05  # oneDNN must be this much faster to take a row count
 REPEATS = 5
-VERSION = 2  # bump when the measurement changes
+VERSION = 1  # bump when the measurement changes
 ONEDNN = torch.backends.mkldnn.is_available()
 WEIGHT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # the weights with both routes
 
@@ -79,7 +79,19 @@ class LinearCalibration:
 
 
 def cache_key(shape: MatmulShape, threads: int) -> str:
-    return store_key("linear", VERSION, asdict(shape), threads)
+    """The store key of ``shape``'s calibration (a float32 shape's is what it was before weights had a
+    dtype: its stored calibrations stay valid)."""
+    fields = asdict(shape)
+    if shape.dtype == "float32":
+        del fields["dtype"]
+    return store_key("linear", VERSION, fields, threads)
+
+
+def onednn_has(dtype: str) -> bool:
+    """Whether oneDNN's matmul is a route for ``dtype`` weights here: oneDNN is in this torch, and for
+    bfloat16 the CPU multiplies bfloat16 natively (AVX512_BF16, or AMX tiles granted; elsewhere
+    oneDNN emulates it slowly or refuses it)."""
+    return ONEDNN and (dtype == "float32" or native_bf16())
 
 
 def ladder(shape: MatmulShape) -> tuple[int, ...]:
@@ -101,7 +113,7 @@ def measure(shape: MatmulShape) -> LinearCalibration:
         x = torch.randn(n, shape.in_features, generator=gen)
         out = x.new_empty(n, shape.out_features)
         by_panels = lambda x=x, out=out: ops().panel_linear(out, x, packed)  # noqa: E731
-        if ONEDNN:
+        if onednn_has(shape.dtype):
             panels, onednn = best_seconds_each([by_panels, lambda x=x: onednn_linear(x, weight)], REPEATS)
         else:
             panels, onednn = best_seconds_each([by_panels], REPEATS)[0], float("inf")
@@ -121,10 +133,10 @@ def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     return product if bias is None else product.add_(bias)
 
 
-def _parse(data: dict) -> LinearCalibration:
-    """A stored calibration, if within bounds (``calibration_store``; oneDNN's column is infinite only
-    where this torch has no oneDNN)."""
-    ms = checked_ms(data["ms"], (2,), () if ONEDNN else (1,))
+def _parse(data: dict, shape: MatmulShape) -> LinearCalibration:
+    """A stored calibration of ``shape``, if within bounds (``calibration_store``; oneDNN's column is
+    infinite only where oneDNN is no route for its dtype here, ``onednn_has``)."""
+    ms = checked_ms(data["ms"], (2,), () if onednn_has(shape.dtype) else (1,))
     return LinearCalibration(checked_threshold(data["onednn_from"], ms), ms,
                              data["key"], data["measured_at"])
 
@@ -137,8 +149,8 @@ def calibrate(shape: MatmulShape, remeasure: bool = False) -> LinearCalibration:
     """This CPU's calibration for ``shape`` at the current thread count: from the cache unless
     ``remeasure``, else measured now and stored."""
     return _routes.calibrate((shape.out_features, shape.in_features, WEIGHT_DTYPES[shape.dtype]),
-                             lambda threads: cache_key(shape, threads), _parse, lambda: measure(shape),
-                             lambda cal: cal.onednn_from, remeasure)
+                             lambda threads: cache_key(shape, threads), lambda data: _parse(data, shape),
+                             lambda: measure(shape), lambda cal: cal.onednn_from, remeasure)
 
 
 def prepare(shapes: Iterable[MatmulShape]) -> None:

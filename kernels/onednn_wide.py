@@ -26,8 +26,7 @@ from collections.abc import Sequence
 
 import torch
 
-from kernels.amx import amx_state
-from kernels.isa import cpu_flags
+from kernels.amx import native_bf16
 
 CHUNK_BYTES = 32 << 20  # bfloat16 weights dequantized per chunk (a few L3-sized passes per big matmul)
 _local = threading.local()
@@ -35,7 +34,7 @@ _local = threading.local()
 
 def available() -> bool:
     """Whether this CPU and torch have the form natively (see the module invariants)."""
-    return torch.backends.mkldnn.is_available() and ("avx512_bf16" in cpu_flags() or amx_state().usable)
+    return torch.backends.mkldnn.is_available() and native_bf16()
 
 
 def _scratch(elements: int) -> torch.Tensor:

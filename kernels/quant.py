@@ -14,16 +14,18 @@ grants them). :class:`QuantMatmul` is a fused matmul of such parts (Q, K and
 V; gate and up), each writing its own columns of one output.
 
 Invariants:
-- Nothing is copied or widened: a weight's memory is its file bytes (``nbytes``), read once per
-  step (per group of four rows of ``x``). ``rows(index)`` (llama's Q/K order) is the one copy, of
-  the rows it reorders.
+- No copy of a weight is kept: its memory is its file bytes (``nbytes``), read once per step (per
+  group of four rows of ``x``). ``rows(index)`` (llama's Q/K order) is the one copy, of the rows it
+  reorders; the oneDNN form dequantizes into a per-thread scratch of at most
+  ``onednn_wide.CHUNK_BYTES``, overwritten chunk by chunk.
 - ``dequantize()`` gives the float32 weights of gguf-py's ``dequantize`` bit for bit (a zero may be +0
   where gguf-py has -0).
 - :func:`quant_matmul` equals ``F.linear(x, dequantize(), bias)`` up to the int8 rounding of ``x`` on
   the int8 route (each block of ``x`` rounded to 8 bits of its largest magnitude; the tests bound the
   error at 2% of the largest output; on the served models' activations, docs/models.md states it),
   up to float32 summation order on the wide route (and, in its bfloat16 form, the rounding of ``x`` and
-  of the dequantized weights to bfloat16: ``kernels.quant_routes``).
+  of the dequantized weights to bfloat16: ``kernels.quant_routes``; in its oneDNN form the product
+  rounded to bfloat16 as well).
 - Only the types in ``GGML_BLOCKS`` are served; ``from_gguf`` refuses others with a ``ValueError``.
 """
 

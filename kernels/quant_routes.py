@@ -111,9 +111,12 @@ class QuantCalibration:
         return WideRoute(self.wide_from, self.wide_bf16, self.onednn_from)
 
 
-def cache_key(shape: QuantShape, threads: int) -> str:
-    return store_key("quant", VERSION, {"in_features": shape.in_features, "parts": [list(p) for p in shape.parts]},
-                     threads)
+def cache_key(shape: QuantShape, threads: int, onednn: bool = True) -> str:
+    """The store key of ``shape``'s calibration (with or without its oneDNN form)."""
+    fields: dict[str, object] = {"in_features": shape.in_features, "parts": [list(p) for p in shape.parts]}
+    if not onednn:
+        fields["onednn"] = False
+    return store_key("quant", VERSION, fields, threads)
 
 
 def ladder(shape: QuantShape) -> tuple[int, ...]:
@@ -122,8 +125,9 @@ def ladder(shape: QuantShape) -> tuple[int, ...]:
     return tuple(r for r in ROWS if r <= DECODE_ROWS or r * flops_per_row <= FLOP_BUDGET)
 
 
-def measure(shape: QuantShape, raws: Sequence[torch.Tensor]) -> QuantCalibration:
-    """Both routes over ``ladder(shape)`` on this CPU, now, on the weight blocks ``raws`` (one per part)."""
+def measure(shape: QuantShape, raws: Sequence[torch.Tensor], onednn: bool = True) -> QuantCalibration:
+    """Both routes over ``ladder(shape)`` on this CPU, now, on the weight blocks ``raws`` (one per part),
+    and the oneDNN form unless ``onednn`` is False (or this CPU has it not: ``onednn_available``)."""
     from kernels.cpp_build import ops
 
     qtypes = [q for q, _ in shape.parts]
@@ -141,8 +145,8 @@ def measure(shape: QuantShape, raws: Sequence[torch.Tensor]) -> QuantCalibration
     bf16 = len(forms) == 2 and bf16_total < (1 - MARGIN) * f32_total
     wide = [s[2 if bf16 else 1] for s in seconds]
     first = crossover_size(rows, [s[0] for s in seconds], wide, MARGIN)
-    onednn_from, onednn_ms = _measure_onednn(shape, raws, WideRoute(first, bf16), gen) if onednn_available() \
-        else (NEVER, None)
+    onednn_from, onednn_ms = _measure_onednn(shape, raws, WideRoute(first, bf16), gen) \
+        if onednn and onednn_available() else (NEVER, None)
     return QuantCalibration(first, bf16, {str(n): tuple(t * 1e3 for t in s) for n, s in zip(rows, seconds, strict=True)},
                             cache_key(shape, torch.get_num_threads()), time.strftime("%Y-%m-%dT%H:%M:%S"),
                             onednn_from, onednn_ms)
@@ -189,21 +193,23 @@ def _parse(data: dict) -> QuantCalibration:
 _routes: RouteTable[QuantShape, WideRoute] = RouteTable("where a GGUF matmul leaves the int8 route")
 
 
-def calibrate(shape: QuantShape, raws: Sequence[torch.Tensor], remeasure: bool = False) -> QuantCalibration:
+def calibrate(shape: QuantShape, raws: Sequence[torch.Tensor], remeasure: bool = False,
+              onednn: bool = True) -> QuantCalibration:
     """This CPU's calibration for ``shape`` at the current thread count: from the cache unless
-    ``remeasure``, else measured now on ``raws`` and stored."""
-    return _routes.calibrate(shape, lambda threads: cache_key(shape, threads), _parse, lambda: measure(shape, raws),
-                             lambda cal: cal.route, remeasure)
+    ``remeasure``, else measured now on ``raws`` and stored; without its oneDNN form where ``onednn`` is
+    False (a key of its own)."""
+    return _routes.calibrate(shape, lambda threads: cache_key(shape, threads, onednn), _parse,
+                             lambda: measure(shape, raws, onednn), lambda cal: cal.route, remeasure)
 
 
-def prepare(matmuls: Iterable[tuple[QuantShape, Sequence[torch.Tensor]]]) -> None:
+def prepare(matmuls: Iterable[tuple[QuantShape, Sequence[torch.Tensor]]], onednn: bool = True) -> None:
     """Calibrate every distinct shape of ``(shape, raws)`` (cached ones are read, not measured) so that
-    ``wide_route`` knows them."""
+    ``wide_route`` knows them (``onednn`` False: never the oneDNN form, as for an LM head)."""
     seen: set[QuantShape] = set()
     for shape, raws in matmuls:
         if shape not in seen:
             seen.add(shape)
-            calibrate(shape, raws)
+            calibrate(shape, raws, onednn=onednn)
 
 
 def wide_route(shape: QuantShape) -> WideRoute:

@@ -148,12 +148,12 @@ def test_the_matmul_routes_refuse_tampered_numbers_too(monkeypatch: pytest.Monke
     """The same bounds hold for the float32 matmul's and the GGUF matmul's stored routes."""
     monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
     linear = {"onednn_from": 256, "ms": {"1": [1.0, 2.0], "256": [2.0, 1.0]}, "measured_at": "now"}
-    assert linear_routes._parse({**linear, "key": "k"}).onednn_from == 256
+    assert linear_routes._parse({**linear, "key": "k"}, linear_routes.MatmulShape(4, 4)).onednn_from == 256
     quant = {"wide_from": NEVER, "wide_bf16": False, "ms": {"1": [1.0, 2.0]}, "measured_at": "now", "key": "k"}
     assert quant_routes._parse(quant).wide_from == NEVER
     for bad in ({"onednn_from": -4}, {"onednn_from": 1e30}, {"ms": {"1": [-1.0, 2.0], "256": [2.0, 1.0]}}):
         with pytest.raises(ValueError):
-            linear_routes._parse({**linear, **bad, "key": "k"})
+            linear_routes._parse({**linear, **bad, "key": "k"}, linear_routes.MatmulShape(4, 4))
     for bad in ({"wide_from": 2**40}, {"wide_bf16": "yes"}, {"ms": {"1": [float("nan"), 1.0]}}):
         with pytest.raises(ValueError):
             quant_routes._parse({**quant, **bad})

@@ -39,14 +39,16 @@ def test_the_budget_is_the_narrowest_width_within_the_tolerance_of_the_best(
 class FakeRunner:
     """A runner whose step costs a fixed overhead plus a rate that saturates at ``full_width``."""
 
-    def __init__(self, num_kv_blocks: int = 1000, block_size: int = 16, full_width: int = 256) -> None:
+    def __init__(self, num_kv_blocks: int = 1000, block_size: int = 16, full_width: int = 256,
+                 step_s: float = 0.4) -> None:
         self.num_kv_blocks, self.block_size, self.full_width = num_kv_blocks, block_size, full_width
+        self.step_s = step_s
         self.calls: list[tuple[tuple[int, ...], int, int, int | None]] = []
 
     def profile_prefill(self, lengths: Sequence[int], repeats: int = 1, chunk: int = 512,
                         warm_up: int | None = None) -> list[float]:
         self.calls.append((tuple(lengths), repeats, chunk, warm_up))
-        return [0.4 * max(w, self.full_width) / self.full_width for w in lengths]
+        return [self.step_s * max(w, self.full_width) / self.full_width for w in lengths]
 
 
 def test_only_widths_that_fit_the_pool_and_the_context_are_timed(monkeypatch: pytest.MonkeyPatch,
@@ -68,24 +70,37 @@ def test_measured_once_per_key_stored_and_short_steps_timed_again(monkeypatch: p
     shape = {"hidden_size": 64, "weights": "float"}
     first = measured_budget(runner, shape, 4096)
     assert first.budget == 512
-    # one pass over every width, warmed at the widest, in one step each; then the short ones again
-    assert runner.calls[0] == ((256, 512, 1024), 1, 1024, 1024)
-    assert runner.calls[1] == ((256, 512), 2, 1024, None)
+    # rounds over every width, one step each: the first warmed at the widest, the second not warmed
+    assert runner.calls == [((256, 512, 1024), 1, 1024, 1024), ((256, 512, 1024), 1, 1024, 0)]
     assert measured_budget(runner, shape, 4096) == first and len(runner.calls) == 2  # read back
     other = measured_budget(FakeRunner(full_width=1024), {**shape, "hidden_size": 128}, 4096)
     assert other.budget == 1024  # another model is another key
 
 
-def test_a_tampered_stored_budget_is_measured_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_cheap_model_gets_a_third_round(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
     monkeypatch.setattr(calibration_store, "_unstored", {})
-    runner, shape = FakeRunner(), {"hidden_size": 64}
+    runner = FakeRunner(full_width=2048, step_s=0.05)  # 0.15 s a round: under CHEAP_ROUND_S
+    assert measured_budget(runner, {"hidden_size": 32}, 4096).budget == 1024  # a step costs the same at any width
+    assert len(runner.calls) == 3
+
+
+@pytest.mark.parametrize("tamper", [
+    {"budget": 300},  # not a timed width
+    {"budget": 1024},  # a timed width, but not what the rule gives these timings
+    {"ms": {"256": [1.0], "512": [1.0], "1024": [1.0], "99999": [1.0]}, "budget": 99999},  # widths never timed
+])
+def test_a_tampered_stored_budget_is_measured_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                    tamper: dict) -> None:
+    monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
+    monkeypatch.setattr(calibration_store, "_unstored", {})
+    runner, shape = FakeRunner(full_width=512), {"hidden_size": 64}
     stored = measured_budget(runner, shape, 4096)
     path = calibration_store.store_path(stored.key)
     data = json.loads(path.read_text())
-    path.write_text(json.dumps({**data, "budget": 300}))  # not a measured width
-    assert measured_budget(runner, shape, 4096).budget == stored.budget
-    assert len(runner.calls) == 4  # measured again (a pass and the short steps' repeats)
+    path.write_text(json.dumps({**data, **tamper}))
+    assert measured_budget(runner, shape, 4096).budget == stored.budget == 512
+    assert len(runner.calls) == 4  # measured again: two more rounds
 
 
 def test_a_server_on_cpu_measures_an_unset_budget_and_keeps_a_set_one() -> None:
@@ -117,11 +132,13 @@ def test_an_engine_measures_its_budget_on_the_loaded_model(monkeypatch: pytest.M
     assert engine.sched_config.max_num_batched_tokens == budget
 
 
-def test_bench_budget_prints_and_writes_each_run(tmp_path: Path) -> None:
+def test_bench_budget_prints_and_writes_each_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """``bench budget`` on the embedded model: one row per run, its tokens/s per timed width and a budget
-    among them, the machine named."""
+    among them, the machine named (stored in a store of the test's own: a run under test load never
+    replaces the machine's)."""
     from benchmarks.step_budget_bench import main
 
+    monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "budget.json"
     assert main(["--models", "embedded", "--repeats", "2", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
@@ -129,3 +146,13 @@ def test_bench_budget_prints_and_writes_each_run(tmp_path: Path) -> None:
     for r in data["runs"]:
         assert sorted(map(int, r["tokens_per_s"])) == list(step_budget.WIDTHS)
         assert all(v > 0 for v in r["tokens_per_s"].values()) and str(r["budget"]) in r["tokens_per_s"]
+
+
+def test_the_flag_help_names_the_widths_and_tolerance_the_measurement_uses() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    EngineConfig.add_arguments(parser, ["max_num_batched_tokens"])
+    words = parser.format_help().replace(",", " ").split()
+    assert all(str(w) in words for w in step_budget.WIDTHS)
+    assert f"{step_budget.TOLERANCE:.0%}" in words

@@ -181,7 +181,8 @@ def model_shape(loaded: LoadedModel, runner: ModelRunner) -> dict[str, object]:
         "model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
         "num_key_value_heads", "head_dim", "vocab_size", "tie_word_embeddings")}
     q = loaded.quantized
-    weights = "float" if q is None else sorted({str(m.shape) for m in (q.head, *q.layers[0].values())})
+    weights = "float" if q is None else sorted({str(m.shape) for m in (q.head, *(m for layer in q.layers
+                                                                               for m in layer.values()))})
     return {**sizes, "dtype": str(loaded.model.dtype), "kv_dtype": str(runner.kv_dtype), "weights": weights}
 
 

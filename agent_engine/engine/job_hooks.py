@@ -54,14 +54,15 @@ class ProfilingRunner(Protocol):
     num_kv_blocks: int
     block_size: int
 
-    def profile_prefill(self, lengths: Sequence[int]) -> list[float]: ...
+    def profile_prefill(self, lengths: Sequence[int], repeats: int = 1, chunk: int = ...) -> list[float]: ...
 
     def profile_tier_load(self, lengths: Sequence[int]) -> list[float]: ...
 
 
-def _profile_prefill(est: Estimator, runner: ProfilingRunner, lengths: list[int]) -> None:
-    """R(ctx): time fresh prefills of ``lengths`` tokens on the loaded model."""
-    seconds = runner.profile_prefill(lengths)
+def _profile_prefill(est: Estimator, runner: ProfilingRunner, lengths: list[int], chunk: int) -> None:
+    """R(ctx): time fresh prefills of ``lengths`` tokens on the loaded model, in steps of ``chunk`` tokens
+    (the engine's token budget: a re-prefill is split as the scheduler splits it)."""
+    seconds = runner.profile_prefill(lengths, chunk=chunk)
     est.set_reload_cost(ReloadCostModel.fit(lengths, seconds))
     logger.info("reload cost profile: %s", dict(zip(lengths, [round(t, 4) for t in seconds], strict=True)))
 
@@ -110,7 +111,7 @@ class JobHooks(JobListener):
         lengths = [n for n in PROFILE_LENGTHS if n < (runner.num_kv_blocks - 1) * runner.block_size]
         if prices_misses and len(lengths) >= 3:
             if config.reload_cost_profile is None and config.profile_reload_cost:
-                _profile_prefill(est, runner, lengths)
+                _profile_prefill(est, runner, lengths, config.token_budget)
             _profile_tier_load(est, runner, lengths)  # cheap copies; a no-op without a tier
         return cls.of(config, est, clock)
 

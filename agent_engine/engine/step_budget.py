@@ -34,13 +34,20 @@ from typing import Protocol
 
 import torch
 
-from kernels.calibration_store import checked_ms, checked_threshold, store_key, stored_or_measured
+from kernels.calibration_store import (
+    checked_ms,
+    checked_threshold,
+    measuring_alone,
+    store_key,
+    stored_or_measured,
+)
 
 logger = logging.getLogger(__name__)
 
 WIDTHS = (256, 512, 1024)  # step widths timed, ascending (the module docstring: why none below 256)
 TOLERANCE = 0.05  # a width whose cost per token is this close to the cheapest is wide enough
-SHORT_STEP_S = 0.5  # a step this short is timed twice more, best of three (a stall weighs on short ones)
+ROUNDS = 2  # every width is timed once per round, the rounds one after another: best of the rounds
+CHEAP_ROUND_S = 1.0  # a round shorter than this gets one more (a stall weighs on short steps)
 VERSION = 1  # bump when the measurement changes
 
 
@@ -78,26 +85,30 @@ def timed_widths(runner: ProfilingRunner, max_model_len: int) -> tuple[int, ...]
 
 
 def measure(runner: ProfilingRunner, widths: Sequence[int], key: str) -> StepBudget:
-    """One step of each width on ``runner`` now (best of three where a step is shorter than
-    ``SHORT_STEP_S``), and the budget they give. The warm-up is a step of the widest width, so that
-    whatever the kernels prepare on first use at some width (an attention route's calibration, a
-    buffer) is done before any step is timed."""
+    """Each width's step on ``runner`` now, best of ``ROUNDS`` rounds (one more where a round is shorter
+    than ``CHEAP_ROUND_S``), and the budget they give. A round times every width once, so a stall of the
+    machine lands on one width of one round, not on all of a width's timings. The first round's
+    warm-up is a step of the widest width, so that whatever the kernels prepare on first use at some
+    width (an attention route's calibration, a buffer) is done before any step is timed."""
     chunk = max(widths)
-    seconds = runner.profile_prefill(widths, repeats=1, chunk=chunk, warm_up=chunk)
-    short = [w for w, s in zip(widths, seconds, strict=True) if s < SHORT_STEP_S]
-    if short:
-        again = dict(zip(short, runner.profile_prefill(short, repeats=2, chunk=chunk), strict=True))
-        seconds = [min(s, again.get(w, s)) for w, s in zip(widths, seconds, strict=True)]
+    rounds = [runner.profile_prefill(widths, repeats=1, chunk=chunk, warm_up=chunk)]
+    for _ in range(ROUNDS - 1 + (sum(rounds[0]) < CHEAP_ROUND_S)):
+        rounds.append(runner.profile_prefill(widths, repeats=1, chunk=chunk, warm_up=0))
+    seconds = [min(times) for times in zip(*rounds, strict=True)]
     return StepBudget(narrowest_near_best(widths, seconds),
                       {str(w): (s * 1e3,) for w, s in zip(widths, seconds, strict=True)}, key,
                       time.strftime("%Y-%m-%dT%H:%M:%S"))
 
 
-def _parse(data: dict[str, object]) -> StepBudget:
+def _parse(data: dict[str, object], widths: Sequence[int]) -> StepBudget:
+    """A stored measurement of ``widths``, if it is one: a timing for exactly those widths, within physical
+    bounds, and the budget the rule gives them."""
     ms = checked_ms(data["ms"], (1,))
+    if set(ms) != {str(w) for w in widths}:
+        raise ValueError(f"timed widths {sorted(ms, key=int)} are not {list(widths)}")
     budget = checked_threshold(data["budget"], ms)
-    if str(budget) not in ms:
-        raise ValueError(f"budget {budget} is not a measured width")
+    if budget != narrowest_near_best(widths, [ms[str(w)][0] for w in widths]):
+        raise ValueError(f"budget {budget} is not what the rule gives its timings")
     return StepBudget(budget, {w: (m[0],) for w, m in ms.items()}, str(data["key"]), str(data["measured_at"]))
 
 
@@ -115,7 +126,8 @@ def measured_budget(runner: ProfilingRunner, model_shape: dict[str, object], max
         logger.info("measuring the step's token budget on this CPU: one step of each of %s tokens", list(widths))
         return measure(runner, widths, key)
 
-    result = stored_or_measured(key, _parse, measure_now, remeasure)
+    with measuring_alone(key):  # servers starting side by side: one measures, the others read its result
+        result = stored_or_measured(key, lambda data: _parse(data, widths), measure_now, remeasure)
     logger.info("step token budget %d (ms per step by width: %s)", result.budget,
                 {w: round(m[0], 1) for w, m in result.ms.items()})
     return result

@@ -30,7 +30,11 @@ Invariants:
   (bfloat16 on request: :meth:`kv_cache_dtype`). Where the kernels have no bfloat16 products,
   ``panel_linear`` widens the weights exactly and the outputs are those of the float32 model whose
   weights are the bfloat16 values, up to summation order; where they have them (AVX512_BF16), the
-  panels are K pairs and each matmul also rounds its input to bfloat16 (``kernels.prepack``).
+  panels are K pairs and each matmul also rounds its input to bfloat16 (``kernels.prepack``). From
+  the row count where oneDNN's bfloat16 matmul measured faster for a layer's weight
+  (``kernels.linear_routes``; AMX tiles where granted) that matmul's output is rounded to bfloat16
+  too. The LM head never takes that route, nor the oneDNN form of a GGUF head (``kernels.quant_routes``):
+  logits keep float32 sums.
 """
 
 from __future__ import annotations
@@ -178,10 +182,9 @@ class LeanDecoder:
         if self.cpp and quantized is None:
             self._prepack()
         if quantized is not None:
-            quant_matmuls = [m for layer in self.layers for m in layer.quant.values()]
-            if self.head_quant is not None:
-                quant_matmuls.append(self.head_quant)
-            quant_routes.prepare((m.shape, m.raws) for m in quant_matmuls)
+            quant_routes.prepare((m.shape, m.raws) for layer in self.layers for m in layer.quant.values())
+            if self.head_quant is not None:  # logits keep float32 sums: no oneDNN form for the head
+                quant_routes.prepare([(self.head_quant.shape, self.head_quant.raws)], onednn=False)
         self.stack = self._layer_stack() if self.cpp and self.act_dtype == torch.float32 else None
 
     @staticmethod
@@ -231,7 +234,10 @@ class LeanDecoder:
                 if packed is not None:
                     layer.packed[name] = packed
         self.head_packed = pack_weight(self.head_w)
-        linear_routes.prepare(MatmulShape.of(w) for w in weights if w is not None and w.dtype in WEIGHT_DTYPES.values())
+        routed = [w for w in weights[:-1] if w is not None and w.dtype in WEIGHT_DTYPES.values()]
+        if self.head_w is not None and self.head_w.dtype == torch.float32:  # oneDNN's float32 is exact
+            routed.append(self.head_w)  # (a bfloat16 head stays on its panels: logits keep float32 sums)
+        linear_routes.prepare(MatmulShape.of(w) for w in routed)
 
     def _matmul(self, layer: _Layer, name: str, x: torch.Tensor, bias: torch.Tensor | None = None,
                 out: torch.Tensor | None = None) -> torch.Tensor:

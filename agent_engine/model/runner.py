@@ -270,9 +270,9 @@ class ModelRunner:
     def profile_prefill(self, lengths: Sequence[int], repeats: int = 1, chunk: int = PROFILE_CHUNK,
                         warm_up: int | None = None) -> list[float]:
         """Seconds to prefill a fresh context of each length (best of ``repeats``, after one warm-up prefill
-        of ``warm_up`` tokens, default the first length), in steps of at most ``chunk`` tokens as a
-        server's token budget splits a prompt (a length of at most ``chunk`` tokens is one step: the time
-        of a step that wide).
+        of ``warm_up`` tokens, default the first length, 0 none), in steps of at most ``chunk`` tokens as
+        a server's token budget splits a prompt (a length of at most ``chunk`` tokens is one step: the
+        time of a step that wide).
 
         Uses blocks ``1..ceil(L / block_size)`` of the real cache and overwrites them: call it before
         serving, while no block holds live or cached KV. Raises ``ValueError`` if a length does not fit.
@@ -289,7 +289,7 @@ class ModelRunner:
                 raise ValueError(f"cannot profile length {length}: needs {num_blocks} of {max_blocks} blocks")
             tokens = torch.randint(0, vocab, (length,), generator=gen).tolist()
             table = list(range(1, num_blocks + 1))
-            if i == 0:
+            if i == 0 and warm_up != 0:
                 first = tokens if warm_up is None else torch.randint(0, vocab, (warm_up,), generator=gen).tolist()
                 self._prefill_in_chunks(first, table, chunk)
             best = float("inf")

@@ -48,8 +48,13 @@ TIER_FORM = "auto"
 
 
 def engine_options(args: argparse.Namespace) -> EngineConfig:
-    """The engine options of the parsed flags (``ENGINE_FLAGS``; every other field keeps its default)."""
-    return EngineConfig.from_args(args, ENGINE_FLAGS)
+    """The engine options of the parsed flags (``ENGINE_FLAGS``; every other field keeps its default).
+    ``ValueError`` for a budget to measure: the simulator has no CPU model to time."""
+    engine = EngineConfig.from_args(args, ENGINE_FLAGS)
+    if engine.measures_token_budget:
+        raise ValueError("the simulator takes a token budget in tokens (--max-num-batched-tokens >= 1); "
+                         "0, measured on a loaded model, is for engines on CPU")
+    return engine
 
 
 def build_cost_model(args: argparse.Namespace) -> CostModel:

@@ -9,9 +9,11 @@
 //   and each block's dot is an integer dot product (kquant_dot.h, q32_dot.h). A weight row is unpacked
 //   once per group of up to eight (AVX-512) or four rows of x; every part's rows share one parallel
 //   region. Approximate: x is rounded to 8 bits per block.
+//   ``out`` may be a column slice of a wider matrix (row stride >= N, unit column stride), here and in
+//   gguf_linear_wide.
 // gguf_dequantize(out, raw, qtype): the float32 [N, K] weights (gguf-py's, bit for bit but for the sign
 //   of a zero), or into a bfloat16 ``out`` those values rounded to nearest even: embedding rows, tests,
-//   the oneDNN form of the wide route (kernels/quant_routes.py).
+//   the oneDNN form of the wide route (kernels/quant_routes.py). ``out`` is contiguous.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
