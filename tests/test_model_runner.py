@@ -203,3 +203,16 @@ def test_lean_decoder_equals_other_paths(llama: torch.nn.Module, path: str, monk
     lean, other = run("lean"), run(path)
     for x, y in zip(lean, other, strict=True):
         torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-4)
+
+
+def test_profile_steps_times_each_width_in_prompts_of_one_length(llama: torch.nn.Module) -> None:
+    """A step of each width is ``width / seq_tokens`` fresh prompts; a width that is no multiple of the
+    prompt length or does not fit the pool is refused before anything runs."""
+    runner = ModelRunner(copy.deepcopy(llama), num_kv_blocks=9, block_size=BLOCK)  # 8 blocks
+    times = runner.profile_steps([BLOCK, 2 * BLOCK, 4 * BLOCK], BLOCK)
+    assert len(times) == 3 and all(t > 0 for t in times)
+    assert not runner.workspace._buffers
+    with pytest.raises(ValueError, match="cannot profile"):
+        runner.profile_steps([BLOCK + 1], BLOCK)
+    with pytest.raises(ValueError, match="cannot profile"):
+        runner.profile_steps([16 * BLOCK], BLOCK)

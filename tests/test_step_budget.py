@@ -43,18 +43,18 @@ class FakeRunner:
                  step_s: float = 0.4) -> None:
         self.num_kv_blocks, self.block_size, self.full_width = num_kv_blocks, block_size, full_width
         self.step_s = step_s
-        self.calls: list[tuple[tuple[int, ...], int, int, int | None]] = []
+        self.calls: list[tuple[tuple[int, ...], int, bool]] = []
 
-    def profile_prefill(self, lengths: Sequence[int], repeats: int = 1, chunk: int = 512,
-                        warm_up: int | None = None) -> list[float]:
-        self.calls.append((tuple(lengths), repeats, chunk, warm_up))
+    def profile_steps(self, lengths: Sequence[int], seq_tokens: int, warm_up: bool = True) -> list[float]:
+        self.calls.append((tuple(lengths), seq_tokens, warm_up))
         return [self.step_s * max(w, self.full_width) / self.full_width for w in lengths]
 
 
 def test_only_widths_that_fit_the_pool_and_the_context_are_timed(monkeypatch: pytest.MonkeyPatch,
                                                                   tmp_path: Path) -> None:
     assert timed_widths(FakeRunner(num_kv_blocks=33), 4096) == (256, 512)  # 512 tokens of pool
-    assert timed_widths(FakeRunner(), 300) == (256,)
+    assert timed_widths(FakeRunner(), 300) == (256, 512, 1024)  # prompts of 256 fit a context of 300
+    assert timed_widths(FakeRunner(), 200) == ()  # but not one of 200
     monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
     tiny = FakeRunner(num_kv_blocks=3)
     assert timed_widths(tiny, 4096) == ()
@@ -70,8 +70,8 @@ def test_measured_once_per_key_stored_and_short_steps_timed_again(monkeypatch: p
     shape = {"hidden_size": 64, "weights": "float"}
     first = measured_budget(runner, shape, 4096)
     assert first.budget == 512
-    # rounds over every width, one step each: the first warmed at the widest, the second not warmed
-    assert runner.calls == [((256, 512, 1024), 1, 1024, 1024), ((256, 512, 1024), 1, 1024, 0)]
+    # rounds over every width, one step each of prompts of 256: the first warmed up, the second not
+    assert runner.calls == [((256, 512, 1024), 256, True), ((256, 512, 1024), 256, False)]
     assert measured_budget(runner, shape, 4096) == first and len(runner.calls) == 2  # read back
     other = measured_budget(FakeRunner(full_width=1024), {**shape, "hidden_size": 128}, 4096)
     assert other.budget == 1024  # another model is another key
@@ -125,10 +125,10 @@ def test_an_engine_measures_its_budget_on_the_loaded_model(monkeypatch: pytest.M
     from agent_engine.engine.llm_engine import LLMEngine
 
     monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
-    engine = LLMEngine(EngineConfig(device="cpu", num_kv_blocks=80, max_model_len=600,
+    engine = LLMEngine(EngineConfig(device="cpu", num_kv_blocks=40, max_model_len=600,
                                     max_num_seqs=8).for_serving("cpu"))
     budget = engine.config.token_budget
-    assert budget in step_budget.WIDTHS[:2]  # a context of 600 tokens: up to 512 are timed
+    assert budget in step_budget.WIDTHS[:2]  # 39 blocks of 16: up to two prompts of 256
     assert engine.sched_config.max_num_batched_tokens == budget
 
 

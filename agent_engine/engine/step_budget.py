@@ -4,9 +4,12 @@ A step's cost on a CPU is mostly its matmuls, whose rate per token grows with th
 the CPU's units are busy: a wider step then makes no more tokens a second, it only makes the requests
 that share it (their prompts and every decode) wait longer. Where the rate stops growing depends on
 the CPU (vector width, VNNI or matrix units, caches), the kernels' routes, the model and its weight
-form, so it is measured, never assumed: :func:`measured_budget` times one fresh prefill step of each
-width of ``WIDTHS`` on the model the server just loaded and takes the narrowest whose cost per token
-is within ``TOLERANCE`` of the cheapest (:func:`narrowest_near_best`). The narrowest width timed is
+form, so it is measured, never assumed: :func:`measured_budget` times one step of each width of
+``WIDTHS`` on the model the server just loaded, each step fresh prompts of ``WIDTHS[0]`` tokens (one
+at 256, two at 512, four at 1,024: attention costs the same a token at every width, as it does for a
+prompt however a budget splits it, so the widths differ only in how many rows each matmul
+multiplies), and takes the narrowest whose cost per token is within ``TOLERANCE`` of the cheapest
+(:func:`narrowest_near_best`). The narrowest width timed is
 ``WIDTHS[0]`` = 256: below it a server's step costs outside the model's forward (scheduling,
 sampling, detokenizing and streaming every running request's token) outweigh what a narrower step
 saves; on the Zen 5 EPYC the embedded model's forward alone ran 3% cheaper a token at 128 than at
@@ -48,17 +51,16 @@ WIDTHS = (256, 512, 1024)  # step widths timed, ascending (the module docstring:
 TOLERANCE = 0.05  # a width whose cost per token is this close to the cheapest is wide enough
 ROUNDS = 2  # every width is timed once per round, the rounds one after another: best of the rounds
 CHEAP_ROUND_S = 1.0  # a round shorter than this gets one more (a stall weighs on short steps)
-VERSION = 1  # bump when the measurement changes
+VERSION = 2  # bump when the measurement changes
 
 
 class ProfilingRunner(Protocol):
-    """The model runner as the measurement uses it: its KV geometry and the prefill probe."""
+    """The model runner as the measurement uses it: its KV geometry and the step probe."""
 
     num_kv_blocks: int
     block_size: int
 
-    def profile_prefill(self, lengths: Sequence[int], repeats: int = 1, chunk: int = ...,
-                        warm_up: int | None = None) -> list[float]: ...
+    def profile_steps(self, widths: Sequence[int], seq_tokens: int, warm_up: bool = True) -> list[float]: ...
 
 
 @dataclass(frozen=True)
@@ -79,9 +81,12 @@ def narrowest_near_best(widths: Sequence[int], seconds: Sequence[float], toleran
 
 
 def timed_widths(runner: ProfilingRunner, max_model_len: int) -> tuple[int, ...]:
-    """The widths of ``WIDTHS`` a fresh prefill can take in this pool and context."""
-    room = min((runner.num_kv_blocks - 1) * runner.block_size, max_model_len)
-    return tuple(w for w in WIDTHS if w <= room)
+    """The widths of ``WIDTHS`` whose prompts of ``WIDTHS[0]`` tokens fit this pool and context."""
+    seq = WIDTHS[0]
+    if seq > max_model_len:
+        return ()
+    per_seq = -(-seq // runner.block_size)
+    return tuple(w for w in WIDTHS if w // seq * per_seq <= runner.num_kv_blocks - 1)
 
 
 def measure(runner: ProfilingRunner, widths: Sequence[int], key: str) -> StepBudget:
@@ -90,10 +95,9 @@ def measure(runner: ProfilingRunner, widths: Sequence[int], key: str) -> StepBud
     machine lands on one width of one round, not on all of a width's timings. The first round's
     warm-up is a step of the widest width, so that whatever the kernels prepare on first use at some
     width (an attention route's calibration, a buffer) is done before any step is timed."""
-    chunk = max(widths)
-    rounds = [runner.profile_prefill(widths, repeats=1, chunk=chunk, warm_up=chunk)]
+    rounds = [runner.profile_steps(widths, WIDTHS[0])]
     for _ in range(ROUNDS - 1 + (sum(rounds[0]) < CHEAP_ROUND_S)):
-        rounds.append(runner.profile_prefill(widths, repeats=1, chunk=chunk, warm_up=0))
+        rounds.append(runner.profile_steps(widths, WIDTHS[0], warm_up=False))
     seconds = [min(times) for times in zip(*rounds, strict=True)]
     return StepBudget(narrowest_near_best(widths, seconds),
                       {str(w): (s * 1e3,) for w, s in zip(widths, seconds, strict=True)}, key,

@@ -267,12 +267,9 @@ class ModelRunner:
         self.offload.load_seconds = 0.0
         return times
 
-    def profile_prefill(self, lengths: Sequence[int], repeats: int = 1, chunk: int = PROFILE_CHUNK,
-                        warm_up: int | None = None) -> list[float]:
-        """Seconds to prefill a fresh context of each length (best of ``repeats``, after one warm-up prefill
-        of ``warm_up`` tokens, default the first length, 0 none), in steps of at most ``chunk`` tokens as
-        a server's token budget splits a prompt (a length of at most ``chunk`` tokens is one step: the
-        time of a step that wide).
+    def profile_prefill(self, lengths: Sequence[int], repeats: int = 1, chunk: int = PROFILE_CHUNK) -> list[float]:
+        """Seconds to prefill a fresh context of each length (best of ``repeats``, after one warm-up), in
+        steps of at most ``chunk`` tokens as a server's token budget splits a prompt.
 
         Uses blocks ``1..ceil(L / block_size)`` of the real cache and overwrites them: call it before
         serving, while no block holds live or cached KV. Raises ``ValueError`` if a length does not fit.
@@ -284,14 +281,13 @@ class ModelRunner:
         vocab = self._lm_head.weight.shape[0]
         times: list[float] = []
         for i, length in enumerate(lengths):
-            num_blocks = -(-max(length, warm_up or 0) // self.block_size)
+            num_blocks = -(-length // self.block_size)
             if length < 1 or num_blocks > max_blocks:
                 raise ValueError(f"cannot profile length {length}: needs {num_blocks} of {max_blocks} blocks")
             tokens = torch.randint(0, vocab, (length,), generator=gen).tolist()
             table = list(range(1, num_blocks + 1))
-            if i == 0 and warm_up != 0:
-                first = tokens if warm_up is None else torch.randint(0, vocab, (warm_up,), generator=gen).tolist()
-                self._prefill_in_chunks(first, table, chunk)
+            if i == 0:
+                self._prefill_in_chunks(tokens, table, chunk)
             best = float("inf")
             for _ in range(max(1, repeats)):
                 self._sync()
@@ -300,6 +296,44 @@ class ModelRunner:
                 self._sync()
                 best = min(best, time.perf_counter() - t0)
             times.append(best)
+        self.workspace.release()
+        _return_freed_memory()
+        return times
+
+    def profile_steps(self, widths: Sequence[int], seq_tokens: int, warm_up: bool = True) -> list[float]:
+        """Seconds of one step of each width: ``width / seq_tokens`` fresh prompts of ``seq_tokens`` tokens
+        each (after a warm-up step of the widest width, unless not ``warm_up``). Every prompt is as long
+        at every width, so attention costs the same a token and the widths differ in how many rows each
+        matmul multiplies: what a wider token budget changes.
+
+        Uses the first blocks of the real cache and overwrites them: call it before serving, while no
+        block holds live or cached KV. Raises ``ValueError`` for a width that is not a multiple of
+        ``seq_tokens`` or does not fit the pool. The step workspace is released afterwards and the heap
+        trimmed.
+        """
+        per_seq = -(-seq_tokens // self.block_size)
+        for width in widths:
+            if width < seq_tokens or width % seq_tokens or width // seq_tokens * per_seq > self.num_kv_blocks - 1:
+                raise ValueError(f"cannot profile a step of {width} tokens in prompts of {seq_tokens} "
+                                 f"in {self.num_kv_blocks - 1} blocks of {self.block_size}")
+        gen = torch.Generator().manual_seed(0)
+        vocab = self._lm_head.weight.shape[0]
+
+        def step(width: int) -> None:
+            n = width // seq_tokens
+            tokens = torch.randint(0, vocab, (width,), generator=gen).tolist()
+            tables = [list(range(1 + i * per_seq, 1 + (i + 1) * per_seq)) for i in range(n)]
+            self._forward(tokens, [seq_tokens] * n, [0] * n, tables, [(i + 1) * seq_tokens - 1 for i in range(n)])
+
+        if warm_up:
+            step(max(widths))
+        times: list[float] = []
+        for width in widths:
+            self._sync()
+            t0 = time.perf_counter()
+            step(width)
+            self._sync()
+            times.append(time.perf_counter() - t0)
         self.workspace.release()
         _return_freed_memory()
         return times
