@@ -36,3 +36,25 @@ def test_this_machine_gets_an_answer_without_a_fault() -> None:
         assert state.granted is granted and amx.describe().endswith("granted" if granted else "refused")
     else:
         assert not state.granted and not granted and amx.describe() == "AMX: none"
+
+
+def test_onednn_multiplies_in_tiles_exactly_where_the_probe_says_they_are_granted() -> None:
+    """The bfloat16 routes reach AMX through oneDNN: its own report of the kernel it ran (``ONEDNN_VERBOSE``,
+    in a child process) names AMX where our probe found the tiles granted, and not elsewhere."""
+    import os
+    import subprocess
+    import sys
+
+    from kernels.amx import native_bf16
+
+    if not native_bf16():
+        pytest.skip("no native bfloat16 here (needs AVX512_BF16 or AMX): oneDNN's bfloat16 route is not used")
+    code = ("import torch\n"
+            "a, w = torch.randn(64, 256).bfloat16(), torch.randn(512, 256).bfloat16()\n"
+            "torch.ops.mkldnn._linear_pointwise(a, w, None, 'none', [], '')\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "ONEDNN_VERBOSE": "1"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    executed = [line.split(",")[6] for line in run.stdout.splitlines() if ",exec,cpu," in line]
+    assert executed, run.stdout[-2000:]  # oneDNN ran the matmul and said with what
+    assert any("amx" in impl for impl in executed) is amx.amx_state().usable, executed
