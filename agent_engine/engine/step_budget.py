@@ -9,22 +9,23 @@ form, so it is measured, never assumed: :func:`measured_budget` times one step o
 at 256, two at 512, four at 1,024: attention costs the same a token at every width, as it does for a
 prompt however a budget splits it, so the widths differ only in how many rows each matmul
 multiplies), and takes the narrowest whose cost per token is within ``TOLERANCE`` of the cheapest
-(:func:`narrowest_near_best`). The narrowest width timed is
-``WIDTHS[0]`` = 256: below it a server's step costs outside the model's forward (scheduling,
-sampling, detokenizing and streaming every running request's token) outweigh what a narrower step
-saves; on the Zen 5 EPYC the embedded model's forward alone ran 3% cheaper a token at 128 than at
-256, yet a server stepping 128 tokens made 0.79x / 0.86x the tokens/s of one stepping 256 at 8 / 32
-streams with a higher TTFT (``bench serve --budgets 0,256``, docs/performance.md). The result is stored per CPU,
-kernel build, torch, thread count and model shape (``kernels.calibration_store``), so a server
-measures once per machine and model; ``EngineConfig.for_serving`` asks for it only where the user set
-no budget, and a set budget is never measured.
+(:func:`narrowest_near_best`). The narrowest width timed is ``WIDTHS[0]`` = 256: below it a
+server's step costs outside the model's forward (scheduling, sampling, detokenizing and streaming
+every running request's token) outweigh what a narrower step saves; on the Zen 5 EPYC the embedded
+model's forward alone ran 3% cheaper a token at 128 than at 256, yet a server stepping 128 tokens
+made 0.79x / 0.86x the tokens/s of one stepping 256 at 8 / 32 streams with a higher TTFT (``bench
+serve --budgets 0,256``, docs/performance.md). The result is stored per CPU, kernel build, torch,
+thread count and model shape (``kernels.calibration_store``), so a server measures once per machine
+and model; ``EngineConfig.for_serving`` asks for it only where the user set no budget, and a set
+budget is never measured.
 
 Invariants:
 - Only widths that fit the KV pool and the model's context are timed; the answer is one of the timed
   widths, or ``WIDTHS[0]`` untimed where none fits (a budget past the pool only caps nothing).
 - Measure before serving, while no block holds live or cached KV (it overwrites the first blocks).
-- A stored result is used only under its own key and within physical bounds; anything else is
-  measured again (``calibration_store``).
+- A stored result is used only under its own key, within physical bounds, for exactly the widths
+  timed now and with the budget the rule gives its timings; anything else is measured again
+  (``calibration_store``). One process at a time measures a key (``measuring_alone``).
 """
 
 from __future__ import annotations
