@@ -36,9 +36,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def measure_model(model: str, repeats: int, num_kv_blocks: int) -> list[dict[str, Any]]:
     """``repeats`` fresh measurements on ``model`` loaded as a CPU server loads it."""
     from agent_engine.config import EngineConfig
-    from agent_engine.engine.factory import model_shape
     from agent_engine.engine.llm_engine import LLMEngine
-    from agent_engine.engine.step_budget import measured_budget
+    from agent_engine.engine.step_budget import measured_budget, model_shape
 
     engine = LLMEngine(EngineConfig(model=None if model == EMBEDDED else model, device="cpu",
                                     num_kv_blocks=num_kv_blocks, max_num_batched_tokens=64))

@@ -9,7 +9,8 @@ Both implementations share one contract per function (the tests compare them):
 * :func:`linear` ``(x [T, K], weight [N, K], bias=None, packed=None) -> [T, N]``: ``F.linear``; the
   C++ ``panel_linear`` takes float32 steps on ``packed`` (the same weight in column panels, float32
   or bfloat16) below the row count from which oneDNN was measured faster for this shape and dtype on
-  this CPU (``kernels.linear_routes``: for a bfloat16 weight oneDNN rounds its product to bfloat16), else ``small_linear`` those of at most ``SMALL_LINEAR_MAX_ROWS`` rows.
+  this CPU (``kernels.linear_routes``: for a bfloat16 weight oneDNN rounds its product to bfloat16),
+  else ``small_linear`` those of at most ``SMALL_LINEAR_MAX_ROWS`` rows.
   A bfloat16 weight under a float32 ``x`` multiplies as its exact float32 values (float32 out), except
   in K-pair panels (``kernels.prepack``: where the kernels have bfloat16 products), where ``x`` is
   rounded to bfloat16 first; the torch fallback (no C++ kernels) widens the weight and keeps ``x``.
@@ -67,8 +68,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """``F.linear(x, weight, bias)`` for a 2-D ``x``, by the fastest kernel on CPU float32 with ``cpp``:
     with ``packed`` (``kernels.prepack.pack_weight(weight)``) the C++ ``panel_linear`` on it, or oneDNN
     on the plain float32 or bfloat16 ``weight`` from the row count this CPU's calibration gave its shape
-    and dtype (``kernels.linear_routes.onednn_from``); without, by row count: the C++ ``small_linear`` for a decode step's few rows (at most
-    ``SMALL_LINEAR_MAX_ROWS``), which streams the weight from memory once, oneDNN up to
+    and dtype (``kernels.linear_routes.onednn_from``); without, by row count: the C++ ``small_linear``
+    for a decode step's few rows (at most ``SMALL_LINEAR_MAX_ROWS``), which streams the weight from memory once, oneDNN up to
     ``ONEDNN_LINEAR_MAX_ROWS`` rows, and MKL (``F.linear``) above."""
     if cpp and x.dtype == torch.float32 and x.is_contiguous():
         rows = x.shape[0]

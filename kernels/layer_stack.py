@@ -29,7 +29,7 @@ import torch
 from kernels.attention_metadata import AttentionMetadata
 from kernels.cpp_build import ops
 from kernels.cpu_ops import panels_take
-from kernels.quant import QuantMatmul, onednn_takes, wide_route_for
+from kernels.quant import QuantForm, QuantMatmul, quant_form
 
 GATE_UP = 2  # the gate/up matmul's index in a layer's four (QKV, O, gate/up, down)
 
@@ -42,6 +42,10 @@ class Route(IntEnum):
     WIDE_BF16 = 2  # gguf_linear_wide in bfloat16 products
     PANELS = 3  # panel_linear
     PANELS_SILU = 4  # panel_linear_silu on interleaved gate/up panels: writes the activation
+
+
+# The op's kernel for each form of a GGUF matmul (none for the oneDNN form: the loop runs that step).
+_QUANT_ROUTES = {QuantForm.INT8: Route.INT8, QuantForm.WIDE_F32: Route.WIDE_F32, QuantForm.WIDE_BF16: Route.WIDE_BF16}
 
 
 @dataclass(frozen=True)
@@ -58,10 +62,7 @@ class StackMatmul:
     def route(self, rows: int) -> Route | None:
         """This matmul's kernel for a step of ``rows`` rows, or None where the op has none (oneDNN)."""
         if self.quant is not None:
-            if onednn_takes(self.quant, rows):
-                return None
-            wide = wide_route_for(self.quant, rows)
-            return Route.INT8 if wide is None else Route.WIDE_BF16 if wide.bf16 else Route.WIDE_F32
+            return _QUANT_ROUTES.get(quant_form(self.quant, rows))
         assert self.weight is not None
         if not panels_take(self.weight, rows):
             return None

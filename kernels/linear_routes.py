@@ -5,7 +5,8 @@ the C++ ``panel_linear`` on the packed copy, and oneDNN's matmul on the plain we
 stream the weight once for a decode step's few rows and lead up to a few hundred rows; at prefill
 widths oneDNN's blocking can win, by how much depending on the CPU (vector width, caches, matrix
 units: on a CPU with AMX whose OS grants the tile state, oneDNN multiplies bfloat16 in AMX tiles,
-``kernels.amx``), the build, the thread count and the weight's shape and dtype. So the crossover is measured, never assumed: :func:`prepare`
+``kernels.amx``), the build, the thread count and the weight's shape and dtype. So the crossover is
+measured, never assumed: :func:`prepare`
 times both routes over a ladder of row counts for each weight shape of a model when it loads (a
 fraction of a second per shape), caches the result per CPU, build, torch, threads and shape
 (``kernels.calibration_store``), and :func:`onednn_from` answers the matmul's question in one dict

@@ -26,15 +26,16 @@ from collections.abc import Sequence
 
 import torch
 
-from kernels.amx import native_bf16
+from kernels.linear_routes import onednn_has
 
 CHUNK_BYTES = 32 << 20  # bfloat16 weights dequantized per chunk (a few L3-sized passes per big matmul)
 _local = threading.local()
 
 
 def available() -> bool:
-    """Whether this CPU and torch have the form natively (see the module invariants)."""
-    return torch.backends.mkldnn.is_available() and native_bf16()
+    """Whether this CPU and torch have the form natively (see the module invariants): where oneDNN's
+    bfloat16 matmul is a route (``linear_routes.onednn_has``)."""
+    return onednn_has("bfloat16")
 
 
 def _scratch(elements: int) -> torch.Tensor:

@@ -33,13 +33,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from functools import cached_property
 
 import torch
 
 from kernels.cpp_build import ops
 from kernels.onednn_wide import onednn_wide
-from kernels.quant_routes import QuantShape, WideRoute, wide_route
+from kernels.quant_routes import QuantShape, wide_route
 
 # GGML type id -> (name, weights per block, bytes per block): the types gguf_linear.cpp implements.
 GGML_BLOCKS: dict[int, tuple[str, int, int]] = {
@@ -153,34 +154,39 @@ class QuantMatmul:
         return self.parts[0].rows(ids.reshape(-1).to(torch.int64)).dequantize()
 
 
+class QuantForm(Enum):
+    """The kernel a matmul on GGUF blocks takes for a step: :func:`quant_form`'s answer."""
+
+    INT8 = "int8"  # gguf_linear_int8
+    WIDE_F32 = "wide_f32"  # gguf_linear_wide
+    WIDE_BF16 = "wide_bf16"  # gguf_linear_wide in bfloat16 products
+    ONEDNN = "onednn"  # the wide route's oneDNN form (kernels.onednn_wide)
+
+
+def quant_form(weight: QuantMatmul, rows: int) -> QuantForm:
+    """The kernel a step of ``rows`` rows takes for this weight's shape on this CPU (its measured route,
+    ``kernels.quant_routes``): the one choice :func:`quant_matmul` and the layer stack both follow."""
+    route = wide_route(weight.shape)
+    if rows >= route.onednn_from:
+        return QuantForm.ONEDNN
+    if rows < route.from_rows:
+        return QuantForm.INT8
+    return QuantForm.WIDE_BF16 if route.bf16 else QuantForm.WIDE_F32
+
+
 def quant_matmul(x: torch.Tensor, weight: QuantMatmul, bias: torch.Tensor | None = None,
                  out: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear(x, weight.dequantize(), bias)`` up to the rounding of its route (see the module's
     invariants) for a contiguous float32 ``[M, K]`` ``x`` on CPU; into ``out`` ``[M, N]`` when given.
-    One kernel call, every part's rows in one parallel region, each part writing its own columns: the
-    wide route from this CPU's measured row count for the shape (its oneDNN form from the count where
-    that measured faster), else the int8 route."""
+    One kernel call, every part's rows in one parallel region, each part writing its own columns, by
+    :func:`quant_form`: the int8 route, the wide one or its oneDNN form."""
     if out is None:
         out = x.new_empty(x.shape[0], weight.out_features)
-    route = wide_route(weight.shape)
-    rows = x.shape[0]
-    if rows >= route.onednn_from:
+    form = quant_form(weight, x.shape[0])
+    if form is QuantForm.ONEDNN:
         onednn_wide(out, x, weight.raws, weight.qtypes)
-    elif rows >= route.from_rows:
-        ops().gguf_linear_wide(out, x, weight.raws, weight.qtypes, route.bf16)
-    else:
+    elif form is QuantForm.INT8:
         ops().gguf_linear_int8(out, x, weight.raws, weight.qtypes)
+    else:
+        ops().gguf_linear_wide(out, x, weight.raws, weight.qtypes, form is QuantForm.WIDE_BF16)
     return out if bias is None else out.add_(bias)
-
-
-def wide_route_for(weight: QuantMatmul, rows: int) -> WideRoute | None:
-    """The wide route (its ``bf16`` form or not) when a step of ``rows`` rows takes it for this weight's
-    shape on this CPU, else None (the int8 route): :func:`quant_matmul`'s choice (see
-    :func:`onednn_takes` for its oneDNN form)."""
-    route = wide_route(weight.shape)
-    return route if rows >= route.from_rows else None
-
-
-def onednn_takes(weight: QuantMatmul, rows: int) -> bool:
-    """Whether a step of ``rows`` rows takes the oneDNN form of the wide route for this weight's shape."""
-    return rows >= wide_route(weight.shape).onednn_from

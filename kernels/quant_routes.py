@@ -148,7 +148,7 @@ def measure(shape: QuantShape, raws: Sequence[torch.Tensor], onednn: bool = True
     onednn_from, onednn_ms = _measure_onednn(shape, raws, WideRoute(first, bf16), gen) \
         if onednn and onednn_available() else (NEVER, None)
     return QuantCalibration(first, bf16, {str(n): tuple(t * 1e3 for t in s) for n, s in zip(rows, seconds, strict=True)},
-                            cache_key(shape, torch.get_num_threads()), time.strftime("%Y-%m-%dT%H:%M:%S"),
+                            cache_key(shape, torch.get_num_threads(), onednn), time.strftime("%Y-%m-%dT%H:%M:%S"),
                             onednn_from, onednn_ms)
 
 

@@ -129,6 +129,7 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
     """The engine's parts; a bad ``AGENT_ENGINE_ISA`` is a ``ValueError`` before the model loads."""
     import torch
 
+    from agent_engine.engine.step_budget import measured_budget, model_shape
     from agent_engine.model.loader import load_model
     from agent_engine.model.runner import ModelRunner
     from kernels.cpp_build import check_forced_variant
@@ -154,8 +155,8 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
                          seed=config.seed, num_offload_blocks=num_offload, offload_dtype=config.kv_offload_dtype,
                          kv_cache_dtype=config.kv_cache_dtype, quantized=loaded.quantized,
                          decode_graph_rows=config.max_num_seqs if config.cuda_graphs else 0)
-    config = config.with_token_budget(_measured_budget(loaded, runner, max_len) if device == "cpu" and
-                                      config.measures_token_budget else None)
+    config = config.with_token_budget(measured_budget(runner, model_shape(loaded, runner), max_len).budget
+                                      if device == "cpu" and config.measures_token_budget else None)
     sched_config = config.scheduler_config(num_blocks, max_len, num_offload)
     tracker = JobHooks.build(config, clock, runner)
     sink, close = _trace_writer(config.sched_trace)
@@ -164,26 +165,6 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
                 "gguf-native" if loaded.quantized is not None else "float", device, config.dtype, kv_dtype, num_blocks,
                 num_offload, config.block_size, max_len, config.token_budget, config.policy)
     return EngineParts(config, loaded, runner, sched_config, tracker, sink, close)
-
-
-def _measured_budget(loaded: LoadedModel, runner: ModelRunner, max_model_len: int) -> int:
-    """This CPU's step budget for ``loaded`` (``engine.step_budget``: stored, or timed on ``runner`` now)."""
-    from agent_engine.engine.step_budget import measured_budget
-
-    return measured_budget(runner, model_shape(loaded, runner), max_model_len).budget
-
-
-def model_shape(loaded: LoadedModel, runner: ModelRunner) -> dict[str, object]:
-    """What a step's cost depends on besides the CPU: the layer sizes, the activations' and the KV
-    cache's dtypes, and the weights' form (a GGUF file's block types per matmul shape)."""
-    cfg = loaded.model.config
-    sizes = {name: getattr(cfg, name, None) for name in (
-        "model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-        "num_key_value_heads", "head_dim", "vocab_size", "tie_word_embeddings")}
-    q = loaded.quantized
-    weights = "float" if q is None else sorted({str(m.shape) for m in (q.head, *(m for layer in q.layers
-                                                                               for m in layer.values()))})
-    return {**sizes, "dtype": str(loaded.model.dtype), "kv_dtype": str(runner.kv_dtype), "weights": weights}
 
 
 def _trace_writer(path: str | None) -> tuple[TraceSink | None, Callable[[], None] | None]:

@@ -34,7 +34,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -46,6 +46,10 @@ from kernels.calibration_store import (
     stored_or_measured,
 )
 
+if TYPE_CHECKING:
+    from agent_engine.model.loader import LoadedModel
+    from agent_engine.model.runner import ModelRunner
+
 logger = logging.getLogger(__name__)
 
 WIDTHS = (256, 512, 1024)  # step widths timed, ascending (the module docstring: why none below 256)
@@ -55,7 +59,7 @@ CHEAP_ROUND_S = 1.0  # a round shorter than this gets one more (a stall weighs o
 VERSION = 2  # bump when the measurement changes
 
 
-class ProfilingRunner(Protocol):
+class StepProfiler(Protocol):
     """The model runner as the measurement uses it: its KV geometry and the step probe."""
 
     num_kv_blocks: int
@@ -81,7 +85,7 @@ def narrowest_near_best(widths: Sequence[int], seconds: Sequence[float], toleran
     return next(w for w, c in zip(widths, per_token, strict=True) if c <= cheapest * (1 + tolerance))
 
 
-def timed_widths(runner: ProfilingRunner, max_model_len: int) -> tuple[int, ...]:
+def timed_widths(runner: StepProfiler, max_model_len: int) -> tuple[int, ...]:
     """The widths of ``WIDTHS`` whose prompts of ``WIDTHS[0]`` tokens fit this pool and context."""
     seq = WIDTHS[0]
     if seq > max_model_len:
@@ -90,7 +94,7 @@ def timed_widths(runner: ProfilingRunner, max_model_len: int) -> tuple[int, ...]
     return tuple(w for w in WIDTHS if w // seq * per_seq <= runner.num_kv_blocks - 1)
 
 
-def measure(runner: ProfilingRunner, widths: Sequence[int], key: str) -> StepBudget:
+def measure(runner: StepProfiler, widths: Sequence[int], key: str) -> StepBudget:
     """Each width's step on ``runner`` now, best of ``ROUNDS`` rounds (one more where a round is shorter
     than ``CHEAP_ROUND_S``), and the budget they give. A round times every width once, so a stall of the
     machine lands on one width of one round, not on all of a width's timings. The first round's
@@ -117,7 +121,21 @@ def _parse(data: dict[str, object], widths: Sequence[int]) -> StepBudget:
     return StepBudget(budget, {w: (m[0],) for w, m in ms.items()}, str(data["key"]), str(data["measured_at"]))
 
 
-def measured_budget(runner: ProfilingRunner, model_shape: dict[str, object], max_model_len: int,
+def model_shape(loaded: LoadedModel, runner: ModelRunner) -> dict[str, object]:
+    """What a step's cost depends on besides the CPU (the key's shape): the layer sizes, the activations'
+    and the KV cache's dtypes, and the weights' form (a GGUF file's block types per matmul shape, over
+    every layer)."""
+    cfg = loaded.model.config
+    sizes = {name: getattr(cfg, name, None) for name in (
+        "model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "num_key_value_heads", "head_dim", "vocab_size", "tie_word_embeddings")}
+    q = loaded.quantized
+    weights = "float" if q is None else sorted({str(m.shape) for m in (q.head, *(m for layer in q.layers
+                                                                               for m in layer.values()))})
+    return {**sizes, "dtype": str(loaded.model.dtype), "kv_dtype": str(runner.kv_dtype), "weights": weights}
+
+
+def measured_budget(runner: StepProfiler, model_shape: dict[str, object], max_model_len: int,
                     remeasure: bool = False) -> StepBudget:
     """This CPU's budget for the model of ``model_shape`` (what its step costs depend on: layer sizes,
     dtype, weight form): stored, unless ``remeasure``, else measured on ``runner`` and stored

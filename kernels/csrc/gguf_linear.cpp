@@ -229,17 +229,9 @@ void gguf_dequantize(at::Tensor out, const at::Tensor& raw, int64_t qtype) {
     const uint8_t* wp = raw.data_ptr<uint8_t>();
     at::parallel_for(0, raw.size(0), 16, [&](int64_t n0, int64_t n1) {
       std::vector<float> row_f32(bf16 ? k : 0);  // a bfloat16 row's float32 values before rounding
-      int8_t q[T::kBlock];
-      float s[T::kBlock / T::kGroup], o[T::kBlock / T::kGroup];
       for (int64_t n = n0; n < n1; ++n) {
-        const uint8_t* w = wp + n * raw.stride(0);
         float* row = bf16 ? row_f32.data() : out.data_ptr<float>() + n * k;
-        if (!ae::dequant::row_span(qtype, w, 0, k / T::kBlock, row))  // no vector decoder: the scalar one
-          for (int64_t b = 0; b < k / T::kBlock; ++b) {
-            T::decode(w + b * T::kBytes, q, s, o);
-            for (int j = 0; j < T::kBlock; ++j)
-              row[b * T::kBlock + j] = std::fma(static_cast<float>(q[j]), s[j / T::kGroup], o[j / T::kGroup]);
-          }
+        ae::dequant::row_span(qtype, wp + n * raw.stride(0), 0, k / T::kBlock, row);  // every type here
         if (bf16) round_to_bf16(row, k, reinterpret_cast<uint16_t*>(out.data_ptr<c10::BFloat16>()) + n * k);
       }
     });
