@@ -13,8 +13,8 @@ multiplies), and takes the narrowest whose cost per token is within ``TOLERANCE`
 server's step costs outside the model's forward (scheduling, sampling, detokenizing and streaming
 every running request's token) outweigh what a narrower step saves; on the Zen 5 EPYC the embedded
 model's forward alone ran 3% cheaper a token at 128 than at 256, yet a server stepping 128 tokens
-made 0.79x / 0.86x the tokens/s of one stepping 256 at 8 / 32 streams with a higher TTFT (``bench
-serve --budgets 0,256``, docs/performance.md). The result is stored per CPU, kernel build, torch,
+made 0.84x / 0.85x the tokens/s of one stepping 256 at 8 / 32 streams (``bench serve --budgets
+128,256``, docs/performance.md). The result is stored per CPU, kernel build, torch,
 thread count and model shape (``kernels.calibration_store``), so a server measures once per machine
 and model; ``EngineConfig.for_serving`` asks for it only where the user set no budget, and a set
 budget is never measured.
