@@ -49,7 +49,7 @@ MEASURED_TOKEN_BUDGET = 0
 
 
 GGUF_WEIGHTS = ("native", "mapped", "float32")
-KV_CACHE_DTYPES = ("auto", "bfloat16")
+KV_CACHE_DTYPES = ("auto", "float32", "bfloat16")
 
 _HELP = {
     "model": "local HF folder (config.json, safetensors, tokenizer.json), a .gguf file or a known name: smollm2, "
@@ -61,9 +61,10 @@ _HELP = {
                     "CPU, float32 activations; where it cannot, float32 with a log line saying why) | mapped "
                     "(native on the memory-mapped file itself: 4 KiB pages, shared with other processes of the "
                     "file) | float32 (dequantized once into a cached float32 Hugging Face folder)",
-    "kv_cache_dtype": "auto (the activations' dtype: float32 on CPU for float32 and bfloat16 models) | "
-                      "bfloat16 (half the bytes a token's K and V take and a decode step reads; rounded to "
-                      "bf16, attention in float32; the lean CPU decoder with the C++ kernels)",
+    "kv_cache_dtype": "auto (the model's dtype: bfloat16 for a bfloat16 model, as vLLM's auto; float32 for a "
+                      "float32 one) | float32 (float32 activations) | bfloat16 (half the bytes a token's K and V "
+                      "take and a decode step reads; rounded to bf16, attention in float32; on CPU the lean "
+                      "decoder with the C++ kernels)",
     "device": "auto | cpu | cuda[:N]",
     "cuda_graphs": "CUDA: replay decode steps (up to max_num_seqs rows) from CUDA graphs captured per batch and "
                    "context bucket on first use; --no-cuda-graphs runs every step eagerly",

@@ -91,11 +91,12 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return F.linear(x, weight, bias)
 
 
-def panels_take(weight: torch.Tensor, rows: int) -> bool:
-    """Whether a float32 step of ``rows`` rows multiplies by ``weight``'s panels (:func:`linear`,
-    :func:`gate_up_silu`): below the row count from which oneDNN measured faster for the weight's shape
-    and dtype on this CPU (``kernels.linear_routes``; always for a shape nobody measured)."""
-    return not (weight.is_contiguous() and rows >= onednn_from(*weight.shape, weight.dtype))
+def panels_take(weight: torch.Tensor, rows: int, gated: bool = False) -> bool:
+    """Whether a float32 step of ``rows`` rows multiplies by ``weight``'s panels (:func:`linear`, and
+    with ``gated`` :func:`gate_up_silu`): below the row count from which oneDNN measured faster for the
+    weight's shape and dtype on this CPU (``kernels.linear_routes``; always for a shape nobody
+    measured)."""
+    return not (weight.is_contiguous() and rows >= onednn_from(*weight.shape, weight.dtype, gated))
 
 
 def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, interleaved: torch.Tensor,
@@ -104,10 +105,11 @@ def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, interleaved: torch.Tenso
     ``weight`` whose panels are ``interleaved`` (``kernels.prepack.pack_gate_up``), into ``out`` when
     given: one ``panel_linear_silu`` call, whose gate/up product never reaches memory (equal to
     ``panel_linear`` then ``silu_and_mul`` for K up to 1,024), or, from the row count where oneDNN
-    measured faster for the weight's shape and dtype, oneDNN's product then ``silu_and_mul``."""
+    measured faster for the weight's shape and dtype with its SiLU (``MatmulShape.gated``), oneDNN's
+    product then ``silu_and_mul``."""
     rows, inter = x.shape[0], weight.shape[0] // 2
     out = x.new_empty(rows, inter) if out is None else out
-    if not panels_take(weight, rows):
+    if not panels_take(weight, rows, gated=True):
         ops().silu_and_mul(out, onednn_linear(x, weight))
         return out
     ops().panel_linear_silu(out, x, interleaved)

@@ -64,7 +64,7 @@ class StackMatmul:
         if self.quant is not None:
             return _QUANT_ROUTES.get(quant_form(self.quant, rows))
         assert self.weight is not None
-        if not panels_take(self.weight, rows):
+        if not panels_take(self.weight, rows, self.silu):
             return None
         return Route.PANELS_SILU if self.silu else Route.PANELS
 

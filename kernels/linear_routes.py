@@ -17,6 +17,10 @@ Invariants:
   a serving step's path).
 - The ladder stops where one call would exceed ``FLOP_BUDGET`` (a vocabulary-sized LM head is timed
   at a decode step's widths only); larger row counts follow the largest measured one.
+- A fused ``[gate; up]`` weight whose panels run with the SiLU (``MatmulShape.gated``) is timed as it
+  runs: ``panel_linear_silu`` (the gate/up product never reaches memory) against oneDNN's product
+  then ``silu_and_mul`` (a bfloat16 product widened, written and read back): the activation's pass
+  and the wider output are part of oneDNN's cost there.
 - For a float32 weight both routes compute the same product within float32 summation order (the
   tests compare them). For a bfloat16 weight oneDNN multiplies ``x`` rounded to bfloat16 and rounds
   its product to bfloat16 before widening it back to float32 (the pair panels keep float32 sums):
@@ -26,7 +30,7 @@ Invariants:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -40,6 +44,7 @@ from kernels.calibration_store import (
     crossover_size,
     store_key,
 )
+from kernels.prepack import PANEL
 from kernels.timing import best_seconds_each
 
 ROWS = (1, 8, 32, 64, 128, 256, 512, 1024, 2048)  # row counts timed, ascending
@@ -53,20 +58,31 @@ WEIGHT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # the we
 
 @dataclass(frozen=True)
 class MatmulShape:
-    """A weight ``[out_features, in_features]`` of ``dtype`` (a name in ``WEIGHT_DTYPES``)."""
+    """A weight ``[out_features, in_features]`` of ``dtype`` (a name in ``WEIGHT_DTYPES``); ``gated``: a
+    fused ``[gate; up]`` weight multiplied with its SiLU (``kernels.cpu_ops.gate_up_silu``; its
+    intermediate size, half of ``out_features``, a multiple of the panel width)."""
 
     out_features: int
     in_features: int
     dtype: str = "float32"
+    gated: bool = False
 
     def __post_init__(self) -> None:
         if self.dtype not in WEIGHT_DTYPES:
             raise ValueError(f"a matmul route is measured for {sorted(WEIGHT_DTYPES)} weights, not {self.dtype!r}")
+        if self.gated and self.out_features % (2 * PANEL):
+            raise ValueError(f"a gated gate/up weight has an intermediate size that is a multiple of {PANEL}: "
+                             f"{self.out_features} outputs")
 
     @classmethod
-    def of(cls, weight: torch.Tensor) -> MatmulShape:
+    def of(cls, weight: torch.Tensor, gated: bool = False) -> MatmulShape:
         """The shape of a float32 or bfloat16 ``[N, K]`` weight (``ValueError`` for another dtype)."""
-        return cls(weight.shape[0], weight.shape[1], str(weight.dtype).removeprefix("torch."))
+        return cls(weight.shape[0], weight.shape[1], str(weight.dtype).removeprefix("torch."), gated)
+
+    @property
+    def route_key(self) -> tuple[int, int, torch.dtype, bool]:
+        """What :func:`onednn_from` looks the route up by."""
+        return self.out_features, self.in_features, WEIGHT_DTYPES[self.dtype], self.gated
 
 
 @dataclass(frozen=True)
@@ -81,10 +97,13 @@ class LinearCalibration:
 
 def cache_key(shape: MatmulShape, threads: int) -> str:
     """The store key of ``shape``'s calibration (a float32 shape's is what it was before weights had a
-    dtype: its stored calibrations stay valid)."""
+    dtype, and a shape that is not gated what it was before gated ones: their stored calibrations stay
+    valid)."""
     fields = asdict(shape)
     if shape.dtype == "float32":
         del fields["dtype"]
+    if not shape.gated:
+        del fields["gated"]
     return store_key("linear", VERSION, fields, threads)
 
 
@@ -102,22 +121,19 @@ def ladder(shape: MatmulShape) -> tuple[int, ...]:
 
 
 def measure(shape: MatmulShape) -> LinearCalibration:
-    """Both routes over ``ladder(shape)`` on this CPU, now."""
-    from kernels.cpp_build import ops
-    from kernels.prepack import pack_weight
-
+    """Both routes over ``ladder(shape)`` on this CPU, now (a gated shape with its SiLU on each)."""
     gen = torch.Generator().manual_seed(shape.out_features * 7919 + shape.in_features)
     weight = torch.randn(shape.out_features, shape.in_features, generator=gen).to(WEIGHT_DTYPES[shape.dtype])
-    packed = pack_weight(weight)
+    by_panels, by_onednn = _routes_of(shape, weight)
     rows, seconds = ladder(shape), []
     for n in rows:
         x = torch.randn(n, shape.in_features, generator=gen)
-        out = x.new_empty(n, shape.out_features)
-        by_panels = lambda x=x, out=out: ops().panel_linear(out, x, packed)  # noqa: E731
+        out = x.new_empty(n, shape.out_features // 2 if shape.gated else shape.out_features)
+        panels_call = lambda x=x, out=out: by_panels(x, out)  # noqa: E731
         if onednn_has(shape.dtype):
-            panels, onednn = best_seconds_each([by_panels, lambda x=x: onednn_linear(x, weight)], REPEATS)
+            panels, onednn = best_seconds_each([panels_call, lambda x=x, out=out: by_onednn(x, out)], REPEATS)
         else:
-            panels, onednn = best_seconds_each([by_panels], REPEATS)[0], float("inf")
+            panels, onednn = best_seconds_each([panels_call], REPEATS)[0], float("inf")
         seconds.append((panels, onednn))
     first = crossover_size(rows, [p for p, _ in seconds], [o for _, o in seconds], MARGIN)
     return LinearCalibration(first, {str(n): (p * 1e3, o * 1e3) for n, (p, o) in zip(rows, seconds, strict=True)},
@@ -142,14 +158,29 @@ def _parse(data: dict, shape: MatmulShape) -> LinearCalibration:
                              data["key"], data["measured_at"])
 
 
-# (out, in, dtype) -> oneDNN from this many rows: keyed by the weight's shape, looked up on every matmul
-_routes: RouteTable[tuple[int, int, torch.dtype], int] = RouteTable("where a matmul leaves the panels for oneDNN")
+# (out, in, dtype, gated) -> oneDNN from this many rows: keyed by the weight's shape, looked up on every matmul
+_routes: RouteTable[tuple[int, int, torch.dtype, bool], int] = RouteTable("where a matmul leaves the panels for oneDNN")
+
+
+def _routes_of(shape: MatmulShape, weight: torch.Tensor) -> tuple[Callable[[torch.Tensor, torch.Tensor], object],
+                                                                   Callable[[torch.Tensor, torch.Tensor], object]]:
+    """The panel route and the oneDNN route of ``shape`` on ``weight``, each ``(x, out) -> None``
+    writing what the matmul's caller gets (for a gated shape, the activation) into ``out``."""
+    from kernels.cpp_build import ops
+    from kernels.prepack import pack_gate_up, pack_weight
+
+    if shape.gated:
+        interleaved = pack_gate_up(weight, shape.out_features // 2)
+        return (lambda x, out: ops().panel_linear_silu(out, x, interleaved),
+                lambda x, out: ops().silu_and_mul(out, onednn_linear(x, weight)))
+    packed = pack_weight(weight)
+    return lambda x, out: ops().panel_linear(out, x, packed), lambda x, out: onednn_linear(x, weight)
 
 
 def calibrate(shape: MatmulShape, remeasure: bool = False) -> LinearCalibration:
     """This CPU's calibration for ``shape`` at the current thread count: from the cache unless
     ``remeasure``, else measured now and stored."""
-    return _routes.calibrate((shape.out_features, shape.in_features, WEIGHT_DTYPES[shape.dtype]),
+    return _routes.calibrate(shape.route_key,
                              lambda threads: cache_key(shape, threads), lambda data: _parse(data, shape),
                              lambda: measure(shape), lambda cal: cal.onednn_from, remeasure)
 
@@ -163,6 +194,7 @@ def prepare(shapes: Iterable[MatmulShape]) -> None:
         calibrate(shape)
 
 
-def onednn_from(out_features: int, in_features: int, dtype: torch.dtype = torch.float32) -> int:
-    """The row count from which this shape's matmul goes to oneDNN (``NEVER`` if unprepared)."""
-    return _routes.get((out_features, in_features, dtype), NEVER)
+def onednn_from(out_features: int, in_features: int, dtype: torch.dtype = torch.float32, gated: bool = False) -> int:
+    """The row count from which this shape's matmul (with its SiLU where ``gated``) goes to oneDNN
+    (``NEVER`` if unprepared)."""
+    return _routes.get((out_features, in_features, dtype, gated), NEVER)

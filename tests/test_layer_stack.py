@@ -44,7 +44,7 @@ def _tiny(kind: str, dtype: torch.dtype) -> torch.nn.Module:
 def _all_in_cpp(monkeypatch: pytest.MonkeyPatch, panels_from: int = 10**9, sdpa_from: int = 10**9) -> None:
     """Routes fixed for the test, not by this CPU's calibration: float32 matmuls on panels below
     ``panels_from`` rows (oneDNN from there), attention chunks in C++ below ``sdpa_from`` tokens."""
-    def panels_take(_weight: torch.Tensor, rows: int) -> bool:
+    def panels_take(_weight: torch.Tensor, rows: int, gated: bool = False) -> bool:  # noqa: ARG001
         return rows < panels_from
 
     monkeypatch.setattr(layer_stack, "panels_take", panels_take)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from kernels import calibration_store, cpp_build, linear_routes, load_cpu_ops, prepack
 from kernels.calibration_store import NEVER
-from kernels.cpu_ops import linear
+from kernels.cpu_ops import gate_up_silu, linear
 from kernels.linear_routes import LinearCalibration, MatmulShape
 
 needs_cpp = pytest.mark.skipif(not load_cpu_ops(), reason=f"C++ kernels unavailable: {cpp_build.load_error()}")
@@ -69,7 +69,7 @@ def test_both_routes_give_the_same_product(fresh_routes: None, rows: int) -> Non
     packed = prepack.pack_weight(w)
     expected = F.linear(x, w, b)
     panels = linear(x, w, b, True, packed)
-    linear_routes._routes.known[((200, 96), torch.get_num_threads())] = 64  # oneDNN from 64 rows
+    linear_routes._routes.known[(MatmulShape(200, 96).route_key, torch.get_num_threads())] = 64  # oneDNN from 64
     routed = linear(x, w, b, True, packed)
     torch.testing.assert_close(panels, expected, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(routed, expected, rtol=1e-4, atol=1e-4)
@@ -80,7 +80,7 @@ def test_both_routes_give_the_same_product(fresh_routes: None, rows: int) -> Non
                                rtol=1e-4, atol=1e-4)
     if not linear_routes.onednn_has("bfloat16"):
         return  # oneDNN multiplies bfloat16 natively only with AVX512_BF16 or AMX: no such route here
-    linear_routes._routes.known[((200, 96, torch.bfloat16), torch.get_num_threads())] = 64
+    linear_routes._routes.known[(MatmulShape(200, 96, "bfloat16").route_key, torch.get_num_threads())] = 64
     routed_bf16 = linear(x, bf16, b, True, bf16_panels)  # oneDNN from 64 rows: the product rounded to bf16
     exact = F.linear(x.bfloat16().float(), bf16.float(), b)
     assert routed_bf16.dtype == torch.float32
@@ -133,3 +133,42 @@ def test_without_native_bfloat16_a_bfloat16_weight_stays_on_its_panels(fresh_rou
     assert cal.onednn_from == NEVER and all(o == float("inf") for _, o in cal.ms.values())
     monkeypatch.setattr(linear_routes._routes, "known", {})
     assert linear_routes.calibrate(shape) == cal  # the stored infinite column is accepted
+
+
+@needs_cpp
+def test_a_gated_gate_up_weight_is_timed_and_routed_with_its_silu(fresh_routes: None,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fused gate/up weight whose panels run with the SiLU is its own shape (key, calibration, route):
+    timed as ``panel_linear_silu`` against oneDNN's product then ``silu_and_mul``, and
+    ``gate_up_silu`` follows its route, giving the activation either way; a plain gate/up shape keeps
+    its key, and an intermediate size off the panel width is a ValueError."""
+    monkeypatch.setattr(linear_routes, "ROWS", (1, 16, 128))
+    gated, plain = MatmulShape(64, 96, gated=True), MatmulShape(64, 96)
+    assert linear_routes.cache_key(gated, 2) != linear_routes.cache_key(plain, 2)
+    assert linear_routes.cache_key(plain, 2) == calibration_store.store_key(
+        "linear", linear_routes.VERSION, {"out_features": 64, "in_features": 96}, 2)
+    called: list[str] = []
+
+    def onednn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
+        called.append("onednn")
+        return F.linear(x, w, b)
+
+    monkeypatch.setattr(linear_routes, "onednn_linear", onednn)  # the calibration's and gate_up_silu's
+    monkeypatch.setattr("kernels.cpu_ops.onednn_linear", onednn)
+    cal = linear_routes.calibrate(gated)
+    assert set(cal.ms) == {"1", "16", "128"} and all(p > 0 and o > 0 for p, o in cal.ms.values())
+    assert called and linear_routes.onednn_from(64, 96, torch.float32, gated=True) == cal.onednn_from
+    assert linear_routes.onednn_from(64, 96) == NEVER  # the plain shape was not prepared
+    gen = torch.Generator().manual_seed(3)
+    x, w = torch.randn(20, 96, generator=gen), torch.randn(64, 96, generator=gen)
+    gate, up = F.linear(x, w[:32]), F.linear(x, w[32:])
+    expected = F.silu(gate) * up
+    interleaved = prepack.pack_gate_up(w, 32)
+    assert interleaved is not None
+    for onednn_from in (NEVER, 16):  # panels, then oneDNN from 16 rows
+        linear_routes._routes.known[(gated.route_key, torch.get_num_threads())] = onednn_from
+        called.clear()
+        torch.testing.assert_close(gate_up_silu(x, w, interleaved), expected, rtol=1e-4, atol=1e-4)
+        assert called == ([] if onednn_from == NEVER else ["onednn"])
+    with pytest.raises(ValueError, match="multiple of 16"):
+        MatmulShape(40, 96, gated=True)

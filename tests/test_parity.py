@@ -116,19 +116,21 @@ def test_parity_under_preemption(vocab: int, reference: dict) -> None:
 
 
 def test_parity_bfloat16(vocab: int) -> None:
-    """bf16 tolerance: the first generated token matches HF for >= 14 of 16 prompts, and on average
+    """bf16 tolerance (the KV cache in bfloat16 too, the default for a bfloat16 model): the first
+    generated token matches HF for >= 14 of 16 prompts, and on average
     the two greedy sequences agree on >= 50% of their leading tokens (a divergence compounds)."""
     prompts = _prompts(vocab)
     ref = _hf_greedy(prompts, torch.bfloat16)
     llm = LLM(num_kv_blocks=256, max_model_len=1024, dtype="bfloat16")
+    assert llm.engine.runner.kv_caches[0][0].dtype == torch.bfloat16  # auto: the model's dtype
     first, agree = _agreement(_engine_greedy(llm, prompts), ref)
     print(f"bf16: first-token matches {first}/16, mean common prefix {agree:.2%}")
     assert first >= 14 and agree >= 0.5
 
 
 def test_bfloat16_is_float32_math_on_the_bf16_weights(vocab: int, tmp_path) -> None:
-    """The stated bf16 reference: a bfloat16 model runs float32 activations and KV over its bf16
-    weights (packed in bf16 panels), so its greedy tokens equal the float32 engine's on a checkpoint
+    """The stated bf16 reference: a bfloat16 model runs float32 activations (and, asked, a float32 KV
+    cache) over its bf16 weights (packed in bf16 panels), so its greedy tokens equal the float32 engine's on a checkpoint
     holding the same bf16-rounded weights in float32; where the build has bfloat16 products
     (AVX512_BF16) the panels are K pairs and each matmul's x is rounded to bfloat16 too, so there the
     tokens agree within the bf16 tolerance of ``test_parity_bfloat16`` instead."""
@@ -143,7 +145,7 @@ def test_bfloat16_is_float32_math_on_the_bf16_weights(vocab: int, tmp_path) -> N
         if name.name.startswith(("tokenizer", "special_tokens")):
             shutil.copy(name, tmp_path / name.name)
     prompts = _prompts(vocab)
-    bf16 = LLM(num_kv_blocks=256, max_model_len=1024, dtype="bfloat16")
+    bf16 = LLM(num_kv_blocks=256, max_model_len=1024, dtype="bfloat16", kv_cache_dtype="float32")
     runner = bf16.engine.runner
     assert runner.kv_dtype == torch.float32 and runner.kv_caches[0][0].dtype == torch.float32
     assert runner.lean is not None and runner.lean.layers[0].packed["qkv_w"].dtype == torch.bfloat16

@@ -26,8 +26,8 @@ Invariants:
   a table over positions is computed once and grown on demand.
 - A bfloat16 model with the C++ kernels runs float32 activations over its bfloat16 weights
   (:meth:`LeanDecoder.activation_dtype`): every matmul weight is packed in bfloat16 panels whatever the
-  memory (they are its working copy), norms and biases get float32 copies, and the KV cache is float32
-  (bfloat16 on request: :meth:`kv_cache_dtype`). Where the kernels have no bfloat16 products,
+  memory (they are its working copy), norms and biases get float32 copies, and the KV cache is
+  bfloat16, the model's dtype (float32 on request: :meth:`kv_cache_dtype`). Where the kernels have no bfloat16 products,
   ``panel_linear`` widens the weights exactly and the outputs are those of the float32 model whose
   weights are the bfloat16 values, up to summation order; where they have them (AVX512_BF16), the
   panels are K pairs and each matmul also rounds its input to bfloat16 (``kernels.prepack``). From
@@ -198,13 +198,21 @@ class LeanDecoder:
 
     @staticmethod
     def kv_cache_dtype(model: torch.nn.Module, requested: str = "auto") -> torch.dtype:
-        """The KV cache dtype for ``model``: its activations' (``auto``), or ``bfloat16``, which only
-        float32 activations in this decoder with the C++ kernels read (else ValueError)."""
-        act = LeanDecoder.activation_dtype(model)
-        if requested == "auto":
-            return act
+        """The KV cache dtype for ``model``: ``auto`` is the model's own dtype wherever the cache can
+        hold it (a bfloat16 model's K and V in bfloat16 here too, as in vLLM and transformers: half the
+        bytes of a float32 cache), else its activations'; ``float32`` needs float32 activations;
+        ``bfloat16`` needs float32 activations in this decoder with the C++ kernels (which read a
+        bfloat16 cache); anything else is a ValueError."""
         if requested not in KV_CACHE_DTYPES:
             raise ValueError(f"kv_cache_dtype must be one of {KV_CACHE_DTYPES}, got {requested!r}")
+        act = LeanDecoder.activation_dtype(model)
+        if requested == "auto":
+            reads_bf16 = act == torch.float32 and next(model.parameters()).dtype == torch.bfloat16
+            return torch.bfloat16 if reads_bf16 else act
+        if requested == "float32":
+            if act != torch.float32:
+                raise ValueError(f"a float32 KV cache needs float32 activations; this model runs {act}")
+            return torch.float32
         if act != torch.float32 or unsupported_reason(model) is not None or not use_cpp(torch.device("cpu")):
             raise ValueError("a bfloat16 KV cache needs the lean CPU decoder with the C++ kernels and float32 "
                              "activations (a float32 or bfloat16 Llama-family model on CPU)")
@@ -234,10 +242,19 @@ class LeanDecoder:
                 if packed is not None:
                     layer.packed[name] = packed
         self.head_packed = pack_weight(self.head_w)
-        routed = [w for w in weights[:-1] if w is not None and w.dtype in WEIGHT_DTYPES.values()]
-        if self.head_w is not None and self.head_w.dtype == torch.float32:  # oneDNN's float32 is exact
-            routed.append(self.head_w)  # (a bfloat16 head stays on its panels: logits keep float32 sums)
-        linear_routes.prepare(MatmulShape.of(w) for w in routed)
+        linear_routes.prepare(self._routed_shapes())
+
+    def _routed_shapes(self) -> list[MatmulShape]:
+        """The float32 and bfloat16 matmul shapes whose route (panels or oneDNN) is measured: every
+        layer weight (a gate/up weight with interleaved panels as it runs, with its SiLU) and a float32
+        LM head (oneDNN's float32 is exact; a bfloat16 head stays on its panels: logits keep float32
+        sums)."""
+        shapes = [MatmulShape.of(getattr(layer, name), gated=name == "gate_up_w" and _GATE_UP_SILU in layer.packed)
+                  for layer in self.layers for name in _Layer.MATMULS
+                  if getattr(layer, name) is not None and getattr(layer, name).dtype in WEIGHT_DTYPES.values()]
+        if self.head_w is not None and self.head_w.dtype == torch.float32:
+            shapes.append(MatmulShape.of(self.head_w))
+        return shapes
 
     def _matmul(self, layer: _Layer, name: str, x: torch.Tensor, bias: torch.Tensor | None = None,
                 out: torch.Tensor | None = None) -> torch.Tensor:
