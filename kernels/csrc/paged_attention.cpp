@@ -14,6 +14,7 @@
 #include <cmath>
 #include <vector>
 
+#include "attend_bf16.h"
 #include "attend_f32.h"
 #include "attend_tiled.h"
 #include "shared_prefix.h"
@@ -136,8 +137,22 @@ void attend_tile(const WorkItem& w, T* out, int64_t out_row_stride, const T* que
 }
 
 #ifdef AE_AVX2
+// A decode row's GQA group as vectors: over a bfloat16 cache in bfloat16 products where the build has
+// them (attend_bf16.h), else widened to float32 (attend_f32.h). attend_group_f32's contract.
+template <int D, typename C>
+void attend_group(const float* q, int64_t group, const C* const* k, const C* const* v, int64_t n, float* s,
+                  float* out, float* lse = nullptr) {
+#if defined(AE_ATTN_BF16)
+  if constexpr (std::is_same_v<C, uint16_t> && D % 64 == 0) {
+    ae::bf16attn::attend_group<D>(q, group, k, v, n, s, out, lse);
+    return;
+  }
+#endif
+  ae::attend_group_f32<D, C>(q, group, k, v, n, s, out, lse);
+}
+
 // float32 with head dim D (64 or 128), keys and values over row pointers: a decode row's GQA group
-// as vectors (attend_f32.h), a tile of several rows as matrix products (attend_tiled.h). Same
+// as vectors (attend_group), a tile of several rows as matrix products (attend_tiled.h). Same
 // contract as attend_tile.
 template <int D, typename C>
 void attend_tile_f32(const WorkItem& w, float* out, int64_t out_row_stride, const float* query,
@@ -175,7 +190,7 @@ void attend_tile_f32(const WorkItem& w, float* out, int64_t out_row_stride, cons
   s.resize(group * nk);
   q.resize(group * D);
   load_row(q.data(), query + w.row_begin * q_row_stride + head0 * D, group * D, scale);
-  ae::attend_group_f32<D, C>(q.data(), group, krow.data(), vrow.data(), nk, s.data(),
+  attend_group<D, C>(q.data(), group, krow.data(), vrow.data(), nk, s.data(),
                           out + w.row_begin * out_row_stride + head0 * D);
 }
 #endif
@@ -254,7 +269,7 @@ void attend_shared_prefixes(const ae::SharedPrefixes& shared, float* out, const 
       o.resize(group * D);
       lse.resize(group);
       load_row(q.data(), query + row * q_row_stride + h * group * D, group * D, scale);
-      ae::attend_group_f32<D, C>(q.data(), group, krow.data(), vrow.data(), own, s.data(), o.data(), lse.data());
+      attend_group<D, C>(q.data(), group, krow.data(), vrow.data(), own, s.data(), o.data(), lse.data());
       for (int64_t g = 0; g < group; ++g) {
         const int64_t head = h * group + g;
         ae::merge_parts<D>(&part_o[(slot * hq + head) * D], part_lse[slot * hq + head], &o[g * D], lse[g],
