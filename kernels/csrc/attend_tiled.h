@@ -12,7 +12,8 @@
 // six broadcasts and twelve FMAs. Vectors are padded to a multiple of 6 (zero queries, p = 0) and keys
 // to a multiple of 16 (the padding points at key 0, its scores land past every vector's prefix): no
 // tails. With AVX-512 (AE_ATTN_AVX512) the tile takes attend_tiled512.h's route instead: no key
-// transposed, the softmax down 16-vector columns.
+// transposed, the softmax down 16-vector columns; over a bfloat16 cache where the build has bfloat16
+// products (AE_ATTN_BF16), attend_tiled_bf16.h's, the same in bfloat16 products.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 
 #include "attend_f32.h"
 #include "attend_tiled512.h"
+#include "attend_tiled_bf16.h"
 #include "vec_math.h"
 
 #ifdef AE_AVX2
@@ -88,6 +90,12 @@ template <int D, typename C>
 inline void attend_tile_matrix(const float* q, int64_t nq, const int64_t* nk, const C* const* k,
                                const C* const* v, int64_t group, float* out, int64_t out_row_stride,
                                float* lse = nullptr, int64_t lse_row_stride = 0) {
+#if defined(AE_ATTN_BF16)
+  if constexpr (std::is_same_v<C, uint16_t> && D % 64 == 0) {  // a bfloat16 cache in bfloat16 products
+    tile_bf16::attend_tile<D>(q, nq, nk, k, v, group, out, out_row_stride, lse, lse_row_stride);
+    return;
+  }
+#endif
 #if defined(AE_ATTN_AVX512)
   if constexpr (D % 64 == 0) {
     tile512::attend_tile<D, C>(q, nq, nk, k, v, group, out, out_row_stride, lse, lse_row_stride);

@@ -1,0 +1,198 @@
+// A tile of query vectors (a prefill chunk's rows of one KV head, or decode rows over shared blocks)
+// over a bfloat16 KV cache in AVX512_BF16 products (``vdpbf16ps``): attend_tiled512.h's layout and
+// flash-style blocks of keys, each product taking two terms a lane, built only where the compiler
+// targets AVX512_BF16 (``AE_ATTN_BF16``); the same contract as attend_tile_matrix.
+//
+//   scores, transposed: the queries rounded to bfloat16 once, as panels of head-dim pairs [D / 2][16]
+//     (lane i: vector i's elements 2c and 2c + 1); a key's pair of elements is one 32-bit broadcast
+//     straight from its cache row (no widening); 8 keys x up to 3 panels in 24 accumulators, per pair
+//     3 panel loads and 8 broadcasts for 24 ``vdpbf16ps``.
+//   softmax: float32, down S^T's columns, as attend_tiled512.h's.
+//   O = P V: keys in pairs, the two value rows interleaved (``vpunpck[lh]wd``), each vector's two
+//     numerators rounded to bfloat16 as one lane: up to 6 vectors x 64 columns in 24 accumulators,
+//     per key pair 4 value loads, 4 unpacks and 6 broadcasts for 24 ``vdpbf16ps``. The running
+//     outputs keep the unpack's column order and are put back in place at the end.
+// Numerics as attend_bf16.h's decode rows: the scaled queries and the softmax numerators rounded to
+// bfloat16, float32 sums and softmax.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "attend_bf16.h"
+#include "attend_tiled512.h"
+
+#if defined(AE_ATTN_BF16)
+namespace ae::tile_bf16 {
+
+using tile512::kBlockKeys;
+using tile512::kCols;
+using tile512::kKeys;
+using tile512::kPanels;
+using tile512::kVecs;
+
+// st[r * ld + 16 pc + lane] = k[r] . (vector 16 pc + lane of the pair panels at qt) for r < 8, pc < PC;
+// qt's panels are [D / 2][16] pairs, panel_stride lanes apart; k[r] are bfloat16 rows of D.
+template <int PC, int D>
+inline void scores(const uint32_t* qt, int64_t panel_stride, const uint16_t* const* k, float* st, int64_t ld) {
+  __m512 acc[kKeys][PC];
+#pragma GCC unroll 8
+  for (int r = 0; r < kKeys; ++r)
+#pragma GCC unroll 3
+    for (int pc = 0; pc < PC; ++pc) acc[r][pc] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int c = 0; c < D / 2; ++c) {
+    __m512i qv[PC];
+#pragma GCC unroll 3
+    for (int pc = 0; pc < PC; ++pc) qv[pc] = _mm512_loadu_si512(qt + pc * panel_stride + c * 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < kKeys; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, k[r] + 2 * c, sizeof pair);
+      const __m512bh kb = (__m512bh)_mm512_set1_epi32(pair);
+#pragma GCC unroll 3
+      for (int pc = 0; pc < PC; ++pc) acc[r][pc] = _mm512_dpbf16_ps(acc[r][pc], kb, (__m512bh)qv[pc]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kKeys; ++r)
+#pragma GCC unroll 3
+    for (int pc = 0; pc < PC; ++pc) _mm512_storeu_ps(st + r * ld + 16 * pc, acc[r][pc]);
+}
+
+// o[r * D + c0 ..c0 + 64) (in the unpack's column order) = alpha[r] o[..] + the block's P V for the
+// vectors r < R: key pairs [0, pairs) of the block, pt[kp * ld + r] vector r's two numerators in
+// bfloat16, v[j0 + 2 kp] and its successor the rows (a pair past ``j_end`` reads row j_end - 1: its
+// numerators are zero).
+template <int R>
+inline void values(const uint32_t* pt, int64_t ld, const uint16_t* const* v, int64_t j0, int64_t j_end, int c0,
+                   const float* alpha, float* o, int64_t d) {
+  __m512 acc[R][kCols];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    const __m512 a = _mm512_set1_ps(alpha[r]);
+#pragma GCC unroll 4
+    for (int cp = 0; cp < kCols; ++cp) acc[r][cp] = _mm512_mul_ps(a, _mm512_loadu_ps(o + r * d + c0 + 16 * cp));
+  }
+  for (int64_t j = j0; j < j_end; j += 2) {
+    const uint16_t* ra = v[j] + c0;
+    const uint16_t* rb = v[j + 1 < j_end ? j + 1 : j] + c0;
+    const __m512i a0 = _mm512_loadu_si512(ra), a1 = _mm512_loadu_si512(ra + 32);
+    const __m512i b0 = _mm512_loadu_si512(rb), b1 = _mm512_loadu_si512(rb + 32);
+    const __m512i pair[kCols] = {_mm512_unpacklo_epi16(a0, b0), _mm512_unpackhi_epi16(a0, b0),
+                                 _mm512_unpacklo_epi16(a1, b1), _mm512_unpackhi_epi16(a1, b1)};
+    const uint32_t* prow = pt + ((j - j0) / 2) * ld;
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m512bh p = (__m512bh)_mm512_set1_epi32(static_cast<int>(prow[r]));
+#pragma GCC unroll 4
+      for (int cp = 0; cp < kCols; ++cp) acc[r][cp] = _mm512_dpbf16_ps(acc[r][cp], p, (__m512bh)pair[cp]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int cp = 0; cp < kCols; ++cp) _mm512_storeu_ps(o + r * d + c0 + 16 * cp, acc[r][cp]);
+}
+
+template <int D>
+inline void values_upto6(int64_t rows, const uint32_t* pt, int64_t ld, const uint16_t* const* v, int64_t j0,
+                         int64_t j_end, int c0, const float* alpha, float* o) {
+  switch (rows) {
+    case 1: return values<1>(pt, ld, v, j0, j_end, c0, alpha, o, D);
+    case 2: return values<2>(pt, ld, v, j0, j_end, c0, alpha, o, D);
+    case 3: return values<3>(pt, ld, v, j0, j_end, c0, alpha, o, D);
+    case 4: return values<4>(pt, ld, v, j0, j_end, c0, alpha, o, D);
+    case 5: return values<5>(pt, ld, v, j0, j_end, c0, alpha, o, D);
+    default: return values<6>(pt, ld, v, j0, j_end, c0, alpha, o, D);
+  }
+}
+
+// pt[kp * ld + i] = (st[2 kp][i], st[2 kp + 1][i]) rounded to bfloat16, for key pairs kp < pairs and
+// the ld lanes (st's row 2 pairs - 1 is zero where the block's key count is odd).
+inline void numerator_pairs(const float* st, int64_t ld, int64_t pairs, uint32_t* pt) {
+  for (int64_t kp = 0; kp < pairs; ++kp)
+    for (int64_t i = 0; i < ld; i += 16) {
+      const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(st + 2 * kp * ld + i)));
+      const __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(st + (2 * kp + 1) * ld + i)));
+      _mm512_storeu_si512(pt + kp * ld + i, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
+}
+
+// attend_tile_matrix's contract (attend_tiled.h) over bfloat16 rows, for D a multiple of 64.
+template <int D>
+inline void attend_tile(const float* q, int64_t nq, const int64_t* nk, const uint16_t* const* k,
+                        const uint16_t* const* v, int64_t group, float* out, int64_t out_row_stride, float* lse,
+                        int64_t lse_row_stride) {
+  static_assert(D % 64 == 0, "the values kernel takes 64 columns a pass");
+  static_assert(kBlockKeys % kKeys == 0 && kKeys % 2 == 0, "a block holds whole calls and whole key pairs");
+  thread_local std::vector<uint32_t> qt, pt;
+  thread_local std::vector<float> st, o, alpha, mx_all, sum_all;
+  thread_local std::vector<const uint16_t*> kp;
+  thread_local std::vector<int32_t> lanes;
+  const int64_t panels = (nq + 15) / 16, ld = panels * 16;
+  const int64_t n = nk[nq - 1];
+  qt.assign(panels * (D / 2) * 16, 0u);  // the queries as pair panels [D / 2][16], bfloat16
+  for (int64_t i = 0; i < nq; ++i)
+    for (int c = 0; c < D; c += 32) {
+      alignas(64) uint32_t lanes32[16];
+      _mm512_store_si512(lanes32, bf16attn::round32(q + i * D + c));
+      for (int x = 0; x < 16; ++x) qt[(i / 16) * (D / 2) * 16 + (c / 2 + x) * 16 + i % 16] = lanes32[x];
+    }
+  lanes.resize(ld);
+  for (int64_t i = 0; i < ld; ++i) lanes[i] = i < nq ? static_cast<int32_t>(nk[i]) : 1;
+  st.assign((kBlockKeys + 1) * ld, 0.f);
+  pt.resize(kBlockKeys / 2 * ld);
+  kp.resize(kKeys);
+  o.assign(ld * D, 0.f);
+  alpha.resize(ld);
+  mx_all.assign(ld, -std::numeric_limits<float>::infinity());
+  sum_all.assign(ld, 0.f);
+  for (int64_t b0 = 0; b0 < n; b0 += kBlockKeys) {
+    const int64_t b1 = std::min(n, b0 + kBlockKeys), b_pad = b0 + (b1 - b0 + kKeys - 1) / kKeys * kKeys;
+    for (int64_t j0 = b0; j0 < b_pad; j0 += kKeys) {
+      for (int r = 0; r < kKeys; ++r) kp[r] = k[j0 + r < n ? j0 + r : 0];  // padded keys read key 0
+      for (int64_t p = 0; p < panels; p += kPanels) {
+        const int64_t pc = std::min<int64_t>(kPanels, panels - p);
+        if (nk[std::min(nq, 16 * (p + pc)) - 1] <= j0) continue;  // no vector of these panels sees these keys
+        const uint32_t* panel = &qt[p * (D / 2) * 16];
+        float* dst = &st[(j0 - b0) * ld + 16 * p];
+        if (pc == 3) scores<3, D>(panel, (D / 2) * 16, kp.data(), dst, ld);
+        else if (pc == 2) scores<2, D>(panel, (D / 2) * 16, kp.data(), dst, ld);
+        else scores<1, D>(panel, (D / 2) * 16, kp.data(), dst, ld);
+      }
+    }
+    for (int64_t p = 0; p < panels; ++p) {  // every panel: see attend_tiled512.h
+      __m512 mx = _mm512_loadu_ps(&mx_all[16 * p]), sum = _mm512_loadu_ps(&sum_all[16 * p]);
+      tile512::softmax_block(&st[16 * p], ld, b1 - b0, b0, _mm512_loadu_si512(&lanes[16 * p]), mx, sum,
+                             &alpha[16 * p]);
+      _mm512_storeu_ps(&mx_all[16 * p], mx);
+      _mm512_storeu_ps(&sum_all[16 * p], sum);
+    }
+    const int64_t pairs = (b1 - b0 + 1) / 2;
+    if ((b1 - b0) % 2 != 0) std::fill_n(&st[(b1 - b0) * ld], ld, 0.f);  // the last pair's missing key
+    numerator_pairs(st.data(), ld, pairs, pt.data());
+    for (int64_t i0 = 0; i0 < nq; i0 += kVecs) {
+      const int64_t rows = std::min<int64_t>(kVecs, nq - i0);
+      const int64_t keys = std::min(b1, nk[i0 + rows - 1]);
+      if (keys <= b0) continue;  // none of the six sees this block: their outputs stand (alpha 1)
+      for (int c0 = 0; c0 < D; c0 += 64) values_upto6<D>(rows, &pt[i0], ld, v, b0, keys, c0, &alpha[i0], &o[i0 * D]);
+    }
+  }
+  for (int64_t i = 0; i < nq; ++i) {
+    float* dst = out + (i / group) * out_row_stride + (i % group) * D;
+    for (int c0 = 0; c0 < D; c0 += 64) {
+      __m512 acc[kCols];
+      for (int cp = 0; cp < kCols; ++cp) acc[cp] = _mm512_loadu_ps(&o[i * D + c0 + 16 * cp]);
+      bf16attn::unpermute64(acc, 1.f / sum_all[i], dst + c0);
+    }
+    if (lse != nullptr) lse[(i / group) * lse_row_stride + i % group] = mx_all[i] + std::log(sum_all[i]);
+  }
+}
+
+}  // namespace ae::tile_bf16
+#endif
