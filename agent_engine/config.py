@@ -62,8 +62,9 @@ _HELP = {
                     "(native on the memory-mapped file itself: 4 KiB pages, shared with other processes of the "
                     "file) | float32 (dequantized once into a cached float32 Hugging Face folder)",
     "kv_cache_dtype": "auto (the model's dtype: bfloat16 for a bfloat16 model, as vLLM's auto; float32 for a "
-                      "float32 one) | float32 (float32 activations) | bfloat16 (half the bytes a token's K and V "
-                      "take and a decode step reads; rounded to bf16, attention in float32; on CPU the lean "
+                      "float32 one) | float32 (float32 activations; attention in float32) | bfloat16 (half the "
+                      "bytes a token's K and V take and a decode step reads; rounded to bf16, attention in "
+                      "bfloat16 products where the CPU has them (AVX512_BF16), else float32; on CPU the lean "
                       "decoder with the C++ kernels)",
     "device": "auto | cpu | cuda[:N]",
     "cuda_graphs": "CUDA: replay decode steps (up to max_num_seqs rows) from CUDA graphs captured per batch and "

@@ -2,8 +2,10 @@
 
 Shapes: ``query`` ``[T, Hq, D]``; this step's ``key``/``value`` ``[T, Hk, D]`` (already written into
 the caches with :func:`kernels.kv_cache.write_kv_cache`); caches ``[num_blocks, block_size, Hk, D]``,
-in the query's dtype or, under float32 queries, bfloat16 (read back as their exact float32 values; a
-fresh prompt chunk attends over this step's own float32 keys and values).
+in the query's dtype or, under float32 queries, bfloat16 (a fresh prompt chunk that SDPA takes attends
+over this step's own float32 keys and values). Over a bfloat16 cache the C++ kernels multiply in
+bfloat16 where the build has those products (AVX512_BF16: the query and the softmax's numerators
+rounded to bfloat16, float32 sums), elsewhere they read it back as its exact float32 values.
 ``Hq`` is a multiple of ``Hk`` and query head ``h`` reads KV head ``h // (Hq // Hk)`` (HF's
 ``repeat_kv`` convention). Query row ``t`` of request ``i`` sits at absolute position
 ``context_lens[i] + (t - query_start_loc[i])`` and attends to positions ``<=`` its own (causal inside the
@@ -20,11 +22,11 @@ Three implementations share this contract:
   fp16/bf16, block sizes that are multiples of 256 as flash-attn 2 requires).
 * :func:`paged_attention_cpp`: the C++ CPU kernel (``kernels/csrc/cpu_ops.cpp``) reads keys and
   values straight from the paged caches: a decode row's GQA group as vectors over the keys
-  (``attend_f32.h``), a chunk's tile of rows as two register-blocked matrix products
-  (``attend_tiled.h``). A fresh prompt chunk long enough goes to SDPA's causal kernel on this step's
+  (``attend_f32.h``; ``attend_bf16.h`` over a bfloat16 cache with bfloat16 products), a chunk's tile
+  of rows as two register-blocked matrix products (``attend_tiled.h``; ``attend_tiled_bf16.h``). A fresh prompt chunk long enough goes to SDPA's causal kernel on this step's
   contiguous keys, and a chunk over cached context (an agent's next turn) long enough to one masked
   SDPA call over its gathered blocks, from the lengths where SDPA measured faster on this CPU, for this
-  head shape and thread count (``kernels.route_calibration``).
+  head shape, cache dtype and thread count (``kernels.route_calibration``).
 
 :func:`paged_attention` picks one.
 """
@@ -189,7 +191,8 @@ def chunk_routes(query: torch.Tensor, k_cache: torch.Tensor) -> SdpaRoutes:
     if SDPA_MIN_FRESH_QUERY is not None and SDPA_MIN_CONTEXT_QUERY is not None:
         return SdpaRoutes(SDPA_MIN_FRESH_QUERY, SDPA_MIN_CONTEXT_QUERY)
     num_q_heads, num_kv_heads, head_dim, _, _ = _layout(query, k_cache)
-    shape = HeadShape(num_q_heads, num_kv_heads, head_dim, str(query.dtype).removeprefix("torch."))
+    cache_dtype = None if k_cache.dtype == query.dtype else str(k_cache.dtype).removeprefix("torch.")
+    shape = HeadShape(num_q_heads, num_kv_heads, head_dim, str(query.dtype).removeprefix("torch."), cache_dtype)
     calibrated = sdpa_routes(shape, paged_attention_cpp)
     return SdpaRoutes(calibrated.min_fresh_query if SDPA_MIN_FRESH_QUERY is None else SDPA_MIN_FRESH_QUERY,
                       calibrated.min_context_query if SDPA_MIN_CONTEXT_QUERY is None else SDPA_MIN_CONTEXT_QUERY)

@@ -15,8 +15,11 @@ Invariants:
 - A cached calibration is used only under the exact key it was measured under (``kernels.
   calibration_store``); an unreadable one, or one outside physical bounds (a timing negative, not
   finite or over a minute; a crossover not one of its measured lengths), is measured again.
-- Calibration never changes results beyond float32 rounding: both routes compute the same attention
-  (the tests compare them); only speed depends on the choice.
+- Calibration never changes results beyond float32 rounding (both routes compute the same attention;
+  the tests compare them), except over a bfloat16 cache where the build multiplies bfloat16
+  (AVX512_BF16): there the C++ tiles round the query and the softmax's numerators to bfloat16
+  (``attend_tiled_bf16.h``) and SDPA does not. A calibration is per cache dtype too
+  (``HeadShape.cache_dtype``): a bfloat16 cache's tiles read half the bytes and SDPA widens them.
 """
 
 from __future__ import annotations
@@ -49,12 +52,14 @@ VERSION = 1  # bump when the measurement changes
 
 @dataclass(frozen=True)
 class HeadShape:
-    """The attention shape a calibration is for: query heads, KV heads, head dim, dtype name."""
+    """The attention shape a calibration is for: query heads, KV heads, head dim, dtype name (the
+    queries'), and the KV cache's dtype name where it differs (None: the queries')."""
 
     num_q_heads: int
     num_kv_heads: int
     head_dim: int
     dtype: str = "float32"
+    cache_dtype: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,8 +89,12 @@ def crossover(lengths: Sequence[int], cpp_s: Sequence[float], sdpa_s: Sequence[f
 
 
 def cache_key(shape: HeadShape, threads: int) -> str:
-    """What a calibration depends on (``kernels.calibration_store.store_key``) for this head shape."""
-    return store_key("attention", VERSION, asdict(shape), threads)
+    """What a calibration depends on (``kernels.calibration_store.store_key``) for this head shape (a
+    shape whose cache is in the queries' dtype keeps the key it had before caches had their own)."""
+    fields = asdict(shape)
+    if shape.cache_dtype is None:
+        del fields["cache_dtype"]
+    return store_key("attention", VERSION, fields, threads)
 
 
 def cache_file(shape: HeadShape, threads: int) -> Path:
@@ -103,11 +112,12 @@ def _time_both(shape: HeadShape, query_len: int, context: int, attend: Attend) -
     from kernels.kv_cache import write_kv_cache
 
     dtype = getattr(torch, shape.dtype)
+    cache_dtype = getattr(torch, shape.cache_dtype or shape.dtype)
     gen = torch.Generator().manual_seed(query_len + context)
     block = 16
     blocks = -(-(query_len + context) // block)
-    k_cache, v_cache = (torch.randn(blocks + 1, block, shape.num_kv_heads, shape.head_dim, generator=gen).to(dtype)
-                        for _ in range(2))  # block 0 is the pool's null block
+    k_cache, v_cache = (torch.randn(blocks + 1, block, shape.num_kv_heads, shape.head_dim,
+                                    generator=gen).to(cache_dtype) for _ in range(2))  # block 0: the null block
     meta = build_attention_metadata([query_len], [context], [list(range(1, blocks + 1))], block)
     q, k, v = (torch.randn(query_len, h, shape.head_dim, generator=gen).to(dtype)
                for h in (shape.num_q_heads, shape.num_kv_heads, shape.num_kv_heads))

@@ -318,3 +318,25 @@ def test_env_switch_turns_kernels_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(cpp_build.ENV_SWITCH, "0")
     assert cpp_build.load_cpu_ops() is False
     assert cpp_build.load_error() is None
+
+
+@needs_cpp
+@pytest.mark.skipif(not cpp_build.bf16_products(), reason="the kernels of this CPU have no bfloat16 products")
+@pytest.mark.parametrize("hq,hk,d", [(9, 3, 64), (12, 2, 128)])
+def test_bfloat16_products_over_several_blocks_and_shared_prefixes(hq: int, hk: int, d: int,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bfloat16 products where a row's softmax is assembled from parts: tiles over several blocks of
+    256 keys (each block's numerators rounded against the running maximum, the outputs so far rescaled
+    in the unpack's column order) and decode rows over shared prefixes (the shared tile's and the own
+    keys' parts merged by their log-sum-exps). Their numerators round against a part's maximum, not
+    the row's: within 5e-3 of the reference (a layout or merge error is off by O(1))."""
+    monkeypatch.setattr(ATTENTION, "SDPA_MIN_FRESH_QUERY", 10**6)
+    monkeypatch.setattr(ATTENTION, "SDPA_MIN_CONTEXT_QUERY", 10**6)
+    case = _case([(300, 1), (0, 300), (400, 33), (700, 1)], 16, hq, hk, d, torch.float32, seed=d)
+    shared = _shared_prefix_case([(5, [5, 40, 17]), (20, [1, 300])], [(30, 1)], 16, hq, hk, d, seed=hq)  # >= 64 keys
+    for c in (case, shared):
+        k16, v16 = c["k_cache"].bfloat16(), c["v_cache"].bfloat16()
+        key, value = c["key"].bfloat16().float(), c["value"].bfloat16().float()
+        out = paged_attention_cpp(c["query"], key, value, k16, v16, c["meta"], 0.125)
+        ref = _bf16_products_reference(c["query"].contiguous(), k16, v16, c["meta"], 0.125)
+        torch.testing.assert_close(out, ref, rtol=5e-3, atol=5e-3)

@@ -162,9 +162,10 @@ def test_bfloat16_is_float32_math_on_the_bf16_weights(vocab: int, tmp_path) -> N
 
 
 def test_bfloat16_kv_cache_keeps_greedy_close(vocab: int, reference: dict) -> None:
-    """``kv_cache_dtype="bfloat16"`` halves the pool's bytes and rounds K and V to bf16 (attention
-    still in float32): against the float32 reference the first token matches for >= 15 of 16 prompts
-    and the greedy sequences agree on >= 75% of their leading tokens; an unknown form is a ValueError."""
+    """``kv_cache_dtype="bfloat16"`` under a float32 model halves the pool's bytes and rounds K and V
+    to bf16 (attention in bfloat16 products where the CPU has them, else float32): against the float32
+    reference the first token matches for >= 15 of 16 prompts and the greedy sequences agree on >= 75%
+    of their leading tokens; an unknown form is a ValueError."""
     llm = LLM(num_kv_blocks=256, max_model_len=1024, kv_cache_dtype="bfloat16")
     assert llm.engine.runner.kv_caches[0][0].dtype == torch.bfloat16
     first, agree = _agreement(_engine_greedy(llm, _prompts(vocab)), reference["mixed"])

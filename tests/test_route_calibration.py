@@ -181,3 +181,31 @@ def test_a_real_calibration_drives_the_routes(monkeypatch: pytest.MonkeyPatch, t
     assert paged_attention.chunk_routes(query, cache) == cal.routes
     monkeypatch.setattr(paged_attention, "SDPA_MIN_FRESH_QUERY", 7)
     assert paged_attention.chunk_routes(query, cache) == SdpaRoutes(7, cal.routes.min_context_query)
+
+
+def test_a_bfloat16_cache_has_its_own_calibration(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Under float32 queries a bfloat16 cache is its own shape (timed over a bfloat16 cache: its tiles
+    read half the bytes, SDPA widens them), keyed apart; a cache in the queries' dtype keeps the key
+    shapes had before caches had their own."""
+    monkeypatch.setenv("AGENT_ENGINE_CACHE", str(tmp_path))
+    monkeypatch.setattr(route_calibration._routes, "known", {})
+    monkeypatch.setattr(route_calibration, "FRESH_LENGTHS", (16, 64))
+    monkeypatch.setattr(route_calibration, "CONTEXT_LENGTHS", (4, 16))
+    monkeypatch.setattr(route_calibration, "CONTEXT", 64)
+    bf16 = HeadShape(8, 2, 64, "float32", "bfloat16")
+    assert route_calibration.cache_key(bf16, 2) != route_calibration.cache_key(HeadShape(8, 2, 64), 2)
+    assert route_calibration.cache_key(HeadShape(8, 2, 64), 2) == calibration_store.store_key(
+        "attention", route_calibration.VERSION, {"num_q_heads": 8, "num_kv_heads": 2, "head_dim": 64,
+                                                 "dtype": "float32"}, 2)
+    caches: list[torch.dtype] = []
+
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, *rest: object) -> object:
+        caches.append(k_cache.dtype)
+        return ATTEND(q, k, v, k_cache, *rest)
+
+    cal = route_calibration.calibrate(bf16, attend)
+    assert set(caches) == {torch.bfloat16} and set(cal.fresh_ms) == {"16", "64"}
+    paged_attention = importlib.import_module("kernels.paged_attention")
+    monkeypatch.setattr(route_calibration, "measure", lambda *a: pytest.fail("measured again"))
+    query, cache = torch.empty(3, 8, 64), torch.empty(4, 16, 2, 64, dtype=torch.bfloat16)
+    assert paged_attention.chunk_routes(query, cache) == cal.routes  # the bfloat16 cache's own entry

@@ -27,10 +27,12 @@ Invariants:
 - A bfloat16 model with the C++ kernels runs float32 activations over its bfloat16 weights
   (:meth:`LeanDecoder.activation_dtype`): every matmul weight is packed in bfloat16 panels whatever the
   memory (they are its working copy), norms and biases get float32 copies, and the KV cache is
-  bfloat16, the model's dtype (float32 on request: :meth:`kv_cache_dtype`). Where the kernels have no bfloat16 products,
-  ``panel_linear`` widens the weights exactly and the outputs are those of the float32 model whose
-  weights are the bfloat16 values, up to summation order; where they have them (AVX512_BF16), the
-  panels are K pairs and each matmul also rounds its input to bfloat16 (``kernels.prepack``). From
+  bfloat16, the model's dtype (float32 on request: :meth:`kv_cache_dtype`). Where the kernels have no
+  bfloat16 products, ``panel_linear`` widens the weights exactly, and with a float32 KV cache the
+  outputs are those of the float32 model whose weights are the bfloat16 values, up to summation order;
+  where they have them (AVX512_BF16), the panels are K pairs and each matmul also rounds its input to
+  bfloat16 (``kernels.prepack``), and attention over a bfloat16 cache multiplies in bfloat16 too
+  (``kernels.paged_attention``). From
   the row count where oneDNN's bfloat16 matmul measured faster for a layer's weight
   (``kernels.linear_routes``; AMX tiles where granted) that matmul's output is rounded to bfloat16
   too. The LM head never takes that route, nor the oneDNN form of a GGUF head (``kernels.quant_routes``):
@@ -189,8 +191,9 @@ class LeanDecoder:
 
     @staticmethod
     def activation_dtype(model: torch.nn.Module) -> torch.dtype:
-        """The dtype of the lean decoder's activations and KV cache for ``model``: float32 for a
-        bfloat16 CPU model that it supports with the C++ kernels loaded, else the model's dtype."""
+        """The dtype of the lean decoder's activations for ``model``: float32 for a bfloat16 CPU model
+        that it supports with the C++ kernels loaded, else the model's dtype (its KV cache's:
+        :meth:`kv_cache_dtype`)."""
         dtype = next(model.parameters()).dtype
         if dtype == torch.bfloat16 and unsupported_reason(model) is None and use_cpp(torch.device("cpu")):
             return torch.float32

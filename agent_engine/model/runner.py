@@ -126,8 +126,9 @@ class ModelRunner:
 
     @staticmethod
     def kv_dtype_for(model: torch.nn.Module, kv_cache_dtype: str = "auto") -> torch.dtype:
-        """The dtype of the KV cache a runner of ``model`` allocates: its activations' dtype, or
-        bfloat16 when asked (``LeanDecoder.kv_cache_dtype``; ValueError where unsupported)."""
+        """The dtype of the KV cache a runner of ``model`` allocates for ``kv_cache_dtype`` (auto: the
+        model's dtype where the cache holds it; ``LeanDecoder.kv_cache_dtype``; ValueError where
+        unsupported)."""
         return LeanDecoder.kv_cache_dtype(model, kv_cache_dtype)
 
     @staticmethod

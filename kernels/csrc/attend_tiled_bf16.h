@@ -145,7 +145,7 @@ inline void attend_tile(const float* q, int64_t nq, const int64_t* nk, const uin
     }
   lanes.resize(ld);
   for (int64_t i = 0; i < ld; ++i) lanes[i] = i < nq ? static_cast<int32_t>(nk[i]) : 1;
-  st.assign((kBlockKeys + 1) * ld, 0.f);
+  st.resize((kBlockKeys + 1) * ld);  // rows are written before they are read (an odd block's last pair: zeroed)
   pt.resize(kBlockKeys / 2 * ld);
   kp.resize(kKeys);
   o.assign(ld * D, 0.f);

@@ -333,7 +333,8 @@ void run_items(const Step& st, at::Tensor& out, const at::Tensor& query, const a
 #ifdef AE_AVX2
       if constexpr (std::is_same_v<T, float>) {
         if (st.d == 64 || st.d == 128) {
-          // bfloat16 cache rows go to the kernel as their raw 16-bit patterns (attend_f32.h widens them).
+          // bfloat16 cache rows go to the kernel as their raw 16-bit patterns (attend_group and
+          // attend_tiled.h multiply them in bfloat16 products where built, else widen them).
           using Bits = std::conditional_t<std::is_same_v<C, float>, float, uint16_t>;
           auto tile = st.d == 64 ? &attend_tile_f32<64, Bits> : &attend_tile_f32<128, Bits>;
           tile(w, o, o_stride, q, q_stride, reinterpret_cast<const Bits*>(kc), reinterpret_cast<const Bits*>(vc),
@@ -407,7 +408,7 @@ void paged_attention(at::Tensor out, const at::Tensor& query, const at::Tensor& 
       fn(shared, o, q, query.stride(0), kc, vc, tables, max_blocks, sl, qsl, hq, hk, group, block_size,
          static_cast<float>(scale));
     };
-    if (bf16_cache) {  // bfloat16 rows as their 16-bit patterns (attend_f32.h widens them)
+    if (bf16_cache) {  // bfloat16 rows as their 16-bit patterns (see run_items)
       run(reinterpret_cast<const uint16_t*>(k_cache.data_ptr<at::BFloat16>()),
           reinterpret_cast<const uint16_t*>(v_cache.data_ptr<at::BFloat16>()));
     } else {
