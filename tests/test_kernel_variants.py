@@ -186,21 +186,38 @@ def test_every_variant_gives_the_same_paged_attention(variant: isa.IsaVariant,
                                             seed=11)
 
 
+@pytest.mark.skipif(not cpp_build.load_cpu_ops(), reason="the C++ kernels did not build")
+def test_every_variant_attends_over_a_bfloat16_cache(variant: isa.IsaVariant, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bfloat16 cache under float32 queries (a bfloat16 model's default): read back exactly where the
+    variant has no bfloat16 products, multiplied in them (within bfloat16 rounding) where it has."""
+    attention = importlib.import_module("kernels.paged_attention")
+    monkeypatch.setattr(attention, "SDPA_MIN_FRESH_QUERY", 1 << 20)
+    monkeypatch.setattr(attention, "SDPA_MIN_CONTEXT_QUERY", 1 << 20)
+    tables = [[1, 2], [3, 4, 5, 6, 7, 8, 9, 10, 11], [12, 13, 14, 15]]
+    _assert_cpp_attention_matches_reference([20, 1, 17], [0, 130, 40], tables, 16, (9, 3, 64), seed=13,
+                                            cache_dtype=torch.bfloat16,
+                                            tol=3e-2 if variant.bf16_products else 2e-5)
+
+
 def _assert_cpp_attention_matches_reference(query_lens: list[int], context_lens: list[int], tables: list[list[int]],
-                                            block: int, heads: tuple[int, int, int], seed: int) -> None:
-    """Random caches (as many blocks as the tables name) and queries ``heads`` = (Hq, Hk, D): the C++
-    attention of the step equals the float64 reference."""
+                                            block: int, heads: tuple[int, int, int], seed: int,
+                                            cache_dtype: torch.dtype = torch.float32, tol: float = 2e-5) -> None:
+    """Random caches (as many blocks as the tables name, in ``cache_dtype``) and float32 queries
+    ``heads`` = (Hq, Hk, D): the C++ attention of the step equals the float64 reference over the
+    caches' values within ``tol``."""
     hq, hk, d = heads
     gen = torch.Generator().manual_seed(seed)
     blocks = 1 + max(b for t in tables for b in t)
-    k_cache, v_cache = (torch.randn(blocks, block, hk, d, generator=gen) for _ in range(2))
+    k_cache, v_cache = (torch.randn(blocks, block, hk, d, generator=gen).to(cache_dtype) for _ in range(2))
     meta = build_attention_metadata(query_lens, context_lens, tables, block)
     qkv = torch.randn(meta.num_tokens, hq + 2 * hk, d, generator=gen)
+    if cache_dtype != torch.float32:  # this step's keys and values as the cache holds them
+        qkv[:, hq:] = qkv[:, hq:].to(cache_dtype).float()
     query, key, value = qkv[:, :hq], qkv[:, hq : hq + hk], qkv[:, hq + hk :]
     write_kv_cache(key, value, k_cache, v_cache, meta.slot_mapping)
-    expected = paged_attention_reference(query.contiguous(), k_cache, v_cache, meta, 0.125)
+    expected = paged_attention_reference(query.contiguous(), k_cache.float(), v_cache.float(), meta, 0.125)
     got = paged_attention_cpp(query, key, value, k_cache, v_cache, meta, 0.125)
-    torch.testing.assert_close(got, expected, rtol=2e-5, atol=2e-5)
+    torch.testing.assert_close(got, expected, rtol=tol, atol=tol)
 
 
 @pytest.mark.skipif(not cpp_build.load_cpu_ops(), reason="the C++ kernels did not build")
