@@ -61,7 +61,8 @@ class HostKVStore:
         self.nbytes = sum(t.numel() * t.element_size() for pair in self.data for t in pair)
         self.nbytes += sum(t.numel() * 4 for pair in self.scales for t in pair) if self.scales else 0
         self.save_seconds = 0.0  # time spent copying blocks into the store
-        self.fused = use_cpp(k0.device) and (self.dtype == k0.dtype or k0.dtype == torch.float32)
+        self.fused = use_cpp(k0.device) and (self.dtype == k0.dtype or k0.dtype == torch.float32
+                                             or (k0.dtype == torch.bfloat16 and self.dtype == torch.int8))
         self._flat_pool = [t for pair in kv_caches for t in pair]
         self._flat_store = [t for pair in self.data for t in pair]
         self._flat_scales = [t for pair in self.scales for t in pair] if self.scales else []
