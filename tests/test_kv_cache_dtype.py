@@ -8,7 +8,6 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from agent_engine.config import KV_CACHE_DTYPES
 from agent_engine.model.lean_decoder import LeanDecoder
 from kernels.cpp_build import load_cpu_ops
 
@@ -20,10 +19,6 @@ TINY = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_laye
 
 def _model(dtype: torch.dtype) -> torch.nn.Module:
     return LlamaForCausalLM(LlamaConfig(**TINY)).to(dtype).eval()
-
-
-def test_the_choices_are_the_configs() -> None:
-    assert KV_CACHE_DTYPES == ("auto", "float32", "bfloat16")
 
 
 @pytest.mark.skipif(not load_cpu_ops(), reason="the C++ CPU kernels did not build")

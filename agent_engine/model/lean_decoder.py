@@ -252,9 +252,9 @@ class LeanDecoder:
         layer weight (a gate/up weight with interleaved panels as it runs, with its SiLU) and a float32
         LM head (oneDNN's float32 is exact; a bfloat16 head stays on its panels: logits keep float32
         sums)."""
-        shapes = [MatmulShape.of(getattr(layer, name), gated=name == "gate_up_w" and _GATE_UP_SILU in layer.packed)
+        shapes = [MatmulShape.of(w, gated=name == "gate_up_w" and _GATE_UP_SILU in layer.packed)
                   for layer in self.layers for name in _Layer.MATMULS
-                  if getattr(layer, name) is not None and getattr(layer, name).dtype in WEIGHT_DTYPES.values()]
+                  if (w := getattr(layer, name)) is not None and w.dtype in WEIGHT_DTYPES.values()]
         if self.head_w is not None and self.head_w.dtype == torch.float32:
             shapes.append(MatmulShape.of(self.head_w))
         return shapes

@@ -43,8 +43,18 @@ constexpr int64_t kFar = 64;
 // Rows [j0, j1) of ``rows``, every cache line of their D values, on their way to L2.
 template <int D>
 inline void prefetch_far_rows(const uint16_t* const* rows, int64_t j0, int64_t j1) {
-  for (int64_t r = j0; r < j1; ++r)
-    for (int c = 0; c < D; c += 32) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + c), _MM_HINT_T1);
+  for (int c0 = 0; c0 < D; c0 += 64) prefetch_rows<D, uint16_t, _MM_HINT_T1>(rows, j0, j1, c0);
+}
+
+// Value rows a and b, 64 columns each, interleaved by key pairs: lane i of pair[x] holds both rows'
+// values of one column (x = 0, 1: columns 0-31, in the unpack's order, see unpermute64; 2, 3: 32-63).
+inline void interleave_rows64(const uint16_t* a, const uint16_t* b, __m512i* pair) {
+  const __m512i a0 = _mm512_loadu_si512(a), a1 = _mm512_loadu_si512(a + 32);
+  const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 32);
+  pair[0] = _mm512_unpacklo_epi16(a0, b0);
+  pair[1] = _mm512_unpackhi_epi16(a0, b0);
+  pair[2] = _mm512_unpacklo_epi16(a1, b1);
+  pair[3] = _mm512_unpackhi_epi16(a1, b1);
 }
 
 // s[j] = dot(q, k[j]) for the eight keys j0 .. j0 + 7; qb holds q's D / 32 registers of pairs.
@@ -79,20 +89,10 @@ template <int R>
 inline void values_pairs(const uint32_t* const* pb, const uint16_t* const* v, int64_t n, int c0, __m512* acc) {
   constexpr int64_t kAhead = 16;  // keys whose value rows are on their way to L1 (and kFar to L2)
   for (int64_t j = 0; j < n; j += 2) {
-    for (int64_t r = j + kAhead; r < std::min(n, j + kAhead + 2); ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(v[r] + c0), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(v[r] + c0 + 32), _MM_HINT_T0);
-    }
-    for (int64_t r = j + kFar; r < std::min(n, j + kFar + 2); ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(v[r] + c0), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(v[r] + c0 + 32), _MM_HINT_T1);
-    }
-    const uint16_t* a = v[j] + c0;
-    const uint16_t* b = v[j + 1 < n ? j + 1 : j] + c0;  // an odd n's last pair: numerator 0 for the second
-    const __m512i a0 = _mm512_loadu_si512(a), a1 = _mm512_loadu_si512(a + 32);
-    const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 32);
-    const __m512i pair[4] = {_mm512_unpacklo_epi16(a0, b0), _mm512_unpackhi_epi16(a0, b0),
-                             _mm512_unpacklo_epi16(a1, b1), _mm512_unpackhi_epi16(a1, b1)};
+    prefetch_rows<64, uint16_t>(v, std::min(n, j + kAhead), std::min(n, j + kAhead + 2), c0);
+    prefetch_rows<64, uint16_t, _MM_HINT_T1>(v, std::min(n, j + kFar), std::min(n, j + kFar + 2), c0);
+    __m512i pair[4];  // an odd n's last pair reads row j twice: its second numerator is 0
+    interleave_rows64(v[j] + c0, v[j + 1 < n ? j + 1 : j] + c0, pair);
 #pragma GCC unroll 4
     for (int g = 0; g < R; ++g) {
       const __m512bh p = (__m512bh)_mm512_set1_epi32(static_cast<int>(pb[g][j / 2]));

@@ -97,12 +97,13 @@ inline void score1_f32(const float* q, const C* const* k, int64_t j, float* s) {
   s[j] = lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
 }
 
-// Columns [c0, c0 + 64) of the rows k[j0 .. j1) on their way to L1, a cache line at a time.
-template <int D, typename C>
+// Columns [c0, c0 + 64) of the rows k[j0 .. j1) on their way to L1 (or the cache level ``Hint``
+// names), a cache line at a time.
+template <int D, typename C, auto Hint = _MM_HINT_T0>
 inline void prefetch_rows(const C* const* k, int64_t j0, int64_t j1, int c0 = 0) {
   constexpr int kLine = 64 / static_cast<int>(sizeof(C));
   for (int64_t r = j0; r < j1; ++r)
-    for (int c = 0; c < (D < 64 ? D : 64); c += kLine) _mm_prefetch(reinterpret_cast<const char*>(k[r] + c0 + c), _MM_HINT_T0);
+    for (int c = 0; c < (D < 64 ? D : 64); c += kLine) _mm_prefetch(reinterpret_cast<const char*>(k[r] + c0 + c), Hint);
 }
 
 // p[0..n) = exp(p - max(p)); returns the sum (and the max in ``max_out`` when given). With AVX-512,

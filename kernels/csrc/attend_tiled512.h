@@ -62,6 +62,26 @@ inline void scores(const float* qt, int64_t panel_stride, const float* const* k,
     for (int pc = 0; pc < PC; ++pc) _mm512_storeu_ps(st + r * ld + 16 * pc, acc[r][pc]);
 }
 
+// acc[r] = alpha[r] * o[r * d + c0 .. + 64) for r < R: the running outputs a values call adds to.
+template <int R>
+inline void load_running(const float* o, int64_t d, int c0, const float* alpha, __m512 (*acc)[kCols]) {
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    const __m512 a = _mm512_set1_ps(alpha[r]);
+#pragma GCC unroll 4
+    for (int cp = 0; cp < kCols; ++cp) acc[r][cp] = _mm512_mul_ps(a, _mm512_loadu_ps(o + r * d + c0 + 16 * cp));
+  }
+}
+
+// o[r * d + c0 .. + 64) = acc[r] for r < R.
+template <int R>
+inline void store_running(const __m512 (*acc)[kCols], int64_t d, int c0, float* o) {
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int cp = 0; cp < kCols; ++cp) _mm512_storeu_ps(o + r * d + c0 + 16 * cp, acc[r][cp]);
+}
+
 // o[r * D + cp * 16 ..] = alpha[r] o[..] + sum_{j_begin <= j < j_end} st[(j - j_begin) * ld + r] *
 // v[j][c0 + 16 cp ..] for r < R, cp < 4
 // (o is first scaled by alpha[r], then added to: the online softmax's running output.)
@@ -69,12 +89,7 @@ template <int R, int D, typename C>
 inline void values(const float* st, int64_t ld, const C* const* v, int64_t j_begin, int64_t j_end, int c0,
                    const float* alpha, float* o) {
   __m512 acc[R][kCols];
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) {
-    const __m512 a = _mm512_set1_ps(alpha[r]);
-#pragma GCC unroll 4
-    for (int cp = 0; cp < kCols; ++cp) acc[r][cp] = _mm512_mul_ps(a, _mm512_loadu_ps(o + r * D + c0 + 16 * cp));
-  }
+  load_running<R>(o, D, c0, alpha, acc);
 #pragma GCC unroll 2
   for (int64_t j = j_begin; j < j_end; ++j) {
     __m512 vv[kCols];
@@ -87,10 +102,7 @@ inline void values(const float* st, int64_t ld, const C* const* v, int64_t j_beg
       for (int cp = 0; cp < kCols; ++cp) acc[r][cp] = _mm512_fmadd_ps(p, vv[cp], acc[r][cp]);
     }
   }
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int cp = 0; cp < kCols; ++cp) _mm512_storeu_ps(o + r * D + c0 + 16 * cp, acc[r][cp]);
+  store_running<R>(acc, D, c0, o);
 }
 
 template <int D, typename C>

@@ -72,19 +72,10 @@ template <int R>
 inline void values(const uint32_t* pt, int64_t ld, const uint16_t* const* v, int64_t j0, int64_t j_end, int c0,
                    const float* alpha, float* o, int64_t d) {
   __m512 acc[R][kCols];
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) {
-    const __m512 a = _mm512_set1_ps(alpha[r]);
-#pragma GCC unroll 4
-    for (int cp = 0; cp < kCols; ++cp) acc[r][cp] = _mm512_mul_ps(a, _mm512_loadu_ps(o + r * d + c0 + 16 * cp));
-  }
+  tile512::load_running<R>(o, d, c0, alpha, acc);
   for (int64_t j = j0; j < j_end; j += 2) {
-    const uint16_t* ra = v[j] + c0;
-    const uint16_t* rb = v[j + 1 < j_end ? j + 1 : j] + c0;
-    const __m512i a0 = _mm512_loadu_si512(ra), a1 = _mm512_loadu_si512(ra + 32);
-    const __m512i b0 = _mm512_loadu_si512(rb), b1 = _mm512_loadu_si512(rb + 32);
-    const __m512i pair[kCols] = {_mm512_unpacklo_epi16(a0, b0), _mm512_unpackhi_epi16(a0, b0),
-                                 _mm512_unpacklo_epi16(a1, b1), _mm512_unpackhi_epi16(a1, b1)};
+    __m512i pair[kCols];
+    bf16attn::interleave_rows64(v[j] + c0, v[j + 1 < j_end ? j + 1 : j] + c0, pair);
     const uint32_t* prow = pt + ((j - j0) / 2) * ld;
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
@@ -93,10 +84,7 @@ inline void values(const uint32_t* pt, int64_t ld, const uint16_t* const* v, int
       for (int cp = 0; cp < kCols; ++cp) acc[r][cp] = _mm512_dpbf16_ps(acc[r][cp], p, (__m512bh)pair[cp]);
     }
   }
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int cp = 0; cp < kCols; ++cp) _mm512_storeu_ps(o + r * d + c0 + 16 * cp, acc[r][cp]);
+  tile512::store_running<R>(acc, d, c0, o);
 }
 
 template <int D>
