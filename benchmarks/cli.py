@@ -37,6 +37,7 @@ BENCHMARKS: dict[str, str] = {
     "quant-parity": "benchmarks.quant_parity",
     "graphs": "benchmarks.decode_graphs",
     "stack": "benchmarks.layer_stack_bench",
+    "onednn-layout": "benchmarks.onednn_layout",
 }
 
 

@@ -64,18 +64,20 @@ ONEDNN_LINEAR_MAX_ROWS = 64  # without panels: up to here oneDNN's matmul beats 
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, cpp: bool = False,
-           packed: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+           packed: torch.Tensor | None = None, out: torch.Tensor | None = None,
+           blocked: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear(x, weight, bias)`` for a 2-D ``x``, by the fastest kernel on CPU float32 with ``cpp``:
     with ``packed`` (``kernels.prepack.pack_weight(weight)``) the C++ ``panel_linear`` on it, or oneDNN
-    on the plain float32 or bfloat16 ``weight`` from the row count this CPU's calibration gave its shape
-    and dtype (``kernels.linear_routes.onednn_from``); without, by row count: the C++ ``small_linear``
+    on the float32 or bfloat16 ``weight`` (its ``blocked`` copy, ``linear_routes.onednn_weight``, when
+    given) from the row count this CPU's calibration gave its shape and dtype
+    (``kernels.linear_routes.onednn_from``); without, by row count: the C++ ``small_linear``
     for a decode step's few rows (at most ``SMALL_LINEAR_MAX_ROWS``), which streams the weight from memory once, oneDNN up to
     ``ONEDNN_LINEAR_MAX_ROWS`` rows, and MKL (``F.linear``) above."""
     if cpp and x.dtype == torch.float32 and x.is_contiguous():
         rows = x.shape[0]
         if packed is not None:
             if not panels_take(weight, rows):
-                return onednn_linear(x, weight, bias)
+                return onednn_linear(x, weight, bias, blocked)
             out = x.new_empty(rows, weight.shape[0]) if out is None else out
             ops().panel_linear(out, x, packed)
             return out if bias is None else out.add_(bias)
@@ -100,17 +102,17 @@ def panels_take(weight: torch.Tensor, rows: int, gated: bool = False) -> bool:
 
 
 def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, interleaved: torch.Tensor,
-                 out: torch.Tensor | None = None) -> torch.Tensor:
+                 out: torch.Tensor | None = None, blocked: torch.Tensor | None = None) -> torch.Tensor:
     """``silu(x @ gate^T) * (x @ up^T)`` for a contiguous float32 ``x`` and a fused ``[gate; up]``
     ``weight`` whose panels are ``interleaved`` (``kernels.prepack.pack_gate_up``), into ``out`` when
     given: one ``panel_linear_silu`` call, whose gate/up product never reaches memory (equal to
     ``panel_linear`` then ``silu_and_mul`` for K up to 1,024), or, from the row count where oneDNN
     measured faster for the weight's shape and dtype with its SiLU (``MatmulShape.gated``), oneDNN's
-    product then ``silu_and_mul``."""
+    product (on ``blocked``, ``linear_routes.onednn_weight(weight)``, when given) then ``silu_and_mul``."""
     rows, inter = x.shape[0], weight.shape[0] // 2
     out = x.new_empty(rows, inter) if out is None else out
     if not panels_take(weight, rows, gated=True):
-        ops().silu_and_mul(out, onednn_linear(x, weight))
+        ops().silu_and_mul(out, onednn_linear(x, weight, prepacked=blocked))
         return out
     ops().panel_linear_silu(out, x, interleaved)
     return out

@@ -1,7 +1,9 @@
 """Where a matmul on a float32 or bfloat16 weight leaves the C++ panels for oneDNN, measured on this CPU.
 
 A matmul of float32 activations on a panel-packed weight (``kernels.cpu_ops.linear``) has two routes:
-the C++ ``panel_linear`` on the packed copy, and oneDNN's matmul on the plain weight. The panels
+the C++ ``panel_linear`` on the packed copy, and oneDNN's matmul, on the weight laid out once in
+oneDNN's own blocked format for this CPU (:func:`onednn_weight`: AMX's tile layout where the tiles
+are granted) where the model keeps that copy, else on the plain weight. The panels
 stream the weight once for a decode step's few rows and lead up to a few hundred rows; at prefill
 widths oneDNN's blocking can win, by how much depending on the CPU (vector width, caches, matrix
 units: on a CPU with AMX whose OS grants the tile state, oneDNN multiplies bfloat16 in AMX tiles,
@@ -11,6 +13,13 @@ times both routes over a ladder of row counts for each weight shape of a model w
 fraction of a second per shape), caches the result per CPU, build, torch, threads and shape
 (``kernels.calibration_store``), and :func:`onednn_from` answers the matmul's question in one dict
 lookup. ``agent-engine bench kernels --calibrate`` measures again and prints the table.
+
+oneDNN's matmul on a plain weight copies it into its blocked layout on every call (a pass over the
+weight, written: at a decode step's widths it costs as much as the product, and the faster the
+product, AMX tiles above all, the larger its share); on the copy :func:`onednn_weight` makes once the
+call multiplies straight away, and its products are the plain weight's up to float32 summation
+order (a one-row float32 call may sum in another order). The route is timed on that copy, so a model
+keeps one for each weight whose shape takes oneDNN from some row count (:func:`takes_onednn`).
 
 Invariants:
 - :func:`onednn_from` never measures: a shape nobody prepared stays on the panels (nothing is timed on
@@ -51,7 +60,8 @@ ROWS = (1, 8, 32, 64, 128, 256, 512, 1024, 2048)  # row counts timed, ascending
 FLOP_BUDGET = 8e9  # no timed call past this many floating-point operations
 MARGIN = 0.05  # oneDNN must be this much faster to take a row count
 REPEATS = 5
-VERSION = 1  # bump when the measurement changes
+VERSION = 2  # bump when the measurement changes
+PREPACK_ROWS = 256  # the row count oneDNN lays an :func:`onednn_weight` out for (any count multiplies by it)
 ONEDNN = torch.backends.mkldnn.is_available()
 WEIGHT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # the weights with both routes
 
@@ -140,13 +150,28 @@ def measure(shape: MatmulShape) -> LinearCalibration:
                              cache_key(shape, torch.get_num_threads()), time.strftime("%Y-%m-%dT%H:%M:%S"))
 
 
-def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """oneDNN's matmul ``x @ weight^T (+ bias)`` of float32 ``x`` on the plain weight, float32 out: in
-    float32 for a float32 weight; for a bfloat16 one in bfloat16 (``x`` and the product rounded to it,
-    the bias added in float32)."""
+def onednn_weight(weight: torch.Tensor) -> torch.Tensor:
+    """A float32 or bfloat16 ``[N, K]`` weight copied once into oneDNN's blocked layout for this CPU (an
+    opaque oneDNN tensor of the same dtype; AMX's tile layout where the tiles are granted), for
+    :func:`onednn_linear`'s ``prepacked``: its products are the plain weight's up to float32 summation order,
+    without the per-call copy into that layout."""
+    if weight.dim() != 2 or weight.dtype not in WEIGHT_DTYPES.values() or weight.device.type != "cpu":
+        raise ValueError(f"oneDNN's layout is made for a float32 or bfloat16 CPU matrix, not a "
+                         f"{weight.dtype} {tuple(weight.shape)} on {weight.device}")
+    with torch.no_grad():
+        return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), PREPACK_ROWS)
+
+
+def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                  prepacked: torch.Tensor | None = None) -> torch.Tensor:
+    """oneDNN's matmul ``x @ weight^T (+ bias)`` of float32 ``x``, float32 out, on ``prepacked``
+    (:func:`onednn_weight` of ``weight``) when given, else on the plain weight: in float32 for a float32
+    weight; for a bfloat16 one in bfloat16 (``x`` and the product rounded to it, the bias added in
+    float32)."""
+    operand = weight if prepacked is None else prepacked
     if weight.dtype == torch.float32:
-        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
-    product = torch.ops.mkldnn._linear_pointwise(x.to(weight.dtype), weight, None, "none", [], "").float()
+        return torch.ops.mkldnn._linear_pointwise(x, operand, bias, "none", [], "")
+    product = torch.ops.mkldnn._linear_pointwise(x.to(weight.dtype), operand, None, "none", [], "").float()
     return product if bias is None else product.add_(bias)
 
 
@@ -169,12 +194,14 @@ def _routes_of(shape: MatmulShape, weight: torch.Tensor) -> tuple[Callable[[torc
     from kernels.cpp_build import ops
     from kernels.prepack import pack_gate_up, pack_weight
 
+    blocked = onednn_weight(weight) if onednn_has(shape.dtype) else None  # timed only where oneDNN is a route
     if shape.gated:
         interleaved = pack_gate_up(weight, shape.out_features // 2)
         return (lambda x, out: ops().panel_linear_silu(out, x, interleaved),
-                lambda x, out: ops().silu_and_mul(out, onednn_linear(x, weight)))
+                lambda x, out: ops().silu_and_mul(out, onednn_linear(x, weight, prepacked=blocked)))
     packed = pack_weight(weight)
-    return lambda x, out: ops().panel_linear(out, x, packed), lambda x, out: onednn_linear(x, weight)
+    return (lambda x, out: ops().panel_linear(out, x, packed),
+            lambda x, out: onednn_linear(x, weight, prepacked=blocked))
 
 
 def calibrate(shape: MatmulShape, remeasure: bool = False) -> LinearCalibration:
@@ -198,3 +225,10 @@ def onednn_from(out_features: int, in_features: int, dtype: torch.dtype = torch.
     """The row count from which this shape's matmul (with its SiLU where ``gated``) goes to oneDNN
     (``NEVER`` if unprepared)."""
     return _routes.get((out_features, in_features, dtype, gated), NEVER)
+
+
+def takes_onednn(weight: torch.Tensor, gated: bool = False) -> bool:
+    """Whether a step of some row count multiplies by ``weight`` (with its SiLU where ``gated``) through
+    oneDNN on this CPU: its shape was prepared and oneDNN measured faster from some row count (the
+    weights a model keeps an :func:`onednn_weight` copy of)."""
+    return weight.dtype in WEIGHT_DTYPES.values() and onednn_from(*weight.shape, weight.dtype, gated) < NEVER

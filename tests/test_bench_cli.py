@@ -54,6 +54,8 @@ MINIMAL: dict[str, tuple[list[str], dict[str, object]]] = {
                     "json": "out/decode_graphs.json"}),
     "stack": ([], {"models": "smollm2,qwen2.5-coder-1.5b", "streams": "1,8", "prompt_len": 64, "max_tokens": 64,
                    "repeats": 3, "pages": False, "json": "out/layer_stack.json"}),
+    "onednn-layout": ([], {"shapes": "1152x896,896x896,9728x896,896x4864", "dtypes": "float32,bfloat16",
+                           "rows": "1,32,256,1024", "repeats": 7, "threads": 0, "json": "out/onednn_layout.json"}),
     "localization": ([], {"tasks": "libraries,suites", "timeout": 600.0, "json": "out/localization.json"}),
     "mutants": ([], {"tasks": "libraries,suites", "mutants": 300, "functions": 4, "timeout": 120.0, "only": "",
                      "json": "out/mutation_repair.json"}),

@@ -122,7 +122,7 @@ def test_native_runner_runs_every_matmul_on_the_files_blocks(tiny_q: Path, cache
                for layer in lean.layers)
     assert [p.type_name for p in lean.layers[0].quant["qkv_w"].parts] == ["Q8_0", "Q4_0", "Q5_0"]
     assert lean.head_quant is not None and lean.embed is None and lean.embed_quant is not None
-    assert not lean.layers[0].packed and lean.head_packed is None  # no float32 panels either
+    assert not lean.layers[0].packed and lean.head_copies.packed is None  # no float32 panels either
     assert llm.engine.model_name == "tiny-q"
     assert _safetensors(cache) == []
 

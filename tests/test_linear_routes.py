@@ -149,7 +149,8 @@ def test_a_gated_gate_up_weight_is_timed_and_routed_with_its_silu(fresh_routes: 
         "linear", linear_routes.VERSION, {"out_features": 64, "in_features": 96}, 2)
     called: list[str] = []
 
-    def onednn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
+    def onednn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
+               prepacked: torch.Tensor | None = None) -> torch.Tensor:
         called.append("onednn")
         return F.linear(x, w, b)
 

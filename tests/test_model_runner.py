@@ -185,7 +185,7 @@ def test_lean_decoder_equals_other_paths(llama: torch.nn.Module, path: str, monk
         monkeypatch.setenv("AGENT_ENGINE_PREPACK", "0" if variant == "unpacked" else "1")
         runner = ModelRunner(copy.deepcopy(llama), num_kv_blocks=16, block_size=BLOCK)
         assert runner.lean is not None  # Llama on CPU takes the lean path by default
-        packed = bool(runner.lean.layers[0].packed) and runner.lean.head_packed is not None
+        packed = bool(runner.lean.layers[0].packed) and runner.lean.head_copies.packed is not None
         assert packed == (runner.lean.cpp and variant != "unpacked")
         if variant == "hf_modules":
             runner.lean = None

@@ -15,7 +15,9 @@ Invariants:
 - With the C++ kernels on, every matmul weight (LM head included) also gets a copy packed in column
   panels (``kernels.prepack``) when memory allows, and every step multiplies by that copy; the fused
   gate/up weight's panels are interleaved (``pack_gate_up``, an intermediate size that is a multiple of
-  16) so that gate/up and the SiLU run as one kernel (``kernels.cpu_ops.gate_up_silu``).
+  16) so that gate/up and the SiLU run as one kernel (``kernels.cpu_ops.gate_up_silu``); a weight
+  whose measured route takes oneDNN from some row count also gets oneDNN's layout of it
+  (``model.decoder_weights``), which those steps multiply by.
 - Built with :class:`QuantizedWeights` (a GGUF served from its file: ``model.gguf_native``), every
   matmul (LM head included) multiplies by its quantized blocks (``kernels.quant``) at any row count,
   prefill included (by the route measured faster on this CPU for the shape and row count:
@@ -43,29 +45,30 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from agent_engine.config import KV_CACHE_DTYPES
-from kernels import AttentionMetadata, AttentionWorkspace, linear_routes, paged_attention, quant_routes
+from agent_engine.model.decoder_weights import (
+    GATE_UP_SILU,
+    LAYER_MATMULS,
+    HeadCopies,
+    LayerWeights,
+    make_working_copies,
+)
+from kernels import AttentionMetadata, AttentionWorkspace, paged_attention, quant_routes
 from kernels.cpu_ops import gate_up_silu, linear, rms_norm, rotary_and_cache, silu_and_mul, use_cpp
 from kernels.layer_stack import LayerStack, StackBuffers, StackLayer, StackMatmul
-from kernels.linear_routes import WEIGHT_DTYPES, MatmulShape
 from kernels.paged_attention import cpp_requests
-from kernels.prepack import pack_gate_up, pack_weight, prepack_allowed
 from kernels.quant import QuantMatmul, quant_matmul
 
 logger = logging.getLogger(__name__)
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
 _STATIC_ROPE = ("default", "linear", "llama3", "yarn")
-
-
-LAYER_MATMULS = ("qkv_w", "o_w", "gate_up_w", "down_w")
-_GATE_UP_SILU = "gate_up_silu"  # a layer's packed key for its gate/up panels interleaved (prepack.pack_gate_up)
 
 
 @dataclass(frozen=True)
@@ -85,23 +88,6 @@ class QuantizedWeights:
         """Bytes of quantized weights (a tied head counted once)."""
         matmuls = {id(m): m for m in (self.head, self.embedding, *(m for layer in self.layers for m in layer.values()))}
         return sum(m.nbytes for m in matmuls.values())
-
-
-@dataclass
-class _Layer:
-    ln1: torch.Tensor
-    ln2: torch.Tensor
-    qkv_w: torch.Tensor | None  # float32 weights (None where ``quant`` has the matmul)
-    qkv_b: torch.Tensor | None
-    o_w: torch.Tensor | None
-    gate_up_w: torch.Tensor | None
-    down_w: torch.Tensor | None
-    eps1: float
-    eps2: float
-    packed: dict[str, torch.Tensor] = field(default_factory=dict)  # panel-packed copies by weight name
-    quant: dict[str, QuantMatmul] = field(default_factory=dict)  # quantized blocks by weight name
-
-    MATMULS = LAYER_MATMULS
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -177,12 +163,12 @@ class LeanDecoder:
         self.head_w: torch.Tensor | None = None if quantized else head.weight
         self.head_b = self._act(getattr(head, "bias", None))
         self.head_quant = quantized.head if quantized else None
-        self.head_packed: torch.Tensor | None = None
+        self.head_copies = HeadCopies()
         self.cpp = use_cpp(self.device)
         if quantized is not None and (not self.cpp or self.act_dtype != torch.float32):
             raise ValueError("quantized weights need the C++ CPU kernels and float32 activations")
         if self.cpp and quantized is None:
-            self._prepack()
+            self.head_copies = make_working_copies(self.layers, self.head_w, self.intermediate, self.act_dtype)
         if quantized is not None:
             quant_routes.prepare((m.shape, m.raws) for layer in self.layers for m in layer.quant.values())
             if self.head_quant is not None:  # logits keep float32 sums: no oneDNN form for the head
@@ -225,56 +211,23 @@ class LeanDecoder:
         """``tensor`` in the activation dtype (a float32 copy of a bfloat16 norm weight or bias)."""
         return None if tensor is None else tensor.to(self.act_dtype)
 
-    def _prepack(self) -> None:
-        """Panel-packed copies of every matmul weight (LM head included) when memory allows (always
-        for bfloat16 weights under float32 activations: the panels are their working copy), and this
-        CPU's route per float32 or bfloat16 weight shape (panels or oneDNN by row count, measured once
-        per CPU)."""
-        weights = [getattr(layer, name) for layer in self.layers for name in _Layer.MATMULS] + [self.head_w]
-        widened = self.head_w is not None and self.head_w.dtype != self.act_dtype
-        if not widened and not prepack_allowed(sum(w.numel() * w.element_size() for w in weights)):
-            return
-        for layer in self.layers:
-            for name in _Layer.MATMULS:
-                if name == "gate_up_w" and layer.gate_up_w is not None:
-                    interleaved = pack_gate_up(layer.gate_up_w, self.intermediate)
-                    if interleaved is not None:  # gate/up and the activation in one kernel
-                        layer.packed[_GATE_UP_SILU] = interleaved
-                        continue
-                packed = pack_weight(getattr(layer, name))
-                if packed is not None:
-                    layer.packed[name] = packed
-        self.head_packed = pack_weight(self.head_w)
-        linear_routes.prepare(self._routed_shapes())
-
-    def _routed_shapes(self) -> list[MatmulShape]:
-        """The float32 and bfloat16 matmul shapes whose route (panels or oneDNN) is measured: every
-        layer weight (a gate/up weight with interleaved panels as it runs, with its SiLU) and a float32
-        LM head (oneDNN's float32 is exact; a bfloat16 head stays on its panels: logits keep float32
-        sums)."""
-        shapes = [MatmulShape.of(w, gated=name == "gate_up_w" and _GATE_UP_SILU in layer.packed)
-                  for layer in self.layers for name in _Layer.MATMULS
-                  if (w := getattr(layer, name)) is not None and w.dtype in WEIGHT_DTYPES.values()]
-        if self.head_w is not None and self.head_w.dtype == torch.float32:
-            shapes.append(MatmulShape.of(self.head_w))
-        return shapes
-
-    def _matmul(self, layer: _Layer, name: str, x: torch.Tensor, bias: torch.Tensor | None = None,
+    def _matmul(self, layer: LayerWeights, name: str, x: torch.Tensor, bias: torch.Tensor | None = None,
                 out: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ W^T (+ bias)`` for the layer's weight ``name``: its quantized blocks, else float32 (into
         ``out`` when the kernel can write there)."""
         quant = layer.quant.get(name)
         if quant is not None:
             return quant_matmul(x, quant, bias, out=out)
-        return linear(x, getattr(layer, name), bias, self.cpp, layer.packed.get(name), out)
+        return linear(x, getattr(layer, name), bias, self.cpp, layer.packed.get(name), out, layer.blocked.get(name))
 
-    def _mlp_activation(self, layer: _Layer, h: torch.Tensor,
+    def _mlp_activation(self, layer: LayerWeights, h: torch.Tensor,
                         buf: Callable[[str, int], torch.Tensor | None]) -> torch.Tensor:
         """``silu(h @ gate^T) * (h @ up^T)``: in one kernel on the interleaved gate/up panels where the
         layer has them, else the gate/up matmul then ``silu_and_mul``."""
-        interleaved = layer.packed.get(_GATE_UP_SILU)
+        interleaved = layer.packed.get(GATE_UP_SILU)
         if interleaved is not None and layer.gate_up_w is not None and h.is_contiguous():
-            return gate_up_silu(h, layer.gate_up_w, interleaved, out=buf("act", self.intermediate))
+            return gate_up_silu(h, layer.gate_up_w, interleaved, out=buf("act", self.intermediate),
+                                blocked=layer.blocked.get("gate_up_w"))
         gate_up = self._matmul(layer, "gate_up_w", h, out=buf("gate_up", 2 * self.intermediate))
         return silu_and_mul(gate_up, self.cpp, buf("act", self.intermediate))
 
@@ -306,7 +259,7 @@ class LeanDecoder:
 
     @staticmethod
     def _layer(layer: Any, act: Callable[[torch.Tensor | None], torch.Tensor | None],
-               quant: dict[str, QuantMatmul]) -> _Layer:
+               quant: dict[str, QuantMatmul]) -> LayerWeights:
         """The layer's weights: the modules' own (q/k/v and gate/up fused), or with ``quant`` (every
         matmul) only its norms and the fused QKV bias."""
         attn, mlp = layer.self_attn, layer.mlp
@@ -317,10 +270,10 @@ class LeanDecoder:
                 raise ValueError(f"quantized layer matmuls {sorted(quant)}, expected {sorted(LAYER_MATMULS)}")
             biases = [m.bias for m in (attn.q_proj, attn.k_proj, attn.v_proj)]
             qkv_b = None if biases[0] is None else torch.cat(biases).contiguous()
-            return _Layer(norms[0], norms[1], None, act(qkv_b), None, None, None, eps[0], eps[1], quant=dict(quant))
+            return LayerWeights(norms[0], norms[1], None, act(qkv_b), None, None, None, eps[0], eps[1], quant=dict(quant))
         qkv_w, qkv_b = _fuse([attn.q_proj, attn.k_proj, attn.v_proj])
         gate_up_w, _ = _fuse([mlp.gate_proj, mlp.up_proj])
-        return _Layer(norms[0], norms[1], qkv_w, act(qkv_b), attn.o_proj.weight, gate_up_w, mlp.down_proj.weight,
+        return LayerWeights(norms[0], norms[1], qkv_w, act(qkv_b), attn.o_proj.weight, gate_up_w, mlp.down_proj.weight,
                       eps[0], eps[1])
 
     def _rotary(self, positions: torch.Tensor, max_pos: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -372,11 +325,11 @@ class LeanDecoder:
     def _layer_stack(self) -> LayerStack | None:
         """Every layer's matmuls, norms and QKV bias as one :class:`LayerStack` (None where a matmul
         has neither quantized blocks nor panels)."""
-        def matmul(layer: _Layer, name: str) -> StackMatmul | None:
+        def matmul(layer: LayerWeights, name: str) -> StackMatmul | None:
             quant = layer.quant.get(name)
             if quant is not None:
                 return StackMatmul(quant=quant)
-            interleaved = layer.packed.get(_GATE_UP_SILU) if name == "gate_up_w" else None
+            interleaved = layer.packed.get(GATE_UP_SILU) if name == "gate_up_w" else None
             if interleaved is not None:
                 return StackMatmul(weight=layer.gate_up_w, panels=interleaved, silu=True)
             packed = layer.packed.get(name)
@@ -431,7 +384,7 @@ class LeanDecoder:
             return lambda role, width: None
         return lambda role, width: workspace.get(f"lean_{role}", (tokens, width), self.act_dtype, self.device)
 
-    def _attention(self, layer: _Layer, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+    def _attention(self, layer: LayerWeights, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                    k_cache: torch.Tensor, v_cache: torch.Tensor, metadata: AttentionMetadata,
                    qkv_out: torch.Tensor | None = None) -> torch.Tensor:
         """QKV, rotary, KV write and paged attention: ``[T, Hq * D]``."""
@@ -449,12 +402,12 @@ class LeanDecoder:
         at a large vocabulary, page-faulted afresh on every step otherwise): the result is then valid
         only until the next step's logits."""
         out = None
-        if workspace is not None and (self.head_packed is not None or self.head_quant is not None):
+        if workspace is not None and (self.head_copies.packed is not None or self.head_quant is not None):
             out = workspace.get("lean_logits", (hidden.shape[0], self.vocab_rows), self.act_dtype, hidden.device)
         if self.head_quant is not None:
             return quant_matmul(hidden.contiguous(), self.head_quant, self.head_b, out=out)
         assert self.head_w is not None
-        return linear(hidden, self.head_w, self.head_b, self.cpp, self.head_packed, out)
+        return linear(hidden, self.head_w, self.head_b, self.cpp, self.head_copies.packed, out, self.head_copies.blocked)
 
     @property
     def vocab_rows(self) -> int:
