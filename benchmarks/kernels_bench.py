@@ -277,17 +277,17 @@ def _calibrate_quant(threads_list: str, models: list[str]) -> list[list[object]]
             for shape, m in matmuls.items():  # the head as the model loads it: without the oneDNN form
                 cal = calibrate(shape, m.raws, remeasure=True, onednn=shape != head.shape)
                 label = "+".join(f"{n}" for _, n in shape.parts) + f"x{shape.in_features}"
-                chosen = 2 if cal.wide_bf16 else 1
-                rows += [[threads, model, label, int(r), ms[0], ms[1], ms[2] if len(ms) > 2 else None, ms[0] / ms[chosen]]
-                         for r, ms in cal.ms.items()]
+                chosen = 3 if cal.wide_tiles else 2 if cal.wide_bf16 else 1
+                rows += [[threads, model, label, int(r), ms[0], ms[1], ms[2] if len(ms) > 2 else None,
+                          ms[3] if len(ms) > 3 else None, ms[0] / ms[chosen]] for r, ms in cal.ms.items()]
                 rows.append([threads, model, label, "wide from", "never" if cal.wide_from == NEVER else cal.wide_from,
-                             "bf16" if cal.wide_bf16 else "float32", None, None])
+                             "tiles" if cal.wide_tiles else "bf16" if cal.wide_bf16 else "float32", None, None, None])
                 onednn_rows += [[threads, model, label, int(r), route, onednn, route / onednn,
                                  "never" if cal.onednn_from == NEVER else cal.onednn_from]
                                 for r, (route, onednn) in (cal.onednn_ms or {}).items()]
     if rows:
-        print_table(["threads", "model", "weight", "rows", "int8 ms", "wide f32 ms", "wide bf16 ms", "int8 / chosen wide"],
-                    rows)
+        print_table(["threads", "model", "weight", "rows", "int8 ms", "wide f32 ms", "wide bf16 ms", "wide tiles ms",
+                     "int8 / chosen wide"], rows)
     if onednn_rows:  # where the CPU multiplies bfloat16 natively: the dequantized-bf16 oneDNN form
         print_table(["threads", "model", "weight", "rows", "its route ms", "oneDNN form ms", "route / oneDNN",
                      "oneDNN from"], onednn_rows)

@@ -42,10 +42,12 @@ class Route(IntEnum):
     WIDE_BF16 = 2  # gguf_linear_wide in bfloat16 products
     PANELS = 3  # panel_linear
     PANELS_SILU = 4  # panel_linear_silu on interleaved gate/up panels: writes the activation
+    WIDE_TILES = 5  # gguf_linear_tiles: AMX tiles
 
 
 # The op's kernel for each form of a GGUF matmul (none for the oneDNN form: the loop runs that step).
-_QUANT_ROUTES = {QuantForm.INT8: Route.INT8, QuantForm.WIDE_F32: Route.WIDE_F32, QuantForm.WIDE_BF16: Route.WIDE_BF16}
+_QUANT_ROUTES = {QuantForm.INT8: Route.INT8, QuantForm.WIDE_F32: Route.WIDE_F32, QuantForm.WIDE_BF16: Route.WIDE_BF16,
+                 QuantForm.WIDE_TILES: Route.WIDE_TILES}
 
 
 @dataclass(frozen=True)

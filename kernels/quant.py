@@ -160,6 +160,7 @@ class QuantForm(Enum):
     INT8 = "int8"  # gguf_linear_int8
     WIDE_F32 = "wide_f32"  # gguf_linear_wide
     WIDE_BF16 = "wide_bf16"  # gguf_linear_wide in bfloat16 products
+    WIDE_TILES = "wide_tiles"  # gguf_linear_tiles: AMX tiles (bfloat16 products)
     ONEDNN = "onednn"  # the wide route's oneDNN form (kernels.onednn_wide)
 
 
@@ -171,6 +172,8 @@ def quant_form(weight: QuantMatmul, rows: int) -> QuantForm:
         return QuantForm.ONEDNN
     if rows < route.from_rows:
         return QuantForm.INT8
+    if route.tiles:
+        return QuantForm.WIDE_TILES
     return QuantForm.WIDE_BF16 if route.bf16 else QuantForm.WIDE_F32
 
 
@@ -179,7 +182,8 @@ def quant_matmul(x: torch.Tensor, weight: QuantMatmul, bias: torch.Tensor | None
     """``F.linear(x, weight.dequantize(), bias)`` up to the rounding of its route (see the module's
     invariants) for a contiguous float32 ``[M, K]`` ``x`` on CPU; into ``out`` ``[M, N]`` when given.
     One kernel call, every part's rows in one parallel region, each part writing its own columns, by
-    :func:`quant_form`: the int8 route, the wide one or its oneDNN form."""
+    :func:`quant_form`: the int8 route, the wide one (in float32, bfloat16 products or AMX tiles) or its
+    oneDNN form."""
     if out is None:
         out = x.new_empty(x.shape[0], weight.out_features)
     form = quant_form(weight, x.shape[0])
@@ -187,6 +191,8 @@ def quant_matmul(x: torch.Tensor, weight: QuantMatmul, bias: torch.Tensor | None
         onednn_wide(out, x, weight.raws, weight.qtypes)
     elif form is QuantForm.INT8:
         ops().gguf_linear_int8(out, x, weight.raws, weight.qtypes)
+    elif form is QuantForm.WIDE_TILES:
+        ops().gguf_linear_tiles(out, x, weight.raws, weight.qtypes, False)
     else:
         ops().gguf_linear_wide(out, x, weight.raws, weight.qtypes, form is QuantForm.WIDE_BF16)
     return out if bias is None else out.add_(bias)

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 import torch
 
+from kernels.amx import amx_state
 from kernels.calibration_store import (
     NEVER,
     RouteTable,
@@ -65,7 +66,7 @@ MARGIN = 0.05  # the wide route must be this much faster to take a row count
 REPEATS = 5
 ONEDNN_REPEATS = 3  # the oneDNN form's two timed calls are a prefill step's, each long enough
 ONEDNN_ROWS = 256  # the oneDNN form is timed at this width (a prefill step's)
-VERSION = 4  # bump when the measurement changes
+VERSION = 5  # bump when the measurement changes
 
 
 @dataclass(frozen=True)
@@ -83,11 +84,13 @@ class QuantShape:
 @dataclass(frozen=True)
 class WideRoute:
     """A shape's route: the wide one from ``from_rows`` rows on (``NEVER``: always int8), in bfloat16
-    products when ``bf16`` (else float32), and the oneDNN form from ``onednn_from`` rows on."""
+    products when ``bf16`` (else float32), in AMX tiles when ``tiles`` (bfloat16 products too), and
+    the oneDNN form from ``onednn_from`` rows on."""
 
     from_rows: int
     bf16: bool = False
     onednn_from: int = NEVER
+    tiles: bool = False
 
 
 INT8_ONLY = WideRoute(NEVER)
@@ -100,15 +103,16 @@ class QuantCalibration:
 
     wide_from: int
     wide_bf16: bool
-    ms: dict[str, tuple[float, ...]]  # rows -> (int8 ms, float32 wide ms[, bfloat16 wide ms])
+    ms: dict[str, tuple[float, ...]]  # rows -> (int8 ms, float32 wide ms[, bfloat16 wide ms[, tiles ms]])
     key: str
     measured_at: str
     onednn_from: int = NEVER  # ONEDNN_ROWS or NEVER
     onednn_ms: dict[str, tuple[float, ...]] | None = None  # {ONEDNN_ROWS: (the route's ms, oneDNN's ms)}
+    wide_tiles: bool = False  # the wide route in AMX tiles (then wide_bf16 too: its products are bfloat16)
 
     @property
     def route(self) -> WideRoute:
-        return WideRoute(self.wide_from, self.wide_bf16, self.onednn_from)
+        return WideRoute(self.wide_from, self.wide_bf16, self.onednn_from, self.wide_tiles)
 
 
 def cache_key(shape: QuantShape, threads: int, onednn: bool = True) -> str:
@@ -125,31 +129,52 @@ def ladder(shape: QuantShape) -> tuple[int, ...]:
     return tuple(r for r in ROWS if r <= DECODE_ROWS or r * flops_per_row <= FLOP_BUDGET)
 
 
+def wide_forms() -> tuple[str, ...]:
+    """The forms of the wide route this build and CPU have, in the order of a calibration's columns:
+    float32; bfloat16 products (AVX512_BF16 kernels); AMX tiles (those kernels, and tiles granted)."""
+    if not bf16_products():
+        return ("float32",)
+    return ("float32", "bfloat16", "tiles") if amx_state().usable else ("float32", "bfloat16")
+
+
+def run_wide(form: str, out: torch.Tensor, x: torch.Tensor, raws: Sequence[torch.Tensor], qtypes: Sequence[int]) -> None:
+    """The wide route's kernel in ``form`` (a name of :func:`wide_forms`)."""
+    from kernels.cpp_build import ops
+
+    if form == "tiles":
+        ops().gguf_linear_tiles(out, x, list(raws), list(qtypes), False)
+    else:
+        ops().gguf_linear_wide(out, x, list(raws), list(qtypes), form == "bfloat16")
+
+
 def measure(shape: QuantShape, raws: Sequence[torch.Tensor], onednn: bool = True) -> QuantCalibration:
     """Both routes over ``ladder(shape)`` on this CPU, now, on the weight blocks ``raws`` (one per part),
-    and the oneDNN form unless ``onednn`` is False (or this CPU has it not: ``onednn_available``)."""
+    the wide one in each of its :func:`wide_forms` (the fastest over the ladder's total, if it beats
+    float32's by ``MARGIN``), and the oneDNN form unless ``onednn`` is False (or this CPU has it not:
+    ``onednn_available``)."""
     from kernels.cpp_build import ops
 
     qtypes = [q for q, _ in shape.parts]
     gen = torch.Generator().manual_seed(shape.in_features * 7919 + shape.out_features)
-    forms = (False, True) if bf16_products() else (False,)
+    forms = wide_forms()
     rows, seconds = ladder(shape), []
     for n in rows:
         x = torch.randn(n, shape.in_features, generator=gen)
         out = x.new_empty(n, shape.out_features)
         routes = [lambda x=x, out=out: ops().gguf_linear_int8(out, x, list(raws), qtypes)]
-        routes += [lambda x=x, out=out, bf16=bf16: ops().gguf_linear_wide(out, x, list(raws), qtypes, bf16)
-                   for bf16 in forms]
+        routes += [lambda x=x, out=out, form=form: run_wide(form, out, x, raws, qtypes) for form in forms]
         seconds.append(tuple(best_seconds_each(routes, REPEATS)))
-    f32_total, bf16_total = sum(s[1] for s in seconds), sum(s[-1] for s in seconds)
-    bf16 = len(forms) == 2 and bf16_total < (1 - MARGIN) * f32_total
-    wide = [s[2 if bf16 else 1] for s in seconds]
+    totals = [sum(s[1 + i] for s in seconds) for i in range(len(forms))]
+    best = min(range(len(forms)), key=totals.__getitem__)
+    chosen = best if totals[best] < (1 - MARGIN) * totals[0] else 0
+    wide = [s[1 + chosen] for s in seconds]
     first = crossover_size(rows, [s[0] for s in seconds], wide, MARGIN)
-    onednn_from, onednn_ms = _measure_onednn(shape, raws, WideRoute(first, bf16), gen) \
+    bf16, tiles = forms[chosen] != "float32", forms[chosen] == "tiles"
+    onednn_from, onednn_ms = _measure_onednn(shape, raws, WideRoute(first, bf16, tiles=tiles), gen) \
         if onednn and onednn_available() else (NEVER, None)
     return QuantCalibration(first, bf16, {str(n): tuple(t * 1e3 for t in s) for n, s in zip(rows, seconds, strict=True)},
                             cache_key(shape, torch.get_num_threads(), onednn), time.strftime("%Y-%m-%dT%H:%M:%S"),
-                            onednn_from, onednn_ms)
+                            onednn_from, onednn_ms, tiles)
 
 
 def _measure_onednn(shape: QuantShape, raws: Sequence[torch.Tensor], route: WideRoute,
@@ -162,7 +187,8 @@ def _measure_onednn(shape: QuantShape, raws: Sequence[torch.Tensor], route: Wide
     x = torch.randn(ONEDNN_ROWS, shape.in_features, generator=gen)
     out = x.new_empty(ONEDNN_ROWS, shape.out_features)
     if ONEDNN_ROWS >= route.from_rows:
-        current = lambda: ops().gguf_linear_wide(out, x, list(raws), qtypes, route.bf16)  # noqa: E731
+        form = "tiles" if route.tiles else "bfloat16" if route.bf16 else "float32"
+        current = lambda: run_wide(form, out, x, raws, qtypes)  # noqa: E731
     else:
         current = lambda: ops().gguf_linear_int8(out, x, list(raws), qtypes)  # noqa: E731
     now, by_onednn = best_seconds_each([current, lambda: onednn_wide(out, x, raws, qtypes)], ONEDNN_REPEATS)
@@ -173,10 +199,12 @@ def _measure_onednn(shape: QuantShape, raws: Sequence[torch.Tensor], route: Wide
 def _parse(data: dict) -> QuantCalibration:
     """A stored calibration, if within bounds (``calibration_store``; the bfloat16 form only where the
     build has it)."""
-    ms = checked_ms(data["ms"], (2, 3))
-    bf16 = data["wide_bf16"]
+    ms = checked_ms(data["ms"], (2, 3, 4))
+    bf16, tiles = data["wide_bf16"], data.get("wide_tiles", False)
     if not isinstance(bf16, bool) or (bf16 and not bf16_products()):
         raise ValueError(f"wide_bf16 {bf16!r} is not a form this build has")
+    if not isinstance(tiles, bool) or (tiles and ("tiles" not in wide_forms() or not bf16)):
+        raise ValueError(f"wide_tiles {tiles!r} is not a form this build and CPU have")
     onednn_ms = data.get("onednn_ms")
     onednn_from = data.get("onednn_from", NEVER)
     if onednn_ms is not None:
@@ -187,7 +215,7 @@ def _parse(data: dict) -> QuantCalibration:
     elif onednn_from != NEVER:
         raise ValueError("a oneDNN route without its timing")
     return QuantCalibration(checked_threshold(data["wide_from"], ms), bf16, ms, data["key"], data["measured_at"],
-                            onednn_from, onednn_ms)
+                            onednn_from, onednn_ms, tiles)
 
 
 _routes: RouteTable[QuantShape, WideRoute] = RouteTable("where a GGUF matmul leaves the int8 route")

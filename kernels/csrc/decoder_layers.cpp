@@ -17,7 +17,8 @@
 // On return residual and delta hold the last layer's (the caller adds and norms them).
 // plan: two ints per matmul, (route, weights it takes from ``weights``): 0 the int8 route on GGUF
 // blocks, 1 / 2 the wide GGUF route in float32 / bfloat16, 3 panels (panel_linear), 4 interleaved
-// gate/up panels with the SiLU (the gate/up matmul only: it writes act). ``qtypes`` has one GGML type
+// gate/up panels with the SiLU (the gate/up matmul only: it writes act), 5 the wide GGUF route in
+// AMX tiles (gguf_linear_tiles). ``qtypes`` has one GGML type
 // per weight (ignored for panels). The plan, the buffers' shapes and the step's per-token tensors are
 // checked here, before anything is written; each kernel checks its weights.
 // Invariant: the results are bit for bit those of the same kernels called one by one in this order.
@@ -31,7 +32,10 @@
 
 namespace {
 
-enum Route : int64_t { kInt8 = 0, kWideF32 = 1, kWideBf16 = 2, kPanels = 3, kPanelsSilu = 4 };
+enum Route : int64_t { kInt8 = 0, kWideF32 = 1, kWideBf16 = 2, kPanels = 3, kPanelsSilu = 4, kWideTiles = 5 };
+
+// Whether ``route`` multiplies GGUF blocks (any number of parts) rather than one panel tensor.
+constexpr bool on_blocks(int64_t route) { return route < kPanels || route == kWideTiles; }
 constexpr int64_t kMatmulsPerLayer = 4;
 constexpr int64_t kGateUp = 2;  // the gate/up matmul's index within a layer
 
@@ -52,6 +56,7 @@ class Matmuls {
       case kInt8: AE_OPS_NS::gguf_linear_int8(out, x, w, qtypes_.slice(first_, n)); break;
       case kWideF32:
       case kWideBf16: AE_OPS_NS::gguf_linear_wide(out, x, w, qtypes_.slice(first_, n), route == kWideBf16); break;
+      case kWideTiles: AE_OPS_NS::gguf_linear_tiles(out, x, w, qtypes_.slice(first_, n), false); break;
       case kPanels: AE_OPS_NS::panel_linear(out, x, w[0]); break;
       default: AE_OPS_NS::panel_linear_silu(out, x, w[0]); break;
     }
@@ -72,10 +77,10 @@ void check_plan(int64_t layers, at::TensorList weights, at::IntArrayRef qtypes, 
   int64_t total = 0;
   for (int64_t i = 0; i < kMatmulsPerLayer * layers; ++i) {
     const int64_t route = plan[2 * i], n = plan[2 * i + 1];
-    TORCH_CHECK(route >= kInt8 && route <= kPanelsSilu, "decoder_layers: unknown route ", route);
+    TORCH_CHECK(route >= kInt8 && route <= kWideTiles, "decoder_layers: unknown route ", route);
     TORCH_CHECK(route != kPanelsSilu || i % kMatmulsPerLayer == kGateUp,
                 "decoder_layers: only the gate/up matmul takes interleaved SiLU panels");
-    TORCH_CHECK(n >= 1 && n <= static_cast<int64_t>(weights.size()) && (route < kPanels || n == 1),
+    TORCH_CHECK(n >= 1 && n <= static_cast<int64_t>(weights.size()) && (on_blocks(route) || n == 1),
                 "decoder_layers: a matmul takes GGUF parts or one panel tensor");
     total += n;
   }

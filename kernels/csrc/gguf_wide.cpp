@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "gguf_dequant.h"
+#include "gguf_parts.h"
 #include "panel_bf16.h"
 #include "panel_micro.h"
 #include "vec_math.h"
@@ -57,11 +58,7 @@ constexpr bool kBf16Products = true;
 constexpr bool kBf16Products = false;
 #endif
 
-// One weight of the fused product: its blocks, type, rows and first output column.
-struct Part {
-  const uint8_t* w;
-  int64_t stride, rows, qtype, col, block;  // block: weights per quantization block
-};
+using Part = ae::gguf::WidePart;
 
 // kRows (or fewer, a weight's last) consecutive rows of one part.
 struct Group {
@@ -167,27 +164,9 @@ void groups_over_chunk(const std::vector<Part>& parts, const std::vector<Group>&
 namespace AE_OPS_NS {
 
 void gguf_linear_wide(at::Tensor out, const at::Tensor& x, at::TensorList raws, at::IntArrayRef qtypes, bool bf16) {
-  TORCH_CHECK(raws.size() == qtypes.size() && !raws.empty(), "gguf_linear_wide: one GGML type per weight");
   TORCH_CHECK(!bf16 || kBf16Products, "gguf_linear_wide: bf16 products need a build for AVX512_BF16 (this one is not)");
-  TORCH_CHECK(x.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && x.dim() == 2 && out.dim() == 2 &&
-                  x.is_contiguous() && out.stride(1) == 1 && out.stride(0) >= out.size(1) && out.size(0) == x.size(0),
-              "gguf_linear_wide: contiguous float32 x [M, K], float32 out [M, N] with unit column stride");
-  const int64_t m = x.size(0), k = x.size(1);
-  std::vector<Part> parts;
-  int64_t col = 0;
-  for (size_t i = 0; i < raws.size(); ++i) {
-    const at::Tensor& raw = raws[i];
-    TORCH_CHECK(raw.scalar_type() == at::kByte && raw.dim() == 2 && (raw.size(0) == 0 || raw.stride(1) == 1),
-                "gguf_linear_wide: raw blocks are uint8 [N, row_bytes] with contiguous rows");
-    int64_t block = 0, bytes = 0;
-    TORCH_CHECK(ae::gguf::with_block_type(qtypes[i], [&]<class T>() { block = T::kBlock, bytes = T::kBytes; }),
-                "gguf_linear_wide: no decoder for GGML type ", qtypes[i]);
-    TORCH_CHECK(k % block == 0 && raw.size(1) == k / block * bytes, "gguf_linear_wide: rows of ", raw.size(1),
-                " bytes do not hold K=", k);
-    parts.push_back({raw.data_ptr<uint8_t>(), raw.stride(0), raw.size(0), qtypes[i], col, block});
-    col += raw.size(0);
-  }
-  TORCH_CHECK(col == out.size(1), "gguf_linear_wide: the weights have ", col, " rows, out ", out.size(1), " columns");
+  const std::vector<Part> parts = ae::gguf::wide_parts("gguf_linear_wide", out, x, raws, qtypes);
+  const int64_t m = x.size(0), k = x.size(1), col = out.size(1);
   if (m == 0 || col == 0) return;
 #ifdef AE_AVX2
   std::vector<Group> groups;
