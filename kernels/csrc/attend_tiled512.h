@@ -15,13 +15,16 @@
 // block's share of P V, so the scores in flight are one block's whatever the context's length.
 // Keys are padded to a multiple of 8 with key 0 (their scores are never read); vectors to a multiple of
 // 16 with zero queries (their outputs are never written). A bfloat16 cache (C = uint16_t, the bits)
-// has each block of 8 key rows widened once into a float32 scratch before its broadcasts.
+// has each block of 8 key rows widened once into a float32 scratch before its broadcasts. The walk
+// over the blocks (attend_blocks) takes the products as a policy: float32 FMAs here (FloatProducts),
+// bfloat16 pairs in attend_tiled_bf16.h.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "attend_f32.h"
@@ -144,30 +147,34 @@ inline void softmax_block(float* st, int64_t ld, int64_t n, int64_t j0, __m512i 
   sum = s;
 }
 
-// attend_tile_matrix's contract (attend_tiled.h) on AVX-512, for D a multiple of 64. Keys go in blocks
-// of kBlockKeys (flash-style): a block's scores, its online softmax and its part of P V, so the scores
-// in flight stay a block (48 vectors x 256 keys: 48 KB) however long the context, instead of a
-// context's worth of S^T that no longer fits L2 past a few thousand keys.
+// Keys go in blocks of kBlockKeys (flash-style): a block's scores, its online softmax and its part of
+// P V, so the scores in flight stay a block (48 vectors x 256 keys: 48 KB) however long the context,
+// instead of a context's worth of S^T that no longer fits L2 past a few thousand keys.
 constexpr int64_t kBlockKeys = 256;
 
-template <int D, typename C>
-inline void attend_tile(const float* q, int64_t nq, const int64_t* nk, const C* const* k, const C* const* v,
-                        int64_t group, float* out, int64_t out_row_stride, float* lse, int64_t lse_row_stride) {
+// attend_tile_matrix's contract (attend_tiled.h) on AVX-512, for D a multiple of 64: the blocks' walk,
+// the online softmax and the output, shared by every form of the products. ``P`` is the form (float32
+// FMAs: FloatProducts below; bfloat16 pairs: attend_tiled_bf16.h), a per-thread object that holds the
+// queries in its panel layout and runs: ``pack_queries<D>(q, nq, panels)``; ``key_rows<D>(k, j0, n)``
+// (the kKeys rows of a scores call, padded keys reading key 0); ``scores<D>(p, pc, st, ld)`` (S^T for
+// pc <= kPanels panels from panel p); ``block_done(st, ld, keys)`` (after a block's softmax: its
+// numerators as the values kernel reads them); ``values<D>(rows, i0, st, ld, v, j0, j_end, c0, alpha,
+// o)`` (rows <= kVecs vectors from i0); ``finish<D>(o, inv_sum, dst)`` (a vector's output).
+template <class P, int D>
+inline void attend_blocks(const float* q, int64_t nq, const int64_t* nk, const typename P::Cache* const* k,
+                          const typename P::Cache* const* v, int64_t group, float* out, int64_t out_row_stride,
+                          float* lse, int64_t lse_row_stride) {
   static_assert(D % 64 == 0, "the values kernel takes 64 columns a pass");
-  static_assert(kBlockKeys % kKeys == 0, "a block holds whole calls of the scores kernel");
-  thread_local std::vector<float> qt, st, o, alpha, mx_all, sum_all, kf;
-  thread_local std::vector<const float*> kp;
+  static_assert(kBlockKeys % kKeys == 0 && kKeys % 2 == 0, "a block holds whole calls and whole key pairs");
+  thread_local P products;
+  thread_local std::vector<float> st, o, alpha, mx_all, sum_all;
   thread_local std::vector<int32_t> lanes;
   const int64_t panels = (nq + 15) / 16, ld = panels * 16;
   const int64_t n = nk[nq - 1];
-  qt.assign(panels * D * 16, 0.f);  // the queries as panels [D][16]
-  for (int64_t i = 0; i < nq; ++i)
-    for (int c = 0; c < D; ++c) qt[(i / 16) * D * 16 + c * 16 + i % 16] = q[i * D + c];
+  products.template pack_queries<D>(q, nq, panels);
   lanes.resize(ld);
   for (int64_t i = 0; i < ld; ++i) lanes[i] = i < nq ? static_cast<int32_t>(nk[i]) : 1;
-  st.resize(kBlockKeys * ld);
-  kp.resize(kKeys);
-  if constexpr (!std::is_same_v<C, float>) kf.resize(kKeys * D);
+  st.resize((kBlockKeys + 1) * ld);  // rows are written before they are read (one past a block: a pair's)
   o.assign(ld * D, 0.f);
   alpha.resize(ld);
   mx_all.assign(ld, -std::numeric_limits<float>::infinity());
@@ -175,23 +182,11 @@ inline void attend_tile(const float* q, int64_t nq, const int64_t* nk, const C* 
   for (int64_t b0 = 0; b0 < n; b0 += kBlockKeys) {
     const int64_t b1 = std::min(n, b0 + kBlockKeys), b_pad = b0 + (b1 - b0 + kKeys - 1) / kKeys * kKeys;
     for (int64_t j0 = b0; j0 < b_pad; j0 += kKeys) {
-      for (int r = 0; r < kKeys; ++r) {  // padded keys read key 0
-        const C* row = k[j0 + r < n ? j0 + r : 0];
-        if constexpr (std::is_same_v<C, float>) {
-          kp[r] = row;
-        } else {
-          for (int c = 0; c < D; c += 16) _mm512_storeu_ps(&kf[r * D + c], load16z(row + c));
-          kp[r] = &kf[r * D];
-        }
-      }
+      products.template key_rows<D>(k, j0, n);
       for (int64_t p = 0; p < panels; p += kPanels) {
         const int64_t pc = std::min<int64_t>(kPanels, panels - p);
         if (nk[std::min(nq, 16 * (p + pc)) - 1] <= j0) continue;  // no vector of these panels sees these keys
-        const float* panel = &qt[p * D * 16];
-        float* dst = &st[(j0 - b0) * ld + 16 * p];
-        if (pc == 3) scores<3, D>(panel, D * 16, kp.data(), dst, ld);
-        else if (pc == 2) scores<2, D>(panel, D * 16, kp.data(), dst, ld);
-        else scores<1, D>(panel, D * 16, kp.data(), dst, ld);
+        products.template scores<D>(p, pc, &st[(j0 - b0) * ld + 16 * p], ld);
       }
     }
     // Every panel, even one that sees none of the block: its lanes get alpha 1 and p = 0, which a block
@@ -202,20 +197,72 @@ inline void attend_tile(const float* q, int64_t nq, const int64_t* nk, const C* 
       _mm512_storeu_ps(&mx_all[16 * p], mx);
       _mm512_storeu_ps(&sum_all[16 * p], sum);
     }
+    products.block_done(st.data(), ld, b1 - b0);
     for (int64_t i0 = 0; i0 < nq; i0 += kVecs) {
       const int64_t rows = std::min<int64_t>(kVecs, nq - i0);
       const int64_t keys = std::min(b1, nk[i0 + rows - 1]);
       if (keys <= b0) continue;  // none of the six sees this block: their outputs stand (alpha 1)
       for (int c0 = 0; c0 < D; c0 += 64)
-        values_upto6<D, C>(rows, &st[i0], ld, v, b0, keys, c0, &alpha[i0], &o[i0 * D]);
+        products.template values<D>(rows, i0, st.data(), ld, v, b0, keys, c0, &alpha[i0], &o[i0 * D]);
     }
   }
   for (int64_t i = 0; i < nq; ++i) {
-    const __m512 m = _mm512_set1_ps(1.f / sum_all[i]);
-    float* dst = out + (i / group) * out_row_stride + (i % group) * D;
-    for (int c = 0; c < D; c += 16) _mm512_storeu_ps(dst + c, _mm512_mul_ps(_mm512_loadu_ps(&o[i * D + c]), m));
+    products.template finish<D>(&o[i * D], 1.f / sum_all[i], out + (i / group) * out_row_stride + (i % group) * D);
     if (lse != nullptr) lse[(i / group) * lse_row_stride + i % group] = mx_all[i] + std::log(sum_all[i]);
   }
+}
+
+// The products in float32 FMAs over a float32 or bfloat16 cache (C = float or uint16_t, the bits; a
+// bfloat16 block of kKeys key rows is widened once into a float32 scratch before its broadcasts).
+template <typename C>
+struct FloatProducts {
+  using Cache = C;
+  std::vector<float> qt, kf;  // the queries as panels [D][16]; widened key rows
+  const float* kp[kKeys];
+
+  template <int D>
+  void pack_queries(const float* q, int64_t nq, int64_t panels) {
+    qt.assign(panels * D * 16, 0.f);
+    for (int64_t i = 0; i < nq; ++i)
+      for (int c = 0; c < D; ++c) qt[(i / 16) * D * 16 + c * 16 + i % 16] = q[i * D + c];
+    if constexpr (!std::is_same_v<C, float>) kf.resize(kKeys * D);
+  }
+  template <int D>
+  void key_rows(const C* const* k, int64_t j0, int64_t n) {
+    for (int r = 0; r < kKeys; ++r) {
+      const C* row = k[j0 + r < n ? j0 + r : 0];
+      if constexpr (std::is_same_v<C, float>) {
+        kp[r] = row;
+      } else {
+        for (int c = 0; c < D; c += 16) _mm512_storeu_ps(&kf[r * D + c], load16z(row + c));
+        kp[r] = &kf[r * D];
+      }
+    }
+  }
+  template <int D>
+  void scores(int64_t p, int64_t pc, float* st, int64_t ld) const {
+    const float* panel = &qt[p * D * 16];
+    if (pc == 3) tile512::scores<3, D>(panel, D * 16, kp, st, ld);
+    else if (pc == 2) tile512::scores<2, D>(panel, D * 16, kp, st, ld);
+    else tile512::scores<1, D>(panel, D * 16, kp, st, ld);
+  }
+  void block_done(float*, int64_t, int64_t) {}
+  template <int D>
+  void values(int64_t rows, int64_t i0, const float* st, int64_t ld, const C* const* v, int64_t j0, int64_t j_end,
+              int c0, const float* alpha, float* o) const {
+    values_upto6<D, C>(rows, st + i0, ld, v, j0, j_end, c0, alpha, o);
+  }
+  template <int D>
+  void finish(const float* o, float inv_sum, float* dst) const {
+    const __m512 m = _mm512_set1_ps(inv_sum);
+    for (int c = 0; c < D; c += 16) _mm512_storeu_ps(dst + c, _mm512_mul_ps(_mm512_loadu_ps(o + c), m));
+  }
+};
+
+template <int D, typename C>
+inline void attend_tile(const float* q, int64_t nq, const int64_t* nk, const C* const* k, const C* const* v,
+                        int64_t group, float* out, int64_t out_row_stride, float* lse, int64_t lse_row_stride) {
+  attend_blocks<FloatProducts<C>, D>(q, nq, nk, k, v, group, out, out_row_stride, lse, lse_row_stride);
 }
 
 }  // namespace ae::tile512

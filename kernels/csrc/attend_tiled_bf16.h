@@ -1,7 +1,8 @@
 // A tile of query vectors (a prefill chunk's rows of one KV head, or decode rows over shared blocks)
-// over a bfloat16 KV cache in AVX512_BF16 products (``vdpbf16ps``): attend_tiled512.h's layout and
-// flash-style blocks of keys, each product taking two terms a lane, built only where the compiler
-// targets AVX512_BF16 (``AE_ATTN_BF16``); the same contract as attend_tile_matrix.
+// over a bfloat16 KV cache in AVX512_BF16 products (``vdpbf16ps``): attend_tiled512.h's layout and its
+// driver (tile512::attend_blocks: flash-style blocks of keys, the online softmax) with this file's
+// products, each taking two terms a lane, built only where the compiler targets AVX512_BF16
+// (``AE_ATTN_BF16``); the same contract as attend_tile_matrix.
 //
 //   scores, transposed: the queries rounded to bfloat16 once, as panels of head-dim pairs [D / 2][16]
 //     (lane i: vector i's elements 2c and 2c + 1); a key's pair of elements is one 32-bit broadcast
@@ -111,75 +112,62 @@ inline void numerator_pairs(const float* st, int64_t ld, int64_t pairs, uint32_t
     }
 }
 
+// The products in bfloat16 pairs (tile512::attend_blocks' form): the queries rounded to bfloat16 as pair
+// panels [D / 2][16], key rows read in place, a block's numerators paired after its softmax, the
+// outputs put back in column order at the end.
+struct Bf16Products {
+  using Cache = uint16_t;
+  std::vector<uint32_t> qt, pt;  // the query pair panels; the block's numerator pairs [kBlockKeys / 2][ld]
+  const uint16_t* kp[kKeys];
+
+  template <int D>
+  void pack_queries(const float* q, int64_t nq, int64_t panels) {
+    qt.assign(panels * (D / 2) * 16, 0u);
+    for (int64_t i = 0; i < nq; ++i)
+      for (int c = 0; c < D; c += 32) {
+        alignas(64) uint32_t lanes32[16];
+        _mm512_store_si512(lanes32, bf16attn::round32(q + i * D + c));
+        for (int x = 0; x < 16; ++x) qt[(i / 16) * (D / 2) * 16 + (c / 2 + x) * 16 + i % 16] = lanes32[x];
+      }
+    pt.resize(kBlockKeys / 2 * panels * 16);
+  }
+  template <int D>
+  void key_rows(const uint16_t* const* k, int64_t j0, int64_t n) {
+    for (int r = 0; r < kKeys; ++r) kp[r] = k[j0 + r < n ? j0 + r : 0];
+  }
+  template <int D>
+  void scores(int64_t p, int64_t pc, float* st, int64_t ld) const {
+    const uint32_t* panel = &qt[p * (D / 2) * 16];
+    if (pc == 3) tile_bf16::scores<3, D>(panel, (D / 2) * 16, kp, st, ld);
+    else if (pc == 2) tile_bf16::scores<2, D>(panel, (D / 2) * 16, kp, st, ld);
+    else tile_bf16::scores<1, D>(panel, (D / 2) * 16, kp, st, ld);
+  }
+  // The block's numerators as pairs of keys (an odd block's last pair: its missing key's row zeroed).
+  void block_done(float* st, int64_t ld, int64_t keys) {
+    if (keys % 2 != 0) std::fill_n(st + keys * ld, ld, 0.f);
+    numerator_pairs(st, ld, (keys + 1) / 2, pt.data());
+  }
+  template <int D>
+  void values(int64_t rows, int64_t i0, const float*, int64_t ld, const uint16_t* const* v, int64_t j0,
+              int64_t j_end, int c0, const float* alpha, float* o) const {
+    values_upto6<D>(rows, &pt[i0], ld, v, j0, j_end, c0, alpha, o);
+  }
+  template <int D>
+  void finish(const float* o, float inv_sum, float* dst) const {
+    for (int c0 = 0; c0 < D; c0 += 64) {
+      __m512 acc[kCols];
+      for (int cp = 0; cp < kCols; ++cp) acc[cp] = _mm512_loadu_ps(o + c0 + 16 * cp);
+      bf16attn::unpermute64(acc, inv_sum, dst + c0);
+    }
+  }
+};
+
 // attend_tile_matrix's contract (attend_tiled.h) over bfloat16 rows, for D a multiple of 64.
 template <int D>
 inline void attend_tile(const float* q, int64_t nq, const int64_t* nk, const uint16_t* const* k,
                         const uint16_t* const* v, int64_t group, float* out, int64_t out_row_stride, float* lse,
                         int64_t lse_row_stride) {
-  static_assert(D % 64 == 0, "the values kernel takes 64 columns a pass");
-  static_assert(kBlockKeys % kKeys == 0 && kKeys % 2 == 0, "a block holds whole calls and whole key pairs");
-  thread_local std::vector<uint32_t> qt, pt;
-  thread_local std::vector<float> st, o, alpha, mx_all, sum_all;
-  thread_local std::vector<const uint16_t*> kp;
-  thread_local std::vector<int32_t> lanes;
-  const int64_t panels = (nq + 15) / 16, ld = panels * 16;
-  const int64_t n = nk[nq - 1];
-  qt.assign(panels * (D / 2) * 16, 0u);  // the queries as pair panels [D / 2][16], bfloat16
-  for (int64_t i = 0; i < nq; ++i)
-    for (int c = 0; c < D; c += 32) {
-      alignas(64) uint32_t lanes32[16];
-      _mm512_store_si512(lanes32, bf16attn::round32(q + i * D + c));
-      for (int x = 0; x < 16; ++x) qt[(i / 16) * (D / 2) * 16 + (c / 2 + x) * 16 + i % 16] = lanes32[x];
-    }
-  lanes.resize(ld);
-  for (int64_t i = 0; i < ld; ++i) lanes[i] = i < nq ? static_cast<int32_t>(nk[i]) : 1;
-  st.resize((kBlockKeys + 1) * ld);  // rows are written before they are read (an odd block's last pair: zeroed)
-  pt.resize(kBlockKeys / 2 * ld);
-  kp.resize(kKeys);
-  o.assign(ld * D, 0.f);
-  alpha.resize(ld);
-  mx_all.assign(ld, -std::numeric_limits<float>::infinity());
-  sum_all.assign(ld, 0.f);
-  for (int64_t b0 = 0; b0 < n; b0 += kBlockKeys) {
-    const int64_t b1 = std::min(n, b0 + kBlockKeys), b_pad = b0 + (b1 - b0 + kKeys - 1) / kKeys * kKeys;
-    for (int64_t j0 = b0; j0 < b_pad; j0 += kKeys) {
-      for (int r = 0; r < kKeys; ++r) kp[r] = k[j0 + r < n ? j0 + r : 0];  // padded keys read key 0
-      for (int64_t p = 0; p < panels; p += kPanels) {
-        const int64_t pc = std::min<int64_t>(kPanels, panels - p);
-        if (nk[std::min(nq, 16 * (p + pc)) - 1] <= j0) continue;  // no vector of these panels sees these keys
-        const uint32_t* panel = &qt[p * (D / 2) * 16];
-        float* dst = &st[(j0 - b0) * ld + 16 * p];
-        if (pc == 3) scores<3, D>(panel, (D / 2) * 16, kp.data(), dst, ld);
-        else if (pc == 2) scores<2, D>(panel, (D / 2) * 16, kp.data(), dst, ld);
-        else scores<1, D>(panel, (D / 2) * 16, kp.data(), dst, ld);
-      }
-    }
-    for (int64_t p = 0; p < panels; ++p) {  // every panel: see attend_tiled512.h
-      __m512 mx = _mm512_loadu_ps(&mx_all[16 * p]), sum = _mm512_loadu_ps(&sum_all[16 * p]);
-      tile512::softmax_block(&st[16 * p], ld, b1 - b0, b0, _mm512_loadu_si512(&lanes[16 * p]), mx, sum,
-                             &alpha[16 * p]);
-      _mm512_storeu_ps(&mx_all[16 * p], mx);
-      _mm512_storeu_ps(&sum_all[16 * p], sum);
-    }
-    const int64_t pairs = (b1 - b0 + 1) / 2;
-    if ((b1 - b0) % 2 != 0) std::fill_n(&st[(b1 - b0) * ld], ld, 0.f);  // the last pair's missing key
-    numerator_pairs(st.data(), ld, pairs, pt.data());
-    for (int64_t i0 = 0; i0 < nq; i0 += kVecs) {
-      const int64_t rows = std::min<int64_t>(kVecs, nq - i0);
-      const int64_t keys = std::min(b1, nk[i0 + rows - 1]);
-      if (keys <= b0) continue;  // none of the six sees this block: their outputs stand (alpha 1)
-      for (int c0 = 0; c0 < D; c0 += 64) values_upto6<D>(rows, &pt[i0], ld, v, b0, keys, c0, &alpha[i0], &o[i0 * D]);
-    }
-  }
-  for (int64_t i = 0; i < nq; ++i) {
-    float* dst = out + (i / group) * out_row_stride + (i % group) * D;
-    for (int c0 = 0; c0 < D; c0 += 64) {
-      __m512 acc[kCols];
-      for (int cp = 0; cp < kCols; ++cp) acc[cp] = _mm512_loadu_ps(&o[i * D + c0 + 16 * cp]);
-      bf16attn::unpermute64(acc, 1.f / sum_all[i], dst + c0);
-    }
-    if (lse != nullptr) lse[(i / group) * lse_row_stride + i % group] = mx_all[i] + std::log(sum_all[i]);
-  }
+  tile512::attend_blocks<Bf16Products, D>(q, nq, nk, k, v, group, out, out_row_stride, lse, lse_row_stride);
 }
 
 }  // namespace ae::tile_bf16
