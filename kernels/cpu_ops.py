@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from kernels.attention_metadata import AttentionMetadata
 from kernels.cpp_build import load_cpu_ops, ops
 from kernels.kv_cache import write_kv_cache
-from kernels.linear_routes import ONEDNN, onednn_from, onednn_linear
+from kernels.linear_routes import ONEDNN, LinearForm, linear_form, onednn_linear
 
 
 def use_cpp(device: torch.device) -> bool:
@@ -69,17 +69,21 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """``F.linear(x, weight, bias)`` for a 2-D ``x``, by the fastest kernel on CPU float32 with ``cpp``:
     with ``packed`` (``kernels.prepack.pack_weight(weight)``) the C++ ``panel_linear`` on it, or oneDNN
     on the float32 or bfloat16 ``weight`` (its ``blocked`` copy, ``linear_routes.onednn_weight``, when
-    given) from the row count this CPU's calibration gave its shape and dtype
-    (``kernels.linear_routes.onednn_from``); without, by row count: the C++ ``small_linear``
+    given) from the row count this CPU's calibration gave its shape and dtype, or the AMX tiles on the
+    pair panels (``panel_linear_tiles``) from theirs (``kernels.linear_routes.linear_form``); without, by row count: the C++ ``small_linear``
     for a decode step's few rows (at most ``SMALL_LINEAR_MAX_ROWS``), which streams the weight from memory once, oneDNN up to
     ``ONEDNN_LINEAR_MAX_ROWS`` rows, and MKL (``F.linear``) above."""
     if cpp and x.dtype == torch.float32 and x.is_contiguous():
         rows = x.shape[0]
         if packed is not None:
-            if not panels_take(weight, rows):
+            form = linear_form(weight, rows)
+            if form is LinearForm.ONEDNN:
                 return onednn_linear(x, weight, bias, blocked)
             out = x.new_empty(rows, weight.shape[0]) if out is None else out
-            ops().panel_linear(out, x, packed)
+            if form is LinearForm.TILES:
+                ops().panel_linear_tiles(out, x, packed, False, False)
+            else:
+                ops().panel_linear(out, x, packed)
             return out if bias is None else out.add_(bias)
         if weight.dtype == torch.float32 and weight.is_contiguous():
             if rows <= SMALL_LINEAR_MAX_ROWS and x.shape[1] % 8 == 0:
@@ -95,10 +99,10 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 def panels_take(weight: torch.Tensor, rows: int, gated: bool = False) -> bool:
     """Whether a float32 step of ``rows`` rows multiplies by ``weight``'s panels (:func:`linear`, and
-    with ``gated`` :func:`gate_up_silu`): below the row count from which oneDNN measured faster for the
-    weight's shape and dtype on this CPU (``kernels.linear_routes``; always for a shape nobody
-    measured)."""
-    return not (weight.is_contiguous() and rows >= onednn_from(*weight.shape, weight.dtype, gated))
+    with ``gated`` :func:`gate_up_silu`) with ``panel_linear``: below the row counts from which oneDNN or
+    the tiles measured faster for the weight's shape and dtype on this CPU (``kernels.linear_routes``;
+    always for a shape nobody measured)."""
+    return linear_form(weight, rows, gated) is LinearForm.PANELS
 
 
 def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, interleaved: torch.Tensor,
@@ -108,13 +112,17 @@ def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, interleaved: torch.Tenso
     given: one ``panel_linear_silu`` call, whose gate/up product never reaches memory (equal to
     ``panel_linear`` then ``silu_and_mul`` for K up to 1,024), or, from the row count where oneDNN
     measured faster for the weight's shape and dtype with its SiLU (``MatmulShape.gated``), oneDNN's
-    product (on ``blocked``, ``linear_routes.onednn_weight(weight)``, when given) then ``silu_and_mul``."""
+    product (on ``blocked``, ``linear_routes.onednn_weight(weight)``, when given) then ``silu_and_mul``,
+    or from the tiles' row count ``panel_linear_tiles`` on the interleaved pair panels (AMX)."""
     rows, inter = x.shape[0], weight.shape[0] // 2
     out = x.new_empty(rows, inter) if out is None else out
-    if not panels_take(weight, rows, gated=True):
+    form = linear_form(weight, rows, gated=True)
+    if form is LinearForm.ONEDNN:
         ops().silu_and_mul(out, onednn_linear(x, weight, prepacked=blocked))
-        return out
-    ops().panel_linear_silu(out, x, interleaved)
+    elif form is LinearForm.TILES:
+        ops().panel_linear_tiles(out, x, interleaved, True, False)
+    else:
+        ops().panel_linear_silu(out, x, interleaved)
     return out
 
 

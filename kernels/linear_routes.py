@@ -21,6 +21,11 @@ call multiplies straight away, and its products are the plain weight's up to flo
 order (a one-row float32 call may sum in another order). The route is timed on that copy, so a model
 keeps one for each weight whose shape takes oneDNN from some row count (:func:`takes_onednn`).
 
+Where the CPU has AMX tiles granted and the kernels have bfloat16 products, a bfloat16 weight's pair
+panels have a third route: ``panel_linear_tiles`` multiplies them as they lie in AMX tiles (no copy,
+float32 out, the SiLU fused for gate/up). It is timed beside the other two and taken from the row
+count where it beats the better of them (:class:`LinearRoute`, :func:`linear_form`).
+
 Invariants:
 - :func:`onednn_from` never measures: a shape nobody prepared stays on the panels (nothing is timed on
   a serving step's path).
@@ -33,7 +38,8 @@ Invariants:
 - For a float32 weight both routes compute the same product within float32 summation order (the
   tests compare them). For a bfloat16 weight oneDNN multiplies ``x`` rounded to bfloat16 and rounds
   its product to bfloat16 before widening it back to float32 (the pair panels keep float32 sums):
-  the choice changes speed and that one rounding only.
+  the choice changes speed and that one rounding only. The tile route rounds ``x`` to bfloat16 and
+  keeps float32 sums, as the pair panels do: it changes their summation order only.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from enum import Enum
 
 import torch
 
@@ -53,6 +60,7 @@ from kernels.calibration_store import (
     crossover_size,
     store_key,
 )
+from kernels.cpp_build import bf16_products
 from kernels.prepack import PANEL
 from kernels.timing import best_seconds_each
 
@@ -60,7 +68,8 @@ ROWS = (1, 8, 32, 64, 128, 256, 512, 1024, 2048)  # row counts timed, ascending
 FLOP_BUDGET = 8e9  # no timed call past this many floating-point operations
 MARGIN = 0.05  # oneDNN must be this much faster to take a row count
 REPEATS = 5
-VERSION = 2  # bump when the measurement changes
+VERSION = 3  # bump when the measurement changes
+TILE_K = 32  # the tile route multiplies K in whole tiles of 32
 PREPACK_ROWS = 256  # the row count oneDNN lays an :func:`onednn_weight` out for (any count multiplies by it)
 ONEDNN = torch.backends.mkldnn.is_available()
 WEIGHT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # the weights with both routes
@@ -95,14 +104,42 @@ class MatmulShape:
         return self.out_features, self.in_features, WEIGHT_DTYPES[self.dtype], self.gated
 
 
+class LinearForm(Enum):
+    """The kernel a float32 step of some rows multiplies a weight with: :func:`linear_form`'s answer."""
+
+    PANELS = "panels"  # panel_linear (panel_linear_silu for gate/up)
+    ONEDNN = "onednn"  # oneDNN's matmul (then silu_and_mul for gate/up)
+    TILES = "tiles"  # panel_linear_tiles on the pair panels (AMX)
+
+
+@dataclass(frozen=True)
+class LinearRoute:
+    """A shape's route by row count: the panels, oneDNN from ``onednn_from`` rows on, the AMX tiles on
+    the panels from ``tiles_from`` rows on (ahead of oneDNN where both would take a row count)."""
+
+    onednn_from: int = NEVER
+    tiles_from: int = NEVER
+
+    def at(self, rows: int) -> LinearForm:
+        if rows >= self.tiles_from:
+            return LinearForm.TILES
+        return LinearForm.ONEDNN if rows >= self.onednn_from else LinearForm.PANELS
+
+
 @dataclass(frozen=True)
 class LinearCalibration:
-    """One measurement: oneDNN from this many rows on, and the ms per row count behind it."""
+    """One measurement: oneDNN from this many rows on, the tiles from that many, and the ms per row
+    count behind them."""
 
     onednn_from: int
-    ms: dict[str, tuple[float, float]]  # rows -> (panels ms, oneDNN ms)
+    ms: dict[str, tuple[float, ...]]  # rows -> (panels ms, oneDNN ms[, tiles ms])
     key: str
     measured_at: str
+    tiles_from: int = NEVER
+
+    @property
+    def route(self) -> LinearRoute:
+        return LinearRoute(self.onednn_from, self.tiles_from)
 
 
 def cache_key(shape: MatmulShape, threads: int) -> str:
@@ -124,6 +161,13 @@ def onednn_has(dtype: str) -> bool:
     return ONEDNN and (dtype == "float32" or native_bf16())
 
 
+def tiles_have(shape: MatmulShape) -> bool:
+    """Whether the tile route exists for ``shape`` here: a bfloat16 weight (its pair panels: kernels with
+    bfloat16 products), AMX tiles granted to this process, K in whole tiles."""
+    return (shape.dtype == "bfloat16" and bf16_products() and amx_state().usable
+            and shape.in_features % TILE_K == 0)
+
+
 def ladder(shape: MatmulShape) -> tuple[int, ...]:
     """The row counts timed for ``shape``: ``ROWS`` up to the ``FLOP_BUDGET``, at least the first."""
     flops_per_row = 2 * shape.out_features * shape.in_features
@@ -131,23 +175,25 @@ def ladder(shape: MatmulShape) -> tuple[int, ...]:
 
 
 def measure(shape: MatmulShape) -> LinearCalibration:
-    """Both routes over ``ladder(shape)`` on this CPU, now (a gated shape with its SiLU on each)."""
+    """Every route of ``shape`` over ``ladder(shape)`` on this CPU, now (a gated shape with its SiLU on
+    each): the panels, oneDNN (where :func:`onednn_has`), the tiles (where :func:`tiles_have`)."""
     gen = torch.Generator().manual_seed(shape.out_features * 7919 + shape.in_features)
     weight = torch.randn(shape.out_features, shape.in_features, generator=gen).to(WEIGHT_DTYPES[shape.dtype])
-    by_panels, by_onednn = _routes_of(shape, weight)
+    routes = _routes_of(shape, weight)
     rows, seconds = ladder(shape), []
     for n in rows:
         x = torch.randn(n, shape.in_features, generator=gen)
         out = x.new_empty(n, shape.out_features // 2 if shape.gated else shape.out_features)
-        panels_call = lambda x=x, out=out: by_panels(x, out)  # noqa: E731
-        if onednn_has(shape.dtype):
-            panels, onednn = best_seconds_each([panels_call, lambda x=x, out=out: by_onednn(x, out)], REPEATS)
-        else:
-            panels, onednn = best_seconds_each([panels_call], REPEATS)[0], float("inf")
-        seconds.append((panels, onednn))
-    first = crossover_size(rows, [p for p, _ in seconds], [o for _, o in seconds], MARGIN)
-    return LinearCalibration(first, {str(n): (p * 1e3, o * 1e3) for n, (p, o) in zip(rows, seconds, strict=True)},
-                             cache_key(shape, torch.get_num_threads()), time.strftime("%Y-%m-%dT%H:%M:%S"))
+        calls = [lambda x=x, out=out, route=route: route(x, out) for route in routes if route is not None]
+        timed = iter(best_seconds_each(calls, REPEATS))
+        seconds.append(tuple(next(timed) if route is not None else float("inf") for route in routes[:2])
+                       + tuple(next(timed) for route in routes[2:] if route is not None))
+    first = crossover_size(rows, [s[0] for s in seconds], [s[1] for s in seconds], MARGIN)
+    tiles_from = NEVER if routes[2] is None else crossover_size(rows, [min(s[0], s[1]) for s in seconds],
+                                                                [s[2] for s in seconds], MARGIN)
+    return LinearCalibration(first, {str(n): tuple(t * 1e3 for t in s) for n, s in zip(rows, seconds, strict=True)},
+                             cache_key(shape, torch.get_num_threads()), time.strftime("%Y-%m-%dT%H:%M:%S"),
+                             tiles_from)
 
 
 def onednn_weight(weight: torch.Tensor) -> torch.Tensor:
@@ -177,31 +223,44 @@ def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
 
 def _parse(data: dict, shape: MatmulShape) -> LinearCalibration:
     """A stored calibration of ``shape``, if within bounds (``calibration_store``; oneDNN's column is
-    infinite only where oneDNN is no route for its dtype here, ``onednn_has``)."""
-    ms = checked_ms(data["ms"], (2,), () if onednn_has(shape.dtype) else (1,))
+    infinite only where oneDNN is no route for its dtype here, ``onednn_has``; a tiles column only
+    where :func:`tiles_have`)."""
+    ms = checked_ms(data["ms"], (3,) if tiles_have(shape) else (2,), () if onednn_has(shape.dtype) else (1,))
+    tiles_from = checked_threshold(data.get("tiles_from", NEVER), ms)
     return LinearCalibration(checked_threshold(data["onednn_from"], ms), ms,
-                             data["key"], data["measured_at"])
+                             data["key"], data["measured_at"], tiles_from)
 
 
-# (out, in, dtype, gated) -> oneDNN from this many rows: keyed by the weight's shape, looked up on every matmul
-_routes: RouteTable[tuple[int, int, torch.dtype, bool], int] = RouteTable("where a matmul leaves the panels for oneDNN")
+# (out, in, dtype, gated) -> its route by row count: keyed by the weight's shape, looked up on every matmul
+_routes: RouteTable[tuple[int, int, torch.dtype, bool], LinearRoute] = RouteTable(
+    "where a matmul leaves the panels for oneDNN or the tiles")
 
 
-def _routes_of(shape: MatmulShape, weight: torch.Tensor) -> tuple[Callable[[torch.Tensor, torch.Tensor], object],
-                                                                   Callable[[torch.Tensor, torch.Tensor], object]]:
-    """The panel route and the oneDNN route of ``shape`` on ``weight``, each ``(x, out) -> None``
-    writing what the matmul's caller gets (for a gated shape, the activation) into ``out``."""
+Route = Callable[[torch.Tensor, torch.Tensor], object]
+
+
+def _routes_of(shape: MatmulShape, weight: torch.Tensor) -> tuple[Route, Route | None, Route | None]:
+    """The panel, oneDNN and tile routes of ``shape`` on ``weight`` (None where this CPU has it not:
+    :func:`onednn_has`, :func:`tiles_have`), each ``(x, out) -> None`` writing what the matmul's caller
+    gets (for a gated shape, the activation) into ``out``."""
     from kernels.cpp_build import ops
     from kernels.prepack import pack_gate_up, pack_weight
 
-    blocked = onednn_weight(weight) if onednn_has(shape.dtype) else None  # timed only where oneDNN is a route
+    panels = pack_gate_up(weight, shape.out_features // 2) if shape.gated else pack_weight(weight)
+    tiles: Route | None = None
+    if tiles_have(shape):
+        tiles = lambda x, out: ops().panel_linear_tiles(out, x, panels, shape.gated, False)  # noqa: E731
+    if not onednn_has(shape.dtype):
+        onednn: Route | None = None
+    elif shape.gated:
+        blocked = onednn_weight(weight)
+        onednn = lambda x, out: ops().silu_and_mul(out, onednn_linear(x, weight, prepacked=blocked))  # noqa: E731
+    else:
+        blocked = onednn_weight(weight)
+        onednn = lambda x, out: onednn_linear(x, weight, prepacked=blocked)  # noqa: E731
     if shape.gated:
-        interleaved = pack_gate_up(weight, shape.out_features // 2)
-        return (lambda x, out: ops().panel_linear_silu(out, x, interleaved),
-                lambda x, out: ops().silu_and_mul(out, onednn_linear(x, weight, prepacked=blocked)))
-    packed = pack_weight(weight)
-    return (lambda x, out: ops().panel_linear(out, x, packed),
-            lambda x, out: onednn_linear(x, weight, prepacked=blocked))
+        return lambda x, out: ops().panel_linear_silu(out, x, panels), onednn, tiles
+    return lambda x, out: ops().panel_linear(out, x, panels), onednn, tiles
 
 
 def calibrate(shape: MatmulShape, remeasure: bool = False) -> LinearCalibration:
@@ -209,7 +268,7 @@ def calibrate(shape: MatmulShape, remeasure: bool = False) -> LinearCalibration:
     ``remeasure``, else measured now and stored."""
     return _routes.calibrate(shape.route_key,
                              lambda threads: cache_key(shape, threads), lambda data: _parse(data, shape),
-                             lambda: measure(shape), lambda cal: cal.onednn_from, remeasure)
+                             lambda: measure(shape), lambda cal: cal.route, remeasure)
 
 
 def prepare(shapes: Iterable[MatmulShape]) -> None:
@@ -221,14 +280,33 @@ def prepare(shapes: Iterable[MatmulShape]) -> None:
         calibrate(shape)
 
 
+def route_of(out_features: int, in_features: int, dtype: torch.dtype = torch.float32,
+             gated: bool = False) -> LinearRoute:
+    """This shape's route (with its SiLU where ``gated``) by row count: the panels at every row count
+    if unprepared."""
+    return _routes.get((out_features, in_features, dtype, gated), LinearRoute())
+
+
 def onednn_from(out_features: int, in_features: int, dtype: torch.dtype = torch.float32, gated: bool = False) -> int:
     """The row count from which this shape's matmul (with its SiLU where ``gated``) goes to oneDNN
     (``NEVER`` if unprepared)."""
-    return _routes.get((out_features, in_features, dtype, gated), NEVER)
+    return route_of(out_features, in_features, dtype, gated).onednn_from
+
+
+def linear_form(weight: torch.Tensor, rows: int, gated: bool = False) -> LinearForm:
+    """The kernel a float32 step of ``rows`` rows multiplies by ``weight`` (with its SiLU where ``gated``)
+    on this CPU: its measured route; the panels for a weight that is not contiguous (oneDNN and the
+    tiles read it or its panels as a plain matrix) or whose shape nobody prepared."""
+    if not weight.is_contiguous():
+        return LinearForm.PANELS
+    return route_of(*weight.shape, weight.dtype, gated).at(rows)
 
 
 def takes_onednn(weight: torch.Tensor, gated: bool = False) -> bool:
     """Whether a step of some row count multiplies by ``weight`` (with its SiLU where ``gated``) through
-    oneDNN on this CPU: its shape was prepared and oneDNN measured faster from some row count (the
-    weights a model keeps an :func:`onednn_weight` copy of)."""
-    return weight.dtype in WEIGHT_DTYPES.values() and onednn_from(*weight.shape, weight.dtype, gated) < NEVER
+    oneDNN on this CPU: its shape was prepared and oneDNN measured fastest from some row count below
+    the tiles' (the weights a model keeps an :func:`onednn_weight` copy of)."""
+    if weight.dtype not in WEIGHT_DTYPES.values():
+        return False
+    route = route_of(*weight.shape, weight.dtype, gated)
+    return route.onednn_from < min(route.tiles_from, NEVER)

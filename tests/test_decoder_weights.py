@@ -12,7 +12,7 @@ from agent_engine.model.decoder_weights import GATE_UP_SILU, LayerWeights, make_
 from kernels import cpp_build, linear_routes, load_cpu_ops
 from kernels.calibration_store import NEVER
 from kernels.cpu_ops import gate_up_silu, linear
-from kernels.linear_routes import MatmulShape, onednn_linear, onednn_weight
+from kernels.linear_routes import LinearRoute, MatmulShape, onednn_linear, onednn_weight
 
 HIDDEN, INTER, QKV = 64, 32, 96
 needs_cpp = pytest.mark.skipif(not load_cpu_ops(), reason=f"C++ kernels unavailable: {cpp_build.load_error()}")
@@ -34,7 +34,7 @@ def routes(monkeypatch: pytest.MonkeyPatch) -> dict[MatmulShape, int]:
 
     def prepare(shapes: list[MatmulShape]) -> None:
         for shape in shapes:
-            linear_routes._routes.known[(shape.route_key, torch.get_num_threads())] = table.get(shape, NEVER)
+            linear_routes._routes.known[(shape.route_key, torch.get_num_threads())] = LinearRoute(table.get(shape, NEVER))
 
     monkeypatch.setattr(linear_routes, "prepare", prepare)
     monkeypatch.setenv("AGENT_ENGINE_PREPACK", "1")
@@ -92,7 +92,7 @@ def test_the_onednn_layout_gives_the_plain_weights_product(dtype: str) -> None:
     x = torch.randn(300, HIDDEN, generator=gen)
     key = (MatmulShape.of(weight).route_key, torch.get_num_threads())
     gated_key = (MatmulShape.of(weight, gated=True).route_key, torch.get_num_threads())
-    linear_routes._routes.known[key] = linear_routes._routes.known[gated_key] = 64
+    linear_routes._routes.known[key] = linear_routes._routes.known[gated_key] = LinearRoute(64)
     try:
         routed = linear(x, weight, None, True, pack_weight(weight), None, blocked)
         torch.testing.assert_close(routed, onednn_linear(x, weight), rtol=1e-5, atol=1e-5)

@@ -155,3 +155,60 @@ def test_the_calibration_takes_the_tile_form_where_it_is_fastest_and_stores_it(
               "key": "k", "measured_at": "now"}
     with pytest.raises(ValueError, match="wide_tiles"):
         quant_routes._parse(stored)
+
+
+@pytest.mark.parametrize("rows", [1, 33, 70])
+@pytest.mark.parametrize("n", [40, 64])
+def test_pair_panels_in_tiles_give_the_pair_routes_product(rows: int, n: int) -> None:
+    """``panel_linear_tiles`` on a bfloat16 weight's pair panels (an odd panel count at 40 columns, K
+    over several blocks): x rounded to bfloat16 times the weight, float32 sums, as ``panel_linear``'s
+    pair route; the fused gate/up form writes silu(gate) * up."""
+    import torch.nn.functional as F
+
+    from kernels.prepack import pack_gate_up, pack_weight
+
+    gen = torch.Generator().manual_seed(rows * n)
+    k = 4160  # three K blocks of the panel route
+    w = torch.randn(n, k, generator=gen).bfloat16()
+    x = torch.randn(rows, k, generator=gen)
+    panels = pack_weight(w, pairs=True)
+    out = torch.full((rows, n), float("nan"))
+    ops().panel_linear_tiles(out, x, panels, False, True)
+    want = x.bfloat16().double() @ w.double().T
+    assert_close(out, want)
+    by_pairs = torch.empty(rows, n)
+    ops().panel_linear(by_pairs, x, panels)
+    assert_close(out, by_pairs.double())
+    gate_up = torch.randn(2 * 32, k, generator=gen).bfloat16()
+    act = torch.full((rows, 32), float("nan"))
+    ops().panel_linear_tiles(act, x, pack_gate_up(gate_up, 32, pairs=True), True, True)
+    product = x.bfloat16().double() @ gate_up.double().T  # float32 sums of ~4,000 terms: an absolute tolerance
+    expected = F.silu(product[:, :32]) * product[:, 32:]
+    assert (act.double() - expected).abs().max().item() <= 1e-5 * expected.abs().max().item()
+
+
+def test_pair_panels_in_tiles_refuse_what_they_cannot_multiply() -> None:
+    from kernels.prepack import pack_weight
+
+    w = torch.randn(16, 48).bfloat16()  # K = 48: not whole tiles of 32
+    with pytest.raises(RuntimeError, match="multiple of 32"):
+        ops().panel_linear_tiles(torch.empty(2, 16), torch.randn(2, 48), pack_weight(w, pairs=True), False, True)
+    w = torch.randn(16, 64).bfloat16()
+    with pytest.raises(RuntimeError, match="do not give"):
+        ops().panel_linear_tiles(torch.empty(2, 40), torch.randn(2, 64), pack_weight(w, pairs=True), False, True)
+    if not GRANTED:
+        with pytest.raises(RuntimeError, match="no AMX-BF16 tiles granted"):
+            ops().panel_linear_tiles(torch.empty(2, 16), torch.randn(2, 64), pack_weight(w, pairs=True), False, False)
+
+
+@needs_tiles
+def test_pair_panels_in_tiles_on_the_hardware_agree_with_their_model() -> None:
+    from kernels.prepack import pack_weight
+
+    gen = torch.Generator().manual_seed(9)
+    w, x = torch.randn(72, 1024, generator=gen).bfloat16(), torch.randn(77, 1024, generator=gen)
+    panels = pack_weight(w, pairs=True)
+    hardware, model = torch.empty(77, 72), torch.empty(77, 72)
+    ops().panel_linear_tiles(hardware, x, panels, False, False)
+    ops().panel_linear_tiles(model, x, panels, False, True)
+    assert_close(hardware, model.double())

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from kernels import calibration_store, cpp_build, linear_routes, load_cpu_ops, prepack
 from kernels.calibration_store import NEVER
 from kernels.cpu_ops import gate_up_silu, linear
-from kernels.linear_routes import LinearCalibration, MatmulShape
+from kernels.linear_routes import LinearCalibration, LinearRoute, MatmulShape
 
 needs_cpp = pytest.mark.skipif(not load_cpu_ops(), reason=f"C++ kernels unavailable: {cpp_build.load_error()}")
 
@@ -69,7 +69,7 @@ def test_both_routes_give_the_same_product(fresh_routes: None, rows: int) -> Non
     packed = prepack.pack_weight(w)
     expected = F.linear(x, w, b)
     panels = linear(x, w, b, True, packed)
-    linear_routes._routes.known[(MatmulShape(200, 96).route_key, torch.get_num_threads())] = 64  # oneDNN from 64
+    linear_routes._routes.known[(MatmulShape(200, 96).route_key, torch.get_num_threads())] = LinearRoute(64)  # oneDNN from 64
     routed = linear(x, w, b, True, packed)
     torch.testing.assert_close(panels, expected, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(routed, expected, rtol=1e-4, atol=1e-4)
@@ -80,7 +80,7 @@ def test_both_routes_give_the_same_product(fresh_routes: None, rows: int) -> Non
                                rtol=1e-4, atol=1e-4)
     if not linear_routes.onednn_has("bfloat16"):
         return  # oneDNN multiplies bfloat16 natively only with AVX512_BF16 or AMX: no such route here
-    linear_routes._routes.known[(MatmulShape(200, 96, "bfloat16").route_key, torch.get_num_threads())] = 64
+    linear_routes._routes.known[(MatmulShape(200, 96, "bfloat16").route_key, torch.get_num_threads())] = LinearRoute(64)
     routed_bf16 = linear(x, bf16, b, True, bf16_panels)  # oneDNN from 64 rows: the product rounded to bf16
     exact = F.linear(x.bfloat16().float(), bf16.float(), b)
     assert routed_bf16.dtype == torch.float32
@@ -167,9 +167,65 @@ def test_a_gated_gate_up_weight_is_timed_and_routed_with_its_silu(fresh_routes: 
     interleaved = prepack.pack_gate_up(w, 32)
     assert interleaved is not None
     for onednn_from in (NEVER, 16):  # panels, then oneDNN from 16 rows
-        linear_routes._routes.known[(gated.route_key, torch.get_num_threads())] = onednn_from
+        linear_routes._routes.known[(gated.route_key, torch.get_num_threads())] = LinearRoute(onednn_from)
         called.clear()
         torch.testing.assert_close(gate_up_silu(x, w, interleaved), expected, rtol=1e-4, atol=1e-4)
         assert called == ([] if onednn_from == NEVER else ["onednn"])
     with pytest.raises(ValueError, match="multiple of 16"):
         MatmulShape(40, 96, gated=True)
+
+
+@needs_cpp
+def test_the_tile_route_is_taken_from_its_row_count_and_ahead_of_onednn(fresh_routes: None) -> None:
+    """A route with oneDNN from 4 rows and the tiles from 8: ``linear`` and ``gate_up_silu`` take the
+    panels, oneDNN, then the tiles (without granted tiles the tile call raises: the dispatch shows);
+    ``takes_onednn`` holds only while oneDNN has row counts of its own."""
+    if not cpp_build.bf16_products():
+        pytest.skip("the tile route multiplies pair panels: kernels with bfloat16 products")
+    from kernels.amx import amx_state
+
+    gen = torch.Generator().manual_seed(11)
+    w = torch.randn(64, 96, generator=gen).bfloat16()
+    packed, interleaved = prepack.pack_weight(w), prepack.pack_gate_up(w, 32)
+    threads = torch.get_num_threads()
+    route = LinearRoute(4, 8)
+    assert [route.at(r).value for r in (1, 4, 8, 300)] == ["panels", "onednn", "tiles", "tiles"]
+    linear_routes._routes.known[(MatmulShape(64, 96, "bfloat16").route_key, threads)] = route
+    linear_routes._routes.known[(MatmulShape(64, 96, "bfloat16", gated=True).route_key, threads)] = route
+    assert linear_routes.takes_onednn(w) and linear_routes.takes_onednn(w, gated=True)
+    x = torch.randn(8, 96, generator=gen)
+    if amx_state().usable:
+        by_tiles = torch.empty(8, 64)
+        cpp_build.ops().panel_linear_tiles(by_tiles, x, packed, False, True)
+        torch.testing.assert_close(linear(x, w, None, True, packed), by_tiles, rtol=1e-5, atol=1e-5)
+    else:
+        with pytest.raises(RuntimeError, match="no AMX-BF16 tiles granted"):
+            linear(x, w, None, True, packed)
+        with pytest.raises(RuntimeError, match="no AMX-BF16 tiles granted"):
+            gate_up_silu(x, w, interleaved)
+    linear_routes._routes.known[(MatmulShape(64, 96, "bfloat16").route_key, threads)] = LinearRoute(8, 8)
+    assert not linear_routes.takes_onednn(w)  # the tiles take every row count oneDNN would
+
+
+@needs_cpp
+def test_a_calibration_with_tiles_times_three_routes_and_reads_back(fresh_routes: None,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the tile route present (faked: a call that costs nothing) it wins from the first row count,
+    the table has three columns and reads back the same; where the tiles are absent a stored three-column
+    table is refused."""
+    monkeypatch.setattr(linear_routes, "ROWS", (1, 16, 128))
+    monkeypatch.setattr(linear_routes, "tiles_have", lambda shape: True)
+    real = linear_routes._routes_of
+    monkeypatch.setattr(linear_routes, "_routes_of",
+                        lambda shape, weight: (*real(shape, weight)[:2], lambda x, out: None))
+    shape = MatmulShape(64, 96)
+    cal = linear_routes.calibrate(shape)
+    assert all(len(ms) == 3 for ms in cal.ms.values()) and cal.tiles_from == 1
+    assert linear_routes.route_of(64, 96) == cal.route
+    monkeypatch.setattr(linear_routes._routes, "known", {})
+    monkeypatch.setattr(linear_routes, "measure", lambda shape: pytest.fail("measured again"))
+    assert linear_routes.calibrate(shape) == cal
+    monkeypatch.setattr(linear_routes, "tiles_have", lambda shape: False)
+    stored = {"onednn_from": NEVER, "tiles_from": 1, "ms": {"1": [1.0, 2.0, 0.5]}, "key": "k", "measured_at": "now"}
+    with pytest.raises(ValueError):
+        linear_routes._parse(stored, shape)

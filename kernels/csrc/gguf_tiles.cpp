@@ -34,37 +34,19 @@
 #include "gguf_dequant.h"
 #include "gguf_parts.h"
 #include "panel_bf16.h"
-
-#if defined(AE_AMX)
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
+#include "tile_blocks.h"
 
 namespace {
 
 #if defined(AE_AMX)
 using Part = ae::gguf::WidePart;
 
-constexpr int64_t kGroupRows = 32;            // weight rows per group: two B tiles of 16 columns
-constexpr int64_t kBlockRows = 32;            // x rows per output block: two A tiles of 16 rows
-constexpr int64_t kTileK = 32;                // K per tile product
+using ae::tiles::kBlockRows;
+using ae::tiles::kGroupRows;
+using ae::tiles::kTileK;
+
 constexpr int64_t kMaxKBlock = 1024;          // K per dequantized block, about (whole quantization blocks)
 constexpr int64_t kChunkBytes = 512 * 1024;   // bfloat16 x rows of one K block per chunk of rows (L2)
-constexpr int kArchGetXcompPerm = 0x1022;
-constexpr int kXfeatureTileData = 18;
-
-// Whether this CPU has AMX-TILE and AMX-BF16 (CPUID leaf 7: EDX bits 24 and 22) and Linux granted this
-// process the tile data state (checked on every call: the grant may come after the first).
-bool tiles_granted() {
-  static const bool listed = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1) && (d >> 22 & 1);
-  }();
-  if (!listed) return false;
-  unsigned long bits = 0;
-  return syscall(SYS_arch_prctl, kArchGetXcompPerm, &bits) == 0 && (bits >> kXfeatureTileData & 1);
-}
 
 // The 16 x 16 32-bit words at src (rows ``ss`` words apart) transposed into dst (rows ``ds`` apart).
 inline void transpose16(const uint32_t* src, int64_t ss, uint32_t* dst, int64_t ds) {
@@ -99,19 +81,16 @@ struct Group {
   int64_t n0, n1;
 };
 
-// A thread's buffers: a group's rows over one K block (float32, then bfloat16), its two pair panels,
-// and its outputs over a chunk of x rows (32 columns a row).
+// A thread's buffers: a group's rows over one K block (float32, then bfloat16) and its two pair panels.
 struct Scratch {
   std::vector<float> w;
   std::vector<uint16_t> w16;
   std::vector<uint16_t> panels;
-  std::vector<float> acc;
 };
 
-// The group's rows over K block [k0, k0 + k_len) into ``s.panels``: pair panel h (columns 16h ..
-// 16h + 15) at h * k_len * 16, pair row kp of it holding each column's weights at k0 + 2kp, + 1;
-// columns past the group's rows zero.
-void pack_group(const Part& part, const Group& g, int64_t k0, int64_t k_len, Scratch& s) {
+// The group's rows over K block [k0, k0 + k_len) as its two pair panels (columns 0 .. 15, 16 .. 31),
+// pair row kp of each holding a column's weights at k0 + 2kp, + 1; columns past the group's rows zero.
+ae::tiles::PanelPair pack_group(const Part& part, const Group& g, int64_t k0, int64_t k_len, Scratch& s) {
   const int64_t wrows = g.n1 - g.n0;
   s.w.resize(kGroupRows * k_len);
   s.w16.resize(kGroupRows * k_len);
@@ -127,96 +106,22 @@ void pack_group(const Part& part, const Group& g, int64_t k0, int64_t k_len, Scr
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t kp = 0; kp < pairs; kp += 16)
       transpose16(words + 16 * h * pairs + kp, pairs, panels + (h * pairs + kp) * 16, 16);
+  return {s.panels.data(), s.panels.data() + k_len * 16};
 }
 
-// acc[32][32] (+)= x rows [32, K block] (``xb``, rows ``ldx`` bfloat16 apart) times the group's two
-// panels (``panels``, the second ``half`` bfloat16 after the first), over ``k_tiles`` tiles of K.
-template <class Tiles>
-void block32(const uint16_t* xb, int64_t ldx, const uint16_t* panels, int64_t half, int64_t k_tiles,
-                           float* acc, bool accumulate) {
-  constexpr int64_t kAccBytes = kGroupRows * sizeof(float);  // acc row stride
-  float* c[4] = {acc, acc + 16, acc + 16 * kGroupRows, acc + 16 * kGroupRows + 16};
-  if (accumulate) {
-    Tiles::template load<0>(c[0], kAccBytes);
-    Tiles::template load<1>(c[1], kAccBytes);
-    Tiles::template load<2>(c[2], kAccBytes);
-    Tiles::template load<3>(c[3], kAccBytes);
-  } else {
-    Tiles::template zero<0>();
-    Tiles::template zero<1>();
-    Tiles::template zero<2>();
-    Tiles::template zero<3>();
-  }
-  const int64_t x_bytes = ldx * 2;
-  for (int64_t t = 0; t < k_tiles; ++t) {
-    const uint16_t* b = panels + t * 16 * kTileK;  // 16 pair rows of 16 columns: 512 bfloat16
-    Tiles::template load<4>(xb + t * kTileK, x_bytes);
-    Tiles::template load<5>(xb + 16 * ldx + t * kTileK, x_bytes);
-    Tiles::template load<6>(b, ae::amx::kTileBytes);
-    Tiles::template load<7>(b + half, ae::amx::kTileBytes);
-    Tiles::template dot_bf16<0, 4, 6>();
-    Tiles::template dot_bf16<1, 4, 7>();
-    Tiles::template dot_bf16<2, 5, 6>();
-    Tiles::template dot_bf16<3, 5, 7>();
-  }
-  Tiles::template store<0>(c[0], kAccBytes);
-  Tiles::template store<1>(c[1], kAccBytes);
-  Tiles::template store<2>(c[2], kAccBytes);
-  Tiles::template store<3>(c[3], kAccBytes);
-}
-
-// The groups [g0, g1) for x rows [m0, m0 + rows) (``padded``: rows rounded up to 32; ``xb``: all of x
-// in bfloat16, [M rounded up to 32, K]): every K block's panels times the chunk into ``s.acc``, then
-// acc into out's columns.
-template <class Tiles>
-void groups_over_chunk(const std::vector<Part>& parts, const std::vector<Group>& groups, int64_t g0, int64_t g1,
-                       const uint16_t* xb, int64_t k, int64_t k_block, int64_t m0, int64_t rows, int64_t padded,
-                       float* out, int64_t ldo, Scratch& s) {
-  s.acc.resize(padded * kGroupRows);
-  for (int64_t g = g0; g < g1; ++g) {
-    const Part& part = parts[groups[g].part];
-    for (int64_t k0 = 0; k0 < k; k0 += k_block) {
-      const int64_t k_len = std::min(k_block, k - k0);
-      pack_group(part, groups[g], k0, k_len, s);
-      for (int64_t mb = 0; mb < padded; mb += kBlockRows)
-        block32<Tiles>(xb + (m0 + mb) * k + k0, k, s.panels.data(), k_len * 16, k_len / kTileK,
-                       s.acc.data() + mb * kGroupRows, k0 > 0);
-    }
-    const int64_t wrows = groups[g].n1 - groups[g].n0;
-    float* dst = out + m0 * ldo + part.col + groups[g].n0;
-    for (int64_t i = 0; i < rows; ++i)
-      std::memcpy(dst + i * ldo, s.acc.data() + i * kGroupRows, wrows * sizeof(float));
-  }
-}
-
-// x [M, K] rounded to bfloat16 into [padded_m, K], rows past M zero.
-at::Tensor rounded_rows(const at::Tensor& x, int64_t padded_m) {
-  const int64_t m = x.size(0), k = x.size(1);
-  at::Tensor xb = at::empty({padded_m, k}, x.options().dtype(at::kBFloat16));
-  auto* dst = reinterpret_cast<uint16_t*>(xb.data_ptr());
-  const float* src = x.data_ptr<float>();
-  at::parallel_for(0, padded_m, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      if (r < m) ae::panel_bf16::round_row(src + r * k, k, dst + r * k);
-      else std::memset(dst + r * k, 0, k * sizeof(uint16_t));
-    }
-  });
-  return xb;
-}
-
-// Every chunk of x rows over the thread's groups [g0, g1), with the tiles configured for ``Tiles``.
+// The thread's groups [g0, g1) over every chunk of x rows, on ``Tiles``.
 template <class Tiles>
 void run_groups(const std::vector<Part>& parts, const std::vector<Group>& groups, int64_t g0, int64_t g1,
-                const uint16_t* xb, int64_t m, int64_t k, int64_t k_block, int64_t chunk, float* out, int64_t ldo) {
+                const uint16_t* xb, int64_t m, int64_t k, ae::tiles::Blocking bl, float* out, int64_t ldo) {
   thread_local Scratch scratch;
-  const ae::amx::Config config = ae::amx::full_tiles();
-  Tiles::configure(config);
-  for (int64_t m0 = 0; m0 < m; m0 += chunk) {
-    const int64_t rows = std::min(chunk, m - m0);
-    const int64_t padded = (rows + kBlockRows - 1) / kBlockRows * kBlockRows;
-    groups_over_chunk<Tiles>(parts, groups, g0, g1, xb, k, k_block, m0, rows, padded, out, ldo, scratch);
-  }
-  Tiles::release();
+  ae::tiles::run_blocks<Tiles>(
+      g0, g1, xb, m, k, bl,
+      [&](int64_t g, int64_t k0, int64_t k_len) { return pack_group(parts[groups[g].part], groups[g], k0, k_len, scratch); },
+      [&](int64_t g, int64_t m0, int64_t rows, const float* acc) {
+        const int64_t wrows = groups[g].n1 - groups[g].n0;
+        float* dst = out + m0 * ldo + parts[groups[g].part].col + groups[g].n0;
+        for (int64_t i = 0; i < rows; ++i) std::memcpy(dst + i * ldo, acc + i * kGroupRows, wrows * sizeof(float));
+      });
 }
 #endif
 
@@ -228,7 +133,7 @@ void gguf_linear_tiles(at::Tensor out, const at::Tensor& x, at::TensorList raws,
                        bool emulate) {
 #if defined(AE_AMX)
   const std::vector<Part> parts = ae::gguf::wide_parts("gguf_linear_tiles", out, x, raws, qtypes);
-  TORCH_CHECK(emulate || tiles_granted(), "gguf_linear_tiles: this CPU has no AMX-BF16 tiles granted to this "
+  TORCH_CHECK(emulate || ae::tiles::granted(), "gguf_linear_tiles: this CPU has no AMX-BF16 tiles granted to this "
               "process (kernels/amx.py asks Linux for them)");
   const int64_t m = x.size(0), k = x.size(1);
   if (m == 0 || out.size(1) == 0) return;
@@ -236,23 +141,17 @@ void gguf_linear_tiles(at::Tensor out, const at::Tensor& x, at::TensorList raws,
   for (size_t i = 0; i < parts.size(); ++i)
     for (int64_t n0 = 0; n0 < parts[i].rows; n0 += kGroupRows)
       groups.push_back({static_cast<int32_t>(i), n0, std::min(parts[i].rows, n0 + kGroupRows)});
-  // K blocks: balanced, about kMaxKBlock at most, of whole quantization blocks (32 or 256 weights, so
-  // a multiple of a tile's 32). Rows: balanced chunks of whole 32-row blocks whose bfloat16 rows over
-  // one K block take about kChunkBytes.
+  // K blocks of whole quantization blocks (32 or 256 weights: a multiple of a tile's 32).
   int64_t quantum = kTileK;
   for (const Part& p : parts) quantum = std::max(quantum, p.block);
-  const int64_t k_blocks = (k + kMaxKBlock - 1) / kMaxKBlock;
-  const int64_t k_block = ((k + k_blocks - 1) / k_blocks + quantum - 1) / quantum * quantum;
-  const int64_t max_chunk = std::max<int64_t>(kBlockRows, kChunkBytes / 2 / k_block);
-  const int64_t n_chunks = (m + max_chunk - 1) / max_chunk;
-  const int64_t chunk = ((m + n_chunks - 1) / n_chunks + kBlockRows - 1) / kBlockRows * kBlockRows;
-  const at::Tensor xb = rounded_rows(x, (m + kBlockRows - 1) / kBlockRows * kBlockRows);
+  const ae::tiles::Blocking bl = ae::tiles::blocking(m, k, quantum, kMaxKBlock, kChunkBytes);
+  const at::Tensor xb = ae::tiles::rounded_rows(x, (m + kBlockRows - 1) / kBlockRows * kBlockRows);
   const auto* xbp = reinterpret_cast<const uint16_t*>(xb.const_data_ptr());
   float* op = out.data_ptr<float>();
   const int64_t ldo = out.stride(0);
   at::parallel_for(0, static_cast<int64_t>(groups.size()), 1, [&](int64_t g0, int64_t g1) {
-    if (emulate) run_groups<ae::amx::Emulated>(parts, groups, g0, g1, xbp, m, k, k_block, chunk, op, ldo);
-    else run_groups<ae::amx::Hardware>(parts, groups, g0, g1, xbp, m, k, k_block, chunk, op, ldo);
+    if (emulate) run_groups<ae::amx::Emulated>(parts, groups, g0, g1, xbp, m, k, bl, op, ldo);
+    else run_groups<ae::amx::Hardware>(parts, groups, g0, g1, xbp, m, k, bl, op, ldo);
   });
 #else
   TORCH_CHECK(false, "gguf_linear_tiles: AMX tiles need a build for AVX512_BF16 (this one is not)");
