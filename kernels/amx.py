@@ -11,7 +11,8 @@ only when granted, so every use of the tiles in this process follows one answer.
 
 Invariants:
 - Nothing here runs a tile instruction: a machine that lists AMX and refuses its state gets one log
-  line and the other routes, never a fault.
+  line and the other routes, never a fault. Our own tile kernels (``csrc/amx_tiles.h``) are routes
+  only where :func:`tiles_ready`, and check CPUID and the grant again before they run.
 - :func:`amx_state` never raises: an unreadable ``/proc/cpuinfo``, a non-x86-64 machine or a C library
   without ``syscall`` read as "not listed" or "refused", with the reason.
 """
@@ -97,6 +98,14 @@ def amx_state() -> AmxState:
         logger.info("AMX tiles (%s) granted: oneDNN's bfloat16 matmuls may use them where they measure faster",
                     ", ".join(state.listed))
     return state
+
+
+def tiles_ready() -> bool:
+    """Whether this process may multiply in our own AMX tile kernels: bfloat16 tiles usable here and the
+    kernels in use built with them (``cpp_build.tile_kernels``)."""
+    from kernels.cpp_build import tile_kernels
+
+    return amx_state().usable and tile_kernels()
 
 
 def native_bf16() -> bool:

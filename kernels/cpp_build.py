@@ -188,6 +188,13 @@ def bf16_products() -> bool:
     return variant is not None and variant.bf16_products
 
 
+def tile_kernels() -> bool:
+    """Whether the kernels in use have the AMX tile matmuls (``gguf_linear_tiles``, ``panel_linear_tiles``:
+    a build for AVX512_BF16 by a compiler that knows AMX); whether the CPU may run them is
+    ``kernels.amx``'s question."""
+    return bf16_products() and bool(ops().tiles_built())
+
+
 def load_cpu_ops() -> bool:
     """Build (if needed) and load the kernels (:func:`active_variant`); True when :func:`ops` has them.
     False when ``AGENT_ENGINE_CPP_KERNELS=0`` or no supported variant builds."""

@@ -51,7 +51,7 @@ from enum import Enum
 
 import torch
 
-from kernels.amx import amx_state, native_bf16
+from kernels.amx import amx_state, native_bf16, tiles_ready
 from kernels.calibration_store import (
     NEVER,
     RouteTable,
@@ -60,7 +60,6 @@ from kernels.calibration_store import (
     crossover_size,
     store_key,
 )
-from kernels.cpp_build import bf16_products
 from kernels.prepack import PANEL
 from kernels.timing import best_seconds_each
 
@@ -164,8 +163,7 @@ def onednn_has(dtype: str) -> bool:
 def tiles_have(shape: MatmulShape) -> bool:
     """Whether the tile route exists for ``shape`` here: a bfloat16 weight (its pair panels: kernels with
     bfloat16 products), AMX tiles granted to this process, K in whole tiles."""
-    return (shape.dtype == "bfloat16" and bf16_products() and amx_state().usable
-            and shape.in_features % TILE_K == 0)
+    return shape.dtype == "bfloat16" and shape.in_features % TILE_K == 0 and tiles_ready()
 
 
 def ladder(shape: MatmulShape) -> tuple[int, ...]:

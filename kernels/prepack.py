@@ -84,16 +84,17 @@ def pack_gate_up(weight: torch.Tensor, intermediate: int, pairs: bool | None = N
     return pack_weight(order, pairs)
 
 
-def prepack_allowed(total_bytes: int) -> bool:
-    """Whether to keep packed copies of weights totalling ``total_bytes`` (see the module invariants)."""
+def prepack_allowed(total_bytes: int, what: str = "in panels") -> bool:
+    """Whether to keep packed copies of weights totalling ``total_bytes`` (see the module invariants);
+    ``what``: the copies' kind, for the log line of a refusal."""
     switch = os.environ.get(ENV_SWITCH, "").strip()
     if switch in ("0", "1"):
         return switch == "1"
     available = _available_memory_bytes()
     allowed = available is not None and total_bytes <= MEMORY_SHARE * available
     if not allowed:
-        logger.info("not packing %.0f MB of weights in panels (available memory %s); set %s=1 to force",
-                    total_bytes / 2**20, "unknown" if available is None else f"{available / 2**20:.0f} MB",
+        logger.info("not packing %.0f MB of weights %s (available memory %s); set %s=1 to force",
+                    total_bytes / 2**20, what, "unknown" if available is None else f"{available / 2**20:.0f} MB",
                     ENV_SWITCH)
     return allowed
 

@@ -8,7 +8,8 @@ product is an integer dot product (AVX-512 VNNI, AVX-VNNI, AVX2 or scalar, picke
 are compiled for the CPU), scaled by the block's scales. From the row count where it measured faster
 on this CPU (``kernels.quant_routes``) a wide step (a prefill chunk, many streams) takes the other
 route instead: the blocks dequantized to float32 a slice at a time, straight into the panel
-micro-kernel (``csrc/gguf_wide.cpp``), or, from the row count where it measured faster, dequantized
+micro-kernel (``csrc/gguf_wide.cpp``; in bfloat16 pairs where the kernels have them, or in AMX tiles
+where the OS grants them: ``csrc/gguf_tiles.cpp``), or, from the row count where it measured faster, dequantized
 to bfloat16 a chunk at a time for oneDNN's matmul (``kernels.onednn_wide``: AMX tiles where the OS
 grants them). :class:`QuantMatmul` is a fused matmul of such parts (Q, K and
 V; gate and up), each writing its own columns of one output.
@@ -23,8 +24,8 @@ Invariants:
 - :func:`quant_matmul` equals ``F.linear(x, dequantize(), bias)`` up to the int8 rounding of ``x`` on
   the int8 route (each block of ``x`` rounded to 8 bits of its largest magnitude; the tests bound the
   error at 2% of the largest output; on the served models' activations, docs/models.md states it),
-  up to float32 summation order on the wide route (and, in its bfloat16 form, the rounding of ``x`` and
-  of the dequantized weights to bfloat16: ``kernels.quant_routes``; in its oneDNN form the product
+  up to float32 summation order on the wide route (and, in its bfloat16 and tile forms, the rounding of
+  ``x`` and of the dequantized weights to bfloat16: ``kernels.quant_routes``; in its oneDNN form the product
   rounded to bfloat16 as well).
 - Only the types in ``GGML_BLOCKS`` are served; ``from_gguf`` refuses others with a ``ValueError``.
 """

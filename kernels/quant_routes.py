@@ -10,8 +10,9 @@ the FMA units; where the kernels have bfloat16 products, ``cpp_build.bf16_produc
 second form that rounds both operands to bfloat16 and multiplies them in ``vdpbf16ps`` pairs). Where
 they cross depends on the CPU (vector width, VNNI, caches), the build, the
 thread count and the weight's shape and types, so it is measured, never assumed: :func:`prepare` times
-both routes (the wide one in each form the build has: float32, and bfloat16 products where the CPU has
-AVX512_BF16) on the model's own weights over a ladder of row counts when it loads, caches the result
+both routes (the wide one in each form the build has, :func:`wide_forms`: float32, bfloat16 products
+where the CPU has AVX512_BF16, and AMX tiles, ``gguf_linear_tiles``, where the tiles are granted) on
+the model's own weights over a ladder of row counts when it loads, caches the result
 per CPU, build, torch, threads and shape (``kernels.calibration_store``), and :func:`wide_route`
 answers a matmul's question in one dict lookup. ``agent-engine bench kernels --calibrate`` measures
 again and prints the table.
@@ -25,14 +26,15 @@ above).
 
 Invariants:
 - :func:`wide_route` never measures: a shape nobody prepared stays on the int8 route.
-- The wide form is bfloat16 only where the build has it and it beat float32 by ``MARGIN`` over the
-  ladder's total time (the wide rows' cost is the large row counts'); ``wide_from`` is then where that
-  form beats the int8 route.
+- The wide form is the fastest of :func:`wide_forms` over the ladder's total time (the wide rows' cost
+  is the large row counts'), and float32 unless that one beat float32 by ``MARGIN``; ``wide_from`` is
+  then where that form beats the int8 route. The tile form is timed only where
+  ``amx.tiles_ready()``.
 - The ladder always holds the decode widths (up to ``DECODE_ROWS``: a vocabulary-sized LM head runs at
   every decode step's width, and 32 or 64 streams are where its route turns) and stops past them where
   one call would exceed ``FLOP_BUDGET``; larger row counts follow the largest measured one.
-- The wide route is ``x @ dequantize()^T`` up to float32 summation order (in its bfloat16 form, of both
-  operands rounded to bfloat16, denormals flushed; in the oneDNN form the product rounded to
+- The wide route is ``x @ dequantize()^T`` up to float32 summation order (in its bfloat16 and tile
+  forms, of both operands rounded to bfloat16, denormals flushed; in the oneDNN form the product rounded to
   bfloat16 as well); the int8 route adds the rounding of ``x`` to 8 bits. The choice changes speed
   and that rounding only.
 """
@@ -45,7 +47,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels.amx import amx_state
+from kernels.amx import tiles_ready
 from kernels.calibration_store import (
     NEVER,
     RouteTable,
@@ -134,7 +136,7 @@ def wide_forms() -> tuple[str, ...]:
     float32; bfloat16 products (AVX512_BF16 kernels); AMX tiles (those kernels, and tiles granted)."""
     if not bf16_products():
         return ("float32",)
-    return ("float32", "bfloat16", "tiles") if amx_state().usable else ("float32", "bfloat16")
+    return ("float32", "bfloat16", "tiles") if tiles_ready() else ("float32", "bfloat16")
 
 
 def run_wide(form: str, out: torch.Tensor, x: torch.Tensor, raws: Sequence[torch.Tensor], qtypes: Sequence[int]) -> None:

@@ -112,3 +112,28 @@ def test_the_onednn_layout_refuses_what_is_not_a_float_matrix() -> None:
         onednn_weight(torch.ones(2, 3, 4))
     with pytest.raises(ValueError, match="float32 or bfloat16 CPU matrix"):
         onednn_weight(torch.ones(4, 4, dtype=torch.int8))
+
+
+@pytest.mark.core
+def test_no_onednn_copy_for_a_route_past_the_widest_step_or_past_the_memory(
+        routes: dict[MatmulShape, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """O takes oneDNN from 64 rows, gate/up from 2,048: with steps of at most 256 rows only O gets a
+    copy; where memory refuses the copies (asked after the panels) none is made and the panels stay."""
+    import agent_engine.model.decoder_weights as decoder_weights
+
+    gen = torch.Generator().manual_seed(4)
+    routes[MatmulShape(HIDDEN, HIDDEN)] = 64
+    routes[MatmulShape(2 * INTER, HIDDEN, gated=True)] = 2048
+    layers = [_layer(gen)]
+    make_working_copies(layers, None, INTER, torch.float32, max_rows=256)
+    assert set(layers[0].blocked) == {"o_w"}
+    asked: list[str] = []
+
+    def allowed(total_bytes: int, what: str = "in panels") -> bool:
+        asked.append(what)
+        return what == "in panels"
+
+    monkeypatch.setattr(decoder_weights, "prepack_allowed", allowed)
+    layers = [_layer(gen)]
+    make_working_copies(layers, None, INTER, torch.float32)
+    assert asked == ["in panels", "in oneDNN's layout"] and layers[0].packed and not layers[0].blocked

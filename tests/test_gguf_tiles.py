@@ -16,12 +16,13 @@ import torch
 
 from benchmarks.quant_bench import random_blocks
 from kernels import amx
-from kernels.cpp_build import bf16_products, load_cpu_ops, ops
+from kernels.cpp_build import load_cpu_ops, ops, tile_kernels
 from kernels.quant import GGML_BLOCKS, QuantWeight
 
 pytestmark = [pytest.mark.core,
               pytest.mark.skipif(not load_cpu_ops(), reason="the C++ CPU kernels did not build"),
-              pytest.mark.skipif(not bf16_products(), reason="the tile form is built with AVX512_BF16 kernels only")]
+              pytest.mark.skipif(not (load_cpu_ops() and tile_kernels()),
+                                 reason="the tile kernels are built with AVX512_BF16 kernels by a compiler that knows AMX")]
 TYPES = sorted(GGML_BLOCKS)
 TYPE_IDS = [GGML_BLOCKS[t][0] for t in TYPES]
 GRANTED = amx.amx_state().usable

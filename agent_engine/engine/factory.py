@@ -129,7 +129,7 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
     """The engine's parts; a bad ``AGENT_ENGINE_ISA`` is a ``ValueError`` before the model loads."""
     import torch
 
-    from agent_engine.engine.step_budget import measured_budget, model_shape
+    from agent_engine.engine.step_budget import WIDTHS, measured_budget, model_shape
     from agent_engine.model.loader import load_model
     from agent_engine.model.runner import ModelRunner
     from kernels.cpp_build import check_forced_variant
@@ -154,7 +154,9 @@ def build_engine_parts(config: EngineConfig, clock: Clock) -> EngineParts:
     runner = ModelRunner(loaded.model, num_kv_blocks=num_blocks, block_size=config.block_size, device=device,
                          seed=config.seed, num_offload_blocks=num_offload, offload_dtype=config.kv_offload_dtype,
                          kv_cache_dtype=config.kv_cache_dtype, quantized=loaded.quantized,
-                         decode_graph_rows=config.max_num_seqs if config.cuda_graphs else 0)
+                         decode_graph_rows=config.max_num_seqs if config.cuda_graphs else 0,
+                         max_step_rows=max(*WIDTHS, config.max_num_seqs) if config.measures_token_budget
+                         else config.token_budget)
     config = config.with_token_budget(measured_budget(runner, model_shape(loaded, runner), max_len).budget
                                       if device == "cpu" and config.measures_token_budget else None)
     sched_config = config.scheduler_config(num_blocks, max_len, num_offload)

@@ -8,12 +8,14 @@ it) and may get two working copies, each made once from it after loading:
   activations (the panels are their working copy);
 - oneDNN's blocked layout (``kernels.linear_routes.onednn_weight``; AMX's tile layout where the tiles
   are granted) for a weight whose route, measured on this CPU once the panels exist, leaves the
-  panels for oneDNN from some row count: oneDNN's matmul on the plain weight would copy it into
-  that layout on every call.
+  panels for oneDNN from a row count a step can reach: oneDNN's matmul on the plain weight would
+  copy it into that layout on every call. These copies, too, are made only where memory allows
+  (``prepack.prepack_allowed``, asked again after the panels).
 
 Invariants:
 - A weight has a oneDNN copy only if it has panels and ``linear_routes.takes_onednn`` holds for it (as
-  it runs: a gate/up weight with interleaved panels with its SiLU); the copy's products are
+  it runs: a gate/up weight with interleaved panels with its SiLU) from at most ``max_rows`` rows
+  (the widest step the engine may run, when known); the copy's products are
   the plain weight's up to float32 summation order, so it changes speed only.
 - Copies are never updated: make them after loading, before serving, and never of weights that change.
 - A layer served from quantized blocks (``quant``) has no float32 or bfloat16 matmul weights and no
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kernels import linear_routes
-from kernels.linear_routes import WEIGHT_DTYPES, MatmulShape, onednn_weight, takes_onednn
+from kernels.linear_routes import WEIGHT_DTYPES, MatmulShape, onednn_from, onednn_weight, takes_onednn
 from kernels.prepack import pack_gate_up, pack_weight, prepack_allowed
 from kernels.quant import QuantMatmul
 
@@ -72,11 +74,12 @@ class HeadCopies:
 
 
 def make_working_copies(layers: list[LayerWeights], head: torch.Tensor | None, intermediate: int,
-                        act_dtype: torch.dtype) -> HeadCopies:
+                        act_dtype: torch.dtype, max_rows: int | None = None) -> HeadCopies:
     """Pack every layer's matmul weights and the LM head ``head`` in panels when memory allows (always
     where the weights' dtype is not ``act_dtype``), measure each shape's route on this CPU (cached per
-    CPU), then lay out in oneDNN's format the weights whose route takes oneDNN: the layers' copies go
-    into their dicts, the head's are returned (none where nothing was packed)."""
+    CPU), then lay out in oneDNN's format the weights whose route takes oneDNN from at most
+    ``max_rows`` rows (any, if None) where memory allows: the layers' copies go into their dicts, the
+    head's are returned (none where nothing was packed)."""
     weights = [w for layer in layers for _, w in layer.dense()] + ([] if head is None else [head])
     widened = head is not None and head.dtype != act_dtype
     if not widened and not prepack_allowed(sum(w.numel() * w.element_size() for w in weights)):
@@ -85,12 +88,17 @@ def make_working_copies(layers: list[LayerWeights], head: torch.Tensor | None, i
         _pack_layer(layer, intermediate)
     head_packed = pack_weight(head) if head is not None else None
     linear_routes.prepare(routed_shapes(layers, head))
-    for layer in layers:
-        layer.blocked.update({name: onednn_weight(w) for name, w in layer.dense()
-                              if _packed(layer, name) and takes_onednn(w, layer.gated(name))})
-    head_blocked = onednn_weight(head) if head_packed is not None and _routed_head(head) and takes_onednn(head) \
-        else None
-    return HeadCopies(head_packed, head_blocked)
+    wanted = [(layer, name, w) for layer in layers for name, w in layer.dense()
+              if _packed(layer, name) and _reaches_onednn(w, layer.gated(name), max_rows)]
+    head_wanted = head_packed is not None and head is not None and _routed_head(head) and \
+        _reaches_onednn(head, False, max_rows)
+    copy_bytes = sum(w.numel() * w.element_size() for _, _, w in wanted) + \
+        (head.numel() * head.element_size() if head_wanted and head is not None else 0)
+    if copy_bytes and not prepack_allowed(copy_bytes, "in oneDNN's layout"):
+        return HeadCopies(head_packed)
+    for layer, name, w in wanted:
+        layer.blocked[name] = onednn_weight(w)
+    return HeadCopies(head_packed, onednn_weight(head) if head_wanted and head is not None else None)
 
 
 def routed_shapes(layers: list[LayerWeights], head: torch.Tensor | None) -> list[MatmulShape]:
@@ -119,6 +127,13 @@ def _pack_layer(layer: LayerWeights, intermediate: int) -> None:
 def _packed(layer: LayerWeights, name: str) -> bool:
     """Whether matmul ``name`` of ``layer`` has panels (interleaved for a gated gate/up)."""
     return (GATE_UP_SILU if layer.gated(name) else name) in layer.packed
+
+
+def _reaches_onednn(weight: torch.Tensor, gated: bool, max_rows: int | None) -> bool:
+    """Whether some step of at most ``max_rows`` rows (any, if None) multiplies by ``weight`` through
+    oneDNN (``linear_routes.takes_onednn``, from a row count within reach)."""
+    return takes_onednn(weight, gated) and (max_rows is None or
+                                            onednn_from(*weight.shape, weight.dtype, gated) <= max_rows)
 
 
 def _routed_head(head: torch.Tensor) -> bool:

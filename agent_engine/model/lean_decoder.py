@@ -136,7 +136,8 @@ def _fuse(modules: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | 
 class LeanDecoder:
     """Use :meth:`build`; then :meth:`forward` per step."""
 
-    def __init__(self, model: torch.nn.Module, quantized: QuantizedWeights | None = None) -> None:
+    def __init__(self, model: torch.nn.Module, quantized: QuantizedWeights | None = None,
+                 max_step_rows: int | None = None) -> None:
         self.act_dtype = self.activation_dtype(model)
         self.device = model_device(model)
         decoder = model.get_decoder()
@@ -168,7 +169,8 @@ class LeanDecoder:
         if quantized is not None and (not self.cpp or self.act_dtype != torch.float32):
             raise ValueError("quantized weights need the C++ CPU kernels and float32 activations")
         if self.cpp and quantized is None:
-            self.head_copies = make_working_copies(self.layers, self.head_w, self.intermediate, self.act_dtype)
+            self.head_copies = make_working_copies(self.layers, self.head_w, self.intermediate, self.act_dtype,
+                                                   max_step_rows)
         if quantized is not None:
             quant_routes.prepare((m.shape, m.raws) for layer in self.layers for m in layer.quant.values())
             if self.head_quant is not None:  # logits keep float32 sums: no oneDNN form for the head
@@ -239,16 +241,18 @@ class LeanDecoder:
         return F.embedding(input_ids, self.embed).to(self.act_dtype)
 
     @classmethod
-    def build(cls, model: torch.nn.Module, quantized: QuantizedWeights | None = None) -> LeanDecoder | None:
+    def build(cls, model: torch.nn.Module, quantized: QuantizedWeights | None = None,
+              max_step_rows: int | None = None) -> LeanDecoder | None:
         """The lean decoder of ``model``, or None (with the reason logged) when it is not supported;
-        with ``quantized`` weights (which only this decoder runs) ValueError instead of None."""
+        with ``quantized`` weights (which only this decoder runs) ValueError instead of None.
+        ``max_step_rows``: the widest step it will run, when known (no weight copies for wider ones)."""
         reason = unsupported_reason(model)
         if reason is not None:
             if quantized is not None:
                 raise ValueError(f"a model served from quantized weights needs the lean decoder, which is off: {reason}")
             logger.info("lean decoder off (%s): using the transformers modules", reason)
             return None
-        return cls(model, quantized)
+        return cls(model, quantized, max_step_rows)
 
     @staticmethod
     def _min_window(model: torch.nn.Module, decoder: Any) -> int | None:

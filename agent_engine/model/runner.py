@@ -84,6 +84,7 @@ class ModelRunner:
         kv_cache_dtype: str = "auto",
         quantized: QuantizedWeights | None = None,
         decode_graph_rows: int = 0,
+        max_step_rows: int | None = None,
     ) -> None:
         if num_kv_blocks < 2:
             raise ValueError("num_kv_blocks must be >= 2 (block 0 is reserved)")
@@ -97,7 +98,7 @@ class ModelRunner:
         self._lm_head = model.get_output_embeddings()
         if quantized is not None and self.device.type != "cpu":
             raise ValueError(f"a model served from quantized weights runs on the CPU, not {self.device}")
-        self.lean = LeanDecoder.build(model, quantized) if self.device.type == "cpu" else None
+        self.lean = LeanDecoder.build(model, quantized, max_step_rows) if self.device.type == "cpu" else None
         self.kv_dtype = self.kv_dtype_for(model, kv_cache_dtype)
         self.kv_caches = allocate_kv_caches(
             self.num_layers, num_kv_blocks, block_size, self.num_kv_heads, self.head_dim, self.kv_dtype, self.device

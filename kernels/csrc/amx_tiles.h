@@ -19,12 +19,10 @@
 #include <cstdint>
 #include <cstring>
 
+// The tiles are built where the compiler targets AVX512_BF16 and knows AMX (its AMX header: a
+// toolchain whose assembler takes the mnemonics below); ``tiles_built()`` (gguf_tiles.cpp) says so.
 #if defined(__x86_64__) && defined(__AVX512BF16__) && defined(__GNUC__) && __has_include(<amxbf16intrin.h>)
-#include <immintrin.h>
 #define AE_AMX 1
-#define AE_AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
-#else
-#define AE_AMX_TARGET
 #endif
 
 namespace ae::amx {
@@ -53,11 +51,13 @@ inline Config full_tiles() {
 
 #if defined(AE_AMX)
 // The instructions with their tile numbers as template arguments: inline assembly (GCC's intrinsic
-// macros paste the number's spelling into the mnemonic, which a template parameter cannot give).
+// macros paste the number's spelling into the mnemonic, which a template parameter cannot give; its
+// _tile_loadconfig also tells the compiler it reads 8 bytes of the 64: here the whole Config is the
+// operand).
 struct Hardware {
   static constexpr bool kEmulated = false;
-  AE_AMX_TARGET static inline void configure(const Config& c) { _tile_loadconfig(&c); }
-  AE_AMX_TARGET static inline void release() { _tile_release(); }
+  static inline void configure(const Config& c) { asm volatile("ldtilecfg %0" ::"m"(c)); }
+  static inline void release() { asm volatile("tilerelease" ::); }
   template <int T>
   static inline void zero() {
     asm volatile("tilezero %%tmm%c0" ::"i"(T));

@@ -212,6 +212,7 @@ AE_LIBRARY(m) {
   m.def("panel_linear_silu(Tensor(a!) out, Tensor x, Tensor panels) -> ()");
   m.def("gguf_linear_int8(Tensor(a!) out, Tensor x, Tensor[] raws, int[] qtypes) -> ()");
   m.def("gguf_linear_wide(Tensor(a!) out, Tensor x, Tensor[] raws, int[] qtypes, bool bf16=False) -> ()");
+  m.def("tiles_built() -> bool", &AE_OPS_NS::tiles_built);  // no tensor to dispatch on: one kernel for all
   m.def("panel_linear_tiles(Tensor(a!) out, Tensor x, Tensor panels, bool silu=False, bool emulate=False) -> ()");
   m.def("gguf_linear_tiles(Tensor(a!) out, Tensor x, Tensor[] raws, int[] qtypes, bool emulate=False) -> ()");
   m.def("gguf_dequantize(Tensor(a!) out, Tensor raw, int qtype) -> ()");

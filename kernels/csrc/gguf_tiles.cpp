@@ -129,6 +129,14 @@ void run_groups(const std::vector<Part>& parts, const std::vector<Group>& groups
 
 namespace AE_OPS_NS {
 
+bool tiles_built() {
+#if defined(AE_AMX)
+  return true;
+#else
+  return false;
+#endif
+}
+
 void gguf_linear_tiles(at::Tensor out, const at::Tensor& x, at::TensorList raws, at::IntArrayRef qtypes,
                        bool emulate) {
 #if defined(AE_AMX)
@@ -154,7 +162,8 @@ void gguf_linear_tiles(at::Tensor out, const at::Tensor& x, at::TensorList raws,
     else run_groups<ae::amx::Hardware>(parts, groups, g0, g1, xbp, m, k, bl, op, ldo);
   });
 #else
-  TORCH_CHECK(false, "gguf_linear_tiles: AMX tiles need a build for AVX512_BF16 (this one is not)");
+  TORCH_CHECK(false, "gguf_linear_tiles: this build has no AMX tiles (they need a build for AVX512_BF16 by a "
+              "compiler that knows AMX)");
 #endif
 }
 

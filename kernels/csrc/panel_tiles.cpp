@@ -95,7 +95,8 @@ void panel_linear_tiles(at::Tensor out, const at::Tensor& x, const at::Tensor& p
     else run_panels<ae::amx::Hardware>(g0, g1, xbp, m, k, bl, pp, n_panels, zeros.data(), silu, op, n);
   });
 #else
-  TORCH_CHECK(false, "panel_linear_tiles: AMX tiles need a build for AVX512_BF16 (this one is not)");
+  TORCH_CHECK(false, "panel_linear_tiles: this build has no AMX tiles (they need a build for AVX512_BF16 by a "
+              "compiler that knows AMX)");
 #endif
 }
 

@@ -25,6 +25,7 @@ void panel_linear(at::Tensor out, const at::Tensor& x, const at::Tensor& panels)
 void panel_linear_silu(at::Tensor out, const at::Tensor& x, const at::Tensor& panels);
 void gguf_linear_int8(at::Tensor out, const at::Tensor& x, at::TensorList raws, at::IntArrayRef qtypes);
 void gguf_linear_wide(at::Tensor out, const at::Tensor& x, at::TensorList raws, at::IntArrayRef qtypes, bool bf16);
+bool tiles_built();
 void panel_linear_tiles(at::Tensor out, const at::Tensor& x, const at::Tensor& panels, bool silu, bool emulate);
 void gguf_linear_tiles(at::Tensor out, const at::Tensor& x, at::TensorList raws, at::IntArrayRef qtypes,
                        bool emulate);
