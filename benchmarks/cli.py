@@ -38,6 +38,7 @@ BENCHMARKS: dict[str, str] = {
     "graphs": "benchmarks.decode_graphs",
     "stack": "benchmarks.layer_stack_bench",
     "onednn-layout": "benchmarks.onednn_layout",
+    "tile-routes": "benchmarks.tile_routes",
 }
 
 

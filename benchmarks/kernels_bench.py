@@ -295,8 +295,8 @@ def _calibrate_quant(threads_list: str, models: list[str]) -> list[list[object]]
 
 
 def _calibrate_matmuls(threads_list: str) -> list[list[object]]:
-    """Float32 and bfloat16 matmul routes (panels vs oneDNN by row count) for the served models' weight
-    shapes."""
+    """Float32 and bfloat16 matmul routes (panels, oneDNN, and AMX tiles where granted, by row count) for
+    the served models' weight shapes."""
     import torch
 
     from kernels.calibration_store import NEVER
@@ -310,11 +310,13 @@ def _calibrate_matmuls(threads_list: str) -> list[list[object]]:
                 gated = i == GATE_UP_INDEX  # timed as it runs: with its SiLU
                 cal = calibrate(MatmulShape(n, k, dtype, gated), remeasure=True)
                 label = f"{n}x{k} {dtype}" + (" +silu" if gated else "")
-                rows += [[threads, model, label, int(r), panels, onednn, panels / onednn]
-                         for r, (panels, onednn) in cal.ms.items()]
-                rows.append([threads, model, label, "oneDNN from", "never" if cal.onednn_from == NEVER
-                             else cal.onednn_from, None, None])
-    print_table(["threads", "model", "weight", "rows", "panels ms", "oneDNN ms", "panels / oneDNN"], rows)
+                rows += [[threads, model, label, int(r), ms[0], ms[1], ms[2] if len(ms) > 2 else None, ms[0] / ms[1]]
+                         for r, ms in cal.ms.items()]
+                rows.append([threads, model, label, "oneDNN / tiles from",
+                             "never" if cal.onednn_from == NEVER else cal.onednn_from,
+                             "never" if cal.tiles_from == NEVER else cal.tiles_from, None])
+    print_table(["threads", "model", "weight", "rows", "panels ms", "oneDNN ms", "AMX tiles ms", "panels / oneDNN"],
+                rows)
     return rows
 
 

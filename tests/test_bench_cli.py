@@ -56,6 +56,7 @@ MINIMAL: dict[str, tuple[list[str], dict[str, object]]] = {
                    "repeats": 3, "pages": False, "json": "out/layer_stack.json"}),
     "onednn-layout": ([], {"shapes": "1152x896,896x896,9728x896,896x4864", "dtypes": "float32,bfloat16",
                            "rows": "1,32,256,1024", "repeats": 7, "threads": 0, "json": "out/onednn_layout.json"}),
+    "tile-routes": ([], {"rows": "32,256,1024", "threads": 0, "repeats": 3, "json": "out/tile_routes.json"}),
     "localization": ([], {"tasks": "libraries,suites", "timeout": 600.0, "json": "out/localization.json"}),
     "mutants": ([], {"tasks": "libraries,suites", "mutants": 300, "functions": 4, "timeout": 120.0, "only": "",
                      "json": "out/mutation_repair.json"}),

@@ -113,7 +113,9 @@ def test_a_bfloat16_weight_is_measured_as_its_own_shape(fresh_routes: None, monk
     assert linear_routes.cache_key(MatmulShape(200, 96), 2) == calibration_store.store_key(  # float32's key as before
         "linear", linear_routes.VERSION, {"out_features": 200, "in_features": 96}, 2)
     cal = linear_routes.calibrate(bf16)
-    assert set(cal.ms) == {"1", "16", "128"} and all(p > 0 and o > 0 for p, o in cal.ms.values())
+    assert set(cal.ms) == {"1", "16", "128"} and all(min(ms) > 0 for ms in cal.ms.values())
+    columns = 3 if linear_routes.tiles_have(bf16) else 2  # panels, oneDNN[, the AMX tiles where granted]
+    assert all(len(ms) == columns for ms in cal.ms.values())
     assert linear_routes.onednn_from(200, 96, torch.bfloat16) == cal.onednn_from
     assert linear_routes.onednn_from(200, 96) == NEVER  # the float32 shape was not prepared
     with pytest.raises(ValueError, match="float16"):
@@ -130,7 +132,7 @@ def test_without_native_bfloat16_a_bfloat16_weight_stays_on_its_panels(fresh_rou
     monkeypatch.setattr(linear_routes, "onednn_linear", lambda *a: pytest.fail("oneDNN bfloat16 called"))
     shape = MatmulShape(200, 96, "bfloat16")
     cal = linear_routes.calibrate(shape)
-    assert cal.onednn_from == NEVER and all(o == float("inf") for _, o in cal.ms.values())
+    assert cal.onednn_from == NEVER and all(ms[1] == float("inf") for ms in cal.ms.values())
     monkeypatch.setattr(linear_routes._routes, "known", {})
     assert linear_routes.calibrate(shape) == cal  # the stored infinite column is accepted
 
