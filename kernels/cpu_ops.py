@@ -65,18 +65,19 @@ ONEDNN_LINEAR_MAX_ROWS = 64  # without panels: up to here oneDNN's matmul beats 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, cpp: bool = False,
            packed: torch.Tensor | None = None, out: torch.Tensor | None = None,
-           blocked: torch.Tensor | None = None) -> torch.Tensor:
+           blocked: torch.Tensor | None = None, logits: bool = False) -> torch.Tensor:
     """``F.linear(x, weight, bias)`` for a 2-D ``x``, by the fastest kernel on CPU float32 with ``cpp``:
     with ``packed`` (``kernels.prepack.pack_weight(weight)``) the C++ ``panel_linear`` on it, or oneDNN
     on the float32 or bfloat16 ``weight`` (its ``blocked`` copy, ``linear_routes.onednn_weight``, when
     given) from the row count this CPU's calibration gave its shape and dtype, or the AMX tiles on the
-    pair panels (``panel_linear_tiles``) from theirs (``kernels.linear_routes.linear_form``); without, by row count: the C++ ``small_linear``
+    pair panels (``panel_linear_tiles``) from theirs (``kernels.linear_routes.linear_form``; an LM head's
+    route where ``logits``); without, by row count: the C++ ``small_linear``
     for a decode step's few rows (at most ``SMALL_LINEAR_MAX_ROWS``), which streams the weight from memory once, oneDNN up to
     ``ONEDNN_LINEAR_MAX_ROWS`` rows, and MKL (``F.linear``) above."""
     if cpp and x.dtype == torch.float32 and x.is_contiguous():
         rows = x.shape[0]
         if packed is not None:
-            form = linear_form(weight, rows)
+            form = linear_form(weight, rows, logits=logits)
             if form is LinearForm.ONEDNN:
                 return onednn_linear(x, weight, bias, blocked)
             out = x.new_empty(rows, weight.shape[0]) if out is None else out

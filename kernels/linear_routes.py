@@ -76,7 +76,9 @@ WEIGHT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # the we
 
 @dataclass(frozen=True)
 class MatmulShape:
-    """A weight ``[out_features, in_features]`` of ``dtype`` (a name in ``WEIGHT_DTYPES``); ``gated``: a
+    """A weight ``[out_features, in_features]`` of ``dtype`` (a name in ``WEIGHT_DTYPES``); ``logits``: an
+    LM head, whose products keep float32 sums (so a bfloat16 head has no oneDNN route, which rounds its
+    product to bfloat16: the panels and the tiles only); ``gated``: a
     fused ``[gate; up]`` weight multiplied with its SiLU (``kernels.cpu_ops.gate_up_silu``; its
     intermediate size, half of ``out_features``, a multiple of the panel width)."""
 
@@ -84,6 +86,7 @@ class MatmulShape:
     in_features: int
     dtype: str = "float32"
     gated: bool = False
+    logits: bool = False
 
     def __post_init__(self) -> None:
         if self.dtype not in WEIGHT_DTYPES:
@@ -93,14 +96,20 @@ class MatmulShape:
                              f"{self.out_features} outputs")
 
     @classmethod
-    def of(cls, weight: torch.Tensor, gated: bool = False) -> MatmulShape:
+    def of(cls, weight: torch.Tensor, gated: bool = False, logits: bool = False) -> MatmulShape:
         """The shape of a float32 or bfloat16 ``[N, K]`` weight (``ValueError`` for another dtype)."""
-        return cls(weight.shape[0], weight.shape[1], str(weight.dtype).removeprefix("torch."), gated)
+        return cls(weight.shape[0], weight.shape[1], str(weight.dtype).removeprefix("torch."), gated, logits)
 
     @property
     def route_key(self) -> tuple[int, int, torch.dtype, bool]:
         """What :func:`onednn_from` looks the route up by."""
-        return self.out_features, self.in_features, WEIGHT_DTYPES[self.dtype], self.gated
+        return self.out_features, self.in_features, WEIGHT_DTYPES[self.dtype], self.gated, self.logits
+
+    @property
+    def onednn_route(self) -> bool:
+        """Whether oneDNN is a route for this shape here: :func:`onednn_has` for its dtype, and not a
+        bfloat16 LM head (``logits``)."""
+        return onednn_has(self.dtype) and not (self.logits and self.dtype == "bfloat16")
 
 
 class LinearForm(Enum):
@@ -150,6 +159,8 @@ def cache_key(shape: MatmulShape, threads: int) -> str:
         del fields["dtype"]
     if not shape.gated:
         del fields["gated"]
+    if not shape.logits:
+        del fields["logits"]
     return store_key("linear", VERSION, fields, threads)
 
 
@@ -223,14 +234,14 @@ def _parse(data: dict, shape: MatmulShape) -> LinearCalibration:
     """A stored calibration of ``shape``, if within bounds (``calibration_store``; oneDNN's column is
     infinite only where oneDNN is no route for its dtype here, ``onednn_has``; a tiles column only
     where :func:`tiles_have`)."""
-    ms = checked_ms(data["ms"], (3,) if tiles_have(shape) else (2,), () if onednn_has(shape.dtype) else (1,))
+    ms = checked_ms(data["ms"], (3,) if tiles_have(shape) else (2,), () if shape.onednn_route else (1,))
     tiles_from = checked_threshold(data.get("tiles_from", NEVER), ms)
     return LinearCalibration(checked_threshold(data["onednn_from"], ms), ms,
                              data["key"], data["measured_at"], tiles_from)
 
 
-# (out, in, dtype, gated) -> its route by row count: keyed by the weight's shape, looked up on every matmul
-_routes: RouteTable[tuple[int, int, torch.dtype, bool], LinearRoute] = RouteTable(
+# (out, in, dtype, gated, logits) -> its route by row count: keyed by the weight's shape, looked up on every matmul
+_routes: RouteTable[tuple[int, int, torch.dtype, bool, bool], LinearRoute] = RouteTable(
     "where a matmul leaves the panels for oneDNN or the tiles")
 
 
@@ -248,7 +259,7 @@ def _routes_of(shape: MatmulShape, weight: torch.Tensor) -> tuple[Route, Route |
     tiles: Route | None = None
     if tiles_have(shape):
         tiles = lambda x, out: ops().panel_linear_tiles(out, x, panels, shape.gated, False)  # noqa: E731
-    if not onednn_has(shape.dtype):
+    if not shape.onednn_route:
         onednn: Route | None = None
     elif shape.gated:
         blocked = onednn_weight(weight)
@@ -279,32 +290,34 @@ def prepare(shapes: Iterable[MatmulShape]) -> None:
 
 
 def route_of(out_features: int, in_features: int, dtype: torch.dtype = torch.float32,
-             gated: bool = False) -> LinearRoute:
-    """This shape's route (with its SiLU where ``gated``) by row count: the panels at every row count
-    if unprepared."""
-    return _routes.get((out_features, in_features, dtype, gated), LinearRoute())
+             gated: bool = False, logits: bool = False) -> LinearRoute:
+    """This shape's route (with its SiLU where ``gated``; an LM head's where ``logits``) by row count:
+    the panels at every row count if unprepared."""
+    return _routes.get((out_features, in_features, dtype, gated, logits), LinearRoute())
 
 
-def onednn_from(out_features: int, in_features: int, dtype: torch.dtype = torch.float32, gated: bool = False) -> int:
-    """The row count from which this shape's matmul (with its SiLU where ``gated``) goes to oneDNN
-    (``NEVER`` if unprepared)."""
-    return route_of(out_features, in_features, dtype, gated).onednn_from
+def onednn_from(out_features: int, in_features: int, dtype: torch.dtype = torch.float32, gated: bool = False,
+                logits: bool = False) -> int:
+    """The row count from which this shape's matmul (with its SiLU where ``gated``; an LM head's where
+    ``logits``) goes to oneDNN (``NEVER`` if unprepared)."""
+    return route_of(out_features, in_features, dtype, gated, logits).onednn_from
 
 
-def linear_form(weight: torch.Tensor, rows: int, gated: bool = False) -> LinearForm:
-    """The kernel a float32 step of ``rows`` rows multiplies by ``weight`` (with its SiLU where ``gated``)
-    on this CPU: its measured route; the panels for a weight that is not contiguous (oneDNN and the
-    tiles read it or its panels as a plain matrix) or whose shape nobody prepared."""
+def linear_form(weight: torch.Tensor, rows: int, gated: bool = False, logits: bool = False) -> LinearForm:
+    """The kernel a float32 step of ``rows`` rows multiplies by ``weight`` (with its SiLU where ``gated``;
+    as an LM head where ``logits``) on this CPU: its measured route; the panels for a weight that is not
+    contiguous (oneDNN and the tiles read it or its panels as a plain matrix) or whose shape nobody
+    prepared."""
     if not weight.is_contiguous():
         return LinearForm.PANELS
-    return route_of(*weight.shape, weight.dtype, gated).at(rows)
+    return route_of(*weight.shape, weight.dtype, gated, logits).at(rows)
 
 
-def takes_onednn(weight: torch.Tensor, gated: bool = False) -> bool:
+def takes_onednn(weight: torch.Tensor, gated: bool = False, logits: bool = False) -> bool:
     """Whether a step of some row count multiplies by ``weight`` (with its SiLU where ``gated``) through
     oneDNN on this CPU: its shape was prepared and oneDNN measured fastest from some row count below
     the tiles' (the weights a model keeps an :func:`onednn_weight` copy of)."""
     if weight.dtype not in WEIGHT_DTYPES.values():
         return False
-    route = route_of(*weight.shape, weight.dtype, gated)
+    route = route_of(*weight.shape, weight.dtype, gated, logits)
     return route.onednn_from < min(route.tiles_from, NEVER)

@@ -50,7 +50,7 @@ def test_only_weights_routed_to_onednn_get_its_layout(routes: dict[MatmulShape, 
     head = torch.randn(200, HIDDEN, generator=gen)
     routes[MatmulShape(HIDDEN, HIDDEN)] = 64
     routes[MatmulShape(2 * INTER, HIDDEN, gated=True)] = 128
-    routes[MatmulShape(200, HIDDEN)] = 256
+    routes[MatmulShape(200, HIDDEN, logits=True)] = 256
     copies = make_working_copies(layers, head, INTER, torch.float32)
     for layer in layers:
         assert set(layer.packed) == {"qkv_w", "o_w", GATE_UP_SILU, "down_w"}
@@ -60,11 +60,16 @@ def test_only_weights_routed_to_onednn_get_its_layout(routes: dict[MatmulShape, 
 
 
 @pytest.mark.core
-def test_a_bfloat16_head_is_never_routed_and_a_refused_prepack_makes_no_copies(
+def test_a_bfloat16_head_has_no_onednn_route_and_a_refused_prepack_makes_no_copies(
         routes: dict[MatmulShape, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LM head is routed as one (``logits``): in bfloat16 it keeps float32 sums, so oneDNN (which
+    rounds its product) is no route for it, the panels and the AMX tiles are."""
     gen = torch.Generator().manual_seed(1)
     bf16_head = torch.randn(200, HIDDEN, generator=gen).bfloat16()
-    assert MatmulShape(200, HIDDEN, "bfloat16") not in routed_shapes([], bf16_head)
+    head_shape = MatmulShape(200, HIDDEN, "bfloat16", logits=True)
+    assert routed_shapes([], bf16_head) == [head_shape]
+    assert not head_shape.onednn_route and MatmulShape(200, HIDDEN, "float32", logits=True).onednn_route == \
+        linear_routes.onednn_has("float32")
     monkeypatch.setenv("AGENT_ENGINE_PREPACK", "0")
     layers = [_layer(gen)]
     routes[MatmulShape(HIDDEN, HIDDEN)] = 1

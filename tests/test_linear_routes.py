@@ -231,3 +231,16 @@ def test_a_calibration_with_tiles_times_three_routes_and_reads_back(fresh_routes
     stored = {"onednn_from": NEVER, "tiles_from": 1, "ms": {"1": [1.0, 2.0, 0.5]}, "key": "k", "measured_at": "now"}
     with pytest.raises(ValueError):
         linear_routes._parse(stored, shape)
+
+
+@needs_cpp
+def test_a_bfloat16_lm_head_is_timed_without_onednn(fresh_routes: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An LM head keeps float32 sums: as a bfloat16 ``logits`` shape oneDNN (which rounds its product) is
+    never called, its column is absent (infinite), and the head's key is its own."""
+    monkeypatch.setattr(linear_routes, "ROWS", (1, 16))
+    monkeypatch.setattr(linear_routes, "onednn_linear", lambda *a, **k: pytest.fail("oneDNN called for a head"))
+    head = MatmulShape(200, 96, "bfloat16", logits=True)
+    assert linear_routes.cache_key(head, 2) != linear_routes.cache_key(MatmulShape(200, 96, "bfloat16"), 2)
+    cal = linear_routes.calibrate(head)
+    assert cal.onednn_from == NEVER and all(ms[1] == float("inf") for ms in cal.ms.values())
+    assert linear_routes.route_of(200, 96, torch.bfloat16, logits=True) == cal.route

@@ -91,7 +91,7 @@ def make_working_copies(layers: list[LayerWeights], head: torch.Tensor | None, i
     wanted = [(layer, name, w) for layer in layers for name, w in layer.dense()
               if _packed(layer, name) and _reaches_onednn(w, layer.gated(name), max_rows)]
     head_wanted = head_packed is not None and head is not None and _routed_head(head) and \
-        _reaches_onednn(head, False, max_rows)
+        _reaches_onednn(head, False, max_rows, logits=True)
     copy_bytes = sum(w.numel() * w.element_size() for _, _, w in wanted) + \
         (head.numel() * head.element_size() if head_wanted and head is not None else 0)
     if copy_bytes and not prepack_allowed(copy_bytes, "in oneDNN's layout"):
@@ -102,12 +102,13 @@ def make_working_copies(layers: list[LayerWeights], head: torch.Tensor | None, i
 
 
 def routed_shapes(layers: list[LayerWeights], head: torch.Tensor | None) -> list[MatmulShape]:
-    """The float32 and bfloat16 matmul shapes whose route (panels or oneDNN) is measured: every layer
-    weight (a gate/up weight with interleaved panels as it runs, with its SiLU) and a float32 LM head
-    (oneDNN's float32 is exact; a bfloat16 head stays on its panels: logits keep float32 sums)."""
+    """The float32 and bfloat16 matmul shapes whose route (panels, oneDNN or AMX tiles) is measured: every
+    layer weight (a gate/up weight with interleaved panels as it runs, with its SiLU) and the LM head as
+    one (``logits``: its products keep float32 sums, so a bfloat16 head has no oneDNN route, whose
+    product is rounded to bfloat16; the tiles keep float32 sums)."""
     shapes = [MatmulShape.of(w, gated=layer.gated(name)) for layer in layers for name, w in layer.dense()]
     if head is not None and _routed_head(head):
-        shapes.append(MatmulShape.of(head))
+        shapes.append(MatmulShape.of(head, logits=True))
     return shapes
 
 
@@ -129,13 +130,13 @@ def _packed(layer: LayerWeights, name: str) -> bool:
     return (GATE_UP_SILU if layer.gated(name) else name) in layer.packed
 
 
-def _reaches_onednn(weight: torch.Tensor, gated: bool, max_rows: int | None) -> bool:
-    """Whether some step of at most ``max_rows`` rows (any, if None) multiplies by ``weight`` through
-    oneDNN (``linear_routes.takes_onednn``, from a row count within reach)."""
-    return takes_onednn(weight, gated) and (max_rows is None or
-                                            onednn_from(*weight.shape, weight.dtype, gated) <= max_rows)
+def _reaches_onednn(weight: torch.Tensor, gated: bool, max_rows: int | None, logits: bool = False) -> bool:
+    """Whether some step of at most ``max_rows`` rows (any, if None) multiplies by ``weight`` (an LM head
+    where ``logits``) through oneDNN (``linear_routes.takes_onednn``, from a row count within reach)."""
+    return takes_onednn(weight, gated, logits) and (
+        max_rows is None or onednn_from(*weight.shape, weight.dtype, gated, logits) <= max_rows)
 
 
 def _routed_head(head: torch.Tensor) -> bool:
-    """Whether the LM head's route is measured: a float32 head only."""
-    return head.dtype == torch.float32
+    """Whether the LM head's route is measured: a float32 or bfloat16 head."""
+    return head.dtype in WEIGHT_DTYPES.values()

@@ -37,8 +37,8 @@ Invariants:
   (``kernels.paged_attention``). From
   the row count where oneDNN's bfloat16 matmul measured faster for a layer's weight
   (``kernels.linear_routes``; AMX tiles where granted) that matmul's output is rounded to bfloat16
-  too. The LM head never takes that route, nor the oneDNN form of a GGUF head (``kernels.quant_routes``):
-  logits keep float32 sums.
+  too. A bfloat16 LM head never takes that route, nor the oneDNN form of a GGUF head
+  (``kernels.quant_routes``): logits keep float32 sums (AMX tiles, which keep them, are a route of both).
 """
 
 from __future__ import annotations
@@ -411,7 +411,8 @@ class LeanDecoder:
         if self.head_quant is not None:
             return quant_matmul(hidden.contiguous(), self.head_quant, self.head_b, out=out)
         assert self.head_w is not None
-        return linear(hidden, self.head_w, self.head_b, self.cpp, self.head_copies.packed, out, self.head_copies.blocked)
+        return linear(hidden, self.head_w, self.head_b, self.cpp, self.head_copies.packed, out, self.head_copies.blocked,
+                      logits=True)
 
     @property
     def vocab_rows(self) -> int:
