@@ -215,6 +215,7 @@ CALIBRATED_SHAPES = ((8, 2, 64), (9, 3, 64), (14, 2, 64), (12, 2, 128))
 # Weight shapes (out, in: QKV, O, gate+up, down, LM head) of the embedded model, SmolLM2-135M and
 # Qwen2.5-Coder-0.5B, timed in float32 and bfloat16; the gate/up one (GATE_UP_INDEX) with its SiLU.
 GATE_UP_INDEX = 2
+HEAD_INDEX = 4  # the LM head: timed as the engine routes it (``MatmulShape.logits``)
 CALIBRATED_MATMULS = {
     "embedded": ((768, 512), (512, 512), (2816, 512), (512, 1408), (4096, 512)),
     "smollm2": ((960, 576), (576, 576), (3072, 576), (576, 1536), (49152, 576)),
@@ -307,9 +308,9 @@ def _calibrate_matmuls(threads_list: str) -> list[list[object]]:
         torch.set_num_threads(threads)
         for model, shapes in CALIBRATED_MATMULS.items():
             for i, (n, k), dtype in ((i, shape, dtype) for i, shape in enumerate(shapes) for dtype in WEIGHT_DTYPES):
-                gated = i == GATE_UP_INDEX  # timed as it runs: with its SiLU
-                cal = calibrate(MatmulShape(n, k, dtype, gated), remeasure=True)
-                label = f"{n}x{k} {dtype}" + (" +silu" if gated else "")
+                gated, head = i == GATE_UP_INDEX, i == HEAD_INDEX  # each timed as it runs
+                cal = calibrate(MatmulShape(n, k, dtype, gated, logits=head), remeasure=True)
+                label = f"{n}x{k} {dtype}" + (" +silu" if gated else "") + (" (LM head)" if head else "")
                 rows += [[threads, model, label, int(r), ms[0], ms[1], ms[2] if len(ms) > 2 else None, ms[0] / ms[1]]
                          for r, ms in cal.ms.items()]
                 rows.append([threads, model, label, "oneDNN / tiles from",

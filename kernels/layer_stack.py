@@ -11,7 +11,8 @@ Invariants:
 - The op runs exactly the kernels the loop would, in the same order: its results are the loop's bit
   for bit (the tests compare them).
 - :meth:`LayerStack.plan` is None for a row count at which some matmul takes a route the op does not
-  run (a float32 or bfloat16 weight that oneDNN takes, a GGUF weight in the wide route's oneDNN form);
+  run (a float32 or bfloat16 weight that oneDNN or the AMX tiles on its panels take, a GGUF weight in
+  the wide route's oneDNN form);
   the caller then runs the loop, as it does when
   :func:`kernels.paged_attention.cpp_requests` says the step's attention is not all C++.
 - A stack is all or nothing: the lean decoder builds one only where every matmul of every layer has
@@ -62,7 +63,8 @@ class StackMatmul:
     silu: bool = False
 
     def route(self, rows: int) -> Route | None:
-        """This matmul's kernel for a step of ``rows`` rows, or None where the op has none (oneDNN)."""
+        """This matmul's kernel for a step of ``rows`` rows, or None where the op has none (oneDNN, or the
+        tiles on a float32 or bfloat16 weight's panels)."""
         if self.quant is not None:
             return _QUANT_ROUTES.get(quant_form(self.quant, rows))
         assert self.weight is not None

@@ -69,6 +69,7 @@ MARGIN = 0.05  # oneDNN must be this much faster to take a row count
 REPEATS = 5
 VERSION = 3  # bump when the measurement changes
 TILE_K = 32  # the tile route multiplies K in whole tiles of 32
+HEAD_DECODE_ROWS = 64  # an LM head is always timed up to this many rows (decode widths)
 PREPACK_ROWS = 256  # the row count oneDNN lays an :func:`onednn_weight` out for (any count multiplies by it)
 ONEDNN = torch.backends.mkldnn.is_available()
 WEIGHT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # the weights with both routes
@@ -101,7 +102,7 @@ class MatmulShape:
         return cls(weight.shape[0], weight.shape[1], str(weight.dtype).removeprefix("torch."), gated, logits)
 
     @property
-    def route_key(self) -> tuple[int, int, torch.dtype, bool]:
+    def route_key(self) -> tuple[int, int, torch.dtype, bool, bool]:
         """What :func:`onednn_from` looks the route up by."""
         return self.out_features, self.in_features, WEIGHT_DTYPES[self.dtype], self.gated, self.logits
 
@@ -151,9 +152,8 @@ class LinearCalibration:
 
 
 def cache_key(shape: MatmulShape, threads: int) -> str:
-    """The store key of ``shape``'s calibration (a float32 shape's is what it was before weights had a
-    dtype, and a shape that is not gated what it was before gated ones: their stored calibrations stay
-    valid)."""
+    """The store key of ``shape``'s calibration (a field at its default is left out of the key: a float32
+    dtype, not gated, not an LM head)."""
     fields = asdict(shape)
     if shape.dtype == "float32":
         del fields["dtype"]
@@ -178,9 +178,12 @@ def tiles_have(shape: MatmulShape) -> bool:
 
 
 def ladder(shape: MatmulShape) -> tuple[int, ...]:
-    """The row counts timed for ``shape``: ``ROWS`` up to the ``FLOP_BUDGET``, at least the first."""
+    """The row counts timed for ``shape``: ``ROWS`` up to the ``FLOP_BUDGET``, at least the first; an LM
+    head's always up to ``HEAD_DECODE_ROWS`` (a vocabulary-sized head runs at every decode step's width,
+    where its route turns)."""
     flops_per_row = 2 * shape.out_features * shape.in_features
-    return tuple(r for i, r in enumerate(ROWS) if i == 0 or r * flops_per_row <= FLOP_BUDGET)
+    return tuple(r for i, r in enumerate(ROWS) if i == 0 or r * flops_per_row <= FLOP_BUDGET
+                 or (shape.logits and r <= HEAD_DECODE_ROWS))
 
 
 def measure(shape: MatmulShape) -> LinearCalibration:
@@ -235,9 +238,13 @@ def _parse(data: dict, shape: MatmulShape) -> LinearCalibration:
     infinite only where oneDNN is no route for its dtype here, ``onednn_has``; a tiles column only
     where :func:`tiles_have`)."""
     ms = checked_ms(data["ms"], (3,) if tiles_have(shape) else (2,), () if shape.onednn_route else (1,))
-    tiles_from = checked_threshold(data.get("tiles_from", NEVER), ms)
-    return LinearCalibration(checked_threshold(data["onednn_from"], ms), ms,
-                             data["key"], data["measured_at"], tiles_from)
+    cal = LinearCalibration(checked_threshold(data["onednn_from"], ms), ms, data["key"], data["measured_at"],
+                            checked_threshold(data.get("tiles_from", NEVER), ms))
+    if not shape.onednn_route and (cal.onednn_from != NEVER or any(row[1] != float("inf") for row in ms.values())):
+        raise ValueError("a oneDNN route for a shape oneDNN is no route of")
+    if not tiles_have(shape) and cal.tiles_from != NEVER:
+        raise ValueError("a tile route for a shape the tiles are no route of here")
+    return cal
 
 
 # (out, in, dtype, gated, logits) -> its route by row count: keyed by the weight's shape, looked up on every matmul

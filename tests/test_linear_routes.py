@@ -182,8 +182,8 @@ def test_the_tile_route_is_taken_from_its_row_count_and_ahead_of_onednn(fresh_ro
     """A route with oneDNN from 4 rows and the tiles from 8: ``linear`` and ``gate_up_silu`` take the
     panels, oneDNN, then the tiles (without granted tiles the tile call raises: the dispatch shows);
     ``takes_onednn`` holds only while oneDNN has row counts of its own."""
-    if not cpp_build.bf16_products():
-        pytest.skip("the tile route multiplies pair panels: kernels with bfloat16 products")
+    if not cpp_build.tile_kernels():
+        pytest.skip("the kernels in use have no AMX tile matmuls (a build for AVX512_BF16 by a compiler that knows AMX)")
     from kernels.amx import amx_state
 
     gen = torch.Generator().manual_seed(11)
@@ -244,3 +244,23 @@ def test_a_bfloat16_lm_head_is_timed_without_onednn(fresh_routes: None, monkeypa
     cal = linear_routes.calibrate(head)
     assert cal.onednn_from == NEVER and all(ms[1] == float("inf") for ms in cal.ms.values())
     assert linear_routes.route_of(200, 96, torch.bfloat16, logits=True) == cal.route
+
+
+@needs_cpp
+def test_a_stored_route_a_shape_cannot_take_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stored calibration that sends a bfloat16 LM head to oneDNN, or any shape to the tiles where they
+    are no route, is treated as corrupt (measured again), never followed."""
+    monkeypatch.setattr(linear_routes, "tiles_have", lambda shape: False)
+    head = MatmulShape(200, 96, "bfloat16", logits=True)
+    to_onednn = {"onednn_from": 1, "ms": {"1": [2.0, 1.0]}, "key": "k", "measured_at": "now"}
+    with pytest.raises(ValueError, match="oneDNN"):
+        linear_routes._parse(to_onednn, head)
+    to_tiles = {"onednn_from": NEVER, "tiles_from": 1, "ms": {"1": [2.0, 1.0]}, "key": "k", "measured_at": "now"}
+    with pytest.raises(ValueError, match="tile"):
+        linear_routes._parse(to_tiles, MatmulShape(200, 96))
+
+
+def test_an_lm_head_is_timed_at_the_decode_widths_whatever_its_size() -> None:
+    head = MatmulShape(151_936, 896, "bfloat16", logits=True)
+    assert set(r for r in linear_routes.ROWS if r <= linear_routes.HEAD_DECODE_ROWS) <= set(linear_routes.ladder(head))
+    assert max(linear_routes.ladder(MatmulShape(151_936, 896, "bfloat16"))) < linear_routes.HEAD_DECODE_ROWS
