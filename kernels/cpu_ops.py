@@ -98,14 +98,6 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return F.linear(x, weight, bias)
 
 
-def panels_take(weight: torch.Tensor, rows: int, gated: bool = False) -> bool:
-    """Whether a float32 step of ``rows`` rows multiplies by ``weight``'s panels (:func:`linear`, and
-    with ``gated`` :func:`gate_up_silu`) with ``panel_linear``: below the row counts from which oneDNN or
-    the tiles measured faster for the weight's shape and dtype on this CPU (``kernels.linear_routes``;
-    always for a shape nobody measured)."""
-    return linear_form(weight, rows, gated) is LinearForm.PANELS
-
-
 def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, interleaved: torch.Tensor,
                  out: torch.Tensor | None = None, blocked: torch.Tensor | None = None) -> torch.Tensor:
     """``silu(x @ gate^T) * (x @ up^T)`` for a contiguous float32 ``x`` and a fused ``[gate; up]``

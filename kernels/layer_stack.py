@@ -11,8 +11,7 @@ Invariants:
 - The op runs exactly the kernels the loop would, in the same order: its results are the loop's bit
   for bit (the tests compare them).
 - :meth:`LayerStack.plan` is None for a row count at which some matmul takes a route the op does not
-  run (a float32 or bfloat16 weight that oneDNN or the AMX tiles on its panels take, a GGUF weight in
-  the wide route's oneDNN form);
+  run (a float32 or bfloat16 weight that oneDNN takes, a GGUF weight in the wide route's oneDNN form);
   the caller then runs the loop, as it does when
   :func:`kernels.paged_attention.cpp_requests` says the step's attention is not all C++.
 - A stack is all or nothing: the lean decoder builds one only where every matmul of every layer has
@@ -29,7 +28,7 @@ import torch
 
 from kernels.attention_metadata import AttentionMetadata
 from kernels.cpp_build import ops
-from kernels.cpu_ops import panels_take
+from kernels.linear_routes import LinearForm, linear_form
 from kernels.quant import QuantForm, QuantMatmul, quant_form
 
 GATE_UP = 2  # the gate/up matmul's index in a layer's four (QKV, O, gate/up, down)
@@ -44,6 +43,8 @@ class Route(IntEnum):
     PANELS = 3  # panel_linear
     PANELS_SILU = 4  # panel_linear_silu on interleaved gate/up panels: writes the activation
     WIDE_TILES = 5  # gguf_linear_tiles: AMX tiles
+    PANEL_TILES = 6  # panel_linear_tiles: bfloat16 pair panels in AMX tiles
+    PANEL_TILES_SILU = 7  # the same on interleaved gate/up panels with the SiLU: writes the activation
 
 
 # The op's kernel for each form of a GGUF matmul (none for the oneDNN form: the loop runs that step).
@@ -63,13 +64,15 @@ class StackMatmul:
     silu: bool = False
 
     def route(self, rows: int) -> Route | None:
-        """This matmul's kernel for a step of ``rows`` rows, or None where the op has none (oneDNN, or the
-        tiles on a float32 or bfloat16 weight's panels)."""
+        """This matmul's kernel for a step of ``rows`` rows, or None where the op has none (oneDNN)."""
         if self.quant is not None:
             return _QUANT_ROUTES.get(quant_form(self.quant, rows))
         assert self.weight is not None
-        if not panels_take(self.weight, rows, self.silu):
+        form = linear_form(self.weight, rows, self.silu)
+        if form is LinearForm.ONEDNN:
             return None
+        if form is LinearForm.TILES:
+            return Route.PANEL_TILES_SILU if self.silu else Route.PANEL_TILES
         return Route.PANELS_SILU if self.silu else Route.PANELS
 
     @property

@@ -17,6 +17,7 @@ from agent_engine import LLM
 from agent_engine.model.runner import ModelRunner
 from kernels import layer_stack
 from kernels.cpp_build import load_cpu_ops, ops
+from kernels.linear_routes import LinearForm
 
 pytestmark = [pytest.mark.core,
               pytest.mark.skipif(not load_cpu_ops(), reason="the C++ CPU kernels did not build")]
@@ -44,11 +45,11 @@ def _tiny(kind: str, dtype: torch.dtype) -> torch.nn.Module:
 def _all_in_cpp(monkeypatch: pytest.MonkeyPatch, panels_from: int = 10**9, sdpa_from: int = 10**9) -> None:
     """Routes fixed for the test, not by this CPU's calibration: float32 matmuls on panels below
     ``panels_from`` rows (oneDNN from there), attention chunks in C++ below ``sdpa_from`` tokens."""
-    def panels_take(_weight: torch.Tensor, rows: int, gated: bool = False) -> bool:  # noqa: ARG001
-        return rows < panels_from
+    def form(_weight: torch.Tensor, rows: int, gated: bool = False, logits: bool = False) -> LinearForm:  # noqa: ARG001
+        return LinearForm.PANELS if rows < panels_from else LinearForm.ONEDNN
 
-    monkeypatch.setattr(layer_stack, "panels_take", panels_take)
-    monkeypatch.setattr("kernels.cpu_ops.panels_take", panels_take)  # the loop's choice, the same
+    monkeypatch.setattr(layer_stack, "linear_form", form)
+    monkeypatch.setattr("kernels.cpu_ops.linear_form", form)  # the loop's choice, the same
     paged = importlib.import_module("kernels.paged_attention")  # the module, not its function of that name
     monkeypatch.setattr(paged, "SDPA_MIN_FRESH_QUERY", sdpa_from)
     monkeypatch.setattr(paged, "SDPA_MIN_CONTEXT_QUERY", sdpa_from)
@@ -149,3 +150,23 @@ def test_a_malformed_plan_or_buffer_is_refused(monkeypatch: pytest.MonkeyPatch) 
     bad_tail = [torch.ones(2, 16), *tail[1:]]
     with pytest.raises(RuntimeError, match="cos and sin"):
         ops().decoder_layers(*args, plan, *bad_tail)
+
+
+def test_the_panel_tiles_are_routes_of_the_stack(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the measured route of a float32 or bfloat16 weight is the AMX tiles on its panels, the plan
+    names them (6; 7 for the gate/up matmul with its SiLU, which writes the activation) instead of
+    handing the step to the loop."""
+    runner = ModelRunner(_tiny("llama", torch.float32), num_kv_blocks=16, block_size=BLOCK)
+    _all_in_cpp(monkeypatch)
+    stack = runner.lean.stack if runner.lean is not None else None
+    assert stack is not None
+
+    def tiles(_weight: torch.Tensor, rows: int, gated: bool = False, logits: bool = False) -> LinearForm:  # noqa: ARG001
+        return LinearForm.TILES
+
+    monkeypatch.setattr(layer_stack, "linear_form", tiles)
+    plan = stack.plan(1)
+    assert plan is not None
+    routes = plan[0::2]
+    gate_up = layer_stack.Route.PANEL_TILES if stack.needs_gate_up else layer_stack.Route.PANEL_TILES_SILU
+    assert routes[layer_stack.GATE_UP] == int(gate_up) and routes[0] == int(layer_stack.Route.PANEL_TILES)

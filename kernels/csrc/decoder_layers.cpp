@@ -18,7 +18,8 @@
 // plan: two ints per matmul, (route, weights it takes from ``weights``): 0 the int8 route on GGUF
 // blocks, 1 / 2 the wide GGUF route in float32 / bfloat16, 3 panels (panel_linear), 4 interleaved
 // gate/up panels with the SiLU (the gate/up matmul only: it writes act), 5 the wide GGUF route in
-// AMX tiles (gguf_linear_tiles). ``qtypes`` has one GGML type
+// AMX tiles (gguf_linear_tiles), 6 / 7 bfloat16 pair panels in AMX tiles (panel_linear_tiles; 7 the
+// gate/up matmul's interleaved panels with the SiLU, writing act). ``qtypes`` has one GGML type
 // per weight (ignored for panels). The plan, the buffers' shapes and the step's per-token tensors are
 // checked here, before anything is written; each kernel checks its weights.
 // Invariant: the results are bit for bit those of the same kernels called one by one in this order.
@@ -32,10 +33,16 @@
 
 namespace {
 
-enum Route : int64_t { kInt8 = 0, kWideF32 = 1, kWideBf16 = 2, kPanels = 3, kPanelsSilu = 4, kWideTiles = 5 };
+enum Route : int64_t {
+  kInt8 = 0, kWideF32 = 1, kWideBf16 = 2, kPanels = 3, kPanelsSilu = 4, kWideTiles = 5, kPanelTiles = 6,
+  kPanelTilesSilu = 7
+};
 
 // Whether ``route`` multiplies GGUF blocks (any number of parts) rather than one panel tensor.
 constexpr bool on_blocks(int64_t route) { return route < kPanels || route == kWideTiles; }
+
+// Whether ``route`` writes the activation (the gate/up matmul with its SiLU).
+constexpr bool writes_act(int64_t route) { return route == kPanelsSilu || route == kPanelTilesSilu; }
 constexpr int64_t kMatmulsPerLayer = 4;
 constexpr int64_t kGateUp = 2;  // the gate/up matmul's index within a layer
 
@@ -58,6 +65,8 @@ class Matmuls {
       case kWideBf16: AE_OPS_NS::gguf_linear_wide(out, x, w, qtypes_.slice(first_, n), route == kWideBf16); break;
       case kWideTiles: AE_OPS_NS::gguf_linear_tiles(out, x, w, qtypes_.slice(first_, n), false); break;
       case kPanels: AE_OPS_NS::panel_linear(out, x, w[0]); break;
+      case kPanelTiles:
+      case kPanelTilesSilu: AE_OPS_NS::panel_linear_tiles(out, x, w[0], route == kPanelTilesSilu, false); break;
       default: AE_OPS_NS::panel_linear_silu(out, x, w[0]); break;
     }
     first_ += n;
@@ -77,8 +86,8 @@ void check_plan(int64_t layers, at::TensorList weights, at::IntArrayRef qtypes, 
   int64_t total = 0;
   for (int64_t i = 0; i < kMatmulsPerLayer * layers; ++i) {
     const int64_t route = plan[2 * i], n = plan[2 * i + 1];
-    TORCH_CHECK(route >= kInt8 && route <= kWideTiles, "decoder_layers: unknown route ", route);
-    TORCH_CHECK(route != kPanelsSilu || i % kMatmulsPerLayer == kGateUp,
+    TORCH_CHECK(route >= kInt8 && route <= kPanelTilesSilu, "decoder_layers: unknown route ", route);
+    TORCH_CHECK(!writes_act(route) || i % kMatmulsPerLayer == kGateUp,
                 "decoder_layers: only the gate/up matmul takes interleaved SiLU panels");
     TORCH_CHECK(n >= 1 && n <= static_cast<int64_t>(weights.size()) && (on_blocks(route) || n == 1),
                 "decoder_layers: a matmul takes GGUF parts or one panel tensor");
@@ -152,7 +161,7 @@ void decoder_layers(at::Tensor residual, at::Tensor delta, at::Tensor h, at::Ten
                     req_indices, scale);
     matmuls.next(delta, attn);
     AE_OPS_NS::rms_norm(h, residual, delta, norms[2 * l + 1], eps[2 * l + 1]);
-    if (matmuls.route(kMatmulsPerLayer * l + kGateUp) == kPanelsSilu) {
+    if (writes_act(matmuls.route(kMatmulsPerLayer * l + kGateUp))) {
       matmuls.next(act, h);
     } else {
       matmuls.next(gate_up, h);
