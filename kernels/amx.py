@@ -100,12 +100,16 @@ def amx_state() -> AmxState:
     return state
 
 
+TILES_SWITCH = "AGENT_ENGINE_AMX_TILES"  # "0": our own tile kernels are no route (oneDNN's tiles stay)
+
+
 def tiles_ready() -> bool:
-    """Whether this process may multiply in our own AMX tile kernels: bfloat16 tiles usable here and the
-    kernels in use built with them (``cpp_build.tile_kernels``)."""
+    """Whether this process may multiply in our own AMX tile kernels: not switched off
+    (``AGENT_ENGINE_AMX_TILES=0``), bfloat16 tiles usable here and the kernels in use built with them
+    (``cpp_build.tile_kernels``)."""
     from kernels.cpp_build import tile_kernels
 
-    return amx_state().usable and tile_kernels()
+    return os.environ.get(TILES_SWITCH, "1") != "0" and amx_state().usable and tile_kernels()
 
 
 def native_bf16() -> bool:

@@ -58,3 +58,19 @@ def test_onednn_multiplies_in_tiles_exactly_where_the_probe_says_they_are_grante
     executed = [line.split(",")[6] for line in run.stdout.splitlines() if ",exec,cpu," in line]
     assert executed, run.stdout[-2000:]  # oneDNN ran the matmul and said with what
     assert any("amx" in impl for impl in executed) is amx.amx_state().usable, executed
+
+
+@pytest.mark.core
+def test_our_tile_kernels_are_a_route_only_where_usable_built_and_not_switched_off(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import kernels.cpp_build as cpp_build
+
+    monkeypatch.setattr(amx, "amx_state", lambda: AmxState(("amx_tile", "amx_bf16"), True, "granted"))
+    monkeypatch.setattr(cpp_build, "tile_kernels", lambda: True)
+    monkeypatch.delenv(amx.TILES_SWITCH, raising=False)
+    assert amx.tiles_ready()
+    monkeypatch.setenv(amx.TILES_SWITCH, "0")
+    assert not amx.tiles_ready()
+    monkeypatch.setenv(amx.TILES_SWITCH, "1")
+    monkeypatch.setattr(cpp_build, "tile_kernels", lambda: False)
+    assert not amx.tiles_ready()

@@ -38,15 +38,28 @@ constexpr int kPanels = 3;  // 16-vector panels per scores call, at most
 constexpr int kVecs = 6;    // query vectors per values call, at most
 constexpr int kCols = 4;    // 16-column output panels per values call (64 columns)
 
+// A scores call's accumulators (kKeys keys x PC panels), zeroed; and stored as st[r * ld + 16 pc + lane].
+template <int PC>
+inline void zero_scores(__m512 (*acc)[PC]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < kKeys; ++r)
+#pragma GCC unroll 3
+    for (int pc = 0; pc < PC; ++pc) acc[r][pc] = _mm512_setzero_ps();
+}
+template <int PC>
+inline void store_scores(const __m512 (*acc)[PC], float* st, int64_t ld) {
+#pragma GCC unroll 8
+  for (int r = 0; r < kKeys; ++r)
+#pragma GCC unroll 3
+    for (int pc = 0; pc < PC; ++pc) _mm512_storeu_ps(st + r * ld + 16 * pc, acc[r][pc]);
+}
+
 // st[r * ld + 16 pc + lane] = k[r] . (vector 16 pc + lane of the panels at qt) for r < 8, pc < PC; qt's
 // panels are [D][16] floats, panel_stride apart; k[r] are float32 rows of D.
 template <int PC, int D>
 inline void scores(const float* qt, int64_t panel_stride, const float* const* k, float* st, int64_t ld) {
   __m512 acc[kKeys][PC];
-#pragma GCC unroll 8
-  for (int r = 0; r < kKeys; ++r)
-#pragma GCC unroll 3
-    for (int pc = 0; pc < PC; ++pc) acc[r][pc] = _mm512_setzero_ps();
+  zero_scores<PC>(acc);
 #pragma GCC unroll 2
   for (int c = 0; c < D; ++c) {
     __m512 qv[PC];
@@ -59,10 +72,7 @@ inline void scores(const float* qt, int64_t panel_stride, const float* const* k,
       for (int pc = 0; pc < PC; ++pc) acc[r][pc] = _mm512_fmadd_ps(kb, qv[pc], acc[r][pc]);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < kKeys; ++r)
-#pragma GCC unroll 3
-    for (int pc = 0; pc < PC; ++pc) _mm512_storeu_ps(st + r * ld + 16 * pc, acc[r][pc]);
+  store_scores<PC>(acc, st, ld);
 }
 
 // acc[r] = alpha[r] * o[r * d + c0 .. + 64) for r < R: the running outputs a values call adds to.

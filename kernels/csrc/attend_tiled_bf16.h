@@ -41,10 +41,7 @@ using tile512::kVecs;
 template <int PC, int D>
 inline void scores(const uint32_t* qt, int64_t panel_stride, const uint16_t* const* k, float* st, int64_t ld) {
   __m512 acc[kKeys][PC];
-#pragma GCC unroll 8
-  for (int r = 0; r < kKeys; ++r)
-#pragma GCC unroll 3
-    for (int pc = 0; pc < PC; ++pc) acc[r][pc] = _mm512_setzero_ps();
+  tile512::zero_scores<PC>(acc);
 #pragma GCC unroll 2
   for (int c = 0; c < D / 2; ++c) {
     __m512i qv[PC];
@@ -59,10 +56,7 @@ inline void scores(const uint32_t* qt, int64_t panel_stride, const uint16_t* con
       for (int pc = 0; pc < PC; ++pc) acc[r][pc] = _mm512_dpbf16_ps(acc[r][pc], kb, (__m512bh)qv[pc]);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < kKeys; ++r)
-#pragma GCC unroll 3
-    for (int pc = 0; pc < PC; ++pc) _mm512_storeu_ps(st + r * ld + 16 * pc, acc[r][pc]);
+  tile512::store_scores<PC>(acc, st, ld);
 }
 
 // o[r * D + c0 ..c0 + 64) (in the unpack's column order) = alpha[r] o[..] + the block's P V for the

@@ -8,9 +8,9 @@
 // (32 of K, 1 KB) at a time.
 #pragma once
 
-#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
+#include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/to.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "amx_tiles.h"
-#include "panel_bf16.h"
 
 #if defined(AE_AMX)
 #include <cpuid.h>
@@ -45,19 +44,9 @@ inline bool granted() {
   return syscall(SYS_arch_prctl, kArchGetXcompPerm, &bits) == 0 && (bits >> kXfeatureTileData & 1);
 }
 
-// x [M, K] rounded to bfloat16 into [padded_m, K], rows past M zero.
+// x [M, K] rounded to bfloat16 (nearest even) into [padded_m, K], rows past M zero.
 inline at::Tensor rounded_rows(const at::Tensor& x, int64_t padded_m) {
-  const int64_t m = x.size(0), k = x.size(1);
-  at::Tensor xb = at::empty({padded_m, k}, x.options().dtype(at::kBFloat16));
-  auto* dst = reinterpret_cast<uint16_t*>(xb.data_ptr());
-  const float* src = x.data_ptr<float>();
-  at::parallel_for(0, padded_m, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      if (r < m) ae::panel_bf16::round_row(src + r * k, k, dst + r * k);
-      else std::memset(dst + r * k, 0, k * sizeof(uint16_t));
-    }
-  });
-  return xb;
+  return at::constant_pad_nd(x.to(at::kBFloat16), {0, 0, 0, padded_m - x.size(0)}).contiguous();
 }
 
 // The two B panels of one block of 32 output columns over one K block: each [K block / 2][16] bfloat16
