@@ -6,7 +6,8 @@ miss of the prefix cache processes the whole context again. For each prompt leng
 for a prompt it has never seen (a unique first line, so no cached prefix on either server); the figure
 is prompt tokens (the server's own ``usage``) over the request's wall time, the best of the runs. The
 servers take turns per run, each started once with its defaults on the same model (llama-server on the
-same GGUF file, ``--llama-server PATH``), on 127.0.0.1 and a free port.
+same GGUF file, ``--llama-server PATH``), on 127.0.0.1 and a free port; ours on the CPU unless
+``--device`` says otherwise (llama-server runs on the CPU: ``-ngl 0``).
 
 Invariants: a figure's prompt tokens come from the server's ``usage``; the one generated token's time
 is inside the wall time of both servers alike; the JSON names the CPU, its ISA and the load average
@@ -43,6 +44,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="prompt lengths in tokens, about (default 512,2048,8192)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per length, fresh prompts each (default 3)")
     ap.add_argument("--llama-server", default=None, metavar="BINARY", help="also run llama.cpp's llama-server")
+    ap.add_argument("--device", default="cpu",
+                    help="our server's device (default cpu, where llama-server runs here, even on a GPU machine)")
     ap.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for each server")
     ap.add_argument("--log-dir", default="out/prompt_speed_logs", help="server logs go here")
     ap.add_argument("--json", default="out/prompt_speed.json", help="results JSON")
@@ -71,7 +74,8 @@ def _start(name: str, args: argparse.Namespace, model: str, context: int) -> Ser
     if name == LLAMA:
         return start_llama_server(args.llama_server, model, context, 1, log, startup_timeout=args.startup_timeout)
     blocks = context // 16 + 64
-    return start_engine_server(["--model", model, "--max-model-len", str(context), "--num-kv-blocks", str(blocks)],
+    return start_engine_server(["--model", model, "--device", args.device, "--max-model-len", str(context),
+                                "--num-kv-blocks", str(blocks)],
                                log, name="agent-engine", startup_timeout=args.startup_timeout)
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
+from benchmarks import prompt_speed
 from benchmarks.prompt_speed import LLAMA, _rows, prompt_text
 
 pytestmark = pytest.mark.core
@@ -19,3 +22,15 @@ def test_rows_hold_each_servers_best_and_the_ratio() -> None:
     best = {("agent-engine", 512): {"prompt_tps": 200.0}, (LLAMA, 512): {"prompt_tps": 100.0}}
     assert _rows(["agent-engine", LLAMA], [512], best)[0]["ratio"] == 2.0
     assert "ratio" not in _rows(["agent-engine"], [512], best)[0]
+
+
+def test_our_server_runs_on_the_cpu_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama-server runs on the CPU (``-ngl 0``): ours does too by default, even where a GPU is."""
+    seen: list[list[str]] = []
+    monkeypatch.setattr(prompt_speed, "start_engine_server", lambda argv, *a, **k: seen.append(list(argv)))
+    ap = argparse.ArgumentParser()
+    prompt_speed.add_arguments(ap)
+    for flags, device in (([], "cpu"), (["--device", "cuda"], "cuda")):
+        args = ap.parse_args(flags)
+        prompt_speed._start("agent-engine", args, "m.gguf", 1024)
+        assert seen[-1][seen[-1].index("--device") + 1] == device
