@@ -57,10 +57,15 @@ def machine_line() -> str:
     return f"CPU: {kernels}, {amx.describe()}, {os.cpu_count()} cores"
 
 
-def write_json(path: str | os.PathLike[str] | None, payload: JsonObject) -> None:
+def write_json(path: str | os.PathLike[str] | None, payload: JsonObject, *, quiet: bool = False) -> None:
+    """Write ``payload`` to ``path`` (nothing when no path) whole or not at all: a reader, or a run
+    killed mid-write, never sees half a file. Says so on stdout unless ``quiet``."""
     if not path:
         return
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
-    print(f"wrote {p}")
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
+    tmp.replace(p)
+    if not quiet:
+        print(f"wrote {p}")

@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from agent_engine.config import EngineConfig
 from agent_engine.reporting import machine_info, machine_line, print_table, write_json
 from agent_engine.server.launcher import ServerProcess, start_engine_server, start_llama_server
 from benchmarks.cli import run_standalone
@@ -44,8 +45,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="prompt lengths in tokens, about (default 512,2048,8192)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per length, fresh prompts each (default 3)")
     ap.add_argument("--llama-server", default=None, metavar="BINARY", help="also run llama.cpp's llama-server")
-    ap.add_argument("--device", default="cpu",
-                    help="our server's device (default cpu, where llama-server runs here, even on a GPU machine)")
+    EngineConfig.add_arguments(ap, ("device", "kv_cache_dtype"), {"device": "cpu"},
+                               title="our server (on the CPU by default, where llama-server runs, even on a GPU machine)")
     ap.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for each server")
     ap.add_argument("--log-dir", default="out/prompt_speed_logs", help="server logs go here")
     ap.add_argument("--json", default="out/prompt_speed.json", help="results JSON")
@@ -74,8 +75,8 @@ def _start(name: str, args: argparse.Namespace, model: str, context: int) -> Ser
     if name == LLAMA:
         return start_llama_server(args.llama_server, model, context, 1, log, startup_timeout=args.startup_timeout)
     blocks = context // 16 + 64
-    return start_engine_server(["--model", model, "--device", args.device, "--max-model-len", str(context),
-                                "--num-kv-blocks", str(blocks)],
+    return start_engine_server(["--model", model, "--device", args.device, "--kv-cache-dtype", args.kv_cache_dtype,
+                                "--max-model-len", str(context), "--num-kv-blocks", str(blocks)],
                                log, name="agent-engine", startup_timeout=args.startup_timeout)
 
 
@@ -107,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
                     key = (name, length)
                     if key not in best or got["prompt_tps"] > best[key]["prompt_tps"]:
                         best[key] = got
+                    print(f"run {run_index + 1}, {length} tokens, {name}: {got['prompt_tps']:.1f} prompt tok/s", flush=True)
+                _write_json(args, names, best, load0, complete=False)  # a run cut short keeps what it measured
     finally:
         for s in servers.values():
             s.stop()
@@ -117,9 +120,17 @@ def run(args: argparse.Namespace) -> int:
     if LLAMA in names:
         print_table(["ratio (ours / llama-server)", *[f"{n} tok" for n in args.lengths]],
                     [["prompt tok/s", *[r["ratio"] for r in rows]]])
-    write_json(args.json, {"config": {k: v for k, v in vars(args).items() if k != "func"}, "machine": machine_info(),
-                           "loadavg_start": load0, "loadavg_end": list(os.getloadavg()), "rows": rows})
+    _write_json(args, names, best, load0, complete=True)
     return 0
+
+
+def _write_json(args: argparse.Namespace, names: list[str], best: dict[tuple[str, int], dict[str, float]],
+                load0: list[float], *, complete: bool) -> None:
+    """The JSON of the lengths every server has run so far (``complete``: all runs of all lengths)."""
+    done = [n for n in args.lengths if all((name, n) in best for name in names)]
+    write_json(args.json, {"config": {k: v for k, v in vars(args).items() if k != "func"}, "machine": machine_info(),
+                           "loadavg_start": load0, "loadavg_end": list(os.getloadavg()), "complete": complete,
+                           "rows": _rows(names, done, best)}, quiet=not complete)
 
 
 def _rows(names: list[str], lengths: list[int], best: dict[tuple[str, int], dict[str, float]]) -> list[dict[str, Any]]:

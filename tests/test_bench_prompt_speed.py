@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -34,3 +35,19 @@ def test_our_server_runs_on_the_cpu_unless_told(monkeypatch: pytest.MonkeyPatch)
         args = ap.parse_args(flags)
         prompt_speed._start("agent-engine", args, "m.gguf", 1024)
         assert seen[-1][seen[-1].index("--device") + 1] == device
+
+
+def test_json_holds_the_lengths_every_server_has_run(tmp_path: Path) -> None:
+    """Written after every length, so a run cut short keeps what it measured."""
+    import json
+
+    ap = argparse.ArgumentParser()
+    prompt_speed.add_arguments(ap)
+    args = ap.parse_args(["--lengths", "512,2048", "--json", str(tmp_path / "p.json")])
+    best = {("agent-engine", 512): {"prompt_tps": 200.0}, (LLAMA, 512): {"prompt_tps": 100.0},
+            ("agent-engine", 2048): {"prompt_tps": 150.0}}
+    prompt_speed._write_json(args, ["agent-engine", LLAMA], best, [0.0, 0.0, 0.0], complete=False)
+    got = json.loads((tmp_path / "p.json").read_text())
+    assert not got["complete"] and [r["length"] for r in got["rows"]] == [512]
+    assert got["rows"][0]["ratio"] == 2.0
+    assert not list(tmp_path.glob("*.tmp"))

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Our server against llama-server on one GGUF file, pinned to a few cores of a bigger machine (a stand-in
+# for a small VM of the same CPU) that has neither the model nor the peers' environments: the file
+# rebuilt from its sketch (benchmarks/gguf_sketch.py), a llama-server binary built elsewhere for this
+# CPU's ISA, each stage under its own time limit, every result written as it is measured (bench prompt
+# writes its JSON after each length), the servers' logs and the kernels' calibrations in one archive.
+#
+#   SKETCH=q15.npz LLAMA=/path/to/llama-server OUT_DIR=out/pinned benchmarks/pinned_gguf_check.sh
+#
+# SKETCH (or MODEL=a .gguf file), LLAMA, CORES (default 2: one logical CPU on each of that many
+# physical cores), WHEELS (a folder of wheels to install first, offline), LENGTHS (default 2048,8192),
+# PROMPT_S / SERVE_S (stage limits, seconds), STAGES (default "prompt serve"), PY (default python3).
+set -uo pipefail
+PY=${PY:-python3}
+OUT_DIR=${OUT_DIR:-out/pinned_gguf}
+CORES=${CORES:-2}
+LENGTHS=${LENGTHS:-2048,8192}
+STAGES=${STAGES:-prompt serve}
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT_DIR"
+T0=$(date +%s)
+stamp() { echo "== $(( $(date +%s) - T0 )) s: $*"; }
+
+# One logical CPU per physical core, the first CORES of them.
+pick_cpus() {
+  local seen="" cpus="" c core
+  for c in $(seq 0 $(( $(nproc --all) - 1 ))); do
+    core=$(cat /sys/devices/system/cpu/cpu$c/topology/core_id 2>/dev/null)-$(cat /sys/devices/system/cpu/cpu$c/topology/physical_package_id 2>/dev/null)
+    case " $seen " in *" $core "*) continue ;; esac
+    seen="$seen $core"; cpus="$cpus${cpus:+,}$c"
+    [ "$(echo "$cpus" | tr ',' '\n' | wc -l)" -ge "$CORES" ] && break
+  done
+  echo "$cpus"
+}
+PIN=$(pick_cpus)
+lscpu | grep -E "^Model name|^CPU\(s\)|^Thread" ; echo "pinned to CPUs $PIN"
+[ -n "${WHEELS:-}" ] && "$PY" -m pip install -q --no-index --find-links "$WHEELS" fastapi uvicorn pydantic httpx \
+  prometheus-client gguf 2>&1 | tail -3
+MODEL=${MODEL:-/tmp/agent-engine-pinned.gguf}
+if [ -n "${SKETCH:-}" ]; then "$PY" -m benchmarks.gguf_sketch expand "$SKETCH" "$MODEL" || exit 1; fi
+"$PY" -c "from kernels.cpp_build import ops; ops(); from kernels import amx; print('kernels built;', amx.describe())" \
+  2>&1 | tail -1   # built on every core, before the pinned runs
+stamp ready
+export OMP_NUM_THREADS=$CORES
+for stage in $STAGES; do
+  uptime
+  case $stage in
+    prompt)
+      taskset -c "$PIN" timeout "${PROMPT_S:-420}" "$PY" -m benchmarks.prompt_speed --model "$MODEL" \
+        --llama-server "$LLAMA" --lengths "$LENGTHS" --repeats 1 --json "$OUT_DIR/prompt.json" \
+        --log-dir "$OUT_DIR/logs/prompt" 2>&1 | grep -v "^wrote" | tail -12 ;;
+    serve)
+      taskset -c "$PIN" timeout "${SERVE_S:-240}" "$PY" -m benchmarks.serve_load --model "$MODEL" --device cpu \
+        --llama-server "$LLAMA" --concurrency 1,8 --max-tokens 64 --num-kv-blocks 512 --repeats 1 --no-progress \
+        --plot "" --json "$OUT_DIR/serve.json" --log-dir "$OUT_DIR/logs/serve" 2>&1 | tail -8 ;;
+    *) echo "unknown stage $stage" ;;
+  esac
+  stamp "$stage done"
+done
+cp -r "${AGENT_ENGINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-engine}/kernels/routes" "$OUT_DIR/logs/calibrations" 2>/dev/null
+tar czf "$OUT_DIR/logs.tgz" -C "$OUT_DIR" logs 2>/dev/null && rm -rf "$OUT_DIR/logs"
