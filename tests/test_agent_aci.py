@@ -238,17 +238,17 @@ def test_a_missing_path_names_the_files_of_its_folder_and_the_closest(tmp_path: 
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A wrong guess inside a package (``exprcalc/exprcalc.py`` where ``exprcalc/parser.py`` is) shows the
     package's files and the closest paths, not only the top folder."""
-    from agent_engine.agent import file_tool
+    from agent_engine.agent import file_view
 
     for name in ("exprcalc/__init__.py", "exprcalc/parser.py", "exprcalc/evaluator.py", "tests/test_parser.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("")
     monkeypatch.chdir(tmp_path)
-    text = file_tool.missing("exprcalc/parsers.py")
+    text = file_view.missing("exprcalc/parsers.py")
     assert text.startswith("No file 'exprcalc/parsers.py'. Nothing changed.")
     assert "Did you mean: exprcalc/parser.py" in text
     assert "Files in exprcalc: exprcalc/__init__.py, exprcalc/evaluator.py, exprcalc/parser.py" in text
-    assert "Files in .: " in file_tool.missing("nowhere/deep/x.py")
+    assert "Files in .: " in file_view.missing("nowhere/deep/x.py")
 
 
 # --------------------------------------------------------------------------- edits a small model can make

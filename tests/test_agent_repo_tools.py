@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from agent_fakes import tool_call
 
-from agent_engine.agent import failing_code, file_tool, repo_tool
+from agent_engine.agent import failing_code, file_view, repo_tool
 from agent_engine.agent.aci import annotate, focus_words, repo_map, run_tool_call, tool_program
 from agent_engine.agent.failures import cap_text, failures_line, read_failures, summarize_unittest
 from agent_engine.agent.sandbox import Sandbox
@@ -237,7 +237,7 @@ def big_module(lines: int = 2000) -> str:
 def test_a_big_file_without_a_window_shows_its_outline_and_first_lines(tmp_path: Path) -> None:
     text = big_module()
     assert len(text.splitlines()) == 1997
-    out = file_tool.view("big.py", text)
+    out = file_view.view("big.py", text)
     assert out.startswith("big.py has 1997 lines, too many to show at once.\nIts classes and functions")
     assert "   2| def helper_0(x):" in out and "... (" in out  # the outline, cut
     assert "Lines 1-30:" in out and "To see more, call view_file with start_line and end_line" in out
@@ -246,15 +246,15 @@ def test_a_big_file_without_a_window_shows_its_outline_and_first_lines(tmp_path:
 
 def test_a_window_shows_its_lines_and_how_to_go_on() -> None:
     text = big_module()
-    out = file_tool.view("big.py", text, 1001, 1010)
+    out = file_view.view("big.py", text, 1001, 1010)
     assert out.startswith("big.py, lines 1001-1010 of 1997:\n1001| ")
     assert out.endswith("(More: view_file big.py with start_line=1011.)\n")
-    wide = file_tool.view("big.py", text, 1, 1997)
+    wide = file_view.view("big.py", text, 1, 1997)
     assert "lines 1-100 of 1997 (at most 100 lines at a time)" in wide and "101| " not in wide
-    assert file_tool.view("big.py", text, 5000, 5010) == "big.py has only 1997 lines: ask for lines within 1-1997.\n"
-    assert file_tool.view("big.py", text, 1995, 2100).endswith("(End of file.)\n")
+    assert file_view.view("big.py", text, 5000, 5010) == "big.py has only 1997 lines: ask for lines within 1-1997.\n"
+    assert file_view.view("big.py", text, 1995, 2100).endswith("(End of file.)\n")
     long_lines = "".join("x = '" + "y" * 900 + "'\n" for _ in range(80))
-    assert len(file_tool.view("long.py", long_lines, 1, 80)) < 7000  # lines cut, window cut by characters
+    assert len(file_view.view("long.py", long_lines, 1, 80)) < 7000  # lines cut, window cut by characters
 
 
 def test_view_file_takes_a_window_and_path_colon_line(sandbox: Sandbox) -> None:

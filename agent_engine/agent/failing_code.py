@@ -29,14 +29,8 @@ import ast
 import os
 
 if __name__.startswith("agent_engine."):  # on the host; in the sandbox the earlier sources ran here
-    from agent_engine.agent.file_tool import (
-        LINE_CHARS,
-        cut_line,
-        is_test_path,
-        read_only,
-        read_text,
-        skipped_dir,
-    )
+    from agent_engine.agent.file_tool import LINE_CHARS, is_test_path, read_only, read_text, skipped_dir
+    from agent_engine.agent.file_view import cut_line
 
 FAILING_FUNCTIONS = 4
 FUNCTION_LINES = 40

@@ -46,17 +46,9 @@ if __name__ == SANDBOX_NAMESPACE:  # in the sandbox: the earlier tool sources ra
 else:
     from agent_engine.agent.edit_undo import undo_last_edit
     from agent_engine.agent.failing_code import FAILURE_CHARS, PARSE_BYTES, failing_code
-    from agent_engine.agent.file_tool import (
-        LINE_CHARS,
-        cut_line,
-        definitions,
-        is_test_path,
-        numbered_cut,
-        read_only,
-        read_text,
-        skipped_dir,
-    )
+    from agent_engine.agent.file_tool import LINE_CHARS, is_test_path, read_only, read_text, skipped_dir
     from agent_engine.agent.file_tool import main as file_main
+    from agent_engine.agent.file_view import cut_line, definitions, numbered_cut
     from agent_engine.agent.mutant_screen import screen_mutants
     from agent_engine.agent.repair_tool import (
         SUSPECT_LINES,

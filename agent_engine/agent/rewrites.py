@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import time
 from collections.abc import Awaitable
 from concurrent.futures import Executor
@@ -61,7 +60,7 @@ import httpx
 
 from agent_engine.agent.chat import ChatError, ChatReply, stream_chat
 from agent_engine.agent.check_score import CheckScore
-from agent_engine.agent.failures import cap_text, failures_line, read_failures, summarize_unittest
+from agent_engine.agent.failures import read_failures
 from agent_engine.agent.job_config import AgentConfig, AgentJobRecord, AgentJobResult, AgentTurnRecord
 from agent_engine.agent.loop import client_hints
 from agent_engine.agent.mutant_trials import MutantTrials
@@ -74,9 +73,9 @@ from agent_engine.agent.rewrite_answers import (
     rewritten,
     same_code,
     shifted,
-    shown_source,
     single_changes,
 )
+from agent_engine.agent.rewrite_prompts import follow_up_message, suspect_prompt
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.stage_sandbox import StageSandbox
 
@@ -90,11 +89,9 @@ DEFAULT_MUTANTS = 300  # mutants tried per job, at most
 MUTANT_SUSPECTS = 8  # suspects whose mutants are tried (the rewritten ones lead)
 KEPT = "Kept"
 MAX_SAMPLES_EACH = 3  # times ``samples``: what one suspect may get when fewer than ``functions`` were found
-_PROGRESS = re.compile(r"^[.sFExu]{8,}$", re.M)  # unittest's progress dots
 DEFAULT_REWRITE_FUNCTIONS = 4
 DEFAULT_REWRITE_TEMPERATURE = 0.8
 SEED_BASE = 500  # rewrite seeds start here above the job's seed, apart from the attempts'
-CHECK_OUTPUT_CHARS = 1500  # of the check's output in a rewrite prompt
 TOKENS_PER_LINE = 16  # an answer's budget: this per line of the function, and ANSWER_SLACK
 ANSWER_SLACK = 256
 MAX_ANSWER_TOKENS = 2048
@@ -104,10 +101,7 @@ LINE_ROUND_SUSPECTS = 2  # the first suspects whose code lines are asked about o
 LINE_ANSWER_TOKENS = 192  # a one-line answer's budget (a sentence and the line)
 MAX_SINGLE_CHANGES = 8  # single changes tried alone per suspect
 OUTPUT_FOR_SUSPECTS_CHARS = 20_000  # of the check's output the sandbox reads for the files it names
-FOLLOW_UP_OUTPUT_CHARS = 800  # of a failed try's check output in the follow-up round's prompt
-FOLLOW_UP_DIFFS = 3  # other failed changes listed there
 SUSPECTS_JSON_CHARS = 1_000_000  # the suspects op's JSON: never cut (a cut list would parse as no suspects)
-SYSTEM = "You are an expert Python developer. You fix bugs with the smallest change that makes the tests pass."
 
 
 @dataclass(frozen=True)
@@ -146,44 +140,6 @@ class RewritePolicy:
         share = self.samples * self.functions / (found + 1)
         cap = self.samples * MAX_SAMPLES_EACH
         return [min(cap, max(1, math.ceil(2 * share)))] + [min(cap, max(1, round(share)))] * (found - 1)
-
-
-def first_failure(output: str, workdir: str, chars: int) -> str:
-    """The check's output as a prompt shows it: its first failure in full and the others cut to their
-    test and error, without progress dots, paths relative to the repository, at most ``chars``."""
-    output = _PROGRESS.sub("", output).replace(workdir.rstrip("/") + "/", "")
-    return cap_text(summarize_unittest(output, keep=1), chars).strip()
-
-
-def _prompt(task: str, output: str, suspect: Suspect, workdir: str, line: int | None = None) -> list[dict[str, str]]:
-    """The one prompt all of a suspect's rewrites are sampled from: the issue, the check's failure (its
-    progress dots left out, paths relative to the repository), the function; with ``line``, the same up to
-    the function, then the question about that line alone (the prompts of one suspect share their prefix)."""
-    failing = failures_line(read_failures(output))
-    shown = first_failure(output, workdir, CHECK_OUTPUT_CHARS)
-    source = shown_source(suspect)
-    user = f"A user reported this issue:\n{task.strip()}\n\nThe project's tests fail. {failing}\n{shown}\n\n"
-    if suspect.whole_file:
-        lang = "python" if suspect.path.endswith(".py") else ""
-        user += (f"This file ({suspect.path}, {suspect.last} lines) is on the failing tests' path:\n"
-                 f"```{lang}\n{source}\n```\n\nIf the bug is in this file (a wrong value or name, wrong code, or "
-                 "something the tests need that is missing), say in one sentence what is wrong, then give the whole "
-                 f"file fixed, changing as little as possible, in one ```{lang} block.")
-    elif suspect.by_lines:
-        user += (f"This function ({suspect.name}, lines {suspect.first}-{suspect.last} of {suspect.path}) runs in "
-                 f"the failing tests; each line follows its number in the file:\n```python\n{source}\n```\n\n"
-                 "If the bug is in this function, say in one sentence which lines are wrong and why, then write "
-                 "`Lines A-B:` with their numbers and, in one ```python block, the new text of those lines only, "
-                 "changing as little as possible.")
-    else:
-        user += (f"This function ({suspect.name}, lines {suspect.first}-{suspect.last} of {suspect.path}) runs in "
-                 f"the failing tests (its docstring left out):\n```python\n{source}\n```\n\n")
-        user += ("If the bug is in this function, say in one sentence which line is wrong and why, then give the "
-                 "whole function with the bug fixed, changing as little as possible, in one ```python block."
-                 if line is None else
-                 f"The bug is in this line: `{line_text(suspect, line)}`. Say in one sentence what is wrong with "
-                 "it, then give the line fixed (or a few lines, when one is missing there) in one ```python block.")
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
 @dataclass
@@ -275,7 +231,7 @@ class _Stage:
         if not per_suspect:
             return False
         for i, (suspect, samples) in enumerate(zip(suspects, per_suspect, strict=True)):
-            messages = _prompt(self.record.task, output, suspect, self.box.workdir)
+            messages = suspect_prompt(self.record.task, output, suspect, self.box.workdir)
             self.messages += messages
             tries = _Tries(baseline)
             if await self.rounds_pass(i, suspect, samples, messages, output, tries):
@@ -313,7 +269,7 @@ class _Stage:
         that blames the wrong line of a short function often fixes the right one once it is pointed at."""
         lines = probe_lines(suspect)
         workdir = self.box.workdir
-        prompts = [_prompt(self.record.task, output, suspect, workdir, line=n) for n in lines]
+        prompts = [suspect_prompt(self.record.task, output, suspect, workdir, line=n) for n in lines]
         replies = await self.gathered([self.ask(p, suspect, 0, LINE_ANSWER_TOKENS) for p in prompts]) if prompts else []
         for n, answer in zip(lines, replies or [None] * len(lines), strict=True):
             if answer is None:
@@ -366,13 +322,8 @@ class _Stage:
         if not tries.tried:
             return messages
         shown = next((t for t in tries.tried if tries.best is not None and t.new == tries.best[2]), tries.tried[0])
-        failure = first_failure(shown.output, self.box.workdir, FOLLOW_UP_OUTPUT_CHARS)
-        others = [diff_lines(shown.old, t.new) for t in tries.tried if t is not shown][:FOLLOW_UP_DIFFS]
-        tried = "".join(f"\n```diff\n{d}\n```" for d in others if d)
-        user = (f"With this rewrite the check still fails ({shown.score.describe()}):\n{failure}\n\n"
-                + (f"These other changes failed too:{tried}\n\n" if tried else "")
-                + "Something else is wrong (maybe another line of the function). Say in one sentence what, then "
-                "give the whole function fixed in one ```python block.")
+        others = [diff_lines(shown.old, t.new) for t in tries.tried if t is not shown]
+        user = follow_up_message(shown.score.describe(), shown.output, self.box.workdir, others)
         follow = [*messages, {"role": "assistant", "content": shown.answer}, {"role": "user", "content": user}]
         self.messages += follow[len(messages):]
         return follow
