@@ -50,7 +50,8 @@ def sketch(model: Path, out: Path, sample_bytes: int = DEFAULT_SAMPLE_BYTES) -> 
         index.append({"name": tensor.name, "offset": start, "bytes": int(tensor.n_bytes)})
     meta = {"format": FORMAT, "source": model.name, "size": int(raw.shape[0]), "tensors": index}
     arrays["index"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    np.savez_compressed(out, **arrays)
+    with out.open("wb") as f:  # a file handle: numpy would add ".npz" to a name without it
+        np.savez_compressed(f, **arrays)
     return {"file_bytes": meta["size"], "sketch_bytes": out.stat().st_size}
 
 

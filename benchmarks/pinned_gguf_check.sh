@@ -21,18 +21,20 @@ mkdir -p "$OUT_DIR"
 T0=$(date +%s)
 stamp() { echo "== $(( $(date +%s) - T0 )) s: $*"; }
 
-# One logical CPU per physical core, the first CORES of them.
+: "${LLAMA:?set LLAMA=/path/to/llama-server}"
+# One logical CPU per physical core among those this process may use, the first CORES of them.
 pick_cpus() {
-  local seen="" cpus="" c core
-  for c in $(seq 0 $(( $(nproc --all) - 1 ))); do
+  local seen="" cpus="" n=0 c core
+  for c in $("$PY" -c 'import os; print(*sorted(os.sched_getaffinity(0)))'); do
     core=$(cat /sys/devices/system/cpu/cpu$c/topology/core_id 2>/dev/null)-$(cat /sys/devices/system/cpu/cpu$c/topology/physical_package_id 2>/dev/null)
     case " $seen " in *" $core "*) continue ;; esac
-    seen="$seen $core"; cpus="$cpus${cpus:+,}$c"
-    [ "$(echo "$cpus" | tr ',' '\n' | wc -l)" -ge "$CORES" ] && break
+    seen="$seen $core"; cpus="$cpus${cpus:+,}$c"; n=$((n + 1))
+    [ "$n" -ge "$CORES" ] && break
   done
+  [ "$n" -ge "$CORES" ] || { echo "only $n physical cores available, CORES=$CORES" >&2; return 1; }
   echo "$cpus"
 }
-PIN=$(pick_cpus)
+PIN=$(pick_cpus) || exit 1
 lscpu | grep -E "^Model name|^CPU\(s\)|^Thread" ; echo "pinned to CPUs $PIN"
 [ -n "${WHEELS:-}" ] && "$PY" -m pip install -q --no-index --find-links "$WHEELS" fastapi uvicorn pydantic httpx \
   prometheus-client gguf 2>&1 | tail -3
@@ -57,5 +59,5 @@ for stage in $STAGES; do
   esac
   stamp "$stage done"
 done
-cp -r "${AGENT_ENGINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-engine}/kernels/routes" "$OUT_DIR/logs/calibrations" 2>/dev/null
+cp -r "$("$PY" -c 'from kernels.cpp_build import cache_dir; print(cache_dir())')/routes" "$OUT_DIR/logs/calibrations" 2>/dev/null
 tar czf "$OUT_DIR/logs.tgz" -C "$OUT_DIR" logs 2>/dev/null && rm -rf "$OUT_DIR/logs"

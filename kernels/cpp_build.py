@@ -63,9 +63,18 @@ _active: dict[str, IsaVariant | None] = {}  # AGENT_ENGINE_ISA value -> the vari
 
 
 def cache_dir() -> Path:
-    """Where built libraries live: ``$AGENT_ENGINE_CACHE/kernels`` (default ``~/.cache/agent-engine``)."""
-    root = os.environ.get("AGENT_ENGINE_CACHE") or str(Path.home() / ".cache" / "agent-engine")
-    return Path(root) / "kernels"
+    """Where built libraries (and measured routes) live: ``kernels`` under the cache root that
+    ``agent_engine.paths.cache_root`` names (``$AGENT_ENGINE_CACHE``, else ``$XDG_CACHE_HOME/agent-engine``,
+    else ``~/.cache/agent-engine``); the same rule spelled here because kernels sit below agent_engine
+    (a test holds the two equal)."""
+    explicit, xdg = os.environ.get("AGENT_ENGINE_CACHE"), os.environ.get("XDG_CACHE_HOME")
+    if explicit:
+        root = Path(explicit).expanduser()
+    elif xdg:
+        root = Path(xdg).expanduser() / "agent-engine"
+    else:
+        root = Path.home() / ".cache" / "agent-engine"
+    return root / "kernels"
 
 
 def compile_flags(variant: IsaVariant) -> tuple[str, ...]:

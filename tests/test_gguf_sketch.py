@@ -49,7 +49,7 @@ def test_expand_keeps_layout_header_and_small_tensors(tmp_path: Path) -> None:
 
 
 def test_cli_round_trip_and_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    src, sk, out = tmp_path / "m.gguf", tmp_path / "m.npz", tmp_path / "r.gguf"
+    src, sk, out = tmp_path / "m.gguf", tmp_path / "m.sketch", tmp_path / "r.gguf"  # any name, as given
     write_tiny_llama_gguf(src)
     assert main(["sketch", str(src), str(sk), "--sample-bytes", str(1 << 24)]) == 0
     assert main(["expand", str(sk), str(out)]) == 0

@@ -74,7 +74,6 @@ SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "venv"
 TEST_DIRS = frozenset({"tests", "test", "testing"})
 
 
-
 def shown(lines: list[str], first: int) -> str:
     """At most ``SHOW_LINES`` of ``lines`` (without line ends), numbered from ``first``, each cut to
     ``LINE_CHARS`` characters, one per line."""
@@ -85,9 +84,6 @@ def shown(lines: list[str], first: int) -> str:
     if len(lines) > SHOW_LINES:
         out.append(f"      ... ({len(lines) - SHOW_LINES} more lines)\n")
     return "".join(out)
-
-
-
 
 
 def is_test_path(path: str) -> bool:
@@ -326,10 +322,6 @@ def aligned_result(path: str, text: str, lines: list[str], start: int, end: int,
                    f"line {rewritten} nearby, so line {rewritten} was replaced instead.)\n")
         return result, first, last, result[first - 1:last], why
     return None
-
-
-
-
 
 
 def number(value: object) -> int:
