@@ -59,5 +59,6 @@ for stage in $STAGES; do
   esac
   stamp "$stage done"
 done
+mkdir -p "$OUT_DIR/logs"
 cp -r "$("$PY" -c 'from kernels.cpp_build import cache_dir; print(cache_dir())')/routes" "$OUT_DIR/logs/calibrations" 2>/dev/null
 tar czf "$OUT_DIR/logs.tgz" -C "$OUT_DIR" logs 2>/dev/null && rm -rf "$OUT_DIR/logs"
