@@ -228,6 +228,8 @@ def _load_servers(servers: dict[str, ServerProcess], args: argparse.Namespace) -
                         raise RuntimeError(f"{name} failed at {c} streams: {e!r}\n{srv.log_tail(3000)}") from e
                 runs[name].setdefault(c, []).append({**run, "load": load.report.as_dict() if load.report else None,
                                                      "settled_s": settled})
+                tqdm.write(f"{name}, {c} streams, run {r + 1}: {run['tokens_per_s']:.1f} tok/s, TTFT p50 "
+                           f"{run['ttft_p50_s'] * 1e3:.0f} ms")  # a run cut short still shows what it measured
     results = []
     for name in servers:
         levels = [_median_level(runs[name][c]) for c in args.concurrency]
