@@ -11,7 +11,7 @@
   ``panel_linear_bf16``: the same weights rounded to bfloat16, in bfloat16 panels (what a bfloat16
   model runs: half the bytes, float32 math).
 * attention: 32 decoding requests with ``--context`` keys each in a KV pool of 2,048 blocks (as big as
-  the engine's default), GQA 8/2 (the embedded model) and 9/3 (SmolLM2): the C++ kernel against the
+  the engine's default; more when 32 requests of ``--context`` keys need them), GQA 8/2 (the embedded model) and 9/3 (SmolLM2): the C++ kernel against the
   torch path (gather + SDPA), ms per layer.
 
 With ``--roofline`` it measures only this machine's ceilings instead (``benchmarks.roofline``); with
@@ -41,6 +41,7 @@ from benchmarks.cli import run_standalone
 from benchmarks.roofline import best_seconds
 
 HELP = "kernel micro-benchmarks: decode matmuls and paged attention vs their torch paths"
+POOL_BLOCKS = 2048  # the attention benchmark's KV pool, blocks of 16 (at least)
 
 
 def _best_ms(fn: Callable[[], object], repeats: int) -> float:
@@ -127,9 +128,10 @@ def bench_attention(context: int, repeats: int) -> list[dict[str, Any]]:
     out = []
     for hq, hk in ((8, 2), (9, 3)):
         gen = torch.Generator().manual_seed(hq)
-        k_cache, v_cache = (torch.randn(2048, 16, hk, 64, generator=gen) for _ in range(2))
         nb = -(-(context + 1) // 16)
-        perm = (torch.randperm(2047, generator=gen)[: 32 * nb] + 1).view(32, nb).tolist()
+        pool = max(POOL_BLOCKS, 32 * nb + 1)  # block 0 is the null block
+        k_cache, v_cache = (torch.randn(pool, 16, hk, 64, generator=gen) for _ in range(2))
+        perm = (torch.randperm(pool - 1, generator=gen)[: 32 * nb] + 1).view(32, nb).tolist()
         meta = build_attention_metadata([1] * 32, [context] * 32, perm, 16)
         q, k, v = (torch.randn(32, h, 64, generator=gen) for h in (hq, hk, hk))
         args = (q, k, v, k_cache, v_cache, meta, 0.125)

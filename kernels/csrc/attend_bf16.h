@@ -34,17 +34,7 @@ inline __m512i round32(const float* x) {
   return (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x));
 }
 
-// Rows are read from memory in many flight at once only if asked for well ahead: the next block of
-// keys goes to L1 (prefetch_rows) and the block kFar keys ahead to L2, whose miss buffers outnumber
-// L1's (a decode row's cache rows are strided by the KV heads, past what the hardware prefetcher
-// runs ahead of).
-constexpr int64_t kFar = 64;
-
-// Rows [j0, j1) of ``rows``, every cache line of their D values, on their way to L2.
-template <int D>
-inline void prefetch_far_rows(const uint16_t* const* rows, int64_t j0, int64_t j1) {
-  for (int c0 = 0; c0 < D; c0 += 64) prefetch_rows<D, uint16_t, _MM_HINT_T1>(rows, j0, j1, c0);
-}
+// Rows far ahead go to L2 as in the float32 path (attend_f32.h: kFar, prefetch_far_keys).
 
 // Value rows a and b, 64 columns each, interleaved by key pairs: lane i of pair[x] holds both rows'
 // values of one column (x = 0, 1: columns 0-31, in the unpack's order, see unpermute64; 2, 3: 32-63).
@@ -143,8 +133,7 @@ inline void attend_group(const float* q, int64_t group, const uint16_t* const* k
   for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
     const int64_t j1 = std::min(n, j0 + kBlock);
     prefetch_rows<D, uint16_t>(k, j1, std::min(n, j1 + kBlock));
-    prefetch_far_rows<D>(k, j0 + kFar, std::min(n, j0 + kFar + kBlock));
-    if (j0 + kFar >= n) prefetch_far_rows<D>(v, std::max<int64_t>(0, j0 + kFar - n), std::min(n, j0 + kFar + kBlock - n));
+    prefetch_far_keys<D, uint16_t>(k, v, j0, kBlock, n);
     for (int64_t g = 0; g < group; ++g) {
       int64_t j = j0;
       for (; j + 8 <= j1; j += 8) scores8<D>(&qb[g * (D / 32)], k, j, s + g * n);

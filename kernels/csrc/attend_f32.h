@@ -55,22 +55,42 @@ inline __m256 load8(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
 }
 
+#if defined(AE_ATTN_AVX512)
+// s[u * n + j] = dot(q + u * D, k[j]) for the eight keys j0 .. j0 + 7 and V vectors (V = 2: each key
+// row loaded once for both). A (vector, key) sum runs its D / 16 FMAs in the same order whatever V, so
+// the scores are bit for bit those of one vector at a time.
+template <int D, typename C, int V>
+inline void scores8_f32z(const float* q, const C* const* k, int64_t j0, float* s, int64_t n) {
+  static_assert(D % 16 == 0, "512-bit rows");
+  __m512 z[V][8];
+#pragma GCC unroll 16
+  for (int u = 0; u < V; ++u)
+    for (int r = 0; r < 8; ++r) z[u][r] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int c = 0; c < D; c += 16) {
+    __m512 qc[V];
+#pragma GCC unroll 2
+    for (int u = 0; u < V; ++u) qc[u] = _mm512_loadu_ps(q + u * D + c);
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) {
+      const __m512 kr = load16z(k[j0 + r] + c);
+#pragma GCC unroll 2
+      for (int u = 0; u < V; ++u) z[u][r] = _mm512_fmadd_ps(qc[u], kr, z[u][r]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int u = 0; u < V; ++u)
+    _mm256_storeu_ps(s + u * n + j0, transpose_sum8(fold16(z[u][0]), fold16(z[u][1]), fold16(z[u][2]), fold16(z[u][3]),
+                                                    fold16(z[u][4]), fold16(z[u][5]), fold16(z[u][6]), fold16(z[u][7])));
+}
+#endif
+
 // s[j] = dot(q, k[j]) for the eight keys j0 .. j0 + 7.
 template <int D, typename C>
 inline void scores8_f32(const float* q, const C* const* k, int64_t j0, float* s) {
 #if defined(AE_ATTN_AVX512)
   if constexpr (D % 16 == 0) {
-    __m512 z[8];
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; ++r) z[r] = _mm512_setzero_ps();
-#pragma GCC unroll 16
-    for (int c = 0; c < D; c += 16) {
-      const __m512 qc = _mm512_loadu_ps(q + c);
-#pragma GCC unroll 8
-      for (int r = 0; r < 8; ++r) z[r] = _mm512_fmadd_ps(qc, load16z(k[j0 + r] + c), z[r]);
-    }
-    _mm256_storeu_ps(s + j0, transpose_sum8(fold16(z[0]), fold16(z[1]), fold16(z[2]), fold16(z[3]), fold16(z[4]),
-                                            fold16(z[5]), fold16(z[6]), fold16(z[7])));
+    scores8_f32z<D, C, 1>(q, k, j0, s, 0);
     return;
   }
 #endif
@@ -85,6 +105,7 @@ inline void scores8_f32(const float* q, const C* const* k, int64_t j0, float* s)
   }
   _mm256_storeu_ps(s + j0, transpose_sum8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]));
 }
+
 
 // s[j] = dot(q, k[j]) for one key j.
 template <int D, typename C>
@@ -104,6 +125,26 @@ inline void prefetch_rows(const C* const* k, int64_t j0, int64_t j1, int c0 = 0)
   constexpr int kLine = 64 / static_cast<int>(sizeof(C));
   for (int64_t r = j0; r < j1; ++r)
     for (int c = 0; c < (D < 64 ? D : 64); c += kLine) _mm_prefetch(reinterpret_cast<const char*>(k[r] + c0 + c), Hint);
+}
+
+// Rows are read from memory in many flight at once only if asked for well ahead: the next block of
+// keys goes to L1 (prefetch_rows) and the block kFar keys ahead to L2, whose miss buffers outnumber
+// L1's (a decode row's cache rows lie in blocks scattered over the cache and strided by the KV heads,
+// past what the hardware prefetcher runs ahead of).
+constexpr int64_t kFar = 64;
+
+// Rows [j0, j1) of ``rows`` (none when j0 >= j1), every cache line of their D values, on their way to L2.
+template <int D, typename C>
+inline void prefetch_far_rows(const C* const* rows, int64_t j0, int64_t j1) {
+  for (int c0 = 0; c0 < D; c0 += 64) prefetch_rows<D, C, _MM_HINT_T1>(rows, j0, j1, c0);
+}
+
+// A scores pass's far prefetch at the block of keys from j0 (of n): the keys kFar ahead, and once those
+// run past the end, the first value rows (the values pass reads them first).
+template <int D, typename C>
+inline void prefetch_far_keys(const C* const* k, const C* const* v, int64_t j0, int64_t block, int64_t n) {
+  prefetch_far_rows<D>(k, j0 + kFar, std::min(n, j0 + kFar + block));
+  if (j0 + kFar >= n) prefetch_far_rows<D>(v, std::max<int64_t>(0, j0 + kFar - n), std::min(n, j0 + kFar + block - n));
 }
 
 // p[0..n) = exp(p - max(p)); returns the sum (and the max in ``max_out`` when given). With AVX-512,
@@ -158,6 +199,32 @@ inline float softmax_numerators(float* p, int64_t n, float* max_out = nullptr) {
 }
 
 #if defined(AE_ATTN_AVX512)
+// o[u * D + c] += the sum over keys j in [j0, j1) of p[u * n + j] * v[j][c0 + c], c < 64, for V vectors
+// (V = 2: each value row loaded once for both, and twice the independent FMA chains). A vector's
+// accumulators take the same FMAs in the same order whatever V.
+template <int D, typename C, int V>
+inline void values_block_f32z(const float* p, int64_t n, const C* const* v, int64_t j0, int64_t j1, int c0, float* o) {
+  constexpr int kRegs = (D < 64 ? D : 64) / 16;
+  __m512 a[V][kRegs];
+#pragma GCC unroll 8
+  for (int u = 0; u < V; ++u)
+    for (int r = 0; r < kRegs; ++r) a[u][r] = _mm512_loadu_ps(o + u * D + 16 * r);
+  for (int64_t j = j0; j < j1; ++j) {
+    __m512 pj[V];
+#pragma GCC unroll 2
+    for (int u = 0; u < V; ++u) pj[u] = _mm512_set1_ps(p[u * n + j]);
+#pragma GCC unroll 4
+    for (int r = 0; r < kRegs; ++r) {
+      const __m512 vr = load16z(v[j] + c0 + 16 * r);
+#pragma GCC unroll 2
+      for (int u = 0; u < V; ++u) a[u][r] = _mm512_fmadd_ps(pj[u], vr, a[u][r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int u = 0; u < V; ++u)
+    for (int r = 0; r < kRegs; ++r) _mm512_storeu_ps(o + u * D + 16 * r, a[u][r]);
+}
+
 // out + g * D = (p_g V) * inv_sum[g] for the G vectors of a group, p_g = s + g * n (the softmax
 // numerators over keys [0, n)): 64 output columns per pass in four 512-bit registers per vector, the
 // values block by block of 16 keys (from L1 for every vector of the group).
@@ -172,20 +239,10 @@ inline void values_group_f32z(const float* s, int64_t group, const C* const* v, 
     for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
       const int64_t j1 = std::min(n, j0 + kBlock);
       prefetch_rows<D, C>(v, j1, std::min(n, j1 + kBlock), c0);
-      for (int64_t g = 0; g < group; ++g) {
-        float* o = out + g * D + c0;
-        const float* p = s + g * n;
-        __m512 a[kRegs];
-#pragma GCC unroll 4
-        for (int r = 0; r < kRegs; ++r) a[r] = _mm512_loadu_ps(o + 16 * r);
-        for (int64_t j = j0; j < j1; ++j) {
-          const __m512 pj = _mm512_set1_ps(p[j]);
-#pragma GCC unroll 4
-          for (int r = 0; r < kRegs; ++r) a[r] = _mm512_fmadd_ps(pj, load16z(v[j] + c0 + 16 * r), a[r]);
-        }
-#pragma GCC unroll 4
-        for (int r = 0; r < kRegs; ++r) _mm512_storeu_ps(o + 16 * r, a[r]);
-      }
+      prefetch_rows<D, C, _MM_HINT_T1>(v, std::min(n, j0 + kFar), std::min(n, j0 + kFar + kBlock), c0);
+      int64_t g = 0;
+      for (; g + 2 <= group; g += 2) values_block_f32z<D, C, 2>(s + g * n, n, v, j0, j1, c0, out + g * D + c0);
+      for (; g < group; ++g) values_block_f32z<D, C, 1>(s + g * n, n, v, j0, j1, c0, out + g * D + c0);
     }
     for (int64_t g = 0; g < group; ++g) {
       const __m512 m = _mm512_set1_ps(inv_sum[g]);
@@ -208,7 +265,18 @@ inline void attend_group_f32(const float* q, int64_t group, const C* const* k, c
   for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
     const int64_t j1 = std::min(n, j0 + kBlock);
     prefetch_rows<D, C>(k, j1, std::min(n, j1 + kBlock));
-    for (int64_t g = 0; g < group; ++g) {
+    prefetch_far_keys<D, C>(k, v, j0, kBlock, n);
+    int64_t g = 0;
+#if defined(AE_ATTN_AVX512)
+    if constexpr (D % 16 == 0) {
+      for (; g + 2 <= group; g += 2) {  // two vectors a pass: each key row loaded once for both
+        int64_t j = j0;
+        for (; j + 8 <= j1; j += 8) scores8_f32z<D, C, 2>(q + g * D, k, j, s + g * n, n);
+        for (; j < j1; ++j) score1_f32<D, C>(q + g * D, k, j, s + g * n), score1_f32<D, C>(q + (g + 1) * D, k, j, s + (g + 1) * n);
+      }
+    }
+#endif
+    for (; g < group; ++g) {
       int64_t j = j0;
       for (; j + 8 <= j1; j += 8) scores8_f32<D, C>(q + g * D, k, j, s + g * n);
       for (; j < j1; ++j) score1_f32<D, C>(q + g * D, k, j, s + g * n);
