@@ -80,6 +80,18 @@ def test_kernels_tiny_run(tmp_path: Path) -> None:
     assert ("panel_linear_bf16_pairs" in data["linear"][0]["ms"]) == bf16_products()
 
 
+def test_kernels_attention_pool_grows_with_the_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """32 requests of ``--context`` keys may need more blocks than the default pool: it grows to hold them."""
+    from benchmarks import kernels_bench
+    from kernels import load_cpu_ops
+
+    if not load_cpu_ops():
+        pytest.skip("C++ kernels unavailable")
+    monkeypatch.setattr(kernels_bench, "POOL_BLOCKS", 64)  # 32 requests x 3 blocks of 16 need 97 with the null block
+    rows = kernels_bench.bench_attention(40, 1)
+    assert [r["heads"] for r in rows] == ["8/2", "9/3"] and all(r["ms"]["cpp"] > 0 for r in rows)
+
+
 def test_kernels_prefill_tiny_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``bench kernels --prefill``: both output variants and both attention routes, checked equal first."""
     from benchmarks import prefill_bench
