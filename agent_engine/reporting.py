@@ -64,8 +64,12 @@ def write_json(path: str | os.PathLike[str] | None, payload: JsonObject, *, quie
         return
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
-    tmp.replace(p)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")  # one per process: writers never share it
+    try:
+        tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     if not quiet:
         print(f"wrote {p}")

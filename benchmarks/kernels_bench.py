@@ -11,8 +11,8 @@
   ``panel_linear_bf16``: the same weights rounded to bfloat16, in bfloat16 panels (what a bfloat16
   model runs: half the bytes, float32 math).
 * attention: 32 decoding requests with ``--context`` keys each in a KV pool of 2,048 blocks (as big as
-  the engine's default; more when 32 requests of ``--context`` keys need them), GQA 8/2 (the embedded model) and 9/3 (SmolLM2): the C++ kernel against the
-  torch path (gather + SDPA), ms per layer.
+  the engine's default; more when 32 requests of ``--context`` keys need them), GQA 8/2 (the embedded
+  model) and 9/3 (SmolLM2): the C++ kernel against the torch path (gather + SDPA), ms per layer.
 
 With ``--roofline`` it measures only this machine's ceilings instead (``benchmarks.roofline``); with
 ``--quant`` only the quantized GGUF matmuls against the float32 panels (``benchmarks.quant_bench``);

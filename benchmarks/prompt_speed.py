@@ -108,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
                     key = (name, length)
                     if key not in best or got["prompt_tps"] > best[key]["prompt_tps"]:
                         best[key] = got
-                    print(f"run {run_index + 1}, {length} tokens, {name}: {got['prompt_tps']:.1f} prompt tok/s", flush=True)
+                    print(f"run {run_index + 1}, {length} tokens, {name}: {got['prompt_tps']:.1f} prompt tok/s",
+                          flush=True)
                 _write_json(args, names, best, load0, complete=False)  # a run cut short keeps what it measured
     finally:
         for s in servers.values():

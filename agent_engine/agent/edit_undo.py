@@ -1,8 +1,8 @@
 """The undo of the last edit: part of the tool program that runs INSIDE the sandbox.
 
 ``agent_engine.agent.aci.tool_program`` runs this source first, then ``text_match``'s, ``file_view``'s,
-``file_tool``'s, ``failing_code``'s and the rest up to ``repo_tool``'s, in one namespace. ``file_tool.written`` calls ``save_undo``
-before it writes a file; the ``undo`` op (``repo_tool.main``) calls ``undo_last_edit``, which the agent
+``file_tool``'s, ``failing_code``'s and the rest up to ``repo_tool``'s, in one namespace.
+``file_tool.written`` calls ``save_undo`` before it writes a file; the ``undo`` op (``repo_tool.main``) calls ``undo_last_edit``, which the agent
 loop asks for when an edit made the task's check worse (``agent_engine.agent.checked_edits``). It
 needs nothing but the standard library.
 

@@ -2,8 +2,8 @@
 
 ``agent_engine.agent.aci`` runs this file's source (after ``agent_engine.agent.text_match``'s, where an
 edit's old text stands, and ``agent_engine.agent.file_view``'s, what a view shows, and before
-``agent_engine.agent.repo_tool``'s, in one namespace: see ``aci.tool_program``) in the sandbox's ``python3`` with one argument, base64 JSON
-``{"op", "path", ...}``; what it prints is the observation, its exit status the tool's. Importing it
+``agent_engine.agent.repo_tool``'s, in one namespace: see ``aci.tool_program``) in the sandbox's
+``python3`` with one argument, base64 JSON ``{"op", "path", ...}``; what it prints is the observation, its exit status the tool's. Importing it
 runs nothing; it needs nothing but the standard library.
 
 Invariants:

@@ -29,7 +29,8 @@ def first_failure(output: str, workdir: str, chars: int) -> str:
     return cap_text(summarize_unittest(output, keep=1), chars).strip()
 
 
-def suspect_prompt(task: str, output: str, suspect: Suspect, workdir: str, line: int | None = None) -> list[dict[str, str]]:
+def suspect_prompt(task: str, output: str, suspect: Suspect, workdir: str,
+                   line: int | None = None) -> list[dict[str, str]]:
     """The one prompt all of a suspect's rewrites are sampled from: the issue, the check's failure (its
     progress dots left out, paths relative to the repository), the function; with ``line``, the same up to
     the function, then the question about that line alone (the prompts of one suspect share their prefix)."""

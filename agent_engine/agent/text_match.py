@@ -1,8 +1,8 @@
 """Where a model's ``old_text`` stands in a file: the matching half of ``edit_file``, run INSIDE the sandbox.
 
 ``agent_engine.agent.aci.tool_program`` runs this source after ``edit_undo``'s, then ``file_view``'s,
-``file_tool``'s and the rest up to ``repo_tool``'s, in one namespace; on the host, ``file_tool`` imports it. Importing it runs nothing; it
-needs nothing but the standard library.
+``file_tool``'s and the rest up to ``repo_tool``'s, in one namespace; on the host, ``file_tool`` imports
+it. Importing it runs nothing; it needs nothing but the standard library.
 
 Invariants:
 - ``locate`` finds the one place ``old`` occupies: verbatim, else line by line with leading and

@@ -272,7 +272,10 @@ inline void attend_group_f32(const float* q, int64_t group, const C* const* k, c
       for (; g + 2 <= group; g += 2) {  // two vectors a pass: each key row loaded once for both
         int64_t j = j0;
         for (; j + 8 <= j1; j += 8) scores8_f32z<D, C, 2>(q + g * D, k, j, s + g * n, n);
-        for (; j < j1; ++j) score1_f32<D, C>(q + g * D, k, j, s + g * n), score1_f32<D, C>(q + (g + 1) * D, k, j, s + (g + 1) * n);
+        for (; j < j1; ++j) {
+          score1_f32<D, C>(q + g * D, k, j, s + g * n);
+          score1_f32<D, C>(q + (g + 1) * D, k, j, s + (g + 1) * n);
+        }
       }
     }
 #endif
