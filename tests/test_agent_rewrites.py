@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ from agent_engine.agent.job_runner import AgentRunResult, RunOptions, run_agent_
 from agent_engine.agent.loop import AgentConfig
 from agent_engine.agent.repair_tool import LONG_LINES, same_test
 from agent_engine.agent.rewrite_answers import Suspect, rewritten_function
-from agent_engine.agent.rewrites import MUTANT_PASSED, REWRITE_PASSED, RewritePolicy
+from agent_engine.agent.rewrite_prompts import suspect_prompt
+from agent_engine.agent.rewrites import MUTANT_PASSED, REWRITE_PASSED, RewritePolicy, suspect_notes
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.stage_sandbox import python_check_args
 from agent_engine.agent.task_set import set_tasks
@@ -153,6 +155,28 @@ def test_a_nested_function_of_a_holder_too_long_to_list_is_a_suspect_alone(tmp_p
     assert found[0]["name"] == "make_discount.discounted" and found[0]["first"] == LONG_LINES + 2
     assert found[0]["text"].startswith("    def discounted(cents, percent):")
     assert "make_discount" not in [d["name"] for d in found]  # too long to list
+
+
+def test_a_suspect_carries_what_a_linter_sees_and_its_prompt_shows_it(tmp_path: Path) -> None:
+    lost = LIBRARY["shop/prices.py"].replace("    return cents - cents * percent // 10\n", "    return cents - off\n")
+    assert lost != LIBRARY["shop/prices.py"]
+    with repo_sandbox(tmp_path, {**LIBRARY, "shop/prices.py": lost}) as sandbox:
+        found = json.loads(run_program(sandbox, {"op": "suspects", "argv": ["check.py"], "limit": 3,
+                                                 "failing": ["tests.test_prices.PricesTest.test_discount"]}).output)
+    by_name = {d["name"]: d for d in found}
+    note = "`return cents - off` reads `off`, which nothing assigns (not this function, its module or the builtins)"
+    assert by_name["discounted"]["notes"] == [note] and all(not d.get("notes") for d in found[1:])
+    suspect = Suspect("shop/prices.py", "discounted", 5, 8, by_name["discounted"]["text"], notes=(note,))
+    user = suspect_prompt("Discounts crash.", "FAIL: test_discount", suspect, "/repo")[-1]["content"]
+    source_end = user.index("```\n\n") + 5
+    assert user[source_end:].startswith("A linter notes in this function (a line may be missing there):\n- " + note)
+    plain = suspect_prompt("Discounts crash.", "FAIL: test_discount", replace(suspect, notes=()), "/repo")
+    assert "linter" not in plain[-1]["content"]
+
+
+def test_the_notes_a_sandbox_prints_are_kept_to_what_a_prompt_may_hold() -> None:
+    assert suspect_notes(["a", 3, "", "b" * 10_000, "c", "d", "e", "f"]) == ("a", "c", "d", "e")
+    assert suspect_notes("not a list") == () and suspect_notes(None) == ()
 
 
 def test_a_rewrite_writes_only_lines_that_still_read_as_shown(shop: Sandbox) -> None:

@@ -133,7 +133,7 @@ _SHAPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "edit_file": (("path", "old_text", "new_text"),), "submit": ((),)}
 _SOURCES = [(Path(__file__).resolve().parent / name).read_text(encoding="utf-8")
             for name in ("edit_undo.py", "text_match.py", "file_view.py", "file_tool.py", "failing_code.py",
-                         "suspect_priors.py", "repair_tool.py", "mutant_screen.py", "repo_tool.py")]
+                         "suspect_priors.py", "code_notes.py", "repair_tool.py", "mutant_screen.py", "repo_tool.py")]
 
 
 def tool_program() -> str:

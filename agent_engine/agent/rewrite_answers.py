@@ -44,6 +44,7 @@ class Suspect:
     last: int
     text: str
     kind: str = "function"
+    notes: tuple[str, ...] = ()  # what a linter sees in the function (the sandbox's ``code_notes``)
 
     @property
     def whole_file(self) -> bool:

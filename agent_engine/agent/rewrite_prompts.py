@@ -37,6 +37,7 @@ def suspect_prompt(task: str, output: str, suspect: Suspect, workdir: str,
     failing = failures_line(read_failures(output))
     shown = first_failure(output, workdir, CHECK_OUTPUT_CHARS)
     source = shown_source(suspect)
+    notes = linter_notes(suspect)
     user = f"A user reported this issue:\n{task.strip()}\n\nThe project's tests fail. {failing}\n{shown}\n\n"
     if suspect.whole_file:
         lang = "python" if suspect.path.endswith(".py") else ""
@@ -46,19 +47,29 @@ def suspect_prompt(task: str, output: str, suspect: Suspect, workdir: str,
                  f"file fixed, changing as little as possible, in one ```{lang} block.")
     elif suspect.by_lines:
         user += (f"This function ({suspect.name}, lines {suspect.first}-{suspect.last} of {suspect.path}) runs in "
-                 f"the failing tests; each line follows its number in the file:\n```python\n{source}\n```\n\n"
+                 f"the failing tests; each line follows its number in the file:\n```python\n{source}\n```\n\n{notes}"
                  "If the bug is in this function, say in one sentence which lines are wrong and why, then write "
                  "`Lines A-B:` with their numbers and, in one ```python block, the new text of those lines only, "
                  "changing as little as possible.")
     else:
         user += (f"This function ({suspect.name}, lines {suspect.first}-{suspect.last} of {suspect.path}) runs in "
-                 f"the failing tests (its docstring left out):\n```python\n{source}\n```\n\n")
+                 f"the failing tests (its docstring left out):\n```python\n{source}\n```\n\n{notes}")
         user += ("If the bug is in this function, say in one sentence which line is wrong and why, then give the "
                  "whole function with the bug fixed, changing as little as possible, in one ```python block."
                  if line is None else
                  f"The bug is in this line: `{line_text(suspect, line)}`. Say in one sentence what is wrong with "
                  "it, then give the line fixed (or a few lines, when one is missing there) in one ```python block.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def linter_notes(suspect: Suspect) -> str:
+    """The paragraph that shows a function's linter notes under its source ("" without notes): the marks a
+    lost line leaves (a name nothing assigns, a branch that is only ``pass``), which point a small model
+    at code to write back rather than a token to change."""
+    if not suspect.notes:
+        return ""
+    listed = "".join(f"- {note}\n" for note in suspect.notes)
+    return f"A linter notes in this function (a line may be missing there):\n{listed}\n"
 
 
 def follow_up_message(verdict: str, output: str, workdir: str, other_diffs: list[str]) -> str:

@@ -101,6 +101,7 @@ LINE_ROUND_SUSPECTS = 2  # the first suspects whose code lines are asked about o
 LINE_ANSWER_TOKENS = 192  # a one-line answer's budget (a sentence and the line)
 MAX_SINGLE_CHANGES = 8  # single changes tried alone per suspect
 OUTPUT_FOR_SUSPECTS_CHARS = 20_000  # of the check's output the sandbox reads for the files it names
+MAX_NOTES, NOTE_CHARS = 4, 400  # a suspect's linter notes a prompt shows, at most
 SUSPECTS_JSON_CHARS = 1_000_000  # the suspects op's JSON: never cut (a cut list would parse as no suspects)
 
 
@@ -142,6 +143,14 @@ class RewritePolicy:
         return [min(cap, max(1, math.ceil(2 * share)))] + [min(cap, max(1, round(share)))] * (found - 1)
 
 
+def suspect_notes(found: object) -> tuple[str, ...]:
+    """A suspect's linter notes as the sandbox printed them, kept to what a prompt may hold: at most
+    ``MAX_NOTES`` strings of at most ``NOTE_CHARS`` each (anything else is dropped)."""
+    if not isinstance(found, list):
+        return ()
+    return tuple(n for n in found if isinstance(n, str) and 0 < len(n) <= NOTE_CHARS)[:MAX_NOTES]
+
+
 @dataclass
 class _Stage:
     """One job's rewrite stage: its sandbox, records and conversation."""
@@ -165,7 +174,7 @@ class _Stage:
         if not isinstance(found, list):
             return []
         return [Suspect(str(d["path"]), str(d["name"]), int(d["first"]), int(d["last"]), str(d["text"]),
-                        str(d.get("kind") or "function"))
+                        str(d.get("kind") or "function"), suspect_notes(d.get("notes")))
                 for d in found if isinstance(d, dict) and {"path", "name", "first", "last", "text"} <= d.keys()]
 
     async def ask(self, messages: list[dict[str, str]], suspect: Suspect, k: int,
