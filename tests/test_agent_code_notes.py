@@ -14,6 +14,10 @@ pytestmark = pytest.mark.core
 
 
 def notes(source: str, name: str | None = None) -> list[str]:
+    return [text for _, text in noted(source, name)]
+
+
+def noted(source: str, name: str | None = None) -> list[tuple[int, str]]:
     """The notes on the function ``name`` (default: the module's first) of ``source``, found as the
     sandbox finds them: module names and enclosing functions' names visible."""
     text = textwrap.dedent(source)
@@ -42,15 +46,15 @@ def notes(source: str, name: str | None = None) -> list[str]:
 
 
 def test_a_removed_assignment_leaves_a_name_nothing_assigns() -> None:
-    found = notes("""
+    found = noted("""
         import re
 
         def split(value):
             red = value[:length]
             return red, re.sub("x", "", value)
     """)
-    assert found == ["`red = value[:length]` reads `length`, which nothing assigns (not this function, its module "
-                     "or the builtins)"]
+    assert found == [(5, "`red = value[:length]` reads `length`, which nothing assigns (not this function, its "
+                         "module or the builtins)")]  # the line a missing one goes before
 
 
 def test_a_local_read_before_any_assignment() -> None:

@@ -21,7 +21,13 @@ from agent_engine.agent.aci import run_program
 from agent_engine.agent.job_runner import AgentRunResult, RunOptions, run_agent_jobs_sync
 from agent_engine.agent.loop import AgentConfig
 from agent_engine.agent.repair_tool import LONG_LINES, same_test
-from agent_engine.agent.rewrite_answers import Suspect, rewritten_function
+from agent_engine.agent.rewrite_answers import (
+    Suspect,
+    asked_lines,
+    probe_lines,
+    replaced_line,
+    rewritten_function,
+)
 from agent_engine.agent.rewrite_prompts import suspect_prompt
 from agent_engine.agent.rewrites import MUTANT_PASSED, REWRITE_PASSED, RewritePolicy, suspect_notes
 from agent_engine.agent.sandbox import Sandbox
@@ -165,8 +171,9 @@ def test_a_suspect_carries_what_a_linter_sees_and_its_prompt_shows_it(tmp_path: 
                                                  "failing": ["tests.test_prices.PricesTest.test_discount"]}).output)
     by_name = {d["name"]: d for d in found}
     note = "`return cents - off` reads `off`, which nothing assigns (not this function, its module or the builtins)"
-    assert by_name["discounted"]["notes"] == [note] and all(not d.get("notes") for d in found[1:])
-    suspect = Suspect("shop/prices.py", "discounted", 5, 8, by_name["discounted"]["text"], notes=(note,))
+    assert by_name["discounted"]["notes"] == [[8, note]] and all(not d.get("notes") for d in found[1:])
+    suspect = Suspect("shop/prices.py", "discounted", 5, 8, by_name["discounted"]["text"], notes=((8, note),))
+    assert asked_lines(suspect) == [8, 6, 7]  # the noted line first, then the short function's code lines
     user = suspect_prompt("Discounts crash.", "FAIL: test_discount", suspect, "/repo")[-1]["content"]
     source_end = user.index("```\n\n") + 5
     assert user[source_end:].startswith("A linter notes in this function (a line may be missing there):\n- " + note)
@@ -175,8 +182,22 @@ def test_a_suspect_carries_what_a_linter_sees_and_its_prompt_shows_it(tmp_path: 
 
 
 def test_the_notes_a_sandbox_prints_are_kept_to_what_a_prompt_may_hold() -> None:
-    assert suspect_notes(["a", 3, "", "b" * 10_000, "c", "d", "e", "f"]) == ("a", "c", "d", "e")
+    printed = [[1, "a"], "b", [2, ""], [3, "c" * 10_000], [True, "d"], [4, "e"], [5, "f"], [6, "g"], [7, "h"]]
+    assert suspect_notes(printed) == ((1, "a"), (4, "e"), (5, "f"), (6, "g"))
     assert suspect_notes("not a list") == () and suspect_notes(None) == ()
+
+
+def test_a_long_function_is_asked_about_the_lines_its_notes_point_at() -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(90))
+    long = Suspect("m.py", "f", 10, 101, "def f():\n" + body + "    return y", kind="lines",
+                   notes=((101, "`return y` reads `y`, which nothing assigns"), (3, "outside the function")))
+    assert probe_lines(long) == [] and asked_lines(long) == [101]
+    messages = suspect_prompt("Broken.", "FAIL: test_f", long, "/repo", line=101)
+    assert messages[-1]["content"].endswith("The bug is in this line: `return y`. Say in one sentence what is wrong "
+                                            "with it, then give the line fixed (or a few lines, when one is missing "
+                                            "there) in one ```python block.")
+    fixed = replaced_line("`y` is never set.\n```python\ny = x89\nreturn y\n```", long, 101)
+    assert fixed is not None and fixed.endswith("    x89 = 89\n    y = x89\n    return y")
 
 
 def test_a_rewrite_writes_only_lines_that_still_read_as_shown(shop: Sandbox) -> None:

@@ -4,9 +4,9 @@ A bug that took a line out (an assignment, a guard, a loop) leaves no wrong toke
 flip; what it leaves is data flow that no finished function has: a name read that nothing defines, a
 local read before any line assigns it, a value assigned and never read (or assigned again first), a
 collection that starts empty and that nothing fills, a branch that is only ``pass``, a parameter never
-used. ``function_notes`` lists those, each quoting its line, for the rewrite prompt: a small model told
-"``length`` is read and nothing assigns it" writes the missing line far more often than one shown the
-function alone.
+used. ``function_notes`` lists those, each quoting its line, for the rewrite prompt: they point a
+small model at code to write back ("``length`` is read and nothing assigns it") rather than a token
+to change.
 
 Part of the tool program (``agent_engine.agent.aci.tool_program`` runs this source before
 ``repair_tool``'s, in one namespace); ``repair_tool.suspects`` adds the notes to each function suspect.
@@ -14,7 +14,8 @@ Standard library only; importing it runs nothing.
 
 Invariants: pure (reads only the syntax trees given), never raises (a tree it cannot walk gives no
 notes); at most ``MAX_NOTES`` notes, the likeliest marks of a lost line first; each names its line by
-the line's text (the prompt may show the function without line numbers); a module whose names cannot
+the line's text (the prompt may show the function without line numbers) and carries that line's number
+in the file (the rewrite stage asks about it alone); a module whose names cannot
 all be known (``import *``, ``globals()``) gets no note about undefined names.
 """
 
@@ -25,6 +26,7 @@ import builtins
 
 MAX_NOTES = 4
 QUOTE_CHARS = 80  # of a line quoted in a note
+Note = tuple[int, str]  # the file line a note points at (where a line may be missing there), and its text
 _BUILTIN_NAMES = frozenset(dir(builtins)) | {
     "__name__", "__file__", "__doc__", "__spec__", "__loader__", "__package__", "__builtins__", "__path__",
     "__annotations__", "__dict__", "__module__", "__qualname__", "__class__", "__debug__"}
@@ -209,7 +211,7 @@ def _all_args(function: ast.AST) -> list[ast.arg]:
 
 
 def function_notes(function: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str],
-                   visible: frozenset[str] | None, method: bool = False) -> list[str]:
+                   visible: frozenset[str] | None, method: bool = False) -> list[Note]:
     """The notes on ``function`` (see the module docstring). ``lines``: its module's lines (to quote);
     ``visible``: the names it may read from outside (its module's and enclosing functions' bindings;
     None: unknown, so no note on undefined names); ``method``: defined directly in a class (its first
@@ -222,7 +224,10 @@ def function_notes(function: ast.FunctionDef | ast.AsyncFunctionDef, lines: list
                  *_dead_stores(flow, function, lines), *_unused_params(flow, function, method)]
     except (RecursionError, ValueError, AttributeError, TypeError):
         return []
-    unique = list(dict.fromkeys(notes))
+    unique: list[Note] = []
+    for line, text in notes:
+        if all(text != kept for _, kept in unique):
+            unique.append((line, text))
     return unique[:MAX_NOTES]
 
 
@@ -235,22 +240,22 @@ def _params(function: ast.AST) -> set[str]:
     return {a.arg for a in _all_args(function)}
 
 
-def _undefined(flow: _Flow, function: ast.AST, lines: list[str], visible: frozenset[str] | None) -> list[str]:
+def _undefined(flow: _Flow, function: ast.AST, lines: list[str], visible: frozenset[str] | None) -> list[Note]:
     if visible is None:
         return []
     bound = set(flow.stores) | flow.nested_stores | _params(function) | visible | _BUILTIN_NAMES
-    notes = []
+    notes: list[Note] = []
     for name, uses in flow.loads.items():
         if name not in bound and name not in flow.declared:
-            notes.append(f"{_quote(lines, uses[0].line)} reads `{name}`, which nothing assigns (not this function, "
-                         "its module or the builtins)")
+            notes.append((uses[0].line, f"{_quote(lines, uses[0].line)} reads `{name}`, which nothing assigns (not this function, "
+                         "its module or the builtins)"))
     return notes
 
 
-def _read_early(flow: _Flow, function: ast.AST, lines: list[str]) -> list[str]:
+def _read_early(flow: _Flow, function: ast.AST, lines: list[str]) -> list[Note]:
     """Locals first read before any line of the function assigns them (outside a loop that also assigns
     them: a value carried to the next iteration)."""
-    notes = []
+    notes: list[Note] = []
     params = _params(function)
     for name, stores in flow.stores.items():
         loads = flow.loads.get(name, [])
@@ -258,8 +263,8 @@ def _read_early(flow: _Flow, function: ast.AST, lines: list[str]) -> list[str]:
             continue
         if _in_one_loop(function, loads[0].line, stores[0].line):
             continue
-        notes.append(f"{_quote(lines, loads[0].line)} reads `{name}` before any line assigns it (first at "
-                     f"{_quote(lines, stores[0].line)})")
+        notes.append((loads[0].line, f"{_quote(lines, loads[0].line)} reads `{name}` before any line assigns it (first "
+                                     f"at {_quote(lines, stores[0].line)})"))
     return notes
 
 
@@ -289,16 +294,16 @@ def _blocks(function: ast.AST) -> list[tuple[ast.AST, str, list[ast.stmt]]]:
     return found
 
 
-def _placeholders(function: ast.AST, lines: list[str]) -> list[str]:
+def _placeholders(function: ast.AST, lines: list[str]) -> list[Note]:
     """Blocks (an ``if``'s, a loop's, a ``with``'s, a ``try``'s) that are only ``pass`` or ``...``:
     an ``except`` that swallows, a function or class stub, is not one."""
-    notes = []
+    notes: list[Note] = []
     for holder, name, block in _blocks(function):
         if holder is function or isinstance(holder, ast.ExceptHandler | ast.ClassDef) or name == "handlers":
             continue
         if len(block) == 1 and _empty_statement(block[0]):
             what = _block_name(holder, name, lines)
-            notes.append(f"{what} does nothing (only {_quote(lines, block[0].lineno)})")
+            notes.append((block[0].lineno, f"{what} does nothing (only {_quote(lines, block[0].lineno)})"))
     return notes
 
 
@@ -315,9 +320,9 @@ def _block_name(holder: ast.AST, name: str, lines: list[str]) -> str:
     return f"the body of {_quote(lines, holder.lineno)}"  # type: ignore[attr-defined]
 
 
-def _never_filled(flow: _Flow, function: ast.AST, lines: list[str]) -> list[str]:
+def _never_filled(flow: _Flow, function: ast.AST, lines: list[str]) -> list[Note]:
     """Locals bound once, to an empty collection, whose every read leaves them as they are."""
-    notes = []
+    notes: list[Note] = []
     parents = {child: node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
     for name, stores in flow.stores.items():
         loads = flow.loads.get(name, [])
@@ -327,8 +332,8 @@ def _never_filled(flow: _Flow, function: ast.AST, lines: list[str]) -> list[str]
         if not isinstance(assign, ast.Assign) or not _empty_collection(assign.value):
             continue
         if all(_reads_only(use.node, parents) for use in loads):
-            notes.append(f"`{name}` starts empty ({_quote(lines, stores[0].line)}) and no line adds to it before "
-                         f"{_quote(lines, loads[0].line)} reads it")
+            notes.append((loads[0].line, f"`{name}` starts empty ({_quote(lines, stores[0].line)}) and no line adds to "
+                                         f"it before {_quote(lines, loads[0].line)} reads it"))
     return notes
 
 
@@ -361,12 +366,12 @@ def _reads_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     return True
 
 
-def _dead_stores(flow: _Flow, function: ast.AST, lines: list[str]) -> list[str]:
+def _dead_stores(flow: _Flow, function: ast.AST, lines: list[str]) -> list[Note]:
     """Simple assignments whose value nothing reads: none after them (and none in a loop holding them),
     or the same block assigns the name again first."""
     if _calls_locals(function):
         return []
-    notes = []
+    notes: list[Note] = []
     for name, stores in flow.stores.items():
         if name == "_" or name.startswith("__") or name in flow.declared or name in flow.nested_loads:
             continue
@@ -376,7 +381,7 @@ def _dead_stores(flow: _Flow, function: ast.AST, lines: list[str]) -> list[str]:
                 continue
             later = [u for u in loads if u.tick > store.tick]
             if not later and not any(_in_one_loop(function, store.line, u.line) for u in loads):
-                notes.append(f"{_quote(lines, store.line)} assigns `{name}`, which nothing reads after")
+                notes.append((store.line, f"{_quote(lines, store.line)} assigns `{name}`, which nothing reads after"))
                 break
     notes.extend(_overwritten(function, lines))
     return notes
@@ -393,10 +398,10 @@ def _simple_target(target: ast.Name, function: ast.AST) -> bool:
     return False
 
 
-def _overwritten(function: ast.AST, lines: list[str]) -> list[str]:
+def _overwritten(function: ast.AST, lines: list[str]) -> list[Note]:
     """``x = a`` then, later in the same block and with nothing between that reads ``x`` or leaves the
     block, ``x = b``."""
-    notes = []
+    notes: list[Note] = []
     for holder, field_name, block in _blocks(function):
         if isinstance(holder, ast.Try) and field_name == "body":
             continue  # an exception between the two may reach a handler that reads the first value
@@ -406,8 +411,8 @@ def _overwritten(function: ast.AST, lines: list[str]) -> list[str]:
             for name in (t.id for t in stmt.targets if isinstance(t, ast.Name)):
                 j = _next_store(block, i, name)
                 if j is not None:
-                    notes.append(f"{_quote(lines, stmt.lineno)} assigns `{name}`, and "
-                                 f"{_quote(lines, block[j].lineno)} assigns it again before anything reads it")
+                    notes.append((stmt.lineno, f"{_quote(lines, stmt.lineno)} assigns `{name}`, and "
+                                  f"{_quote(lines, block[j].lineno)} assigns it again before anything reads it"))
     return notes
 
 
@@ -429,7 +434,7 @@ def _calls_locals(function: ast.AST) -> bool:
                for n in ast.walk(function))
 
 
-def _unused_params(flow: _Flow, function: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> list[str]:
+def _unused_params(flow: _Flow, function: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> list[Note]:
     """Named parameters nothing reads, in a function with a body of its own (not a stub, an abstract or
     overloaded signature, a special method's fixed signature), leaving out a method's first and names
     starting with ``_``."""
@@ -441,7 +446,7 @@ def _unused_params(flow: _Flow, function: ast.FunctionDef | ast.AsyncFunctionDef
         named = named[1:]
     read = set(flow.loads) | flow.nested_loads
     unused = [a.arg for a in named if not a.arg.startswith("_") and a.arg not in read and a.arg not in ("self", "cls")]
-    return [f"the parameter `{name}` is never used" for name in unused]
+    return [(function.lineno, f"the parameter `{name}` is never used") for name in unused]
 
 
 def _stub(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

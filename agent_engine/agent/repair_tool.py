@@ -23,7 +23,7 @@ Invariants:
 - The check runs with its output sent to ``/dev/null`` (the descriptors restored after, ``open`` too);
   what this prints is one JSON list of suspects, at most ``limit``, each ``{"kind", "path", "name",
   "first", "last", "score", "failed", "passed", "text"}`` (a function's also ``notes``: what a linter
-  sees in it, ``code_notes.function_notes``): ``kind`` ``function`` (``name`` qualified, a
+  sees in it, ``[line, text]`` pairs of ``code_notes.function_notes``): ``kind`` ``function`` (``name`` qualified, a
   nested function mapped to the outermost function or method that holds it, or listed alone when that
   one is too long to list; ``first`` counts its
   decorators; ``text`` the lines ``first``..``last`` exactly; at most ``max_lines`` lines), ``lines``
@@ -406,7 +406,7 @@ def function_span(path: str, name: str) -> tuple[int, int, str] | None:
     return None
 
 
-def suspect_notes(path: str, name: str) -> list[str]:
+def suspect_notes(path: str, name: str) -> list[tuple[int, str]]:
     """What a linter sees in the function ``name`` (qualified) of ``path`` (``code_notes``): the names its
     module and the functions around it bind are visible to it; [] when it is not there."""
     src = Source(path)

@@ -44,7 +44,7 @@ class Suspect:
     last: int
     text: str
     kind: str = "function"
-    notes: tuple[str, ...] = ()  # what a linter sees in the function (the sandbox's ``code_notes``)
+    notes: tuple[tuple[int, str], ...] = ()  # what a linter sees in it: (file line, text) (``code_notes``)
 
     @property
     def whole_file(self) -> bool:
@@ -109,6 +109,13 @@ def probe_lines(suspect: Suspect) -> list[int]:
     start = suspect.first + len(head) + len(doc)
     found = [start + j for j, line in enumerate(rest) if line.strip() and not _NOT_PROBED.match(line)]
     return found if len(found) <= MAX_PROBED_LINES else []
+
+
+def asked_lines(suspect: Suspect) -> list[int]:
+    """The lines the stage asks about one at a time: those its linter notes point at (inside the function,
+    whatever its length: a line may be missing there), then ``probe_lines``."""
+    noted = [line for line, _ in suspect.notes if suspect.kind != "file" and suspect.first < line <= suspect.last]
+    return list(dict.fromkeys([*noted, *probe_lines(suspect)]))
 
 
 def line_text(suspect: Suspect, line: int) -> str:

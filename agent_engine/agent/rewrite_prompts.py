@@ -47,19 +47,22 @@ def suspect_prompt(task: str, output: str, suspect: Suspect, workdir: str,
                  f"file fixed, changing as little as possible, in one ```{lang} block.")
     elif suspect.by_lines:
         user += (f"This function ({suspect.name}, lines {suspect.first}-{suspect.last} of {suspect.path}) runs in "
-                 f"the failing tests; each line follows its number in the file:\n```python\n{source}\n```\n\n{notes}"
-                 "If the bug is in this function, say in one sentence which lines are wrong and why, then write "
+                 f"the failing tests; each line follows its number in the file:\n```python\n{source}\n```\n\n{notes}")
+        user += ("If the bug is in this function, say in one sentence which lines are wrong and why, then write "
                  "`Lines A-B:` with their numbers and, in one ```python block, the new text of those lines only, "
-                 "changing as little as possible.")
+                 "changing as little as possible." if line is None else _line_question(suspect, line))
     else:
         user += (f"This function ({suspect.name}, lines {suspect.first}-{suspect.last} of {suspect.path}) runs in "
                  f"the failing tests (its docstring left out):\n```python\n{source}\n```\n\n{notes}")
         user += ("If the bug is in this function, say in one sentence which line is wrong and why, then give the "
                  "whole function with the bug fixed, changing as little as possible, in one ```python block."
-                 if line is None else
-                 f"The bug is in this line: `{line_text(suspect, line)}`. Say in one sentence what is wrong with "
-                 "it, then give the line fixed (or a few lines, when one is missing there) in one ```python block.")
+                 if line is None else _line_question(suspect, line))
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def _line_question(suspect: Suspect, line: int) -> str:
+    return (f"The bug is in this line: `{line_text(suspect, line)}`. Say in one sentence what is wrong with it, "
+            "then give the line fixed (or a few lines, when one is missing there) in one ```python block.")
 
 
 def linter_notes(suspect: Suspect) -> str:
@@ -68,7 +71,7 @@ def linter_notes(suspect: Suspect) -> str:
     at code to write back rather than a token to change."""
     if not suspect.notes:
         return ""
-    listed = "".join(f"- {note}\n" for note in suspect.notes)
+    listed = "".join(f"- {text}\n" for _, text in suspect.notes)
     return f"A linter notes in this function (a line may be missing there):\n{listed}\n"
 
 

@@ -22,8 +22,9 @@ and the check, not the model, judges each try. The stage:
 5. writes each distinct rewrite that parses (and defines that function) and changes more than
    comments in its place (``rewrite`` op: only when the lines still read as shown, never a read-only
    file, the result compiling) and runs the check: passing ends the stage; anything else is undone;
-6. for the first ``LINE_ROUND_SUSPECTS`` suspects asks about each code line alone ("the bug is in
-   this line"), one greedy answer a line, and tries each fixed line; for the first suspect, half of
+6. for the first ``LINE_ROUND_SUSPECTS`` suspects asks about each line its linter notes point at and
+   each code line of a short function alone ("the bug is in this line"), one greedy answer a line, and
+   tries each fixed line; for the first suspect, half of
    its answers come from a follow-up that shows the model its best failed try and the check's verdict;
 7. then tries alone each single change (a run of replaced, inserted or deleted lines) of the failed
    rewrites that made several: a small model often finds the fix and breaks something beside it. The
@@ -66,9 +67,9 @@ from agent_engine.agent.loop import client_hints
 from agent_engine.agent.mutant_trials import MutantTrials
 from agent_engine.agent.rewrite_answers import (
     Suspect,
+    asked_lines,
     diff_lines,
     line_text,
-    probe_lines,
     replaced_line,
     rewritten,
     same_code,
@@ -143,12 +144,13 @@ class RewritePolicy:
         return [min(cap, max(1, math.ceil(2 * share)))] + [min(cap, max(1, round(share)))] * (found - 1)
 
 
-def suspect_notes(found: object) -> tuple[str, ...]:
-    """A suspect's linter notes as the sandbox printed them, kept to what a prompt may hold: at most
-    ``MAX_NOTES`` strings of at most ``NOTE_CHARS`` each (anything else is dropped)."""
+def suspect_notes(found: object) -> tuple[tuple[int, str], ...]:
+    """A suspect's linter notes as the sandbox printed them (``[line, text]`` pairs), kept to what a prompt
+    may hold: at most ``MAX_NOTES``, each text at most ``NOTE_CHARS`` (anything else is dropped)."""
     if not isinstance(found, list):
         return ()
-    return tuple(n for n in found if isinstance(n, str) and 0 < len(n) <= NOTE_CHARS)[:MAX_NOTES]
+    return tuple((n[0], n[1]) for n in found if isinstance(n, list) and len(n) == 2 and type(n[0]) is int
+                 and isinstance(n[1], str) and 0 < len(n[1]) <= NOTE_CHARS)[:MAX_NOTES]
 
 
 @dataclass
@@ -273,10 +275,11 @@ class _Stage:
         return False
 
     async def try_lines(self, suspect: Suspect, output: str, tries: _Tries) -> bool:
-        """Ask about each code line of the suspect alone (``probe_lines``: the bug is said to be in it; the
-        model writes it fixed), all at once, and try each fixed line; True when one passes. A small model
-        that blames the wrong line of a short function often fixes the right one once it is pointed at."""
-        lines = probe_lines(suspect)
+        """Ask about each code line of the suspect alone (``asked_lines``: those its linter notes point at,
+        then every code line of a short function; the bug is said to be in it, the model writes it fixed),
+        all at once, and try each fixed line; True when one passes. A small model that blames the wrong
+        line often fixes the right one once it is pointed at."""
+        lines = asked_lines(suspect)
         workdir = self.box.workdir
         prompts = [suspect_prompt(self.record.task, output, suspect, workdir, line=n) for n in lines]
         replies = await self.gathered([self.ask(p, suspect, 0, LINE_ANSWER_TOKENS) for p in prompts]) if prompts else []
