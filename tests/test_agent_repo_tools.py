@@ -7,6 +7,7 @@ agent takes (``aci.run_tool_call``, the program run as ``python3 -I -c``).
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 from agent_fakes import tool_call
 
-from agent_engine.agent import failing_code, file_view, repo_tool
+from agent_engine.agent import aci, failing_code, file_view, repo_tool
 from agent_engine.agent.aci import annotate, focus_words, repo_map, run_tool_call, tool_program
 from agent_engine.agent.failures import cap_text, failures_line, read_failures, summarize_unittest
 from agent_engine.agent.sandbox import Sandbox
@@ -188,6 +189,24 @@ def test_the_program_never_imports_the_repository(tmp_path: Path) -> None:
 
 def test_the_program_stays_well_under_the_argument_limit() -> None:
     assert len(tool_program()) < 100_000  # one argv string: Linux allows 128 KiB
+
+
+def test_no_two_sources_of_the_program_define_one_name() -> None:
+    """The sources run in one namespace: a later source's name would replace an earlier one's under the
+    functions that read it (``main`` is the one name meant to: ``repo_tool``'s runs)."""
+    owners: dict[str, list[int]] = {}
+    for i, source in enumerate(aci._SOURCES):
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                names = [node.name]
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            else:
+                names = []
+            for name in names:
+                owners.setdefault(name, []).append(i)
+    assert {name: found for name, found in owners.items() if len(found) > 1} == {"main": [3, len(aci._SOURCES) - 1]}
 
 
 # --------------------------------------------------------------------------- search

@@ -6,7 +6,8 @@ import ast
 
 import pytest
 
-from agent_engine.agent.statement_order import dependency_order, reads_before_writes, unbound_reads, writes
+from agent_engine.agent.name_flow import unbound_reads
+from agent_engine.agent.statement_order import dependency_order, reads_before_writes, writes
 
 pytestmark = pytest.mark.core
 

@@ -133,14 +133,16 @@ _SHAPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "edit_file": (("path", "old_text", "new_text"),), "submit": ((),)}
 _SOURCES = [(Path(__file__).resolve().parent / name).read_text(encoding="utf-8")
             for name in ("edit_undo.py", "text_match.py", "file_view.py", "file_tool.py", "failing_code.py",
-                         "suspect_priors.py", "code_notes.py", "repair_tool.py", "mutant_screen.py", "repo_tool.py")]
+                         "suspect_priors.py", "name_flow.py", "code_notes.py", "repair_tool.py", "mutant_screen.py",
+                         "repo_tool.py")]
 
 
 def tool_program() -> str:
     """The program every file and repository tool runs in the sandbox (``python3 -I -B -c PROGRAM ARG``:
     isolated, and writing no bytecode: the ops that import the repository would leave ``.pyc`` files that
     a same-size edit within the same second reads stale): ``edit_undo``'s, ``text_match``'s,
-    ``file_view``'s, ``file_tool``'s, ``failing_code``'s, ``suspect_priors``', ``repair_tool``'s,
+    ``file_view``'s, ``file_tool``'s, ``failing_code``'s, ``suspect_priors``', ``name_flow``'s,
+    ``code_notes``', ``repair_tool``'s,
     ``mutant_screen``'s and then ``repo_tool``'s sources, executed in one namespace named ``SANDBOX_NAMESPACE`` (so none runs its own ``__main__``
     block), then ``repo_tool``'s ``main``. The
     sources travel compressed (zlib, base64): the program is one argument, and Linux caps one at 128 KiB."""

@@ -24,6 +24,9 @@ from __future__ import annotations
 import ast
 import builtins
 
+if __name__.startswith("agent_engine."):  # on the host; in the sandbox name_flow's source ran here
+    from agent_engine.agent.name_flow import NameFlow, name_flow, parameters, pattern_names, unbound_reads
+
 MAX_NOTES = 4
 QUOTE_CHARS = 80  # of a line quoted in a note
 Note = tuple[int, str]  # the file line a note points at (where a line may be missing there), and its text
@@ -32,137 +35,10 @@ _BUILTIN_NAMES = frozenset(dir(builtins)) | {
     "__annotations__", "__dict__", "__module__", "__qualname__", "__class__", "__debug__"}
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _EMPTY_CALLS = frozenset({"list", "dict", "set", "OrderedDict", "defaultdict", "deque"})
 _READ_ONLY_CALLS = frozenset({  # builtins that read an argument without changing it
     "len", "bool", "list", "tuple", "sorted", "set", "frozenset", "dict", "iter", "enumerate", "zip", "reversed",
     "sum", "min", "max", "any", "all", "repr", "str", "print", "isinstance", "hash", "id", "type"})
-
-
-class _Use:
-    """One occurrence of a name: its order of evaluation in the function, line, and the node."""
-
-    __slots__ = ("tick", "line", "node")
-
-    def __init__(self, tick: int, line: int, node: ast.AST) -> None:
-        self.tick, self.line, self.node = tick, line, node
-
-
-class _Flow:
-    """The names of one function's own scope: where each is bound and read, in evaluation order
-    (plain classes: the sandbox runs this source in a namespace that is no module)."""
-
-    def __init__(self) -> None:
-        self.stores: dict[str, list[_Use]] = {}
-        self.loads: dict[str, list[_Use]] = {}
-        self.nested_loads: set[str] = set()  # read inside nested functions, lambdas, classes
-        self.nested_stores: set[str] = set()
-        self.declared: set[str] = set()  # global / nonlocal
-        self.tick = 0
-
-    def use(self, table: dict[str, list[_Use]], name: str, node: ast.AST) -> None:
-        self.tick += 1
-        table.setdefault(name, []).append(_Use(self.tick, getattr(node, "lineno", 0), node))
-
-
-class _Walker:
-    """Walks a function's body in evaluation order (a value before its targets, a loop's iterable
-    before its target), recording its own scope's names in a ``_Flow``; a comprehension's targets stay
-    its own; nested functions, lambdas and classes count as reads of every name they load."""
-
-    def __init__(self, flow: _Flow) -> None:
-        self.flow = flow
-
-    def body(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        for stmt in function.body:
-            self.visit(stmt, frozenset())
-
-    def visit(self, node: ast.AST, hidden: frozenset[str]) -> None:
-        flow = self.flow
-        if isinstance(node, _FUNCTIONS + (ast.ClassDef,)):
-            for part in [*node.decorator_list, *_signature_parts(node)]:
-                self.visit(part, hidden)
-            self._nested(node.body)
-            flow.use(flow.stores, node.name, node)
-        elif isinstance(node, ast.Lambda):
-            for part in _signature_parts(node):
-                self.visit(part, hidden)
-            self._nested([node.body])
-        elif isinstance(node, _COMPREHENSIONS):
-            self._comprehension(node, hidden)
-        elif isinstance(node, ast.Name):
-            if node.id not in hidden:
-                flow.use(flow.loads if isinstance(node.ctx, ast.Load | ast.Del) else flow.stores, node.id, node)
-        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.NamedExpr):
-            if node.value is not None:
-                self.visit(node.value, hidden)
-            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                self.visit(target, hidden)
-        elif isinstance(node, ast.AugAssign):
-            self.visit(node.value, hidden)
-            if isinstance(node.target, ast.Name) and node.target.id not in hidden:
-                flow.use(flow.loads, node.target.id, node.target)
-            self.visit(node.target, hidden)
-        elif isinstance(node, ast.For | ast.AsyncFor):
-            self.visit(node.iter, hidden)
-            self.visit(node.target, hidden)
-            for stmt in [*node.body, *node.orelse]:
-                self.visit(stmt, hidden)
-        elif isinstance(node, ast.Global | ast.Nonlocal):
-            flow.declared.update(node.names)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            for alias in node.names:
-                flow.use(flow.stores, (alias.asname or alias.name).split(".")[0], node)
-        elif isinstance(node, ast.ExceptHandler):
-            if node.type is not None:
-                self.visit(node.type, hidden)
-            if node.name:
-                flow.use(flow.stores, node.name, node)
-            for stmt in node.body:
-                self.visit(stmt, hidden)
-        else:
-            for name in _pattern_names(node):
-                flow.use(flow.stores, name, node)
-            for child in ast.iter_child_nodes(node):
-                self.visit(child, hidden)
-
-    def _nested(self, body: list[ast.AST]) -> None:
-        for part in body:
-            for sub in ast.walk(part):
-                if isinstance(sub, ast.Name):
-                    (self.flow.nested_loads if isinstance(sub.ctx, ast.Load | ast.Del) else
-                     self.flow.nested_stores).add(sub.id)
-                elif isinstance(sub, ast.Nonlocal | ast.Global):
-                    self.flow.nested_stores.update(sub.names)
-
-    def _comprehension(self, node: ast.AST, hidden: frozenset[str]) -> None:
-        generators: list[ast.comprehension] = node.generators  # type: ignore[attr-defined]
-        bound = set(hidden)
-        for k, gen in enumerate(generators):
-            self.visit(gen.iter, hidden if k == 0 else frozenset(bound))  # the first iterable: the enclosing scope
-            bound |= {n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
-            for cond in gen.ifs:
-                self.visit(cond, frozenset(bound))
-        parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]  # type: ignore[attr-defined]
-        for part in parts:
-            self.visit(part, frozenset(bound))
-
-
-def _signature_parts(node: ast.AST) -> list[ast.AST]:
-    """What a ``def``, ``lambda`` or ``class`` evaluates in the enclosing scope: defaults, bases."""
-    if isinstance(node, ast.ClassDef):
-        return [*node.bases, *(k.value for k in node.keywords)]
-    args: ast.arguments = node.args  # type: ignore[attr-defined]
-    return [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
-
-
-def _pattern_names(node: ast.AST) -> list[str]:
-    """Names a ``match`` pattern binds (``case [x, *rest]``, ``case {"k": v, **more}``)."""
-    if isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
-        return [node.name]
-    if isinstance(node, ast.MatchMapping) and node.rest:
-        return [node.rest]
-    return []
 
 
 def module_names(module: ast.Module) -> frozenset[str] | None:
@@ -186,7 +62,7 @@ def module_names(module: ast.Module) -> frozenset[str] | None:
             names.add(node.id)
         elif isinstance(node, ast.ExceptHandler) and node.name:
             names.add(node.name)
-        names.update(_pattern_names(node))
+        names.update(pattern_names(node))
         stack.extend(ast.iter_child_nodes(node))
     return frozenset(names)
 
@@ -194,20 +70,11 @@ def module_names(module: ast.Module) -> frozenset[str] | None:
 def scope_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     """The names ``function``'s own scope binds (its parameters, its body's assignments, imports and
     definitions; not its nested functions' locals): what a function nested in it may read."""
-    flow = _Flow()
     try:
-        _Walker(flow).body(function)
+        flow = name_flow(function.body)
     except RecursionError:
         return set()
-    return set(flow.stores) | _params(function)
-
-
-def _all_args(function: ast.AST) -> list[ast.arg]:
-    args = getattr(function, "args", None)
-    if not isinstance(args, ast.arguments):
-        return []
-    extra = [a for a in (args.vararg, args.kwarg) if a is not None]
-    return [*args.posonlyargs, *args.args, *args.kwonlyargs, *extra]
+    return set(flow.stores) | parameters(function)
 
 
 def function_notes(function: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str],
@@ -217,8 +84,7 @@ def function_notes(function: ast.FunctionDef | ast.AsyncFunctionDef, lines: list
     None: unknown, so no note on undefined names); ``method``: defined directly in a class (its first
     parameter is the instance or class)."""
     try:
-        flow = _Flow()
-        _Walker(flow).body(function)
+        flow = name_flow(function.body)
         notes = [*_undefined(flow, function, lines, visible), *_read_early(flow, function, lines),
                  *_placeholders(function, lines), *_never_filled(flow, function, lines),
                  *_dead_stores(flow, function, lines), *_unused_params(flow, function, method)]
@@ -236,35 +102,28 @@ def _quote(lines: list[str], line: int) -> str:
     return "`" + (text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS - 3] + "...") + "`"
 
 
-def _params(function: ast.AST) -> set[str]:
-    return {a.arg for a in _all_args(function)}
-
-
-def _undefined(flow: _Flow, function: ast.AST, lines: list[str], visible: frozenset[str] | None) -> list[Note]:
+def _undefined(flow: NameFlow, function: ast.AST, lines: list[str], visible: frozenset[str] | None) -> list[Note]:
     if visible is None:
         return []
-    bound = set(flow.stores) | flow.nested_stores | _params(function) | visible | _BUILTIN_NAMES
+    bound = set(flow.stores) | flow.nested_stores | parameters(function) | visible | _BUILTIN_NAMES
     notes: list[Note] = []
     for name, uses in flow.loads.items():
         if name not in bound and name not in flow.declared:
-            notes.append((uses[0].line, f"{_quote(lines, uses[0].line)} reads `{name}`, which nothing assigns (not this function, "
-                         "its module or the builtins)"))
+            line = uses[0].line
+            notes.append((line, f"{_quote(lines, line)} reads `{name}`, which nothing assigns (not this function, its "
+                                "module or the builtins)"))
     return notes
 
 
-def _read_early(flow: _Flow, function: ast.AST, lines: list[str]) -> list[Note]:
-    """Locals first read before any line of the function assigns them (outside a loop that also assigns
-    them: a value carried to the next iteration)."""
+def _read_early(flow: NameFlow, function: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]) -> list[Note]:
+    """``unbound_reads``: locals first read before any line of the function assigns them, but for a read
+    and a first assignment inside one loop (a value carried to the next iteration)."""
     notes: list[Note] = []
-    params = _params(function)
-    for name, stores in flow.stores.items():
-        loads = flow.loads.get(name, [])
-        if name in params or name in flow.declared or not loads or loads[0].tick > stores[0].tick:
-            continue
-        if _in_one_loop(function, loads[0].line, stores[0].line):
-            continue
-        notes.append((loads[0].line, f"{_quote(lines, loads[0].line)} reads `{name}` before any line assigns it (first "
-                                     f"at {_quote(lines, stores[0].line)})"))
+    for name in unbound_reads(function, flow):
+        read, first = flow.loads[name][0].line, flow.stores[name][0].line
+        if not _in_one_loop(function, read, first):
+            notes.append((read, f"{_quote(lines, read)} reads `{name}` before any line assigns it (first at "
+                                f"{_quote(lines, first)})"))
     return notes
 
 
@@ -320,7 +179,7 @@ def _block_name(holder: ast.AST, name: str, lines: list[str]) -> str:
     return f"the body of {_quote(lines, holder.lineno)}"  # type: ignore[attr-defined]
 
 
-def _never_filled(flow: _Flow, function: ast.AST, lines: list[str]) -> list[Note]:
+def _never_filled(flow: NameFlow, function: ast.AST, lines: list[str]) -> list[Note]:
     """Locals bound once, to an empty collection, whose every read leaves them as they are."""
     notes: list[Note] = []
     parents = {child: node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
@@ -366,7 +225,7 @@ def _reads_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     return True
 
 
-def _dead_stores(flow: _Flow, function: ast.AST, lines: list[str]) -> list[Note]:
+def _dead_stores(flow: NameFlow, function: ast.AST, lines: list[str]) -> list[Note]:
     """Simple assignments whose value nothing reads: none after them (and none in a loop holding them),
     or the same block assigns the name again first."""
     if _calls_locals(function):
@@ -434,7 +293,7 @@ def _calls_locals(function: ast.AST) -> bool:
                for n in ast.walk(function))
 
 
-def _unused_params(flow: _Flow, function: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> list[Note]:
+def _unused_params(flow: NameFlow, function: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> list[Note]:
     """Named parameters nothing reads, in a function with a body of its own (not a stub, an abstract or
     overloaded signature, a special method's fixed signature), leaving out a method's first and names
     starting with ``_``."""

@@ -16,8 +16,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from agent_engine.agent.name_flow import unbound_reads
 from agent_engine.agent.source_splice import SIMPLE_EXPRESSIONS, Edit, ParsedSource
-from agent_engine.agent.statement_order import dependency_order, is_docstring, unbound_reads
+from agent_engine.agent.statement_order import dependency_order, is_docstring
 
 __all__ = ["dataflow_edits"]
 
