@@ -185,6 +185,33 @@ def test_a_local_read_before_its_assignment_gets_a_first_value() -> None:
     assert [m.what for m in mutants(listed) if m.what.endswith(" first")] == ["line 2: `out = []` first"]
 
 
+def test_a_lost_name_the_function_never_binds_gets_a_first_value() -> None:
+    source = "def f(xs):\n    for x in xs:\n        seen.append(x)\n    return seen\n"
+    assert not [m for m in mutants(source) if m.what.endswith(" first")]  # a module's name, maybe
+    lost = [m.what for m in mutants(source, lost=("seen",)) if m.what.endswith(" first")]
+    assert lost == ["line 2: `seen = []` first"]  # the sandbox found no binding of it in its reach
+
+
+def test_a_lost_assignment_is_borrowed_from_a_neighbour_or_a_sibling_attribute() -> None:
+    method = ("    def unlink(self):\n        next = self.next\n\n        prev.next = next\n"
+              "        next.prev = prev\n")
+    borrowed = {m.what: m for m in mutants(method, lost=("prev",)) if m.what.endswith("borrowed")}
+    assert list(borrowed) == ["line 4: `prev = self.prev` borrowed"] and borrowed[
+        "line 4: `prev = self.prev` borrowed"].tier == 1
+    assert borrowed["line 4: `prev = self.prev` borrowed"].text.split("\n")[3:5] == [
+        "        prev = self.prev", "        prev.next = next"]
+    encode = "def encode_method(obj, out):\n    if markerid in seen:\n        raise ValueError(obj)\n    out(obj)\n"
+    sibling = "def encode_list(lst, out):\n    markerid = id(lst)\n    seen[markerid] = lst\n    out(lst)\n"
+    got = [m.what for m in mutants(encode, (sibling,), lost=("markerid",)) if m.what.endswith("borrowed")]
+    assert got == ["line 2: `markerid = id(obj)` borrowed"]  # the sibling's parameter read as ours
+    helper = "def expand(value):\n    tuples, items = split_pairs(value)\n    return tuples or items\n"
+    broken = "def label(value):\n    if tuples:\n        return items\n    return value\n"
+    got = [m.what for m in mutants(broken, (helper,), lost=("tuples", "items")) if m.what.endswith("borrowed")]
+    assert got == ["line 2: `tuples, items = split_pairs(value)` borrowed",  # the neighbour's module name
+                   "line 3: `tuples, items = split_pairs(value)` borrowed"]  # before each lost name's first read
+    assert not [m for m in mutants(broken, (helper,)) if m.what.endswith("borrowed")]  # nothing lost: none
+
+
 def test_text_that_does_not_parse_gives_no_mutants_and_a_module_file_gives_some() -> None:
     assert mutants("def f(:\n    pass") == []
     assert mutants("") == []

@@ -29,7 +29,13 @@ from agent_engine.agent.rewrite_answers import (
     rewritten_function,
 )
 from agent_engine.agent.rewrite_prompts import suspect_prompt
-from agent_engine.agent.rewrites import MUTANT_PASSED, REWRITE_PASSED, RewritePolicy, suspect_notes
+from agent_engine.agent.rewrites import (
+    MUTANT_PASSED,
+    REWRITE_PASSED,
+    RewritePolicy,
+    lost_names,
+    suspect_notes,
+)
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.stage_sandbox import python_check_args
 from agent_engine.agent.task_set import set_tasks
@@ -172,6 +178,7 @@ def test_a_suspect_carries_what_a_linter_sees_and_its_prompt_shows_it(tmp_path: 
     by_name = {d["name"]: d for d in found}
     note = "`return cents - off` reads `off`, which nothing assigns (not this function, its module or the builtins)"
     assert by_name["discounted"]["notes"] == [[8, note]] and all(not d.get("notes") for d in found[1:])
+    assert by_name["discounted"]["lost"] == ["off"]  # the mutants may borrow or initialize it
     suspect = Suspect("shop/prices.py", "discounted", 5, 8, by_name["discounted"]["text"], notes=((8, note),))
     assert asked_lines(suspect) == [8, 6, 7]  # the noted line first, then the short function's code lines
     user = suspect_prompt("Discounts crash.", "FAIL: test_discount", suspect, "/repo")[-1]["content"]
@@ -185,6 +192,7 @@ def test_the_notes_a_sandbox_prints_are_kept_to_what_a_prompt_may_hold() -> None
     printed = [[1, "a"], "b", [2, ""], [3, "c" * 10_000], [True, "d"], [4, "e"], [5, "f"], [6, "g"], [7, "h"]]
     assert suspect_notes(printed) == ((1, "a"), (4, "e"), (5, "f"), (6, "g"))
     assert suspect_notes("not a list") == () and suspect_notes(None) == ()
+    assert lost_names(["off", "not a name", 3, "x1"]) == ("off", "x1") and lost_names({"off": 1}) == ()
 
 
 def test_a_long_function_is_asked_about_the_lines_its_notes_point_at() -> None:

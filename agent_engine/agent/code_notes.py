@@ -102,28 +102,47 @@ def _quote(lines: list[str], line: int) -> str:
     return "`" + (text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS - 3] + "...") + "`"
 
 
-def _undefined(flow: NameFlow, function: ast.AST, lines: list[str], visible: frozenset[str] | None) -> list[Note]:
+def undefined_names(flow: NameFlow, function: ast.AST, visible: frozenset[str] | None) -> list[str]:
+    """Names the function reads that nothing in its reach binds (not it, ``visible``, the builtins), in
+    the order of their first read; [] when ``visible`` is None (unknown)."""
     if visible is None:
         return []
     bound = set(flow.stores) | flow.nested_stores | parameters(function) | visible | _BUILTIN_NAMES
+    return [name for name in flow.first_reads if name not in bound and name not in flow.declared]
+
+
+def early_reads(flow: NameFlow, function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """``unbound_reads``: locals first read before any line of the function assigns them, but for a read
+    and a first assignment inside one loop (a value carried to the next iteration)."""
+    return [name for name in unbound_reads(function, flow)
+            if not _in_one_loop(function, flow.loads[name][0].line, flow.stores[name][0].line)]
+
+
+def lost_names(function: ast.FunctionDef | ast.AsyncFunctionDef, visible: frozenset[str] | None) -> list[str]:
+    """The names whose assignment the function may have lost: read and bound nowhere in its reach, or
+    read before any line of it binds them; [] when its tree cannot be walked."""
+    try:
+        flow = name_flow(function.body)
+        return [*undefined_names(flow, function, visible), *early_reads(flow, function)]
+    except (RecursionError, ValueError, AttributeError, TypeError):
+        return []
+
+
+def _undefined(flow: NameFlow, function: ast.AST, lines: list[str], visible: frozenset[str] | None) -> list[Note]:
     notes: list[Note] = []
-    for name, uses in flow.loads.items():
-        if name not in bound and name not in flow.declared:
-            line = uses[0].line
-            notes.append((line, f"{_quote(lines, line)} reads `{name}`, which nothing assigns (not this function, its "
-                                "module or the builtins)"))
+    for name in undefined_names(flow, function, visible):
+        line = flow.loads[name][0].line
+        notes.append((line, f"{_quote(lines, line)} reads `{name}`, which nothing assigns (not this function, its "
+                            "module or the builtins)"))
     return notes
 
 
 def _read_early(flow: NameFlow, function: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]) -> list[Note]:
-    """``unbound_reads``: locals first read before any line of the function assigns them, but for a read
-    and a first assignment inside one loop (a value carried to the next iteration)."""
     notes: list[Note] = []
-    for name in unbound_reads(function, flow):
+    for name in early_reads(flow, function):
         read, first = flow.loads[name][0].line, flow.stores[name][0].line
-        if not _in_one_loop(function, read, first):
-            notes.append((read, f"{_quote(lines, read)} reads `{name}` before any line assigns it (first at "
-                                f"{_quote(lines, first)})"))
+        notes.append((read, f"{_quote(lines, read)} reads `{name}` before any line assigns it (first at "
+                            f"{_quote(lines, first)})"))
     return notes
 
 

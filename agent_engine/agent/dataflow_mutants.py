@@ -3,8 +3,11 @@ set, statements out of the order their data needs.
 
 Bugs that drop or move a line leave marks in the data flow a one-line edit can answer: a value
 computed and never used (its use was lost: ``end = end2``, ``return sign * product``), a local read
-before any assignment (its initialization was lost: ``total = 0`` put back), a block whose statements
-read what a later one sets (the lines were shuffled: ``statement_order``).
+before any assignment (its initialization was lost: ``total = 0`` put back), a name read that the
+function never binds while its own code or a neighbour's binds it (the assignment was lost, and the
+same code makes it elsewhere: ``markerid = id(o)`` borrowed, ``next = self.next`` giving
+``prev = self.prev``), a block whose statements read what a later one sets (the lines were shuffled:
+``statement_order``).
 
 Invariants: pure, never raises; every edit is an ``Edit`` of the text ``ParsedSource`` parsed (tier 1:
 each is a strong sign of the bug it answers); ``agent_engine.agent.mutants`` orders, splices and
@@ -14,21 +17,29 @@ dedups them with the others.
 from __future__ import annotations
 
 import ast
+import builtins
+import re
 from collections.abc import Iterator
 
-from agent_engine.agent.name_flow import unbound_reads
+from agent_engine.agent.name_flow import name_flow, parameters, unbound_reads
 from agent_engine.agent.source_splice import SIMPLE_EXPRESSIONS, Edit, ParsedSource
 from agent_engine.agent.statement_order import dependency_order, is_docstring
 
 __all__ = ["dataflow_edits"]
 
+BUILTIN_NAMES = frozenset(dir(builtins))
 INITIAL_VALUES = {"append": "[]", "extend": "[]", "insert": "[]", "add": "set()", "update": "{}", "setdefault": "{}"}
 
 
-def dataflow_edits(src: ParsedSource) -> Iterator[Edit]:
-    """Every data-flow mutant of the text (see the module docstring); an operator that recursed too deep
-    (an expression nested hundreds deep) gives none."""
-    for operator in (_unused_assignments, _unused_in_returns, _reorderings, _initializations):
+def dataflow_edits(src: ParsedSource, neighbours: tuple[ParsedSource, ...] = (),
+                   lost: tuple[str, ...] = ()) -> Iterator[Edit]:
+    """Every data-flow mutant of the text (see the module docstring); ``neighbours``: the other functions of
+    its file whose assignments it may borrow; ``lost``: the names whose assignment it may have lost (read
+    and bound nowhere in its reach, or read before it binds them: the sandbox knows its module). An
+    operator that recursed too deep (an expression nested hundreds deep) gives none."""
+    operators = (_unused_assignments, _unused_in_returns, _reorderings, lambda s: _initializations(s, lost),
+                 lambda s: _borrowed_assignments(s, neighbours, lost))
+    for operator in operators:
         try:
             found = list(operator(src))
         except RecursionError:
@@ -94,10 +105,10 @@ def _function(src: ParsedSource) -> ast.FunctionDef | ast.AsyncFunctionDef | Non
     return next((n for n in ast.walk(src.tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
 
 
-def _initializations(src: ParsedSource) -> Iterator[Edit]:
-    """Tier 1: a local the function reads before any assignment (an ``UnboundLocalError``) given a first
-    value at the top of its body: the empty value its uses suggest (``.append`` a list, ``x[k] = `` a
-    dict, ``.add`` a set), else ``0``, ``[]``, ``""`` and ``None``."""
+def _initializations(src: ParsedSource, lost: tuple[str, ...] = ()) -> Iterator[Edit]:
+    """Tier 1: a local the function reads before any assignment (an ``UnboundLocalError``), or a ``lost``
+    name it never binds, given a first value at the top of its body: the empty value its uses suggest
+    (``.append`` a list, ``x[k] = `` a dict, ``.add`` a set), else ``0``, ``[]``, ``""`` and ``None``."""
     function = _function(src)
     if function is None:
         return
@@ -106,7 +117,8 @@ def _initializations(src: ParsedSource) -> Iterator[Edit]:
     if rows is None:
         return
     indent = " " * src.start(body[0])[1]
-    for name in unbound_reads(function):
+    bound = name_flow(function.body).written
+    for name in dict.fromkeys([*unbound_reads(function), *(n for n in lost if n not in bound)]):
         for value in _initial_values(function, name):
             yield Edit((rows[0], 0), (rows[0], 0), f"{indent}{name} = {value}\n", 1, f"`{name} = {value}` first")
 
@@ -121,3 +133,93 @@ def _initial_values(function: ast.AST, name: str) -> list[str]:
             suggested.append("{}")
     return list(dict.fromkeys(suggested or ["0", "[]", '""', "None"]))
 
+
+
+def _borrowed_assignments(src: ParsedSource, neighbours: tuple[ParsedSource, ...],
+                          lost: tuple[str, ...]) -> Iterator[Edit]:
+    """Tier 1: for each ``lost`` name, an assignment binding it that the function or a neighbour holds,
+    copied before the statement of its first read (a neighbour's positional parameters read as the
+    function's at the same place: ``markerid = id(o)`` in ``_iterencode(o, ...)`` gives ``markerid =
+    id(obj)`` in ``_iterencode_method(obj, ...)``), and an assignment of the function's from an attribute
+    of its own name renamed (``next = self.next`` gives ``prev = self.prev``). Only one-line snippets
+    whose every read name the function already reads or binds (or, borrowed from a neighbour, that the
+    neighbour reads from outside itself: its module's names, which the function sees too)."""
+    function = _function(src)
+    if function is None or not lost:
+        return
+    flow, ours = name_flow(function.body), _positional(function)
+    known = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)} | parameters(function) | BUILTIN_NAMES
+    for name in lost:
+        reads = flow.loads.get(name)
+        before = _statement_at(src, src.start(reads[0].node)[0]) if reads else None
+        if before is None:
+            continue
+        candidates = [c for c in [*_assignments_of(name, src, function, ours),
+                                  *_renamed_assignments(name, src, function)] if _reads_known(c, known)]
+        for other in neighbours:
+            holder = _function(other)
+            if holder is not None:  # what the neighbour reads from outside itself, the module's, is ours too
+                theirs = known | _free_names(holder)
+                candidates += [c for c in _assignments_of(name, other, holder, ours) if _reads_known(c, theirs)]
+        row, indent = src.start(before)
+        for snippet in dict.fromkeys(candidates):
+            yield Edit((row, 0), (row, 0), " " * indent + snippet + "\n", 1, f"`{snippet}` borrowed")
+
+
+def _free_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Names the function reads and never binds, no parameter: what it reads from outside itself."""
+    flow = name_flow(function.body)
+    return set(flow.first_reads) - flow.written - parameters(function)
+
+
+def _statement_at(src: ParsedSource, row: int) -> ast.stmt | None:
+    """The innermost statement of the text's blocks that holds ``row`` and fills its lines alone."""
+    holding = [stmt for block in src.blocks() for stmt in block
+               if (rows := src.whole_lines(stmt)) is not None and rows[0] <= row <= rows[1]]
+    return max(holding, key=lambda stmt: src.start(stmt)[0], default=None)
+
+
+def _positional(function: ast.AST) -> list[str]:
+    args = getattr(function, "args", None)
+    return [a.arg for a in [*args.posonlyargs, *args.args]] if isinstance(args, ast.arguments) else []
+
+
+def _assignments_of(name: str, src: ParsedSource, holder: ast.AST, ours: list[str]) -> list[str]:
+    """The one-line assignments in ``holder`` (of ``src``) whose targets bind ``name``, as text, and each
+    with the holder's positional parameters read as ``ours`` at the same place (when they differ)."""
+    theirs = _positional(holder)
+    renames = {t: o for t, o in zip(theirs, ours, strict=False) if t != o}
+    found = []
+    for node in ast.walk(holder):
+        if (isinstance(node, ast.Assign) and src.start(node)[0] == src.end(node)[0]
+                and any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                        for t in node.targets for n in ast.walk(t))):
+            text = src.source(node)
+            found.append(text)
+            if renames:
+                pattern = r"\b(" + "|".join(map(re.escape, renames)) + r")\b"
+                found.append(re.sub(pattern, lambda m: renames[m.group(1)], text))
+    return found
+
+
+def _renamed_assignments(name: str, src: ParsedSource, function: ast.AST) -> list[str]:
+    """``other = expr`` of the function where ``expr`` reads an attribute named ``other`` and no variable of
+    that name (``next = self.next``), with that attribute read as ``name`` (``prev = self.prev``)."""
+    found = []
+    for node in ast.walk(function):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id != name and src.start(node)[0] == src.end(node)[0]):
+            other, value = node.targets[0].id, node.value
+            if (any(isinstance(n, ast.Attribute) and n.attr == other for n in ast.walk(value))
+                    and not any(isinstance(n, ast.Name) and n.id == other for n in ast.walk(value))):
+                text = src.source(value)
+                found.append(f"{name} = " + re.sub(rf"\.{re.escape(other)}\b", f".{name}", text))
+    return found
+
+
+def _reads_known(snippet: str, known: set[str]) -> bool:
+    try:
+        tree = ast.parse(snippet)
+    except SyntaxError:
+        return False
+    return all(n.id in known for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))

@@ -31,11 +31,10 @@ Invariants:
 from __future__ import annotations
 
 import ast
-import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from agent_engine.agent.dataflow_mutants import dataflow_edits
+from agent_engine.agent.dataflow_mutants import BUILTIN_NAMES, dataflow_edits
 from agent_engine.agent.rewrite_answers import Suspect
 from agent_engine.agent.source_splice import SIMPLE_EXPRESSIONS, Edit, ParsedSource, Position
 
@@ -56,7 +55,6 @@ EXCEPTION_SIBLINGS = {"KeyError": ("IndexError", "TypeError", "AttributeError"),
 FUNCTION_PAIRS = {"min": "max", "max": "min", "any": "all", "all": "any", "floor": "ceil", "ceil": "floor"}
 NON_COMMUTATIVE = (ast.Sub, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift, ast.RShift)
 MAX_COPIED_LINES = 4  # a statement copied elsewhere is at most this long
-BUILTIN_NAMES = frozenset(dir(builtins))
 
 @dataclass(frozen=True)
 class Mutant:
@@ -68,16 +66,17 @@ class Mutant:
     what: str
 
 
-def mutants(text: str, neighbours: tuple[str, ...] = ()) -> list[Mutant]:
+def mutants(text: str, neighbours: tuple[str, ...] = (), lost: tuple[str, ...] = ()) -> list[Mutant]:
     """The suspect's mutants in the order to try (see the module docstring); ``neighbours``: other
-    functions of its file, whose statements may be copied into it."""
+    functions of its file, whose statements may be copied into it; ``lost``: names whose assignment it
+    may have lost (the sandbox's ``code_notes.lost_names``), which it may borrow."""
     src = ParsedSource.parsed(text)
     if src is None:
         return []
     seen = {text}
     found: list[Mutant] = []
     annotations = _annotation_spans(src)
-    edits = sorted((e for e in _edits(src, neighbours) if e.start[0] >= 0
+    edits = sorted((e for e in _edits(src, neighbours, lost) if e.start[0] >= 0
                     and not any(a <= e.start < b for a, b in annotations)), key=lambda e: (e.tier, e.start))
     for edit in edits:
         new = src.spliced(edit.start, edit.end, edit.new)
@@ -106,14 +105,15 @@ def planned(suspects: list[Suspect], limit: int, leading: int | None = None) -> 
     suspects' order (the likeliest first); the suspects after the first ``leading`` (default: all lead)
     count one tier later (their one-token edits after the leaders' second tier). A function's neighbours
     are the other suspect functions of its file."""
-    each = [mutants(s.text, tuple(o.text for o in suspects if o.path == s.path and o is not s and not o.whole_file))
-            for s in suspects]
+    each = [mutants(s.text, tuple(o.text for o in suspects if o.path == s.path and o is not s and not o.whole_file),
+                    s.lost) for s in suspects]
     lead = len(suspects) if leading is None else leading
     order = sorted((m.tier + (i >= lead), i >= lead, i, j) for i, found in enumerate(each) for j, m in enumerate(found))
     return [(suspects[i], each[i][j]) for _, _, i, j in order[:limit]]
 
 
-def _edits(src: ParsedSource, neighbours: tuple[str, ...]) -> Iterator[Edit]:
+def _edits(src: ParsedSource, neighbours: tuple[str, ...], lost: tuple[str, ...]) -> Iterator[Edit]:
+    parsed = tuple(n for n in map(ParsedSource.parsed, neighbours) if n is not None)
     for node in ast.walk(src.tree):
         yield from _token_edits(src, node)
         yield from _bound_edits(src, node)
@@ -123,8 +123,8 @@ def _edits(src: ParsedSource, neighbours: tuple[str, ...]) -> Iterator[Edit]:
     yield from _pair_swaps(src)
     yield from _swaps(src)
     yield from _deletions(src)
-    yield from _copies(src, neighbours)
-    yield from dataflow_edits(src)
+    yield from _copies(src, parsed)
+    yield from dataflow_edits(src, parsed, lost)
 
 
 def _token_edits(src: ParsedSource, node: ast.AST) -> Iterator[Edit]:
@@ -377,12 +377,12 @@ def _deletions(src: ParsedSource) -> Iterator[Edit]:
                 yield Edit((first, 0), (last, len(src.lines[last])), new or "", 2, "statement deleted")
 
 
-def _copies(src: ParsedSource, neighbours: tuple[str, ...]) -> Iterator[Edit]:
+def _copies(src: ParsedSource, neighbours: tuple[ParsedSource, ...]) -> Iterator[Edit]:
     """Tier 3: a short statement the function or a neighbour holds (a call, or an ``if`` of assignments
     and calls), copied before another statement of the function, or after its block's last."""
     known = {n.id for n in ast.walk(src.tree) if isinstance(n, ast.Name)} | BUILTIN_NAMES
     candidates: list[str] = []
-    for other in [src, *(n for n in map(ParsedSource.parsed, neighbours) if n is not None)]:
+    for other in [src, *neighbours]:
         candidates += [c for c in _copyable(other) if _names_known(c, known)]
     for snippet in dict.fromkeys(candidates):
         yield from src.insertions(snippet, 3, f"`{snippet.strip().splitlines()[0]}` copied here")

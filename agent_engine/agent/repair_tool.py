@@ -23,7 +23,8 @@ Invariants:
 - The check runs with its output sent to ``/dev/null`` (the descriptors restored after, ``open`` too);
   what this prints is one JSON list of suspects, at most ``limit``, each ``{"kind", "path", "name",
   "first", "last", "score", "failed", "passed", "text"}`` (a function's also ``notes``: what a linter
-  sees in it, ``[line, text]`` pairs of ``code_notes.function_notes``): ``kind`` ``function`` (``name`` qualified, a
+  sees in it, ``[line, text]`` pairs of ``code_notes.function_notes``; and ``lost``, the names whose
+  assignment it may have lost, ``code_notes.lost_names``): ``kind`` ``function`` (``name`` qualified, a
   nested function mapped to the outermost function or method that holds it, or listed alone when that
   one is too long to list; ``first`` counts its
   decorators; ``text`` the lines ``first``..``last`` exactly; at most ``max_lines`` lines), ``lines``
@@ -52,7 +53,7 @@ import sys
 from collections.abc import Callable
 
 if __name__.startswith("agent_engine."):  # on the host; in the sandbox the earlier sources ran here
-    from agent_engine.agent.code_notes import function_notes, module_names, scope_names
+    from agent_engine.agent.code_notes import function_notes, lost_names, module_names, scope_names
     from agent_engine.agent.failing_code import FailingCode, Source
     from agent_engine.agent.file_tool import is_test_path, read_only, read_text, written
     from agent_engine.agent.suspect_priors import issue_overlap, looks_broken
@@ -322,7 +323,8 @@ def suspects(argv: list[str], failing: list[str], tracebacks: list[list[list[obj
         kind = "function" if last - first < max_lines else "lines"
         functions.append({"kind": kind, "path": path, "name": name, "first": first, "last": last,
                           "score": round(score, 3), "issue": round(lexical.get((path, name), 0.0), 3),
-                          "failed": failed, "passed": passed, "text": text, "notes": suspect_notes(path, name)})
+                          "failed": failed, "passed": passed, "text": text})
+        functions[-1]["notes"], functions[-1]["lost"] = suspect_notes(path, name)
     opened = spectrum.opened_by(failing) if spectrum is not None else []
     named = opened + mentioned_files(output + "\n" + issue, tracebacks)
     holding = [str(f["path"]) for f in functions[:limit if leading is None else leading]]
@@ -406,21 +408,23 @@ def function_span(path: str, name: str) -> tuple[int, int, str] | None:
     return None
 
 
-def suspect_notes(path: str, name: str) -> list[tuple[int, str]]:
-    """What a linter sees in the function ``name`` (qualified) of ``path`` (``code_notes``): the names its
-    module and the functions around it bind are visible to it; [] when it is not there."""
+def suspect_notes(path: str, name: str) -> tuple[list[tuple[int, str]], list[str]]:
+    """What a linter sees in the function ``name`` (qualified) of ``path`` (``code_notes``), and the names
+    whose assignment it may have lost (``code_notes.lost_names``): the names its module and the functions
+    around it bind are visible to it; nothing when it is not there."""
     src = Source(path)
     found = {qualname: node for qualname, node in reversed(src.functions())}  # the first of a name wins
     node = found.get(name)
     if src.tree is None or not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-        return []
+        return [], []
     parts = name.split(".")
     holders = [found.get(".".join(parts[:i])) for i in range(1, len(parts))]
     visible = module_names(src.tree)
     for holder in holders:
         if visible is not None and isinstance(holder, ast.FunctionDef | ast.AsyncFunctionDef):
             visible = visible | frozenset(scope_names(holder))
-    return function_notes(node, src.lines, visible, method=bool(holders) and isinstance(holders[-1], ast.ClassDef))
+    method = bool(holders) and isinstance(holders[-1], ast.ClassDef)
+    return function_notes(node, src.lines, visible, method), lost_names(node, visible)
 
 
 def rewrite_function(path: str, first: int, last: int, old: str, new: str) -> int:

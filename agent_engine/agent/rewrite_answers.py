@@ -45,6 +45,7 @@ class Suspect:
     text: str
     kind: str = "function"
     notes: tuple[tuple[int, str], ...] = ()  # what a linter sees in it: (file line, text) (``code_notes``)
+    lost: tuple[str, ...] = ()  # names whose assignment it may have lost (``code_notes.lost_names``)
 
     @property
     def whole_file(self) -> bool:

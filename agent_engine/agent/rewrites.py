@@ -103,6 +103,7 @@ LINE_ANSWER_TOKENS = 192  # a one-line answer's budget (a sentence and the line)
 MAX_SINGLE_CHANGES = 8  # single changes tried alone per suspect
 OUTPUT_FOR_SUSPECTS_CHARS = 20_000  # of the check's output the sandbox reads for the files it names
 MAX_NOTES, NOTE_CHARS = 4, 400  # a suspect's linter notes a prompt shows, at most
+MAX_LOST = 8  # names whose lost assignment the mutants look for, per suspect
 SUSPECTS_JSON_CHARS = 1_000_000  # the suspects op's JSON: never cut (a cut list would parse as no suspects)
 
 
@@ -153,6 +154,14 @@ def suspect_notes(found: object) -> tuple[tuple[int, str], ...]:
                  and isinstance(n[1], str) and 0 < len(n[1]) <= NOTE_CHARS)[:MAX_NOTES]
 
 
+def lost_names(found: object) -> tuple[str, ...]:
+    """The names a suspect may have lost the assignment of, as the sandbox printed them: identifiers
+    only, at most ``MAX_LOST``."""
+    if not isinstance(found, list):
+        return ()
+    return tuple(n for n in found if isinstance(n, str) and n.isidentifier())[:MAX_LOST]
+
+
 @dataclass
 class _Stage:
     """One job's rewrite stage: its sandbox, records and conversation."""
@@ -176,7 +185,7 @@ class _Stage:
         if not isinstance(found, list):
             return []
         return [Suspect(str(d["path"]), str(d["name"]), int(d["first"]), int(d["last"]), str(d["text"]),
-                        str(d.get("kind") or "function"), suspect_notes(d.get("notes")))
+                        str(d.get("kind") or "function"), suspect_notes(d.get("notes")), lost_names(d.get("lost")))
                 for d in found if isinstance(d, dict) and {"path", "name", "first", "last", "text"} <= d.keys()]
 
     async def ask(self, messages: list[dict[str, str]], suspect: Suspect, k: int,
