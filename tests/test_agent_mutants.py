@@ -212,6 +212,23 @@ def test_a_lost_assignment_is_borrowed_from_a_neighbour_or_a_sibling_attribute()
     assert not [m for m in mutants(broken, (helper,)) if m.what.endswith("borrowed")]  # nothing lost: none
 
 
+def test_a_lost_name_borrows_its_siblings_assignment_with_the_differing_word_swapped() -> None:
+    source = ("def partition(pred, iterable):\n    true_queue, false_queue = [], []\n"
+              "    append_false = false_queue.append\n    for x in iterable:\n"
+              "        (append_true if pred(x) else append_false)(x)\n    return true_queue, false_queue\n")
+    got = [m.what for m in mutants(source, lost=("append_true",)) if m.what.endswith("borrowed")]
+    assert got == ["line 5: `append_true = true_queue.append` borrowed"]
+
+
+def test_a_constructor_keeps_the_argument_nothing_reads() -> None:
+    init = ('    def __init__(self, msg, doc):\n        """Doc."""\n        self.doc = doc\n'
+            "        self.lines = doc.count('x')\n")
+    kept = [m for m in mutants(init) if m.what.endswith("kept")]
+    assert {m.what for m in kept} == {"line 3: `self.msg = msg` kept", "line 4: `self.msg = msg` kept"}
+    assert all(m.tier == 1 for m in kept) and len(kept) == 3  # before each statement and after the last
+    assert not [m for m in mutants("def f(msg, doc):\n    return doc\n") if m.what.endswith("kept")]  # no method
+
+
 def test_text_that_does_not_parse_gives_no_mutants_and_a_module_file_gives_some() -> None:
     assert mutants("def f(:\n    pass") == []
     assert mutants("") == []

@@ -38,7 +38,7 @@ def dataflow_edits(src: ParsedSource, neighbours: tuple[ParsedSource, ...] = (),
     and bound nowhere in its reach, or read before it binds them: the sandbox knows its module). An
     operator that recursed too deep (an expression nested hundreds deep) gives none."""
     operators = (_unused_assignments, _unused_in_returns, _reorderings, lambda s: _initializations(s, lost),
-                 lambda s: _borrowed_assignments(s, neighbours, lost))
+                 lambda s: _borrowed_assignments(s, neighbours, lost), _unused_parameter_stores)
     for operator in operators:
         try:
             found = list(operator(src))
@@ -203,18 +203,68 @@ def _assignments_of(name: str, src: ParsedSource, holder: ast.AST, ours: list[st
 
 
 def _renamed_assignments(name: str, src: ParsedSource, function: ast.AST) -> list[str]:
-    """``other = expr`` of the function where ``expr`` reads an attribute named ``other`` and no variable of
-    that name (``next = self.next``), with that attribute read as ``name`` (``prev = self.prev``)."""
+    """``other = expr`` of the function where ``other`` and ``name`` differ in one word part (``next`` /
+    ``prev``, ``append_false`` / ``append_true``) and ``expr`` holds that part too, with the part swapped
+    in every identifier of the statement (``next = self.next`` gives ``prev = self.prev``,
+    ``append_false = false_queue.append`` gives ``append_true = true_queue.append``)."""
     found = []
     for node in ast.walk(function):
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id != name and src.start(node)[0] == src.end(node)[0]):
-            other, value = node.targets[0].id, node.value
-            if (any(isinstance(n, ast.Attribute) and n.attr == other for n in ast.walk(value))
-                    and not any(isinstance(n, ast.Name) and n.id == other for n in ast.walk(value))):
-                text = src.source(value)
-                found.append(f"{name} = " + re.sub(rf"\.{re.escape(other)}\b", f".{name}", text))
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and src.start(node)[0] == src.end(node)[0]):
+            continue
+        swap = _one_part_swap(node.targets[0].id, name)
+        if swap is None:
+            continue
+        value = src.source(node.value)
+        renamed = _swapped_parts(value, *swap)
+        if renamed != value:
+            found.append(f"{name} = {renamed}")
     return found
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _swapped_parts(text: str, old: str, new: str) -> str:
+    """``text`` with the word part ``old`` of every identifier (split at ``_``) read as ``new``."""
+    return _IDENTIFIER.sub(lambda m: "_".join(new if part == old else part for part in m.group(0).split("_")), text)
+
+
+def _one_part_swap(other: str, name: str) -> tuple[str, str] | None:
+    """``(part of other, part of name)`` when the two names split at ``_`` into as many parts and differ
+    in exactly one (``append_false``, ``append_true``: ``("false", "true")``); else None."""
+    mine, theirs = other.split("_"), name.split("_")
+    differ = [(a, b) for a, b in zip(mine, theirs, strict=False) if a != b]
+    if len(mine) != len(theirs) or len(differ) != 1 or not all(differ[0]):
+        return None
+    return differ[0]
+
+
+def _unused_parameter_stores(src: ParsedSource) -> Iterator[Edit]:
+    """Tier 1: a method's parameter nothing reads, kept on the instance (``self.msg = msg``) before each
+    statement of its body and after the last: the constructor that forgot to store an argument."""
+    function = _function(src)
+    if function is None:
+        return
+    positional = _positional(function)
+    if not positional or positional[0] != "self":
+        return
+    flow = name_flow(function.body)
+    read = set(flow.loads) | flow.nested_loads
+    named = [a.arg for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]][1:]
+    stored = {n.attr for n in ast.walk(function) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
+    body = function.body[1:] if is_docstring(function.body[0]) and len(function.body) > 1 else function.body
+    rows = [r for r in (src.whole_lines(stmt) for stmt in body) if r is not None]
+    if len(rows) != len(body):
+        return
+    indent = " " * src.start(body[0])[1]
+    for param in (p for p in named if p not in read and p not in stored and not p.startswith("_")):
+        line = f"{indent}self.{param} = {param}\n"
+        for first, _ in rows:
+            yield Edit((first, 0), (first, 0), line, 1, f"`self.{param} = {param}` kept")
+        last = rows[-1][1]
+        yield Edit((last, len(src.lines[last])), (last, len(src.lines[last])), "\n" + line[:-1], 1,
+                   f"`self.{param} = {param}` kept")
 
 
 def _reads_known(snippet: str, known: set[str]) -> bool:
