@@ -6,7 +6,8 @@ computed and never used (its use was lost: ``end = end2``, ``return sign * produ
 before any assignment (its initialization was lost: ``total = 0`` put back), a name read that the
 function never binds while its own code or a neighbour's binds it (the assignment was lost, and the
 same code makes it elsewhere: ``markerid = id(o)`` borrowed, ``next = self.next`` giving
-``prev = self.prev``), a block whose statements read what a later one sets (the lines were shuffled:
+``prev = self.prev``), a method's parameter nothing reads (the constructor's ``self.msg = msg`` was
+lost), a block whose statements read what a later one sets (the lines were shuffled:
 ``statement_order``).
 
 Invariants: pure, never raises; every edit is an ``Edit`` of the text ``ParsedSource`` parsed (tier 1:

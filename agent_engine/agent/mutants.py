@@ -10,7 +10,8 @@ variable swapped for another on the same line, two operands, arguments, statemen
 in the wrong order, a statement deleted, a statement the function (or a neighbour in its file)
 already holds copied to another place, and the data-flow operators (``dataflow_mutants``: a value
 computed and never used assigned to its namesake or put back into the result, the body put back in
-data order, a local's lost first value). Each costs one run of the check and no tokens; a wrong one
+data order, a local's lost first value, a lost assignment borrowed from the function or a neighbour,
+a method's unread parameter kept on the instance). Each costs one run of the check and no tokens; a wrong one
 is undone. Real bugs are often one such edit away from their fix; the ones that are not are left to
 the model.
 
