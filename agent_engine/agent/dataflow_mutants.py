@@ -26,7 +26,7 @@ from agent_engine.agent.name_flow import name_flow, parameters, unbound_reads
 from agent_engine.agent.source_splice import SIMPLE_EXPRESSIONS, Edit, ParsedSource
 from agent_engine.agent.statement_order import dependency_order, is_docstring
 
-__all__ = ["dataflow_edits"]
+__all__ = ["BUILTIN_NAMES", "dataflow_edits", "reads_known"]
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 INITIAL_VALUES = {"append": "[]", "extend": "[]", "insert": "[]", "add": "set()", "update": "{}", "setdefault": "{}"}
@@ -156,12 +156,12 @@ def _borrowed_assignments(src: ParsedSource, neighbours: tuple[ParsedSource, ...
         if before is None:
             continue
         candidates = [c for c in [*_assignments_of(name, src, function, ours),
-                                  *_renamed_assignments(name, src, function)] if _reads_known(c, known)]
+                                  *_renamed_assignments(name, src, function)] if reads_known(c, known)]
         for other in neighbours:
             holder = _function(other)
             if holder is not None:  # what the neighbour reads from outside itself, the module's, is ours too
                 theirs = known | _free_names(holder)
-                candidates += [c for c in _assignments_of(name, other, holder, ours) if _reads_known(c, theirs)]
+                candidates += [c for c in _assignments_of(name, other, holder, ours) if reads_known(c, theirs)]
         row, indent = src.start(before)
         for snippet in dict.fromkeys(candidates):
             yield Edit((row, 0), (row, 0), " " * indent + snippet + "\n", 1, f"`{snippet}` borrowed")
@@ -268,7 +268,8 @@ def _unused_parameter_stores(src: ParsedSource) -> Iterator[Edit]:
                    f"`self.{param} = {param}` kept")
 
 
-def _reads_known(snippet: str, known: set[str]) -> bool:
+def reads_known(snippet: str, known: set[str]) -> bool:
+    """Whether ``snippet`` parses and every name it reads is in ``known``."""
     try:
         tree = ast.parse(snippet)
     except SyntaxError:

@@ -35,7 +35,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from agent_engine.agent.dataflow_mutants import BUILTIN_NAMES, dataflow_edits
+from agent_engine.agent.dataflow_mutants import BUILTIN_NAMES, dataflow_edits, reads_known
 from agent_engine.agent.rewrite_answers import Suspect
 from agent_engine.agent.source_splice import SIMPLE_EXPRESSIONS, Edit, ParsedSource, Position
 
@@ -384,7 +384,7 @@ def _copies(src: ParsedSource, neighbours: tuple[ParsedSource, ...]) -> Iterator
     known = {n.id for n in ast.walk(src.tree) if isinstance(n, ast.Name)} | BUILTIN_NAMES
     candidates: list[str] = []
     for other in [src, *neighbours]:
-        candidates += [c for c in _copyable(other) if _names_known(c, known)]
+        candidates += [c for c in _copyable(other) if reads_known(c, known)]
     for snippet in dict.fromkeys(candidates):
         yield from src.insertions(snippet, 3, f"`{snippet.strip().splitlines()[0]}` copied here")
 
@@ -399,14 +399,6 @@ def _copyable(src: ParsedSource) -> Iterator[str]:
             if (simple or small_if) and rows is not None and rows[1] - rows[0] < MAX_COPIED_LINES:
                 indent = src.start(stmt)[1]
                 yield "\n".join(line[indent:] for line in src.lines[rows[0]:rows[1] + 1])
-
-
-def _names_known(snippet: str, known: set[str]) -> bool:
-    try:
-        tree = ast.parse(snippet)
-    except SyntaxError:
-        return False
-    return all(n.id in known for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
 
 
 def _is_number(*nodes: ast.AST) -> bool:
