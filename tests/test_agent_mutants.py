@@ -227,6 +227,8 @@ def test_a_constructor_keeps_the_argument_nothing_reads() -> None:
     assert {m.what for m in kept} == {"line 3: `self.msg = msg` kept", "line 4: `self.msg = msg` kept"}
     assert all(m.tier == 1 for m in kept) and len(kept) == 3  # before each statement and after the last
     assert not [m for m in mutants("def f(msg, doc):\n    return doc\n") if m.what.endswith("kept")]  # no method
+    other = init.replace("__init__", "update")
+    assert not [m for m in mutants(other) if m.what.endswith("kept")]  # a method's unused argument is common
 
 
 def test_text_that_does_not_parse_gives_no_mutants_and_a_module_file_gives_some() -> None:

@@ -6,8 +6,8 @@ computed and never used (its use was lost: ``end = end2``, ``return sign * produ
 before any assignment (its initialization was lost: ``total = 0`` put back), a name read that the
 function never binds while its own code or a neighbour's binds it (the assignment was lost, and the
 same code makes it elsewhere: ``markerid = id(o)`` borrowed, ``next = self.next`` giving
-``prev = self.prev``), a method's parameter nothing reads (the constructor's ``self.msg = msg`` was
-lost), a block whose statements read what a later one sets (the lines were shuffled:
+``prev = self.prev``), a constructor's parameter nothing reads (its ``self.msg = msg`` was lost), a
+block whose statements read what a later one sets (the lines were shuffled:
 ``statement_order``).
 
 Invariants: pure, never raises; every edit is an ``Edit`` of the text ``ParsedSource`` parsed (tier 1:
@@ -242,10 +242,10 @@ def _one_part_swap(other: str, name: str) -> tuple[str, str] | None:
 
 
 def _unused_parameter_stores(src: ParsedSource) -> Iterator[Edit]:
-    """Tier 1: a method's parameter nothing reads, kept on the instance (``self.msg = msg``) before each
-    statement of its body and after the last: the constructor that forgot to store an argument."""
+    """Tier 1: a constructor's parameter nothing reads, kept on the instance (``self.msg = msg``) before
+    each statement of its body and after the last: the argument it forgot to store."""
     function = _function(src)
-    if function is None:
+    if function is None or function.name != "__init__":
         return
     positional = _positional(function)
     if not positional or positional[0] != "self":

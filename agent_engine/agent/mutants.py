@@ -11,8 +11,8 @@ in the wrong order, a statement deleted, a statement the function (or a neighbou
 already holds copied to another place, and the data-flow operators (``dataflow_mutants``: a value
 computed and never used assigned to its namesake or put back into the result, the body put back in
 data order, a local's lost first value, a lost assignment borrowed from the function or a neighbour,
-a method's unread parameter kept on the instance). Each costs one run of the check and no tokens; a wrong one
-is undone. Real bugs are often one such edit away from their fix; the ones that are not are left to
+a constructor's unread parameter kept on the instance). Each costs one run of the check and no
+tokens; a wrong one is undone. Real bugs are often one such edit away from their fix; the ones that are not are left to
 the model.
 
 Invariants:
