@@ -24,6 +24,8 @@ from agent_engine.agent.repair_tool import LONG_LINES, same_test
 from agent_engine.agent.rewrite_answers import (
     Suspect,
     asked_lines,
+    printed_names,
+    printed_notes,
     probe_lines,
     replaced_line,
     rewritten_function,
@@ -33,8 +35,6 @@ from agent_engine.agent.rewrites import (
     MUTANT_PASSED,
     REWRITE_PASSED,
     RewritePolicy,
-    lost_names,
-    suspect_notes,
 )
 from agent_engine.agent.sandbox import Sandbox
 from agent_engine.agent.stage_sandbox import python_check_args
@@ -190,9 +190,9 @@ def test_a_suspect_carries_what_a_linter_sees_and_its_prompt_shows_it(tmp_path: 
 
 def test_the_notes_a_sandbox_prints_are_kept_to_what_a_prompt_may_hold() -> None:
     printed = [[1, "a"], "b", [2, ""], [3, "c" * 10_000], [True, "d"], [4, "e"], [5, "f"], [6, "g"], [7, "h"]]
-    assert suspect_notes(printed) == ((1, "a"), (4, "e"), (5, "f"), (6, "g"))
-    assert suspect_notes("not a list") == () and suspect_notes(None) == ()
-    assert lost_names(["off", "not a name", 3, "x1"]) == ("off", "x1") and lost_names({"off": 1}) == ()
+    assert printed_notes(printed) == ((1, "a"), (4, "e"), (5, "f"), (6, "g"))
+    assert printed_notes("not a list") == () and printed_notes(None) == ()
+    assert printed_names(["off", "not a name", 3, "x1"]) == ("off", "x1") and printed_names({"off": 1}) == ()
 
 
 def test_a_long_function_is_asked_about_the_lines_its_notes_point_at() -> None:

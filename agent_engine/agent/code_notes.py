@@ -322,7 +322,7 @@ def _unused_params(flow: NameFlow, function: ast.FunctionDef | ast.AsyncFunction
     named = [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]
     if method and named and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list):
         named = named[1:]
-    read = set(flow.loads) | flow.nested_loads
+    read = flow.read
     unused = [a.arg for a in named if not a.arg.startswith("_") and a.arg not in read and a.arg not in ("self", "cls")]
     return [(function.lineno, f"the parameter `{name}` is never used") for name in unused]
 

@@ -251,7 +251,7 @@ def _unused_parameter_stores(src: ParsedSource) -> Iterator[Edit]:
     if not positional or positional[0] != "self":
         return
     flow = name_flow(function.body)
-    read = set(flow.loads) | flow.nested_loads
+    read = flow.read
     named = [a.arg for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]][1:]
     stored = {n.attr for n in ast.walk(function) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
     body = function.body[1:] if is_docstring(function.body[0]) and len(function.body) > 1 else function.body

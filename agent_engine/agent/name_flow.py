@@ -56,6 +56,11 @@ class NameFlow:
         return set(self.stores)
 
     @property
+    def read(self) -> set[str]:
+        """The names the walk reads, in its own scope or a nested one."""
+        return set(self.loads) | self.nested_loads
+
+    @property
     def first_reads(self) -> list[str]:
         """The names the walk reads before binding them (or never binds), in the order of their first read."""
         exposed = [(uses[0].tick, name) for name, uses in self.loads.items()

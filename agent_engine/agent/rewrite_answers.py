@@ -28,6 +28,8 @@ __all__ = ["Suspect", "diff_lines", "line_text", "numbered", "probe_lines", "rep
 MAX_CHANGES_SPLIT = 8  # a rewrite making more changes than this is not split into single changes
 _BLOCK = re.compile(r"```[A-Za-z0-9_+-]*\n(.*?)```", re.S)
 MAX_PROBED_LINES = 30  # a function with more code lines than this is not asked about line by line
+MAX_NOTES, NOTE_CHARS = 4, 400  # a suspect's linter notes a prompt shows, at most
+MAX_LOST = 8  # names whose lost assignment the mutants look for, per suspect
 _NOT_PROBED = re.compile(r"^\s*(?:#.*|else:|try:|finally:|[)\]}]+[,:]?)\s*$")
 _NUMBERED = re.compile(r"^\s*[0-9]+ ")
 _INLINE_CODE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
@@ -47,6 +49,17 @@ class Suspect:
     notes: tuple[tuple[int, str], ...] = ()  # what a linter sees in it: (file line, text) (``code_notes``)
     lost: tuple[str, ...] = ()  # names whose assignment it may have lost (``code_notes.lost_names``)
 
+    @classmethod
+    def printed(cls, found: object) -> Suspect | None:
+        """A suspect of the sandbox's ``suspects`` op as it printed it (JSON), or None when it lacks a field;
+        its notes and lost names kept to what a prompt and the mutants may take (``printed_notes``,
+        ``printed_names``)."""
+        if not isinstance(found, dict) or not {"path", "name", "first", "last", "text"} <= found.keys():
+            return None
+        return cls(str(found["path"]), str(found["name"]), int(found["first"]), int(found["last"]),
+                   str(found["text"]), str(found.get("kind") or "function"), printed_notes(found.get("notes")),
+                   printed_names(found.get("lost")))
+
     @property
     def whole_file(self) -> bool:
         return self.kind == "file"
@@ -60,6 +73,22 @@ class Suspect:
         """The tool program's ``rewrite`` op that writes ``new`` over these lines while they still read as
         shown."""
         return {"op": "rewrite", "path": self.path, "first": self.first, "last": self.last, "old": self.text, "new": new}
+
+
+def printed_notes(found: object) -> tuple[tuple[int, str], ...]:
+    """A suspect's linter notes as the sandbox printed them (``[line, text]`` pairs): at most ``MAX_NOTES``,
+    each text at most ``NOTE_CHARS`` (anything else is dropped)."""
+    if not isinstance(found, list):
+        return ()
+    return tuple((n[0], n[1]) for n in found if isinstance(n, list) and len(n) == 2 and type(n[0]) is int
+                 and isinstance(n[1], str) and 0 < len(n[1]) <= NOTE_CHARS)[:MAX_NOTES]
+
+
+def printed_names(found: object) -> tuple[str, ...]:
+    """A suspect's lost names as the sandbox printed them: identifiers only, at most ``MAX_LOST``."""
+    if not isinstance(found, list):
+        return ()
+    return tuple(n for n in found if isinstance(n, str) and n.isidentifier())[:MAX_LOST]
 
 
 def rewritten(answer: str, suspect: Suspect) -> str | None:

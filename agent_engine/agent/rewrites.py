@@ -102,8 +102,6 @@ LINE_ROUND_SUSPECTS = 2  # the first suspects whose code lines are asked about o
 LINE_ANSWER_TOKENS = 192  # a one-line answer's budget (a sentence and the line)
 MAX_SINGLE_CHANGES = 8  # single changes tried alone per suspect
 OUTPUT_FOR_SUSPECTS_CHARS = 20_000  # of the check's output the sandbox reads for the files it names
-MAX_NOTES, NOTE_CHARS = 4, 400  # a suspect's linter notes a prompt shows, at most
-MAX_LOST = 8  # names whose lost assignment the mutants look for, per suspect
 SUSPECTS_JSON_CHARS = 1_000_000  # the suspects op's JSON: never cut (a cut list would parse as no suspects)
 
 
@@ -145,23 +143,6 @@ class RewritePolicy:
         return [min(cap, max(1, math.ceil(2 * share)))] + [min(cap, max(1, round(share)))] * (found - 1)
 
 
-def suspect_notes(found: object) -> tuple[tuple[int, str], ...]:
-    """A suspect's linter notes as the sandbox printed them (``[line, text]`` pairs), kept to what a prompt
-    may hold: at most ``MAX_NOTES``, each text at most ``NOTE_CHARS`` (anything else is dropped)."""
-    if not isinstance(found, list):
-        return ()
-    return tuple((n[0], n[1]) for n in found if isinstance(n, list) and len(n) == 2 and type(n[0]) is int
-                 and isinstance(n[1], str) and 0 < len(n[1]) <= NOTE_CHARS)[:MAX_NOTES]
-
-
-def lost_names(found: object) -> tuple[str, ...]:
-    """The names a suspect may have lost the assignment of, as the sandbox printed them: identifiers
-    only, at most ``MAX_LOST``."""
-    if not isinstance(found, list):
-        return ()
-    return tuple(n for n in found if isinstance(n, str) and n.isidentifier())[:MAX_LOST]
-
-
 @dataclass
 class _Stage:
     """One job's rewrite stage: its sandbox, records and conversation."""
@@ -184,9 +165,7 @@ class _Stage:
         found = await self.box.op_answer(op, SUSPECTS_JSON_CHARS)
         if not isinstance(found, list):
             return []
-        return [Suspect(str(d["path"]), str(d["name"]), int(d["first"]), int(d["last"]), str(d["text"]),
-                        str(d.get("kind") or "function"), suspect_notes(d.get("notes")), lost_names(d.get("lost")))
-                for d in found if isinstance(d, dict) and {"path", "name", "first", "last", "text"} <= d.keys()]
+        return [suspect for d in found if (suspect := Suspect.printed(d)) is not None]
 
     async def ask(self, messages: list[dict[str, str]], suspect: Suspect, k: int,
                   max_tokens: int | None = None) -> tuple[AgentTurnRecord, ChatReply]:
