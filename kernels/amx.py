@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 
-from kernels.isa import cpu_flags
+from kernels.isa import ENV_FORCE, ONEDNN_BELOW_BF16, cpu_flags, routing_flags
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ class AmxState:
     listed: tuple[str, ...]
     granted: bool
     why: str
+    set_aside: bool = False  # listed, but a forced variant (``AGENT_ENGINE_ISA``) routes as a CPU without it
 
     @property
     def usable(self) -> bool:
@@ -89,7 +90,12 @@ def state_for(flags: frozenset[str]) -> AmxState:
 
 @cache
 def amx_state() -> AmxState:
-    """This process's AMX state (asked once; one log line where the CPU lists AMX)."""
+    """This process's AMX state (asked once; one log line where the CPU lists AMX). A forced variant
+    below ``avx512_bf16`` sets the units aside without asking the OS (``isa.routing_flags``)."""
+    listed = tuple(f for f in AMX_FLAGS if f in cpu_flags())
+    if listed and "amx_tile" not in routing_flags():
+        logger.info("the CPU lists AMX but %s=%s routes as a CPU without it", ENV_FORCE, os.environ.get(ENV_FORCE))
+        return AmxState(listed, False, f"set aside by {ENV_FORCE}", set_aside=True)
     state = state_for(cpu_flags())
     if state.listed and not state.granted:
         logger.warning("the CPU lists AMX (%s) but %s: matmuls use the AVX-512 routes", ", ".join(state.listed),
@@ -113,8 +119,12 @@ def tiles_ready() -> bool:
 
 
 def native_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 natively for oneDNN: AVX512_BF16, or AMX tiles granted."""
-    return "avx512_bf16" in cpu_flags() or amx_state().usable
+    """Whether this CPU multiplies bfloat16 natively for oneDNN: AVX512_BF16 (as the routes see the CPU,
+    ``isa.routing_flags``), or AMX tiles granted; and oneDNN is not capped below that level
+    (``ONEDNN_MAX_CPU_ISA``)."""
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper() in ONEDNN_BELOW_BF16:
+        return False  # oneDNN is capped below its bfloat16 kernels (a forced variant, or the user)
+    return "avx512_bf16" in routing_flags() or amx_state().usable
 
 
 def describe() -> str:
@@ -122,4 +132,5 @@ def describe() -> str:
     state = amx_state()
     if not state.listed:
         return "AMX: none"
-    return f"AMX: {'/'.join(f.removeprefix('amx_') for f in state.listed)} {'granted' if state.granted else 'refused'}"
+    verdict = "set aside" if state.set_aside else "granted" if state.granted else "refused"
+    return f"AMX: {'/'.join(f.removeprefix('amx_') for f in state.listed)} {verdict}"

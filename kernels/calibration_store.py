@@ -42,7 +42,7 @@ import torch
 from kernels.amx import amx_state
 from kernels.amx import describe as describe_amx
 from kernels.cpp_build import active_variant, cache_dir, library_path
-from kernels.isa import cpu_flags, cpu_model, selected_variant
+from kernels.isa import cpu_model, library_caps_set, routing_flags, selected_variant
 
 NEVER = 1 << 30  # a size no call reaches: the first route always
 MAX_MS = 60_000.0  # no timed call of a calibration takes a minute: a stored timing over it is no measurement
@@ -69,14 +69,18 @@ def crossover_size(sizes: Sequence[int], first_s: Sequence[float], second_s: Seq
 
 
 def store_key(kind: str, version: int, shape: dict[str, object], threads: int) -> str:
-    """What a calibration of ``kind`` depends on: CPU model and features, whether the OS granted the AMX
-    tiles the CPU lists (``kernels.amx``), the kernels' variant and build, torch, threads and the shape
-    (its fields as a dict)."""
+    """What a calibration of ``kind`` depends on: CPU model and features as the routes see them (a forced
+    variant's, ``isa.routing_flags``), whether the OS granted the AMX tiles the CPU lists
+    (``kernels.amx``), the kernels' variant and build, the caps on torch's libraries in this
+    environment (``isa.LIBRARY_CAPS``), torch, threads and the shape (its fields as a dict)."""
     library = library_path(active_variant() or selected_variant()).name
-    parts = [kind, str(version), cpu_model(), " ".join(sorted(cpu_flags())), library,
+    parts = [kind, str(version), cpu_model(), " ".join(sorted(routing_flags())), library,
              torch.__version__, str(threads), json.dumps(shape, sort_keys=True)]
     if amx_state().listed:  # a CPU without AMX keeps the keys it had before the tiles were asked about
         parts.append(describe_amx())
+    caps = library_caps_set()
+    if caps:  # likewise an uncapped environment
+        parts.append(json.dumps(caps, sort_keys=True))
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from kernels.isa import ENV_FORCE, IsaVariant, selected_variant, supported_variants
+from kernels.isa import ENV_FORCE, IsaVariant, cap_libraries, selected_variant, supported_variants
 
 logger = logging.getLogger(__name__)
 
@@ -161,6 +161,8 @@ def active_variant() -> IsaVariant | None:
     except KeyError:
         pass
     selected = selected_variant()
+    if forced:
+        cap_libraries()
     found = next((v for v in ([selected] if forced else supported_variants()) if load_variant(v)), None)
     if found is None:
         _warn_once(f"C++ CPU kernels ({selected.name}) unavailable, using the slower torch path: "
@@ -184,9 +186,11 @@ def _warn_once(message: str) -> None:
 def check_forced_variant() -> None:
     """``ValueError`` now when ``AGENT_ENGINE_ISA`` names a variant that is unknown or that this CPU does
     not run (what :func:`active_variant` would raise at the first kernel call); nothing when it is unset
-    or the kernels are switched off (``AGENT_ENGINE_CPP_KERNELS=0``). Builds and loads nothing."""
+    or the kernels are switched off (``AGENT_ENGINE_CPP_KERNELS=0``). A forced variant caps torch's
+    libraries to its level here (``isa.cap_libraries``), before they first run. Builds and loads nothing."""
     if os.environ.get(ENV_SWITCH, "1") != "0" and os.environ.get(ENV_FORCE, "").strip():
         selected_variant()
+        cap_libraries()
 
 
 def bf16_products() -> bool:

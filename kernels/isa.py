@@ -14,6 +14,12 @@ Invariants:
   can be loaded in one process and compared on the same inputs.
 - ``AGENT_ENGINE_ISA=<name>`` forces a variant; a name that is unknown or not supported by this CPU
   is refused with a ``ValueError`` naming the supported ones.
+- A forced variant is the CPU the whole process routes for, not only our kernels' build: the routes
+  read :func:`routing_flags` (the vector features past the variant's set aside, AMX with every variant
+  below ``avx512_bf16``), and :func:`cap_libraries` caps torch's own libraries (oneDNN, ATen's vector
+  kernels, MKL) to the variant's level through their documented switches, so that forcing ``avx2`` on
+  an AVX-512 CPU measures what an AVX2 CPU would run (a proxy), not our AVX2 kernels beside oneDNN's
+  AVX-512 ones.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from functools import cache
 from pathlib import Path
 
 ENV_FORCE = "AGENT_ENGINE_ISA"
+# The /proc/cpuinfo flags of vector extensions and matrix units: what a forced variant may set aside.
+_VECTOR_PREFIXES = ("avx", "amx")
+_AMX = frozenset({"amx_tile", "amx_bf16", "amx_int8"})
 
 _X86_64_V3 = frozenset({"avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "abm"})
 _X86_64_V4 = _X86_64_V3 | {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"}
@@ -123,6 +132,62 @@ def selected_variant(flags: frozenset[str] | None = None) -> IsaVariant:
     if forced:
         return variant_named(forced, flags)
     return supported_variants(flags)[0]
+
+
+def forced_variant() -> IsaVariant | None:
+    """The variant ``AGENT_ENGINE_ISA`` forces, or None when it is unset or names no variant this CPU runs
+    (that name is refused where an engine is built: :func:`selected_variant`)."""
+    forced = os.environ.get(ENV_FORCE, "").strip()
+    if not forced:
+        return None
+    try:
+        return variant_named(forced)
+    except ValueError:
+        return None
+
+
+def routing_flags() -> frozenset[str]:
+    """The CPU's flags as the routes read them: all of them, or under a forced variant its vector
+    features only (its ``requires``, plus the AMX units where it is the bfloat16 variant, whose build
+    holds the tile kernels); every other flag stays."""
+    flags = cpu_flags()
+    variant = forced_variant()
+    if variant is None:
+        return flags
+    keep = variant.requires | (_AMX if variant.bf16_products else frozenset())
+    return frozenset(f for f in flags if not f.startswith(_VECTOR_PREFIXES) or f in keep)
+
+
+# Torch's libraries capped to a forced variant's level (their documented environment switches, read
+# when each library first runs); the best variant caps nothing.
+LIBRARY_CAPS: dict[str, dict[str, str]] = {
+    "avx512_vnni": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"},
+    "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"},
+    "avx2_vnni": {"ONEDNN_MAX_CPU_ISA": "AVX2_VNNI", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "baseline": {"ONEDNN_MAX_CPU_ISA": "SSE41", "ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
+}
+
+
+CAPPED_NAMES = tuple(sorted({name for caps in LIBRARY_CAPS.values() for name in caps}))
+# oneDNN's ISA levels (``ONEDNN_MAX_CPU_ISA``) below the one that multiplies bfloat16 natively.
+ONEDNN_BELOW_BF16 = frozenset({"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"})
+
+
+def library_caps_set() -> dict[str, str]:
+    """The caps on torch's libraries this environment sets (by :func:`cap_libraries` or by the user)."""
+    return {name: os.environ[name] for name in CAPPED_NAMES if os.environ.get(name)}
+
+
+def cap_libraries() -> dict[str, str]:
+    """Under a forced variant, set its ``LIBRARY_CAPS`` in this process's environment where the user set
+    none (a library already running keeps its level: the engine calls this before its model loads);
+    returns what was set."""
+    variant = forced_variant()
+    caps = LIBRARY_CAPS.get(variant.name, {}) if variant is not None else {}
+    added = {k: v for k, v in caps.items() if k not in os.environ}
+    os.environ.update(added)
+    return added
 
 
 def describe(variant: IsaVariant | None = None) -> str:

@@ -1,8 +1,25 @@
-"""Shared pytest configuration: the ``gpu`` marker skips without CUDA."""
+"""Shared pytest configuration: the ``gpu`` marker skips without CUDA; no test leaves a forced kernel
+variant's caps of torch's libraries in the environment of the next."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pytest
+
+from kernels.isa import CAPPED_NAMES
+
+
+@pytest.fixture(autouse=True)
+def _library_caps_restored(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``isa.cap_libraries`` (run wherever a test forces a variant) writes ``os.environ``: each such
+    variable is put back as it was when the test began."""
+    for name in CAPPED_NAMES:
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+        if not os.environ[name]:
+            monkeypatch.delenv(name)
+    yield
 
 
 def _cuda_available() -> bool:

