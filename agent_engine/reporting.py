@@ -33,7 +33,8 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[JsonValue]]) -> 
 
 
 def machine_info() -> JsonObject:
-    """The machine a result was measured on: CPU model, the kernels' instruction-set variant, the
+    """The machine a result was measured on: CPU model, the kernels' instruction-set variant (and the
+    variant ``AGENT_ENGINE_ISA`` forced, under which the process routes as that variant's CPU), the
     CPU's vector features, AMX (listed, granted), core count and load average (when the report is
     written), Python."""
     from kernels import amx, cpp_build, isa
@@ -43,6 +44,7 @@ def machine_info() -> JsonObject:
     tiles = amx.amx_state()
     return {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
             "cpu_model": isa.cpu_model(), "kernel_isa": active.name if active else "none (torch path)",
+            "forced_isa": forced.name if (forced := isa.forced_variant()) else None,
             "amx": {"listed": list(tiles.listed), "granted": tiles.granted, "why": tiles.why},
             "vector_features": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c", "sve", "asimd"))),
             "loadavg": list(os.getloadavg())}
@@ -54,6 +56,8 @@ def machine_line() -> str:
 
     active = cpp_build.active_variant()
     kernels = isa.describe(active) if active else f"{isa.cpu_model()} · no C++ kernels (torch path)"
+    if isa.forced_variant():
+        kernels += f", forced by {isa.ENV_FORCE} (routes as that CPU)"
     return f"CPU: {kernels}, {amx.describe()}, {os.cpu_count()} cores"
 
 

@@ -402,3 +402,8 @@ def test_benchmark_lines_name_the_kernels_in_use(monkeypatch: pytest.MonkeyPatch
     assert machine_info()["kernel_isa"] == fallback.name and f"kernels {fallback.name}" in machine_line()
     monkeypatch.setattr(cpp_build, "active_variant", lambda: None)
     assert machine_info()["kernel_isa"] == "none (torch path)" and "torch path" in machine_line()
+    monkeypatch.delenv(isa.ENV_FORCE, raising=False)
+    assert machine_info()["forced_isa"] is None and "forced" not in machine_line()
+    monkeypatch.setenv(isa.ENV_FORCE, "baseline")  # every x86-64 CPU runs it
+    if X86:
+        assert machine_info()["forced_isa"] == "baseline" and "forced by AGENT_ENGINE_ISA" in machine_line()
