@@ -34,9 +34,9 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[JsonValue]]) -> 
 
 def machine_info() -> JsonObject:
     """The machine a result was measured on: CPU model, the kernels' instruction-set variant (and the
-    variant ``AGENT_ENGINE_ISA`` forced, under which the process routes as that variant's CPU), the
-    CPU's vector features, AMX (listed, granted), core count and load average (when the report is
-    written), Python."""
+    variant ``AGENT_ENGINE_ISA`` forced, under which the process routes as that variant's CPU, and the
+    caps on torch's libraries in this process's environment), the CPU's vector features, AMX (listed,
+    granted or set aside), core count and load average (when the report is written), Python."""
     from kernels import amx, cpp_build, isa
 
     flags = isa.cpu_flags()
@@ -45,7 +45,9 @@ def machine_info() -> JsonObject:
     return {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
             "cpu_model": isa.cpu_model(), "kernel_isa": active.name if active else "none (torch path)",
             "forced_isa": forced.name if (forced := isa.forced_variant()) else None,
-            "amx": {"listed": list(tiles.listed), "granted": tiles.granted, "why": tiles.why},
+            "amx": {"listed": list(tiles.listed), "granted": tiles.granted, "set_aside": tiles.set_aside,
+                    "why": tiles.why},
+            "library_caps": isa.library_caps_set(),
             "vector_features": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c", "sve", "asimd"))),
             "loadavg": list(os.getloadavg())}
 

@@ -28,11 +28,10 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 
-from kernels.isa import ENV_FORCE, ONEDNN_BELOW_BF16, cpu_flags, routing_flags
+from kernels.isa import AMX_FLAGS, ENV_FORCE, cpu_flags, onednn_below_bf16, routing_flags
 
 logger = logging.getLogger(__name__)
 
-AMX_FLAGS = ("amx_tile", "amx_bf16", "amx_int8")  # /proc/cpuinfo's names of the units
 SYS_ARCH_PRCTL = 158  # x86-64
 ARCH_GET_XCOMP_PERM = 0x1022
 ARCH_REQ_XCOMP_PERM = 0x1023
@@ -93,7 +92,7 @@ def amx_state() -> AmxState:
     """This process's AMX state (asked once; one log line where the CPU lists AMX). A forced variant
     below ``avx512_bf16`` sets the units aside without asking the OS (``isa.routing_flags``)."""
     listed = tuple(f for f in AMX_FLAGS if f in cpu_flags())
-    if listed and "amx_tile" not in routing_flags():
+    if "amx_tile" in listed and "amx_tile" not in routing_flags():  # only ever under a forced variant
         logger.info("the CPU lists AMX but %s=%s routes as a CPU without it", ENV_FORCE, os.environ.get(ENV_FORCE))
         return AmxState(listed, False, f"set aside by {ENV_FORCE}", set_aside=True)
     state = state_for(cpu_flags())
@@ -122,7 +121,7 @@ def native_bf16() -> bool:
     """Whether this CPU multiplies bfloat16 natively for oneDNN: AVX512_BF16 (as the routes see the CPU,
     ``isa.routing_flags``), or AMX tiles granted; and oneDNN is not capped below that level
     (``ONEDNN_MAX_CPU_ISA``)."""
-    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper() in ONEDNN_BELOW_BF16:
+    if onednn_below_bf16():
         return False  # oneDNN is capped below its bfloat16 kernels (a forced variant, or the user)
     return "avx512_bf16" in routing_flags() or amx_state().usable
 

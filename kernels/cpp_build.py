@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from kernels.isa import ENV_FORCE, IsaVariant, cap_libraries, selected_variant, supported_variants
+from kernels.isa import ENV_FORCE, ENV_SWITCH, IsaVariant, cap_libraries, selected_variant, supported_variants
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,6 @@ HEADERS = tuple(_CSRC / n for n in ("vec_math.h", "attend_f32.h", "attend_tiled.
                                     "gguf_dequant.h", "shared_prefix.h", "attend_tiled512.h", "attend_bf16.h",
                                     "attend_tiled_bf16.h", "step_ops.h", "gguf_parts.h",
                                     "amx_tiles.h", "tile_blocks.h"))
-ENV_SWITCH = "AGENT_ENGINE_CPP_KERNELS"  # "0" turns the C++ kernels off
 _FLAGS = ("-O3", "-std=c++20", "-fPIC", "-fopenmp", "-fvisibility=hidden", "-DNDEBUG", "-Wno-unused-parameter",
           "-D_GLIBCXX_USE_CXX11_ABI=" + str(int(torch._C._GLIBCXX_USE_CXX11_ABI)))
 

@@ -31,9 +31,10 @@ from functools import cache
 from pathlib import Path
 
 ENV_FORCE = "AGENT_ENGINE_ISA"
+ENV_SWITCH = "AGENT_ENGINE_CPP_KERNELS"  # "0" turns the C++ kernels off (and with them any forced variant)
 # The /proc/cpuinfo flags of vector extensions and matrix units: what a forced variant may set aside.
 _VECTOR_PREFIXES = ("avx", "amx")
-_AMX = frozenset({"amx_tile", "amx_bf16", "amx_int8"})
+AMX_FLAGS = ("amx_tile", "amx_bf16", "amx_int8")  # the names of Intel AMX's units
 
 _X86_64_V3 = frozenset({"avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "abm"})
 _X86_64_V4 = _X86_64_V3 | {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"}
@@ -135,10 +136,11 @@ def selected_variant(flags: frozenset[str] | None = None) -> IsaVariant:
 
 
 def forced_variant() -> IsaVariant | None:
-    """The variant ``AGENT_ENGINE_ISA`` forces, or None when it is unset or names no variant this CPU runs
-    (that name is refused where an engine is built: :func:`selected_variant`)."""
+    """The variant ``AGENT_ENGINE_ISA`` forces, or None when it is unset, when the C++ kernels are off
+    (``AGENT_ENGINE_CPP_KERNELS=0``: the variable then means nothing) or when it names no variant this
+    CPU runs (that name is refused where an engine is built: :func:`selected_variant`)."""
     forced = os.environ.get(ENV_FORCE, "").strip()
-    if not forced:
+    if not forced or os.environ.get(ENV_SWITCH, "1") == "0":
         return None
     try:
         return variant_named(forced)
@@ -147,19 +149,20 @@ def forced_variant() -> IsaVariant | None:
 
 
 def routing_flags() -> frozenset[str]:
-    """The CPU's flags as the routes read them: all of them, or under a forced variant its vector
-    features only (its ``requires``, plus the AMX units where it is the bfloat16 variant, whose build
-    holds the tile kernels); every other flag stays."""
+    """The CPU's flags as the routes read them: all of them, or under a forced variant its AVX and AMX
+    flags only where the variant has them (its ``requires``, plus the AMX units where it is the
+    bfloat16 variant, whose build holds the tile kernels); every other flag stays."""
     flags = cpu_flags()
     variant = forced_variant()
     if variant is None:
         return flags
-    keep = variant.requires | (_AMX if variant.bf16_products else frozenset())
+    keep = variant.requires | (frozenset(AMX_FLAGS) if variant.bf16_products else frozenset())
     return frozenset(f for f in flags if not f.startswith(_VECTOR_PREFIXES) or f in keep)
 
 
 # Torch's libraries capped to a forced variant's level (their documented environment switches, read
-# when each library first runs); the best variant caps nothing.
+# when each library first runs); the best variant caps nothing. ``baseline`` caps oneDNN at SSE4.1,
+# the lowest level it has, and MKL at SSE4.2 likewise (the variant itself is SSE2).
 LIBRARY_CAPS: dict[str, dict[str, str]] = {
     "avx512_vnni": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"},
     "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"},
@@ -170,13 +173,25 @@ LIBRARY_CAPS: dict[str, dict[str, str]] = {
 
 
 CAPPED_NAMES = tuple(sorted({name for caps in LIBRARY_CAPS.values() for name in caps}))
-# oneDNN's ISA levels (``ONEDNN_MAX_CPU_ISA``) below the one that multiplies bfloat16 natively.
-ONEDNN_BELOW_BF16 = frozenset({"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"})
+# oneDNN reads its cap under this older name too (where the newer one is unset).
+_ONEDNN_ALIASES = {"ONEDNN_MAX_CPU_ISA": "DNNL_MAX_CPU_ISA"}
+# oneDNN's ISA levels below the one that multiplies bfloat16 natively.
+_ONEDNN_BELOW_BF16 = frozenset({"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"})
+
+
+def _set(name: str) -> str:
+    """A cap's value in this environment, under its name or oneDNN's older one ('' when neither)."""
+    return os.environ.get(name, "").strip() or os.environ.get(_ONEDNN_ALIASES.get(name, ""), "").strip()
 
 
 def library_caps_set() -> dict[str, str]:
     """The caps on torch's libraries this environment sets (by :func:`cap_libraries` or by the user)."""
-    return {name: os.environ[name] for name in CAPPED_NAMES if os.environ.get(name)}
+    return {name: value for name in CAPPED_NAMES if (value := _set(name))}
+
+
+def onednn_below_bf16() -> bool:
+    """Whether oneDNN is capped below its bfloat16 kernels here (it then refuses a bfloat16 matmul)."""
+    return _set("ONEDNN_MAX_CPU_ISA").upper() in _ONEDNN_BELOW_BF16
 
 
 def cap_libraries() -> dict[str, str]:
@@ -185,7 +200,7 @@ def cap_libraries() -> dict[str, str]:
     returns what was set."""
     variant = forced_variant()
     caps = LIBRARY_CAPS.get(variant.name, {}) if variant is not None else {}
-    added = {k: v for k, v in caps.items() if k not in os.environ}
+    added = {k: v for k, v in caps.items() if not _set(k)}
     os.environ.update(added)
     return added
 

@@ -75,4 +75,7 @@ def test_a_bad_forced_isa_is_refused_before_the_model_loads(monkeypatch: pytest.
     cpp_build.check_forced_variant()  # the kernels are off: the variable means nothing
     monkeypatch.setenv(cpp_build.ENV_SWITCH, "1")
     monkeypatch.setenv(isa.ENV_FORCE, isa.supported_variants()[-1].name)
-    cpp_build.check_forced_variant()  # a variant this CPU runs
+    capped: list[bool] = []  # torch's libraries stay as they are for the tests after this one
+    monkeypatch.setattr(cpp_build, "cap_libraries", lambda: capped.append(True) or {})
+    cpp_build.check_forced_variant()  # a variant this CPU runs: torch's libraries capped to it, before the model
+    assert capped == [True]

@@ -58,7 +58,7 @@ SHAPE_IDS = [f"{GGML_BLOCKS[t][0]}-K{k}" for t, k in SHAPES]
 
 
 @pytest.mark.parametrize(("qtype", "k"), SHAPES, ids=SHAPE_IDS)
-@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 6, 7, 9, 17])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 6, 7, 9, 17, 26, 29])  # 26, 29: wide steps, odd tails
 def test_quant_matmul_is_the_product_with_int8_activations(qtype: int, k: int, rows: int) -> None:
     block = 256 if GGML_BLOCKS[qtype][1] == 256 else 32
     raw = random_blocks(qtype, 45, k, seed=rows)

@@ -83,6 +83,9 @@ def test_a_forced_variant_is_the_cpu_the_routes_see(monkeypatch: pytest.MonkeyPa
     assert isa.routing_flags() == amx_xeon - {"avx512_fp16", "avx512_vbmi"}
     monkeypatch.setenv(isa.ENV_FORCE, "sse9")
     assert isa.forced_variant() is None and isa.routing_flags() == amx_xeon
+    monkeypatch.setenv(isa.ENV_FORCE, "avx2")
+    monkeypatch.setenv(isa.ENV_SWITCH, "0")  # the kernels off: the variable means nothing
+    assert isa.forced_variant() is None and isa.routing_flags() == amx_xeon
 
 
 @pytest.mark.core
@@ -99,6 +102,12 @@ def test_a_forced_variant_caps_torchs_libraries_where_the_user_did_not(monkeypat
     assert isa.cap_libraries() == {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
     assert env["ONEDNN_MAX_CPU_ISA"] == "AVX2" and env["MKL_ENABLE_INSTRUCTIONS"] == "SSE4_2"
     assert isa.cap_libraries() == {}  # already set
+    assert isa.library_caps_set() == {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+                                      "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
+    env.clear()
+    env.update({isa.ENV_FORCE: "avx2", "DNNL_MAX_CPU_ISA": "AVX2_VNNI", "ATEN_CPU_CAPABILITY": ""})
+    assert isa.cap_libraries() == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}  # oneDNN's old name
+    assert isa.onednn_below_bf16()
     assert set(isa.LIBRARY_CAPS) < {v.name for v in isa.VARIANTS}
 
 
@@ -122,6 +131,11 @@ def test_a_forced_variant_below_bf16_sets_amx_and_native_bf16_aside(monkeypatch:
     assert amx.amx_state().usable and amx.native_bf16()
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx512_core_vnni")  # oneDNN capped by the user: no route there
     assert not amx.native_bf16()
+    monkeypatch.delenv(isa.ENV_FORCE)
+    masked = XEON_AVX512 | {"amx_bf16"}  # a VM listing a unit without the tiles: not "set aside"
+    monkeypatch.setattr(isa, "cpu_flags", lambda *_: masked)
+    monkeypatch.setattr(amx, "cpu_flags", lambda *_: masked)
+    assert not amx.amx_state().set_aside and amx.amx_state().why == "not listed by the CPU"
 
 
 @pytest.mark.core
@@ -226,7 +240,8 @@ def test_every_variant_gives_the_same_quantized_products(variant: isa.IsaVariant
         expected_weights = torch.empty(n, k)
         cpp_build.variant_ops(isa.selected_variant()).gguf_dequantize(expected_weights, raw, qtype)
         assert torch.equal(weight.dequantize(), expected_weights), GGML_BLOCKS[qtype][0]
-        for rows in (1, 5, 9, 31):  # 31: a wide step (the K-quants' groups on the 256-bit route), a tail of x rows
+        # 26 .. 31: wide steps (the K-quants' groups on the 256-bit route), every tail of x rows a pass
+        for rows in (1, 5, 9, 26, 27, 28, 29, 31):
             x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows))
             got = quant_matmul(x, QuantMatmul.of([weight, weight.rows(torch.arange(n - 1, -1, -1))]))
             expected = _selected_quant(raw, qtype, k, x)

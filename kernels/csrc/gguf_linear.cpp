@@ -129,8 +129,9 @@ void tiled(const Part& p, int64_t n0, int64_t n1, const XB* xq, int64_t blocks, 
 // Rows [n0, n1) of a K-quant part in groups of four (kquant_groups.h), each packed once into this
 // thread's buffer and multiplied into every row of x; returns the first row it did not take (the
 // rest of a group of four).
-int64_t kquant_groups(const Part& p, int64_t n0, int64_t n1, const Activations& a, float* out, int64_t ldo) {
+int64_t grouped_rows(const Part& p, int64_t n0, int64_t n1, const Activations& a, float* out, int64_t ldo) {
   namespace kg = ae::kquant_groups;
+  static_assert(kg::kMaxXRows <= 8, "with_rows<8> covers the passes");
   const int64_t blocks = a.k / ae::kquant::kBlock;
   const bool q4k = p.qtype == 12;
   thread_local std::vector<kg::Q4KBlock> q4;
@@ -163,10 +164,10 @@ int64_t kquant_groups(const Part& p, int64_t n0, int64_t n1, const Activations& 
 #endif
 
 #if defined(AE_KQUANT_GROUPS)
-// Rows of x from which a K-quant part's rows go through kquant_groups: four passes over each packed
+// Rows of x from which a K-quant part's rows go through grouped_rows: four passes over each packed
 // group, so that its pack (the codes written out as bytes, the scales as lanes) is paid back by the
 // passes' fewer multiplies. Below, the row kernel, whose unpack stays in registers, is as fast or
-// faster (AMD EPYC Zen 5 with the AVX2 variant forced: level at 16 rows, 0.84x the time at 24, 0.57x
+// faster (AMD EPYC Zen 5 with the AVX2 variant forced: level at 16 rows, 0.89x the time at 24, 0.57x
 // at 256; docs/performance.md).
 constexpr int64_t kGroupsFromRows = 4 * ae::kquant_groups::kMaxXRows;
 #endif
@@ -175,7 +176,7 @@ void part_rows(const Part& p, int64_t n0, int64_t n1, const Activations& a, floa
   if (p.form == Form::k256) {
     const bool q4k = p.qtype == 12;
 #if defined(AE_KQUANT_GROUPS)
-    if (a.m >= kGroupsFromRows) n0 = kquant_groups(p, n0, n1, a, out, ldo);
+    if (a.m >= kGroupsFromRows) n0 = grouped_rows(p, n0, n1, a, out, ldo);
 #endif
     tiled<ae::kquant::kMaxRows>(p, n0, n1, a.x256.data(), a.k / ae::kquant::kBlock, a.m, out, ldo,
                                 [&](int rows, const uint8_t* w, const XBlock* xb, float* o, int64_t blocks) {

@@ -4,11 +4,11 @@
 //
 // Why: with a row's 32 codes of one sub-block in a vector, each 32 products of a row of x need their
 // own ``maddubs`` and their own ``madd`` by the sub-block's scale (two multiplies per 32). Here a
-// vector holds 8 consecutive codes of each of four weight rows (``Group``: the layout llama.cpp's
-// repacked GEMMs use), so the 16-bit sums of one sub-block's four vectors add up lane by lane before
-// one ``madd`` by the four rows' scales: five multiplies per 128 products instead of eight, and a
-// weight is unpacked once per call (``pack_q4k`` / ``pack_q6k``, into a per-thread buffer) instead of
-// once per four rows of x.
+// vector holds 8 consecutive codes of each of four weight rows (the layout llama.cpp's repacked GEMMs
+// use), so the 16-bit sums of one scale's vectors add up lane by lane before one ``madd`` by the four
+// rows' scales: per 128 products five multiplies instead of eight for Q4_K (a scale per 32 weights),
+// six for Q6_K (per 16); and a weight is unpacked once per call (``pack_q4k`` / ``pack_q6k``, into a
+// per-thread buffer) instead of once per four rows of x.
 //
 // Lanes: a code vector's bytes 8r .. 8r + 7 are weight row r's; ``maddubs`` against 8 bytes of x
 // broadcast to the four quarters puts row r's pair sums in 16-bit lanes 4r .. 4r + 3, and ``madd``
@@ -33,7 +33,7 @@ namespace ae::kquant_groups {
 using ae::kquant::XBlock;
 
 constexpr int kRows = 4;      // weight rows per group
-constexpr int kMaxXRows = 6;  // rows of x per pass over a group's codes (accumulators in registers)
+constexpr int kMaxXRows = 6;  // rows of x per pass over a group's codes (their integer sums in registers)
 
 // One Q4_K block (256 weights) of a group of four rows.
 struct Q4KBlock {
@@ -135,7 +135,7 @@ inline void pack_q6k(const uint8_t* const w[4], int64_t blocks, Q6KBlock* out) {
   }
 }
 
-inline __m256i scaled_add(__m256i acc, __m256i pairs, __m256i scales) { return ae::kquant::scaled_add(acc, pairs, scales); }
+using ae::kquant::scaled_add;
 
 // 8 bytes of x at p in each quarter of a vector.
 inline __m256i broadcast8(const int8_t* p) {
@@ -144,8 +144,8 @@ inline __m256i broadcast8(const int8_t* p) {
   return _mm256_set1_epi64x(v);
 }
 
-// The pair-layout sums (lanes 2r, 2r + 1) into out[0..3] (``stride`` apart: rows of x's outputs are
-// ``ldo`` apart, a group's four columns adjacent).
+// The pair-layout sums (lanes 2r, 2r + 1) of one row of x into out[0..3], the group's four adjacent
+// output columns.
 inline void store_rows(__m256 acc, float* out) {
   const __m256 h = _mm256_hadd_ps(acc, acc);  // lanes 0, 1: rows 0, 1; lanes 4, 5: rows 2, 3
   out[0] = _mm256_cvtss_f32(h);
