@@ -7,9 +7,10 @@
 //   Q5_1, Q8_0, Q4_K, Q6_K). x is quantized to int8 once per block form the parts need (per 256 for the
 //   K-quants: llama.cpp's Q8_K; per 32, or per pair of 32-blocks on the 512-bit route, for the others)
 //   and each block's dot is an integer dot product (kquant_dot.h, q32_dot.h). A weight row is unpacked
-//   once per group of up to eight (AVX-512) or four rows of x; on the 256-bit route a wide step's
-//   K-quant rows go four at a time through kquant_groups.h instead (unpacked once per call). Every
-//   part's rows share one parallel region. Approximate: x is rounded to 8 bits per block.
+//   once per group of up to eight (AVX-512) or four rows of x; on the 256-bit route the K-quant rows
+//   of a step of six rows or more go four at a time through kquant_groups.h instead (unpacked once
+//   per call). Every part's rows share one parallel region. Approximate: x is rounded to 8 bits per
+//   block.
 //   ``out`` may be a column slice of a wider matrix (row stride >= N, unit column stride), here and in
 //   gguf_linear_wide.
 // gguf_dequantize(out, raw, qtype): the float32 [N, K] weights (gguf-py's, bit for bit but for the sign
@@ -164,12 +165,11 @@ int64_t grouped_rows(const Part& p, int64_t n0, int64_t n1, const Activations& a
 #endif
 
 #if defined(AE_KQUANT_GROUPS)
-// Rows of x from which a K-quant part's rows go through grouped_rows: four passes over each packed
-// group, so that its pack (the codes written out as bytes, the scales as lanes) is paid back by the
-// passes' fewer multiplies. Below, the row kernel, whose unpack stays in registers, is as fast or
-// faster (AMD EPYC Zen 5 with the AVX2 variant forced: level at 16 rows, 0.89x the time at 24, 0.57x
-// at 256; docs/performance.md).
-constexpr int64_t kGroupsFromRows = 4 * ae::kquant_groups::kMaxXRows;
+// Rows of x from which a K-quant part's rows go through grouped_rows: one full pass over each packed
+// group. Below, the row kernel (its unpack stays in registers) is as fast or faster (AMD EPYC Zen 5
+// with the AVX2 variant forced, ms for two layers of the 1.5B's shapes: level at 4 rows, 0.84x the
+// time at 6, 0.51x at 256; docs/performance.md).
+constexpr int64_t kGroupsFromRows = ae::kquant_groups::kMaxXRows;
 #endif
 
 void part_rows(const Part& p, int64_t n0, int64_t n1, const Activations& a, float* out, int64_t ldo) {

@@ -1,6 +1,7 @@
 // K-quant weight rows (Q4_K, Q6_K) four at a time, their codes unpacked into bytes and interleaved,
-// against activations quantized as kquant_dot.h's ``XBlock``: the int8 route's wide steps on the
-// 256-bit route (AVX2, where a build has no AVX-512; a prefill step's many rows of x).
+// against activations quantized as kquant_dot.h's ``XBlock``: the int8 route's steps of six rows of x
+// or more on the 256-bit route (AVX2, where a build has no AVX-512): prefill, and decode of six streams
+// or more.
 //
 // Why: with a row's 32 codes of one sub-block in a vector, each 32 products of a row of x need their
 // own ``maddubs`` and their own ``madd`` by the sub-block's scale (two multiplies per 32). Here a
@@ -65,23 +66,52 @@ inline void store_pair_layout(float* dst, const float v[4]) {
   for (int r = 0; r < kRows; ++r) dst[2 * r] = dst[2 * r + 1] = v[r];
 }
 
+// Byte shuffles of the packs' scales (pshufb works within each 128-bit half), built once.
+struct ScaleShuffles {
+  // [j]: byte j of each row's 8 Q4_K scales (rows 0 / 1 in the low half, 2 / 3 in the high, 8 bytes
+  // apart) into the low bytes of its four 16-bit lanes (4r .. 4r + 3), high bytes zero.
+  alignas(32) int8_t q4k[8][32];
+  // [g][parity]: scale g of a half's one row (16 bytes a half) into the high bytes of the lanes of
+  // rows ``parity`` and ``parity`` + 2, zero elsewhere.
+  alignas(32) int8_t q6k[16][2][32];
+
+  ScaleShuffles() {
+    for (int b = 0; b < 32; ++b) {
+      const int lane = b / 2, row = lane / 4;
+      for (int j = 0; j < 8; ++j) q4k[j][b] = b % 2 == 0 ? static_cast<int8_t>(8 * (row % 2) + j) : int8_t{-128};
+      for (int g = 0; g < 16; ++g)
+        for (int parity = 0; parity < 2; ++parity)
+          q6k[g][parity][b] = b % 2 == 1 && row % 2 == parity ? static_cast<int8_t>(g) : int8_t{-128};
+    }
+  }
+  static const ScaleShuffles& get() {
+    static const ScaleShuffles shuffles;
+    return shuffles;
+  }
+};
+
+inline __m256i load32(const int8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+
 // Rows ``w[0..3]`` (each ``blocks`` Q4_K blocks) into ``out[blocks]``.
 inline void pack_q4k(const uint8_t* const w[4], int64_t blocks, Q4KBlock* out) {
+  const ScaleShuffles& shuffles = ScaleShuffles::get();
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < blocks; ++b) {
     Q4KBlock& o = out[b];
     const uint8_t* blk[4] = {w[0] + b * 144, w[1] + b * 144, w[2] + b * 144, w[3] + b * 144};
     float d[4], dmin[4];
+    alignas(32) uint8_t sc[4][8], m[4][8];  // row r's 6-bit scales and mins
     for (int r = 0; r < kRows; ++r) {
-      uint8_t sc[8], m[8];
-      ae::kquant::q4k_scales(blk[r] + 4, sc, m);
+      ae::kquant::q4k_scales(blk[r] + 4, sc[r], m[r]);
       d[r] = ae::kquant::fp16(blk[r]);
       dmin[r] = ae::kquant::fp16(blk[r] + 2);
-      for (int j = 0; j < 8; ++j) {
-        for (int i = 0; i < 4; ++i) o.scales[j][4 * r + i] = sc[j];
-        o.mins[r / 2][8 * (r % 2) + j] = m[j];
-      }
     }
+    // scales[j]: lanes 4r .. 4r + 3 take row r's scale j (ScaleShuffles::q4k).
+    const __m256i sc_rows = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
+    for (int j = 0; j < 8; ++j)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.scales[j]), _mm256_shuffle_epi8(sc_rows, load32(shuffles.q4k[j])));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.mins[0]), _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(m[0]))));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.mins[1]), _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(m[2]))));
     store_pair_layout(o.d, d);
     store_pair_layout(o.dmin, dmin);
     for (int c = 0; c < 4; ++c) {  // nibble bytes 32c .. 32c + 31: sub-blocks 2c (low) and 2c + 1 (high)
@@ -100,18 +130,26 @@ inline void pack_q4k(const uint8_t* const w[4], int64_t blocks, Q4KBlock* out) {
 
 // Rows ``w[0..3]`` (each ``blocks`` Q6_K blocks) into ``out[blocks]``.
 inline void pack_q6k(const uint8_t* const w[4], int64_t blocks, Q6KBlock* out) {
+  const ScaleShuffles& shuffles = ScaleShuffles::get();
   const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
   for (int64_t b = 0; b < blocks; ++b) {
     Q6KBlock& o = out[b];
     const uint8_t* blk[4] = {w[0] + b * 210, w[1] + b * 210, w[2] + b * 210, w[3] + b * 210};
     float d[4];
+    __m128i s[4];  // row r's 16 int8 scales
     for (int r = 0; r < kRows; ++r) {
-      const int8_t* s = reinterpret_cast<const int8_t*>(blk[r] + 192);
+      s[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r] + 192));
       d[r] = ae::kquant::fp16(blk[r] + 208);
-      for (int g = 0; g < 16; ++g) {
-        for (int i = 0; i < 4; ++i) o.scales[g][4 * r + i] = s[g];
-        o.row_scales[r][g] = s[g];
-      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.row_scales[r]), _mm256_cvtepi8_epi16(s[r]));
+    }
+    // scales[g]: lanes 4r .. 4r + 3 = row r's scale g, sign-extended: rows 0 and 2 from the halves of
+    // ``even``, 1 and 3 from ``odd``, each byte shuffled into a lane's high byte (ScaleShuffles::q6k)
+    // and shifted down.
+    const __m256i even = _mm256_setr_m128i(s[0], s[2]), odd = _mm256_setr_m128i(s[1], s[3]);
+    for (int g = 0; g < 16; ++g) {
+      const __m256i both = _mm256_or_si256(_mm256_shuffle_epi8(even, load32(shuffles.q6k[g][0])),
+                                           _mm256_shuffle_epi8(odd, load32(shuffles.q6k[g][1])));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.scales[g]), _mm256_srai_epi16(both, 8));
     }
     store_pair_layout(o.d, d);
     // Weights 128h + 32t + i (t < 4): low nibble of ql[64h + 32 (t % 2) + i] >> 4 (t / 2), high bits of
