@@ -141,6 +141,13 @@ int64_t grouped_rows(const Part& p, int64_t n0, int64_t n1, const Activations& a
   for (; n + kg::kRows <= n1; n += kg::kRows) {
     const uint8_t* rows[kg::kRows] = {p.w + n * p.stride, p.w + (n + 1) * p.stride, p.w + (n + 2) * p.stride,
                                       p.w + (n + 3) * p.stride};
+    // The next group's rows on their way from memory while this one runs: four rows read a block at a
+    // time each are four short streams the hardware prefetcher barely follows (a vocabulary-sized head
+    // at eight rows of x took 1.8x the row kernel's time without this, and level with it).
+    if (n + 2 * kg::kRows <= n1)
+      for (int r = 0; r < kg::kRows; ++r)
+        for (int64_t b = 0; b < p.row_bytes; b += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(rows[r] + kg::kRows * p.stride + b), _MM_HINT_T1);
     if (q4k) {
       q4.resize(blocks);
       kg::pack_q4k(rows, blocks, q4.data());
@@ -166,9 +173,10 @@ int64_t grouped_rows(const Part& p, int64_t n0, int64_t n1, const Activations& a
 
 #if defined(AE_KQUANT_GROUPS)
 // Rows of x from which a K-quant part's rows go through grouped_rows: one full pass over each packed
-// group. Below, the row kernel (its unpack stays in registers) is as fast or faster (AMD EPYC Zen 5
-// with the AVX2 variant forced, ms for two layers of the 1.5B's shapes: level at 4 rows, 0.84x the
-// time at 6, 0.51x at 256; docs/performance.md).
+// group. Below, the row kernel (its unpack stays in registers) is as fast (level at four rows). On an AMD EPYC
+// Zen 5 with the AVX2 variant forced the groups took 0.51x the time at 256 rows (two layers of the
+// 1.5B's shapes), and eight-stream decode of the 1.5B made 66.8 against 57.5 tok/s with the groups
+// from 24 rows (docs/performance.md).
 constexpr int64_t kGroupsFromRows = ae::kquant_groups::kMaxXRows;
 #endif
 

@@ -108,10 +108,14 @@ inline void pack_q4k(const uint8_t* const w[4], int64_t blocks, Q4KBlock* out) {
     }
     // scales[j]: lanes 4r .. 4r + 3 take row r's scale j (ScaleShuffles::q4k).
     const __m256i sc_rows = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
-    for (int j = 0; j < 8; ++j)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.scales[j]), _mm256_shuffle_epi8(sc_rows, load32(shuffles.q4k[j])));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.mins[0]), _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(m[0]))));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.mins[1]), _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(m[2]))));
+    for (int j = 0; j < 8; ++j) {
+      const __m256i lanes = _mm256_shuffle_epi8(sc_rows, load32(shuffles.q4k[j]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.scales[j]), lanes);
+    }
+    for (int half = 0; half < 2; ++half) {  // rows 2 half, 2 half + 1: m is 16 contiguous bytes there
+      const __m128i mins = _mm_load_si128(reinterpret_cast<const __m128i*>(m[2 * half]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.mins[half]), _mm256_cvtepu8_epi16(mins));
+    }
     store_pair_layout(o.d, d);
     store_pair_layout(o.dmin, dmin);
     for (int c = 0; c < 4; ++c) {  // nibble bytes 32c .. 32c + 31: sub-blocks 2c (low) and 2c + 1 (high)
