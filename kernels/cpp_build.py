@@ -45,11 +45,8 @@ _CSRC = Path(__file__).with_name("csrc")
 SOURCES = tuple(_CSRC / n for n in ("cpu_ops.cpp", "paged_attention.cpp", "small_linear.cpp", "panel_linear.cpp",
                                     "kv_tier_copy.cpp", "gguf_linear.cpp", "gguf_wide.cpp", "gguf_tiles.cpp", "panel_tiles.cpp",
                                     "decoder_layers.cpp"))
-HEADERS = tuple(_CSRC / n for n in ("vec_math.h", "attend_f32.h", "attend_tiled.h", "gguf_blocks.h", "kquant_dot.h",
-                                    "q32_dot.h", "panel_micro.h", "panel_bf16.h", "ops_library.h",
-                                    "gguf_dequant.h", "shared_prefix.h", "attend_tiled512.h", "attend_bf16.h",
-                                    "attend_tiled_bf16.h", "step_ops.h", "gguf_parts.h",
-                                    "amx_tiles.h", "tile_blocks.h"))
+# Every header beside the sources (a library's name hashes them all: an edited header is a new build).
+HEADERS = tuple(sorted(_CSRC.glob("*.h")))
 _FLAGS = ("-O3", "-std=c++20", "-fPIC", "-fopenmp", "-fvisibility=hidden", "-DNDEBUG", "-Wno-unused-parameter",
           "-D_GLIBCXX_USE_CXX11_ABI=" + str(int(torch._C._GLIBCXX_USE_CXX11_ABI)))
 

@@ -197,6 +197,14 @@ def test_a_library_is_named_by_its_variant_not_by_the_machine(monkeypatch: pytes
     assert "-march=native" not in cpp_build.compile_flags(isa.VARIANTS[-1]) or not X86
 
 
+@pytest.mark.core
+def test_every_kernel_source_and_header_is_part_of_the_librarys_name() -> None:
+    """An edited header or source is a new library, never a stale one loaded from the cache."""
+    csrc = cpp_build.SOURCES[0].parent
+    assert set(cpp_build.HEADERS) == set(csrc.glob("*.h")) and "kquant_groups.h" in {h.name for h in cpp_build.HEADERS}
+    assert set(cpp_build.SOURCES) == set(csrc.glob("*.cpp"))
+
+
 def _missing(variant: isa.IsaVariant) -> str:
     return ", ".join(sorted(variant.requires - isa.cpu_flags()))
 

@@ -186,6 +186,13 @@ inline __m256i broadcast8(const int8_t* p) {
   return _mm256_set1_epi64x(v);
 }
 
+inline __m256i load_vector(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// The 16-bit pair sums of two code vectors against x's 16 bytes at ``xq`` (8 to each, broadcast).
+inline __m256i pair_sums(__m256i w0, __m256i w1, const int8_t* xq) {
+  return _mm256_add_epi16(_mm256_maddubs_epi16(w0, broadcast8(xq)), _mm256_maddubs_epi16(w1, broadcast8(xq + 8)));
+}
+
 // The pair-layout sums (lanes 2r, 2r + 1) of one row of x into out[0..3], the group's four adjacent
 // output columns.
 inline void store_rows(__m256 acc, float* out) {
@@ -209,19 +216,13 @@ void q4k_group(const Q4KBlock* g, const XBlock* x, int64_t x_row, int64_t blocks
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
-      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.codes[j][0]));
-      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.codes[j][1]));
-      const __m256i w2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.codes[j][2]));
-      const __m256i w3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.codes[j][3]));
-      const __m256i sc = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.scales[j]));
+      const __m256i w0 = load_vector(p.codes[j][0]), w1 = load_vector(p.codes[j][1]);
+      const __m256i w2 = load_vector(p.codes[j][2]), w3 = load_vector(p.codes[j][3]);
+      const __m256i sc = load_vector(p.scales[j]);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const int8_t* xq = x[r * x_row + b].q + 32 * j;
-        const __m256i s01 = _mm256_add_epi16(_mm256_maddubs_epi16(w0, broadcast8(xq)),
-                                             _mm256_maddubs_epi16(w1, broadcast8(xq + 8)));
-        const __m256i s23 = _mm256_add_epi16(_mm256_maddubs_epi16(w2, broadcast8(xq + 16)),
-                                             _mm256_maddubs_epi16(w3, broadcast8(xq + 24)));
-        sum[r] = scaled_add(sum[r], _mm256_add_epi16(s01, s23), sc);
+        sum[r] = scaled_add(sum[r], _mm256_add_epi16(pair_sums(w0, w1, xq), pair_sums(w2, w3, xq + 16)), sc);
       }
     }
     const __m256 d = _mm256_loadu_ps(p.d), dmin = _mm256_loadu_ps(p.dmin);
@@ -254,20 +255,13 @@ void q6k_group(const Q6KBlock* g, const XBlock* x, int64_t x_row, int64_t blocks
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
     for (int j = 0; j < 16; j += 2) {  // two groups of 16 a pass: four code vectors in registers
-      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.codes[j][0]));
-      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.codes[j][1]));
-      const __m256i w2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.codes[j + 1][0]));
-      const __m256i w3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.codes[j + 1][1]));
-      const __m256i sc0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.scales[j]));
-      const __m256i sc1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.scales[j + 1]));
+      const __m256i w0 = load_vector(p.codes[j][0]), w1 = load_vector(p.codes[j][1]);
+      const __m256i w2 = load_vector(p.codes[j + 1][0]), w3 = load_vector(p.codes[j + 1][1]);
+      const __m256i sc0 = load_vector(p.scales[j]), sc1 = load_vector(p.scales[j + 1]);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const int8_t* xq = x[r * x_row + b].q + 16 * j;
-        const __m256i s0 = _mm256_add_epi16(_mm256_maddubs_epi16(w0, broadcast8(xq)),
-                                            _mm256_maddubs_epi16(w1, broadcast8(xq + 8)));
-        const __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(w2, broadcast8(xq + 16)),
-                                            _mm256_maddubs_epi16(w3, broadcast8(xq + 24)));
-        sum[r] = scaled_add(scaled_add(sum[r], s0, sc0), s1, sc1);
+        sum[r] = scaled_add(scaled_add(sum[r], pair_sums(w0, w1, xq), sc0), pair_sums(w2, w3, xq + 16), sc1);
       }
     }
     const __m256 d = _mm256_loadu_ps(p.d);
