@@ -179,19 +179,19 @@ _ONEDNN_ALIASES = {"ONEDNN_MAX_CPU_ISA": "DNNL_MAX_CPU_ISA"}
 _ONEDNN_BELOW_BF16 = frozenset({"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"})
 
 
-def _set(name: str) -> str:
+def _cap_value(name: str) -> str:
     """A cap's value in this environment, under its name or oneDNN's older one ('' when neither)."""
     return os.environ.get(name, "").strip() or os.environ.get(_ONEDNN_ALIASES.get(name, ""), "").strip()
 
 
 def library_caps_set() -> dict[str, str]:
     """The caps on torch's libraries this environment sets (by :func:`cap_libraries` or by the user)."""
-    return {name: value for name in CAPPED_NAMES if (value := _set(name))}
+    return {name: value for name in CAPPED_NAMES if (value := _cap_value(name))}
 
 
 def onednn_below_bf16() -> bool:
     """Whether oneDNN is capped below its bfloat16 kernels here (it then refuses a bfloat16 matmul)."""
-    return _set("ONEDNN_MAX_CPU_ISA").upper() in _ONEDNN_BELOW_BF16
+    return _cap_value("ONEDNN_MAX_CPU_ISA").upper() in _ONEDNN_BELOW_BF16
 
 
 def cap_libraries() -> dict[str, str]:
@@ -200,7 +200,7 @@ def cap_libraries() -> dict[str, str]:
     returns what was set."""
     variant = forced_variant()
     caps = LIBRARY_CAPS.get(variant.name, {}) if variant is not None else {}
-    added = {k: v for k, v in caps.items() if not _set(k)}
+    added = {k: v for k, v in caps.items() if not _cap_value(k)}
     os.environ.update(added)
     return added
 
