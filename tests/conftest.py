@@ -12,14 +12,16 @@ from kernels.isa import CAPPED_NAMES
 
 
 @pytest.fixture(autouse=True)
-def _library_caps_restored(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _library_caps_restored() -> Iterator[None]:
     """``isa.cap_libraries`` (run wherever a test forces a variant) writes ``os.environ``: each such
     variable is put back as it was when the test began."""
-    for name in CAPPED_NAMES:
-        monkeypatch.setenv(name, os.environ.get(name, ""))
-        if not os.environ[name]:
-            monkeypatch.delenv(name)
+    before = {name: os.environ.get(name) for name in CAPPED_NAMES}
     yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _cuda_available() -> bool:

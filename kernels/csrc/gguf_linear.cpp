@@ -127,6 +127,13 @@ void tiled(const Part& p, int64_t n0, int64_t n1, const XB* xq, int64_t blocks, 
 }
 
 #if defined(AE_KQUANT_GROUPS)
+// Rows of x from which a K-quant part's rows go through grouped_rows: one full pass over each packed
+// group. Below, the row kernel (its unpack stays in registers) is as fast (level at four rows). On an
+// AMD EPYC Zen 5 with the AVX2 variant forced the groups took 0.51x the time at 256 rows (two layers
+// of the 1.5B's shapes), and eight-stream decode of the 1.5B made 66.8 against 57.5 tok/s with the
+// groups from 24 rows (docs/performance.md).
+constexpr int64_t kGroupsFromRows = ae::kquant_groups::kMaxXRows;
+
 // Rows [n0, n1) of a K-quant part in groups of four (kquant_groups.h), each packed once into this
 // thread's buffer and multiplied into every row of x; returns the first row it did not take (the
 // rest of a group of four).
@@ -169,15 +176,6 @@ int64_t grouped_rows(const Part& p, int64_t n0, int64_t n1, const Activations& a
   }
   return n;
 }
-#endif
-
-#if defined(AE_KQUANT_GROUPS)
-// Rows of x from which a K-quant part's rows go through grouped_rows: one full pass over each packed
-// group. Below, the row kernel (its unpack stays in registers) is as fast (level at four rows). On an AMD EPYC
-// Zen 5 with the AVX2 variant forced the groups took 0.51x the time at 256 rows (two layers of the
-// 1.5B's shapes), and eight-stream decode of the 1.5B made 66.8 against 57.5 tok/s with the groups
-// from 24 rows (docs/performance.md).
-constexpr int64_t kGroupsFromRows = ae::kquant_groups::kMaxXRows;
 #endif
 
 void part_rows(const Part& p, int64_t n0, int64_t n1, const Activations& a, float* out, int64_t ldo) {
